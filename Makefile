@@ -1,0 +1,87 @@
+# Makefile: builds the trainer for the GPU (nvcc) or the CPU runtime (dev/cpu/cucc), and runs
+# the tests.
+#   make            GPU binaries ./train_gpt ./test_gpt (BF16) ./train_gpt_fp32 ./test_gpt_fp32
+#   make cpu        the same four under build/cpu/, built with dev/cpu/cucc (no GPU needed)
+#   make test       the whole suite: natively when a GPU is visible, else on the CPU runtime
+# Variables: GPU_ARCH (nvcc -gencode flags), NO_MULTI_GPU=1 (build without NCCL/MPI),
+#            CUDA_HOME (default /usr/local/cuda).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+GPU_ARCH  ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
+NVCC_FLAGS = -O3 -std=c++17 $(GPU_ARCH)
+NVCC_LIBS  = -lcublasLt -lcublas
+CUCC       = dev/cpu/cucc
+CUCC_FLAGS = -O2 -std=c++17
+CUCC_LIBS  = -lcublasLt
+
+# Multi-GPU support (NCCL + MPI) when their headers are present, unless NO_MULTI_GPU=1.
+MPI_COMPILE := $(shell mpicxx --showme:compile 2>/dev/null)
+MPI_LINK    := $(shell mpicxx --showme:link 2>/dev/null)
+HAVE_NCCL   := $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h)
+ifeq ($(NO_MULTI_GPU),)
+ifneq ($(and $(MPI_COMPILE),$(HAVE_NCCL)),)
+NVCC_FLAGS += -DMULTI_GPU $(filter -I% -D%,$(MPI_COMPILE))
+NVCC_LIBS  += -lnccl $(filter -L% -l%,$(MPI_LINK))
+CUCC_FLAGS += -DMULTI_GPU --mpi
+CUCC_LIBS  += -lnccl
+endif
+endif
+
+SOURCES      = train_gpt.cu $(wildcard llmc/*.cuh llmc/*.h)
+TEST_SOURCES = test_gpt.cu $(SOURCES)
+GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
+CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))
+
+.PHONY: all cpu test check-gpu-deps check-cpu-deps clean
+all: check-gpu-deps $(GPU_BINARIES)
+
+train_gpt: $(SOURCES)
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+train_gpt_fp32: $(SOURCES)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LIBS)
+test_gpt: $(TEST_SOURCES)
+	$(NVCC) $(NVCC_FLAGS) $< -o $@ $(NVCC_LIBS)
+test_gpt_fp32: $(TEST_SOURCES)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LIBS)
+
+cpu: check-cpu-deps $(CPU_BINARIES)
+build/cpu/train_gpt: $(SOURCES)
+	@mkdir -p $(@D)
+	$(CUCC) $(CUCC_FLAGS) $< -o $@ $(CUCC_LIBS)
+build/cpu/train_gpt_fp32: $(SOURCES)
+	@mkdir -p $(@D)
+	$(CUCC) $(CUCC_FLAGS) -DENABLE_FP32 $< -o $@ $(CUCC_LIBS)
+build/cpu/test_gpt: $(TEST_SOURCES)
+	@mkdir -p $(@D)
+	$(CUCC) $(CUCC_FLAGS) $< -o $@ $(CUCC_LIBS)
+build/cpu/test_gpt_fp32: $(TEST_SOURCES)
+	@mkdir -p $(@D)
+	$(CUCC) $(CUCC_FLAGS) -DENABLE_FP32 $< -o $@ $(CUCC_LIBS)
+
+# The suite runs natively when nvidia-smi lists a GPU, otherwise through the CPU runtime.
+HAVE_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
+ifeq ($(HAVE_GPU),1)
+test: all
+	python3 scripts/run_tests.py --native --gpt
+else
+test: cpu check-python-deps
+	python3 scripts/run_tests.py --gpt
+endif
+
+# A missing dependency is named together with the command that installs it.
+define require
+	@$(1) >/dev/null 2>&1 || { echo "missing dependency: $(2); install it with: $(3)" >&2; exit 1; }
+endef
+check-gpu-deps:
+	$(call require,test -x $(NVCC),the CUDA toolkit (nvcc),see https://developer.nvidia.com/cuda-downloads or set CUDA_HOME)
+	$(call require,test -f $(CUDA_HOME)/include/cublasLt.h,cuBLASLt (cublasLt.h),install the CUDA toolkit's libcublas development package)
+check-cpu-deps:
+	$(call require,test -f $(CUDA_HOME)/include/cuda_runtime_api.h,the CUDA toolkit headers,install the CUDA toolkit (headers are enough) or set CUDA_HOME)
+	$(call require,test -f /usr/include/boost/context/fiber.hpp,boost.context,apt-get install libboost-context-dev)
+	$(call require,test -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h -o -f /usr/include/cblas.h,OpenBLAS,apt-get install libopenblas-dev)
+	$(call require,which mpicxx,Open MPI,apt-get install openmpi-bin libopenmpi-dev)
+check-python-deps:
+	$(call require,python3 -c 'import torch',PyTorch,pip install torch numpy)
+
+clean:
+	rm -rf build $(GPU_BINARIES)

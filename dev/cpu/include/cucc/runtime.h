@@ -1,0 +1,119 @@
+// cucc/runtime.h: the contract between code rewritten by dev/cpu/cucc, the device-side shims
+// (dev/cpu/include/*.h) and the CPU runtime library (dev/cpu/runtime/*.cpp).
+//
+// How a CUDA program runs on the CPU:
+//   - cucc preprocesses the .cu, rewrites every `NAME<<<grid, block, smem, stream>>>(args...)`
+//     into a call of cucc::launch_kernel below, and every `extern __shared__ T x[];` into
+//     `T* x = (T*)cucc::dynamic_smem();`, then compiles the result with g++.
+//   - A launch is validated at once (errors as CUDA reports them, see cudaGetLastError) and then
+//     queued on its stream. Stream work runs in stream order; see "Streams" below.
+//   - A kernel runs its blocks on a pool of OS threads (CUCC_THREADS, default: all cores), one
+//     block at a time per OS thread. Each CUDA thread of a block is a fiber; barriers, warp
+//     shuffles and votes switch between the fibers of the block.
+//   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
+//     which runs one block at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <driver_types.h>  // cudaError_t, cudaStream_t, cudaEvent_t
+#include <vector_types.h>  // uint3, dim3
+
+// ---------------------------------------------------------------------------------------------
+// Built-in variables of the running CUDA thread. The scheduler sets them on every switch to a
+// fiber. blockDim/gridDim are uint3 (CUDA's are dim3; every use reads .x/.y/.z).
+extern thread_local uint3 threadIdx;
+extern thread_local uint3 blockIdx;
+extern thread_local uint3 blockDim;
+extern thread_local uint3 gridDim;
+// A variable, not a macro, so `prop.warpSize` on the host still compiles.
+constexpr int warpSize = 32;
+
+namespace cucc {
+
+// ---------------------------------------------------------------------------------------------
+// Kernel launch.
+// name:        the kernel's name as written at the launch site (for error messages).
+// kernel_addr: the kernel's address when cucc could name it unambiguously, else nullptr;
+//              used to look up attributes set with cudaFuncSetAttribute.
+// body:        invoked as body(args...) once per CUDA thread, on that thread's fiber.
+// args are copied at launch time (kernel parameters are passed by value in CUDA).
+using KernelBody = std::function<void()>;
+void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block,
+                      size_t smem, cudaStream_t stream, KernelBody thread_body);
+
+template <class Body, class... Args>
+void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Body body, Args&&... args) {
+    auto captured = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...);
+    launch_validated(name, kernel_addr, grid, block, smem, stream,
+                     [body, captured]() { std::apply(body, captured); });
+}
+
+// This block's dynamic shared memory (the launch's smem bytes, 16-byte aligned at least).
+void* dynamic_smem();
+
+// ---------------------------------------------------------------------------------------------
+// Block and warp synchronization, called from kernel code only.
+// A barrier completes when every thread of the block that has not exited waits at it. Threads
+// waiting at barriers of different call sites are a deadlock: the runtime prints what each
+// group of threads waits on and exits with code 1. The call site is the file and line where
+// these functions are called, so a shim must pass its caller's site on: make __syncthreads a
+// macro (`#define __syncthreads() cucc::syncthreads()`) or give it the same default arguments.
+void syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE());
+int syncthreads_count(int predicate, const char* file = __builtin_FILE(),
+                      int line = __builtin_LINE());
+int syncthreads_and(int predicate, const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE());
+int syncthreads_or(int predicate, const char* file = __builtin_FILE(),
+                   int line = __builtin_LINE());
+// Every lane named in mask must call with the same mask; a lane not named waits for nothing.
+void syncwarp(unsigned mask);
+// Warp-synchronous exchange: the calling lane deposits `bytes` bytes of `value`, waits until
+// every lane in mask has deposited, and gets a pointer to the warp's slots (lane i's value at
+// offset i*bytes). The pointer stays valid until this lane's next warp-synchronous call.
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes);
+unsigned active_mask();
+// Lane of the calling thread in its warp (threads are numbered x fastest, then y, then z).
+inline int lane_id() {
+    return (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u);
+}
+
+// A fault inside a kernel (__trap(), a failed device assert): prints message to stderr, stops
+// the whole grid (no further thread or block of it runs) and leaves `error` (e.g.
+// cudaErrorAssert, cudaErrorLaunchFailure) as the device's sticky error, returned by the next
+// synchronization, as CUDA does. Outside a kernel it ends the process.
+[[noreturn]] void trap(cudaError_t error, const char* message);
+
+// ---------------------------------------------------------------------------------------------
+// Streams. Work queued on a stream runs in order. Queued work runs on the host thread that
+// synchronizes (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy,
+// ...) or when the queues grow long. Heads of different streams are picked in submission
+// order, or at random under CUCC_SCHEDULE=random, so a missing event between streams shows up.
+// The legacy default stream (0, cudaStreamLegacy) orders against every blocking stream of its
+// device as CUDA documents; streams created with cudaStreamNonBlocking do not.
+// Work still queued when the process exits is discarded (not run), as when a CUDA program
+// exits without synchronizing: e.g. output of a kernel's printf that was never synchronized
+// does not appear.
+struct StreamOp {
+    const char* what;            // for messages ("kernel foo", "ncclAllReduce", ...)
+    // null: ready once the ops before it on its stream are done. Otherwise polled (with the
+    // runtime's lock released, backing off to 1 ms sleeps) until true: use it for conditions
+    // set by other processes (e.g. NCCL peers); it must become true eventually.
+    std::function<bool()> ready;
+    std::function<void()> run;   // the work itself; runs on a synchronizing host thread
+};
+// Queues op on stream (0, cudaStreamLegacy, cudaStreamPerThread or a created stream).
+// Returns cudaErrorInvalidResourceHandle (and queues nothing) for an invalid stream.
+cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op);
+// Runs queued work until every stream of the current device is empty.
+void drain_all();
+// True if ptr lies inside a live cudaMalloc allocation (of any device).
+bool is_device_pointer(const void* ptr);
+
+}  // namespace cucc

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Runs the project's test suite and ends with the line `N passed, N failed`.
+
+Three kinds of tests:
+
+1. CUDA test programs (dev/cpu/tests/*.cu). Each is built once and run one or more times, as
+   the `//!` directives at the top of the file say:
+       //! cucc: FLAGS              extra build flags (--asan, --ubsan, --mpi, -lcublasLt, -lnccl)
+       //! compile: fail /regex/    the build itself must fail, with output matching regex
+       //! run: COMMAND => pass|fail [/regex/]
+                                    one test case: COMMAND runs in a shell with ./prog naming
+                                    the built binary; pass = exit 0, fail = non-zero exit; the
+                                    regex (Python syntax) must match stdout+stderr
+       //! cpu-only                 meaningless on a real GPU (sanitizers, CUCC_* variables)
+   Without a run line the case is `./prog => pass`. `mpirun` in a command becomes
+   `mpirun --allow-run-as-root --oversubscribe`.
+   Without a GPU the programs are built with dev/cpu/cucc (the CPU runtime); with a GPU
+   (nvidia-smi lists one, or --native) they are built with nvcc and cpu-only files are skipped.
+
+2. Python test scripts (PYTHON_TESTS, data preparation and tokenizers), run when no PATHS are
+   given; each passes when it exits 0.
+
+3. Trainer checks (--gpt): scripts/reference.py writes a PyTorch dump for each configuration in
+   GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
+   both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
+
+Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
+"""
+import argparse
+import concurrent.futures
+import glob
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
+DEFAULT_TESTS = ["dev/cpu/tests/*.cu"]
+# Python test scripts: each exits 0 when all its checks pass.
+PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py"]
+RUN_TIMEOUT_S = 600
+MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
+
+# Trainer configurations checked against PyTorch: odd vocabularies, sequence lengths that are not
+# powers of two, head dims 32/64/128, one and several layers, batch > 1, gradient accumulation,
+# every schedule. Each entry is the reference.py command line minus --out.
+GPT_CONFIGS = [
+    "--seed 1 --vocab 313 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 1e-3 --warmup 1 --schedule cosine --min-lr-frac 0.1 --decay-frac 0.2 "
+    "--weight-decay 0.1 --grad-clip 1.0",
+    "--seed 2 --vocab 200 --seq 17 --context 32 --layers 1 --heads 1 --embd 64 --batch 3 "
+    "--grad-accum 1 --steps 4 --lr 3e-3 --warmup 2 --schedule wsd --min-lr-frac 0.0 "
+    "--decay-frac 0.5 --weight-decay 0.0 --grad-clip 0.05",
+    "--seed 3 --vocab 500 --seq 40 --layers 2 --heads 4 --embd 128 --batch 1 --grad-accum 3 "
+    "--steps 3 --lr 5e-4 --warmup 1 --schedule linear --min-lr-frac 0.2 --decay-frac 0.2 "
+    "--weight-decay 0.1 --grad-clip 1.0",
+    "--seed 4 --vocab 129 --seq 33 --layers 1 --heads 1 --embd 128 --batch 2 --grad-accum 1 "
+    "--steps 2 --lr 1e-3 --warmup 0 --schedule constant --min-lr-frac 0.1 --decay-frac 0.2 "
+    "--weight-decay 0.1 --grad-clip 0.0",
+]
+
+
+def has_gpu():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        return out.returncode == 0 and "GPU" in out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class TestFile:
+    def __init__(self, path):
+        self.path = path
+        self.name = os.path.relpath(path, ROOT)
+        self.flags, self.runs, self.compile_fail, self.cpu_only = [], [], None, False
+        for line in open(path, encoding="utf-8", errors="replace"):
+            m = re.match(r"\s*//!\s*([\w-]+)\s*:?\s*(.*?)\s*$", line)
+            if not m:
+                continue
+            key, value = m.group(1), m.group(2)
+            if key == "cucc":
+                self.flags += shlex.split(value)
+            elif key == "run":
+                self.runs.append(parse_expectation(value, path))
+            elif key == "compile":
+                self.compile_fail = parse_expectation("true => " + value, path)[1:]
+            elif key == "cpu-only":
+                self.cpu_only = True
+            else:
+                sys.exit(f"{path}: unknown test directive '//! {key}'")
+        if not self.runs:
+            self.runs = [("./prog", "pass", None)]
+
+
+def parse_expectation(value, path):
+    m = re.match(r"(.*?)\s*=>\s*(pass|fail)\s*(?:/(.*)/)?\s*$", value)
+    if not m:
+        sys.exit(f"{path}: cannot parse directive '{value}' (want 'COMMAND => pass|fail [/regex/]')")
+    return m.group(1), m.group(2), m.group(3)
+
+
+def build(test, outdir, native):
+    exe = os.path.join(outdir, os.path.splitext(os.path.basename(test.path))[0])
+    if native:
+        flags = [f for f in test.flags if f not in ("--mpi",)]
+        cmd = ["nvcc", "-O2", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a",
+               test.path, "-o", exe] + flags
+        if "--mpi" in test.flags:
+            cmd[0:1] = ["nvcc", "-ccbin", "mpicxx"]
+    else:
+        cmd = [CUCC, "-O2", "-std=c++17", test.path, "-o", exe] + test.flags
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    return exe, proc.returncode, proc.stdout + proc.stderr, time.time() - t0
+
+
+def run_case(command, exe, env=None):
+    command = command.replace("./prog", shlex.quote(exe))
+    command = re.sub(r"\bmpirun\b", MPIRUN, command)
+    t0 = time.time()
+    try:
+        proc = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT,
+                              timeout=RUN_TIMEOUT_S, env=env, errors="replace")
+        return proc.returncode, proc.stdout + proc.stderr, time.time() - t0
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out + f"\n[timed out after {RUN_TIMEOUT_S} s]", time.time() - t0
+
+
+def verdict(rc, output, want, regex):
+    if (rc == 0) != (want == "pass"):
+        return f"exit code {rc}, expected {'0' if want == 'pass' else 'non-zero'}"
+    if rc in (124, 137, -9):
+        return f"killed (exit {rc})"
+    if regex and not re.search(regex, output, re.MULTILINE):
+        return f"output does not match /{regex}/"
+    return None
+
+
+class Tally:
+    def __init__(self):
+        self.passed, self.failed, self.skipped = 0, 0, 0
+
+    def record(self, label, problem, output, seconds):
+        if problem is None:
+            self.passed += 1
+            print(f"PASS  {label}  ({seconds:.1f} s)", flush=True)
+        else:
+            self.failed += 1
+            print(f"FAIL  {label}  ({seconds:.1f} s): {problem}", flush=True)
+            tail = output.strip().splitlines()[-40:]
+            print("\n".join("      | " + line for line in tail), flush=True)
+
+
+def run_cuda_tests(patterns, native, jobs, tally):
+    paths = sorted({p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))
+                    if p.endswith(".cu") and os.path.isfile(p)})
+    tests = [TestFile(p) for p in paths]
+    if native:
+        skipped = [t for t in tests if t.cpu_only]
+        tally.skipped += len(skipped)
+        tests = [t for t in tests if not t.cpu_only]
+    if not tests:
+        return
+    outdir = os.path.join(ROOT, "build", "gpu" if native else "cpu", "tests")
+    os.makedirs(outdir, exist_ok=True)
+    if not native:  # build the runtime libraries once, before the parallel builds race for them
+        subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "dev", "cpu")], check=False)
+    print(f"building {len(tests)} test programs with {'nvcc' if native else 'dev/cpu/cucc'} ...",
+          flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        builds = list(pool.map(lambda t: build(t, outdir, native), tests))
+    for test, (exe, rc, output, seconds) in zip(tests, builds):
+        if test.compile_fail is not None:
+            want, regex = test.compile_fail
+            tally.record(f"{test.name} [build]", verdict(rc, output, want, regex), output, seconds)
+            continue
+        if rc != 0:
+            tally.record(f"{test.name} [build]", "build failed", output, seconds)
+            continue
+        for command, want, regex in test.runs:
+            rc, output, seconds = run_case(command, exe)
+            tally.record(f"{test.name}: {command}", verdict(rc, output, want, regex), output, seconds)
+
+
+def run_python_tests(tally):
+    for script in PYTHON_TESTS:
+        rc, output, seconds = run_case(f"{sys.executable} {script}", "")
+        tally.record(script, verdict(rc, output, "pass", None), output, seconds)
+
+
+def run_gpt_tests(native, tally):
+    bindir = ROOT if native else os.path.join(ROOT, "build", "cpu")
+    dumpdir = os.path.join(ROOT, "build", "dumps")
+    os.makedirs(dumpdir, exist_ok=True)
+    for config in GPT_CONFIGS:
+        key = hashlib.sha1((config + open(os.path.join(ROOT, "scripts", "reference.py")).read())
+                           .encode()).hexdigest()[:12]
+        dump = os.path.join(dumpdir, f"ref_{key}.bin")
+        label = " ".join(config.split()[:14]) + " ..."
+        if not os.path.exists(dump):
+            cmd = f"{sys.executable} scripts/reference.py --out {dump} {config}"
+            rc, output, seconds = run_case(cmd, "")
+            if rc != 0:
+                tally.record(f"reference.py {label}", "reference failed", output, seconds)
+                continue
+        # An independent float64 model confirms the dump itself before the trainer is held to it.
+        rc, output, seconds = run_case(f"{sys.executable} scripts/check_reference.py {dump}", "")
+        tally.record(f"check_reference.py {label}", verdict(rc, output, "pass", None), output, seconds)
+        for binary in ("test_gpt_fp32", "test_gpt"):
+            rc, output, seconds = run_case(f"{os.path.join(bindir, binary)} {dump}", "")
+            tally.record(f"{binary} {label}", verdict(rc, output, "pass", None), output, seconds)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("patterns", nargs="*", help="test files or globs (default: all)")
+    parser.add_argument("--gpt", action="store_true", help="also run the trainer-vs-PyTorch checks")
+    parser.add_argument("--native", action="store_true", help="build with nvcc and run on the GPU")
+    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2,
+                        help="parallel builds (default: all cores)")
+    args = parser.parse_args()
+    native = args.native or has_gpu()
+    print(f"running tests {'natively on the GPU' if native else 'through the CPU runtime (no GPU found)'}",
+          flush=True)
+    tally = Tally()
+    t0 = time.time()
+    run_cuda_tests(args.patterns or DEFAULT_TESTS, native, args.jobs, tally)
+    if not args.patterns:
+        run_python_tests(tally)
+    if args.gpt:
+        run_gpt_tests(native, tally)
+    skipped = f", {tally.skipped} skipped" if tally.skipped else ""
+    print(f"({time.time() - t0:.0f} s)")
+    print(f"{tally.passed} passed, {tally.failed} failed{skipped}")
+    sys.exit(1 if tally.failed or tally.passed == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()
