@@ -58,6 +58,9 @@ GPT_CONFIGS = [
     "--seed 3 --vocab 500 --seq 40 --layers 2 --heads 4 --embd 128 --batch 1 --grad-accum 3 "
     "--steps 3 --lr 5e-4 --warmup 1 --schedule linear --min-lr-frac 0.2 --decay-frac 0.2 "
     "--weight-decay 0.1 --grad-clip 1.0",
+    "--seed 7 --vocab 1000 --seq 130 --context 150 --layers 2 --heads 4 --embd 128 --batch 2 "
+    "--grad-accum 2 --steps 3 --lr 2e-3 --warmup 1 --schedule wsd --min-lr-frac 0.1 "
+    "--decay-frac 0.4 --weight-decay 0.1 --grad-clip 1.0",
     "--seed 4 --vocab 129 --seq 33 --layers 1 --heads 1 --embd 128 --batch 2 --grad-accum 1 "
     "--steps 2 --lr 1e-3 --warmup 0 --schedule constant --min-lr-frac 0.1 --decay-frac 0.2 "
     "--weight-decay 0.1 --grad-clip 0.0",

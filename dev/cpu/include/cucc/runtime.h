@@ -27,10 +27,12 @@
 // ---------------------------------------------------------------------------------------------
 // Built-in variables of the running CUDA thread. The scheduler sets them on every switch to a
 // fiber. blockDim/gridDim are uint3 (CUDA's are dim3; every use reads .x/.y/.z).
-extern thread_local uint3 threadIdx;
-extern thread_local uint3 blockIdx;
-extern thread_local uint3 blockDim;
-extern thread_local uint3 gridDim;
+// __thread rather than thread_local: it promises no dynamic initialization, so reading them
+// is a plain load instead of a call through a TLS wrapper function.
+extern __thread uint3 threadIdx;
+extern __thread uint3 blockIdx;
+extern __thread uint3 blockDim;
+extern __thread uint3 gridDim;
 // A variable, not a macro, so `prop.warpSize` on the host still compiles.
 constexpr int warpSize = 32;
 
@@ -55,7 +57,8 @@ void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 bl
                      [body, captured]() { std::apply(body, captured); });
 }
 
-// This block's dynamic shared memory (the launch's smem bytes, 16-byte aligned at least).
+// This block's dynamic shared memory: the launch's smem bytes, 4096-byte aligned, never null
+// (also for 0 bytes). Under CUCC_SCHEDULE=random it starts filled with 0xff bytes.
 void* dynamic_smem();
 
 // ---------------------------------------------------------------------------------------------
@@ -72,12 +75,18 @@ int syncthreads_and(int predicate, const char* file = __builtin_FILE(),
                     int line = __builtin_LINE());
 int syncthreads_or(int predicate, const char* file = __builtin_FILE(),
                    int line = __builtin_LINE());
-// Every lane named in mask must call with the same mask; a lane not named waits for nothing.
-void syncwarp(unsigned mask);
-// Warp-synchronous exchange: the calling lane deposits `bytes` bytes of `value`, waits until
-// every lane in mask has deposited, and gets a pointer to the warp's slots (lane i's value at
-// offset i*bytes). The pointer stays valid until this lane's next warp-synchronous call.
+// Warps are threads 32k..32k+31 of the block in linear order (x fastest).
+// Warp-synchronous exchange: the calling lane deposits `bytes` (at most 32) bytes of `value`,
+// waits until every lane in mask has deposited, and gets a pointer to the slots of this call
+// (lane i's value at offset i*bytes; slots of lanes outside mask are undefined). The pointer
+// stays valid until this lane's next warp-synchronous call. Calls match by mask and size, so
+// disjoint groups of lanes may exchange at the same time. The mask must include the caller.
+// A mask naming a lane that has exited, does not exist (a partial last warp) or waits
+// elsewhere is a deadlock (reported as for barriers): CUDA leaves such calls undefined.
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes);
+// __syncwarp(mask): a warp_exchange of nothing.
+void syncwarp(unsigned mask);
+// Lanes of the caller's warp that exist and have not exited.
 unsigned active_mask();
 // Lane of the calling thread in its warp (threads are numbered x fastest, then y, then z).
 inline int lane_id() {
@@ -102,9 +111,10 @@ inline int lane_id() {
 // does not appear.
 struct StreamOp {
     const char* what;            // for messages ("kernel foo", "ncclAllReduce", ...)
-    // null: ready once the ops before it on its stream are done. Otherwise polled (with the
-    // runtime's lock released, backing off to 1 ms sleeps) until true: use it for conditions
-    // set by other processes (e.g. NCCL peers); it must become true eventually.
+    // null: ready once the ops before it on its stream are done. Otherwise also polled until
+    // true (a quick check, called with the runtime's lock held; between polls the lock is
+    // released and the poller sleeps, backing off to 1 ms): use it for conditions set by other
+    // processes or threads (e.g. NCCL peers). A message goes to stderr every minute it waits.
     std::function<bool()> ready;
     std::function<void()> run;   // the work itself; runs on a synchronizing host thread
 };

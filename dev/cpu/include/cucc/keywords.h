@@ -1,0 +1,35 @@
+// cucc/keywords.h: the CUDA declaration keywords as the CPU runtime sees them.
+//
+// Included by our cuda_runtime.h before and again after the toolkit's headers, because the
+// toolkit's crt/host_defines.h gives some of them (__forceinline__, __align__) its own
+// meaning; hence no include guard. For .cu files (cucc defines __CUCC_REWRITE__) __global__
+// and __shared__ become markers that survive preprocessing, so that dev/cpu/cucc can find
+// kernels and shared-memory declarations in the preprocessed text and rewrite them.
+#undef __global__
+#undef __shared__
+#undef __device__
+#undef __host__
+#undef __constant__
+#undef __managed__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#undef __grid_constant__
+
+#ifdef __CUCC_REWRITE__
+#define __global__ __cucc_global__
+#define __shared__ __cucc_shared__
+#else
+#define __global__
+#define __shared__
+#endif
+// __device__ and __constant__ variables are ordinary globals: every block and the host see
+// one copy, as on a GPU (cudaMemcpyToSymbol copies to the host address).
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __grid_constant__

@@ -1,0 +1,35 @@
+// Kernels that can never finish stop the program with a message naming the kernel instead of
+// hanging: threads of one block waiting at two different __syncthreads, and a shuffle whose
+// mask names a lane that has already exited.
+//! cpu-only
+//! run: ./prog barrier => fail /deadlock[\s\S]*split_barrier_kernel|split_barrier_kernel[\s\S]*deadlock/
+//! run: ./prog shuffle => fail /deadlock[\s\S]*lost_lane_kernel|lost_lane_kernel[\s\S]*deadlock/
+#include <cstdio>
+#include <cstring>
+
+// The even threads wait at one barrier, the odd threads at another.
+__global__ void split_barrier_kernel(int* out) {
+    if (threadIdx.x % 2 == 0) {
+        __syncthreads();
+        out[threadIdx.x] = 1;
+    } else {
+        __syncthreads();
+        out[threadIdx.x] = 2;
+    }
+}
+
+// Lane 0 waits for lane 1 in a shuffle, but lane 1 has returned.
+__global__ void lost_lane_kernel(int* out) {
+    if (threadIdx.x == 1) return;
+    if (threadIdx.x == 0) out[0] = __shfl_sync(0x3u, 5, 1);
+}
+
+int main(int argc, char** argv) {
+    int* d_out;
+    cudaMalloc(&d_out, 64 * sizeof(int));
+    if (argc > 1 && strcmp(argv[1], "barrier") == 0) split_barrier_kernel<<<1, 64>>>(d_out);
+    else lost_lane_kernel<<<1, 32>>>(d_out);
+    cudaError_t err = cudaDeviceSynchronize();
+    printf("the kernel finished (%s): the deadlock was not reported\n", cudaGetErrorString(err));
+    return 0;
+}

@@ -1,0 +1,161 @@
+// llmc/common.cuh: what every other file needs: the error checks (one per library), the
+// floating-point type of parameters and activations (floatX), a 128-bit packed type for vector
+// loads and stores, warp reductions, and the seeded stochastic rounding used when fp32 values
+// are written into bf16 storage.
+//
+// floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
+// accumulates in float whatever floatX is.
+#pragma once
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+// ---------------------------------------------------------------------------------------------
+// Error checks: print where and what, then exit. Used on every CUDA and C library call.
+
+inline void cuda_check(cudaError_t err, const char* file, int line) {
+    if (err != cudaSuccess) {
+        fprintf(stderr, "CUDA error at %s:%d: %s (%s)\n", file, line, cudaGetErrorString(err),
+                cudaGetErrorName(err));
+        exit(EXIT_FAILURE);
+    }
+}
+#define CUDA_CHECK(call) cuda_check((call), __FILE__, __LINE__)
+// After a kernel launch: reports a bad launch configuration at the launch site.
+#define CUDA_CHECK_LAUNCH() cuda_check(cudaGetLastError(), __FILE__, __LINE__)
+
+inline FILE* fopen_check(const char* path, const char* mode, const char* file, int line) {
+    FILE* f = fopen(path, mode);
+    if (f == nullptr) {
+        fprintf(stderr, "error at %s:%d: cannot open '%s' (mode %s): %s\n", file, line, path,
+                mode, strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+    return f;
+}
+#define FOPEN_CHECK(path, mode) fopen_check((path), (mode), __FILE__, __LINE__)
+
+inline void fread_check(void* dst, size_t size, size_t count, FILE* f, const char* file,
+                        int line) {
+    size_t got = fread(dst, size, count, f);
+    if (got != count) {
+        fprintf(stderr, "error at %s:%d: read %zu of %zu items of %zu bytes (%s)\n", file, line,
+                got, count, size, feof(f) ? "file too short" : strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+}
+#define FREAD_CHECK(dst, size, count, f) fread_check((dst), (size), (count), (f), __FILE__, __LINE__)
+
+inline void* malloc_check(size_t bytes, const char* file, int line) {
+    void* p = malloc(bytes);
+    if (p == nullptr && bytes > 0) {
+        fprintf(stderr, "error at %s:%d: out of host memory allocating %zu bytes\n", file, line,
+                bytes);
+        exit(EXIT_FAILURE);
+    }
+    return p;
+}
+#define MALLOC_CHECK(bytes) malloc_check((bytes), __FILE__, __LINE__)
+
+// ---------------------------------------------------------------------------------------------
+// Precision.
+
+#if defined(ENABLE_FP32)
+typedef float floatX;
+#define PRECISION_NAME "fp32"
+#else
+typedef __nv_bfloat16 floatX;
+#define PRECISION_NAME "bf16"
+#endif
+
+constexpr bool FLOATX_IS_FP32 = sizeof(floatX) == sizeof(float);
+
+inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// Every tensor in the parameter and activation buffers starts on a multiple of this many
+// elements: 256 bytes or more (aligned for 128-bit access and cuBLASLt), and a whole number of
+// the 128-element blocks that FP8 scaling and ZeRO sharding split on.
+constexpr size_t TENSOR_ALIGN = 128;
+
+// ---------------------------------------------------------------------------------------------
+// Packed128: 16 bytes of T moved with one 128-bit load or store. Pointers must be 16-byte
+// aligned, which every tensor of the layouts is (see TENSOR_ALIGN) as long as the offset inside
+// the tensor is a multiple of Packed128<T>::size elements.
+template <class T>
+struct alignas(16) Packed128 {
+    static constexpr int size = 16 / sizeof(T);
+    T v[size];
+    __host__ __device__ T& operator[](int i) { return v[i]; }
+    __host__ __device__ const T& operator[](int i) const { return v[i]; }
+};
+typedef Packed128<floatX> x128;
+typedef Packed128<float> f128;
+
+// The int4 moves the 16 bytes at once; memcpy between it and the packed object (free after
+// optimization) keeps the element accesses and the 128-bit access from breaking C++'s
+// aliasing rules, which g++ at -O2 enforces under the CPU runtime.
+template <class T>
+__device__ inline Packed128<T> load128(const T* p) {
+    int4 bits = *reinterpret_cast<const int4*>(p);
+    Packed128<T> r;
+    memcpy(&r, &bits, sizeof(r));
+    return r;
+}
+template <class T>
+__device__ inline void store128(T* p, const Packed128<T>& v) {
+    int4 bits;
+    memcpy(&bits, &v, sizeof(bits));
+    *reinterpret_cast<int4*>(p) = bits;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp reductions over all 32 lanes (xor butterfly: every lane ends with the same bits).
+
+__device__ inline float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+__device__ inline float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stochastic rounding. A bf16 is the top 16 bits of a float; adding a uniform random 16-bit
+// number to the float's bits and truncating rounds up with probability equal to the dropped
+// fraction, so the rounding is unbiased. The random number is a hash of (seed, index): the
+// same seed and element give the same bits on any device, thread count or sharding.
+
+__host__ __device__ inline uint32_t hash_u32(uint32_t x) {
+    // A 32-bit integer hash with good avalanche (constants from the "lowbias32" search).
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+__device__ inline void stochastic_round_store(floatX* dst, float v, uint32_t seed, size_t index) {
+#if defined(ENABLE_FP32)
+    (void)seed;
+    (void)index;
+    *dst = v;
+#else
+    uint32_t r = hash_u32(seed ^ hash_u32((uint32_t)index ^ hash_u32((uint32_t)(index >> 32))));
+    uint32_t bits = __float_as_uint(v);
+    if ((bits & 0x7f800000u) != 0x7f800000u) bits += r & 0xffffu;  // inf and nan pass unchanged
+    __nv_bfloat16_raw raw;
+    raw.x = (unsigned short)(bits >> 16);
+    *dst = __nv_bfloat16(raw);
+#endif
+}

@@ -1,0 +1,1481 @@
+/*
+train_gpt.cu: trains a GPT-2-style language model on one GPU, in one readable file.
+
+It holds, top to bottom: the model configuration; the layout of the parameter and activation
+buffers; every layer's forward and backward kernel (embedding, layernorm, flash-style causal
+attention, GELU, the fused softmax/cross-entropy classifier); the forward pass, the backward
+pass and the AdamW update; the training loop and the command line. Matrix multiplies go to
+cuBLASLt (llmc/matmul.cuh), the optimizer kernels live in llmc/adamw.cuh.
+
+Precision: floatX (llmc/common.cuh) is bf16 by default and fp32 with -DENABLE_FP32. In the bf16
+build parameters, gradients and activations are bf16, the optimizer keeps fp32 master weights
+and moments, every kernel accumulates in fp32, and parameters are written back from the master
+weights with seeded stochastic rounding.
+
+Determinism: there are no floating-point atomics. Every sum over many threads has a fixed
+order (warp butterflies, per-chunk partial sums added in chunk order, embedding gradients
+grouped by token on the host), so a run gives the same bits on any device and on any number
+of CPU threads under the CPU runtime (dev/cpu).
+
+The reference for every number is scripts/reference.py (its docstring specifies the model);
+test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares against its dumps.
+*/
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "llmc/common.cuh"    // error checks, floatX, Packed128, warp sums, stochastic rounding
+#include "llmc/matmul.cuh"    // matmul(): every matrix product, through cuBLASLt
+#include "llmc/adamw.cuh"     // fused AdamW kernel and the deterministic global grad norm
+#include "llmc/schedule.h"    // learning-rate schedules
+
+// =============================================================================================
+// Configuration
+
+struct GPTConfig {
+    int vocab;         // V: tokens the model predicts
+    int padded_vocab;  // Vp: V rounded up to a multiple of 128 (rows of wte, columns of logits)
+    int context;       // maxT: rows of wpe, the longest sequence the model accepts
+    int layers;        // L
+    int heads;         // NH
+    int channels;      // C; the head size is HS = C / NH
+};
+
+inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
+
+// The message of the first thing wrong with a model config and a micro-batch shape (B, T), or
+// nullptr when it can be built. msg is scratch space for the message.
+inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg, size_t len) {
+    if (c->vocab < 1) snprintf(msg, len, "--vocab must be >= 1 (got %d)", c->vocab);
+    else if (c->layers < 1) snprintf(msg, len, "--layers must be >= 1 (got %d)", c->layers);
+    else if (c->heads < 1) snprintf(msg, len, "--heads must be >= 1 (got %d)", c->heads);
+    else if (c->channels < 1) snprintf(msg, len, "--embd must be >= 1 (got %d)", c->channels);
+    else if (c->channels % c->heads != 0)
+        snprintf(msg, len, "--heads %d does not divide --embd %d", c->heads, c->channels);
+    else if (int hs = c->channels / c->heads; hs != 32 && hs != 64 && hs != 128)
+        snprintf(msg, len, "head size --embd/--heads = %d/%d = %d is not supported (32, 64 or 128)",
+                 c->channels, c->heads, hs);
+    else if (B < 1) snprintf(msg, len, "--batch must be >= 1 (got %d)", B);
+    else if (T < 1) snprintf(msg, len, "--seq must be >= 1 (got %d)", T);
+    else if (c->context < T)
+        snprintf(msg, len, "--seq %d is longer than the model's context %d (--context)", T, c->context);
+    else return nullptr;
+    return msg;
+}
+
+// =============================================================================================
+// Parameter layout: every parameter tensor lives in one buffer, in the order below, each
+// starting on a multiple of TENSOR_ALIGN elements (the gap is zero and stays zero: its
+// gradient is zero, so AdamW leaves it alone). Gradients, fp32 master weights and the AdamW
+// moments use the same layout in buffers of their own, so a tensor's offset addresses it in
+// all of them, and a later ZeRO shard or FP8 128-block never straddles two tensors.
+
+enum LayerTensor {  // a block's tensors, in layout order
+    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W,
+    FCPROJ_B, NUM_LAYER_TENSORS
+};
+static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
+    "ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
+    "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b"};
+
+struct ParamTensor {
+    char name[32];    // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
+    int rows, cols;   // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
+    size_t numel;
+    size_t offset;    // in elements from the start of the buffer
+    bool decay;       // weight decay applies (2-D tensors only)
+    float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
+    float init_value;
+};
+
+struct ParamLayout {
+    int count;             // 2 + NUM_LAYER_TENSORS * L + 2 tensors
+    ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.mlp.proj.b, lnf.w, lnf.b
+    size_t total;          // buffer size in elements
+};
+
+// Index in ParamLayout::tensors of the embeddings, a block's tensor and the final layernorm.
+constexpr int WTE = 0, WPE = 1;
+inline int layer_tensor_index(int layer, int which) { return 2 + layer * NUM_LAYER_TENSORS + which; }
+inline int lnf_index(const GPTConfig* c, int which /* 0 weight, 1 bias */) {
+    return 2 + c->layers * NUM_LAYER_TENSORS + which;
+}
+
+inline void build_param_layout(ParamLayout* layout, const GPTConfig* c) {
+    const int C = c->channels, L = c->layers;
+    layout->count = 2 + NUM_LAYER_TENSORS * L + 2;
+    layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
+    size_t offset = 0;
+    int index = 0;
+    auto add = [&](const char* name, int rows, int cols, float init_std, float init_value) {
+        ParamTensor* t = &layout->tensors[index++];
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        t->rows = rows;
+        t->cols = cols;
+        t->numel = (size_t)rows * (cols > 0 ? cols : 1);
+        t->offset = offset;
+        t->decay = cols > 0;
+        t->init_std = init_std;
+        t->init_value = init_value;
+        offset += round_up(t->numel, TENSOR_ALIGN);
+    };
+    const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
+    add("wte", c->padded_vocab, C, std, 0.0f);
+    add("wpe", c->context, C, std, 0.0f);
+    for (int l = 0; l < L; l++) {
+        // (rows, cols, init std, init value) of each block tensor, in LayerTensor order
+        const int shapes[NUM_LAYER_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
+                                                  {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
+        for (int j = 0; j < NUM_LAYER_TENSORS; j++) {
+            char name[32];
+            snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
+            bool is_matrix = shapes[j][1] > 0, is_ln_weight = (j == LN1_W || j == LN2_W);
+            float tensor_std = !is_matrix ? 0.0f : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std : std;
+            add(name, shapes[j][0], shapes[j][1], tensor_std, is_ln_weight ? 1.0f : 0.0f);
+        }
+    }
+    add("lnf.w", C, 0, 0.0f, 1.0f);
+    add("lnf.b", C, 0, 0.0f, 0.0f);
+    layout->total = offset;
+}
+
+// Number of model parameters (without the alignment gaps and without wte's padding rows).
+inline size_t count_parameters(const ParamLayout* layout, const GPTConfig* c) {
+    size_t n = 0;
+    for (int i = 0; i < layout->count; i++) n += layout->tensors[i].numel;
+    return n - (size_t)(c->padded_vocab - c->vocab) * c->channels;
+}
+
+// =============================================================================================
+// Activation layout: everything the forward pass keeps for the backward pass, plus the
+// backward pass's scratch, in two buffers (floatX and float), each tensor aligned like the
+// parameters. Shapes for a micro-batch of B sequences of T tokens, N = B*T rows.
+
+struct LayerActivations {
+    floatX* ln1;        // (B,T,C)  ln1 output
+    float* ln1_mean;    // (B,T)
+    float* ln1_rstd;    // (B,T)
+    floatX* qkv;        // (B,T,3C) [q | k | v], each (NH, HS)
+    floatX* atty;       // (B,T,C)  attention output, heads side by side
+    float* lse;         // (B,NH,T) log-sum-exp of each query's attention scores
+    floatX* residual2;  // (B,T,C)  block input + attention projection
+    floatX* ln2;        // (B,T,C)
+    float* ln2_mean;    // (B,T)
+    float* ln2_rstd;    // (B,T)
+    floatX* fch;        // (B,T,4C) fc output before GELU
+    floatX* fch_gelu;   // (B,T,4C)
+    floatX* residual3;  // (B,T,C)  block output: residual2 + mlp projection
+};
+
+struct Activations {
+    floatX* encoded;           // (B,T,C) wte[token] + wpe[position]
+    LayerActivations* layers;  // L entries (a host array of device pointers)
+    floatX* lnf;               // (B,T,C)
+    float* lnf_mean;           // (B,T)
+    float* lnf_rstd;           // (B,T)
+    floatX* logits;            // (B,T,Vp); the classifier overwrites it with dlogits
+    float* losses;             // (B,T) cross-entropy of each position
+    floatX* proj_out;          // (B,T,C) attn.proj / mlp.proj output before the residual add
+    // backward scratch, reused by every layer
+    floatX* dresidual;         // (B,T,C) gradient of the residual stream
+    floatX* dbtc;              // (B,T,C) gradient of a layernorm output / attention output
+    floatX* dqkv;              // (B,T,3C)
+    floatX* dfch;              // (B,T,4C) gradient of fch_gelu, then of fch (in place)
+    float* att_delta;          // (B,NH,T) rowsum(dO * O) of each query, for attention backward
+    float* col_partials;       // (ceil(N/COLUMN_CHUNK), 2, 4C) per-chunk column sums
+    float* norm_partials;      // NORM_BLOCKS partial sums of the grad norm
+    float* norm;               // 1 float: the grad norm
+};
+
+// Rows summed by one thread of the column reductions (bias and layernorm parameter grads).
+constexpr int COLUMN_CHUNK = 32;
+
+template <class T>
+void take_tensor(T** ptr, T* base, size_t* cursor, size_t numel) {
+    *ptr = base ? base + *cursor : nullptr;
+    *cursor += round_up(numel, TENSOR_ALIGN);
+}
+
+// Assigns every pointer of `a` inside xbase / fbase (or nullptr while they are nullptr) and
+// returns the sizes the two buffers need. a->layers must hold L entries.
+inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T, floatX* xbase,
+                               float* fbase, size_t* x_elems, size_t* f_elems) {
+    const size_t N = (size_t)B * T, C = c->channels, NH = c->heads;
+    size_t xc = 0, fc = 0;
+    take_tensor(&a->encoded, xbase, &xc, N * C);
+    for (int l = 0; l < c->layers; l++) {
+        LayerActivations* la = &a->layers[l];
+        take_tensor(&la->ln1, xbase, &xc, N * C);
+        take_tensor(&la->ln1_mean, fbase, &fc, N);
+        take_tensor(&la->ln1_rstd, fbase, &fc, N);
+        take_tensor(&la->qkv, xbase, &xc, N * 3 * C);
+        take_tensor(&la->atty, xbase, &xc, N * C);
+        take_tensor(&la->lse, fbase, &fc, N * NH);
+        take_tensor(&la->residual2, xbase, &xc, N * C);
+        take_tensor(&la->ln2, xbase, &xc, N * C);
+        take_tensor(&la->ln2_mean, fbase, &fc, N);
+        take_tensor(&la->ln2_rstd, fbase, &fc, N);
+        take_tensor(&la->fch, xbase, &xc, N * 4 * C);
+        take_tensor(&la->fch_gelu, xbase, &xc, N * 4 * C);
+        take_tensor(&la->residual3, xbase, &xc, N * C);
+    }
+    take_tensor(&a->lnf, xbase, &xc, N * C);
+    take_tensor(&a->lnf_mean, fbase, &fc, N);
+    take_tensor(&a->lnf_rstd, fbase, &fc, N);
+    take_tensor(&a->logits, xbase, &xc, N * c->padded_vocab);
+    take_tensor(&a->losses, fbase, &fc, N);
+    take_tensor(&a->proj_out, xbase, &xc, N * C);
+    take_tensor(&a->dresidual, xbase, &xc, N * C);
+    take_tensor(&a->dbtc, xbase, &xc, N * C);
+    take_tensor(&a->dqkv, xbase, &xc, N * 3 * C);
+    take_tensor(&a->dfch, xbase, &xc, N * 4 * C);
+    take_tensor(&a->att_delta, fbase, &fc, N * NH);
+    take_tensor(&a->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * 4 * C);
+    take_tensor(&a->norm_partials, fbase, &fc, NORM_BLOCKS);
+    take_tensor(&a->norm, fbase, &fc, 1);
+    *x_elems = xc;
+    *f_elems = fc;
+}
+
+// =============================================================================================
+// Kernels. Layouts are row-major: (B,T,C) means element (b,t,c) at (b*T + t)*C + c, and the
+// N = B*T rows are processed as one batch of rows wherever the position does not matter.
+
+// ---------------------------------------------------------------------------------------------
+// Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[t,:]. One thread per 16-byte pack
+// of a row.
+
+__global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
+                                       const floatX* wpe, int N, int T, int C) {
+    const int packs_per_row = C / x128::size;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)N * packs_per_row;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t row = i / packs_per_row;
+        int c = (int)(i % packs_per_row) * x128::size;
+        int t = (int)(row % T);
+        x128 tok = load128(wte + (size_t)tokens[row] * C + c);
+        x128 pos = load128(wpe + (size_t)t * C + c);
+        x128 o;
+        for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)tok[k] + (float)pos[k]);
+        store128(out + row * C + c, o);
+    }
+}
+
+inline int grid_for(size_t work, int block) {
+    size_t g = ceil_div(work, block);
+    return (int)(g < 65536 ? g : 65536);
+}
+
+inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
+                            int B, int T, int C, cudaStream_t stream) {
+    const int block = 256;
+    encoder_forward_kernel<<<grid_for((size_t)B * T * C / x128::size, block), block, 0, stream>>>(
+        out, tokens, wte, wpe, B * T, T, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// Backward, without atomics. dwpe[t,:] += sum over b of dout[b,t,:]: a thread owns one pack of
+// one position and adds the B rows in order.
+__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C) {
+    const int packs_per_row = C / x128::size;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)T * packs_per_row;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int t = (int)(i / packs_per_row), c = (int)(i % packs_per_row) * x128::size;
+        float acc[x128::size] = {};
+        for (int b = 0; b < B; b++) {
+            x128 d = load128(dout + ((size_t)b * T + t) * C + c);
+            for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
+        }
+        x128 g = load128(dwpe + (size_t)t * C + c);
+        for (int k = 0; k < x128::size; k++) g[k] = (floatX)((float)g[k] + acc[k]);
+        store128(dwpe + (size_t)t * C + c, g);
+    }
+}
+
+// dwte[v,:] += sum of dout over the positions holding token v. The host groups the positions
+// by token (TokenBuckets): bucket j is token bucket_token[j] at positions
+// bucket_pos[bucket_start[j] .. bucket_start[j+1]), ascending. A thread owns one pack of one
+// bucket's row, so no two threads touch the same gradient element.
+__global__ void wte_backward_kernel(floatX* dwte, const floatX* dout, const int* bucket_token,
+                                    const int* bucket_start, const int* bucket_pos, int n_buckets,
+                                    int C) {
+    const int packs_per_row = C / x128::size;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+         i < (size_t)n_buckets * packs_per_row; i += (size_t)gridDim.x * blockDim.x) {
+        int j = (int)(i / packs_per_row), c = (int)(i % packs_per_row) * x128::size;
+        float acc[x128::size] = {};
+        for (int p = bucket_start[j]; p < bucket_start[j + 1]; p++) {
+            x128 d = load128(dout + (size_t)bucket_pos[p] * C + c);
+            for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
+        }
+        floatX* row = dwte + (size_t)bucket_token[j] * C + c;
+        x128 g = load128(row);
+        for (int k = 0; k < x128::size; k++) g[k] = (floatX)((float)g[k] + acc[k]);
+        store128(row, g);
+    }
+}
+
+// Positions of a micro-batch grouped by token id, built on the host (where the tokens are).
+struct TokenBuckets {
+    int count;       // distinct tokens in the micro-batch
+    int* token;      // (N) device: the token of each bucket
+    int* start;      // (N+1) device: bucket j covers pos[start[j] .. start[j+1])
+    int* pos;        // (N) device: row indices b*T+t, grouped by token, ascending in a group
+    int* host;       // (3N+1) host staging: token, start, pos
+};
+
+inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, cudaStream_t stream) {
+    int* h_token = tb->host;
+    int* h_start = tb->host + N;
+    int* h_pos = tb->host + 2 * N + 1;
+    for (int i = 0; i < N; i++) h_pos[i] = i;
+    std::stable_sort(h_pos, h_pos + N, [tokens](int a, int b) { return tokens[a] < tokens[b]; });
+    int count = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == 0 || tokens[h_pos[i]] != tokens[h_pos[i - 1]]) {
+            h_token[count] = tokens[h_pos[i]];
+            h_start[count] = i;
+            count++;
+        }
+    }
+    h_start[count] = N;
+    tb->count = count;
+    CUDA_CHECK(cudaMemcpyAsync(tb->token, h_token, count * sizeof(int), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(tb->start, h_start, (count + 1) * sizeof(int), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(tb->pos, h_pos, N * sizeof(int), cudaMemcpyHostToDevice, stream));
+    // the staging buffer is reused by the next micro-batch: finish the copies first
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const TokenBuckets* tb,
+                             int B, int T, int C, cudaStream_t stream) {
+    const int block = 256;
+    wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(dwpe, dout, B, T, C);
+    CUDA_CHECK_LAUNCH();
+    wte_backward_kernel<<<grid_for((size_t)tb->count * C / x128::size, block), block, 0, stream>>>(
+        dwte, dout, tb->token, tb->start, tb->pos, tb->count, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm (eps 1e-5), optionally fused with the residual add before it:
+//   x = a + b (stored to residual_out, rounded to floatX first, so the backward pass sees the
+//   very x that was normalized) or x = a when b is nullptr;  out = (x - mean) * rstd * w + bias.
+// One warp per row; lane i handles packs i, i+32, ... of the row. Three passes over the row
+// (sum, sum of squared deviations, output) keep the variance accurate; the row stays in L1.
+
+constexpr float LN_EPS = 1e-5f;
+constexpr int ROWS_PER_BLOCK = 8;  // warp-per-row kernels: 8 warps of 32 threads
+
+__global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
+                                         float* rstd_out, const floatX* a, const floatX* b,
+                                         const floatX* weight, const floatX* bias, int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;  // whole warps leave together
+    const int packs = C / x128::size;
+    const floatX* x = a + (size_t)row * C;
+    if (b) {  // fused residual add
+        floatX* r = residual_out + (size_t)row * C;
+        for (int p = lane; p < packs; p += 32) {
+            x128 va = load128(x + p * x128::size), vb = load128(b + (size_t)row * C + p * x128::size), s;
+            for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
+            store128(r + p * x128::size, s);
+        }
+        x = r;
+    }
+    float sum = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        x128 v = load128(x + p * x128::size);
+        for (int k = 0; k < x128::size; k++) sum += (float)v[k];
+    }
+    const float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        x128 v = load128(x + p * x128::size);
+        for (int k = 0; k < x128::size; k++) {
+            float d = (float)v[k] - mean;
+            sq += d * d;
+        }
+    }
+    const float rstd = 1.0f / sqrtf(warp_sum(sq) / C + LN_EPS);
+    for (int p = lane; p < packs; p += 32) {
+        int c = p * x128::size;
+        x128 v = load128(x + c), w = load128(weight + c), bb = load128(bias + c), o;
+        for (int k = 0; k < x128::size; k++)
+            o[k] = (floatX)(((float)v[k] - mean) * rstd * (float)w[k] + (float)bb[k]);
+        store128(out + (size_t)row * C + c, o);
+    }
+    if (lane == 0) {
+        mean_out[row] = mean;
+        rstd_out[row] = rstd;
+    }
+}
+
+inline void layernorm_forward(floatX* residual_out, floatX* out, float* mean, float* rstd,
+                              const floatX* a, const floatX* b, const floatX* weight,
+                              const floatX* bias, int N, int C, cudaStream_t stream) {
+    layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        residual_out, out, mean, rstd, a, b, weight, bias, N, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// Backward, input gradient. With xhat = (x - mean) * rstd and g = dout * w:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), added to dinp (the residual stream's
+//   gradient, which also flows around the layernorm) or written when accumulate is false.
+// One warp per row, two passes.
+__global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
+                                          const float* mean, const float* rstd,
+                                          const floatX* weight, int N, int C, bool accumulate) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const int packs = C / x128::size;
+    const floatX* x = inp + (size_t)row * C;
+    const floatX* dy = dout + (size_t)row * C;
+    const float m = mean[row], r = rstd[row];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        int c = p * x128::size;
+        x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
+        for (int k = 0; k < x128::size; k++) {
+            float g = (float)d[k] * (float)w[k];
+            sum_g += g;
+            sum_gx += g * ((float)v[k] - m) * r;
+        }
+    }
+    const float mean_g = warp_sum(sum_g) / C, mean_gx = warp_sum(sum_gx) / C;
+    floatX* dx = dinp + (size_t)row * C;
+    for (int p = lane; p < packs; p += 32) {
+        int c = p * x128::size;
+        x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
+        x128 old = accumulate ? load128(dx + c) : x128{};
+        x128 o;
+        for (int k = 0; k < x128::size; k++) {
+            float g = (float)d[k] * (float)w[k];
+            float xhat = ((float)v[k] - m) * r;
+            float val = r * (g - mean_g - xhat * mean_gx);
+            o[k] = (floatX)(accumulate ? (float)old[k] + val : val);
+        }
+        store128(dx + c, o);
+    }
+}
+
+// Column sums over the N rows, for bias and layernorm parameter gradients, without atomics:
+// a thread owns one column c and one chunk of COLUMN_CHUNK rows and writes
+//   partials[(chunk*2 + 0)*C + c] = sum dout * xhat   (only when inp != nullptr)
+//   partials[(chunk*2 + 1)*C + c] = sum dout
+// with xhat = (inp - mean) * rstd. Threads of a warp read consecutive columns (coalesced).
+__global__ void column_partials_kernel(float* partials, const floatX* dout, const floatX* inp,
+                                       const float* mean, const float* rstd, int N, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int chunk = blockIdx.y;
+    if (c >= C) return;
+    const int row_end = min(N, (chunk + 1) * COLUMN_CHUNK);
+    float sum_dx = 0.0f, sum_d = 0.0f;
+    for (int row = chunk * COLUMN_CHUNK; row < row_end; row++) {
+        float d = (float)dout[(size_t)row * C + c];
+        sum_d += d;
+        if (inp) sum_dx += d * ((float)inp[(size_t)row * C + c] - mean[row]) * rstd[row];
+    }
+    if (inp) partials[((size_t)chunk * 2 + 0) * C + c] = sum_dx;
+    partials[((size_t)chunk * 2 + 1) * C + c] = sum_d;
+}
+
+// Adds the chunks' partial sums in chunk order: dweight[c] += slot 0 (if dweight is given),
+// dbias[c] += slot 1. One thread per column.
+__global__ void column_finish_kernel(floatX* dweight, floatX* dbias, const float* partials,
+                                     int n_chunks, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sum_dx = 0.0f, sum_d = 0.0f;
+    for (int chunk = 0; chunk < n_chunks; chunk++) {
+        if (dweight) sum_dx += partials[((size_t)chunk * 2 + 0) * C + c];
+        sum_d += partials[((size_t)chunk * 2 + 1) * C + c];
+    }
+    if (dweight) dweight[c] = (floatX)((float)dweight[c] + sum_dx);
+    dbias[c] = (floatX)((float)dbias[c] + sum_d);
+}
+
+// dweight/dbias += the column sums above; dweight nullptr: a plain bias gradient (inp unused).
+inline void column_sums(floatX* dweight, floatX* dbias, float* partials, const floatX* dout,
+                        const floatX* inp, const float* mean, const float* rstd, int N, int C,
+                        cudaStream_t stream) {
+    const int block = 128;
+    const int n_chunks = (int)ceil_div(N, COLUMN_CHUNK);
+    column_partials_kernel<<<dim3((unsigned)ceil_div(C, block), n_chunks), block, 0, stream>>>(
+        partials, dout, dweight ? inp : nullptr, mean, rstd, N, C);
+    CUDA_CHECK_LAUNCH();
+    column_finish_kernel<<<(int)ceil_div(C, block), block, 0, stream>>>(dweight, dbias, partials, n_chunks, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// Full layernorm backward: dinp (+)= dx; dweight += sum dout*xhat; dbias += sum dout.
+inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* partials,
+                               const floatX* dout, const floatX* inp, const float* mean,
+                               const float* rstd, const floatX* weight, int N, int C,
+                               bool accumulate, cudaStream_t stream) {
+    layernorm_backward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        dinp, dout, inp, mean, rstd, weight, N, C, accumulate);
+    CUDA_CHECK_LAUNCH();
+    column_sums(dweight, dbias, partials, dout, inp, mean, rstd, N, C, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Causal self-attention, flash style: no (T,T) matrix ever reaches global memory.
+// qkv is (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS; the output
+// is (B,T,C) with head h at columns h*HS. A block of ATT_BLOCK threads owns ATT_BLOCK
+// consecutive rows (queries in the forward and dQ passes, keys in the dK/dV pass) of one
+// (batch, head); each thread keeps its row and its accumulators in registers. The other side
+// streams through shared memory in tiles of ATT_TILE rows, loaded by the whole block between
+// two barriers. Every thread of a warp reads the same shared-memory row (a broadcast).
+
+constexpr int ATT_BLOCK = 64;
+constexpr int ATT_TILE = 32;
+
+// Forward: online softmax per query row. Writes out and lse = log(sum_s exp(score_s)) (scores
+// include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities.
+template <int HS>
+__global__ void attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    __shared__ float k_tile[ATT_TILE][HS];
+    __shared__ float v_tile[ATT_TILE][HS];
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int q_first = blockIdx.x * ATT_BLOCK, t = q_first + threadIdx.x;
+    const bool active = t < T;
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const float scale = 1.0f / sqrtf((float)HS);
+    float q[HS], o[HS];
+    for (int d = 0; d < HS; d++) {
+        q[d] = active ? (float)base[(size_t)t * 3 * C + h * HS + d] * scale : 0.0f;
+        o[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int last_key = min(q_first + ATT_BLOCK, T) - 1;  // the block's last query sees keys 0..last_key
+    for (int k_first = 0; k_first <= last_key; k_first += ATT_TILE) {
+        __syncthreads();  // every thread is done with the previous tile
+        for (int i = threadIdx.x; i < ATT_TILE * HS; i += ATT_BLOCK) {
+            int j = i / HS, d = i % HS, s = k_first + j;
+            k_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + C + h * HS + d] : 0.0f;
+            v_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + 2 * C + h * HS + d] : 0.0f;
+        }
+        __syncthreads();  // the tile is loaded
+        const int visible = active ? min(ATT_TILE, t - k_first + 1) : 0;  // keys <= t in this tile
+        if (visible <= 0) continue;
+        float score[ATT_TILE];
+        float tile_max = -INFINITY;
+        for (int j = 0; j < ATT_TILE; j++) {
+            if (j >= visible) break;
+            float s = 0.0f;
+            for (int d = 0; d < HS; d++) s += q[d] * k_tile[j][d];
+            score[j] = s;
+            tile_max = fmaxf(tile_max, s);
+        }
+        const float m_new = fmaxf(m, tile_max);
+        const float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
+        l *= correction;
+        for (int d = 0; d < HS; d++) o[d] *= correction;
+        for (int j = 0; j < visible; j++) {
+            float p = expf(score[j] - m_new);
+            l += p;
+            for (int d = 0; d < HS; d++) o[d] += p * v_tile[j][d];
+        }
+        m = m_new;
+    }
+    if (!active) return;
+    const size_t row = (size_t)b * T + t;
+    for (int d = 0; d < HS; d++) out[row * C + h * HS + d] = (floatX)(o[d] / l);
+    lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+// Backward, pass 1 (dQ): a thread owns query row t. With P = exp(score - lse),
+// dP = dO . v, D = dO . O and dS = P * (dP - D): dq = scale * sum_s dS_s k_s. It also stores D
+// for pass 2. Keys stream through shared memory.
+template <int HS>
+__global__ void attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout,
+                                             const floatX* out, const floatX* qkv, const float* lse,
+                                             int T, int NH) {
+    __shared__ float k_tile[ATT_TILE][HS];
+    __shared__ float v_tile[ATT_TILE][HS];
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int q_first = blockIdx.x * ATT_BLOCK, t = q_first + threadIdx.x;
+    const bool active = t < T;
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const size_t row = (size_t)b * T + t;
+    const float scale = 1.0f / sqrtf((float)HS);
+    float q[HS], dO[HS], dq[HS];
+    float D = 0.0f, row_lse = 0.0f;
+    if (active) {
+        for (int d = 0; d < HS; d++) {
+            q[d] = (float)base[(size_t)t * 3 * C + h * HS + d] * scale;
+            dO[d] = (float)dout[row * C + h * HS + d];
+            D += dO[d] * (float)out[row * C + h * HS + d];
+            dq[d] = 0.0f;
+        }
+        row_lse = lse[((size_t)b * NH + h) * T + t];
+        delta[((size_t)b * NH + h) * T + t] = D;
+    }
+    const int last_key = min(q_first + ATT_BLOCK, T) - 1;
+    for (int k_first = 0; k_first <= last_key; k_first += ATT_TILE) {
+        __syncthreads();  // every thread is done with the previous tile
+        for (int i = threadIdx.x; i < ATT_TILE * HS; i += ATT_BLOCK) {
+            int j = i / HS, d = i % HS, s = k_first + j;
+            k_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + C + h * HS + d] : 0.0f;
+            v_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + 2 * C + h * HS + d] : 0.0f;
+        }
+        __syncthreads();  // the tile is loaded
+        const int visible = active ? min(ATT_TILE, t - k_first + 1) : 0;
+        for (int j = 0; j < visible; j++) {
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < HS; d++) {
+                s += q[d] * k_tile[j][d];
+                dp += dO[d] * v_tile[j][d];
+            }
+            float ds = expf(s - row_lse) * (dp - D);
+            for (int d = 0; d < HS; d++) dq[d] += ds * k_tile[j][d];
+        }
+    }
+    if (!active) return;
+    for (int d = 0; d < HS; d++) dqkv[row * 3 * C + h * HS + d] = (floatX)(dq[d] * scale);
+}
+
+// Backward, pass 2 (dK, dV): a thread owns key row s; queries t >= s stream through shared
+// memory: dv = sum_t P_ts dO_t, dk = scale * sum_t dS_ts q_t.
+template <int HS>
+__global__ void attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
+                                              const floatX* qkv, const float* lse, int T, int NH) {
+    __shared__ float q_tile[ATT_TILE][HS];
+    __shared__ float do_tile[ATT_TILE][HS];
+    __shared__ float lse_tile[ATT_TILE];
+    __shared__ float delta_tile[ATT_TILE];
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int k_first = blockIdx.x * ATT_BLOCK, s = k_first + threadIdx.x;
+    const bool active = s < T;
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const float scale = 1.0f / sqrtf((float)HS);
+    float k[HS], v[HS], dk[HS], dv[HS];
+    for (int d = 0; d < HS; d++) {
+        k[d] = active ? (float)base[(size_t)s * 3 * C + C + h * HS + d] : 0.0f;
+        v[d] = active ? (float)base[(size_t)s * 3 * C + 2 * C + h * HS + d] : 0.0f;
+        dk[d] = 0.0f;
+        dv[d] = 0.0f;
+    }
+    const float* lse_bh = lse + ((size_t)b * NH + h) * T;
+    const float* delta_bh = delta + ((size_t)b * NH + h) * T;
+    for (int q_first = k_first; q_first < T; q_first += ATT_TILE) {  // queries before k_first see no key here
+        __syncthreads();  // every thread is done with the previous tile
+        for (int i = threadIdx.x; i < ATT_TILE * HS; i += ATT_BLOCK) {
+            int j = i / HS, d = i % HS, t = q_first + j;
+            q_tile[j][d] = t < T ? (float)base[(size_t)t * 3 * C + h * HS + d] * scale : 0.0f;
+            do_tile[j][d] = t < T ? (float)dout[((size_t)b * T + t) * C + h * HS + d] : 0.0f;
+        }
+        for (int j = threadIdx.x; j < ATT_TILE; j += ATT_BLOCK) {
+            int t = q_first + j;
+            lse_tile[j] = t < T ? lse_bh[t] : 0.0f;
+            delta_tile[j] = t < T ? delta_bh[t] : 0.0f;
+        }
+        __syncthreads();  // the tile is loaded
+        if (!active) continue;
+        const int j_begin = max(0, s - q_first), j_end = min(ATT_TILE, T - q_first);  // s <= t < T
+        for (int j = j_begin; j < j_end; j++) {
+            float sc = 0.0f, dp = 0.0f;
+            for (int d = 0; d < HS; d++) {
+                sc += q_tile[j][d] * k[d];
+                dp += do_tile[j][d] * v[d];
+            }
+            float p = expf(sc - lse_tile[j]);
+            float ds = p * (dp - delta_tile[j]);
+            for (int d = 0; d < HS; d++) {
+                dv[d] += p * do_tile[j][d];
+                dk[d] += ds * q_tile[j][d];  // q_tile holds scale * q
+            }
+        }
+    }
+    if (!active) return;
+    const size_t row = (size_t)b * T + s;
+    for (int d = 0; d < HS; d++) {
+        dqkv[row * 3 * C + C + h * HS + d] = (floatX)dk[d];
+        dqkv[row * 3 * C + 2 * C + h * HS + d] = (floatX)dv[d];
+    }
+}
+
+template <int HS>
+void attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                          cudaStream_t stream) {
+    dim3 grid((unsigned)ceil_div(T, ATT_BLOCK), NH, B);
+    attention_forward_kernel<HS><<<grid, ATT_BLOCK, 0, stream>>>(out, lse, qkv, T, NH);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                           const floatX* qkv, const float* lse, int B, int T, int NH,
+                           cudaStream_t stream) {
+    dim3 grid((unsigned)ceil_div(T, ATT_BLOCK), NH, B);
+    attention_backward_dq_kernel<HS><<<grid, ATT_BLOCK, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
+    CUDA_CHECK_LAUNCH();
+    attention_backward_dkv_kernel<HS><<<grid, ATT_BLOCK, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The head size picks the kernel instantiation; gpt_config_error admits only these three.
+inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                              int HS, cudaStream_t stream) {
+    switch (HS) {
+        case 32: attention_forward_hs<32>(out, lse, qkv, B, T, NH, stream); break;
+        case 64: attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream); break;
+        case 128: attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream); break;
+        default: fprintf(stderr, "attention: unsupported head size %d\n", HS); exit(EXIT_FAILURE);
+    }
+}
+
+// dqkv (B,T,3C) = gradient of the attention output dout (B,T,C); delta is (B,NH,T) scratch.
+inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                               const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
+                               cudaStream_t stream) {
+    switch (HS) {
+        case 32: attention_backward_hs<32>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream); break;
+        case 64: attention_backward_hs<64>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream); break;
+        case 128: attention_backward_hs<128>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream); break;
+        default: fprintf(stderr, "attention: unsupported head size %d\n", HS); exit(EXIT_FAILURE);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU, tanh approximation: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+// Elementwise, one thread per 16-byte pack.
+
+constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
+
+__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * x128::size; i < n;
+         i += (size_t)gridDim.x * blockDim.x * x128::size) {
+        x128 x = load128(inp + i), o;
+        for (int k = 0; k < x128::size; k++) {
+            float v = (float)x[k];
+            o[k] = (floatX)(0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + 0.044715f * v * v * v))));
+        }
+        store128(out + i, o);
+    }
+}
+
+// d (the gradient of the GELU output) becomes the gradient of its input, in place.
+__global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * x128::size; i < n;
+         i += (size_t)gridDim.x * blockDim.x * x128::size) {
+        x128 x = load128(inp + i), g = load128(d + i);
+        for (int k = 0; k < x128::size; k++) {
+            float v = (float)x[k];
+            float th = tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
+            float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+            float grad = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+            g[k] = (floatX)((float)g[k] * grad);
+        }
+        store128(d + i, g);
+    }
+}
+
+inline void gelu_forward(floatX* out, const floatX* inp, size_t n, cudaStream_t stream) {
+    const int block = 256;
+    gelu_forward_kernel<<<grid_for(n / x128::size, block), block, 0, stream>>>(out, inp, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t stream) {
+    const int block = 256;
+    gelu_backward_kernel<<<grid_for(n / x128::size, block), block, 0, stream>>>(d, inp, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused classifier: softmax, cross-entropy and dlogits of each row (b,t) of the (N, Vp)
+// logits, in one kernel that never stores probabilities. Columns V..Vp-1 (vocabulary padding)
+// are outside the softmax. One warp per row: pass 1 keeps a running max and a running sum of
+// exponentials per lane (online softmax) and merges the lanes; pass 2, when dloss > 0,
+// overwrites the logits with dlogits = dloss * (softmax - onehot(target)) and the padding
+// columns with 0. dloss folds in the loss normalization 1/(B*T*A).
+
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, int N,
+                                        int V, int Vp, float dloss) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    floatX* x = logits + (size_t)row * Vp;
+    const int packs = Vp / x128::size;
+    float m = -INFINITY, s = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        x128 v = load128(x + p * x128::size);
+        for (int k = 0; k < x128::size; k++) {
+            if (p * x128::size + k >= V) break;
+            float val = (float)v[k];
+            if (val > m) {
+                s = s * expf(m - val) + 1.0f;
+                m = val;
+            } else {
+                s += expf(val - m);
+            }
+        }
+    }
+    // read before the merge: its shuffles keep every lane from overwriting logits in pass 2
+    // until all lanes have read the target's logit
+    const int target = targets[row];
+    const float target_logit = (float)x[target];
+    for (int offset = 16; offset > 0; offset /= 2) {  // merge (m, s) across lanes
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
+        float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        float m_new = fmaxf(m, m2);
+        s = (s > 0.0f ? s * expf(m - m_new) : 0.0f) + (s2 > 0.0f ? s2 * expf(m2 - m_new) : 0.0f);
+        m = m_new;
+    }
+    if (lane == 0) losses[row] = logf(s) + m - target_logit;
+    if (dloss == 0.0f) return;
+    const float inv_s = 1.0f / s;
+    for (int p = lane; p < packs; p += 32) {
+        x128 v = load128(x + p * x128::size), d;
+        for (int k = 0; k < x128::size; k++) {
+            int col = p * x128::size + k;
+            float prob = col < V ? expf((float)v[k] - m) * inv_s : 0.0f;
+            float grad = col < V ? (prob - (col == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+            d[k] = (floatX)grad;
+        }
+        store128(x + p * x128::size, d);
+    }
+}
+
+inline void fused_classifier(floatX* logits, float* losses, const int* targets, int N, int V,
+                             int Vp, float dloss, cudaStream_t stream) {
+    fused_classifier_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        logits, losses, targets, N, V, Vp, dloss);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear layers, through matmul() (llmc/matmul.cuh). Row-major shapes: inp (N, IC),
+// weight (OC, IC) as in PyTorch, out (N, OC).
+
+// out = inp @ weight^T + bias (bias may be nullptr). In cuBLASLt's column-major terms:
+// out^T (OC, N) = weight (OC, IC, stored transposed) * inp^T (IC, N).
+inline void linear_forward(MatmulContext* mm, floatX* out, const floatX* inp, const floatX* weight,
+                           const floatX* bias, int N, int IC, int OC) {
+    matmul(mm, out, weight, inp, bias, OC, N, IC, true, false, false);
+}
+
+// dinp = dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout (if dbias).
+inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, floatX* dbias,
+                            float* partials, const floatX* dout, const floatX* inp,
+                            const floatX* weight, int N, int IC, int OC) {
+    // dinp^T (IC, N) = weight^T (IC, OC) * dout^T (OC, N)
+    matmul(mm, dinp, weight, dout, nullptr, IC, N, OC, false, false, false);
+    // dweight^T (IC, OC) += inp^T (IC, N) * dout (N, OC)
+    matmul(mm, dweight, inp, dout, nullptr, IC, OC, N, false, true, true);
+    if (dbias) column_sums(nullptr, dbias, partials, dout, nullptr, nullptr, nullptr, N, OC, mm->stream);
+}
+
+// =============================================================================================
+// The model: parameters, gradients and optimizer state in the layout above, activations for
+// micro-batches of B x T tokens.
+
+struct GPT {
+    GPTConfig config;
+    int B, T;                  // micro-batch shape the activations are sized for
+    ParamLayout layout;
+    floatX* params;            // layout.total elements each
+    floatX* grads;
+    float* master;             // fp32 master weights (bf16 build only; nullptr in fp32)
+    float* adam_m;
+    float* adam_v;
+    Activations acts;
+    floatX* acts_x;            // the activation buffers
+    float* acts_f;
+    size_t acts_x_elems, acts_f_elems;
+    int* inputs;               // (B,T) device tokens of the current micro-batch
+    int* targets;              // (B,T)
+    TokenBuckets buckets;      // inputs grouped by token, for the wte gradient
+    float* host_losses;        // (B,T)
+    int adam_t;                // AdamW steps taken
+    uint64_t seed;             // stochastic rounding seeds derive from it
+    bool poison_activations;   // tests: fill activations with NaN before every forward pass
+    MatmulContext mm;
+    cudaStream_t stream;
+};
+
+inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
+    return base + m->layout.tensors[index].offset;
+}
+inline floatX* layer_param(const GPT* m, floatX* base, int layer, int which) {
+    return param_tensor(m, base, layer_tensor_index(layer, which));
+}
+
+inline void gpt_build(GPT* m, const GPTConfig* config, int B, int T, uint64_t seed) {
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    m->B = B;
+    m->T = T;
+    m->seed = seed;
+    m->stream = 0;
+    build_param_layout(&m->layout, config);
+    const size_t P = m->layout.total;
+    CUDA_CHECK(cudaMalloc(&m->params, P * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&m->grads, P * sizeof(floatX)));
+    if (!FLOATX_IS_FP32) CUDA_CHECK(cudaMalloc(&m->master, P * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&m->adam_m, P * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&m->adam_v, P * sizeof(float)));
+    CUDA_CHECK(cudaMemset(m->params, 0, P * sizeof(floatX)));
+    CUDA_CHECK(cudaMemset(m->grads, 0, P * sizeof(floatX)));
+    CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
+    CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
+
+    m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
+    layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems, &m->acts_f_elems);
+    CUDA_CHECK(cudaMalloc(&m->acts_x, m->acts_x_elems * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&m->acts_f, m->acts_f_elems * sizeof(float)));
+    layout_activations(&m->acts, config, B, T, m->acts_x, m->acts_f, &m->acts_x_elems, &m->acts_f_elems);
+
+    const int N = B * T;
+    CUDA_CHECK(cudaMalloc(&m->inputs, N * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&m->targets, N * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&m->buckets.token, N * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&m->buckets.start, (N + 1) * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&m->buckets.pos, N * sizeof(int)));
+    m->buckets.host = (int*)MALLOC_CHECK((3 * (size_t)N + 1) * sizeof(int));
+    m->host_losses = (float*)MALLOC_CHECK(N * sizeof(float));
+    matmul_init(&m->mm, m->stream);
+}
+
+inline void gpt_free(GPT* m) {
+    matmul_free(&m->mm);
+    CUDA_CHECK(cudaFree(m->params));
+    CUDA_CHECK(cudaFree(m->grads));
+    if (m->master) CUDA_CHECK(cudaFree(m->master));
+    CUDA_CHECK(cudaFree(m->adam_m));
+    CUDA_CHECK(cudaFree(m->adam_v));
+    CUDA_CHECK(cudaFree(m->acts_x));
+    CUDA_CHECK(cudaFree(m->acts_f));
+    CUDA_CHECK(cudaFree(m->inputs));
+    CUDA_CHECK(cudaFree(m->targets));
+    CUDA_CHECK(cudaFree(m->buckets.token));
+    CUDA_CHECK(cudaFree(m->buckets.start));
+    CUDA_CHECK(cudaFree(m->buckets.pos));
+    free(m->buckets.host);
+    free(m->host_losses);
+    free(m->acts.layers);
+    free(m->layout.tensors);
+}
+
+// Sets every parameter from fp32 host values in layout order (values: layout.total floats,
+// zero in the alignment gaps). The master weights get the exact values; the floatX copy is
+// rounded to nearest. The optimizer state starts at zero.
+inline void gpt_set_params(GPT* m, const float* values) {
+    const size_t P = m->layout.total;
+    floatX* rounded = (floatX*)MALLOC_CHECK(P * sizeof(floatX));
+    for (size_t i = 0; i < P; i++) rounded[i] = (floatX)values[i];
+    CUDA_CHECK(cudaMemcpy(m->params, rounded, P * sizeof(floatX), cudaMemcpyHostToDevice));
+    if (m->master) CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
+    CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
+    m->adam_t = 0;
+    free(rounded);
+}
+
+// A small seeded generator for host-side initialization and random tokens (splitmix64).
+inline uint64_t rng_next(uint64_t* state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+inline double rng_uniform(uint64_t* state) { return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0); }
+inline double rng_normal(uint64_t* state) {  // Box-Muller
+    double u1 = rng_uniform(state), u2 = rng_uniform(state);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
+}
+
+// GPT-2 initialization from the tensors' init rules (see build_param_layout), from `seed`.
+inline void gpt_init_random(GPT* m, uint64_t seed) {
+    float* values = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
+    memset(values, 0, m->layout.total * sizeof(float));
+    uint64_t state = seed;
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* t = &m->layout.tensors[i];
+        for (size_t j = 0; j < t->numel; j++)
+            values[t->offset + j] = t->init_std > 0.0f ? (float)(t->init_std * rng_normal(&state)) : t->init_value;
+    }
+    // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
+    const ParamTensor* wte = &m->layout.tensors[WTE];
+    memset(values + wte->offset + (size_t)m->config.vocab * m->config.channels, 0,
+           (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels * sizeof(float));
+    gpt_set_params(m, values);
+    free(values);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
+// classifier also leaves dloss * d(loss of each position)/d(logits) in acts.logits for
+// gpt_backward. Returns the mean loss over the B*T positions.
+inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss) {
+    const GPTConfig* c = &m->config;
+    const int B = m->B, T = m->T, N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    const int L = c->layers;
+    Activations* a = &m->acts;
+    cudaStream_t st = m->stream;
+    if (m->poison_activations) {  // all-ones bytes are NaN in fp32 and bf16
+        CUDA_CHECK(cudaMemsetAsync(m->acts_x, 0xff, m->acts_x_elems * sizeof(floatX), st));
+        CUDA_CHECK(cudaMemsetAsync(m->acts_f, 0xff, m->acts_f_elems * sizeof(float), st));
+    }
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= c->vocab || targets[i] < 0 || targets[i] >= c->vocab) {
+            fprintf(stderr, "token id out of range [0, %d) at position %d: input %d target %d\n",
+                    c->vocab, i, inputs[i], targets[i]);
+            exit(EXIT_FAILURE);
+        }
+    }
+    CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    token_buckets_build(&m->buckets, inputs, N, st);
+
+    floatX* p = m->params;
+    encoder_forward(a->encoded, m->inputs, param_tensor(m, p, WTE), param_tensor(m, p, WPE), B, T, C, st);
+    // ln1 of layer 0 normalizes the embeddings; every later layernorm is fused with the
+    // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf).
+    LayerActivations* l0 = &a->layers[0];
+    layernorm_forward(nullptr, l0->ln1, l0->ln1_mean, l0->ln1_rstd, a->encoded, nullptr,
+                      layer_param(m, p, 0, LN1_W), layer_param(m, p, 0, LN1_B), N, C, st);
+    for (int l = 0; l < L; l++) {
+        LayerActivations* la = &a->layers[l];
+        const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
+        linear_forward(&m->mm, la->qkv, la->ln1, layer_param(m, p, l, QKV_W), layer_param(m, p, l, QKV_B), N, C, 3 * C);
+        attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
+        linear_forward(&m->mm, a->proj_out, la->atty, layer_param(m, p, l, ATTPROJ_W), layer_param(m, p, l, ATTPROJ_B), N, C, C);
+        layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, a->proj_out,
+                          layer_param(m, p, l, LN2_W), layer_param(m, p, l, LN2_B), N, C, st);
+        linear_forward(&m->mm, la->fch, la->ln2, layer_param(m, p, l, FC_W), layer_param(m, p, l, FC_B), N, C, 4 * C);
+        gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
+        linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_param(m, p, l, FCPROJ_W), layer_param(m, p, l, FCPROJ_B), N, 4 * C, C);
+        bool last = l == L - 1;
+        LayerActivations* next = last ? nullptr : &a->layers[l + 1];
+        layernorm_forward(la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
+                          last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
+                          last ? param_tensor(m, p, lnf_index(c, 0)) : layer_param(m, p, l + 1, LN1_W),
+                          last ? param_tensor(m, p, lnf_index(c, 1)) : layer_param(m, p, l + 1, LN1_B), N, C, st);
+    }
+    linear_forward(&m->mm, a->logits, a->lnf, param_tensor(m, p, WTE), nullptr, N, C, c->padded_vocab);
+    fused_classifier(a->logits, a->losses, m->targets, N, c->vocab, c->padded_vocab, dloss, st);
+
+    CUDA_CHECK(cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += m->host_losses[i];
+    return sum / N;
+}
+
+// Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
+// parameter gradients to m->grads.
+inline void gpt_backward(GPT* m) {
+    const GPTConfig* c = &m->config;
+    const int B = m->B, T = m->T, N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    const int L = c->layers;
+    Activations* a = &m->acts;
+    cudaStream_t st = m->stream;
+    floatX* p = m->params;
+    floatX* g = m->grads;
+    float* partials = a->col_partials;
+
+    // lm head (tied to wte): dlnf = dlogits @ wte, dwte += dlogits^T @ lnf
+    linear_backward(&m->mm, a->dbtc, param_tensor(m, g, WTE), nullptr, partials, a->logits, a->lnf,
+                    param_tensor(m, p, WTE), N, C, c->padded_vocab);
+    const floatX* last_residual = a->layers[L - 1].residual3;
+    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(c, 0)), param_tensor(m, g, lnf_index(c, 1)),
+                       partials, a->dbtc, last_residual, a->lnf_mean, a->lnf_rstd,
+                       param_tensor(m, p, lnf_index(c, 0)), N, C, false, st);
+    for (int l = L - 1; l >= 0; l--) {
+        LayerActivations* la = &a->layers[l];
+        const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
+        // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
+        linear_backward(&m->mm, a->dfch, layer_param(m, g, l, FCPROJ_W), layer_param(m, g, l, FCPROJ_B),
+                        partials, a->dresidual, la->fch_gelu, layer_param(m, p, l, FCPROJ_W), N, 4 * C, C);
+        gelu_backward(a->dfch, la->fch, (size_t)N * 4 * C, st);
+        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, FC_W), layer_param(m, g, l, FC_B),
+                        partials, a->dfch, la->ln2, layer_param(m, p, l, FC_W), N, C, 4 * C);
+        layernorm_backward(a->dresidual, layer_param(m, g, l, LN2_W), layer_param(m, g, l, LN2_B), partials,
+                           a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd, layer_param(m, p, l, LN2_W),
+                           N, C, true, st);
+        // residual2 = residual + attention
+        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, ATTPROJ_W), layer_param(m, g, l, ATTPROJ_B),
+                        partials, a->dresidual, la->atty, layer_param(m, p, l, ATTPROJ_W), N, C, C);
+        attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS, st);
+        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, QKV_W), layer_param(m, g, l, QKV_B),
+                        partials, a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
+        layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B), partials,
+                           a->dbtc, residual, la->ln1_mean, la->ln1_rstd, layer_param(m, p, l, LN1_W),
+                           N, C, true, st);
+    }
+    encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B, T, C, st);
+}
+
+inline void gpt_zero_grad(GPT* m) {
+    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->stream));
+}
+
+// Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
+// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient set to
+// exactly zero: softmax ignores a per-query constant) and returns that mean loss.
+inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A) {
+    const int N = m->B * m->T;
+    gpt_zero_grad(m);
+    double loss = 0.0;
+    for (int a = 0; a < A; a++) {
+        loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
+        gpt_backward(m);
+    }
+    const int C = m->config.channels;
+    for (int l = 0; l < m->config.layers; l++)
+        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX), m->stream));
+    return loss / A;
+}
+
+// The global L2 norm of the gradients (the alignment gaps hold zeros).
+inline float gpt_grad_norm(GPT* m) {
+    global_norm(m->acts.norm, m->acts.norm_partials, m->grads, m->layout.total, m->stream);
+    float norm;
+    CUDA_CHECK(cudaMemcpyAsync(&norm, m->acts.norm, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    CUDA_CHECK(cudaStreamSynchronize(m->stream));
+    return norm;
+}
+
+// Clipping as torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is < 1.
+inline double clip_scale(double norm, double clip) {
+    if (clip <= 0.0) return 1.0;
+    double s = clip / (norm + 1e-6);
+    return s < 1.0 ? s : 1.0;
+}
+
+// One AdamW step over every tensor (betas 0.9/0.95, eps 1e-8; weight decay on 2-D tensors).
+inline void gpt_update(GPT* m, double lr, double weight_decay, double grad_scale) {
+    m->adam_t++;
+    AdamWHyper h;
+    h.lr = lr;
+    h.beta1 = 0.9;
+    h.beta2 = 0.95;
+    h.eps = 1e-8;
+    h.grad_scale = grad_scale;
+    h.t = m->adam_t;
+    h.seed = hash_u32((uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->adam_t)));
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* t = &m->layout.tensors[i];
+        adamw_update(m->params + t->offset, m->master ? m->master + t->offset : nullptr,
+                     m->grads + t->offset, m->adam_m + t->offset, m->adam_v + t->offset, t->numel,
+                     t->offset, t->decay ? weight_decay : 0.0, &h, m->stream);
+    }
+}
+
+// Training FLOPs per token: 6 per parameter of the matmuls (forward 2, backward 4) plus the
+// attention scores and weighted sums (causal: on average T/2 keys per query, 2 matmuls of
+// 2*C*T/2 flops each, times 3 for forward and backward).
+inline double flops_per_token(const GPTConfig* c, int T) {
+    const double C = c->channels, L = c->layers;
+    double matmul_params = L * 12.0 * C * C + (double)c->padded_vocab * C;
+    return 6.0 * matmul_params + 6.0 * L * C * T;
+}
+
+// =============================================================================================
+// Training data: random tokens, or consecutive windows of a token file in llm.c's shard format
+// (256 int32 header: magic 20240520, version 1, token count; then uint16 tokens).
+// The data loader of a later issue replaces this behind the same next_batch call.
+
+struct TokenSource {
+    uint64_t rng;          // random tokens when tokens == nullptr
+    uint16_t* tokens;      // the whole file
+    size_t n_tokens;
+    size_t position;
+    int vocab;
+};
+
+inline void token_source_open(TokenSource* ts, const char* path, int vocab, uint64_t seed) {
+    memset(ts, 0, sizeof(*ts));
+    ts->vocab = vocab;
+    ts->rng = seed ^ 0x5851f42d4c957f2dull;
+    if (path == nullptr) return;
+    FILE* f = FOPEN_CHECK(path, "rb");
+    int32_t header[256];
+    FREAD_CHECK(header, sizeof(int32_t), 256, f);
+    if (header[0] != 20240520 || header[1] != 1) {
+        fprintf(stderr, "%s: not a token shard (magic %d version %d, expected 20240520 and 1)\n",
+                path, header[0], header[1]);
+        exit(EXIT_FAILURE);
+    }
+    ts->n_tokens = (size_t)(uint32_t)header[2];
+    ts->tokens = (uint16_t*)MALLOC_CHECK(ts->n_tokens * sizeof(uint16_t));
+    FREAD_CHECK(ts->tokens, sizeof(uint16_t), ts->n_tokens, f);
+    fclose(f);
+    for (size_t i = 0; i < ts->n_tokens; i++) {
+        if (ts->tokens[i] >= vocab) {
+            fprintf(stderr, "%s: token %d at index %zu is outside the vocabulary (--vocab %d)\n",
+                    path, ts->tokens[i], i, vocab);
+            exit(EXIT_FAILURE);
+        }
+    }
+}
+
+// Fills n_seq sequences of T inputs and the T targets shifted by one.
+inline void token_source_next(TokenSource* ts, int* inputs, int* targets, int n_seq, int T) {
+    for (int s = 0; s < n_seq; s++) {
+        if (ts->tokens && ts->position + T + 1 > ts->n_tokens) ts->position = 0;
+        for (int t = 0; t <= T; t++) {
+            int tok = ts->tokens ? ts->tokens[ts->position + t] : (int)(rng_next(&ts->rng) % (uint64_t)ts->vocab);
+            if (t < T) inputs[s * T + t] = tok;
+            if (t > 0) targets[s * T + t - 1] = tok;
+        }
+        if (ts->tokens) ts->position += T;
+    }
+}
+
+// =============================================================================================
+// Command line: one table of flags; --help prints it.
+
+struct TrainConfig {
+    GPTConfig model;
+    int batch, seq, grad_accum, steps, warmup;
+    long long seed;
+    double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
+    char schedule[16];
+    char data[512];
+    int help;
+};
+
+enum FlagType { FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING, FLAG_SWITCH };
+
+struct Flag {
+    const char* name;
+    FlagType type;
+    size_t field;     // offsetof in TrainConfig
+    size_t capacity;  // FLAG_STRING: buffer size
+    const char* help;
+};
+
+#define FIELD(f) offsetof(TrainConfig, f)
+static const Flag FLAGS[] = {
+    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, "vocabulary size V (padded to a multiple of 128 inside)"},
+    {"--context", FLAG_INT, FIELD(model.context), 0, "model context maxT, rows of wpe (0: same as --seq)"},
+    {"--layers", FLAG_INT, FIELD(model.layers), 0, "transformer blocks L"},
+    {"--heads", FLAG_INT, FIELD(model.heads), 0, "attention heads NH; --embd/--heads must be 32, 64 or 128"},
+    {"--embd", FLAG_INT, FIELD(model.channels), 0, "model width C"},
+    {"--seq", FLAG_INT, FIELD(seq), 0, "sequence length T (<= --context)"},
+    {"--batch", FLAG_INT, FIELD(batch), 0, "micro-batch: sequences per forward/backward pass (B)"},
+    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 0, "micro-batches accumulated per optimizer step (A)"},
+    {"--steps", FLAG_INT, FIELD(steps), 0, "optimizer steps K"},
+    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, "peak learning rate"},
+    {"--warmup", FLAG_INT, FIELD(warmup), 0, "linear warmup steps W (0: none)"},
+    {"--schedule", FLAG_STRING, FIELD(schedule), sizeof(TrainConfig::schedule), "learning rate after warmup: cosine, wsd, linear or constant"},
+    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
+    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, "wsd: fraction of the steps spent decaying"},
+    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, "AdamW decoupled weight decay on 2-D tensors"},
+    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, "clip the global gradient norm to this (0: off)"},
+    {"--seed", FLAG_INT64, FIELD(seed), 0, "seed of initialization, random tokens and stochastic rounding"},
+    {"--data", FLAG_STRING, FIELD(data), sizeof(TrainConfig::data), "token shard (llm.c format) to train on; empty: random tokens"},
+    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 0, "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
+    {"--help", FLAG_SWITCH, FIELD(help), 0, "print this help and exit"},
+};
+#undef FIELD
+constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
+
+inline void train_config_defaults(TrainConfig* tc) {
+    memset(tc, 0, sizeof(*tc));
+    tc->model.vocab = 50257;
+    tc->model.context = 0;
+    tc->model.layers = 12;
+    tc->model.heads = 12;
+    tc->model.channels = 768;
+    tc->seq = 1024;
+    tc->batch = 4;
+    tc->grad_accum = 1;
+    tc->steps = 20;
+    tc->lr = 6e-4;
+    tc->warmup = 0;
+    snprintf(tc->schedule, sizeof(tc->schedule), "cosine");
+    tc->min_lr_frac = 0.1;
+    tc->decay_frac = 0.2;
+    tc->weight_decay = 0.1;
+    tc->grad_clip = 1.0;
+    tc->seed = 1337;
+    tc->peak_flops = 989e12;
+}
+
+inline void print_flag_value(FILE* f, const Flag* flag, const TrainConfig* tc) {
+    const char* field = (const char*)tc + flag->field;
+    switch (flag->type) {
+        case FLAG_INT: fprintf(f, "%d", *(const int*)field); break;
+        case FLAG_INT64: fprintf(f, "%lld", *(const long long*)field); break;
+        case FLAG_DOUBLE: fprintf(f, "%g", *(const double*)field); break;
+        case FLAG_STRING: fprintf(f, "\"%s\"", field); break;
+        case FLAG_SWITCH: fprintf(f, "off"); break;
+    }
+}
+
+inline void print_usage(FILE* f, const char* prog) {
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    fprintf(f, "usage: %s [--flag value]...   (also --flag=value)\n"
+               "Trains a GPT-2-style model (%s build) and prints one line per step.\n\nflags:\n",
+            prog, PRECISION_NAME);
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        fprintf(f, "  %-15s %s (default ", FLAGS[i].name, FLAGS[i].help);
+        print_flag_value(f, &FLAGS[i], &defaults);
+        fprintf(f, ")\n");
+    }
+}
+
+// Parses argv into tc (which holds the defaults). Returns an error message or nullptr.
+inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg, size_t len) {
+    for (int i = 1; i < argc; i++) {
+        const char* arg = argv[i];
+        const char* eq = strchr(arg, '=');
+        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const Flag* flag = nullptr;
+        for (int j = 0; j < NUM_FLAGS; j++)
+            if (strlen(FLAGS[j].name) == name_len && strncmp(FLAGS[j].name, arg, name_len) == 0) flag = &FLAGS[j];
+        if (flag == nullptr) {
+            snprintf(msg, len, "unknown flag '%s' (see --help)", arg);
+            return msg;
+        }
+        char* field = (char*)tc + flag->field;
+        if (flag->type == FLAG_SWITCH) {
+            if (eq) {
+                snprintf(msg, len, "%s takes no value", flag->name);
+                return msg;
+            }
+            *(int*)field = 1;
+            continue;
+        }
+        const char* value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : nullptr);
+        if (value == nullptr) {
+            snprintf(msg, len, "%s needs a value", flag->name);
+            return msg;
+        }
+        char* end = nullptr;
+        errno = 0;
+        switch (flag->type) {
+            case FLAG_INT: {
+                long v = strtol(value, &end, 10);
+                if (*value == '\0' || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX) end = nullptr;
+                else *(int*)field = (int)v;
+                break;
+            }
+            case FLAG_INT64: {
+                long long v = strtoll(value, &end, 10);
+                if (*value == '\0' || *end != '\0' || errno != 0) end = nullptr;
+                else *(long long*)field = v;
+                break;
+            }
+            case FLAG_DOUBLE: {
+                double v = strtod(value, &end);
+                if (*value == '\0' || *end != '\0' || errno != 0 || !std::isfinite(v)) end = nullptr;
+                else *(double*)field = v;
+                break;
+            }
+            default: {  // FLAG_STRING
+                if (strlen(value) >= flag->capacity) {
+                    snprintf(msg, len, "%s value is too long (at most %zu characters)", flag->name, flag->capacity - 1);
+                    return msg;
+                }
+                snprintf(field, flag->capacity, "%s", value);
+                end = (char*)"";
+                break;
+            }
+        }
+        if (end == nullptr) {
+            snprintf(msg, len, "%s: '%s' is not a valid %s", flag->name, value,
+                     flag->type == FLAG_DOUBLE ? "finite number" : "integer");
+            return msg;
+        }
+    }
+    return nullptr;
+}
+
+// Completes and checks a parsed config. Returns an error message or nullptr.
+inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
+    if (tc->model.context == 0) tc->model.context = tc->seq;
+    tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
+    if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
+    if (tc->grad_accum < 1) snprintf(msg, len, "--grad-accum must be >= 1 (got %d)", tc->grad_accum);
+    else if (tc->steps < 1) snprintf(msg, len, "--steps must be >= 1 (got %d)", tc->steps);
+    else if (tc->warmup < 0) snprintf(msg, len, "--warmup must be >= 0 (got %d)", tc->warmup);
+    else if (tc->lr < 0) snprintf(msg, len, "--lr must be >= 0 (got %g)", tc->lr);
+    else if (schedule_from_name(tc->schedule) < 0)
+        snprintf(msg, len, "unknown --schedule '%s' (cosine, wsd, linear or constant)", tc->schedule);
+    else if (tc->min_lr_frac < 0 || tc->min_lr_frac > 1)
+        snprintf(msg, len, "--min-lr-frac must be in [0, 1] (got %g)", tc->min_lr_frac);
+    else if (tc->decay_frac < 0 || tc->decay_frac > 1)
+        snprintf(msg, len, "--decay-frac must be in [0, 1] (got %g)", tc->decay_frac);
+    else if (tc->weight_decay < 0) snprintf(msg, len, "--weight-decay must be >= 0 (got %g)", tc->weight_decay);
+    else if (tc->grad_clip < 0) snprintf(msg, len, "--grad-clip must be >= 0 (got %g)", tc->grad_clip);
+    else if (tc->peak_flops <= 0) snprintf(msg, len, "--peak-flops must be > 0 (got %g)", tc->peak_flops);
+    else if (tc->seed < 0) snprintf(msg, len, "--seed must be >= 0 (got %lld)", tc->seed);
+    else return nullptr;
+    return msg;
+}
+
+// =============================================================================================
+// Training loop.
+
+inline int train_main(int argc, char** argv) {
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    char msg[512];
+    if (const char* err = parse_flags(&tc, argc, argv, msg, sizeof(msg))) {
+        fprintf(stderr, "error: %s\n", err);
+        return EXIT_FAILURE;
+    }
+    if (tc.help) {
+        print_usage(stdout, argv[0]);
+        return EXIT_SUCCESS;
+    }
+    if (const char* err = train_config_check(&tc, msg, sizeof(msg))) {
+        fprintf(stderr, "error: %s\n", err);
+        return EXIT_FAILURE;
+    }
+    const GPTConfig* c = &tc.model;
+    const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
+    ScheduleConfig sched = {schedule_from_name(tc.schedule), tc.lr, tc.warmup, tc.min_lr_frac,
+                            tc.decay_frac, tc.steps};
+
+    GPT model;
+    gpt_build(&model, c, B, T, (uint64_t)tc.seed);
+    gpt_init_random(&model, (uint64_t)tc.seed);
+    TokenSource data;
+    token_source_open(&data, tc.data[0] ? tc.data : nullptr, c->vocab, (uint64_t)tc.seed);
+
+    printf("train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d | %zu parameters | %s\n",
+           PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels,
+           B, T, A, count_parameters(&model.layout, c), tc.data[0] ? tc.data : "random tokens");
+    const size_t tokens_per_step = (size_t)A * B * T;
+    const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
+    int* inputs = (int*)MALLOC_CHECK(tokens_per_step * sizeof(int));
+    int* targets = (int*)MALLOC_CHECK(tokens_per_step * sizeof(int));
+    for (int step = 0; step < tc.steps; step++) {
+        token_source_next(&data, inputs, targets, A * B, T);
+        auto start = std::chrono::steady_clock::now();
+        double loss = gpt_forward_backward(&model, inputs, targets, A);
+        float norm = gpt_grad_norm(&model);
+        double lr = learning_rate(&sched, step);
+        gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
+               step + 1, tc.steps, loss, lr, norm, seconds * 1e3, tokens_per_step / seconds,
+               100.0 * flops_per_step / seconds / tc.peak_flops);
+        fflush(stdout);
+    }
+    free(inputs);
+    free(targets);
+    free(data.tokens);
+    gpt_free(&model);
+    return EXIT_SUCCESS;
+}
+
+#ifndef TRAIN_GPT_NO_MAIN
+int main(int argc, char** argv) { return train_main(argc, argv); }
+#endif
