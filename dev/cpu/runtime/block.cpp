@@ -1,0 +1,600 @@
+// block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber.
+//
+// Fibers use boost.context's low-level fcontext API (make_fcontext/jump_fcontext): a switch
+// saves a few callee-saved registers and swaps stack pointers, about 5 ns, with no syscall.
+// Each fiber has its own mmap'ed stack with a guard page below it; stacks are pooled per OS
+// thread and reused by every block that thread runs.
+//
+// Scheduling inside a block: a thread runs until it must wait (a barrier or a warp-synchronous
+// call whose partners have not all arrived) or exits. Then the same fiber picks the next thread
+// and jumps straight to it (no trip through a scheduler context). When a thread exits, the
+// next thread that has not started yet runs on the same fiber and stack, inline: a kernel
+// without barriers costs about what a loop over its threads costs.
+//
+// Which thread runs next: threads released by a completed barrier or warp call (a FIFO, in
+// thread order) before threads that have not started (in thread order). Under
+// CUCC_SCHEDULE=random the pick is uniform over all runnable threads and the start order is
+// shuffled, so a missing __syncthreads/__syncwarp changes the result.
+//
+// Deadlock: when no thread is runnable but some have not exited, nothing can ever complete;
+// the runtime prints what every group of threads waits on and exits with code 1.
+#include <boost/context/detail/fcontext.hpp>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "internal.h"
+
+__thread uint3 threadIdx;
+__thread uint3 blockIdx;
+__thread uint3 blockDim;
+__thread uint3 gridDim;
+
+namespace cucc {
+namespace {
+
+using boost::context::detail::fcontext_t;
+using boost::context::detail::jump_fcontext;
+using boost::context::detail::make_fcontext;
+using boost::context::detail::transfer_t;
+
+// Largest value one lane can pass through warp_exchange (a double4 / 4 x uint64).
+constexpr size_t kMaxExchangeBytes = 32;
+constexpr int kMaxWarps = kMaxThreadsPerBlock / 32;
+
+// One warp-synchronous call (a shuffle, vote or __syncwarp) of a set of lanes. Lanes deposit
+// their value at data + lane*bytes; when every lane in mask has arrived, all of them continue
+// and read the others' values here. The record is recycled once every participant has made
+// its next warp-synchronous call (or exited), which is when the contract lets the pointer die.
+struct Exchange {
+    unsigned mask;     // lanes taking part (as passed by every participant)
+    unsigned arrived;  // lanes that have deposited
+    unsigned bytes;
+    int refs;          // participants still waiting in it or allowed to read it
+    Exchange* next_free;
+    alignas(64) unsigned char data[32 * kMaxExchangeBytes];
+};
+
+// A thread's record is only written once it starts (threads not started yet have no state).
+enum class State : uint8_t { Runnable, Running, AtBarrier, InWarpCall, Exited };
+
+struct Thread {
+    fcontext_t ctx;      // saved context while suspended
+    char* stack;         // fiber stack it runs on (set when it starts)
+    State state;
+    // At a barrier: its call site, its predicate, and the results written at completion.
+    const char* file;
+    int line;
+    int predicate;
+    int count_result;    // threads whose predicate was non-zero
+    int all_result;      // 1 if that is every thread that arrived
+    Exchange* exchange;  // warp call it waits in, or the last one whose data it may still read
+};
+
+struct Warp {
+    Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
+    int open_count;
+    unsigned live;       // lanes that exist and have not exited
+};
+
+struct Worker;
+
+struct Block {
+    const Grid* grid;
+    Worker* worker;  // the OS thread's pools (saves a thread_local lookup on hot paths)
+    uint3 idx;
+    dim3 dim;        // blockDim
+    bool random;     // CUCC_SCHEDULE=random
+    int nthreads;
+    int exited;
+    int current;  // linear index of the running thread
+    Thread threads[kMaxThreadsPerBlock];
+    Warp warps[kMaxWarps];
+    // Runnable threads: a FIFO ring of released threads, then the not-yet-started ones:
+    // next_start..nthreads-1, or start_order[next_start..] under CUCC_SCHEDULE=random.
+    int ring[kMaxThreadsPerBlock];
+    int ring_head, ring_count;
+    int start_order[kMaxThreadsPerBlock];
+    int next_start;
+    bool starting;  // set by pick_next: the thread picked has not started yet
+    // The barrier being filled: the site of its first arrival, arrivals there, predicate sum.
+    const char* barrier_file;
+    int barrier_line;
+    int barrier_arrived;
+    int barrier_count;
+    fcontext_t main_ctx;  // the OS thread's own context, resumed when the block ends
+    bool trapped;
+    cudaError_t trap_error;
+    uint64_t rng;
+};
+
+thread_local Block* tls_block;  // the block this OS thread is running, or null
+
+// What an OS thread keeps between the blocks it runs.
+struct Worker {
+    Block block{};
+    std::vector<char*> all_stacks, free_stacks;  // base of each mapping (guard page first)
+    size_t stack_bytes = 0, page = 0;
+    unsigned char* smem = nullptr;  // dynamic shared memory of the running block
+    size_t smem_capacity = 0;
+    std::vector<std::unique_ptr<Exchange>> exchanges;
+    Exchange* free_exchanges = nullptr;
+
+    ~Worker() {
+        // exit() called inside a kernel runs this on one of these stacks: leave them mapped.
+        if (tls_block) return;
+        for (char* s : all_stacks) munmap(s, stack_bytes + page);
+        free(smem);
+    }
+};
+
+thread_local std::unique_ptr<Worker> tls_worker;
+
+// Stack overflow: a fiber that runs into its guard page gets SIGSEGV. The handler (on an
+// alternate signal stack, since the fiber's stack is full) reports it in words; any other
+// fault goes on to the handler installed before ours (AddressSanitizer's, or the default).
+struct sigaction previous_segv;
+
+void on_segv(int sig, siginfo_t* info, void* context) {
+    Worker* w = tls_worker.get();
+    uintptr_t addr = (uintptr_t)info->si_addr;
+    if (w && tls_block) {
+        for (char* s : w->all_stacks) {
+            if (addr >= (uintptr_t)s && addr < (uintptr_t)s + w->page) {
+                char msg[512];
+                int n = snprintf(msg, sizeof msg,
+                                 "cucc: stack overflow in kernel %s (block (%u,%u,%u), thread "
+                                 "(%u,%u,%u)): each CUDA thread has a %zu KiB stack; raise "
+                                 "CUCC_STACK_KB\n",
+                                 tls_block->grid->name, tls_block->idx.x, tls_block->idx.y,
+                                 tls_block->idx.z, threadIdx.x, threadIdx.y, threadIdx.z,
+                                 w->stack_bytes / 1024);
+                if (write(2, msg, n > 0 ? (size_t)n : 0) < 0) _exit(1);
+                _exit(1);
+            }
+        }
+    }
+    if (previous_segv.sa_flags & SA_SIGINFO) {
+        previous_segv.sa_sigaction(sig, info, context);
+    } else if (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN) {
+        previous_segv.sa_handler(sig);
+    } else {
+        signal(SIGSEGV, SIG_DFL);  // returning re-runs the faulting access, which now kills us
+    }
+}
+
+// Once per process: install the handler. Once per OS thread: give it an alternate stack.
+void install_overflow_handler() {
+    static bool installed = [] {
+        struct sigaction sa = {};
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGSEGV, &sa, &previous_segv) != 0) fatal("cannot install a SIGSEGV handler");
+        return true;
+    }();
+    (void)installed;
+    stack_t ss = {};
+    if (sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) return;  // has one
+    ss.ss_size = 64 * 1024;
+    ss.ss_flags = 0;
+    ss.ss_sp = mmap(nullptr, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ss.ss_sp == MAP_FAILED || sigaltstack(&ss, nullptr) != 0)
+        fatal("cannot set up a signal stack");
+}
+
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+Block& current_block(const char* what) {
+    Block* b = tls_block;
+    if (!b) fatal("%s called outside a kernel", what);
+    return *b;
+}
+
+char* take_stack(Worker& w) {
+    if (!w.free_stacks.empty()) {
+        char* s = w.free_stacks.back();
+        w.free_stacks.pop_back();
+        return s;
+    }
+    size_t total = w.stack_bytes + w.page;
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fatal("cannot map a %zu-byte fiber stack", total);
+    // Guard page at the low end: a stack overflow faults instead of corrupting a neighbour.
+    if (mprotect(p, w.page, PROT_NONE) != 0) fatal("cannot protect a fiber stack guard page");
+    w.all_stacks.push_back((char*)p);
+    return (char*)p;
+}
+
+Exchange* new_exchange(Worker& w) {
+    if (!w.free_exchanges) {
+        w.exchanges.push_back(std::make_unique<Exchange>());
+        w.exchanges.back()->next_free = nullptr;
+        w.free_exchanges = w.exchanges.back().get();
+    }
+    Exchange* e = w.free_exchanges;
+    w.free_exchanges = e->next_free;
+    return e;
+}
+
+void release_exchange(Worker& w, Thread& t) {
+    Exchange* e = t.exchange;
+    if (!e) return;
+    t.exchange = nullptr;
+    if (--e->refs == 0) {
+        e->next_free = w.free_exchanges;
+        w.free_exchanges = e;
+    }
+}
+
+// Sets the built-in threadIdx of thread i (blockIdx/blockDim/gridDim are set per block).
+inline void set_thread_idx(const Block& b, int i) {
+    const dim3& d = b.dim;
+    if (d.y == 1 && d.z == 1) {
+        threadIdx = uint3{(unsigned)i, 0, 0};
+    } else {
+        unsigned u = (unsigned)i;
+        threadIdx = uint3{u % d.x, (u / d.x) % d.y, u / (d.x * d.y)};
+    }
+}
+
+void make_runnable(Block& b, int i) {
+    b.threads[i].state = State::Runnable;
+    b.ring[(b.ring_head + b.ring_count) % kMaxThreadsPerBlock] = i;
+    b.ring_count++;
+}
+
+// The next thread to run, or -1 if none is runnable; sets b.starting.
+int pick_next(Block& b) {
+    int unstarted = b.nthreads - b.next_start;
+    b.starting = false;
+    if (b.random) {
+        int choices = b.ring_count + (unstarted > 0 ? 1 : 0);
+        if (choices == 0) return -1;
+        int r = (int)(splitmix64(b.rng) % (uint64_t)choices);
+        if (r == b.ring_count) {
+            b.starting = true;
+            return b.start_order[b.next_start++];
+        }
+        // Swap the chosen entry to the front of the ring, then pop the front.
+        int front = b.ring_head, pos = (b.ring_head + r) % kMaxThreadsPerBlock;
+        std::swap(b.ring[front], b.ring[pos]);
+    }
+    if (b.ring_count > 0) {
+        int i = b.ring[b.ring_head];
+        b.ring_head = (b.ring_head + 1) % kMaxThreadsPerBlock;
+        b.ring_count--;
+        return i;
+    }
+    if (unstarted == 0) return -1;
+    b.starting = true;
+    return b.next_start++;
+}
+
+// Thread i starts running (on `stack`).
+inline void start_thread(Block& b, int i, char* stack) {
+    Thread& t = b.threads[i];
+    t.state = State::Running;
+    t.exchange = nullptr;
+    t.stack = stack;
+    b.current = i;
+    set_thread_idx(b, i);
+}
+
+// One thread's wait, in words, for the deadlock report.
+std::string describe_wait(const Block& b, int i) {
+    const Thread& t = b.threads[i];
+    char buf[256];
+    switch (t.state) {
+        case State::Exited: return "exited";
+        case State::AtBarrier:
+            snprintf(buf, sizeof buf, "wait at __syncthreads (%s:%d)", t.file, t.line);
+            return buf;
+        case State::InWarpCall: {
+            const Exchange* e = t.exchange;
+            unsigned missing = e->mask & ~e->arrived;
+            unsigned exited_missing = missing & ~b.warps[i / 32].live;
+            snprintf(buf, sizeof buf,
+                     "wait in a warp-synchronous call of warp %d with mask 0x%08x for lanes "
+                     "0x%08x (of which 0x%08x exited or do not exist)",
+                     i / 32, e->mask, missing, exited_missing);
+            return buf;
+        }
+        default: return "runnable";
+    }
+}
+
+[[noreturn]] void report_deadlock(const Block& b) {
+    std::string msg;
+    int start = 0;
+    std::string what = describe_wait(b, 0);
+    for (int i = 1; i <= b.nthreads; i++) {
+        std::string next = i < b.nthreads ? describe_wait(b, i) : std::string();
+        if (i < b.nthreads && next == what) continue;
+        char range[64];
+        if (i - 1 == start) snprintf(range, sizeof range, "thread %d ", start);
+        else snprintf(range, sizeof range, "threads %d-%d ", start, i - 1);
+        msg += (msg.empty() ? "" : "; ") + std::string(range) + what;
+        start = i;
+        what = next;
+    }
+    fatal("deadlock in kernel %s (block (%u,%u,%u)): %s", b.grid->name, b.idx.x, b.idx.y,
+          b.idx.z, msg.c_str());
+}
+
+inline void save_context(transfer_t t) {
+    if (t.data) *(fcontext_t*)t.data = t.fctx;
+}
+
+void fiber_main(transfer_t t);
+
+// Makes thread `next` the running one and switches to it; `save` receives the context being
+// left (null when that context is abandoned). Returns when someone switches back.
+// Inlined, as is wait_here: after a switch every return of the resumed fiber is mispredicted
+// (the CPU's return-address stack belongs to the fiber left), so fewer call levels between a
+// kernel and jump_fcontext make shuffles and barriers measurably cheaper.
+__attribute__((always_inline)) inline void switch_to(Block& b, int next, fcontext_t* save) {
+    if (b.starting) {
+        Worker& w = *b.worker;
+        char* stack = take_stack(w);
+        start_thread(b, next, stack);
+        fcontext_t fresh = make_fcontext(stack + w.page + w.stack_bytes, w.stack_bytes, fiber_main);
+        save_context(jump_fcontext(fresh, save));
+    } else {
+        Thread& n = b.threads[next];
+        n.state = State::Running;
+        b.current = next;
+        set_thread_idx(b, next);
+        save_context(jump_fcontext(n.ctx, save));
+    }
+}
+
+// The running thread must wait: run others until it is runnable again and picked.
+__attribute__((always_inline)) inline void wait_here(Block& b) {
+    int self = b.current;
+    int next = pick_next(b);
+    if (next < 0) report_deadlock(b);
+    if (next == self) {
+        b.threads[self].state = State::Running;
+        return;
+    }
+    switch_to(b, next, &b.threads[self].ctx);
+}
+
+void check_barrier(Block& b) {
+    if (b.barrier_arrived == 0 || b.barrier_arrived + b.exited < b.nthreads) return;
+    for (int i = 0; i < b.nthreads; i++) {
+        Thread& t = b.threads[i];
+        if (t.state != State::AtBarrier || t.line != b.barrier_line ||
+            (t.file != b.barrier_file && strcmp(t.file, b.barrier_file) != 0))
+            continue;
+        t.count_result = b.barrier_count;
+        t.all_result = b.barrier_count == b.barrier_arrived;
+        make_runnable(b, i);
+    }
+    b.barrier_arrived = 0;
+}
+
+void thread_exited(Block& b, int i) {
+    Thread& t = b.threads[i];
+    t.state = State::Exited;
+    b.exited++;
+    release_exchange(*b.worker, t);
+    b.warps[i / 32].live &= ~(1u << (i % 32));
+    check_barrier(b);
+}
+
+// Entry of every fiber: runs threads until one must wait (the fiber is then suspended with it)
+// or until a thread exits and the next pick is a suspended thread (the fiber is abandoned and
+// its stack returned to the pool).
+void fiber_main(transfer_t t) {
+    save_context(t);
+    Block& b = *tls_block;
+    char* stack = b.threads[b.current].stack;
+    for (;;) {
+        b.grid->body();
+        thread_exited(b, b.current);
+        int next = pick_next(b);
+        if (b.starting) {
+            start_thread(b, next, stack);  // inline on this stack: no switch at all
+            continue;
+        }
+        if (next < 0 && b.exited < b.nthreads) report_deadlock(b);
+        // The stack goes back to the pool before we leave it; nothing uses it until we have.
+        b.worker->free_stacks.push_back(stack);
+        if (next < 0) jump_fcontext(b.main_ctx, nullptr);
+        switch_to(b, next, nullptr);
+    }
+}
+
+int barrier(int predicate, const char* file, int line, const char* what) {
+    Block& b = current_block(what);
+    Thread& t = b.threads[b.current];
+    t.state = State::AtBarrier;
+    t.file = file;
+    t.line = line;
+    t.predicate = predicate != 0;
+    if (b.barrier_arrived == 0) {
+        b.barrier_file = file;
+        b.barrier_line = line;
+        b.barrier_count = 0;
+    }
+    // A thread at another site never completes this barrier; the deadlock report names both.
+    if (line == b.barrier_line && (file == b.barrier_file || strcmp(file, b.barrier_file) == 0)) {
+        b.barrier_arrived++;
+        b.barrier_count += t.predicate;
+        check_barrier(b);
+    }
+    wait_here(b);
+    return t.count_result;
+}
+
+}  // namespace
+
+bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
+    if (!tls_worker) {
+        tls_worker = std::make_unique<Worker>();
+        tls_worker->page = (size_t)sysconf(_SC_PAGESIZE);
+        tls_worker->stack_bytes = config().stack_bytes;
+        install_overflow_handler();
+    }
+    Worker& w = *tls_worker;
+    Block& b = w.block;
+    int n = (int)(grid.block.x * grid.block.y * grid.block.z);
+    b.grid = &grid;
+    b.worker = &w;
+    b.idx = block_idx;
+    b.dim = grid.block;
+    b.random = config().random;
+    b.nthreads = n;
+    b.exited = 0;
+    b.ring_head = b.ring_count = 0;
+    b.next_start = 0;
+    b.barrier_arrived = 0;
+    b.trapped = false;
+    for (int k = 0; k < (n + 31) / 32; k++) {
+        int lanes = n - 32 * k < 32 ? n - 32 * k : 32;
+        b.warps[k].open_count = 0;
+        b.warps[k].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+    }
+    if (config().random) {
+        uint64_t linear = block_idx.x + (uint64_t)grid.grid.x *
+                                            (block_idx.y + (uint64_t)grid.grid.y * block_idx.z);
+        b.rng = config().seed * 0x100000001b3ull ^ (grid.launch_index << 32) ^ linear;
+        for (int i = 0; i < n; i++) b.start_order[i] = i;
+        for (int i = n - 1; i > 0; i--)
+            std::swap(b.start_order[i], b.start_order[splitmix64(b.rng) % (uint64_t)(i + 1)]);
+    }
+    // Dynamic shared memory: 128-byte aligned, never null. Under CUCC_SCHEDULE=random it is
+    // filled with 0xff bytes (NaN as float) so reads before writes show up.
+    size_t want = grid.smem > 0 ? grid.smem : 1;
+    if (want > w.smem_capacity) {
+        free(w.smem);
+        w.smem_capacity = (want + 4095) / 4096 * 4096;
+        w.smem = (unsigned char*)aligned_alloc(4096, w.smem_capacity);
+        if (!w.smem) fatal("cannot allocate %zu bytes of shared memory", w.smem_capacity);
+    }
+    if (config().random) memset(w.smem, 0xff, grid.smem);
+
+    blockIdx = block_idx;
+    blockDim = uint3{grid.block.x, grid.block.y, grid.block.z};
+    gridDim = uint3{grid.grid.x, grid.grid.y, grid.grid.z};
+    tls_block = &b;
+    switch_to(b, pick_next(b), &b.main_ctx);
+    tls_block = nullptr;
+    if (!b.trapped) return true;
+    // The block was abandoned midway: every stack and warp record is free again.
+    w.free_stacks = w.all_stacks;
+    w.free_exchanges = nullptr;
+    for (auto& e : w.exchanges) {
+        e->next_free = w.free_exchanges;
+        w.free_exchanges = e.get();
+    }
+    *trap_error = b.trap_error;
+    return false;
+}
+
+void* dynamic_smem() {
+    return current_block("dynamic shared memory").worker->smem;
+}
+
+void syncthreads(const char* file, int line) { barrier(1, file, line, "__syncthreads"); }
+
+int syncthreads_count(int predicate, const char* file, int line) {
+    return barrier(predicate, file, line, "__syncthreads_count");
+}
+
+int syncthreads_and(int predicate, const char* file, int line) {
+    barrier(predicate, file, line, "__syncthreads_and");
+    Block& b = *tls_block;
+    return b.threads[b.current].all_result;
+}
+
+int syncthreads_or(int predicate, const char* file, int line) {
+    return barrier(predicate, file, line, "__syncthreads_or") != 0;
+}
+
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
+    Block& b = current_block("a warp-synchronous function");
+    int i = b.current, lane = i % 32;
+    Thread& t = b.threads[i];
+    Warp& w = b.warps[i / 32];
+    if (!(mask & (1u << lane)))
+        fatal("kernel %s: thread %d calls a warp-synchronous function with mask 0x%08x, which "
+              "does not include its own lane %d",
+              b.grid->name, i, mask, lane);
+    if (bytes > kMaxExchangeBytes)
+        fatal("warp exchange of %zu bytes per lane (at most %zu)", bytes, kMaxExchangeBytes);
+    release_exchange(*b.worker, t);
+    // Join the open call with the same mask that this lane has not joined yet, or open one.
+    Exchange* e = nullptr;
+    for (int k = 0; k < w.open_count; k++) {
+        Exchange* o = w.open[k];
+        if (o->mask == mask && o->bytes == bytes && !(o->arrived & (1u << lane))) {
+            e = o;
+            break;
+        }
+    }
+    if (!e) {
+        e = new_exchange(*b.worker);
+        e->mask = mask;
+        e->arrived = 0;
+        e->bytes = (unsigned)bytes;
+        e->refs = 0;
+        w.open[w.open_count++] = e;
+    }
+    // Fixed-size copies for the common sizes compile to one move.
+    unsigned char* slot = e->data + lane * bytes;
+    if (bytes == 4) memcpy(slot, value, 4);
+    else if (bytes == 8) memcpy(slot, value, 8);
+    else memcpy(slot, value, bytes);
+    e->arrived |= 1u << lane;
+    e->refs++;
+    t.exchange = e;
+    t.state = State::InWarpCall;
+    if (e->arrived == mask) {
+        for (int k = 0; k < w.open_count; k++) {
+            if (w.open[k] == e) {
+                w.open[k] = w.open[--w.open_count];
+                break;
+            }
+        }
+        for (unsigned m = mask; m; m &= m - 1) make_runnable(b, i - lane + __builtin_ctz(m));
+    }
+    wait_here(b);
+    return e->data;
+}
+
+void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0); }
+
+unsigned active_mask() {
+    Block& b = current_block("__activemask");
+    return b.warps[b.current / 32].live;
+}
+
+
+void trap(cudaError_t error, const char* message) {
+    Block* b = tls_block;
+    if (!b) fatal("trap outside a kernel: %s", message);
+    fprintf(stderr, "cucc: kernel %s, block (%u,%u,%u), thread (%u,%u,%u): %s\n", b->grid->name,
+            b->idx.x, b->idx.y, b->idx.z, threadIdx.x, threadIdx.y, threadIdx.z, message);
+    b->trapped = true;
+    b->trap_error = error;
+    jump_fcontext(b->main_ctx, nullptr);
+    __builtin_unreachable();
+}
+
+}  // namespace cucc

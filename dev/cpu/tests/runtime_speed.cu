@@ -1,0 +1,147 @@
+// runtime_speed.cu: how fast the CPU runtime runs kernels, checked against fixed budgets.
+//   - layernorm forward, 4096 rows x 768, one warp per row, two shuffle reductions per row
+//     (5 __shfl_xor_sync each): must take under 100 ms of CPU time on one OS thread
+//     (CUCC_THREADS=1); its output is compared with a host layernorm.
+//   - a barrier-heavy kernel (one block of 256 threads, 2000 __syncthreads) and a warp-shuffle
+//     loop, reported as nanoseconds per thread per barrier / per lane per shuffle.
+// CPU time of the calling thread is used rather than wall time, which other processes on a
+// shared machine inflate.
+//! cpu-only
+//! run: CUCC_THREADS=1 ./prog => pass /layernorm .* ms/
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CUDA_CHECK(call)                                                                   \
+    do {                                                                                   \
+        cudaError_t err_ = (call);                                                         \
+        if (err_ != cudaSuccess) {                                                         \
+            printf("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                    \
+                   cudaGetErrorString(err_));                                              \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static double cpu_ms() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+// out, inp are (N, C) row-major; one warp per row; lane l handles columns l, l+32, ...
+__global__ void layernorm_kernel(float* out, const float* inp, const float* weight,
+                                 const float* bias, int N, int C) {
+    int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float* x = inp + (size_t)row * C;
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += 32) sum += x[i];
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / C;
+    float var = 0.0f;
+    for (int i = lane; i < C; i += 32) var += (x[i] - mean) * (x[i] - mean);
+    for (int o = 16; o > 0; o /= 2) var += __shfl_xor_sync(0xffffffffu, var, o);
+    float rstd = 1.0f / sqrtf(var / C + 1e-5f);
+    for (int i = lane; i < C; i += 32)
+        out[(size_t)row * C + i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+}
+
+// Each of `rounds` steps: write own slot, barrier, read the neighbour's, barrier.
+__global__ void barrier_kernel(int* out, int rounds) {
+    __shared__ int slots[1024];
+    int t = threadIdx.x, v = t;
+    for (int r = 0; r < rounds; r++) {
+        slots[t] = v;
+        __syncthreads();
+        v = slots[(t + 1) % blockDim.x] + 1;
+        __syncthreads();
+    }
+    out[t] = v;
+}
+
+__global__ void shuffle_kernel(int* out, int rounds) {
+    int v = threadIdx.x;
+    for (int r = 0; r < rounds; r++) v = __shfl_xor_sync(0xffffffffu, v, 1) + 1;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
+int main() {
+    const int N = 4096, C = 768;
+    std::vector<float> x((size_t)N * C), w(C), b(C), y((size_t)N * C);
+    for (size_t i = 0; i < x.size(); i++) x[i] = sinf(0.37f * (float)(i % 100003)) + 0.1f * (float)(i % 7);
+    for (int i = 0; i < C; i++) {
+        w[i] = 1.0f + 0.01f * i;
+        b[i] = 0.001f * i;
+    }
+    float *dx, *dw, *db, *dy;
+    CUDA_CHECK(cudaMalloc(&dx, x.size() * 4));
+    CUDA_CHECK(cudaMalloc(&dy, x.size() * 4));
+    CUDA_CHECK(cudaMalloc(&dw, C * 4));
+    CUDA_CHECK(cudaMalloc(&db, C * 4));
+    CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dw, w.data(), C * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(db, b.data(), C * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(dy, 0xff, x.size() * 4));  // NaN until written
+
+    // Best of 3, so a one-off stall on a shared machine does not decide the result.
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = cpu_ms();
+        layernorm_kernel<<<N * 32 / 256, 256>>>(dy, dx, dw, db, N, C);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        best = fmin(best, cpu_ms() - t0);
+    }
+    CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+    double max_err = 0.0;
+    for (int r = 0; r < N; r++) {
+        const float* xr = &x[(size_t)r * C];
+        double mean = 0, var = 0;
+        for (int i = 0; i < C; i++) mean += xr[i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (xr[i] - mean) * (xr[i] - mean);
+        var /= C;
+        for (int i = 0; i < C; i++) {
+            double ref = (xr[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+            double err = fabs(ref - y[(size_t)r * C + i]);
+            max_err = err > max_err || err != err ? err : max_err;
+        }
+    }
+    int lane_shuffles = N * 32 * 10;
+    printf("layernorm 4096x768: %.1f ms CPU (budget 100 ms), %.1f ns per lane per shuffle "
+           "including the arithmetic; max abs error vs host %.2e (bound 1e-4)\n",
+           best, best * 1e6 / lane_shuffles, max_err);
+
+    const int threads = 256, rounds = 2000;
+    int* dout;
+    CUDA_CHECK(cudaMalloc(&dout, 64 * 1024 * sizeof(int)));
+    double t0 = cpu_ms();
+    barrier_kernel<<<1, threads>>>(dout, rounds);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    double barrier_ms = cpu_ms() - t0;
+    std::vector<int> h(threads);
+    CUDA_CHECK(cudaMemcpy(h.data(), dout, threads * sizeof(int), cudaMemcpyDeviceToHost));
+    bool barrier_ok = true;
+    for (int t = 0; t < threads; t++) barrier_ok &= h[t] == (t + rounds) % threads + rounds;
+    printf("barriers: %.1f ns per thread per __syncthreads (%d threads, %d barriers), %s\n",
+           barrier_ms * 1e6 / (threads * 2.0 * rounds), threads, 2 * rounds,
+           barrier_ok ? "correct" : "WRONG");
+
+    t0 = cpu_ms();
+    shuffle_kernel<<<64, 1024>>>(dout, 100);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    double shuffle_ms = cpu_ms() - t0;
+    std::vector<int> hs(64 * 1024);
+    CUDA_CHECK(cudaMemcpy(hs.data(), dout, hs.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    bool shuffle_ok = true;
+    for (int i = 0; i < 64 * 1024; i++) shuffle_ok &= hs[i] == i % 1024 + 100;  // 100 even swaps
+    printf("shuffles: %.1f ns per lane per __shfl_xor_sync, %s\n",
+           shuffle_ms * 1e6 / (64 * 1024 * 100.0), shuffle_ok ? "correct" : "WRONG");
+
+    bool ok = best < 100.0 && max_err < 1e-4 && barrier_ok && shuffle_ok;
+    printf("%s\n", ok ? "speed checks passed" : "speed checks FAILED");
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,79 @@
+// runtime_symbols.cu: __constant__ and __device__ variables through the symbol API
+// (cudaMemcpyToSymbol / FromSymbol / GetSymbolAddress) and the kernel-pointer overloads of
+// cudaFuncSetAttribute / cudaFuncSetCacheConfig. Valid CUDA: the same file runs on a GPU.
+#include <cstdio>
+
+__constant__ float coeffs[4];
+__device__ int counter;
+
+__global__ void scale_by_coeffs(float* out) {
+    out[threadIdx.x] = coeffs[threadIdx.x] * 2.0f;
+    if (threadIdx.x == 0) counter = 7;
+}
+
+extern __shared__ float big_smem[];
+__global__ void touch_big_smem(float* out) {
+    big_smem[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = big_smem[blockDim.x - 1 - threadIdx.x];
+}
+
+#define CHECK(call)                                                                          \
+    do {                                                                                     \
+        cudaError_t e = (call);                                                              \
+        if (e != cudaSuccess) {                                                              \
+            printf("%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));                \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+int main() {
+    float host[4] = {1, 2, 3, 4}, result[4];
+    float* d;
+    CHECK(cudaMalloc(&d, 64 * sizeof(float)));
+    CHECK(cudaMemcpyToSymbol(coeffs, host, sizeof(host)));
+    scale_by_coeffs<<<1, 4>>>(d);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(result, d, sizeof(result), cudaMemcpyDeviceToHost));
+    int c = 0;
+    CHECK(cudaMemcpyFromSymbol(&c, counter, sizeof(int)));
+    for (int i = 0; i < 4; i++) {
+        if (result[i] != 2 * host[i]) {
+            printf("FAIL: out[%d] = %g, want %g\n", i, result[i], 2 * host[i]);
+            return 1;
+        }
+    }
+    if (c != 7) {
+        printf("FAIL: counter = %d, want 7\n", c);
+        return 1;
+    }
+    // The symbol's address is the variable itself.
+    int* counter_ptr = nullptr;
+    CHECK(cudaGetSymbolAddress((void**)&counter_ptr, counter));
+    if (counter_ptr == nullptr) {
+        printf("FAIL: cudaGetSymbolAddress gave a null pointer\n");
+        return 1;
+    }
+    // 64 KiB of dynamic shared memory needs the attribute, set through the kernel pointer.
+    const size_t smem = 64 * 1024;
+    touch_big_smem<<<1, 64, smem>>>(d);
+    if (cudaGetLastError() == cudaSuccess) {
+        printf("FAIL: 64 KiB of dynamic shared memory launched without the attribute\n");
+        return 1;
+    }
+    CHECK(cudaFuncSetAttribute(touch_big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CHECK(cudaFuncSetCacheConfig(touch_big_smem, cudaFuncCachePreferShared));
+    touch_big_smem<<<1, 64, smem>>>(d);
+    CHECK(cudaGetLastError());
+    float back[64];
+    CHECK(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 64; i++) {
+        if (back[i] != (float)(63 - i)) {
+            printf("FAIL: smem round trip [%d] = %g\n", i, back[i]);
+            return 1;
+        }
+    }
+    CHECK(cudaFree(d));
+    printf("symbols and kernel attributes OK\n");
+    return 0;
+}
