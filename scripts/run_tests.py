@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
 DEFAULT_TESTS = ["dev/cpu/tests/*.cu"]
 # Python test scripts: each exits 0 when all its checks pass.
-PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py"]
+PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
 RUN_TIMEOUT_S = 600
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 
