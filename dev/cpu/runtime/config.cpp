@@ -180,6 +180,8 @@ const Config& config() {
     return c;
 }
 
+int thread_count() { return config().threads; }
+
 std::recursive_mutex& api_mutex() {
     // Never destroyed: other threads and atexit handlers may still take it during exit.
     static auto* m = new std::recursive_mutex;

@@ -123,6 +123,9 @@ struct StreamOp {
 cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op);
 // Runs queued work until every stream of the current device is empty.
 void drain_all();
+// OS threads the runtime runs blocks on (CUCC_THREADS, default: all cores); the CPU libraries
+// (cuBLASLt) split their work over as many.
+int thread_count();
 // True if ptr lies inside a live cudaMalloc allocation (of any device).
 bool is_device_pointer(const void* ptr);
 

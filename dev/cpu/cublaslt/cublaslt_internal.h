@@ -1,0 +1,108 @@
+// cublaslt_internal.h: what the CPU cuBLASLt's two files share: the contents of each descriptor
+// and the table-driven attribute get/set.
+//
+// Every descriptor of the public API is an opaque block of uint64_t (cublasLt.h fixes the sizes, so
+// that cublasLt*Init can place a descriptor in memory the caller owns). We keep our plain structs
+// inside those blocks. Setting an attribute only stores it, after checking its size against the
+// table below; whether the stored values make a runnable problem is decided in one place,
+// check_problem() in matmul.cpp, which cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic share.
+// To support a new attribute, add a member and a table row; to support a new type or scale mode,
+// extend check_problem() and the arithmetic.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace cublaslt_cpu {
+
+// cublasLtMatrixLayout_t. Member types are the attribute types documented in cublasLt.h.
+struct Layout {
+    uint32_t type;  // cudaDataType
+    int32_t order;  // cublasLtOrder_t
+    uint64_t rows, cols;
+    int64_t ld;  // elements between columns (COL order) or rows (ROW order)
+    int32_t batch_count;
+    int64_t batch_stride;  // elements between consecutive matrices of a batch
+    int64_t plane_offset;  // planar complex only
+    uint32_t batch_mode;   // cublasLtBatchMode_t
+};
+
+// cublasLtMatmulDesc_t.
+struct MatmulDesc {
+    int32_t compute_type;            // cublasComputeType_t
+    int32_t scale_type;              // cudaDataType of alpha and beta
+    int32_t pointer_mode;            // cublasLtPointerMode_t
+    int32_t transa, transb, transc;  // cublasOperation_t
+    int32_t fill_mode;               // cublasFillMode_t
+    uint32_t epilogue;               // cublasLtEpilogue_t
+    const void* bias;                // bias (input) or bias gradient (output), see the epilogues
+    int64_t bias_batch_stride;
+    void* aux;  // GELU input: written by GELU_AUX*, read by DGELU*
+    int64_t aux_ld, aux_batch_stride;
+    int64_t alpha_vector_batch_stride;
+    int32_t sm_count_target;
+    const void* a_scale;  // FP8 scaling: stored, not yet supported by check_problem()
+    const void* b_scale;
+    const void* c_scale;
+    const void* d_scale;
+    void* amax_d;
+    int32_t aux_data_type;  // cudaDataType, -1: the type of D
+    void* aux_scale;
+    void* aux_amax;
+    int8_t fast_accum;
+    int32_t bias_data_type;  // cudaDataType, -1: the type of D
+    int32_t a_scale_mode, b_scale_mode, c_scale_mode, d_scale_mode, aux_scale_mode;
+    void* d_out_scale;
+    int32_t d_out_scale_mode;
+    cublasLtEmulationDesc_t emulation;
+};
+
+// cublasLtMatmulPreference_t.
+struct Preference {
+    uint32_t search_mode;
+    uint64_t max_workspace_bytes;
+    uint32_t reduction_scheme_mask;
+    uint32_t min_alignment_a, min_alignment_b, min_alignment_c, min_alignment_d;
+    float max_waves_count;
+    uint64_t impl_mask;
+};
+
+static_assert(sizeof(Layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "Layout too large");
+static_assert(sizeof(MatmulDesc) <= sizeof(cublasLtMatmulDescOpaque_t), "MatmulDesc too large");
+static_assert(sizeof(Preference) <= sizeof(cublasLtMatmulPreferenceOpaque_t),
+              "Preference too large");
+
+// The struct living in an opaque block (placed there by the create/init functions).
+inline Layout* layout_of(cublasLtMatrixLayout_t p) {
+    return std::launder(reinterpret_cast<Layout*>(p));
+}
+inline MatmulDesc* desc_of(cublasLtMatmulDesc_t p) {
+    return std::launder(reinterpret_cast<MatmulDesc*>(p));
+}
+inline Preference* pref_of(cublasLtMatmulPreference_t p) {
+    return std::launder(reinterpret_cast<Preference*>(p));
+}
+
+// A handle points to a cublasLtContext (defined below); its magic number tells a live handle from
+// a null or destroyed one.
+constexpr uint64_t kHandleMagic = 0x63707542'4c41534cull;
+
+// The algorithm that cublasLtMatmulAlgoGetHeuristic returns (there is one: OpenBLAS sgemm plus a
+// scalar epilogue); data[0] holds this id so cublasLtMatmul can tell it from an uninitialized one.
+constexpr uint64_t kAlgoId = 0x43505553'47454d4dull;
+
+}  // namespace cublaslt_cpu
+
+// The handle's target, opaque in cublasLt.h.
+struct cublasLtContext {
+    uint64_t magic;
+};
+
+namespace cublaslt_cpu {
+inline bool handle_ok(cublasLtHandle_t h) {
+    return h != nullptr && h->magic == kHandleMagic;
+}
+}  // namespace cublaslt_cpu

@@ -1,0 +1,629 @@
+// matmul.cpp: cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic on the CPU.
+//
+// D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) for each matrix of a batch, computed as
+// cuBLASLt computes it with CUBLAS_COMPUTE_32F: fp32 products and sums, the epilogue in fp32, one
+// rounding (to nearest even) to the output type at the end. For each batch:
+//   1. op(A) and op(B) become fp32 column-major panels. An fp32 operand is used in place (a matrix
+//      in ROW order is the transpose of the COL-order matrix with the same ld, so ROW order only
+//      flips the transpose flag); bf16 and fp16 operands are widened to fp32, which is exact.
+//   2. T = alpha * op(A) op(B) by OpenBLAS sgemm, in fp32: into D itself when D is fp32 (with
+//      beta * C too), else into a scratch matrix.
+//   3. One pass over T adds beta * C and the bias, applies the activation (or its gradient),
+//      writes the aux matrix and the bias-gradient sums, and rounds each element into D. A plain
+//      fp32 matmul needs no such pass.
+// Steps 2 and 3 run on CUCC_THREADS threads over fixed chunks of columns (OpenBLAS's own threads
+// stay off), so every result is bit-identical for any thread count.
+// Everything runs on the stream, in order with kernels and copies (cucc::stream_enqueue); the
+// descriptors and host scalars are read at call time, device scalars when the work runs.
+#include <cblas.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "cublaslt_internal.h"
+#include "cucc/runtime.h"
+
+using namespace cublaslt_cpu;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Epilogues: what each supported one does, in the order the element pass applies it.
+enum class Activation { kNone, kRelu, kGelu, kGeluGrad };
+enum class BiasGrad {
+    kNone,
+    kRowsOfD,  // DGELU_BGRAD: bias[i] = sum over columns j of D[i, j] (after the GELU gradient)
+    kRowsOfA,  // BGRADA: bias[i] = sum over k of op(A)[i, k]
+    kColsOfB,  // BGRADB: bias[j] = sum over k of op(B)[k, j]
+};
+struct Epilogue {
+    uint32_t id;
+    bool adds_bias;  // bias[i] (length m) added to every column before the activation
+    Activation activation;
+    bool writes_aux;  // GELU_AUX*: aux = the GELU input
+    bool reads_aux;   // DGELU*: D = (alpha op(A) op(B) + beta C) * gelu'(aux)
+    BiasGrad bias_grad;
+};
+const Epilogue kEpilogues[] = {
+    {CUBLASLT_EPILOGUE_DEFAULT, false, Activation::kNone, false, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_RELU, false, Activation::kRelu, false, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_BIAS, true, Activation::kNone, false, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_RELU_BIAS, true, Activation::kRelu, false, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_GELU, false, Activation::kGelu, false, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_GELU_AUX, false, Activation::kGelu, true, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_GELU_BIAS, true, Activation::kGelu, false, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true, Activation::kGelu, true, false, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_DGELU, false, Activation::kGeluGrad, false, true, BiasGrad::kNone},
+    {CUBLASLT_EPILOGUE_DGELU_BGRAD, false, Activation::kGeluGrad, false, true, BiasGrad::kRowsOfD},
+    {CUBLASLT_EPILOGUE_BGRADA, false, Activation::kNone, false, false, BiasGrad::kRowsOfA},
+    {CUBLASLT_EPILOGUE_BGRADB, false, Activation::kNone, false, false, BiasGrad::kColsOfB},
+};
+// Valid cuBLASLt epilogues this implementation does not run (ReLU with a bit-mask aux).
+const uint32_t kUnsupportedEpilogues[] = {CUBLASLT_EPILOGUE_RELU_AUX,
+                                          CUBLASLT_EPILOGUE_RELU_AUX_BIAS, CUBLASLT_EPILOGUE_DRELU,
+                                          CUBLASLT_EPILOGUE_DRELU_BGRAD};
+
+// GELU with the tanh approximation, which cuBLASLt's GELU epilogues use:
+// gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+float gelu(float x) {
+    float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+// d gelu / dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+float gelu_grad(float x) {
+    float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+    float th = tanhf(u);
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element types: the three storage types of the supported combinations, read and written as fp32.
+size_t type_size(uint32_t type) {
+    return type == CUDA_R_32F ? 4 : 2;
+}
+
+float load(uint32_t type, const void* base, int64_t i) {
+    switch (type) {
+        case CUDA_R_16BF:
+            return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+        case CUDA_R_16F:
+            return __half2float(static_cast<const __half*>(base)[i]);
+        default:
+            return static_cast<const float*>(base)[i];
+    }
+}
+
+// Rounds to nearest even when the type is narrower than fp32.
+void store(uint32_t type, void* base, int64_t i, float v) {
+    switch (type) {
+        case CUDA_R_16BF:
+            static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
+            break;
+        case CUDA_R_16F:
+            static_cast<__half*>(base)[i] = __float2half_rn(v);
+            break;
+        default:
+            static_cast<float*>(base)[i] = v;
+            break;
+    }
+}
+
+// Rounds column j of an fp32 matrix (x, contiguous) into column j of matrix l at base. The type
+// switch sits outside the loop: this runs for every output element.
+void store_column(const Layout& l, void* base, int64_t j, const float* x) {
+    const int64_t rows = static_cast<int64_t>(l.rows);
+    const int64_t step = l.order == CUBLASLT_ORDER_COL ? 1 : l.ld;
+    const int64_t first = l.order == CUBLASLT_ORDER_COL ? j * l.ld : j;
+    switch (l.type) {
+        case CUDA_R_16BF: {
+            __nv_bfloat16* out = static_cast<__nv_bfloat16*>(base) + first;
+            for (int64_t i = 0; i < rows; i++) out[i * step] = __float2bfloat16_rn(x[i]);
+            break;
+        }
+        case CUDA_R_16F: {
+            __half* out = static_cast<__half*>(base) + first;
+            for (int64_t i = 0; i < rows; i++) out[i * step] = __float2half_rn(x[i]);
+            break;
+        }
+        default: {
+            float* out = static_cast<float*>(base) + first;
+            for (int64_t i = 0; i < rows; i++) out[i * step] = x[i];
+            break;
+        }
+    }
+}
+
+const void* offset(const void* base, uint32_t type, int64_t elements) {
+    return static_cast<const char*>(base) + elements * static_cast<int64_t>(type_size(type));
+}
+void* offset(void* base, uint32_t type, int64_t elements) {
+    return static_cast<char*>(base) + elements * static_cast<int64_t>(type_size(type));
+}
+
+// Element (i, j) of a matrix, in elements from its start.
+int64_t element(const Layout& l, int64_t i, int64_t j) {
+    return l.order == CUBLASLT_ORDER_COL ? i + j * l.ld : i * l.ld + j;
+}
+
+// Elements from a matrix's first to one past its last element.
+int64_t span(const Layout& l) {
+    if (l.rows == 0 || l.cols == 0) return 0;
+    return element(l, l.rows - 1, l.cols - 1) + 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation, shared by cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic: turns descriptors into
+// a Problem, or says why cuBLASLt would refuse them. Pointers (the bias and aux ones included,
+// which a program may set after choosing its algorithm) are cublasLtMatmul's to check.
+struct Problem {
+    MatmulDesc desc;  // copies: the caller may change or destroy its descriptors after the call
+    Layout a, b, c, d;
+    Epilogue epilogue;
+    int64_t m, n, k;  // op(A) is m x k, op(B) is k x n, C and D are m x n
+    int batch;
+    bool trans_a, trans_b;
+    uint32_t bias_type, aux_type;
+    int64_t bias_length;
+    bool uses_bias;  // reads or writes CUBLASLT_MATMUL_DESC_BIAS_POINTER
+};
+
+bool is_transpose(int32_t op) {
+    return op == CUBLAS_OP_T || op == CUBLAS_OP_C;
+}
+
+bool supported_types(const MatmulDesc& desc, uint32_t ab, uint32_t cd) {
+    if (desc.scale_type != CUDA_R_32F) return false;
+    switch (desc.compute_type) {
+        case CUBLAS_COMPUTE_32F:
+        case CUBLAS_COMPUTE_32F_PEDANTIC:
+            return (ab == CUDA_R_32F && cd == CUDA_R_32F) ||
+                   (ab == CUDA_R_16BF && (cd == CUDA_R_16BF || cd == CUDA_R_32F)) ||
+                   (ab == CUDA_R_16F && (cd == CUDA_R_16F || cd == CUDA_R_32F));
+        case CUBLAS_COMPUTE_32F_FAST_TF32:  // fp32 inputs only; computed in full fp32 here
+        case CUBLAS_COMPUTE_32F_FAST_16BF:
+        case CUBLAS_COMPUTE_32F_FAST_16F:
+            return ab == CUDA_R_32F && cd == CUDA_R_32F;
+        default:
+            return false;
+    }
+}
+
+cublasStatus_t check_layout(const Layout& l) {
+    if (l.order != CUBLASLT_ORDER_COL && l.order != CUBLASLT_ORDER_ROW)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (l.batch_mode != CUBLASLT_BATCH_MODE_STRIDED || l.plane_offset != 0)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    // sgemm takes int dimensions.
+    if (l.rows > INT32_MAX || l.cols > INT32_MAX || l.ld > INT32_MAX)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    uint64_t min_ld = l.order == CUBLASLT_ORDER_COL ? l.rows : l.cols;
+    if (l.ld < 1 || static_cast<uint64_t>(l.ld) < min_ld) return CUBLAS_STATUS_INVALID_VALUE;
+    if (l.batch_count < 1 || l.batch_stride < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t check_problem(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLayout_t A,
+                             cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C,
+                             cublasLtMatrixLayout_t D, Problem* p) {
+    if (desc_handle == nullptr || A == nullptr || B == nullptr || C == nullptr || D == nullptr)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    p->desc = *desc_of(desc_handle);
+    p->a = *layout_of(A);
+    p->b = *layout_of(B);
+    p->c = *layout_of(C);
+    p->d = *layout_of(D);
+    const MatmulDesc& desc = p->desc;
+
+    // Types and modes this implementation runs (FP8 and its scaling arrive with the FP8 work).
+    if (p->a.type != p->b.type || p->c.type != p->d.type ||
+        !supported_types(desc, p->a.type, p->d.type))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (desc.pointer_mode != CUBLASLT_POINTER_MODE_HOST &&
+        desc.pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (desc.transc != CUBLAS_OP_N || desc.fill_mode != CUBLAS_FILL_MODE_FULL)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int32_t op : {desc.transa, desc.transb})
+        if (op != CUBLAS_OP_N && !is_transpose(op)) return CUBLAS_STATUS_INVALID_VALUE;
+    // cublasLt.h: scaling attributes set for a type combination without scaling are invalid.
+    if (desc.a_scale || desc.b_scale || desc.c_scale || desc.d_scale || desc.amax_d ||
+        desc.aux_scale || desc.aux_amax || desc.d_out_scale || desc.a_scale_mode ||
+        desc.b_scale_mode || desc.c_scale_mode || desc.d_scale_mode || desc.aux_scale_mode ||
+        desc.d_out_scale_mode)
+        return CUBLAS_STATUS_INVALID_VALUE;
+
+    // Layouts and shapes.
+    for (const Layout* l : {&p->a, &p->b, &p->c, &p->d}) {
+        cublasStatus_t status = check_layout(*l);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    }
+    p->trans_a = is_transpose(desc.transa);
+    p->trans_b = is_transpose(desc.transb);
+    p->m = static_cast<int64_t>(p->trans_a ? p->a.cols : p->a.rows);
+    p->k = static_cast<int64_t>(p->trans_a ? p->a.rows : p->a.cols);
+    int64_t k_of_b = static_cast<int64_t>(p->trans_b ? p->b.cols : p->b.rows);
+    p->n = static_cast<int64_t>(p->trans_b ? p->b.rows : p->b.cols);
+    if (k_of_b != p->k) return CUBLAS_STATUS_INVALID_VALUE;
+    for (const Layout* l : {&p->c, &p->d})
+        if (static_cast<int64_t>(l->rows) != p->m || static_cast<int64_t>(l->cols) != p->n)
+            return CUBLAS_STATUS_INVALID_VALUE;
+    p->batch = p->d.batch_count;
+    for (const Layout* l : {&p->a, &p->b, &p->c})
+        if (l->batch_count != p->batch) return CUBLAS_STATUS_INVALID_VALUE;
+    // Inputs may repeat a matrix across the batch (stride 0); outputs must not overlap.
+    if (p->batch > 1 && p->d.batch_stride < span(p->d)) return CUBLAS_STATUS_INVALID_VALUE;
+
+    // The epilogue and its bias and aux arguments.
+    const Epilogue* e = nullptr;
+    for (const Epilogue& candidate : kEpilogues)
+        if (candidate.id == desc.epilogue) e = &candidate;
+    if (e == nullptr) {
+        for (uint32_t id : kUnsupportedEpilogues)
+            if (id == desc.epilogue) return CUBLAS_STATUS_NOT_SUPPORTED;
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    p->epilogue = *e;
+    p->bias_type = desc.bias_data_type == -1 ? p->d.type : desc.bias_data_type;
+    p->aux_type = desc.aux_data_type == -1 ? p->d.type : desc.aux_data_type;
+    p->bias_length = e->bias_grad == BiasGrad::kColsOfB ? p->n : p->m;
+    p->uses_bias = e->adds_bias || e->bias_grad != BiasGrad::kNone;
+    if (p->uses_bias) {
+        if (desc.bias_batch_stride < 0) return CUBLAS_STATUS_INVALID_VALUE;
+        // The bias (gradient) has D's type.
+        if (p->bias_type != p->d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+        bool writes_bias = e->bias_grad != BiasGrad::kNone;
+        if (writes_bias && p->batch > 1 && desc.bias_batch_stride < p->bias_length)
+            return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (e->writes_aux || e->reads_aux) {
+        // cublasLt.h: the GELU aux ld is a multiple of 8, at least the rows of D; the batch stride
+        // a multiple of 8. The aux matrix is column-major and has D's type.
+        if (desc.aux_ld < p->m || desc.aux_ld % 8 != 0 || desc.aux_batch_stride < 0 ||
+            desc.aux_batch_stride % 8 != 0)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        if (p->aux_type != p->d.type) return CUBLAS_STATUS_INVALID_VALUE;
+        if (e->writes_aux && p->batch > 1 && p->n > 0 &&
+            desc.aux_batch_stride < desc.aux_ld * (p->n - 1) + p->m)
+            return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arithmetic, run on the stream.
+
+// op(X) as sgemm wants it: column-major fp32 data with its ld and a transpose flag.
+struct Panel {
+    const float* data;
+    int ld;
+    bool trans;
+};
+
+// The stored matrix viewed as column-major: a ROW-order rows x cols matrix is the COL-order
+// cols x rows matrix with the same ld, so ROW order flips the transpose. 16-bit data is widened
+// into `scratch` (packed, ld = stored rows).
+Panel as_fp32(const Layout& l, const void* data, bool trans, std::vector<float>& scratch) {
+    bool row = l.order == CUBLASLT_ORDER_ROW;
+    int64_t rows = static_cast<int64_t>(row ? l.cols : l.rows);
+    int64_t cols = static_cast<int64_t>(row ? l.rows : l.cols);
+    if (l.type == CUDA_R_32F)
+        return {static_cast<const float*>(data), static_cast<int>(l.ld), trans != row};
+    scratch.resize(static_cast<size_t>(rows * cols));
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) scratch[i + j * rows] = load(l.type, data, i + j * l.ld);
+    return {scratch.data(), static_cast<int>(std::max<int64_t>(rows, 1)), trans != row};
+}
+
+float panel_at(const Panel& p, int64_t i, int64_t j) {
+    return p.trans ? p.data[j + i * p.ld] : p.data[i + j * p.ld];
+}
+
+// Threads for one matmul: the runtime's CUCC_THREADS. OpenBLAS itself runs single-threaded:
+// we split the work into fixed chunks, so the result never depends on the thread count.
+int matmul_threads() {
+    static const int threads = [] {
+        openblas_set_num_threads(1);
+        return cucc::thread_count();
+    }();
+    return threads;
+}
+
+// Work is cut into chunks of kChunkColumns output columns whatever the thread count, and each
+// chunk is computed the same way by whichever thread takes it, so results never depend on the
+// number of threads. Below kParallelFlops a matmul runs on the calling thread alone (starting
+// threads costs more than it saves).
+constexpr int64_t kChunkColumns = 256;
+constexpr double kParallelFlops = 1 << 24;
+
+int64_t chunk_count(int64_t columns) {
+    return (columns + kChunkColumns - 1) / kChunkColumns;
+}
+
+// Runs body(c) for every chunk c in [0, count), on up to `threads` threads (the caller's included).
+void for_each_chunk(int64_t count, int threads, const std::function<void(int64_t)>& body) {
+    std::atomic<int64_t> next{0};
+    auto worker = [&] {
+        for (int64_t c = next++; c < count; c = next++) body(c);
+    };
+    std::vector<std::thread> helpers;
+    for (int64_t i = 1; i < std::min<int64_t>(threads, count); i++) helpers.emplace_back(worker);
+    worker();
+    for (std::thread& t : helpers) t.join();
+}
+
+struct Operands {
+    const void* A;
+    const void* B;
+    const void* C;
+    void* D;
+};
+
+// T = alpha op(A) op(B) + beta T, T fp32 with layout t (COL or ROW order). beta == 0 ignores what
+// T held (NaN included), as BLAS does.
+void gemm(const Panel& pa, const Panel& pb, int64_t m, int64_t n, int64_t k, float alpha,
+          float beta, float* T, const Layout& t, int threads) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < m; i++) {
+                float& x = T[element(t, i, j)];
+                x = beta == 0.0f ? 0.0f : beta * x;
+            }
+        return;
+    }
+    // sgemm computes X = op(P) op(Q), column-major. In COL order X is T; a ROW-order T is stored
+    // as its transpose, X = T^T = op(B)^T op(A)^T, and op(Y)^T is Y with the flag flipped.
+    const bool row = t.order == CUBLASLT_ORDER_ROW;
+    const Panel P = row ? Panel{pb.data, pb.ld, !pb.trans} : pa;
+    const Panel Q = row ? Panel{pa.data, pa.ld, !pa.trans} : pb;
+    const int64_t rows = row ? n : m, cols = row ? m : n;
+    const auto op = [](bool trans) { return trans ? CblasTrans : CblasNoTrans; };
+    for_each_chunk(chunk_count(cols), threads, [&](int64_t c) {
+        const int64_t j0 = c * kChunkColumns, width = std::min(kChunkColumns, cols - j0);
+        const float* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
+        cblas_sgemm(CblasColMajor, op(P.trans), op(Q.trans), static_cast<int>(rows),
+                    static_cast<int>(width), static_cast<int>(k), alpha, P.data, P.ld, q, Q.ld,
+                    beta, T + j0 * t.ld, static_cast<int>(t.ld));
+    });
+}
+
+void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float beta) {
+    thread_local std::vector<float> scratch_a, scratch_b, product, sums, partial_sums;
+    const MatmulDesc& desc = p.desc;
+    const Epilogue& e = p.epilogue;
+    const int64_t m = p.m, n = p.n, k = p.k;
+    int threads = matmul_threads();  // (the first call also makes OpenBLAS single-threaded)
+    if (2.0 * m * n * k < kParallelFlops) threads = 1;
+    const void* A = offset(ops.A, p.a.type, b * p.a.batch_stride);
+    const void* B = offset(ops.B, p.b.type, b * p.b.batch_stride);
+    const void* C = ops.C ? offset(ops.C, p.c.type, b * p.c.batch_stride) : nullptr;
+    void* D = offset(ops.D, p.d.type, b * p.d.batch_stride);
+    void* bias = desc.bias
+                     ? offset(const_cast<void*>(desc.bias), p.bias_type, b * desc.bias_batch_stride)
+                     : nullptr;
+    void* aux = desc.aux ? offset(desc.aux, p.aux_type, b * desc.aux_batch_stride) : nullptr;
+    Panel pa = as_fp32(p.a, A, p.trans_a, scratch_a);
+    Panel pb = as_fp32(p.b, B, p.trans_b, scratch_b);
+
+    // T, the fp32 result of sgemm: D itself when D is fp32 (then beta C goes through sgemm, C
+    // copied into D first unless it is D), else a column-major m x n scratch.
+    const bool t_is_d = p.d.type == CUDA_R_32F;
+    Layout t = p.d;
+    float* T = static_cast<float*>(D);
+    if (!t_is_d) {
+        t = Layout{CUDA_R_32F,
+                   CUBLASLT_ORDER_COL,
+                   static_cast<uint64_t>(m),
+                   static_cast<uint64_t>(n),
+                   std::max<int64_t>(m, 1),
+                   1,
+                   0,
+                   0,
+                   0};
+        product.resize(static_cast<size_t>(m * n));
+        T = product.data();
+    }
+    const bool c_in_t = t_is_d && beta != 0.0f;
+    if (c_in_t && C != D)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < m; i++)
+                T[element(t, i, j)] = load(p.c.type, C, element(p.c, i, j));
+    gemm(pa, pb, m, n, k, alpha, c_in_t ? beta : 0.0f, T, t, threads);
+
+    // Bias gradients of the operands, fp32 sums in a fixed order.
+    sums.assign(static_cast<size_t>(p.bias_length), 0.0f);
+    if (e.bias_grad == BiasGrad::kRowsOfA)
+        for (int64_t kk = 0; kk < k; kk++)
+            for (int64_t i = 0; i < m; i++) sums[i] += panel_at(pa, i, kk);
+    if (e.bias_grad == BiasGrad::kColsOfB)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t kk = 0; kk < k; kk++) sums[j] += panel_at(pb, kk, j);
+
+    // The element pass over chunks of D's columns: the epilogue in fp32 on each column of T, then
+    // the column rounded into D (unless T is D). C is read only when beta != 0 (it may hold NaN or
+    // be null otherwise). DGELU_BGRAD's row sums are summed per chunk, then over chunks in order.
+    const bool read_c = beta != 0.0f && !c_in_t;
+    const bool epilogue = read_c || e.adds_bias || e.activation != Activation::kNone ||
+                          e.bias_grad == BiasGrad::kRowsOfD;
+    const int64_t chunks = chunk_count(n);
+    if (e.bias_grad == BiasGrad::kRowsOfD)
+        partial_sums.assign(static_cast<size_t>(chunks * m), 0.0f);
+    float* partial = partial_sums.data();  // (the helper threads have their own thread_locals)
+    const int64_t t_step = t.order == CUBLASLT_ORDER_COL ? 1 : t.ld;  // between rows of a column
+    if (epilogue || !t_is_d)
+        for_each_chunk(chunks, threads, [&](int64_t c) {
+            float* row_sums = e.bias_grad == BiasGrad::kRowsOfD ? partial + c * m : nullptr;
+            for (int64_t j = c * kChunkColumns; j < std::min(n, (c + 1) * kChunkColumns); j++) {
+                float* column = T + element(t, 0, j);
+                for (int64_t i = 0; epilogue && i < m; i++) {
+                    float x = column[i * t_step];
+                    if (read_c) x += beta * load(p.c.type, C, element(p.c, i, j));
+                    if (e.adds_bias) x += load(p.bias_type, bias, i);
+                    float out = x;
+                    switch (e.activation) {
+                        case Activation::kNone:
+                            break;
+                        case Activation::kRelu:
+                            out = fmaxf(x, 0.0f);
+                            break;
+                        case Activation::kGelu:
+                            if (e.writes_aux) store(p.aux_type, aux, i + j * desc.aux_ld, x);
+                            out = gelu(x);
+                            break;
+                        case Activation::kGeluGrad:
+                            out = x * gelu_grad(load(p.aux_type, aux, i + j * desc.aux_ld));
+                            break;
+                    }
+                    if (row_sums) row_sums[i] += out;
+                    column[i * t_step] = out;
+                }
+                if (!t_is_d) store_column(p.d, D, j, column);
+            }
+        });
+    if (e.bias_grad == BiasGrad::kRowsOfD)
+        for (int64_t c = 0; c < chunks; c++)
+            for (int64_t i = 0; i < m; i++) sums[i] += partial_sums[c * m + i];
+    if (e.bias_grad != BiasGrad::kNone)
+        for (int64_t i = 0; i < p.bias_length; i++) store(p.bias_type, bias, i, sums[i]);
+}
+
+// On a GPU, cuBLASLt's kernels dereference these pointers: memory that is not device memory is an
+// illegal access there, and a pointer less aligned than the kernel assumes a misaligned access.
+// Both are device faults, so both end the process here rather than happen to work.
+// `alignment`: the element size, or more when the algorithm came from a heuristic whose
+// preferences promised it (see cublasLtMatmulAlgoGetHeuristic).
+void require_operand(const void* ptr, const char* what, uint64_t alignment) {
+    if (ptr == nullptr) return;
+    if (!cucc::is_device_pointer(ptr)) {
+        fprintf(stderr,
+                "cublasLtMatmul: %s (%p) is not device memory (cudaMalloc); a GPU would fault\n",
+                what, ptr);
+        abort();
+    }
+    if (reinterpret_cast<uintptr_t>(ptr) % alignment != 0) {
+        fprintf(stderr,
+                "cublasLtMatmul: %s (%p) is not aligned to %llu bytes, as its element type or the "
+                "algorithm's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES requires; a GPU would "
+                "fault on a misaligned address\n",
+                what, ptr, static_cast<unsigned long long>(alignment));
+        abort();
+    }
+}
+
+bool same_layout(const Layout& x, const Layout& y) {
+    return x.type == y.type && x.order == y.order && x.rows == y.rows && x.cols == y.cols &&
+           x.ld == y.ld && x.batch_count == y.batch_count && x.batch_stride == y.batch_stride;
+}
+
+}  // namespace
+
+extern "C" {
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requested, cublasLtMatmulHeuristicResult_t results[],
+    int* returned) {
+    if (!handle_ok(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (preference == nullptr || requested <= 0 || results == nullptr || returned == nullptr)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *returned = 0;
+    Problem p;
+    cublasStatus_t status = check_problem(desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    // One algorithm; it needs no workspace, so it fits any
+    // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES. GPU kernels load 16 bytes at a time where the
+    // preferences allow it (by default they promise 256-byte aligned A, B, C and D); the algorithm
+    // remembers the alignment it may assume.
+    results[0] = cublasLtMatmulHeuristicResult_t{};
+    results[0].algo.data[0] = kAlgoId;
+    const Preference& pref = *pref_of(preference);
+    const uint32_t promised[4] = {pref.min_alignment_a, pref.min_alignment_b, pref.min_alignment_c,
+                                  pref.min_alignment_d};
+    for (int i = 0; i < 4; i++) results[0].algo.data[1 + i] = std::min<uint32_t>(promised[i], 16);
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
+                              const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
+                              cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
+                              cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream) {
+    if (!handle_ok(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    Problem p;
+    cublasStatus_t status = check_problem(desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    if (alpha == nullptr || beta == nullptr || A == nullptr || B == nullptr || D == nullptr)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((p.uses_bias && p.desc.bias == nullptr) ||
+        ((p.epilogue.writes_aux || p.epilogue.reads_aux) && p.desc.aux == nullptr))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (algo != nullptr && algo->data[0] != kAlgoId) return CUBLAS_STATUS_INVALID_VALUE;
+    if (workspace == nullptr && workspace_bytes > 0) return CUBLAS_STATUS_INVALID_VALUE;
+    // In place (C == D) needs C laid out as D.
+    if (C != nullptr && C == D && !same_layout(p.c, p.d)) return CUBLAS_STATUS_INVALID_VALUE;
+    const bool device_scalars = p.desc.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+    if (!device_scalars && C == nullptr && *static_cast<const float*>(beta) != 0.0f)
+        return CUBLAS_STATUS_INVALID_VALUE;
+
+    const auto alignment = [&](const Layout& l, int i) {
+        return std::max<uint64_t>(type_size(l.type), algo ? algo->data[1 + i] : 1);
+    };
+    require_operand(A, "A", alignment(p.a, 0));
+    require_operand(B, "B", alignment(p.b, 1));
+    require_operand(C, "C", alignment(p.c, 2));
+    require_operand(D, "D", alignment(p.d, 3));
+    require_operand(p.desc.bias, "the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)",
+                    type_size(p.bias_type));
+    require_operand(p.desc.aux, "the aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)",
+                    type_size(p.aux_type));
+    if (device_scalars) {
+        require_operand(alpha, "alpha (pointer mode DEVICE)", sizeof(float));
+        require_operand(beta, "beta (pointer mode DEVICE)", sizeof(float));
+    } else if (cucc::is_device_pointer(alpha) || cucc::is_device_pointer(beta)) {
+        fprintf(stderr,
+                "cublasLtMatmul: alpha or beta is device memory but the pointer mode is "
+                "HOST; a GPU would crash reading it from the host\n");
+        abort();
+    }
+
+    // Host scalars are read now; device scalars when the work runs, as a kernel would.
+    const float host_alpha = device_scalars ? 0.0f : *static_cast<const float*>(alpha);
+    const float host_beta = device_scalars ? 0.0f : *static_cast<const float*>(beta);
+    const float* alpha_ptr = static_cast<const float*>(alpha);
+    const float* beta_ptr = static_cast<const float*>(beta);
+    Operands ops{A, B, C, D};
+    cudaError_t queued = cucc::stream_enqueue(
+        stream, {"cublasLtMatmul", nullptr, [=] {
+                     float a = device_scalars ? *alpha_ptr : host_alpha;
+                     float b = device_scalars ? *beta_ptr : host_beta;
+                     if (ops.C == nullptr && b != 0.0f) {
+                         fprintf(
+                             stderr,
+                             "cublasLtMatmul: beta != 0 read from device memory but C is null\n");
+                         abort();
+                     }
+                     for (int i = 0; i < p.batch; i++) run_batch(p, ops, i, a, b);
+                 }});
+    // An invalid stream: on a GPU the kernel launch fails.
+    return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+}  // extern "C"
