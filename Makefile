@@ -3,6 +3,7 @@
 #   make            GPU binaries ./train_gpt ./test_gpt (BF16) ./train_gpt_fp32 ./test_gpt_fp32
 #   make cpu        the same four under build/cpu/, built with dev/cpu/cucc (no GPU needed)
 #   make test       the whole suite: natively when a GPU is visible, else on the CPU runtime
+#   make dev-cuda   the kernel harnesses in dev/cuda; make bench runs their GPU benchmarks
 # Variables: GPU_ARCH (nvcc -gencode flags), NO_MULTI_GPU=1 (build without NCCL/MPI),
 #            CUDA_HOME (default /usr/local/cuda).
 CUDA_HOME ?= /usr/local/cuda
@@ -32,7 +33,7 @@ TEST_SOURCES = test_gpt.cu $(SOURCES)
 GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
 CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))
 
-.PHONY: all cpu test check-gpu-deps check-cpu-deps clean
+.PHONY: all cpu test dev-cuda bench check-gpu-deps check-cpu-deps check-python-deps clean
 all: check-gpu-deps $(GPU_BINARIES)
 
 train_gpt: $(SOURCES)
@@ -57,6 +58,12 @@ build/cpu/test_gpt: $(TEST_SOURCES)
 build/cpu/test_gpt_fp32: $(TEST_SOURCES)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) -DENABLE_FP32 $< -o $@ $(CUCC_LIBS)
+
+# Kernel harnesses (dev/cuda): variants, CPU-reference checks and GPU benchmarks.
+dev-cuda:
+	$(MAKE) -C dev/cuda GPU_ARCH="$(GPU_ARCH)"
+bench:
+	$(MAKE) -C dev/cuda bench GPU_ARCH="$(GPU_ARCH)"
 
 # The suite runs natively when nvidia-smi lists a GPU, otherwise through the CPU runtime.
 HAVE_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)

@@ -3,8 +3,8 @@
 
 Three kinds of tests:
 
-1. CUDA test programs (dev/cpu/tests/*.cu). Each is built once and run one or more times, as
-   the `//!` directives at the top of the file say:
+1. CUDA test programs (dev/cpu/tests/*.cu, and the kernel harnesses dev/cuda/*.cu). Each is
+   built once and run one or more times, as the `//!` directives at the top of the file say:
        //! cucc: FLAGS              extra build flags (--asan, --ubsan, --mpi, -lcublasLt, -lnccl)
        //! compile: fail /regex/    the build itself must fail, with output matching regex
        //! run: COMMAND => pass|fail [/regex/]
@@ -39,7 +39,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
-DEFAULT_TESTS = ["dev/cpu/tests/*.cu"]
+DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu"]
 # Python test scripts: each exits 0 when all its checks pass.
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
 RUN_TIMEOUT_S = 600

@@ -1,0 +1,236 @@
+// dev/cuda/attention_backward.cu: causal self-attention backward, checked against a float64 host
+// reference and timed. With p_ts = exp(score_ts - lse_t) (s <= t), dP_ts = dout_t . v_s,
+// D_t = dout_t . out_t and dS_ts = p_ts (dP_ts - D_t):
+//   dq_t = scale * sum_s dS_ts k_s,  dk_s = scale * sum_t dS_ts q_t,  dv_s = sum_t p_ts dout_t
+// Layout: qkv and dqkv (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
+// out, dout (B,T,C); lse (B,NH,T) float. out and lse come from the float64 forward reference,
+// rounded as the forward pass stores them, so this check does not depend on a forward kernel.
+// Variants:
+//   1  one thread per query for dq, then one thread per key for dk and dv, all from global memory
+//   2  train_gpt.cu attention_backward: a dq pass over key tiles and a dk/dv pass over query
+//      tiles, 64 rows per block, tiles in shared memory
+// Usage: ./attention_backward [variant] [--bench] [--small]
+//! cucc: -lcublasLt
+//! run: ./prog --small => pass /all checks passed/
+//! run: ./prog --small --bench => pass /bench attention_backward variant 2: [\s\S]*all checks passed/
+#define TRAIN_GPT_NO_MAIN
+#include "../../train_gpt.cu"
+#include "common.h"
+#include "attention_reference.h"
+
+static const char* const VARIANTS[] = {"thread per query (dq), then thread per key (dk, dv)",
+                                       "train_gpt.cu attention_backward (flash style, two passes)"};
+constexpr int NUM_VARIANTS = 2;
+constexpr int MAX_HS = 128;
+
+// Variant 1, dq: thread i owns query t of head h of sequence b, i = (b*NH + h)*T + t.
+__global__ void attention_backward_dq_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* out,
+                                                   const floatX* qkv, const float* lse, int B, int T, int NH,
+                                                   int HS) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * NH * T) return;
+    const int t = i % T, h = (i / T) % NH, b = i / (T * NH), C = NH * HS;
+    const size_t row = (size_t)b * T + t;
+    const floatX* q = qkv + row * 3 * C + h * HS;
+    const floatX* dO = dout + row * C + h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    float D = 0.0f;
+    for (int d = 0; d < HS; d++) D += (float)dO[d] * (float)out[row * C + h * HS + d];
+    float dq[MAX_HS] = {};
+    for (int s = 0; s <= t; s++) {
+        const floatX* k = qkv + ((size_t)b * T + s) * 3 * C + C + h * HS;
+        const floatX* v = k + C;
+        float score = 0.0f, dp = 0.0f;
+        for (int d = 0; d < HS; d++) {
+            score += (float)q[d] * (float)k[d];
+            dp += (float)dO[d] * (float)v[d];
+        }
+        float ds = expf(score * scale - lse[i]) * (dp - D);
+        for (int d = 0; d < HS; d++) dq[d] += ds * (float)k[d];
+    }
+    for (int d = 0; d < HS; d++) dqkv[row * 3 * C + h * HS + d] = (floatX)(dq[d] * scale);
+}
+
+// Variant 1, dk and dv: thread i owns key s of head h of sequence b, i = (b*NH + h)*T + s, and
+// walks the queries t >= s, recomputing each query's D.
+__global__ void attention_backward_dkv_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* out,
+                                                    const floatX* qkv, const float* lse, int B, int T, int NH,
+                                                    int HS) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * NH * T) return;
+    const int s = i % T, h = (i / T) % NH, b = i / (T * NH), C = NH * HS;
+    const floatX* k = qkv + ((size_t)b * T + s) * 3 * C + C + h * HS;
+    const floatX* v = k + C;
+    const float scale = 1.0f / sqrtf((float)HS);
+    float dk[MAX_HS] = {}, dv[MAX_HS] = {};
+    for (int t = s; t < T; t++) {
+        const size_t row = (size_t)b * T + t;
+        const floatX* q = qkv + row * 3 * C + h * HS;
+        const floatX* dO = dout + row * C + h * HS;
+        float score = 0.0f, dp = 0.0f, D = 0.0f;
+        for (int d = 0; d < HS; d++) {
+            score += (float)q[d] * (float)k[d];
+            dp += (float)dO[d] * (float)v[d];
+            D += (float)dO[d] * (float)out[row * C + h * HS + d];
+        }
+        float p = expf(score * scale - lse[((size_t)b * NH + h) * T + t]);
+        float ds = p * (dp - D);
+        for (int d = 0; d < HS; d++) {
+            dv[d] += p * (float)dO[d];
+            dk[d] += ds * (float)q[d];
+        }
+    }
+    const size_t row = (size_t)b * T + s;
+    for (int d = 0; d < HS; d++) {
+        dqkv[row * 3 * C + C + h * HS + d] = (floatX)(dk[d] * scale);
+        dqkv[row * 3 * C + 2 * C + h * HS + d] = (floatX)dv[d];
+    }
+}
+
+struct Buffers {  // device
+    floatX *qkv, *out, *dout, *dqkv;
+    float *lse, *delta;
+};
+
+static void launch(int variant, int block_size, const Buffers* d, AttentionShape sh) {
+    if (variant == 1) {
+        const int grid = (int)ceil_div((size_t)sh.B * sh.NH * sh.T, block_size);
+        attention_backward_dq_naive_kernel<<<grid, block_size>>>(d->dqkv, d->dout, d->out, d->qkv, d->lse, sh.B,
+                                                                 sh.T, sh.NH, sh.HS);
+        CUDA_CHECK_LAUNCH();
+        attention_backward_dkv_naive_kernel<<<grid, block_size>>>(d->dqkv, d->dout, d->out, d->qkv, d->lse, sh.B,
+                                                                  sh.T, sh.NH, sh.HS);
+        CUDA_CHECK_LAUNCH();
+    } else {
+        attention_backward(d->dqkv, d->delta, d->dout, d->out, d->qkv, d->lse, sh.B, sh.T, sh.NH, sh.HS, 0);
+    }
+}
+
+struct Inputs {  // host
+    std::vector<floatX> qkv, out, dout;
+    std::vector<float> lse;
+};
+
+static Inputs make_inputs(AttentionShape sh, uint64_t seed) {
+    uint64_t rng = seed;
+    const size_t n_out = (size_t)sh.B * sh.T * sh.NH * sh.HS;
+    Inputs in;
+    in.qkv = random_floatx(3 * n_out, &rng, -2.0f, 2.0f);
+    in.dout = random_floatx(n_out, &rng, -1.0f, 1.0f);
+    AttentionReference fwd = attention_forward_reference(in.qkv, sh);
+    for (double o : fwd.out) in.out.push_back((floatX)(float)o);
+    for (double l : fwd.lse) in.lse.push_back((float)l);
+    return in;
+}
+
+// Float64 reference of dqkv from the same (rounded) inputs, with the specified D = dout . out of
+// the stored out. scale[i] of each gradient element: the sum over its terms of
+// |p| (|dout|.|v| + |dout|.|out|) |k or q| (dq, dk) or |p| |dout| (dv), times (1 + the largest
+// score magnitude of the head), for the float error of the recomputed probabilities.
+static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* dqkv, std::vector<double>* scale) {
+    const int B = sh.B, T = sh.T, NH = sh.NH, HS = sh.HS, C = NH * HS;
+    const double sc = 1.0 / sqrt((double)HS);
+    dqkv->assign((size_t)B * T * 3 * C, 0.0);
+    scale->assign((size_t)B * T * 3 * C, 0.0);
+    auto at = [&](const std::vector<floatX>& v, size_t i) { return (double)(float)v[i]; };
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            double max_abs = 0.0;
+            for (int t = 0; t < T; t++)
+                for (int s = 0; s <= t; s++) {
+                    double a;
+                    attention_score(&in->qkv[((size_t)b * T + t) * 3 * C + h * HS],
+                                    &in->qkv[((size_t)b * T + s) * 3 * C + C + h * HS], HS, &a);
+                    max_abs = std::max(max_abs, a);
+                }
+            for (int t = 0; t < T; t++) {
+                const size_t qrow = ((size_t)b * T + t) * 3 * C, orow = ((size_t)b * T + t) * C + h * HS;
+                double D = 0.0, D_abs = 0.0;
+                for (int d = 0; d < HS; d++) {
+                    D += at(in->dout, orow + d) * at(in->out, orow + d);
+                    D_abs += fabs(at(in->dout, orow + d) * at(in->out, orow + d));
+                }
+                const double lse = in->lse[((size_t)b * NH + h) * T + t];
+                for (int s = 0; s <= t; s++) {
+                    const size_t krow = ((size_t)b * T + s) * 3 * C;
+                    double score_abs;
+                    double p = exp(attention_score(&in->qkv[qrow + h * HS], &in->qkv[krow + C + h * HS], HS,
+                                                   &score_abs) - lse);
+                    double dp = 0.0, dp_abs = 0.0;
+                    for (int d = 0; d < HS; d++) {
+                        dp += at(in->dout, orow + d) * at(in->qkv, krow + 2 * C + h * HS + d);
+                        dp_abs += fabs(at(in->dout, orow + d) * at(in->qkv, krow + 2 * C + h * HS + d));
+                    }
+                    const double ds = p * (dp - D), ds_abs = p * (dp_abs + D_abs) * (1.0 + max_abs);
+                    for (int d = 0; d < HS; d++) {
+                        const size_t iq = qrow + h * HS + d, ik = krow + C + h * HS + d, iv = krow + 2 * C + h * HS + d;
+                        (*dqkv)[iq] += sc * ds * at(in->qkv, ik);
+                        (*scale)[iq] += sc * ds_abs * fabs(at(in->qkv, ik));
+                        (*dqkv)[ik] += sc * ds * at(in->qkv, iq);
+                        (*scale)[ik] += sc * ds_abs * fabs(at(in->qkv, iq));
+                        (*dqkv)[iv] += p * at(in->dout, orow + d);
+                        (*scale)[iv] += p * fabs(at(in->dout, orow + d)) * (1.0 + max_abs);
+                    }
+                }
+            }
+        }
+}
+
+// float arithmetic: within ~1e-6 of the scale (about 16 ulps); dqkv is floatX, rounded once.
+static const Tolerance TOL = {1e-6, FLOATX_ROUNDOFF};
+
+static Buffers upload(const Inputs* in) {
+    return {device_copy(in->qkv), device_copy(in->out), device_copy(in->dout),
+            device_poisoned<floatX>(in->qkv.size()), device_copy(in->lse), device_poisoned<float>(in->lse.size())};
+}
+
+static void free_buffers(Buffers* d) { device_free({d->qkv, d->out, d->dout, d->dqkv, d->lse, d->delta}); }
+
+// Checks every selected variant on one shape; returns the failure count.
+static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
+    Inputs in = make_inputs(sh, seed);
+    std::vector<double> ref, scale;
+    reference(&in, sh, &ref, &scale);
+    Buffers d = upload(&in);
+    int failures = 0;
+    for (int v = 1; v <= NUM_VARIANTS; v++) {
+        if (!variant_selected(o, v)) continue;
+        const std::vector<int> block_sizes = v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
+        for (int block_size : block_sizes) {
+            CUDA_CHECK(cudaMemset(d.dqkv, 0xff, in.qkv.size() * sizeof(floatX)));
+            launch(v, block_size, &d, sh);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS, block_size);
+            failures += !check_close("dqkv", host_floats(d.dqkv, in.qkv.size()), ref, scale, TOL);
+        }
+    }
+    free_buffers(&d);
+    return failures;
+}
+
+static void bench(const Options* o) {
+    const AttentionShape sh = o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
+    char shape[128];
+    snprintf(shape, sizeof(shape), "B %d T %d NH %d HS %d (GPT-2 124M); FLOPs counted as 2.5x forward", sh.B,
+             sh.T, sh.NH, sh.HS);
+    print_bench_intro(shape);
+    Inputs in = make_inputs(sh, 7);
+    Buffers d = upload(&in);
+    for (int v = 1; v <= NUM_VARIANTS; v++) {
+        if (!variant_selected(o, v)) continue;
+        float ms = time_ms([&] { launch(v, 128, &d, sh); }, bench_warmup(), bench_repeats());
+        print_bench("attention_backward", v, VARIANTS[v - 1], ms, 0.0, 2.5 * attention_forward_flops(sh));
+    }
+    free_buffers(&d);
+}
+
+int main(int argc, char** argv) {
+    Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
+    print_header("attention_backward");
+    std::vector<AttentionShape> shapes = {{1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
+    if (!o.small) shapes.insert(shapes.end(), {{2, 256, 12, 64}, {1, 333, 4, 128}, {2, 512, 4, 32}});
+    int failures = 0;
+    for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s], 400 + s);
+    if (o.bench) bench(&o);
+    return finish("attention_backward", failures);
+}

@@ -1,0 +1,78 @@
+// dev/cuda/attention_reference.h: the float64 host reference of causal self-attention forward,
+// shared by attention_forward.cu (which checks against it) and attention_backward.cu (which
+// feeds its rounded output and log-sum-exp to the backward kernels, as the forward pass would).
+//
+// Layout as in train_gpt.cu: qkv (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS,
+// 2C + h*HS (C = NH*HS); out (B,T,C); lse (B,NH,T). For query t and key s <= t:
+//   score_ts = q_t . k_s / sqrt(HS),  p_ts = exp(score_ts - lse_t),  out_t = sum_s p_ts v_s.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+struct AttentionShape {
+    int B, T, NH, HS;
+};
+
+// Causal forward FLOPs: two matmuls (q.k and p.v) of 2*HS flops per (query, visible key) pair.
+// The backward pass is counted as 2.5 times this (five such matmuls), the usual accounting.
+inline double attention_forward_flops(AttentionShape sh) {
+    return 4.0 * sh.B * sh.NH * sh.HS * ((double)sh.T * (sh.T + 1) / 2);
+}
+
+struct AttentionReference {
+    std::vector<double> out, out_scale, lse, lse_scale;
+};
+
+// One score in double, and the sum of the absolute values of its terms (same scaling).
+inline double attention_score(const floatX* q, const floatX* k, int HS, double* abs_out) {
+    double dot = 0.0, dot_abs = 0.0;
+    for (int d = 0; d < HS; d++) {
+        double term = (double)(float)q[d] * (float)k[d];
+        dot += term;
+        dot_abs += fabs(term);
+    }
+    const double scale = 1.0 / sqrt((double)HS);
+    *abs_out = dot_abs * scale;
+    return dot * scale;
+}
+
+// Scales (what float errors grow with): for lse, 1 + the largest score magnitude of the row; for
+// out, sum_s p_ts |v_s| (1 + that magnitude): a score off by e moves p by a factor exp(e).
+inline AttentionReference attention_forward_reference(const std::vector<floatX>& qkv, AttentionShape sh) {
+    const int B = sh.B, T = sh.T, NH = sh.NH, HS = sh.HS, C = NH * HS;
+    AttentionReference r;
+    r.out.assign((size_t)B * T * C, 0.0);
+    r.out_scale.assign((size_t)B * T * C, 0.0);
+    r.lse.resize((size_t)B * NH * T);
+    r.lse_scale.resize((size_t)B * NH * T);
+    std::vector<double> score(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const floatX* q = &qkv[((size_t)b * T + t) * 3 * C + h * HS];
+                double m = -INFINITY, max_abs = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    double score_abs;
+                    score[s] = attention_score(q, &qkv[((size_t)b * T + s) * 3 * C + C + h * HS], HS, &score_abs);
+                    m = std::max(m, score[s]);
+                    max_abs = std::max(max_abs, score_abs);
+                }
+                double l = 0.0;
+                for (int s = 0; s <= t; s++) l += exp(score[s] - m);
+                double* o = &r.out[((size_t)b * T + t) * C + h * HS];
+                double* o_scale = &r.out_scale[((size_t)b * T + t) * C + h * HS];
+                for (int s = 0; s <= t; s++) {
+                    const floatX* v = &qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * HS];
+                    double p = exp(score[s] - m) / l;
+                    for (int d = 0; d < HS; d++) {
+                        o[d] += p * (float)v[d];
+                        o_scale[d] += p * fabs((double)(float)v[d]) * (1.0 + max_abs);
+                    }
+                }
+                r.lse[((size_t)b * NH + h) * T + t] = m + log(l);
+                r.lse_scale[((size_t)b * NH + h) * T + t] = 1.0 + max_abs;
+            }
+    return r;
+}
