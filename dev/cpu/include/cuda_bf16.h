@@ -10,6 +10,9 @@
 
 namespace cucc {
 template <>
+struct shuffleable<__nv_bfloat162> : std::true_type {};
+
+template <>
 struct half_traits<__nv_bfloat16> {
     static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
     static __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }

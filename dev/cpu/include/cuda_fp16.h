@@ -10,6 +10,9 @@
 
 namespace cucc {
 template <>
+struct shuffleable<__half2> : std::true_type {};
+
+template <>
 struct half_traits<__half> {
     static float to_float(__half x) { return __half2float(x); }
     static __half from_float(float x) { return __float2half_rn(x); }

@@ -294,40 +294,52 @@ inline void start_thread(Block& b, int i, char* stack) {
     set_thread_idx(b, i);
 }
 
-// One thread's wait, in words, for the deadlock report.
-std::string describe_wait(const Block& b, int i) {
+// What thread i is doing, in words, for the deadlock report: the verb's singular and plural
+// forms (for "thread 3 waits ..." and "threads 0-2 wait ...") and the rest of the phrase.
+struct WaitDescription {
+    const char* singular;
+    const char* plural;
+    std::string rest;
+    bool operator==(const WaitDescription& o) const {
+        return singular == o.singular && rest == o.rest;
+    }
+};
+
+WaitDescription describe_wait(const Block& b, int i) {
     const Thread& t = b.threads[i];
     char buf[256];
     switch (t.state) {
-        case State::Exited: return "exited";
+        case State::Exited: return {"has", "have", "exited"};
         case State::AtBarrier:
-            snprintf(buf, sizeof buf, "wait at __syncthreads (%s:%d)", t.file, t.line);
-            return buf;
+            snprintf(buf, sizeof buf, "at __syncthreads (%s:%d)", t.file, t.line);
+            return {"waits", "wait", buf};
         case State::InWarpCall: {
             const Exchange* e = t.exchange;
             unsigned missing = e->mask & ~e->arrived;
             unsigned exited_missing = missing & ~b.warps[i / 32].live;
             snprintf(buf, sizeof buf,
-                     "wait in a warp-synchronous call of warp %d with mask 0x%08x for lanes "
+                     "in a warp-synchronous call of warp %d with mask 0x%08x for lanes "
                      "0x%08x (of which 0x%08x exited or do not exist)",
                      i / 32, e->mask, missing, exited_missing);
-            return buf;
+            return {"waits", "wait", buf};
         }
-        default: return "runnable";
+        default: return {"is", "are", "still runnable"};
     }
 }
 
+// Groups consecutive threads doing the same thing: "threads 0-15 wait at __syncthreads
+// (a.cu:10); thread 16 waits at __syncthreads (a.cu:12); threads 17-31 have exited".
 [[noreturn]] void report_deadlock(const Block& b) {
     std::string msg;
     int start = 0;
-    std::string what = describe_wait(b, 0);
+    WaitDescription what = describe_wait(b, 0);
     for (int i = 1; i <= b.nthreads; i++) {
-        std::string next = i < b.nthreads ? describe_wait(b, i) : std::string();
+        WaitDescription next = i < b.nthreads ? describe_wait(b, i) : WaitDescription{};
         if (i < b.nthreads && next == what) continue;
         char range[64];
-        if (i - 1 == start) snprintf(range, sizeof range, "thread %d ", start);
-        else snprintf(range, sizeof range, "threads %d-%d ", start, i - 1);
-        msg += (msg.empty() ? "" : "; ") + std::string(range) + what;
+        if (i - 1 == start) snprintf(range, sizeof range, "thread %d %s ", start, what.singular);
+        else snprintf(range, sizeof range, "threads %d-%d %s ", start, i - 1, what.plural);
+        msg += (msg.empty() ? "" : "; ") + std::string(range) + what.rest;
         start = i;
         what = next;
     }

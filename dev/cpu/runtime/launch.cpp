@@ -1,12 +1,16 @@
-// launch.cpp: kernel launches. A launch is checked at once, as CUDA checks it (bad sizes and
-// too much dynamic shared memory are reported through cudaGetLastError and the kernel does not
-// run; such errors are not sticky), then queued on its stream. When the stream work runs, the
-// grid's blocks are spread over a persistent pool of OS threads (CUCC_THREADS, default all
-// cores): the synchronizing host thread plus CUCC_THREADS-1 helpers, each taking the next
-// block from a shared counter and running it to completion with run_block (block.cpp).
-// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy query.
+// launch.cpp: kernel launches. A launch is checked at once, as CUDA checks it (bad sizes, more
+// threads than the kernel's __launch_bounds__ and too much dynamic shared memory are reported
+// through cudaGetLastError and the kernel does not run; such errors are not sticky), then
+// queued on its stream. When the stream work runs, the grid's blocks are spread over a
+// persistent pool of OS threads (CUCC_THREADS, default all cores): the synchronizing host
+// thread plus CUCC_THREADS-1 helpers, each taking the next block from a shared counter and
+// running it to completion with run_block (block.cpp).
+// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes, the occupancy query, and
+// cudaLaunchKernel / cudaLaunchKernelExC, which are not supported: a `const void*` kernel and a
+// `void**` argument array carry no parameter types, which a CPU call of the kernel needs.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -94,7 +98,8 @@ Pool& pool() {
     return *p;
 }
 
-cudaError_t check_launch(const void* kernel_addr, dim3 grid, dim3 block, size_t smem) {
+cudaError_t check_launch(const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
+                         unsigned max_threads) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 ||
         block.z == 0)
         return cudaErrorInvalidConfiguration;
@@ -104,6 +109,9 @@ cudaError_t check_launch(const void* kernel_addr, dim3 grid, dim3 block, size_t 
     if (grid.x > kMaxGridDim[0] || grid.y > kMaxGridDim[1] || grid.z > kMaxGridDim[2])
         return cudaErrorInvalidConfiguration;
     if (smem > max_dynamic_smem(kernel_addr)) return cudaErrorInvalidValue;
+    // A kernel compiled for at most max_threads threads per block cannot run more.
+    if (max_threads > 0 && (uint64_t)block.x * block.y * block.z > max_threads)
+        return cudaErrorLaunchOutOfResources;
     return cudaSuccess;
 }
 
@@ -163,11 +171,12 @@ cudaError_t run_grid(const Grid& g) {
 }
 
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block,
-                      size_t smem, cudaStream_t stream, KernelBody thread_body) {
+                      size_t smem, cudaStream_t stream, unsigned max_threads,
+                      KernelBody thread_body) {
     static std::atomic<uint64_t> launches{0};
     int device = current_device();
     cudaError_t err = sticky_error(device);
-    if (err == cudaSuccess) err = check_launch(kernel_addr, grid, block, smem);
+    if (err == cudaSuccess) err = check_launch(kernel_addr, grid, block, smem, max_threads);
     if (err != cudaSuccess) {
         api_return(err);
         return;
@@ -245,6 +254,21 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const
     int by_smem = (int)((228 * 1024) / (smem + 1024));
     *num_blocks = std::min(std::min(by_threads, 32), by_smem);
     return cudaSuccess;
+}
+
+static cudaError_t launch_not_supported(const char* what) {
+    fprintf(stderr, "cucc: %s is not supported on the CPU runtime; launch with "
+                    "kernel<<<grid, block, shared_bytes, stream>>>(args...) instead\n", what);
+    return api_return(cudaErrorNotSupported);
+}
+
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t smem,
+                             cudaStream_t stream) {
+    return launch_not_supported("cudaLaunchKernel");
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+    return launch_not_supported("cudaLaunchKernelEx");
 }
 
 }  // extern "C"

@@ -1,10 +1,20 @@
 // memory.cpp: device and pinned host memory, copies and memsets.
 //
-// Device memory is ordinary host memory (256-byte aligned, like cudaMalloc's; the limit counts
-// sizes rounded up to 256 bytes, but exactly the requested bytes are allocated) recorded in a
-// table of live allocations, so the runtime can tell device pointers from host pointers, check
-// that a copy stays inside its allocation, and enforce a per-device limit (CUCC_MEM_LIMIT,
-// default 80 GiB) past which cudaMalloc fails with cudaErrorMemoryAllocation.
+// Device memory is ordinary host memory recorded in a table of live allocations, so the runtime
+// can tell device pointers from host pointers, check that a copy stays inside its allocation,
+// and enforce a per-device limit (CUCC_MEM_LIMIT, default 80 GiB) past which cudaMalloc fails
+// with cudaErrorMemoryAllocation; the limit counts sizes rounded up to 256 bytes.
+// Allocations come from mmap(MAP_NORESERVE): page-aligned, and pages cost memory only once
+// touched, so a program may allocate what cudaMemGetInfo reports free even when that is more
+// than the machine's RAM. Under AddressSanitizer (the program was linked with --asan, seen at
+// run time through ASan's __asan_init) they come from posix_memalign instead, with exactly the
+// requested bytes, because ASan only watches the ends of malloc'ed blocks: an access one past
+// the end of a cudaMalloc'ed buffer is then reported.
+//
+// __device__ and __constant__ variables are host globals. The C++ cudaGetSymbolAddress (see
+// cucc/runtime_cxx.h) registers the variable's address range here, so that the pointer it
+// returns works with cudaMemcpy and cudaMemset like any device pointer, as in CUDA. Symbols
+// never count against the limit and cannot be cudaFree'd.
 //
 // Copies and memsets are stream work. The synchronous calls queue on the legacy default
 // stream and wait for it. The asynchronous ones follow CUDA's documented host behaviour for
@@ -12,6 +22,10 @@
 // a snapshot of the source before returning, and a copy from the device to pageable memory
 // returns only once it is done. cudaFree and cudaFreeHost first finish all queued work, since
 // it may still use the memory (CUDA's cudaFree synchronizes too).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -20,17 +34,55 @@
 
 #include "internal.h"
 
+// Defined by the AddressSanitizer runtime when the program was linked with -fsanitize=address.
+extern "C" void __asan_init() __attribute__((weak));
+
 namespace cucc {
 namespace {
 
 struct MemoryState {
     std::map<uintptr_t, Allocation> allocations;  // by start address
+    std::map<uintptr_t, Allocation> symbols;      // registered __device__ variables, by start
     std::vector<size_t> used;                     // device bytes allocated, per device
 };
 
 MemoryState& memory() {
-    static auto* m = new MemoryState{{}, std::vector<size_t>(config().devices, 0)};
+    static auto* m = new MemoryState{{}, {}, std::vector<size_t>(config().devices, 0)};
     return *m;
+}
+
+bool under_asan() { return &__asan_init != nullptr; }
+
+size_t mapped_bytes(size_t size) {
+    static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+void* map_memory(size_t size) {
+    if (under_asan()) {
+        void* p;
+        return posix_memalign(&p, 256, size) == 0 ? p : nullptr;
+    }
+    if (mapped_bytes(size) < size) return nullptr;
+    void* p = mmap(nullptr, mapped_bytes(size), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+void unmap_memory(const Allocation& a) {
+    if (under_asan()) free((void*)a.begin);
+    else if (munmap((void*)a.begin, mapped_bytes(a.size)) != 0)
+        fatal("munmap of a %zu-byte allocation failed", a.size);
+}
+
+// The entry of `table` containing [p, p+bytes) (a zero-size entry contains its start), or null.
+const Allocation* lookup(const std::map<uintptr_t, Allocation>& table, uintptr_t p, size_t bytes) {
+    auto it = table.upper_bound(p);
+    if (it == table.begin()) return nullptr;
+    const Allocation& a = std::prev(it)->second;
+    if (p - a.begin >= std::max<size_t>(a.size, 1) || bytes > a.size - (p - a.begin))
+        return nullptr;
+    return &a;
 }
 
 cudaError_t allocate(void** ptr, size_t size, int device) {
@@ -43,9 +95,8 @@ cudaError_t allocate(void** ptr, size_t size, int device) {
     if (rounded < size) return cudaErrorMemoryAllocation;
     if (device >= 0 && rounded > config().mem_limit - m.used[device])
         return cudaErrorMemoryAllocation;
-    // Exactly `size` bytes, so that AddressSanitizer flags an access one past the end.
-    void* p;
-    if (posix_memalign(&p, 256, size) != 0) return cudaErrorMemoryAllocation;
+    void* p = map_memory(size);
+    if (!p) return cudaErrorMemoryAllocation;
     m.allocations[(uintptr_t)p] = Allocation{(uintptr_t)p, size, device};
     if (device >= 0) m.used[device] += rounded;
     *ptr = p;
@@ -68,8 +119,8 @@ cudaError_t release(void* ptr, bool device_memory) {
     auto it = m.allocations.find((uintptr_t)ptr);
     if (it == m.allocations.end()) return cudaErrorInvalidValue;  // freed by another thread
     if (device_memory) m.used[it->second.device] -= (it->second.size + 255) / 256 * 256;
+    unmap_memory(it->second);
     m.allocations.erase(it);
-    free(ptr);
     return cudaSuccess;
 }
 
@@ -141,16 +192,23 @@ cudaError_t set(void* dst, int value, size_t count, cudaStream_t stream, bool sy
 
 bool find_allocation(const void* ptr, size_t bytes, Allocation* out) {
     ApiLock lock;
-    auto& allocs = memory().allocations;
-    uintptr_t p = (uintptr_t)ptr;
-    auto it = allocs.upper_bound(p);
-    if (it == allocs.begin()) return false;
-    --it;
-    const Allocation& a = it->second;
-    if (p < a.begin || p - a.begin >= (a.size > 0 ? a.size : 1) || bytes > a.size - (p - a.begin))
-        return false;
-    *out = a;
-    return true;
+    MemoryState& m = memory();
+    if (const Allocation* a = lookup(m.allocations, (uintptr_t)ptr, bytes)) {
+        *out = *a;
+        return true;
+    }
+    if (const Allocation* a = lookup(m.symbols, (uintptr_t)ptr, bytes)) {
+        *out = *a;
+        out->device = current_device();  // every device has the variable
+        return true;
+    }
+    return false;
+}
+
+void register_symbol(const void* symbol, size_t bytes) {
+    ApiLock lock;
+    Allocation& a = memory().symbols[(uintptr_t)symbol];
+    a = Allocation{(uintptr_t)symbol, std::max(a.size, bytes), 0};
 }
 
 bool is_device_pointer(const void* ptr) { return is_device(ptr, 0); }
@@ -160,7 +218,7 @@ void free_all_device_memory(int device) {
     MemoryState& m = memory();
     for (auto it = m.allocations.begin(); it != m.allocations.end();) {
         if (it->second.device == device) {
-            free((void*)it->first);
+            unmap_memory(it->second);
             it = m.allocations.erase(it);
         } else {
             ++it;
@@ -234,8 +292,8 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t count, cudaStream_t str
 
 // __device__ and __constant__ variables are host globals under cucc, so a symbol's address is
 // the variable's own address and a symbol copy is an ordinary stream-ordered copy. The symbol
-// is not a cudaMalloc allocation, so after the direction is checked the copy runs as
-// cudaMemcpyDefault, which accepts any host address.
+// may not be registered (only cudaGetSymbolAddress registers it), so after the direction is
+// checked the copy runs as cudaMemcpyDefault, which accepts any host address.
 cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol) {
     if (!dev_ptr || !symbol) return api_return(cudaErrorInvalidSymbol);
     *dev_ptr = (void*)symbol;

@@ -1,9 +1,10 @@
 // Kernels that can never finish stop the program with a message naming the kernel instead of
 // hanging: threads of one block waiting at two different __syncthreads, and a shuffle whose
-// mask names a lane that has already exited.
+// mask names a lane that has already exited. The message says what each thread does, with the
+// verb agreeing with one thread or a range.
 //! cpu-only
-//! run: ./prog barrier => fail /deadlock[\s\S]*split_barrier_kernel|split_barrier_kernel[\s\S]*deadlock/
-//! run: ./prog shuffle => fail /deadlock[\s\S]*lost_lane_kernel|lost_lane_kernel[\s\S]*deadlock/
+//! run: ./prog barrier => fail /deadlock in kernel split_barrier_kernel \(block \(0,0,0\)\): thread 0 waits at __syncthreads \(.*cucc_deadlock.cu:\d+\); thread 1 waits at __syncthreads \(.*cucc_deadlock.cu:\d+\); thread 2 waits/
+//! run: ./prog shuffle => fail /deadlock in kernel lost_lane_kernel \(block \(0,0,0\)\): thread 0 waits in a warp-synchronous call of warp 0 with mask 0x00000003 for lanes 0x00000002 \(of which 0x00000002 exited or do not exist\); threads 1-31 have exited/
 #include <cstdio>
 #include <cstring>
 

@@ -1,7 +1,8 @@
 // Speed of warp-synchronous code on the CPU runtime: a layernorm forward over 4096 rows of 768,
 // one warp per row, two shuffle reductions per row (mean, then variance), must take under
-// 100 ms with CUCC_THREADS=1 (one OS thread). The result is checked against a host layernorm
-// computed in double. (The time can be inflated on a busy machine.)
+// 100 ms with CUCC_THREADS=1 (one OS thread). The time is the best of 5 launches, so that a
+// machine busy with other work for part of the run does not fail the test. The result is
+// checked against a host layernorm computed in double.
 //! run: CUCC_THREADS=1 ./prog => pass
 #include <chrono>
 #include <cmath>
@@ -65,8 +66,9 @@ int main() {
     const int grid = (N * 32 + block - 1) / block;
     layernorm_forward_kernel<<<grid, block>>>(d_out, d_inp, d_w, d_b, N, C);  // warm-up
     CUDA_CHECK(cudaDeviceSynchronize());
+    const int launches = 5;
     double best_ms = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < launches; rep++) {
         auto t0 = std::chrono::steady_clock::now();
         layernorm_forward_kernel<<<grid, block>>>(d_out, d_inp, d_w, d_b, N, C);
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -89,8 +91,9 @@ int main() {
         }
     }
     const double bound_ms = 100.0, bound_err = 1e-4;
-    printf("layernorm %d x %d, warp per row: %.1f ms (bound %.0f ms), max abs error %.2e (bound %.0e)\n",
-           N, C, best_ms, bound_ms, max_err, bound_err);
+    printf("layernorm %d x %d, warp per row: best of %d launches %.1f ms (bound %.0f ms), "
+           "max abs error %.2e (bound %.0e)\n",
+           N, C, launches, best_ms, bound_ms, max_err, bound_err);
     CUDA_CHECK(cudaFree(d_inp));
     CUDA_CHECK(cudaFree(d_out));
     CUDA_CHECK(cudaFree(d_w));

@@ -1,10 +1,19 @@
 // runtime_symbols.cu: __constant__ and __device__ variables through the symbol API
 // (cudaMemcpyToSymbol / FromSymbol / GetSymbolAddress) and the kernel-pointer overloads of
-// cudaFuncSetAttribute / cudaFuncSetCacheConfig. Valid CUDA: the same file runs on a GPU.
+// cudaFuncSetAttribute / cudaFuncSetCacheConfig. The address from cudaGetSymbolAddress is an
+// ordinary device pointer: cudaMemcpy and cudaMemset accept it, a kernel sees what they wrote,
+// and cudaFree rejects it. Valid CUDA: the same file runs on a GPU.
 #include <cstdio>
 
 __constant__ float coeffs[4];
 __device__ int counter;
+__device__ float table[64];
+
+__global__ void sum_table(float* out) {
+    float s = 0.0f;
+    for (int i = 0; i < 64; i++) s += table[i];
+    *out = s;
+}
 
 __global__ void scale_by_coeffs(float* out) {
     out[threadIdx.x] = coeffs[threadIdx.x] * 2.0f;
@@ -54,6 +63,37 @@ int main() {
         printf("FAIL: cudaGetSymbolAddress gave a null pointer\n");
         return 1;
     }
+    // Copies and memsets through the symbol's address, as through a cudaMalloc pointer.
+    float* table_ptr = nullptr;
+    CHECK(cudaGetSymbolAddress((void**)&table_ptr, table));
+    float host_table[64], back_table[64];
+    for (int i = 0; i < 64; i++) host_table[i] = (float)(i * 3 - 50);
+    CHECK(cudaMemcpy(table_ptr, host_table, sizeof(host_table), cudaMemcpyHostToDevice));
+    CHECK(cudaMemset(table_ptr + 32, 0, 32 * sizeof(float)));
+    CHECK(cudaMemcpy(back_table, table_ptr, sizeof(back_table), cudaMemcpyDeviceToHost));
+    float want_sum = 0.0f;
+    for (int i = 0; i < 64; i++) {
+        float want = i < 32 ? host_table[i] : 0.0f;
+        want_sum += want;
+        if (back_table[i] != want) {
+            printf("FAIL: table[%d] read back through the symbol address = %g, want %g\n", i,
+                   back_table[i], want);
+            return 1;
+        }
+    }
+    sum_table<<<1, 1>>>(d);
+    CHECK(cudaGetLastError());
+    float sum = 0.0f;
+    CHECK(cudaMemcpy(&sum, d, sizeof(float), cudaMemcpyDeviceToHost));
+    if (sum != want_sum) {
+        printf("FAIL: the kernel sums the table to %g, want %g\n", sum, want_sum);
+        return 1;
+    }
+    if (cudaFree(table_ptr) != cudaErrorInvalidValue) {
+        printf("FAIL: cudaFree accepted a symbol address\n");
+        return 1;
+    }
+    cudaGetLastError();
     // 64 KiB of dynamic shared memory needs the attribute, set through the kernel pointer.
     const size_t smem = 64 * 1024;
     touch_big_smem<<<1, 64, smem>>>(d);

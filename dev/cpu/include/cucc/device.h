@@ -72,9 +72,15 @@ inline int shuffle_source(int lane, Shuffle mode, int b, int width) {
     return in_range ? j : lane;
 }
 
+// Types a shuffle may move as bytes: the trivially copyable ones, and the toolkit's __half2 and
+// __nv_bfloat162, plain pairs of 16-bit values whose user-written copy constructor copies
+// exactly that (our cuda_fp16.h / cuda_bf16.h specialize this).
+template <class T>
+struct shuffleable : std::is_trivially_copyable<T> {};
+
 template <class T>
 T shuffle(unsigned mask, T var, Shuffle mode, int b, int width) {
-    static_assert(std::is_trivially_copyable<T>::value, "a shuffled type must be trivially copyable");
+    static_assert(shuffleable<T>::value, "a shuffled type must be trivially copyable");
     int src = shuffle_source(lane_id(), mode, b, width);
     const char* slots = static_cast<const char*>(warp_exchange(mask, &var, sizeof(T)));
     T out;
@@ -152,7 +158,7 @@ inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 // ---------------------------------------------------------------------------------------------
-// Warp shuffles and votes, for every trivially copyable type (CUDA's overloads are a subset).
+// Warp shuffles and votes, for every shuffleable type (CUDA's overloads are a subset).
 template <class T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::index, src_lane, width);

@@ -5,6 +5,10 @@
 // meaning; hence no include guard. For .cu files (cucc defines __CUCC_REWRITE__) __global__
 // and __shared__ become markers that survive preprocessing, so that dev/cpu/cucc can find
 // kernels and shared-memory declarations in the preprocessed text and rewrite them.
+// __launch_bounds__(...) becomes a marker too (cucc passes the bound to the launch), and so
+// does __noinline__: libstdc++ writes __attribute__((__noinline__)), which a macro expanding
+// to __attribute__((noinline)) would break; cucc turns the marker into the right form for
+// where it stands.
 #undef __global__
 #undef __shared__
 #undef __device__
@@ -19,9 +23,14 @@
 #ifdef __CUCC_REWRITE__
 #define __global__ __cucc_global__
 #define __shared__ __cucc_shared__
+#define __launch_bounds__(...) __cucc_launch_bounds__(__VA_ARGS__)
+#define __noinline__ __cucc_noinline__
 #else
 #define __global__
 #define __shared__
+// Host C++ only hints at inlining: empty keeps __attribute__((__noinline__)) valid.
+#define __launch_bounds__(...)
+#define __noinline__
 #endif
 // __device__ and __constant__ variables are ordinary globals: every block and the host see
 // one copy, as on a GPU (cudaMemcpyToSymbol copies to the host address).
@@ -30,6 +39,4 @@
 #define __constant__
 #define __managed__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
-#define __launch_bounds__(...)
 #define __grid_constant__

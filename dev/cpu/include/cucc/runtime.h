@@ -44,16 +44,42 @@ namespace cucc {
 // kernel_addr: the kernel's address when cucc could name it unambiguously, else nullptr;
 //              used to look up attributes set with cudaFuncSetAttribute.
 // body:        invoked as body(args...) once per CUDA thread, on that thread's fiber.
+// bound:       bound(args...) is the first argument of the kernel's __launch_bounds__, its
+//              largest block (0: none). A launch with more threads per block fails with
+//              cudaErrorLaunchOutOfResources, as on a GPU.
 // args are copied at launch time (kernel parameters are passed by value in CUDA).
+//
+// cucc turns `__launch_bounds__(E, ...)` into a declaration-only companion of the kernel with
+// the same template header and parameters, `launch_bound<max_threads_of(E, ...)>
+// __cucc_bounds_NAME(params);`, and passes [](auto&&... a) { return
+// decltype(__cucc_bounds_NAME(a...))::value; } as bound: overload resolution at the launch
+// picks the companion of the kernel the launch calls, template arguments included.
+// Not modelled: static __shared__ variables do not count against the shared memory limit
+// (only the launch's dynamic bytes do), and cudaFuncGetAttributes does not report the bound.
 using KernelBody = std::function<void()>;
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block,
-                      size_t smem, cudaStream_t stream, KernelBody thread_body);
+                      size_t smem, cudaStream_t stream, unsigned max_threads,
+                      KernelBody thread_body);
 
-template <class Body, class... Args>
+template <unsigned N>
+struct launch_bound {
+    static constexpr unsigned value = N;
+};
+constexpr unsigned max_threads_of(unsigned max_threads, unsigned = 0, unsigned = 0) {
+    return max_threads;
+}
+// The bound of a kernel without __launch_bounds__.
+struct no_launch_bound {
+    template <class... Args>
+    unsigned operator()(const Args&...) const { return 0; }
+};
+
+template <class Body, class Bound, class... Args>
 void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Body body, Args&&... args) {
+                   cudaStream_t stream, Body body, Bound bound, Args&&... args) {
     auto captured = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...);
-    launch_validated(name, kernel_addr, grid, block, smem, stream,
+    unsigned max_threads = std::apply(bound, captured);
+    launch_validated(name, kernel_addr, grid, block, smem, stream, max_threads,
                      [body, captured]() { std::apply(body, captured); });
 }
 
@@ -126,7 +152,10 @@ void drain_all();
 // OS threads the runtime runs blocks on (CUCC_THREADS, default: all cores); the CPU libraries
 // (cuBLASLt) split their work over as many.
 int thread_count();
-// True if ptr lies inside a live cudaMalloc allocation (of any device).
+// True if ptr lies inside a live cudaMalloc allocation (of any device) or a registered symbol.
 bool is_device_pointer(const void* ptr);
+// Makes [symbol, symbol+bytes), a __device__ or __constant__ variable, usable as device memory
+// (cudaMemcpy, cudaMemset ...). Called by cudaGetSymbolAddress; registering again is harmless.
+void register_symbol(const void* symbol, size_t bytes);
 
 }  // namespace cucc

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cucc/runtime.h>  // cucc::register_symbol
+
 template <class T>
 cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
     return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
@@ -52,8 +54,10 @@ cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count =
     return ::cudaMemcpyFromSymbolAsync(dst, static_cast<const void*>(&symbol), count, offset, kind,
                                        stream);
 }
+// Knows the variable's size, so the runtime can accept the address as device memory.
 template <class T>
 cudaError_t cudaGetSymbolAddress(void** dev_ptr, const T& symbol) {
+    cucc::register_symbol(&symbol, sizeof(T));
     return ::cudaGetSymbolAddress(dev_ptr, static_cast<const void*>(&symbol));
 }
 template <class T>
