@@ -4,8 +4,16 @@ train_gpt.cu: trains a GPT-2-style language model on one GPU, in one readable fi
 It holds, top to bottom: the model configuration; the layout of the parameter and activation
 buffers; every layer's forward and backward kernel (embedding, layernorm, flash-style causal
 attention, GELU, the fused softmax/cross-entropy classifier); the forward pass, the backward
-pass and the AdamW update; the training loop and the command line. Matrix multiplies go to
-cuBLASLt (llmc/matmul.cuh), the optimizer kernels live in llmc/adamw.cuh.
+pass and the AdamW update; then the run around them: batches from token shards, validation,
+text samples, checkpoints, the log, the command line, and a --sample mode that generates text
+from a checkpoint. Matrix multiplies go to cuBLASLt (llmc/matmul.cuh), the optimizer kernels
+live in llmc/adamw.cuh; data, tokenizer, checkpoint files and the log have a header each in
+llmc/.
+
+Resuming: a checkpoint holds everything the step depends on (weights, master weights, AdamW
+state and step count, the rounding seed, the loader's position, the generators), so a run that
+is killed and resumed from its last checkpoint prints the same losses, bit for bit, as one
+that never stopped.
 
 Precision: floatX (llmc/common.cuh) is bf16 by default and fp32 with -DENABLE_FP32. In the bf16
 build parameters, gradients and activations are bf16, the optimizer keeps fp32 master weights
@@ -20,9 +28,12 @@ of CPU threads under the CPU runtime (dev/cpu).
 The reference for every number is scripts/reference.py (its docstring specifies the model);
 test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares against its dumps.
 */
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +44,10 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/matmul.cuh"    // matmul(): every matrix product, through cuBLASLt
 #include "llmc/adamw.cuh"     // fused AdamW kernel and the deterministic global grad norm
 #include "llmc/schedule.h"    // learning-rate schedules
+#include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
+#include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
+#include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
+#include "llmc/logger.h"      // the JSONL training log
 
 // =============================================================================================
 // Configuration
@@ -1016,9 +1031,11 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 // Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
 // classifier also leaves dloss * d(loss of each position)/d(logits) in acts.logits for
 // gpt_backward. Returns the mean loss over the B*T positions.
-inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss) {
+// B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
+// uses the front of every activation buffer; the backward pass needs the full shape.
+inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B, int T) {
     const GPTConfig* c = &m->config;
-    const int B = m->B, T = m->T, N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
     const int L = c->layers;
     Activations* a = &m->acts;
     cudaStream_t st = m->stream;
@@ -1070,6 +1087,10 @@ inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float d
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->host_losses[i];
     return sum / N;
+}
+
+inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss) {
+    return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T);
 }
 
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
@@ -1181,56 +1202,331 @@ inline double flops_per_token(const GPTConfig* c, int T) {
     return 6.0 * matmul_params + 6.0 * L * C * T;
 }
 
-// =============================================================================================
-// Training data: random tokens, or consecutive windows of a token file in llm.c's shard format
-// (256 int32 header: magic 20240520, version 1, token count; then uint16 tokens).
-// The data loader of a later issue replaces this behind the same next_batch call.
+// Prints "error: <message>" and ends the program with a failure status: the response to bad
+// input (flags, data, checkpoints), which is reported, never worked around.
+[[noreturn]] inline void fatal(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, format, args);
+    fprintf(stderr, "\n");
+    va_end(args);
+    exit(EXIT_FAILURE);
+}
 
-struct TokenSource {
-    uint64_t rng;          // random tokens when tokens == nullptr
-    uint16_t* tokens;      // the whole file
-    size_t n_tokens;
-    size_t position;
-    int vocab;
+// =============================================================================================
+// Training data: B x T batches from the token shards of a folder written by dev/data/prepare.py
+// (llmc/dataloader.h checks every shard up front, shuffles with the seed and keeps a validation
+// split), or uniform random tokens when there is no --data (benchmarks).
+
+struct TrainData {
+    bool shards;         // false: random tokens
+    DataLoader train;    // DIR/*_train*.bin, shuffled
+    DataLoader val;      // DIR/*_val*.bin, in file order
+    uint64_t token_rng;  // random tokens: the generator's state (rng_next)
+    double unigram;      // the baseline: val loss of the train split's token frequencies
 };
 
-inline void token_source_open(TokenSource* ts, const char* path, int vocab, uint64_t seed) {
-    memset(ts, 0, sizeof(*ts));
-    ts->vocab = vocab;
-    ts->rng = seed ^ 0x5851f42d4c957f2dull;
-    if (path == nullptr) return;
-    FILE* f = FOPEN_CHECK(path, "rb");
-    int32_t header[256];
-    FREAD_CHECK(header, sizeof(int32_t), 256, f);
-    if (header[0] != 20240520 || header[1] != 1) {
-        fprintf(stderr, "%s: not a token shard (magic %d version %d, expected 20240520 and 1)\n",
-                path, header[0], header[1]);
-        exit(EXIT_FAILURE);
-    }
-    ts->n_tokens = (size_t)(uint32_t)header[2];
-    ts->tokens = (uint16_t*)MALLOC_CHECK(ts->n_tokens * sizeof(uint16_t));
-    FREAD_CHECK(ts->tokens, sizeof(uint16_t), ts->n_tokens, f);
-    fclose(f);
-    for (size_t i = 0; i < ts->n_tokens; i++) {
-        if (ts->tokens[i] >= vocab) {
-            fprintf(stderr, "%s: token %d at index %zu is outside the vocabulary (--vocab %d)\n",
-                    path, ts->tokens[i], i, vocab);
-            exit(EXIT_FAILURE);
+inline void shard_glob(char* out, size_t len, const char* dir, const char* split) {
+    snprintf(out, len, "%s/*_%s*.bin", dir, split);
+}
+
+// Opens the two splits of `dir` (or random tokens when dir is empty) for batches of B x T
+// tokens below `vocab`, and computes the unigram baseline. Bad data ends the program with the
+// loader's message.
+inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, uint64_t seed) {
+    memset(d, 0, sizeof(*d));
+    d->token_rng = seed ^ 0x5851f42d4c957f2dull;
+    d->shards = dir[0] != '\0';
+    if (!d->shards) return;
+    char train_glob[600], val_glob[600];
+    shard_glob(train_glob, sizeof(train_glob), dir, "train");
+    shard_glob(val_glob, sizeof(val_glob), dir, "val");
+    if (dataloader_init(&d->train, train_glob, B, T, 0, 1, vocab, 1, seed) != 0) fatal("%s", d->train.error);
+    if (dataloader_init(&d->val, val_glob, B, T, 0, 1, vocab, 0, seed) != 0) fatal("%s", d->val.error);
+    char err[1024];
+    if (unigram_loss(train_glob, val_glob, vocab, &d->unigram, err, sizeof(err)) != 0) fatal("%s", err);
+}
+
+inline void train_data_free(TrainData* d) {
+    if (!d->shards) return;
+    dataloader_free(&d->train);
+    dataloader_free(&d->val);
+}
+
+// Fills A micro-batches of inputs and targets, host (A,B,T).
+inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T, int vocab) {
+    const size_t N = (size_t)B * T;
+    for (int a = 0; a < A; a++) {
+        int* in = inputs + a * N;
+        int* tg = targets + a * N;
+        if (d->shards) {
+            if (dataloader_next_batch(&d->train) != 0) fatal("%s", d->train.error);
+            memcpy(in, d->train.inputs, N * sizeof(int));
+            memcpy(tg, d->train.targets, N * sizeof(int));
+            continue;
+        }
+        for (int b = 0; b < B; b++) {  // T + 1 random tokens: inputs, and targets shifted by one
+            for (int t = 0; t <= T; t++) {
+                int token = (int)(rng_next(&d->token_rng) % (uint64_t)vocab);
+                if (t < T) in[b * T + t] = token;
+                if (t > 0) tg[b * T + t - 1] = token;
+            }
         }
     }
 }
 
-// Fills n_seq sequences of T inputs and the T targets shifted by one.
-inline void token_source_next(TokenSource* ts, int* inputs, int* targets, int n_seq, int T) {
-    for (int s = 0; s < n_seq; s++) {
-        if (ts->tokens && ts->position + T + 1 > ts->n_tokens) ts->position = 0;
-        for (int t = 0; t <= T; t++) {
-            int tok = ts->tokens ? ts->tokens[ts->position + t] : (int)(rng_next(&ts->rng) % (uint64_t)ts->vocab);
-            if (t < T) inputs[s * T + t] = tok;
-            if (t > 0) targets[s * T + t - 1] = tok;
-        }
-        if (ts->tokens) ts->position += T;
+// Mean loss over the first n batches of the validation split (all of them when n is 0 or more
+// than it holds). The loader rewinds first, so every evaluation sees the same tokens.
+inline double evaluate(GPT* m, DataLoader* val, int n) {
+    if (n <= 0 || n > val->batches_per_epoch) n = (int)val->batches_per_epoch;
+    dataloader_reset(val);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (dataloader_next_batch(val) != 0) fatal("%s", val->error);
+        sum += gpt_forward(m, val->inputs, val->targets, 0.0f);
     }
+    return sum / n;
+}
+
+// =============================================================================================
+// Text generation: the forward pass rerun over the growing context (one sequence, its last T
+// tokens at most) for every new token; plenty fast at the sizes trained here on a CPU.
+
+// Picks the next token from the logits of the real vocabulary (V values: the padding columns
+// never get here). A draw from softmax(logits / temperature) restricted to the top_k largest
+// logits (0: all V; ties go to the lower id), with one uniform number from rng; temperature 0
+// takes the most likely token. order: scratch room for V ints.
+inline int sample_token(const float* logits, int V, double temperature, int top_k, uint64_t* rng, int* order) {
+    const int k = temperature == 0.0 ? 1 : (top_k > 0 && top_k < V) ? top_k : V;
+    for (int i = 0; i < V; i++) order[i] = i;
+    std::partial_sort(order, order + k, order + V, [logits](int a, int b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    if (k == 1) return order[0];
+    // weights exp((logit - max) / temperature), max = logits[order[0]]: the largest is 1
+    double total = 0.0;
+    for (int i = 0; i < k; i++) total += exp((logits[order[i]] - logits[order[0]]) / temperature);
+    const double u = rng_uniform(rng) * total;
+    double cumulative = 0.0;
+    for (int i = 0; i < k; i++) {
+        cumulative += exp((logits[order[i]] - logits[order[0]]) / temperature);
+        if (u < cumulative) return order[i];
+    }
+    return order[k - 1];  // u within rounding of total
+}
+
+// Appends n_new tokens to tokens[0..n), n >= 1 (tokens has room for n + n_new), each drawn
+// from the prediction after the last m->T tokens before it.
+inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k, uint64_t* rng) {
+    const int V = m->config.vocab, Vp = m->config.padded_vocab;
+    floatX* row = (floatX*)MALLOC_CHECK(V * sizeof(floatX));
+    float* logits = (float*)MALLOC_CHECK(V * sizeof(float));
+    int* order = (int*)MALLOC_CHECK(V * sizeof(int));
+    for (int len = n; len < n + n_new; len++) {
+        const int window = len < m->T ? len : m->T;
+        const int* context = tokens + len - window;
+        // the targets only feed the unused loss: the context itself serves as valid ids
+        gpt_forward_shape(m, context, context, 0.0f, 1, window);
+        CUDA_CHECK(cudaMemcpy(row, m->acts.logits + (size_t)(window - 1) * Vp, V * sizeof(floatX),
+                              cudaMemcpyDeviceToHost));
+        for (int v = 0; v < V; v++) logits[v] = (float)row[v];
+        tokens[len] = sample_token(logits, V, temperature, top_k, rng, order);
+    }
+    free(row);
+    free(logits);
+    free(order);
+}
+
+// The bytes that tokens[0..n) decode to, in a malloc'ed buffer of *len bytes (no terminator).
+// Every id is below the tokenizer's vocabulary: the model's V is the tokenizer's.
+inline char* decode_tokens(const Tokenizer* tok, const int* tokens, int n, size_t* len) {
+    size_t total = 0, piece = 0;
+    for (int i = 0; i < n; i++) {
+        if (tokenizer_decode(tok, tokens[i], &piece) == nullptr) fatal("token %d is outside the tokenizer", tokens[i]);
+        total += piece;
+    }
+    char* text = (char*)MALLOC_CHECK(total + 1);
+    *len = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t* bytes = tokenizer_decode(tok, tokens[i], &piece);
+        memcpy(text + *len, bytes, piece);
+        *len += piece;
+    }
+    return text;
+}
+
+// The end-of-text token (documents start with it, so a sample starts a fresh document), then
+// the prompt encoded by the tokenizer, then n_new generated tokens; prints the text (without
+// the end-of-text token) and returns it for the log, malloc'ed, *len bytes.
+inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int n_new, double temperature,
+                           int top_k, uint64_t* rng, size_t* len) {
+    const size_t prompt_len = strlen(prompt);
+    int* tokens = (int*)MALLOC_CHECK((1 + prompt_len + n_new) * sizeof(int));
+    tokens[0] = tok->eot;
+    const int n = 1 + (int)tokenizer_encode(tok, prompt, prompt_len, tokens + 1);
+    gpt_generate(m, tokens, n, n_new, temperature, top_k, rng);
+    char* text = decode_tokens(tok, tokens + 1, n - 1 + n_new, len);
+    fwrite(text, 1, *len, stdout);
+    printf("\n");
+    fflush(stdout);
+    free(tokens);
+    return text;
+}
+
+// =============================================================================================
+// Checkpoints (llmc/checkpoint.h: written atomically, checksummed, the newest N kept). One holds
+// what a run needs to continue bit for bit: the parameters as the forward pass reads them, the
+// fp32 master weights (bf16 build), AdamW's m and v, the step and AdamW's step count, the seed
+// of stochastic rounding, the generators of samples and random tokens, and the training
+// loader's position. Its configuration block, compared byte for byte on load, is the model's
+// shape and precision; the loader's saved state checks the data, B, T and the seed itself.
+
+struct CheckpointConfig {  // int32 fields only: no padding bytes
+    int32_t vocab, padded_vocab, context, layers, heads, channels;
+    int32_t floatx_bytes;  // 2: bf16 build, 4: fp32 build
+};
+static const CkptField CHECKPOINT_FIELDS[] = {
+    {"vocab", offsetof(CheckpointConfig, vocab), CKPT_INT32},
+    {"padded vocab", offsetof(CheckpointConfig, padded_vocab), CKPT_INT32},
+    {"context", offsetof(CheckpointConfig, context), CKPT_INT32},
+    {"layers", offsetof(CheckpointConfig, layers), CKPT_INT32},
+    {"heads", offsetof(CheckpointConfig, heads), CKPT_INT32},
+    {"embd", offsetof(CheckpointConfig, channels), CKPT_INT32},
+    {"bytes per weight (2 bf16, 4 fp32 build)", offsetof(CheckpointConfig, floatx_bytes), CKPT_INT32},
+};
+constexpr int NUM_CHECKPOINT_FIELDS = sizeof(CHECKPOINT_FIELDS) / sizeof(CHECKPOINT_FIELDS[0]);
+
+inline CheckpointConfig checkpoint_config_of(const GPTConfig* c) {
+    return CheckpointConfig{c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels,
+                            (int32_t)sizeof(floatX)};
+}
+
+struct RunState {  // section "run"
+    uint64_t step;           // optimizer steps done
+    uint64_t adam_t;         // AdamW's step count (bias correction, stochastic rounding)
+    uint64_t rounding_seed;  // GPT::seed, from which each step's rounding seed derives
+    uint64_t sample_rng;     // generator of the samples printed during training
+    uint64_t token_rng;      // generator of random tokens (no --data)
+};
+
+// Device tensors go to and from the file through a host buffer of this size.
+constexpr size_t CHECKPOINT_STAGE_BYTES = (size_t)16 << 20;
+
+inline void write_device_section(CheckpointWriter* w, const char* name, const void* src, size_t bytes,
+                                 uint8_t* stage) {
+    if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
+    for (size_t done = 0; done < bytes;) {
+        size_t n = std::min(bytes - done, CHECKPOINT_STAGE_BYTES);
+        CUDA_CHECK(cudaMemcpy(stage, (const uint8_t*)src + done, n, cudaMemcpyDeviceToHost));
+        if (ckpt_section_write(w, stage, n) != 0) fatal("%s", w->error);
+        done += n;
+    }
+}
+
+// Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
+inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs, const TrainData* d) {
+    const CheckpointConfig cc = checkpoint_config_of(&m->config);
+    const size_t P = m->layout.total;
+    uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
+    CheckpointWriter w;
+    if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    write_device_section(&w, "params", m->params, P * sizeof(floatX), stage);
+    if (m->master) write_device_section(&w, "master", m->master, P * sizeof(float), stage);
+    write_device_section(&w, "adam_m", m->adam_m, P * sizeof(float), stage);
+    write_device_section(&w, "adam_v", m->adam_v, P * sizeof(float), stage);
+    if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
+    if (d->shards) {
+        DataLoaderState ds = dataloader_state(&d->train);
+        if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
+    }
+    if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
+    free(stage);
+}
+
+inline void read_device_section(CheckpointReader* r, const char* name, void* dst, size_t bytes, uint8_t* stage) {
+    const CkptSectionInfo* s = ckpt_lookup(r, name);
+    if (s == nullptr) fatal("%s", r->error);
+    if (s->size != bytes)
+        fatal("checkpoint %s: section '%s' has %llu bytes, this model needs %zu", r->path, name,
+              (unsigned long long)s->size, bytes);
+    for (size_t done = 0; done < bytes;) {
+        size_t n = std::min(bytes - done, CHECKPOINT_STAGE_BYTES);
+        if (ckpt_read_section_part(r, name, done, stage, n) != 0) fatal("%s", r->error);
+        CUDA_CHECK(cudaMemcpy((uint8_t*)dst + done, stage, n, cudaMemcpyHostToDevice));
+        done += n;
+    }
+}
+
+// Loads the checkpoint of an open reader (verified against m's config by ckpt_open) into m and
+// returns its run state; the training loader's state goes to *ds when ds is not nullptr.
+inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds) {
+    const size_t P = m->layout.total;
+    uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
+    read_device_section(r, "params", m->params, P * sizeof(floatX), stage);
+    if (m->master) read_device_section(r, "master", m->master, P * sizeof(float), stage);
+    read_device_section(r, "adam_m", m->adam_m, P * sizeof(float), stage);
+    read_device_section(r, "adam_v", m->adam_v, P * sizeof(float), stage);
+    free(stage);
+    RunState rs;
+    if (ckpt_read_section(r, "run", &rs, sizeof(rs)) != 0) fatal("%s", r->error);
+    if (ds && ckpt_read_section(r, "data", ds, sizeof(*ds)) != 0)
+        fatal("%s (was it written by a run on random tokens?)", r->error);
+    if (rs.step != r->step) fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
+                                  r->path, (unsigned long long)r->step, (unsigned long long)rs.step);
+    m->adam_t = (int)rs.adam_t;
+    m->seed = rs.rounding_seed;
+    return rs;
+}
+
+// Creates folder `dir` and any missing parents (mkdir -p).
+inline void make_dirs(const char* dir) {
+    char path[CKPT_PATH_BYTES];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char* p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        const char saved = *p;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("cannot create folder %s: %s", path, strerror(errno));
+        if (saved == '\0') return;
+        *p = saved;
+    }
+}
+
+// The newest complete checkpoint in folder `dir` (none when the folder does not exist).
+inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
+    uint64_t step;
+    char err[1024];
+    int found = ckpt_find_latest(dir, path, len, &step, err, sizeof(err));
+    if (found < 0) fatal("%s", err);
+    return found == 1;
+}
+
+// The checkpoint that `spec` names: a file, or a folder whose newest complete checkpoint is
+// taken. Returns false when the folder holds none.
+inline bool find_checkpoint(const char* spec, char* path, size_t len) {
+    struct stat st;
+    if (stat(spec, &st) != 0) fatal("cannot open checkpoint %s: %s", spec, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return latest_checkpoint(spec, path, len);
+    snprintf(path, len, "%s", spec);
+    return true;
+}
+
+// The configuration block stored in a checkpoint file (format: llmc/checkpoint.h), for sample
+// mode, which takes the model's shape from the checkpoint; ckpt_open then verifies the whole
+// file against it. Zeros when the file is too short or its block has another size: ckpt_open
+// reports what is wrong.
+inline CheckpointConfig peek_checkpoint_config(const char* path) {
+    CheckpointConfig cc;
+    memset(&cc, 0, sizeof(cc));
+    FILE* f = fopen(path, "rb");
+    if (f == nullptr) return cc;
+    uint8_t header[CKPT_HEADER_BYTES];
+    if (fread(header, sizeof(header), 1, f) != 1 || ckpt_get_u64(header + 24) != sizeof(cc) ||
+        fread(&cc, sizeof(cc), 1, f) != 1)
+        memset(&cc, 0, sizeof(cc));
+    fclose(f);
+    return cc;
 }
 
 // =============================================================================================
@@ -1242,7 +1538,17 @@ struct TrainConfig {
     long long seed;
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
-    char data[512];
+    char data[512];            // a prepare.py output folder; empty: random tokens
+    char tokenizer[512];
+    int val_every, val_steps;
+    int sample_every, sample_len, top_k;
+    double temperature;
+    char prompt[1024];
+    char checkpoint_dir[512];
+    int checkpoint_every, keep_checkpoints;
+    char resume[512];
+    char log[512];
+    char sample[512];          // sample mode: the checkpoint (file or folder)
     int help;
 };
 
@@ -1257,8 +1563,11 @@ struct Flag {
 };
 
 #define FIELD(f) offsetof(TrainConfig, f)
+#define STRING_FIELD(f) offsetof(TrainConfig, f), sizeof(TrainConfig::f)
 static const Flag FLAGS[] = {
-    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, "vocabulary size V (padded to a multiple of 128 inside)"},
+    {"--data", FLAG_STRING, STRING_FIELD(data), "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on *_val*.bin; empty: random tokens"},
+    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
+    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
     {"--context", FLAG_INT, FIELD(model.context), 0, "model context maxT, rows of wpe (0: same as --seq)"},
     {"--layers", FLAG_INT, FIELD(model.layers), 0, "transformer blocks L"},
     {"--heads", FLAG_INT, FIELD(model.heads), 0, "attention heads NH; --embd/--heads must be 32, 64 or 128"},
@@ -1269,22 +1578,35 @@ static const Flag FLAGS[] = {
     {"--steps", FLAG_INT, FIELD(steps), 0, "optimizer steps K"},
     {"--lr", FLAG_DOUBLE, FIELD(lr), 0, "peak learning rate"},
     {"--warmup", FLAG_INT, FIELD(warmup), 0, "linear warmup steps W (0: none)"},
-    {"--schedule", FLAG_STRING, FIELD(schedule), sizeof(TrainConfig::schedule), "learning rate after warmup: cosine, wsd, linear or constant"},
+    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), "learning rate after warmup: cosine, wsd, linear or constant"},
     {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
     {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, "wsd: fraction of the steps spent decaying"},
     {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, "AdamW decoupled weight decay on 2-D tensors"},
     {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, "clip the global gradient norm to this (0: off)"},
-    {"--seed", FLAG_INT64, FIELD(seed), 0, "seed of initialization, random tokens and stochastic rounding"},
-    {"--data", FLAG_STRING, FIELD(data), sizeof(TrainConfig::data), "token shard (llm.c format) to train on; empty: random tokens"},
+    {"--seed", FLAG_INT64, FIELD(seed), 0, "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
+    {"--val-every", FLAG_INT, FIELD(val_every), 0, "validation loss at step 0, every N steps and at the end (0: never)"},
+    {"--val-steps", FLAG_INT, FIELD(val_steps), 0, "validation batches per evaluation (0: the whole split)"},
+    {"--sample-every", FLAG_INT, FIELD(sample_every), 0, "print a text sample every N steps and at the end (0: at the end only)"},
+    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, "tokens per sample (0: no samples)"},
+    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0, "sampling temperature (0: always the most likely token)"},
+    {"--top-k", FLAG_INT, FIELD(top_k), 0, "sample from the k most likely tokens (0: from all)"},
+    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), "text the samples continue"},
+    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), "folder for checkpoints (empty: none are written)"},
+    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), 0, "write a checkpoint every N steps and at the end (0: at the end only)"},
+    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), 0, "keep the newest N checkpoints (0: all)"},
+    {"--resume", FLAG_STRING, STRING_FIELD(resume), "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there is none)"},
+    {"--log", FLAG_STRING, STRING_FIELD(log), "JSONL log of the run, read by scripts/plot.py (empty: none)"},
+    {"--sample", FLAG_STRING, STRING_FIELD(sample), "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes from it), continue --prompt by --sample-len tokens, print, exit"},
     {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 0, "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
     {"--help", FLAG_SWITCH, FIELD(help), 0, "print this help and exit"},
 };
 #undef FIELD
+#undef STRING_FIELD
 constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
 
 inline void train_config_defaults(TrainConfig* tc) {
     memset(tc, 0, sizeof(*tc));
-    tc->model.vocab = 50257;
+    tc->model.vocab = 0;
     tc->model.context = 0;
     tc->model.layers = 12;
     tc->model.heads = 12;
@@ -1301,6 +1623,13 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->weight_decay = 0.1;
     tc->grad_clip = 1.0;
     tc->seed = 1337;
+    tc->val_every = 100;
+    tc->val_steps = 20;
+    tc->sample_every = 0;
+    tc->sample_len = 200;
+    tc->temperature = 0.8;
+    tc->top_k = 40;
+    tc->keep_checkpoints = 3;
     tc->peak_flops = 989e12;
 }
 
@@ -1319,15 +1648,15 @@ inline void print_usage(FILE* f, const char* prog) {
     TrainConfig defaults;
     train_config_defaults(&defaults);
     fprintf(f, "usage: %s [--flag value]...   (also --flag=value)\n"
-               "Trains a GPT-2-style model (%s build) and prints one line per step.\n\nflags:\n",
+               "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
+               "with --sample CHECKPOINT, generates text from a trained model instead.\n\nflags:\n",
             prog, PRECISION_NAME);
     for (int i = 0; i < NUM_FLAGS; i++) {
-        fprintf(f, "  %-15s %s (default ", FLAGS[i].name, FLAGS[i].help);
+        fprintf(f, "  %-18s %s (default ", FLAGS[i].name, FLAGS[i].help);
         print_flag_value(f, &FLAGS[i], &defaults);
         fprintf(f, ")\n");
     }
 }
-
 // Parses argv into tc (which holds the defaults). Returns an error message or nullptr.
 inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg, size_t len) {
     for (int i = 1; i < argc; i++) {
@@ -1395,7 +1724,8 @@ inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg
     return nullptr;
 }
 
-// Completes and checks a parsed config. Returns an error message or nullptr.
+// Completes and checks a parsed training config (vocab already resolved). Returns an error
+// message or nullptr.
 inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
@@ -1414,49 +1744,213 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     else if (tc->grad_clip < 0) snprintf(msg, len, "--grad-clip must be >= 0 (got %g)", tc->grad_clip);
     else if (tc->peak_flops <= 0) snprintf(msg, len, "--peak-flops must be > 0 (got %g)", tc->peak_flops);
     else if (tc->seed < 0) snprintf(msg, len, "--seed must be >= 0 (got %lld)", tc->seed);
+    else if (tc->val_every < 0) snprintf(msg, len, "--val-every must be >= 0 (got %d)", tc->val_every);
+    else if (tc->val_steps < 0) snprintf(msg, len, "--val-steps must be >= 0 (got %d)", tc->val_steps);
+    else if (tc->sample_every < 0) snprintf(msg, len, "--sample-every must be >= 0 (got %d)", tc->sample_every);
+    else if (tc->sample_len < 0) snprintf(msg, len, "--sample-len must be >= 0 (got %d)", tc->sample_len);
+    else if (tc->temperature < 0) snprintf(msg, len, "--temperature must be >= 0 (got %g)", tc->temperature);
+    else if (tc->top_k < 0) snprintf(msg, len, "--top-k must be >= 0 (got %d)", tc->top_k);
+    else if (tc->checkpoint_every < 0)
+        snprintf(msg, len, "--checkpoint-every must be >= 0 (got %d)", tc->checkpoint_every);
+    else if (tc->keep_checkpoints < 0)
+        snprintf(msg, len, "--keep-checkpoints must be >= 0 (got %d)", tc->keep_checkpoints);
+    else if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
+        snprintf(msg, len, "--resume latest needs --checkpoint-dir");
     else return nullptr;
     return msg;
+}
+
+// Loads the tokenizer of --tokenizer, or else of --data (DIR/tokenizer.bin). Returns false when
+// neither flag is given.
+inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
+    char path[600];
+    if (tc->tokenizer[0]) snprintf(path, sizeof(path), "%s", tc->tokenizer);
+    else if (tc->data[0]) snprintf(path, sizeof(path), "%s/tokenizer.bin", tc->data);
+    else return false;
+    if (tokenizer_load(tok, path) != 0) fatal("%s", tok->error);
+    return true;
+}
+
+// =============================================================================================
+// Sample mode: the model's shape comes from the checkpoint.
+
+inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
+    if (tok == nullptr) fatal("--sample needs a tokenizer: --data DIR (its tokenizer.bin) or --tokenizer PATH");
+    char path[CKPT_PATH_BYTES];
+    if (!find_checkpoint(tc->sample, path, sizeof(path))) fatal("no checkpoint in %s", tc->sample);
+    CheckpointConfig cc = peek_checkpoint_config(path);
+    CheckpointReader reader;
+    if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+        fatal("%s", reader.error);
+    if (cc.floatx_bytes != (int32_t)sizeof(floatX))
+        fatal("checkpoint %s holds %d-byte weights; this %s build reads %d-byte weights (use the %s build)",
+              path, cc.floatx_bytes, PRECISION_NAME, (int)sizeof(floatX), sizeof(floatX) == 4 ? "bf16" : "fp32");
+    GPTConfig c = {cc.vocab, cc.padded_vocab, cc.context, cc.layers, cc.heads, cc.channels};
+    char msg[512];
+    if (gpt_config_error(&c, 1, c.context, msg, sizeof(msg)) || c.padded_vocab != padded_vocab_of(c.vocab))
+        fatal("checkpoint %s holds an invalid model configuration", path);
+    if (c.vocab != tok->vocab_size)
+        fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab, tok->vocab_size);
+    GPT model;
+    gpt_build(&model, &c, 1, c.context, 0);
+    RunState rs = load_checkpoint(&model, &reader, nullptr);
+    ckpt_close(&reader);
+    printf("sampling %s (step %llu; L %d NH %d C %d maxT %d V %d), temperature %g, top-k %d, seed %lld\n",
+           path, (unsigned long long)rs.step, c.layers, c.heads, c.channels, c.context, c.vocab,
+           tc->temperature, tc->top_k, tc->seed);
+    printf("---\n");
+    uint64_t rng = (uint64_t)tc->seed;
+    size_t len;
+    free(generate_text(&model, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, &rng, &len));
+    gpt_free(&model);
+    return EXIT_SUCCESS;
 }
 
 // =============================================================================================
 // Training loop.
 
+#ifdef __CUCC__
+constexpr bool ON_GPU = false;  // built by dev/cpu/cucc: the CPU runtime, where MFU means nothing
+#else
+constexpr bool ON_GPU = true;
+#endif
+
+// The log's first line: the run's configuration and the baseline plot.py draws.
+inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram) {
+    const GPTConfig* c = &tc->model;
+    logger_begin(lg);
+    logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
+    logger_string(lg, "data", tc->data, strlen(tc->data));
+    logger_int(lg, "vocab", c->vocab);
+    logger_int(lg, "context", c->context);
+    logger_int(lg, "layers", c->layers);
+    logger_int(lg, "heads", c->heads);
+    logger_int(lg, "embd", c->channels);
+    logger_int(lg, "parameters", (int64_t)parameters);
+    logger_int(lg, "batch", tc->batch);
+    logger_int(lg, "seq", tc->seq);
+    logger_int(lg, "grad_accum", tc->grad_accum);
+    logger_int(lg, "steps", tc->steps);
+    logger_float(lg, "lr", (float)tc->lr);
+    logger_int(lg, "warmup", tc->warmup);
+    logger_string(lg, "schedule", tc->schedule, strlen(tc->schedule));
+    logger_int(lg, "seed", tc->seed);
+    if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
+inline void log_value(Logger* lg, int step, const char* key, double value) {
+    if (lg->file == nullptr) return;
+    logger_begin(lg);
+    logger_int(lg, "step", step);
+    logger_float(lg, key, (float)value);
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
+// Validation loss after `step` steps: printed, logged, returned.
+inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step, double unigram) {
+    auto start = std::chrono::steady_clock::now();
+    double loss = evaluate(m, &d->val, tc->val_steps);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram, seconds);
+    fflush(stdout);
+    log_value(lg, step, "val_loss", loss);
+    return loss;
+}
+
+// A text sample after `step` steps, continuing --prompt: printed and logged.
+inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logger* lg, int step, uint64_t* rng) {
+    printf("sample at step %d:\n---\n", step);
+    size_t len;
+    char* text = generate_text(m, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, rng, &len);
+    printf("---\n");
+    if (lg->file) {
+        logger_begin(lg);
+        logger_int(lg, "step", step);
+        logger_string(lg, "sample", text, len);
+        if (logger_end(lg) != 0) fatal("%s", lg->error);
+    }
+    free(text);
+}
+
 inline int train_main(int argc, char** argv) {
     TrainConfig tc;
     train_config_defaults(&tc);
     char msg[512];
-    if (const char* err = parse_flags(&tc, argc, argv, msg, sizeof(msg))) {
-        fprintf(stderr, "error: %s\n", err);
-        return EXIT_FAILURE;
-    }
+    if (const char* err = parse_flags(&tc, argc, argv, msg, sizeof(msg))) fatal("%s", err);
     if (tc.help) {
         print_usage(stdout, argv[0]);
         return EXIT_SUCCESS;
     }
-    if (const char* err = train_config_check(&tc, msg, sizeof(msg))) {
-        fprintf(stderr, "error: %s\n", err);
-        return EXIT_FAILURE;
-    }
+    Tokenizer tok;
+    const bool have_tokenizer = load_tokenizer(&tc, &tok);
+    if (tc.sample[0]) return sample_main(&tc, have_tokenizer ? &tok : nullptr);
+    if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size)
+        fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab, tok.vocab_size);
+    if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
+    if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
     const GPTConfig* c = &tc.model;
     const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
     ScheduleConfig sched = {schedule_from_name(tc.schedule), tc.lr, tc.warmup, tc.min_lr_frac,
                             tc.decay_frac, tc.steps};
 
+    // Data first: a bad shard stops the run before anything is written.
+    TrainData data;
+    train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed);
+    const double unigram = data.unigram;
     GPT model;
     gpt_build(&model, c, B, T, (uint64_t)tc.seed);
     gpt_init_random(&model, (uint64_t)tc.seed);
-    TokenSource data;
-    token_source_open(&data, tc.data[0] ? tc.data : nullptr, c->vocab, (uint64_t)tc.seed);
+    RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
+    // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
+    bool resumed = false;
+    if (tc.resume[0]) {
+        char path[CKPT_PATH_BYTES];
+        const bool latest = strcmp(tc.resume, "latest") == 0;
+        const char* spec = latest ? tc.checkpoint_dir : tc.resume;
+        if (latest ? latest_checkpoint(spec, path, sizeof(path)) : find_checkpoint(spec, path, sizeof(path))) {
+            CheckpointConfig cc = checkpoint_config_of(c);
+            CheckpointReader reader;
+            if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+                fatal("%s", reader.error);
+            DataLoaderState ds;
+            rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
+            ckpt_close(&reader);
+            if (data.shards && dataloader_restore(&data.train, &ds) != 0) fatal("%s: %s", path, data.train.error);
+            data.token_rng = rs.token_rng;
+            if (rs.step > (uint64_t)tc.steps)
+                fatal("checkpoint %s is at step %llu, past --steps %d", path, (unsigned long long)rs.step, tc.steps);
+            printf("resuming from %s at step %llu\n", path, (unsigned long long)rs.step);
+            resumed = true;
+        } else {
+            printf("no checkpoint in %s: starting at step 0\n", spec);
+        }
+    }
+    if (tc.checkpoint_dir[0]) make_dirs(tc.checkpoint_dir);
+    Logger lg;
+    memset(&lg, 0, sizeof(lg));
+    if (tc.log[0] && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0) fatal("%s", lg.error);
+
+    const size_t parameters = count_parameters(&model.layout, c);
     printf("train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d | %zu parameters | %s\n",
            PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels,
-           B, T, A, count_parameters(&model.layout, c), tc.data[0] ? tc.data : "random tokens");
+           B, T, A, parameters, tc.data[0] ? tc.data : "random tokens");
+    if (data.shards)
+        printf("data: %lld train batches per epoch, %lld val batches | unigram baseline val loss %.4f\n",
+               (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch, unigram);
+    if (lg.file && lg.needs_header) log_header(&lg, &tc, parameters, unigram);
+    const bool validate = data.shards && tc.val_every > 0;
+    const bool sample = have_tokenizer && tc.sample_len > 0;
+    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram);
+
     const size_t tokens_per_step = (size_t)A * B * T;
     const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
     int* inputs = (int*)MALLOC_CHECK(tokens_per_step * sizeof(int));
     int* targets = (int*)MALLOC_CHECK(tokens_per_step * sizeof(int));
-    for (int step = 0; step < tc.steps; step++) {
-        token_source_next(&data, inputs, targets, A * B, T);
+    double val_loss = -1.0;
+    for (int step = (int)rs.step; step < tc.steps; step++) {
+        train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         auto start = std::chrono::steady_clock::now();
         double loss = gpt_forward_backward(&model, inputs, targets, A);
         float norm = gpt_grad_norm(&model);
@@ -1464,14 +1958,45 @@ inline int train_main(int argc, char** argv) {
         gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s | MFU %.1f%%\n",
-               step + 1, tc.steps, loss, lr, norm, seconds * 1e3, tokens_per_step / seconds,
-               100.0 * flops_per_step / seconds / tc.peak_flops);
+        const double mfu = 100.0 * flops_per_step / seconds / tc.peak_flops;
+        const int done = step + 1;
+        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s", done, tc.steps, loss, lr,
+               norm, seconds * 1e3, tokens_per_step / seconds);
+        if (ON_GPU) printf(" | MFU %.1f%%", mfu);
+        printf("\n");
         fflush(stdout);
+        if (lg.file) {
+            logger_begin(&lg);
+            logger_int(&lg, "step", done);
+            logger_float(&lg, "train_loss", (float)loss);
+            logger_float(&lg, "lr", (float)lr);
+            logger_float(&lg, "grad_norm", norm);
+            logger_float(&lg, "ms", (float)(seconds * 1e3));
+            logger_float(&lg, "tok_per_s", (float)(tokens_per_step / seconds));
+            if (ON_GPU) logger_float(&lg, "mfu", (float)mfu);
+            if (logger_end(&lg) != 0) fatal("%s", lg.error);
+        }
+        rs.step = (uint64_t)done;
+        rs.adam_t = (uint64_t)model.adam_t;
+        const bool last = done == tc.steps;
+        if (validate && (done % tc.val_every == 0 || last))
+            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram);
+        if (sample && ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
+            run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
+        if (tc.checkpoint_dir[0] && ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
+            rs.token_rng = data.token_rng;
+            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
+            printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
+        }
     }
+    if (val_loss >= 0.0)
+        printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss, unigram,
+               100.0 * fabs(1.0 - val_loss / unigram), val_loss <= unigram ? "below" : "above");
+    if (lg.file && logger_close(&lg) != 0) fatal("%s", lg.error);
     free(inputs);
     free(targets);
-    free(data.tokens);
+    train_data_free(&data);
+    if (have_tokenizer) tokenizer_free(&tok);
     gpt_free(&model);
     return EXIT_SUCCESS;
 }

