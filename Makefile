@@ -3,6 +3,7 @@
 #   make            GPU binaries ./train_gpt ./test_gpt (BF16) ./train_gpt_fp32 ./test_gpt_fp32
 #   make cpu        the same four under build/cpu/, built with dev/cpu/cucc (no GPU needed)
 #   make test       the whole suite: natively when a GPU is visible, else on the CPU runtime
+#   make train      setup, data, build and the default training run (scripts/train_austen.sh)
 #   make dev-cuda   the kernel harnesses in dev/cuda; make bench runs their GPU benchmarks
 # Variables: GPU_ARCH (nvcc -gencode flags), NO_MULTI_GPU=1 (build without NCCL/MPI),
 #            CUDA_HOME (default /usr/local/cuda).
@@ -33,7 +34,7 @@ TEST_SOURCES = test_gpt.cu $(SOURCES)
 GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
 CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))
 
-.PHONY: all cpu test dev-cuda bench check-gpu-deps check-cpu-deps check-python-deps clean
+.PHONY: all cpu test train dev-cuda bench check-gpu-deps check-cpu-deps check-python-deps clean
 all: check-gpu-deps $(GPU_BINARIES)
 
 train_gpt: $(SOURCES)
@@ -58,6 +59,12 @@ build/cpu/test_gpt: $(TEST_SOURCES)
 build/cpu/test_gpt_fp32: $(TEST_SOURCES)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) -DENABLE_FP32 $< -o $@ $(CUCC_LIBS)
+
+# The default run: installs what is missing, prepares Jane Austen's novels, builds, trains and
+# leaves checkpoints, log.jsonl and loss.png in out/austen_cpu (out/austen_gpu on a GPU).
+train:
+	scripts/setup.sh
+	scripts/train_austen.sh
 
 # Kernel harnesses (dev/cuda): variants, CPU-reference checks and GPU benchmarks.
 dev-cuda:

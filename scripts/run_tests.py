@@ -20,7 +20,8 @@ Three kinds of tests:
 2. Python test scripts (PYTHON_TESTS, data preparation and tokenizers), run when no PATHS are
    given; each passes when it exits 0.
 
-3. Trainer checks (--gpt): scripts/reference.py writes a PyTorch dump for each configuration in
+3. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, and
+   scripts/reference.py writes a PyTorch dump for each configuration in
    GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
@@ -42,6 +43,8 @@ CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
 DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu"]
 # Python test scripts: each exits 0 when all its checks pass.
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
+# Python tests of the built trainer: run with the trainer checks, after the binaries exist.
+TRAINER_TESTS = ["scripts/test_e2e.py"]
 RUN_TIMEOUT_S = 600
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 
@@ -198,6 +201,9 @@ def run_python_tests(tally):
 
 def run_gpt_tests(native, tally):
     bindir = ROOT if native else os.path.join(ROOT, "build", "cpu")
+    for script in TRAINER_TESTS:
+        rc, output, seconds = run_case(f"{sys.executable} {script} --bin-dir {bindir}", "")
+        tally.record(script, verdict(rc, output, "pass", None), output, seconds)
     dumpdir = os.path.join(ROOT, "build", "dumps")
     os.makedirs(dumpdir, exist_ok=True)
     for config in GPT_CONFIGS:
