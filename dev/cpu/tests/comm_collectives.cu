@@ -1,0 +1,231 @@
+// Tests llmc/comm.cuh, each check against values computed here from what every rank knows:
+// - comm_init: rank, world and node-local rank equal what the launcher says (Open MPI's
+//   OMPI_COMM_WORLD_* variables), the GPU is the local rank's; without a launcher the process
+//   is rank 0 of 1 and MPI is never initialized;
+// - comm_allreduce_sum of float and bf16 on small integers: exact, so it must equal the sum
+//   computed here bit for bit; comm_allreduce_avg of float and bf16 on random values: within
+//   the rounding bound (n + 1) * u * mean|x| of the float64 mean (u = 2^-24 float, 2^-8 bf16);
+//   every rank gets the same bits; guard elements after each buffer stay untouched;
+// - comm_sum_scalars and comm_mean: exact on values chosen to be exact in binary;
+// - comm_broadcast from the last rank; comm_barrier holds every rank until the slowest one
+//   (rank 0 sleeps 0.3 s first) arrives;
+// - comm_split by parity, keys reversing the order: group rank and size as MPI_Comm_split
+//   defines them, and a sum over each half equals the sum of that half's ranks;
+// - comm_replicas_agree: true on identical buffers, false when one byte of one rank differs
+//   (the last byte of an odd-sized buffer: the hash must see the zero-padded tail word).
+// Multi-rank runs need one GPU per rank, hence cpu-only; comm_single.cu includes this file to
+// run the same checks on a build without -DMULTI_GPU.
+//! cucc: -DMULTI_GPU --mpi -lnccl
+//! cpu-only
+//! run: ./prog => pass /all comm checks passed on 1 ranks \(launched: no\)/
+//! run: mpirun -np 1 ./prog => pass /all comm checks passed on 1 ranks \(launched: yes\)/
+//! run: mpirun -np 2 ./prog => pass /all comm checks passed on 2 ranks/
+//! run: mpirun -np 3 ./prog => pass /all comm checks passed on 3 ranks/
+//! run: CUCC_DEVICES=2 mpirun -np 3 ./prog => fail /rank 2 is process 3 of 3 on its node, but the node has 2 GPUs/
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <chrono>
+#include <vector>
+
+#include "../../../llmc/comm.cuh"
+
+static int failures = 0;
+static int g_rank = 0;
+
+static void expect(bool ok, const char* what, double got, double want) {
+    if (!ok) {
+        failures++;
+        printf("FAIL rank %d: %s: got %.9g, expected %.9g\n", g_rank, what, got, want);
+    }
+}
+
+static int env_int(const char* name, int fallback) {
+    const char* v = getenv(name);
+    return v ? atoi(v) : fallback;
+}
+
+// A reproducible value in [-1, 1) for (rank, index).
+static float uniform(int rank, size_t i) {
+    return (float)(hash_u32((uint32_t)i * 2654435761u ^ hash_u32((uint32_t)rank + 17u)) >> 8) / 8388608.0f - 1.0f;
+}
+
+static float to_float(float x) { return x; }
+static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Fills rank r's n elements with value(r, i), adds `guard` sentinel elements after them, runs
+// the all-reduce, and checks the result against the float64 reduction of every rank's values:
+// exactly when `exact`, else within the bound (n + 1) * u * mean|x|.
+template <class T>
+static void check_allreduce(const Comm* c, const char* what, size_t n, bool average, bool exact,
+                            double unit_roundoff, float (*value)(int, size_t)) {
+    const size_t guard = 64;
+    const T sentinel = T(-12345.0f);
+    std::vector<T> host(n + guard, sentinel);
+    for (size_t i = 0; i < n; i++) host[i] = T(value(c->rank, i));
+    T* dev;
+    CUDA_CHECK(cudaMalloc(&dev, (n + guard) * sizeof(T)));
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), (n + guard) * sizeof(T), cudaMemcpyHostToDevice));
+    if (average) comm_allreduce_avg(&c->dp, dev, n, (cudaStream_t)0);
+    else comm_allreduce_sum(&c->dp, dev, n, (cudaStream_t)0);
+    CUDA_CHECK(cudaMemcpy(host.data(), dev, (n + guard) * sizeof(T), cudaMemcpyDeviceToHost));
+    const int ranks = c->dp.size;
+    size_t bad = 0;
+    double worst_got = 0, worst_want = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0.0, abs_sum = 0.0;
+        for (int r = 0; r < ranks; r++) {
+            double x = to_float(T(value(r, i)));  // the value as rank r stored it
+            sum += x;
+            abs_sum += fabs(x);
+        }
+        const double want = average ? sum / ranks : sum;
+        const double bound = exact ? 0.0 : (ranks + 1) * unit_roundoff * abs_sum / ranks;
+        const double got = to_float(host[i]);
+        if (!(fabs(got - want) <= bound)) {
+            if (bad++ == 0) worst_got = got, worst_want = want;
+        }
+    }
+    expect(bad == 0, what, worst_got, worst_want);
+    size_t touched = 0;
+    for (size_t i = n; i < n + guard; i++) touched += to_float(host[i]) != to_float(sentinel);
+    expect(touched == 0, "guard elements after the buffer untouched", (double)touched, 0);
+    uint64_t* hashes = (uint64_t*)MALLOC_CHECK(ranks * sizeof(uint64_t));
+    expect(comm_replicas_agree(&c->dp, dev, n * sizeof(T), hashes, (cudaStream_t)0),
+           "every rank has the same result bits", 0, 1);
+    free(hashes);
+    CUDA_CHECK(cudaFree(dev));
+}
+
+static float small_integer(int rank, size_t i) { return (float)((int)(i % 17) - 8 + (rank % 3)); }
+static float random_value(int rank, size_t i) { return uniform(rank, i); }
+
+static void check_scalars(const Comm* c) {
+    const int n = c->dp.size;
+    double v[3] = {1.0 * c->rank, 0.5, -0.25 * c->rank};
+    comm_sum_scalars(&c->dp, v, 3);
+    const double ranks_sum = n * (n - 1) / 2.0;
+    expect(v[0] == ranks_sum, "comm_sum_scalars [0]", v[0], ranks_sum);
+    expect(v[1] == 0.5 * n, "comm_sum_scalars [1]", v[1], 0.5 * n);
+    expect(v[2] == -0.25 * ranks_sum, "comm_sum_scalars [2]", v[2], -0.25 * ranks_sum);
+    const double mean = comm_mean(&c->dp, c->rank + 0.25);
+    expect(mean == (n - 1) / 2.0 + 0.25, "comm_mean", mean, (n - 1) / 2.0 + 0.25);
+}
+
+static void check_broadcast_and_barrier(const Comm* c) {
+    const int root = c->dp.size - 1;
+    char text[37];
+    memset(text, 0, sizeof(text));
+    snprintf(text, sizeof(text), "rank %d says hello", c->rank);
+    comm_broadcast(&c->dp, text, sizeof(text), root);
+    char want[37];
+    memset(want, 0, sizeof(want));
+    snprintf(want, sizeof(want), "rank %d says hello", root);
+    expect(memcmp(text, want, sizeof(want)) == 0, "comm_broadcast from the last rank", 0, 1);
+
+    comm_barrier(&c->dp);
+    auto start = std::chrono::steady_clock::now();
+    if (c->rank == 0) usleep(300000);
+    comm_barrier(&c->dp);
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    expect(waited >= 0.25, "comm_barrier waits for the slowest rank (seconds)", waited, 0.3);
+}
+
+static void check_split(const Comm* c) {
+    const int n = c->dp.size, color = c->rank % 2;
+    CommGroup half;
+    comm_split(&c->dp, color, -c->rank, &half);
+    // Members: the ranks of my parity; keys reverse them, so the highest parent rank is rank 0.
+    int size = 0, rank = 0;
+    float members_sum = 0.0f;
+    for (int r = 0; r < n; r++) {
+        if (r % 2 != color) continue;
+        size++;
+        members_sum += (float)r;
+        if (r > c->rank) rank++;
+    }
+    expect(half.size == size, "comm_split group size", half.size, size);
+    expect(half.rank == rank, "comm_split group rank", half.rank, rank);
+    float* dev;
+    const float mine = (float)c->rank;
+    CUDA_CHECK(cudaMalloc(&dev, sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(dev, &mine, sizeof(float), cudaMemcpyHostToDevice));
+    comm_allreduce_sum(&half, dev, 1, (cudaStream_t)0);
+    float got;
+    CUDA_CHECK(cudaMemcpy(&got, dev, sizeof(float), cudaMemcpyDeviceToHost));
+    expect(got == members_sum, "sum of the parent ranks over a split group", got, members_sum);
+    expect(comm_mean(&half, 1.0) == 1.0, "comm_mean over a split group", comm_mean(&half, 1.0), 1.0);
+    CUDA_CHECK(cudaFree(dev));
+    comm_group_free(&half);
+}
+
+static void check_replicas(const Comm* c) {
+    const int n = c->dp.size;
+    const size_t bytes = 12345;  // odd: the hash pads the last word
+    std::vector<uint8_t> host(bytes);
+    for (size_t i = 0; i < bytes; i++) host[i] = (uint8_t)(i * 7 + 3);
+    uint8_t* dev;
+    CUDA_CHECK(cudaMalloc(&dev, bytes));
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
+    std::vector<uint64_t> same(n), changed(n);
+    expect(comm_replicas_agree(&c->dp, dev, bytes, same.data(), (cudaStream_t)0), "replicas agree", 0, 1);
+    for (int r = 1; r < n; r++) expect(same[r] == same[0], "equal buffers hash equally", (double)r, 0);
+    if (c->rank == n - 1) host[bytes - 1] ^= 1;
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
+    const bool agree = comm_replicas_agree(&c->dp, dev, bytes, changed.data(), (cudaStream_t)0);
+    expect(agree == (n == 1), "one flipped bit on the last rank is seen", agree, n == 1);
+    expect(changed[n - 1] != same[n - 1], "the last rank's hash changed with its last byte", 0, 1);
+    for (int r = 0; r < n - 1; r++) expect(changed[r] == same[r], "other ranks' hashes unchanged", (double)r, 0);
+    CUDA_CHECK(cudaFree(dev));
+}
+
+int main(int argc, char** argv) {
+    Comm c;
+    comm_init(&c, argc, argv);
+    g_rank = c.rank;
+    const int launched_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
+#ifdef MULTI_GPU
+    const bool launched = launched_world > 0;
+    const char* build = "";
+    int mpi_initialized = 0;
+    MPI_CHECK(MPI_Initialized(&mpi_initialized));
+    expect(mpi_initialized == launched, "MPI initialized exactly when launched", mpi_initialized, launched);
+#else
+    const bool launched = false;  // a single-process build never starts MPI
+    const char* build = ", single-process build";
+#endif
+    expect(c.launched == launched, "launched", c.launched, launched);
+    expect(c.world == (launched ? launched_world : 1), "world", c.world, launched ? launched_world : 1);
+    expect(c.rank == env_int("OMPI_COMM_WORLD_RANK", 0), "rank", c.rank, env_int("OMPI_COMM_WORLD_RANK", 0));
+    const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    expect(c.local_rank == local_rank, "local rank", c.local_rank, local_rank);
+    expect(c.local_world == env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1), "local world", c.local_world,
+           env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
+    expect(c.dp.rank == c.rank && c.dp.size == c.world, "dp group spans every rank", c.dp.size, c.world);
+    int device = -1;
+    CUDA_CHECK(cudaGetDevice(&device));
+    expect(device == local_rank, "device = local rank", device, local_rank);
+
+    const size_t n = 100003;  // not a multiple of anything NCCL splits on
+    check_allreduce<float>(&c, "float sum of small integers (exact)", n, false, true, 0.0, small_integer);
+    check_allreduce<__nv_bfloat16>(&c, "bf16 sum of small integers (exact)", n, false, true, 0.0, small_integer);
+    check_allreduce<float>(&c, "float average within (n+1) u mean|x|", n, true, false, 0x1p-24, random_value);
+    check_allreduce<__nv_bfloat16>(&c, "bf16 average within (n+1) u mean|x|", n, true, false, 0x1p-8, random_value);
+    check_scalars(&c);
+    check_broadcast_and_barrier(&c);
+    check_split(&c);
+    check_replicas(&c);
+
+    const int world = c.world;
+    comm_destroy(&c);
+    if (failures) {
+        printf("%d comm checks FAILED on rank %d\n", failures, g_rank);
+        return 1;
+    }
+    if (g_rank == 0)
+        printf("all comm checks passed on %d ranks (launched: %s%s)\n", world, launched ? "yes" : "no", build);
+    return 0;
+}
