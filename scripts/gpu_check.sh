@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh OUTDIR: the checks that need a real GPU, in one run of under 5 minutes on a
-# machine with one H200 and no network. Each part is time-boxed and logs to OUTDIR:
-#   1. build for sm_90a only: the trainer (make) and the dev/cuda kernel harnesses
+# machine with one H200 and no network. Each part is time-boxed (its own box, cut to what is left of
+# the whole-run budget) and logs to OUTDIR. The parts, most valuable first, so that a slow part
+# can only starve the ones after it:
+#   1. build for sm_90a only, side by side on the 16 cores: the trainer (make), the dev/cuda kernel
+#      harnesses, a compile of train_gpt.cu with `-Xptxas -v` (registers, spills and shared memory
+#      of every attention kernel go into the summary), and, when nccl.h and mpi.h exist,
+#      dev/cpu/tests/comm_collectives.cu against the real NCCL and MPI
 #   2. GPT-2 124M (12 layers, 12 heads, 768 wide, vocab 50257, seq 1024) trained in bf16 on
 #      random tokens for ~30 steps: ms/step, tokens/s and MFU, averaged over the steps after the
 #      first few (warmup)
 #   3. the test suite natively (scripts/run_tests.py --native, plus --gpt when PyTorch is
 #      installed: the trainer-vs-PyTorch checks need torch for reference.py and
 #      check_reference.py; without it they are skipped and the summary says so)
-#   4. every dev/cuda harness: full-size correctness checks (bf16 and fp32 builds) and the
+#   4. the real cuBLASLt against the CPU one's assumptions: the suite's verdicts on
+#      cublaslt_matmul.cu and cublaslt_errors.cu, then their binaries again for the worst
+#      error/bound ratio of each matmul part and every status marked [expected]
+#   5. real MPI + NCCL on one GPU (multi-GPU builds only): a small training run under
+#      `mpirun -np 1` must log the same losses and parameter hash as the same run without mpirun,
+#      and comm_collectives passes its single-rank cases (it is cpu-only in the suite because its
+#      multi-rank cases need a GPU per rank)
+#   6. every dev/cuda harness: full-size correctness checks (bf16 and fp32 builds) and the
 #      benchmarks (bf16 build)
+#   7. the end-to-end test on the GPU build (scripts/test_e2e.py --bin-dir .), judged by its
+#      resume and crash checks (bit-exact resume); taken from the suite's run when --gpt ran it,
+#      skipped when less than E2E_NEED_S seconds of the budget are left
 # OUTDIR/summary.txt gets the results and the table printed at the end; raw logs sit next to it.
 # Environment: CUDA_HOME (default /usr/local/cuda), TRAIN_BATCH (sequences per step, default 8),
 # TRAIN_STEPS (default 30), DEADLINE_S (whole-run budget in seconds, default 290).
+# Dry run without a GPU: point CUDA_HOME at a folder whose bin/ holds stand-ins (nvidia-smi, nvcc,
+# make, mpirun; it goes first on PATH) and include/ the toolkit's headers.
 # Exit status 0 only when every part ran and passed.
 set -uo pipefail
 
@@ -27,11 +44,13 @@ cd "$ROOT" || exit 1
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA_HOME/bin:$PATH"
-GPU_ARCH="-gencode arch=compute_90a,code=sm_90a"
+GENCODE=(-gencode "arch=compute_90a,code=sm_90a")
+GPU_ARCH="${GENCODE[*]}"
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_STEPS=${TRAIN_STEPS:-30}
 DEADLINE_S=${DEADLINE_S:-290}
 HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw"
+E2E_NEED_S=60  # the least time left with which the end-to-end test is started
 SUMMARY="$OUT/summary.txt"
 START=$(date +%s)
 : >"$SUMMARY"
@@ -100,21 +119,79 @@ if [ -z "$nccl_h" ] || [ -z "$mpi_h" ]; then
     MULTI=(NO_MULTI_GPU=1)
     log "build: single-GPU (NO_MULTI_GPU=1): nccl.h ${nccl_h:-missing}, mpi.h ${mpi_h:-missing}"
 fi
-# The trainer's four binaries and the twelve harnesses build side by side on the 16 cores.
+mkdir -p build/gpu || exit 1
+# The trainer's four binaries, the twelve harnesses and the two single-file compiles build side by
+# side on the 16 cores; each background subshell hands its RC back as its exit status.
 (
     run "build trainer" 180 "$OUT/build_trainer.log" make -j16 GPU_ARCH="$GPU_ARCH" ${MULTI[@]+"${MULTI[@]}"} all
     exit "$RC"
 ) &
 pid_trainer=$!
+# The Makefile's flags without -DMULTI_GPU, which changes no kernel; the object is thrown away.
+(
+    run "ptxas -v" 120 "$OUT/ptxas_train_gpt.log" nvcc -O3 -std=c++17 "${GENCODE[@]}" -Xptxas -v \
+        -c train_gpt.cu -o build/gpu/train_gpt_ptxas.o
+    exit "$RC"
+) &
+pid_ptxas=$!
+pid_comm=""
+if [ ${#MULTI[@]} -eq 0 ]; then
+    (
+        run "build comm_collectives" 120 "$OUT/build_comm_collectives.log" nvcc -ccbin mpicxx -O2 -std=c++17 \
+            "${GENCODE[@]}" -DMULTI_GPU dev/cpu/tests/comm_collectives.cu -o build/gpu/comm_collectives -lnccl
+        exit "$RC"
+    ) &
+    pid_comm=$!
+fi
 run "build dev/cuda" 180 "$OUT/build_dev_cuda.log" make -j16 -C dev/cuda GPU_ARCH="$GPU_ARCH" all
 RC_DEVCUDA=$RC
 wait "$pid_trainer"
 RC_TRAINER=$?
-# (the background subshell's RC reaches this shell only as its exit status)
+wait "$pid_ptxas"
+RC_PTXAS=$?
+RC_COMM=125
+if [ -n "$pid_comm" ]; then
+    wait "$pid_comm"
+    RC_COMM=$?
+fi
 SECS=$(($(date +%s) - START))
 row "build trainer" "$(status_of "$RC_TRAINER")" "$SECS" "make all $GPU_ARCH${MULTI[*]+ ${MULTI[*]}}"
 row "build dev/cuda" "$(status_of "$RC_DEVCUDA")" "$SECS" "make -C dev/cuda"
 log "build: trainer $(status_of "$RC_TRAINER"), dev/cuda $(status_of "$RC_DEVCUDA") ($SECS s; logs build_*.log)"
+
+# Registers, spills and shared memory of the attention kernels, from ptxas's report: each kernel's
+# "Compiling entry function 'NAME'" line is followed by its stack/spill line and its "Used" line.
+attention_lines=()
+if [ "$RC_PTXAS" -eq 0 ]; then
+    while IFS= read -r line; do attention_lines+=("$line"); done < <(awk '
+        /Compiling entry function/ { name = $0; sub(/^[^\047]*\047/, "", name); sub(/\047.*/, "", name)
+                                      stack = spst = spld = 0 }
+        /Function properties for/ { own = ($NF == name) }  # not those of a called function
+        /bytes stack frame/ && own { stack = $1; spst = $5; spld = $9 }
+        /Used [0-9]+ registers/ && name ~ /attention/ {
+            regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
+            smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART); sub(/ .*/, "", smem) }
+            printf "%s %s registers, %s B spill stores, %s B spill loads, %s B stack, %s B smem%s\n",
+                   name, regs, spst, spld, stack, smem, (spst + spld > 0) ? "  SPILLS" : ""
+            name = "" }' "$OUT/ptxas_train_gpt.log")
+fi
+# names demangled (attention_forward_kernel<64>) where c++filt exists
+if [ ${#attention_lines[@]} -gt 0 ] && command -v c++filt >/dev/null 2>&1; then
+    for i in "${!attention_lines[@]}"; do
+        read -r mangled rest <<<"${attention_lines[$i]}"
+        attention_lines[i]="$(c++filt -p "$mangled" | sed 's/^void //'): $rest"
+    done
+fi
+if [ "$RC_PTXAS" -ne 0 ]; then
+    row "attention ptxas -v" "$(status_of "$RC_PTXAS")" "$SECS" "nvcc -Xptxas -v failed (log ptxas_train_gpt.log)"
+elif [ ${#attention_lines[@]} -eq 0 ]; then
+    row "attention ptxas -v" FAIL "$SECS" "no kernel named *attention* in ptxas's report (log ptxas_train_gpt.log)"
+else
+    spilling=$(printf '%s\n' "${attention_lines[@]}" | grep -c 'SPILLS$')
+    row "attention ptxas -v" ok "$SECS" "${#attention_lines[@]} attention kernels, $spilling spilling"
+fi
+log "attention kernels, sm_90a (nvcc -O3 -Xptxas -v; log ptxas_train_gpt.log):"
+for line in ${attention_lines[@]+"${attention_lines[@]}"}; do log "  $line"; done
 
 # ---------------------------------------------------------------------------------------------
 # 2. GPT-2 124M in bf16 on random tokens (before the suite, so the deadline cannot starve it).
@@ -175,7 +252,125 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 4. Kernel harnesses: full checks in both precisions, benchmarks in bf16.
+# 4. The real cuBLASLt against what the CPU one assumes: the suite's verdicts, then the binaries it
+# built once more for what a passing run does not print (the suite shows output only on failure).
+t_part=$(date +%s)
+lt_rc=0
+lt_notes=()
+# keeps the first failure; a failure outranks "skipped"
+lt_fold() { if [ "$lt_rc" -eq 0 ] || [ "$lt_rc" -eq 125 ]; then [ "$1" -ne 0 ] && lt_rc=$1; fi; }
+lt_verdicts=$(grep -E '^(PASS|FAIL)  dev/cpu/tests/cublaslt_(matmul|errors)\.cu' "$OUT/tests.log" 2>/dev/null)
+if [ -z "$lt_verdicts" ]; then
+    lt_rc=125
+    lt_notes+=("no cublaslt_matmul/cublaslt_errors verdicts in tests.log")
+else
+    log "cuBLASLt, the suite's verdicts:"
+    while IFS= read -r line; do log "  $line"; done <<<"$lt_verdicts"
+    grep -q '^FAIL' <<<"$lt_verdicts" && lt_rc=1
+fi
+for part in layouts epilogues stream; do
+    [ -x build/gpu/tests/cublaslt_matmul ] || break
+    run "cublaslt_matmul $part" 30 "$OUT/cublaslt_matmul_$part.log" build/gpu/tests/cublaslt_matmul --part "$part"
+    lt_fold "$RC"
+    # case lines end "max err/tol R (err E, tol T)"; the worst R says how close the real library
+    # comes to the CPU runtime's error bound
+    lt_notes+=("$part: $(awk '/max err\/tol/ { for (i = 1; i < NF; i++) if ($i == "err/tol" && $(i + 1) + 0 > w) w = $(i + 1) + 0; n++ }
+                          END { printf "%d cases, worst err/tol %.3f", n, w }' "$OUT/cublaslt_matmul_$part.log")")
+done
+if [ -x build/gpu/tests/cublaslt_errors ]; then
+    run "cublaslt_errors" 30 "$OUT/cublaslt_errors.log" build/gpu/tests/cublaslt_errors
+    lt_fold "$RC"
+    # lines "ok   WHAT" or "FAIL WHAT", WHAT naming the call, then "[expected] ..."
+    expected_ok=$(grep -F '[expected]' "$OUT/cublaslt_errors.log" | grep -c '^ok ')
+    expected_fail=$(grep -F '[expected]' "$OUT/cublaslt_errors.log" | grep -c '^FAIL ')
+    lt_notes+=("[expected] statuses: $expected_ok confirmed, $expected_fail contradicted")
+    log "cuBLASLt statuses marked [expected] (what the CPU cuBLASLt assumes the real one returns):"
+    grep -F '[expected]' "$OUT/cublaslt_errors.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+fi
+if [ ! -x build/gpu/tests/cublaslt_matmul ] || [ ! -x build/gpu/tests/cublaslt_errors ]; then
+    lt_notes+=("build/gpu/tests/cublaslt_* not built")
+    lt_fold 1
+fi
+lt_detail=$(IFS=';'; echo "${lt_notes[*]}")
+row "cuBLASLt real vs CPU" "$(status_of "$lt_rc")" "$(($(date +%s) - t_part))" "${lt_detail//;/; }"
+log "cuBLASLt: $(status_of "$lt_rc"): ${lt_detail//;/; } (logs cublaslt_*.log)"
+
+# ---------------------------------------------------------------------------------------------
+# 5. Real MPI + NCCL, one rank on the one GPU. A one-rank NCCL all-reduce copies its input, so the
+# run under mpirun must match the plain run bit for bit: same losses and norms, same hash.
+# matches REGEX FILE: FILE's text matches the Python regex (the syntax of the //! directives).
+matches() {
+    python3 -c 'import re, sys; sys.exit(0 if re.search(sys.argv[1], open(sys.argv[2], errors="replace").read(), re.M) else 1)' "$1" "$2"
+}
+# the regex of the //! run: line of comm_collectives.cu whose command is exactly $1
+comm_regex() {
+    awk -v head="//! run: $1 => pass /" 'index($0, head) == 1 {
+        $0 = substr($0, length(head) + 1); sub(/\/[ \t]*$/, ""); print; exit }' dev/cpu/tests/comm_collectives.cu
+}
+# a step line without its timing: "step N/M | loss L | lr R | norm G"
+steps_of() { sed -nE 's/^(step +[0-9]+\/[0-9]+ \| loss [^|]+\| lr [^|]+\| norm [^|]+)\|.*/\1/p' "$1"; }
+hash_of() { grep -oE '^parameter hash [0-9a-f]+ on each of 1 ranks' "$1"; }
+SMALL_ARGS=(--vocab 256 --layers 2 --heads 2 --embd 64 --seq 32 --steps 5 --batch 4)
+if [ ${#MULTI[@]} -ne 0 ]; then
+    row "MPI+NCCL" SKIPPED 0 "single-GPU build (nccl.h or mpi.h missing)"
+    log "MPI+NCCL: SKIPPED: the build is single-GPU"
+elif ! command -v mpirun >/dev/null 2>&1; then
+    row "MPI+NCCL" SKIPPED 0 "no mpirun on PATH"
+    log "MPI+NCCL: SKIPPED: no mpirun on PATH"
+else
+    if [ "$RC_TRAINER" -ne 0 ]; then
+        row "train under mpirun -np 1" SKIPPED 0 "./train_gpt was not built"
+    else
+        run "train, one process" 60 "$OUT/mpi_train_plain.log" ./train_gpt "${SMALL_ARGS[@]}"
+        rc_plain=$RC
+        secs_plain=$SECS
+        run "train, mpirun -np 1" 60 "$OUT/mpi_train_mpirun.log" mpirun --allow-run-as-root -np 1 ./train_gpt "${SMALL_ARGS[@]}"
+        rc_mpi=$RC
+        hash_plain=$(hash_of "$OUT/mpi_train_plain.log")
+        hash_mpi=$(hash_of "$OUT/mpi_train_mpirun.log")
+        if [ "$rc_plain" -ne 0 ]; then
+            rc_pair=$rc_plain; pair_detail="the plain run failed (log mpi_train_plain.log)"
+        elif [ "$rc_mpi" -ne 0 ]; then
+            rc_pair=$rc_mpi; pair_detail="the mpirun run failed (log mpi_train_mpirun.log)"
+        elif [ -z "$hash_plain" ] || [ "$hash_plain" != "$hash_mpi" ]; then
+            rc_pair=1; pair_detail="hashes differ: '${hash_plain:-none}' vs '${hash_mpi:-none}'"
+        elif [ "$(steps_of "$OUT/mpi_train_plain.log")" != "$(steps_of "$OUT/mpi_train_mpirun.log")" ] ||
+             [ "$(steps_of "$OUT/mpi_train_plain.log" | wc -l)" -ne 5 ]; then
+            rc_pair=1; pair_detail="same hash, but the step lines (loss, lr, norm) differ or are not 5"
+        else
+            rc_pair=0; pair_detail="5 steps with equal losses and norms, ${hash_plain% on each*} in both"
+        fi
+        row "train under mpirun -np 1" "$(status_of "$rc_pair")" "$((secs_plain + SECS))" "$pair_detail"
+        log "MPI+NCCL train: $(status_of "$rc_pair"): $pair_detail (./train_gpt ${SMALL_ARGS[*]}, plain and under mpirun -np 1)"
+    fi
+    if [ "$RC_COMM" -ne 0 ]; then
+        row "comm_collectives" "$(status_of "$RC_COMM")" 0 "native build failed (log build_comm_collectives.log)"
+        log "MPI+NCCL comm_collectives: the native build $(status_of "$RC_COMM") (log build_comm_collectives.log)"
+    else
+        for launch in plain mpirun; do
+            if [ "$launch" = plain ]; then
+                directive="./prog"; cmd=(build/gpu/comm_collectives)
+            else
+                directive="mpirun -np 1 ./prog"; cmd=(mpirun --allow-run-as-root -np 1 build/gpu/comm_collectives)
+            fi
+            want=$(comm_regex "$directive")
+            run "comm_collectives $launch" 60 "$OUT/comm_collectives_$launch.log" "${cmd[@]}"
+            if [ -z "$want" ]; then
+                detail="comm_collectives.cu has no '//! run: $directive => pass /.../' line"; [ "$RC" -eq 0 ] && RC=1
+            elif [ "$RC" -eq 0 ] && ! matches "$want" "$OUT/comm_collectives_$launch.log"; then
+                detail="output does not match /$want/"; RC=1
+            else
+                detail=$(grep -E 'comm checks' "$OUT/comm_collectives_$launch.log" | tail -n 1)
+            fi
+            row "comm_collectives $launch" "$(status_of "$RC")" "$SECS" "${detail:-no verdict line}"
+            log "MPI+NCCL comm_collectives ($directive): $(status_of "$RC"): ${detail:-no verdict line}"
+            [ "$RC" -ne 0 ] && grep -E '^FAIL|rror' "$OUT/comm_collectives_$launch.log" | head -n 5 | tee -a "$SUMMARY"
+        done
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 6. Kernel harnesses: full checks in both precisions, benchmarks in bf16.
 BENCH_LINES=()
 for h in $HARNESSES; do
     for build in "" _fp32; do
@@ -199,6 +394,37 @@ done
 log ""
 log "kernel benchmarks (bf16 build; logs dev_cuda_*.log):"
 for line in ${BENCH_LINES[@]+"${BENCH_LINES[@]}"}; do log "  $line"; done
+
+# ---------------------------------------------------------------------------------------------
+# 7. End to end on the GPU build, judged by the checks of bit-exact resume (after SIGKILL, and
+# after a kill during a checkpoint write). Without PyTorch its PyTorch comparison fails: listed,
+# but not this part's verdict.
+e2e_suite=$(grep -E '^(PASS|FAIL)  scripts/test_e2e\.py' "$OUT/tests.log" 2>/dev/null | tail -n 1)
+left=$(budget "$DEADLINE_S")
+if [ -n "$e2e_suite" ]; then
+    case "$e2e_suite" in PASS*) RC=0 ;; *) RC=1 ;; esac
+    row "resume (test_e2e)" "$(status_of "$RC")" 0 "ran in the suite (--gpt): $e2e_suite"
+    log "resume: the suite ran scripts/test_e2e.py: $e2e_suite (tests.log)"
+elif [ "$RC_TRAINER" -ne 0 ]; then
+    row "resume (test_e2e)" SKIPPED 0 "the trainer did not build"
+    log "resume: SKIPPED (the trainer did not build)"
+elif [ "$left" -lt "$E2E_NEED_S" ]; then
+    row "resume (test_e2e)" SKIPPED 0 "needs ${E2E_NEED_S} s, $left s of the budget left"
+    log "resume: SKIPPED: scripts/test_e2e.py needs at least ${E2E_NEED_S} s, only $left s of the ${DEADLINE_S} s budget are left"
+else
+    run "test_e2e" 120 "$OUT/e2e.log" python3 scripts/test_e2e.py --bin-dir .
+    resume_pass=$(grep -cE '^PASS  (resume|crash)' "$OUT/e2e.log")
+    resume_fail=$(grep -cE '^FAIL  (resume|crash)' "$OUT/e2e.log")
+    others=$(grep -E '^FAIL  ' "$OUT/e2e.log" | grep -vE '^FAIL  (resume|crash)' | sed -E 's/^FAIL  ([^:]*).*/\1/' | paste -sd ';' -)
+    case "$RC" in
+        0 | 124 | 125) ;;
+        *) if [ "$resume_fail" -eq 0 ] && [ "$resume_pass" -gt 0 ]; then RC=0; else RC=1; fi ;;
+    esac
+    detail="resume/crash checks: $resume_pass passed, $resume_fail failed${others:+; other failed checks: ${others//;/, }}"
+    row "resume (test_e2e)" "$(status_of "$RC")" "$SECS" "$detail"
+    log "resume: $(status_of "$RC"): $detail (log e2e.log)"
+    grep -E '^FAIL' "$OUT/e2e.log" | tee -a "$SUMMARY"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # The table, last.
