@@ -1,5 +1,5 @@
 /*
-train_gpt.cu: trains a GPT-2-style language model on one GPU, in one readable file.
+train_gpt.cu: trains a GPT-2-style language model on one GPU or many, in one readable file.
 
 It holds, top to bottom: the model configuration; the layout of the parameter and activation
 buffers; every layer's forward and backward kernel (embedding, layernorm, flash-style causal
@@ -9,6 +9,12 @@ text samples, checkpoints, the log, the command line, and a --sample mode that g
 from a checkpoint. Matrix multiplies go to cuBLASLt (llmc/matmul.cuh), the optimizer kernels
 live in llmc/adamw.cuh; data, tokenizer, checkpoint files and the log have a header each in
 llmc/.
+
+Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU and reads its own part
+of each global batch (llmc/comm.cuh). The gradients are averaged over the ranks before the
+norm, clipping and AdamW read them, so every rank takes the same step and keeps bit-identical
+parameters (checked by a hash at the end); printed losses are the global batch's. Only rank 0
+prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0 picks.
 
 Resuming: a checkpoint holds everything the step depends on (weights, master weights, AdamW
 state and step count, the rounding seed, the loader's position, the generators), so a run that
@@ -48,6 +54,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/logger.h"      // the JSONL training log
+#include "llmc/comm.cuh"      // ranks (MPI launch) and the NCCL all-reduce of data parallelism
 
 // =============================================================================================
 // Configuration
@@ -76,6 +83,8 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
         snprintf(msg, len, "head size --embd/--heads = %d/%d = %d is not supported (32, 64 or 128)",
                  c->channels, c->heads, hs);
     else if (B < 1) snprintf(msg, len, "--batch must be >= 1 (got %d)", B);
+    else if (B > 65535)  // attention's grid has one z index per sequence; gridDim.z <= 65535
+        snprintf(msg, len, "--batch must be <= 65535 (got %d)", B);
     else if (T < 1) snprintf(msg, len, "--seq must be >= 1 (got %d)", T);
     else if (c->context < T)
         snprintf(msg, len, "--seq %d is longer than the model's context %d (--context)", T, c->context);
@@ -486,10 +495,11 @@ __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, cons
 //   partials[(chunk*2 + 0)*C + c] = sum dout * xhat   (only when inp != nullptr)
 //   partials[(chunk*2 + 1)*C + c] = sum dout
 // with xhat = (inp - mean) * rstd. Threads of a warp read consecutive columns (coalesced).
+// The grid is (chunks, column blocks): gridDim.x has room for any N.
 __global__ void column_partials_kernel(float* partials, const floatX* dout, const floatX* inp,
                                        const float* mean, const float* rstd, int N, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    const int chunk = blockIdx.y;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    const int chunk = blockIdx.x;
     if (c >= C) return;
     const int row_end = min(N, (chunk + 1) * COLUMN_CHUNK);
     float sum_dx = 0.0f, sum_d = 0.0f;
@@ -502,16 +512,29 @@ __global__ void column_partials_kernel(float* partials, const floatX* dout, cons
     partials[((size_t)chunk * 2 + 1) * C + c] = sum_d;
 }
 
-// Adds the chunks' partial sums in chunk order: dweight[c] += slot 0 (if dweight is given),
-// dbias[c] += slot 1. One thread per column.
+// Adds up the chunks' partial sums: dweight[c] += slot 0 (if dweight is given), dbias[c] +=
+// slot 1. A block owns 32 columns (lane = column, so a warp reads 32 consecutive floats) and
+// COLUMN_FINISH_WARPS warps: warp w sums chunks w, w + COLUMN_FINISH_WARPS, ... in order, then
+// warp 0 adds the warps' sums in warp order. The order depends only on N.
+constexpr int COLUMN_FINISH_WARPS = 8;
+
 __global__ void column_finish_kernel(floatX* dweight, floatX* dbias, const float* partials,
                                      int n_chunks, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    __shared__ float warp_sums[2][COLUMN_FINISH_WARPS][32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int c = blockIdx.x * 32 + lane;
     float sum_dx = 0.0f, sum_d = 0.0f;
-    for (int chunk = 0; chunk < n_chunks; chunk++) {
+    for (int chunk = warp; c < C && chunk < n_chunks; chunk += COLUMN_FINISH_WARPS) {
         if (dweight) sum_dx += partials[((size_t)chunk * 2 + 0) * C + c];
         sum_d += partials[((size_t)chunk * 2 + 1) * C + c];
+    }
+    warp_sums[0][warp][lane] = sum_dx;
+    warp_sums[1][warp][lane] = sum_d;
+    __syncthreads();  // every warp's sums are in shared memory
+    if (warp != 0 || c >= C) return;
+    for (int w = 1; w < COLUMN_FINISH_WARPS; w++) {
+        sum_dx += warp_sums[0][w][lane];
+        sum_d += warp_sums[1][w][lane];
     }
     if (dweight) dweight[c] = (floatX)((float)dweight[c] + sum_dx);
     dbias[c] = (floatX)((float)dbias[c] + sum_d);
@@ -523,10 +546,11 @@ inline void column_sums(floatX* dweight, floatX* dbias, float* partials, const f
                         cudaStream_t stream) {
     const int block = 128;
     const int n_chunks = (int)ceil_div(N, COLUMN_CHUNK);
-    column_partials_kernel<<<dim3((unsigned)ceil_div(C, block), n_chunks), block, 0, stream>>>(
+    column_partials_kernel<<<dim3(n_chunks, (unsigned)ceil_div(C, block)), block, 0, stream>>>(
         partials, dout, dweight ? inp : nullptr, mean, rstd, N, C);
     CUDA_CHECK_LAUNCH();
-    column_finish_kernel<<<(int)ceil_div(C, block), block, 0, stream>>>(dweight, dbias, partials, n_chunks, C);
+    column_finish_kernel<<<(int)ceil_div(C, 32), 32 * COLUMN_FINISH_WARPS, 0, stream>>>(
+        dweight, dbias, partials, n_chunks, C);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -544,185 +568,249 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 // ---------------------------------------------------------------------------------------------
 // Causal self-attention, flash style: no (T,T) matrix ever reaches global memory.
 // qkv is (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS; the output
-// is (B,T,C) with head h at columns h*HS. A block of ATT_BLOCK threads owns ATT_BLOCK
-// consecutive rows (queries in the forward and dQ passes, keys in the dK/dV pass) of one
-// (batch, head); each thread keeps its row and its accumulators in registers. The other side
-// streams through shared memory in tiles of ATT_TILE rows, loaded by the whole block between
-// two barriers. Every thread of a warp reads the same shared-memory row (a broadcast).
+// is (B,T,C) with head h at columns h*HS. A block of ATT_THREADS threads owns consecutive rows
+// (queries in the forward and dQ passes, keys in the dK/dV pass) of one (batch, head).
+// A row belongs to a group of G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane g of the
+// group owns the 16-byte packs g, g + G, ... of the row (ATT_LANE_DIMS of the HS dimensions)
+// and keeps its part of the row and of the row's accumulators in registers, so a group reads
+// and writes a row with contiguous 128-bit accesses. A dot product of two rows is the sum of
+// the G lanes' partial sums, added by an xor butterfly inside the group, which leaves the same
+// bits in every lane of the group. The other side (keys and values, or queries and output
+// gradients) streams through shared memory in tiles of ATT_TILE rows, kept as floatX (half the
+// space of floats) and copied in 16-byte packs by the whole block between two barriers; the
+// lanes of a group read consecutive packs of a tile row and every group of a warp reads the
+// same tile row (a broadcast), so the reads have no bank conflicts.
 
-constexpr int ATT_BLOCK = 64;
-constexpr int ATT_TILE = 32;
+constexpr int ATT_THREADS = 256;   // threads per block
+constexpr int ATT_TILE = 32;       // rows of a shared-memory tile
 
-// Forward: online softmax per query row. Writes out and lse = log(sum_s exp(score_s)) (scores
-// include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities.
+// ATT_LANE_DIMS: dimensions of a row owned by one lane. On a GPU 16 keeps every attention kernel
+// under 128 registers with no spills (several blocks per SM). Under the CPU runtime each shuffle
+// of the butterfly is a switch between fibers, so there rows are split half as finely (32),
+// which makes attention about 2.5x faster there; the dev/cuda attention harnesses build with
+// -DATT_LANE_DIMS=16 so the GPU's choice is checked on the CPU too.
+#ifndef ATT_LANE_DIMS
+#ifdef __CUCC__
+#define ATT_LANE_DIMS 32
+#else
+#define ATT_LANE_DIMS 16
+#endif
+#endif
+
+// How the threads of a block map onto rows for head size HS.
 template <int HS>
-__global__ void attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
-    __shared__ float k_tile[ATT_TILE][HS];
-    __shared__ float v_tile[ATT_TILE][HS];
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
-    const int q_first = blockIdx.x * ATT_BLOCK, t = q_first + threadIdx.x;
-    const bool active = t < T;
-    const floatX* base = qkv + (size_t)b * T * 3 * C;
-    const float scale = 1.0f / sqrtf((float)HS);
-    float q[HS], o[HS];
-    for (int d = 0; d < HS; d++) {
-        q[d] = active ? (float)base[(size_t)t * 3 * C + h * HS + d] * scale : 0.0f;
-        o[d] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-    const int last_key = min(q_first + ATT_BLOCK, T) - 1;  // the block's last query sees keys 0..last_key
-    for (int k_first = 0; k_first <= last_key; k_first += ATT_TILE) {
-        __syncthreads();  // every thread is done with the previous tile
-        for (int i = threadIdx.x; i < ATT_TILE * HS; i += ATT_BLOCK) {
-            int j = i / HS, d = i % HS, s = k_first + j;
-            k_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + C + h * HS + d] : 0.0f;
-            v_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + 2 * C + h * HS + d] : 0.0f;
-        }
-        __syncthreads();  // the tile is loaded
-        const int visible = active ? min(ATT_TILE, t - k_first + 1) : 0;  // keys <= t in this tile
-        if (visible <= 0) continue;
-        float score[ATT_TILE];
-        float tile_max = -INFINITY;
-        for (int j = 0; j < ATT_TILE; j++) {
-            if (j >= visible) break;
-            float s = 0.0f;
-            for (int d = 0; d < HS; d++) s += q[d] * k_tile[j][d];
-            score[j] = s;
-            tile_max = fmaxf(tile_max, s);
-        }
-        const float m_new = fmaxf(m, tile_max);
-        const float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
-        l *= correction;
-        for (int d = 0; d < HS; d++) o[d] *= correction;
-        for (int j = 0; j < visible; j++) {
-            float p = expf(score[j] - m_new);
-            l += p;
-            for (int d = 0; d < HS; d++) o[d] += p * v_tile[j][d];
-        }
-        m = m_new;
-    }
-    if (!active) return;
-    const size_t row = (size_t)b * T + t;
-    for (int d = 0; d < HS; d++) out[row * C + h * HS + d] = (floatX)(o[d] / l);
-    lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+struct AttRows {
+    static constexpr int lanes = HS / ATT_LANE_DIMS;           // G: lanes per row (1 to 8)
+    static constexpr int per_warp = 32 / lanes;                 // rows per warp
+    static constexpr int per_block = ATT_THREADS / lanes;       // rows per block
+    static constexpr int packs = ATT_LANE_DIMS / x128::size;    // packs of a row per lane
+};
+
+// The sum of v over the `lanes` lanes of each aligned group (the whole warp calls it).
+template <int lanes>
+__device__ inline float group_sum(float v) {
+    for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
 }
 
-// Backward, pass 1 (dQ): a thread owns query row t. With P = exp(score - lse),
+// Lane g's part of a row of HS elements (global or shared memory) as floats, times scale.
+template <int HS>
+__device__ inline void row_part_load(float* dst, const floatX* row, int g, float scale) {
+    for (int i = 0; i < AttRows<HS>::packs; i++) {
+        x128 v = load128(row + (g + i * AttRows<HS>::lanes) * x128::size);
+        for (int k = 0; k < x128::size; k++) dst[i * x128::size + k] = (float)v[k] * scale;
+    }
+}
+
+// Stores lane g's part of a row, times scale.
+template <int HS>
+__device__ inline void row_part_store(floatX* row, const float* src, int g, float scale) {
+    for (int i = 0; i < AttRows<HS>::packs; i++) {
+        x128 v;
+        for (int k = 0; k < x128::size; k++) v[k] = (floatX)(src[i * x128::size + k] * scale);
+        store128(row + (g + i * AttRows<HS>::lanes) * x128::size, v);
+    }
+}
+
+// Lane g's partial dot product of its part x with a row.
+template <int HS>
+__device__ inline float row_part_dot(const float* x, const floatX* row, int g) {
+    float s = 0.0f;
+    for (int i = 0; i < AttRows<HS>::packs; i++) {
+        x128 v = load128(row + (g + i * AttRows<HS>::lanes) * x128::size);
+        for (int k = 0; k < x128::size; k++) s += x[i * x128::size + k] * (float)v[k];
+    }
+    return s;
+}
+
+// acc += a * (lane g's part of a row).
+template <int HS>
+__device__ inline void row_part_axpy(float* acc, float a, const floatX* row, int g) {
+    for (int i = 0; i < AttRows<HS>::packs; i++) {
+        x128 v = load128(row + (g + i * AttRows<HS>::lanes) * x128::size);
+        for (int k = 0; k < x128::size; k++) acc[i * x128::size + k] += a * (float)v[k];
+    }
+}
+
+// The whole block copies rows first .. first+count-1 of two (T, HS) matrices, whose rows are
+// stride_a and stride_b elements apart, into the shared tiles tile_a and tile_b.
+template <int HS>
+__device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS], const floatX* a,
+                                      size_t stride_a, const floatX* b, size_t stride_b, int first,
+                                      int count) {
+    constexpr int packs_per_row = HS / x128::size;
+    for (int i = threadIdx.x; i < count * packs_per_row; i += blockDim.x) {
+        const int j = i / packs_per_row, c = (i % packs_per_row) * x128::size;
+        store128(&tile_a[j][c], load128(a + (size_t)(first + j) * stride_a + c));
+        store128(&tile_b[j][c], load128(b + (size_t)(first + j) * stride_b + c));
+    }
+}
+
+// Forward: online softmax per query row t (the running max m and sum l are updated key by
+// key; o is rescaled when the max grows). Writes out and lse = log(sum_s exp(score_s)) (scores
+// include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities.
+template <int HS>
+__global__ void __launch_bounds__(ATT_THREADS)
+attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    typedef AttRows<HS> R;
+    alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
+    alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
+    const int block_last = min(q_first + R::per_block, T) - 1;  // sees keys 0..block_last
+    const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
+    const int warp_keys = warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
+    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
+    if (t < T) row_part_load<HS>(q, base + (size_t)t * 3 * C + h * HS, g, 1.0f / sqrtf((float)HS));
+    float m = -INFINITY, l = 0.0f;
+    for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
+        __syncthreads();  // every thread is done with the previous tile
+        att_load_tiles<HS>(k_tile, v_tile, base + C + h * HS, 3 * C, base + 2 * C + h * HS, 3 * C,
+                           k_first, min(ATT_TILE, block_last + 1 - k_first));
+        __syncthreads();  // the tile is loaded
+        // every lane of the warp runs the same keys (the shuffles need them all); a row skips
+        // the keys after it; rows past T in a warp with valid rows compute values never stored
+        const int n_keys = min(ATT_TILE, warp_keys - k_first);
+        for (int j = 0; j < n_keys; j++) {
+            const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
+            if (k_first + j > t) continue;
+            if (s > m) {  // a new max: rescale what was summed so far (to 0 at the first key)
+                const float correction = expf(m - s);
+                l *= correction;
+                for (int d = 0; d < ATT_LANE_DIMS; d++) o[d] *= correction;
+                m = s;
+            }
+            const float p = expf(s - m);
+            l += p;
+            row_part_axpy<HS>(o, p, v_tile[j], g);
+        }
+    }
+    if (t >= T) return;
+    const size_t row = (size_t)b * T + t;
+    row_part_store<HS>(out + row * C + h * HS, o, g, 1.0f / l);
+    if (g == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+// Backward, pass 1 (dQ): a lane group owns query row t. With P = exp(score - lse),
 // dP = dO . v, D = dO . O and dS = P * (dP - D): dq = scale * sum_s dS_s k_s. It also stores D
 // for pass 2. Keys stream through shared memory.
 template <int HS>
-__global__ void attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout,
-                                             const floatX* out, const floatX* qkv, const float* lse,
-                                             int T, int NH) {
-    __shared__ float k_tile[ATT_TILE][HS];
-    __shared__ float v_tile[ATT_TILE][HS];
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
-    const int q_first = blockIdx.x * ATT_BLOCK, t = q_first + threadIdx.x;
-    const bool active = t < T;
+__global__ void __launch_bounds__(ATT_THREADS)
+attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                             const floatX* qkv, const float* lse, int T, int NH) {
+    typedef AttRows<HS> R;
+    alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
+    alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
+    const int block_last = min(q_first + R::per_block, T) - 1;
+    const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
+    const int warp_keys = warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
     const floatX* base = qkv + (size_t)b * T * 3 * C;
     const size_t row = (size_t)b * T + t;
     const float scale = 1.0f / sqrtf((float)HS);
-    float q[HS], dO[HS], dq[HS];
-    float D = 0.0f, row_lse = 0.0f;
-    if (active) {
-        for (int d = 0; d < HS; d++) {
-            q[d] = (float)base[(size_t)t * 3 * C + h * HS + d] * scale;
-            dO[d] = (float)dout[row * C + h * HS + d];
-            D += dO[d] * (float)out[row * C + h * HS + d];
-            dq[d] = 0.0f;
-        }
+    float q[ATT_LANE_DIMS] = {}, dO[ATT_LANE_DIMS] = {}, dq[ATT_LANE_DIMS] = {};
+    float row_lse = 0.0f;
+    if (t < T) {
+        row_part_load<HS>(q, base + (size_t)t * 3 * C + h * HS, g, scale);
+        row_part_load<HS>(dO, dout + row * C + h * HS, g, 1.0f);
         row_lse = lse[((size_t)b * NH + h) * T + t];
-        delta[((size_t)b * NH + h) * T + t] = D;
     }
-    const int last_key = min(q_first + ATT_BLOCK, T) - 1;
-    for (int k_first = 0; k_first <= last_key; k_first += ATT_TILE) {
+    const float D = group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * C + h * HS, g) : 0.0f);
+    if (t < T && g == 0) delta[((size_t)b * NH + h) * T + t] = D;
+    for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        for (int i = threadIdx.x; i < ATT_TILE * HS; i += ATT_BLOCK) {
-            int j = i / HS, d = i % HS, s = k_first + j;
-            k_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + C + h * HS + d] : 0.0f;
-            v_tile[j][d] = s < T ? (float)base[(size_t)s * 3 * C + 2 * C + h * HS + d] : 0.0f;
-        }
+        att_load_tiles<HS>(k_tile, v_tile, base + C + h * HS, 3 * C, base + 2 * C + h * HS, 3 * C,
+                           k_first, min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();  // the tile is loaded
-        const int visible = active ? min(ATT_TILE, t - k_first + 1) : 0;
-        for (int j = 0; j < visible; j++) {
-            float s = 0.0f, dp = 0.0f;
-            for (int d = 0; d < HS; d++) {
-                s += q[d] * k_tile[j][d];
-                dp += dO[d] * v_tile[j][d];
-            }
-            float ds = expf(s - row_lse) * (dp - D);
-            for (int d = 0; d < HS; d++) dq[d] += ds * k_tile[j][d];
+        const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
+        for (int j = 0; j < n_keys; j++) {
+            const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
+            const float dp = group_sum<R::lanes>(row_part_dot<HS>(dO, v_tile[j], g));
+            if (k_first + j > t) continue;
+            row_part_axpy<HS>(dq, expf(s - row_lse) * (dp - D), k_tile[j], g);
         }
     }
-    if (!active) return;
-    for (int d = 0; d < HS; d++) dqkv[row * 3 * C + h * HS + d] = (floatX)(dq[d] * scale);
+    if (t >= T) return;
+    row_part_store<HS>(dqkv + row * 3 * C + h * HS, dq, g, scale);
 }
 
-// Backward, pass 2 (dK, dV): a thread owns key row s; queries t >= s stream through shared
+// Backward, pass 2 (dK, dV): a lane group owns key row s; queries t >= s stream through shared
 // memory: dv = sum_t P_ts dO_t, dk = scale * sum_t dS_ts q_t.
 template <int HS>
-__global__ void attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                              const floatX* qkv, const float* lse, int T, int NH) {
-    __shared__ float q_tile[ATT_TILE][HS];
-    __shared__ float do_tile[ATT_TILE][HS];
+__global__ void __launch_bounds__(ATT_THREADS)
+attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
+                              const floatX* qkv, const float* lse, int T, int NH) {
+    typedef AttRows<HS> R;
+    alignas(16) __shared__ floatX q_tile[ATT_TILE][HS];
+    alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
     __shared__ float lse_tile[ATT_TILE];
     __shared__ float delta_tile[ATT_TILE];
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
-    const int k_first = blockIdx.x * ATT_BLOCK, s = k_first + threadIdx.x;
-    const bool active = s < T;
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int k_first = blockIdx.x * R::per_block, s = k_first + threadIdx.x / R::lanes;
+    const int warp_first = k_first + (int)(threadIdx.x / 32) * R::per_warp;  // the warp's first key
     const floatX* base = qkv + (size_t)b * T * 3 * C;
     const float scale = 1.0f / sqrtf((float)HS);
-    float k[HS], v[HS], dk[HS], dv[HS];
-    for (int d = 0; d < HS; d++) {
-        k[d] = active ? (float)base[(size_t)s * 3 * C + C + h * HS + d] : 0.0f;
-        v[d] = active ? (float)base[(size_t)s * 3 * C + 2 * C + h * HS + d] : 0.0f;
-        dk[d] = 0.0f;
-        dv[d] = 0.0f;
+    float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {}, dv[ATT_LANE_DIMS] = {};
+    if (s < T) {
+        row_part_load<HS>(k, base + (size_t)s * 3 * C + C + h * HS, g, scale);  // scores = q . (scale k)
+        row_part_load<HS>(v, base + (size_t)s * 3 * C + 2 * C + h * HS, g, 1.0f);
     }
     const float* lse_bh = lse + ((size_t)b * NH + h) * T;
     const float* delta_bh = delta + ((size_t)b * NH + h) * T;
     for (int q_first = k_first; q_first < T; q_first += ATT_TILE) {  // queries before k_first see no key here
+        const int count = min(ATT_TILE, T - q_first);
         __syncthreads();  // every thread is done with the previous tile
-        for (int i = threadIdx.x; i < ATT_TILE * HS; i += ATT_BLOCK) {
-            int j = i / HS, d = i % HS, t = q_first + j;
-            q_tile[j][d] = t < T ? (float)base[(size_t)t * 3 * C + h * HS + d] * scale : 0.0f;
-            do_tile[j][d] = t < T ? (float)dout[((size_t)b * T + t) * C + h * HS + d] : 0.0f;
-        }
-        for (int j = threadIdx.x; j < ATT_TILE; j += ATT_BLOCK) {
-            int t = q_first + j;
-            lse_tile[j] = t < T ? lse_bh[t] : 0.0f;
-            delta_tile[j] = t < T ? delta_bh[t] : 0.0f;
+        att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * C, dout + (size_t)b * T * C + h * HS, C,
+                           q_first, count);
+        if ((int)threadIdx.x < count) {
+            lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
+            delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
         }
         __syncthreads();  // the tile is loaded
-        if (!active) continue;
-        const int j_begin = max(0, s - q_first), j_end = min(ATT_TILE, T - q_first);  // s <= t < T
-        for (int j = j_begin; j < j_end; j++) {
-            float sc = 0.0f, dp = 0.0f;
-            for (int d = 0; d < HS; d++) {
-                sc += q_tile[j][d] * k[d];
-                dp += do_tile[j][d] * v[d];
-            }
-            float p = expf(sc - lse_tile[j]);
-            float ds = p * (dp - delta_tile[j]);
-            for (int d = 0; d < HS; d++) {
-                dv[d] += p * do_tile[j][d];
-                dk[d] += ds * q_tile[j][d];  // q_tile holds scale * q
-            }
+        // every lane of the warp runs the same queries (the shuffles need them all), from the
+        // first one that sees the warp's first key; a row skips the queries before it
+        for (int j = max(0, warp_first - q_first); j < count; j++) {
+            const float sc = group_sum<R::lanes>(row_part_dot<HS>(k, q_tile[j], g));
+            const float dp = group_sum<R::lanes>(row_part_dot<HS>(v, do_tile[j], g));
+            if (q_first + j < s) continue;
+            const float p = expf(sc - lse_tile[j]);
+            row_part_axpy<HS>(dv, p, do_tile[j], g);
+            row_part_axpy<HS>(dk, p * (dp - delta_tile[j]), q_tile[j], g);
         }
     }
-    if (!active) return;
+    if (s >= T) return;
     const size_t row = (size_t)b * T + s;
-    for (int d = 0; d < HS; d++) {
-        dqkv[row * 3 * C + C + h * HS + d] = (floatX)dk[d];
-        dqkv[row * 3 * C + 2 * C + h * HS + d] = (floatX)dv[d];
-    }
+    row_part_store<HS>(dqkv + row * 3 * C + C + h * HS, dk, g, scale);
+    row_part_store<HS>(dqkv + row * 3 * C + 2 * C + h * HS, dv, g, 1.0f);
 }
 
 template <int HS>
 void attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
                           cudaStream_t stream) {
-    dim3 grid((unsigned)ceil_div(T, ATT_BLOCK), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_BLOCK, 0, stream>>>(out, lse, qkv, T, NH);
+    dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, qkv, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -730,10 +818,10 @@ template <int HS>
 void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                            const floatX* qkv, const float* lse, int B, int T, int NH,
                            cudaStream_t stream) {
-    dim3 grid((unsigned)ceil_div(T, ATT_BLOCK), NH, B);
-    attention_backward_dq_kernel<HS><<<grid, ATT_BLOCK, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
+    dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
+    attention_backward_dq_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
     CUDA_CHECK_LAUNCH();
-    attention_backward_dkv_kernel<HS><<<grid, ATT_BLOCK, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
+    attention_backward_dkv_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -821,12 +909,15 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
     if (row >= N) return;
     floatX* x = logits + (size_t)row * Vp;
     const int packs = Vp / x128::size;
+    const int target = targets[row];
     float m = -INFINITY, s = 0.0f;
+    float target_logit = 0.0f;  // set in the lane that reads the target's pack
     for (int p = lane; p < packs; p += 32) {
         x128 v = load128(x + p * x128::size);
         for (int k = 0; k < x128::size; k++) {
             if (p * x128::size + k >= V) break;
             float val = (float)v[k];
+            if (p * x128::size + k == target) target_logit = val;
             if (val > m) {
                 s = s * expf(m - val) + 1.0f;
                 m = val;
@@ -835,10 +926,9 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
             }
         }
     }
-    // read before the merge: its shuffles keep every lane from overwriting logits in pass 2
-    // until all lanes have read the target's logit
-    const int target = targets[row];
-    const float target_logit = (float)x[target];
+    // pack p belongs to lane p % 32, which broadcasts the target's logit (a lane reads and
+    // later overwrites only its own packs, so no lane waits for another)
+    target_logit = __shfl_sync(0xffffffffu, target_logit, (target / x128::size) % 32);
     for (int offset = 16; offset > 0; offset /= 2) {  // merge (m, s) across lanes
         float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
         float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
@@ -1221,6 +1311,7 @@ inline double flops_per_token(const GPTConfig* c, int T) {
 
 struct TrainData {
     bool shards;         // false: random tokens
+    int rank, world;     // this rank's part of each global batch of world x B sequences
     DataLoader train;    // DIR/*_train*.bin, shuffled
     DataLoader val;      // DIR/*_val*.bin, in file order
     uint64_t token_rng;  // random tokens: the generator's state (rng_next)
@@ -1234,16 +1325,19 @@ inline void shard_glob(char* out, size_t len, const char* dir, const char* split
 // Opens the two splits of `dir` (or random tokens when dir is empty) for batches of B x T
 // tokens below `vocab`, and computes the unigram baseline. Bad data ends the program with the
 // loader's message.
-inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, uint64_t seed) {
+inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, uint64_t seed, int rank,
+                            int world) {
     memset(d, 0, sizeof(*d));
+    d->rank = rank;
+    d->world = world;
     d->token_rng = seed ^ 0x5851f42d4c957f2dull;
     d->shards = dir[0] != '\0';
     if (!d->shards) return;
     char train_glob[600], val_glob[600];
     shard_glob(train_glob, sizeof(train_glob), dir, "train");
     shard_glob(val_glob, sizeof(val_glob), dir, "val");
-    if (dataloader_init(&d->train, train_glob, B, T, 0, 1, vocab, 1, seed) != 0) fatal("%s", d->train.error);
-    if (dataloader_init(&d->val, val_glob, B, T, 0, 1, vocab, 0, seed) != 0) fatal("%s", d->val.error);
+    if (dataloader_init(&d->train, train_glob, B, T, rank, world, vocab, 1, seed) != 0) fatal("%s", d->train.error);
+    if (dataloader_init(&d->val, val_glob, B, T, rank, world, vocab, 0, seed) != 0) fatal("%s", d->val.error);
     char err[1024];
     if (unigram_loss(train_glob, val_glob, vocab, &d->unigram, err, sizeof(err)) != 0) fatal("%s", err);
 }
@@ -1254,7 +1348,10 @@ inline void train_data_free(TrainData* d) {
     dataloader_free(&d->val);
 }
 
-// Fills A micro-batches of inputs and targets, host (A,B,T).
+// Fills A micro-batches of this rank's inputs and targets, host (A,B,T). Each micro-batch is the
+// rank's B sequences of a global batch of world x B: the loader's, or random tokens, of which
+// every rank draws the whole global batch and keeps its rows, so that the global batch does not
+// depend on how many ranks share it.
 inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T, int vocab) {
     const size_t N = (size_t)B * T;
     for (int a = 0; a < A; a++) {
@@ -1266,9 +1363,11 @@ inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int 
             memcpy(tg, d->train.targets, N * sizeof(int));
             continue;
         }
-        for (int b = 0; b < B; b++) {  // T + 1 random tokens: inputs, and targets shifted by one
+        for (int row = 0; row < d->world * B; row++) {  // T + 1 tokens: inputs, and targets shifted by one
+            const int b = row - d->rank * B;                // the row's place in this rank's batch
             for (int t = 0; t <= T; t++) {
                 int token = (int)(rng_next(&d->token_rng) % (uint64_t)vocab);
+                if (b < 0 || b >= B) continue;
                 if (t < T) in[b * T + t] = token;
                 if (t > 0) tg[b * T + t - 1] = token;
             }
@@ -1573,7 +1672,7 @@ static const Flag FLAGS[] = {
     {"--heads", FLAG_INT, FIELD(model.heads), 0, "attention heads NH; --embd/--heads must be 32, 64 or 128"},
     {"--embd", FLAG_INT, FIELD(model.channels), 0, "model width C"},
     {"--seq", FLAG_INT, FIELD(seq), 0, "sequence length T (<= --context)"},
-    {"--batch", FLAG_INT, FIELD(batch), 0, "micro-batch: sequences per forward/backward pass (B)"},
+    {"--batch", FLAG_INT, FIELD(batch), 0, "micro-batch: sequences per forward/backward pass on each rank (B)"},
     {"--grad-accum", FLAG_INT, FIELD(grad_accum), 0, "micro-batches accumulated per optimizer step (A)"},
     {"--steps", FLAG_INT, FIELD(steps), 0, "optimizer steps K"},
     {"--lr", FLAG_DOUBLE, FIELD(lr), 0, "peak learning rate"},
@@ -1649,7 +1748,8 @@ inline void print_usage(FILE* f, const char* prog) {
     train_config_defaults(&defaults);
     fprintf(f, "usage: %s [--flag value]...   (also --flag=value)\n"
                "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
-               "with --sample CHECKPOINT, generates text from a trained model instead.\n\nflags:\n",
+               "with --sample CHECKPOINT, generates text from a trained model instead.\n"
+               "Under mpirun -np N, N ranks (one per GPU) each take --batch sequences of every batch.\n\nflags:\n",
             prog, PRECISION_NAME);
     for (int i = 0; i < NUM_FLAGS; i++) {
         fprintf(f, "  %-18s %s (default ", FLAGS[i].name, FLAGS[i].help);
@@ -1816,7 +1916,7 @@ constexpr bool ON_GPU = true;
 #endif
 
 // The log's first line: the run's configuration and the baseline plot.py draws.
-inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram) {
+inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram, int ranks) {
     const GPTConfig* c = &tc->model;
     logger_begin(lg);
     logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
@@ -1830,6 +1930,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "batch", tc->batch);
     logger_int(lg, "seq", tc->seq);
     logger_int(lg, "grad_accum", tc->grad_accum);
+    logger_int(lg, "ranks", ranks);
     logger_int(lg, "steps", tc->steps);
     logger_float(lg, "lr", (float)tc->lr);
     logger_int(lg, "warmup", tc->warmup);
@@ -1847,10 +1948,12 @@ inline void log_value(Logger* lg, int step, const char* key, double value) {
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
 
-// Validation loss after `step` steps: printed, logged, returned.
-inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step, double unigram) {
+// Validation loss after `step` steps, the mean over the ranks' parts of each batch: printed,
+// logged, returned.
+inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step, double unigram,
+                             const Comm* comm) {
     auto start = std::chrono::steady_clock::now();
-    double loss = evaluate(m, &d->val, tc->val_steps);
+    double loss = comm_mean(&comm->dp, evaluate(m, &d->val, tc->val_steps));
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram, seconds);
     fflush(stdout);
@@ -1873,7 +1976,23 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
     free(text);
 }
 
-inline int train_main(int argc, char** argv) {
+// Prints a hash of the parameters, which fingerprints the run, after checking that every
+// data-parallel rank holds the same bits.
+inline void check_replicas(const Comm* comm, const GPT* m) {
+    std::vector<uint64_t> hashes(comm->dp.size);
+    const bool agree = comm_replicas_agree(&comm->dp, m->params, m->layout.total * sizeof(floatX), hashes.data(),
+                                           m->stream);
+    if (!agree) {
+        if (comm->rank == 0)
+            for (int r = 0; r < comm->dp.size; r++)
+                fprintf(stderr, "rank %d: parameter hash %016llx\n", r, (unsigned long long)hashes[r]);
+        fatal("the data-parallel ranks hold different parameters");
+    }
+    printf("parameter hash %016llx on each of %d ranks\n", (unsigned long long)hashes[0], comm->dp.size);
+}
+
+// Trains (or samples, with --sample) as one rank of `comm`.
+inline int train_main(const Comm* comm, int argc, char** argv) {
     TrainConfig tc;
     train_config_defaults(&tc);
     char msg[512];
@@ -1884,6 +2003,7 @@ inline int train_main(int argc, char** argv) {
     }
     Tokenizer tok;
     const bool have_tokenizer = load_tokenizer(&tc, &tok);
+    if (tc.sample[0] && comm->world > 1) fatal("--sample runs as a single process, not under an MPI launcher");
     if (tc.sample[0]) return sample_main(&tc, have_tokenizer ? &tok : nullptr);
     if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size)
         fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab, tok.vocab_size);
@@ -1896,7 +2016,7 @@ inline int train_main(int argc, char** argv) {
 
     // Data first: a bad shard stops the run before anything is written.
     TrainData data;
-    train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed);
+    train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank, comm->dp.size);
     const double unigram = data.unigram;
     GPT model;
     gpt_build(&model, c, B, T, (uint64_t)tc.seed);
@@ -1905,11 +2025,17 @@ inline int train_main(int argc, char** argv) {
 
     // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
     bool resumed = false;
+    // Rank 0 picks the checkpoint and every rank loads that file, so all start from one state;
+    // the loader's saved position is that of the global batch, the same for every rank.
     if (tc.resume[0]) {
-        char path[CKPT_PATH_BYTES];
+        char path[CKPT_PATH_BYTES] = "";
         const bool latest = strcmp(tc.resume, "latest") == 0;
         const char* spec = latest ? tc.checkpoint_dir : tc.resume;
-        if (latest ? latest_checkpoint(spec, path, sizeof(path)) : find_checkpoint(spec, path, sizeof(path))) {
+        if (comm->rank == 0 &&
+            !(latest ? latest_checkpoint(spec, path, sizeof(path)) : find_checkpoint(spec, path, sizeof(path))))
+            path[0] = '\0';
+        comm_broadcast(&comm->dp, path, sizeof(path), 0);
+        if (path[0]) {
             CheckpointConfig cc = checkpoint_config_of(c);
             CheckpointReader reader;
             if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
@@ -1927,38 +2053,45 @@ inline int train_main(int argc, char** argv) {
             printf("no checkpoint in %s: starting at step 0\n", spec);
         }
     }
-    if (tc.checkpoint_dir[0]) make_dirs(tc.checkpoint_dir);
+    const bool main_rank = comm->rank == 0;
+    if (tc.checkpoint_dir[0] && main_rank) make_dirs(tc.checkpoint_dir);
     Logger lg;
     memset(&lg, 0, sizeof(lg));
-    if (tc.log[0] && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0) fatal("%s", lg.error);
+    if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0) fatal("%s", lg.error);
 
     const size_t parameters = count_parameters(&model.layout, c);
-    printf("train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d | %zu parameters | %s\n",
+    printf("train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu parameters | %s\n",
            PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels,
-           B, T, A, parameters, tc.data[0] ? tc.data : "random tokens");
+           B, T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens");
     if (data.shards)
         printf("data: %lld train batches per epoch, %lld val batches | unigram baseline val loss %.4f\n",
                (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch, unigram);
-    if (lg.file && lg.needs_header) log_header(&lg, &tc, parameters, unigram);
+    if (lg.file && lg.needs_header) log_header(&lg, &tc, parameters, unigram, comm->dp.size);
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
-    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram);
+    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);
 
-    const size_t tokens_per_step = (size_t)A * B * T;
+    const size_t rank_tokens = (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
+    const size_t tokens_per_step = rank_tokens * comm->dp.size;
     const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
-    int* inputs = (int*)MALLOC_CHECK(tokens_per_step * sizeof(int));
-    int* targets = (int*)MALLOC_CHECK(tokens_per_step * sizeof(int));
+    int* inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
+    int* targets = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
     double val_loss = -1.0;
     for (int step = (int)rs.step; step < tc.steps; step++) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         auto start = std::chrono::steady_clock::now();
         double loss = gpt_forward_backward(&model, inputs, targets, A);
+        // Data parallel: the gradients become their mean over the ranks before anything reads
+        // them, so the norm, clipping and AdamW see the global batch's gradient on every rank
+        // and the parameters stay identical; the loss becomes the global batch's too.
+        comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
+        loss = comm_mean(&comm->dp, loss);
         float norm = gpt_grad_norm(&model);
         double lr = learning_rate(&sched, step);
         gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const double mfu = 100.0 * flops_per_step / seconds / tc.peak_flops;
+        const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->dp.size);
         const int done = step + 1;
         printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s", done, tc.steps, loss, lr,
                norm, seconds * 1e3, tokens_per_step / seconds);
@@ -1980,10 +2113,10 @@ inline int train_main(int argc, char** argv) {
         rs.adam_t = (uint64_t)model.adam_t;
         const bool last = done == tc.steps;
         if (validate && (done % tc.val_every == 0 || last))
-            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram);
-        if (sample && ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
+            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);
+        if (sample && main_rank && ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
             run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
-        if (tc.checkpoint_dir[0] && ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
+        if (tc.checkpoint_dir[0] && main_rank && ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
             save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
@@ -1992,6 +2125,7 @@ inline int train_main(int argc, char** argv) {
     if (val_loss >= 0.0)
         printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss, unigram,
                100.0 * fabs(1.0 - val_loss / unigram), val_loss <= unigram ? "below" : "above");
+    check_replicas(comm, &model);
     if (lg.file && logger_close(&lg) != 0) fatal("%s", lg.error);
     free(inputs);
     free(targets);
@@ -2002,5 +2136,14 @@ inline int train_main(int argc, char** argv) {
 }
 
 #ifndef TRAIN_GPT_NO_MAIN
-int main(int argc, char** argv) { return train_main(argc, argv); }
+int main(int argc, char** argv) {
+    // Ranks first: this selects the process's GPU. Only rank 0 prints (the others' standard
+    // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
+    Comm comm;
+    comm_init(&comm, argc, argv);
+    if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr) fatal("cannot silence rank %d", comm.rank);
+    int status = train_main(&comm, argc, argv);
+    comm_destroy(&comm);
+    return status;
+}
 #endif

@@ -5,8 +5,16 @@
 // cuBLASLt is column-major. A row-major (R, K) matrix is the same memory as a column-major
 // (K, R) matrix, its transpose; the row-major callers in train_gpt.cu pick the transpose flags
 // with that in mind (each caller says which product it forms).
+//
+// Two choices keep the results accurate and the calls cheap:
+// - Split-K algorithms may only add their partial products in fp32 (the compute type) or not
+//   split at all; the default would also allow adding them in the output type, bf16.
+// - The algorithm the heuristic picks for a problem is kept in a small table in the context, so
+//   the heuristic runs once per distinct problem instead of once per call. The heuristic is
+//   deterministic, so a cached and a fresh query pick the same algorithm.
 #pragma once
 
+#include <cassert>
 #include <cublasLt.h>
 
 #include "common.cuh"
@@ -27,12 +35,33 @@ constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_32F;
 constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16BF;
 #endif
 
+// cuBLASLt's heuristic assumes, unless told otherwise (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES,
+// default 256), that A, B, C and D start on 256-byte boundaries, and may pick kernels that rely
+// on it. Every tensor of the parameter and activation layouts starts on a multiple of
+// TENSOR_ALIGN elements, 256 bytes or more; matmul() asserts it.
+constexpr size_t MATMUL_ALIGN_BYTES = 256;
+
+// One problem the heuristic was asked about, and its answer. The operand and output types are
+// floatX in every call of a build, so the key is the shape, the transposes and the epilogue.
+struct MatmulAlgoEntry {
+    int m, n, k;
+    bool trans_a, trans_b;
+    cublasLtEpilogue_t epilogue;
+    cublasLtMatmulAlgo_t algo;
+};
+// Training uses about a dozen problems; generation adds one per context length, so when the
+// table is full the oldest entry is replaced (round robin).
+constexpr int MATMUL_ALGO_CACHE = 64;
+
 // One handle and workspace per process, passed to every matmul.
 struct MatmulContext {
     cublasLtHandle_t handle;
     void* workspace;
     size_t workspace_size;
     cudaStream_t stream;
+    MatmulAlgoEntry algos[MATMUL_ALGO_CACHE];
+    int algos_used;  // entries filled so far, then stays at MATMUL_ALGO_CACHE
+    int algos_next;  // the entry the next new problem replaces once the table is full
 };
 
 inline void matmul_init(MatmulContext* ctx, cudaStream_t stream) {
@@ -40,6 +69,8 @@ inline void matmul_init(MatmulContext* ctx, cudaStream_t stream) {
     ctx->workspace_size = 32u << 20;  // cuBLASLt recommends 32 MiB on Hopper
     CUDA_CHECK(cudaMalloc(&ctx->workspace, ctx->workspace_size));
     ctx->stream = stream;
+    ctx->algos_used = 0;
+    ctx->algos_next = 0;
 }
 
 inline void matmul_free(MatmulContext* ctx) {
@@ -47,13 +78,59 @@ inline void matmul_free(MatmulContext* ctx) {
     CUBLAS_CHECK(cublasLtDestroy(ctx->handle));
 }
 
+// The algorithm for one problem: from the table, or from the heuristic (then remembered).
+inline const cublasLtMatmulAlgo_t* matmul_algo(MatmulContext* ctx, cublasLtMatmulDesc_t desc,
+                                               cublasLtMatrixLayout_t layout_a,
+                                               cublasLtMatrixLayout_t layout_b,
+                                               cublasLtMatrixLayout_t layout_d, int m, int n, int k,
+                                               bool trans_a, bool trans_b,
+                                               cublasLtEpilogue_t epilogue) {
+    for (int i = 0; i < ctx->algos_used; i++) {
+        const MatmulAlgoEntry* e = &ctx->algos[i];
+        if (e->m == m && e->n == n && e->k == k && e->trans_a == trans_a && e->trans_b == trans_b &&
+            e->epilogue == epilogue)
+            return &e->algo;
+    }
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &ctx->workspace_size, sizeof(ctx->workspace_size)));
+    // NONE is 0, no bit of the mask: algorithms that do not split K always pass the filter. Of
+    // the split-K ones only COMPUTE_TYPE (partial sums in fp32 in the workspace) is allowed, not
+    // INPLACE or OUTPUT_TYPE (partial sums in the output type).
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                      &reduction, sizeof(reduction)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->handle, desc, layout_a, layout_b, layout_d,
+                                                layout_d, pref, 1, &heuristic, &found));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (found == 0) {
+        fprintf(stderr, "cuBLASLt found no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d epilogue=%d\n",
+                m, n, k, (int)trans_a, (int)trans_b, (int)epilogue);
+        exit(EXIT_FAILURE);
+    }
+    int slot;
+    if (ctx->algos_used < MATMUL_ALGO_CACHE) {
+        slot = ctx->algos_used++;
+    } else {
+        slot = ctx->algos_next;
+        ctx->algos_next = (ctx->algos_next + 1) % MATMUL_ALGO_CACHE;
+    }
+    ctx->algos[slot] = MatmulAlgoEntry{m, n, k, trans_a, trans_b, epilogue, heuristic.algo};
+    return &ctx->algos[slot].algo;
+}
+
 // Column-major D (m, n) = op(A) op(B) [+ bias broadcast along n] [+ D if accumulate].
 // op(A) is (m, k): A is stored (k, m) if trans_a, else (m, k). op(B) is (k, n): B is stored
 // (n, k) if trans_b, else (k, n). Leading dimensions are the stored row counts (packed).
-// bias has m elements (one per row of D) or is nullptr. All pointers 16-byte aligned.
+// bias has m elements (one per row of D) or is nullptr. a, b and d MATMUL_ALIGN_BYTES aligned.
 inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX* b,
                    const floatX* bias, int m, int n, int k, bool trans_a, bool trans_b,
                    bool accumulate) {
+    assert((uintptr_t)a % MATMUL_ALIGN_BYTES == 0 && (uintptr_t)b % MATMUL_ALIGN_BYTES == 0 &&
+           (uintptr_t)d % MATMUL_ALIGN_BYTES == 0);
     cublasLtMatmulDesc_t desc;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -71,26 +148,14 @@ inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX*
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_b, CUBLAS_FLOATX, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, CUBLAS_FLOATX, m, n, m));
 
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &ctx->workspace_size, sizeof(ctx->workspace_size)));
-    cublasLtMatmulHeuristicResult_t heuristic;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->handle, desc, layout_a, layout_b, layout_d,
-                                                layout_d, pref, 1, &heuristic, &found));
-    if (found == 0) {
-        fprintf(stderr, "cuBLASLt found no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d bias=%d\n",
-                m, n, k, (int)trans_a, (int)trans_b, bias != nullptr);
-        exit(EXIT_FAILURE);
-    }
+    const cublasLtMatmulAlgo_t* algo =
+        matmul_algo(ctx, desc, layout_a, layout_b, layout_d, m, n, k, trans_a, trans_b, epilogue);
 
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a, layout_a, b, layout_b, &beta, d,
-                                layout_d, d, layout_d, &heuristic.algo, ctx->workspace,
-                                ctx->workspace_size, ctx->stream));
+                                layout_d, d, layout_d, algo, ctx->workspace, ctx->workspace_size,
+                                ctx->stream));
 
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_a));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_b));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_d));

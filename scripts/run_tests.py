@@ -20,7 +20,8 @@ Three kinds of tests:
 2. Python test scripts (PYTHON_TESTS, data preparation and tokenizers), run when no PATHS are
    given; each passes when it exits 0.
 
-3. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, and
+3. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
+   checks data parallelism (mpirun -np 2 and 3 against one process on the same global batch),
    scripts/reference.py writes a PyTorch dump for each configuration in
    GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
@@ -44,7 +45,7 @@ DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu"]
 # Python test scripts: each exits 0 when all its checks pass.
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
-TRAINER_TESTS = ["scripts/test_e2e.py"]
+TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py"]
 RUN_TIMEOUT_S = 600
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 

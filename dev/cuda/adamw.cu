@@ -167,11 +167,8 @@ static void bench(const Options* o) {
     const Step s = make_step(10);
     const double master_bytes = d.master ? 2 * sizeof(float) : 2 * sizeof(floatX);  // p read + written
     const double bytes = n * (master_bytes + (d.master ? sizeof(floatX) : 0) + sizeof(floatX) + 4 * sizeof(float));
-    for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
-        float ms = time_ms([&] { launch(v, 256, &d, n, &s); }, bench_warmup(), bench_repeats());
-        print_bench("adamw", v, VARIANTS[v - 1], ms, bytes, 0.0);
-    }
+    bench_variants(o, "adamw", VARIANTS, NUM_VARIANTS, bytes, 0.0,
+                   [&](int v) { launch(v, 256, &d, n, &s); });
     free_buffers(&d);
 }
 

@@ -10,7 +10,9 @@
 //   2  train_gpt.cu attention_backward: a dq pass over key tiles and a dk/dv pass over query
 //      tiles, 64 rows per block, tiles in shared memory
 // Usage: ./attention_backward [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DATT_LANE_DIMS=16, the GPU's row split, also on the CPU runtime (whose trainer
+// build splits rows in 32s; see ATT_LANE_DIMS in train_gpt.cu), so both splits are checked.
+//! cucc: -lcublasLt -DATT_LANE_DIMS=16
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench attention_backward variant 2: [\s\S]*all checks passed/
 #define TRAIN_GPT_NO_MAIN
@@ -216,11 +218,8 @@ static void bench(const Options* o) {
     print_bench_intro(shape);
     Inputs in = make_inputs(sh, 7);
     Buffers d = upload(&in);
-    for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
-        float ms = time_ms([&] { launch(v, 128, &d, sh); }, bench_warmup(), bench_repeats());
-        print_bench("attention_backward", v, VARIANTS[v - 1], ms, 0.0, 2.5 * attention_forward_flops(sh));
-    }
+    bench_variants(o, "attention_backward", VARIANTS, NUM_VARIANTS, 0.0,
+                   2.5 * attention_forward_flops(sh), [&](int v) { launch(v, 128, &d, sh); });
     free_buffers(&d);
 }
 

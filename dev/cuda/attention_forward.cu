@@ -6,10 +6,12 @@
 // out (B,T,C), head h at columns h*HS; lse (B,NH,T) float.
 // Variants:
 //   1  one thread per (b, h, query): a max pass, then an exp-sum pass, all from global memory
-//   2  train_gpt.cu attention_forward: flash style, 64 queries per block, keys streamed through
-//      shared memory in tiles with an online softmax
+//   2  train_gpt.cu attention_forward: flash style, HS/ATT_LANE_DIMS lanes per query (256 threads
+//      per block), keys streamed through shared memory in tiles with an online softmax
 // Usage: ./attention_forward [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DATT_LANE_DIMS=16, the GPU's row split, also on the CPU runtime (whose trainer
+// build splits rows in 32s; see ATT_LANE_DIMS in train_gpt.cu), so both splits are checked.
+//! cucc: -lcublasLt -DATT_LANE_DIMS=16
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench attention_forward variant 2: [\s\S]*all checks passed/
 #define TRAIN_GPT_NO_MAIN
@@ -104,11 +106,8 @@ static void bench(const Options* o) {
     floatX* d_qkv = device_copy(random_floatx(n_out * 3, &rng, -2.0f, 2.0f));
     floatX* d_out = device_poisoned<floatX>(n_out);
     float* d_lse = device_poisoned<float>((size_t)sh.B * sh.NH * sh.T);
-    for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
-        float ms = time_ms([&] { launch(v, 128, d_out, d_lse, d_qkv, sh); }, bench_warmup(), bench_repeats());
-        print_bench("attention_forward", v, VARIANTS[v - 1], ms, 0.0, attention_forward_flops(sh));
-    }
+    bench_variants(o, "attention_forward", VARIANTS, NUM_VARIANTS, 0.0, attention_forward_flops(sh),
+                   [&](int v) { launch(v, 128, d_out, d_lse, d_qkv, sh); });
     device_free({d_qkv, d_out, d_lse});
 }
 

@@ -145,12 +145,10 @@ static void bench(const Options* o) {
     float* d_losses = device_poisoned<float>(N);
     // read the logits once, write the dlogits once (each run starts from the last one's dlogits)
     const double bytes = 2.0 * N * Vp * sizeof(floatX);
-    for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
-        float ms = time_ms([&] { launch(v, 256, d_logits, d_losses, d_targets, N, V, Vp, 1.0f / N); },
-                           bench_warmup(), bench_repeats());
-        print_bench("fused_classifier", v, VARIANTS[v - 1], ms, bytes, 0.0);
-    }
+    bench_variants(o, "fused_classifier", VARIANTS, NUM_VARIANTS, bytes, 0.0,
+                   [&](int v) {
+                       launch(v, 256, d_logits, d_losses, d_targets, N, V, Vp, 1.0f / N);
+                   });
     device_free({d_logits, d_targets, d_losses});
 }
 

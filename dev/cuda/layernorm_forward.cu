@@ -155,11 +155,8 @@ static void bench(const Options* o) {
                  device_poisoned<float>(N), device_poisoned<float>(N)};
     // reads a and b, writes residual and out (the weights and the statistics are negligible)
     const double bytes = 4.0 * N * C * sizeof(floatX);
-    for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
-        float ms = time_ms([&] { launch(v, 256, &d, true, N, C); }, bench_warmup(), bench_repeats());
-        print_bench("layernorm_forward", v, VARIANTS[v - 1], ms, bytes, 0.0);
-    }
+    bench_variants(o, "layernorm_forward", VARIANTS, NUM_VARIANTS, bytes, 0.0,
+                   [&](int v) { launch(v, 256, &d, true, N, C); });
     free_buffers(&d);
 }
 

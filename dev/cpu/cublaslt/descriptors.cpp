@@ -182,6 +182,27 @@ const StatusText* find_status(cublasStatus_t status) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Create and Init_internal of the three descriptor kinds (layout, matmul, preference) differ only
+// in the opaque type and its init function: these two serve all three.
+template <class Opaque, class Init>
+static cublasStatus_t create_descriptor(Opaque** out, Init init) {
+    if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+    Opaque* p = new (std::nothrow) Opaque;
+    if (p == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+    init(p);
+    *out = p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// Initializes caller-provided storage of `size` bytes.
+template <class Opaque, class Init>
+static cublasStatus_t init_descriptor(Opaque* p, size_t size, Init init) {
+    if (p == nullptr || size < sizeof(Opaque)) return CUBLAS_STATUS_ALLOC_FAILED;
+    init(p);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 extern "C" {
 
 // ---------------------------------------------------------------------------------------------
@@ -240,20 +261,14 @@ cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
 cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t layout, size_t size,
                                                  cudaDataType type, uint64_t rows, uint64_t cols,
                                                  int64_t ld) {
-    if (layout == nullptr || size < sizeof(cublasLtMatrixLayoutOpaque_t))
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    init_layout(layout, type, rows, cols, ld);
-    return CUBLAS_STATUS_SUCCESS;
+    return init_descriptor(layout, size,
+                           [&](cublasLtMatrixLayout_t p) { init_layout(p, type, rows, cols, ld); });
 }
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld) {
-    if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-    cublasLtMatrixLayout_t p = new (std::nothrow) cublasLtMatrixLayoutOpaque_t;
-    if (p == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
-    init_layout(p, type, rows, cols, ld);
-    *layout = p;
-    return CUBLAS_STATUS_SUCCESS;
+    return create_descriptor(layout,
+                             [&](cublasLtMatrixLayout_t p) { init_layout(p, type, rows, cols, ld); });
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
@@ -278,20 +293,13 @@ cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout,
 // Matmul descriptors.
 cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t desc, size_t size,
                                                cublasComputeType_t compute, cudaDataType_t scale) {
-    if (desc == nullptr || size < sizeof(cublasLtMatmulDescOpaque_t))
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    init_desc(desc, compute, scale);
-    return CUBLAS_STATUS_SUCCESS;
+    return init_descriptor(desc, size,
+                           [&](cublasLtMatmulDesc_t p) { init_desc(p, compute, scale); });
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
                                         cudaDataType_t scale) {
-    if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-    cublasLtMatmulDesc_t p = new (std::nothrow) cublasLtMatmulDescOpaque_t;
-    if (p == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
-    init_desc(p, compute, scale);
-    *desc = p;
-    return CUBLAS_STATUS_SUCCESS;
+    return create_descriptor(desc, [&](cublasLtMatmulDesc_t p) { init_desc(p, compute, scale); });
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
@@ -315,19 +323,11 @@ cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t desc,
 // ---------------------------------------------------------------------------------------------
 // Heuristic search preferences.
 cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size) {
-    if (pref == nullptr || size < sizeof(cublasLtMatmulPreferenceOpaque_t))
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    init_pref(pref);
-    return CUBLAS_STATUS_SUCCESS;
+    return init_descriptor(pref, size, init_pref);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-    if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-    cublasLtMatmulPreference_t p = new (std::nothrow) cublasLtMatmulPreferenceOpaque_t;
-    if (p == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
-    init_pref(p);
-    *pref = p;
-    return CUBLAS_STATUS_SUCCESS;
+    return create_descriptor(pref, init_pref);
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {

@@ -491,7 +491,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     return cudaSuccess;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) {
+// cudaEventQuery (block = false) and cudaEventSynchronize (block = true): runs queued work until
+// the event's last record has completed, or, without blocking, as far as it can; an event never
+// recorded is complete. cudaErrorNotReady only comes back without blocking.
+static cudaError_t wait_for_event(cudaEvent_t event, bool block) {
     std::shared_ptr<Record> r;
     {
         ApiLock lock;
@@ -500,23 +503,18 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
         r = e->record;
     }
     if (!r) return cudaSuccess;
-    bool done = run_work([=] { return r->stream->done >= r->count; }, false);
+    bool done = run_work([=] { return r->stream->done >= r->count; }, block);
     cudaError_t sticky = sticky_error(r->device);
     if (sticky != cudaSuccess) return api_return(sticky);
     return done ? cudaSuccess : cudaErrorNotReady;
 }
 
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    return wait_for_event(event, false);
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    std::shared_ptr<Record> r;
-    {
-        ApiLock lock;
-        Event* e = lookup_event(event);
-        if (!e) return api_return(cudaErrorInvalidResourceHandle);
-        r = e->record;
-    }
-    if (!r) return cudaSuccess;
-    run_work([=] { return r->stream->done >= r->count; }, true);
-    return api_return(sticky_error(r->device));
+    return wait_for_event(event, true);
 }
 
 // Milliseconds between the times the two records ran. Does not run work: an unfinished record

@@ -29,13 +29,7 @@
 #include <string>
 #include <vector>
 #include "../../../llmc/checkpoint.h"
-
-static int failures = 0;
-
-static void expect(bool ok, const char* what, const std::string& detail = "") {
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
-    if (!ok) failures++;
-}
+#include "test_util.h"
 
 static bool contains(const std::string& s, const char* part) {
     return s.find(part) != std::string::npos;
@@ -203,7 +197,7 @@ static void expect_untouched(const std::string& dir, const char* what) {
     expect(ok, w.c_str(), "[" + join(listing(dir)) + "]");
 }
 
-static void test_failures(const std::string& dir) {
+static void test_failed_commits(const std::string& dir) {
     std::string err;
     int rc = write_checkpoint(dir + "/missing", 90, 0, &err);
     expect(rc != 0 && contains(err, "/missing") && contains(err, "No such file or directory"),
@@ -279,23 +273,9 @@ static void test_failures(const std::string& dir) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
-    std::string dir = argv[1];
-    std::string reset = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
-    if (system(reset.c_str()) != 0) {
-        fprintf(stderr, "cannot prepare %s\n", dir.c_str());
-        return 2;
-    }
+    std::string dir = directory_argument(argc, argv, "SCRATCH_DIR", true);
     test_keep_last(dir);
     test_crash(dir);
-    test_failures(dir);
-    if (failures) {
-        printf("%d checkpoint commit checks FAILED\n", failures);
-        return 1;
-    }
-    printf("all checkpoint commit checks passed\n");
-    return 0;
+    test_failed_commits(dir);
+    return test_report("checkpoint commit");
 }

@@ -23,15 +23,7 @@
 #include <string>
 #include <vector>
 #include "../../../llmc/checkpoint.h"
-
-static int failures = 0;
-
-static void expect(bool ok, const char* what, const std::string& detail = "") {
-    if (!ok || !detail.empty())
-        printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ",
-               detail.c_str());
-    if (!ok) failures++;
-}
+#include "test_util.h"
 
 // Bit-at-a-time reflected CRC-32, polynomial 0xEDB88320: the definition, no tables.
 static uint32_t crc32_bitwise(const uint8_t* p, size_t n) {
@@ -446,25 +438,11 @@ static void test_writer_misuse(const std::string& dir) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
-    std::string dir = argv[1];
-    std::string reset = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
-    if (system(reset.c_str()) != 0) {
-        fprintf(stderr, "cannot prepare %s\n", dir.c_str());
-        return 2;
-    }
+    std::string dir = directory_argument(argc, argv, "SCRATCH_DIR", true);
     test_crc();
     test_round_trip(dir);
     test_corruption(dir);
     test_config_mismatch(dir);
     test_writer_misuse(dir);
-    if (failures) {
-        printf("%d checkpoint format checks FAILED\n", failures);
-        return 1;
-    }
-    printf("all checkpoint format checks passed\n");
-    return 0;
+    return test_report("checkpoint format");
 }

@@ -20,13 +20,7 @@
 #include <string>
 #include <vector>
 #include "../../../llmc/logger.h"
-
-static int failures = 0;
-
-static void expect(bool ok, const char* what, const std::string& detail = "") {
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
-    if (!ok) failures++;
-}
+#include "test_util.h"
 
 static std::string read_file(const std::string& path) {
     std::string s;
@@ -291,24 +285,10 @@ static void test_resume(const std::string& dir) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
-    std::string dir = argv[1];
-    std::string reset = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
-    if (system(reset.c_str()) != 0) {
-        fprintf(stderr, "cannot prepare %s\n", dir.c_str());
-        return 2;
-    }
+    std::string dir = directory_argument(argc, argv, "SCRATCH_DIR", true);
     test_escaping();
     test_against_python(dir);
     test_resume(dir);
     logger_close(&scratch);
-    if (failures) {
-        printf("%d logger checks FAILED\n", failures);
-        return 1;
-    }
-    printf("all logger checks passed\n");
-    return 0;
+    return test_report("logger");
 }

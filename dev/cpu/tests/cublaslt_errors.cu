@@ -7,49 +7,13 @@
 // expected to return and are marked [expected]: a native run of this test on a GPU confirms them.
 // Refusals that only the CPU implementation makes (features it lacks) are in cublaslt_limits.cu.
 //! cucc: -lcublasLt
-//! run: ./prog => pass /all \d+ checks passed/
-#include <cublasLt.h>
-#include <cuda_runtime.h>
-
+//! run: ./prog => pass /all cuBLASLt API checks passed/
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-
-#define CUDA_CHECK(call)                                                  \
-    do {                                                                  \
-        cudaError_t err_ = (call);                                        \
-        if (err_ != cudaSuccess) {                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(err_));                            \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
-#define CUBLAS_CHECK(call)                                                \
-    do {                                                                  \
-        cublasStatus_t st_ = (call);                                      \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cublasLtGetStatusName(st_));                          \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
-
-static int checks = 0, failures = 0;
-static void expect(bool ok, const char* what) {
-    checks++;
-    if (!ok) failures++;
-    printf("%-4s %s\n", ok ? "ok" : "FAIL", what);
-}
-static void expect_status(cublasStatus_t got, cublasStatus_t want, const char* what) {
-    checks++;
-    bool ok = got == want;
-    if (!ok) failures++;
-    printf("%-4s %-70s %s", ok ? "ok" : "FAIL", what, cublasLtGetStatusName(got));
-    if (!ok) printf(" (want %s)", cublasLtGetStatusName(want));
-    printf("\n");
-}
+#include "cublaslt_test_util.h"
 
 static cublasLtHandle_t handle;
 
@@ -467,10 +431,5 @@ int main() {
     refusals();
     for (float* p : {dev_a, dev_b, dev_c, dev_d, dev_bias, dev_aux}) CUDA_CHECK(cudaFree(p));
     expect_status(cublasLtDestroy(handle), CUBLAS_STATUS_SUCCESS, "[doc] cublasLtDestroy");
-    if (failures) {
-        printf("%d of %d checks failed\n", failures, checks);
-        return EXIT_FAILURE;
-    }
-    printf("all %d checks passed\n", checks);
-    return EXIT_SUCCESS;
+    return test_report("cuBLASLt API");
 }

@@ -12,38 +12,17 @@
 // the same A runs when the preferences promise only 4 bytes.
 //! cpu-only
 //! cucc: -lcublasLt
-//! run: ./prog => pass /all \d+ checks passed/
+//! run: ./prog => pass /all cuBLASLt limit checks passed/
 //! run: ./prog --host-operand => fail /A \(0x[0-9a-f]+\) is not device memory/
 //! run: ./prog --device-alpha => fail /alpha or beta is device memory but the pointer mode is HOST/
 //! run: ./prog --misaligned => fail /A \(0x[0-9a-f]+\) is not aligned to 16 bytes/
-#include <cublasLt.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                  \
-    do {                                                                  \
-        cudaError_t err_ = (call);                                        \
-        if (err_ != cudaSuccess) {                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(err_));                            \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
-#define CUBLAS_CHECK(call)                                                \
-    do {                                                                  \
-        cublasStatus_t st_ = (call);                                      \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cublasLtGetStatusName(st_));                          \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
+#include "cublaslt_test_util.h"
 
 const int M = 32, N = 16, K = 8;
 static cublasLtHandle_t handle;
@@ -163,20 +142,11 @@ int main(int argc, char** argv) {
                                                                &mode, sizeof(mode)));
          })},
     };
-    int failures = 0;
     for (size_t i = 0; i < checks.size(); i++) {
         cublasStatus_t want = i < 2 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
-        bool ok = checks[i].status == want;
-        failures += !ok;
-        printf("%-4s %-32s %s\n", ok ? "ok" : "FAIL", checks[i].what,
-               cublasLtGetStatusName(checks[i].status));
+        expect_status(checks[i].status, want, checks[i].what);
     }
     for (float* p : {dev_a, dev_b, dev_d, dev_aux}) CUDA_CHECK(cudaFree(p));
     CUBLAS_CHECK(cublasLtDestroy(handle));
-    if (failures) {
-        printf("%d of %zu checks failed\n", failures, checks.size());
-        return EXIT_FAILURE;
-    }
-    printf("all %zu checks passed\n", checks.size());
-    return EXIT_SUCCESS;
+    return test_report("cuBLASLt limit");
 }

@@ -24,10 +24,8 @@
 //! run: ./prog --part layouts => pass /layouts: \d+ cases passed/
 //! run: ./prog --part epilogues => pass /epilogues: \d+ cases passed/
 //! run: ./prog --part stream => pass /stream: \d+ cases passed/
-#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
@@ -36,25 +34,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                  \
-    do {                                                                  \
-        cudaError_t err_ = (call);                                        \
-        if (err_ != cudaSuccess) {                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(err_));                            \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
-#define CUBLAS_CHECK(call)                                                \
-    do {                                                                  \
-        cublasStatus_t st_ = (call);                                      \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cublasLtGetStatusName(st_));                          \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
+#include "cublaslt_test_util.h"
 
 static const double kU32 = 1.0 / (1 << 24);
 

@@ -17,9 +17,7 @@
 //! cucc: -lcublasLt
 //! run: taskset -c 0 env CUCC_THREADS=1 ./prog => pass /all shapes fast enough/
 //! run: a=$(CUCC_THREADS=1 ./prog --checksum) && b=$(CUCC_THREADS=2 ./prog --checksum) && echo "$a" && test "$a" = "$b" => pass /checksum/
-#include <cublasLt.h>
 #include <cuda_bf16.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,25 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                  \
-    do {                                                                  \
-        cudaError_t err_ = (call);                                        \
-        if (err_ != cudaSuccess) {                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(err_));                            \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
-#define CUBLAS_CHECK(call)                                                \
-    do {                                                                  \
-        cublasStatus_t st_ = (call);                                      \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                    cublasLtGetStatusName(st_));                          \
-            exit(EXIT_FAILURE);                                           \
-        }                                                                 \
-    } while (0)
+#include "cublaslt_test_util.h"
 
 struct Shape {
     const char* name;

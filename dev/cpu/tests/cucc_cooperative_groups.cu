@@ -11,17 +11,9 @@
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
 #include <cooperative_groups/scan.h>
+#include "test_util.h"
 
 namespace cg = cooperative_groups;
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 const int kFields = 16;
 

@@ -12,15 +12,7 @@
 #include <vector>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "test_util.h"
 
 const int kInts = 16;
 

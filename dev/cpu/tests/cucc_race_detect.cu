@@ -15,15 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "test_util.h"
 
 // out[i] = in[i] + in[i - 1] within each block of 256 (the first thread adds 0).
 template <bool WithBarrier>

@@ -11,15 +11,7 @@
 #include <vector>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "test_util.h"
 
 enum Mode { kIndex, kUp, kDown, kXor };
 const char* kModeNames[] = {"shfl", "shfl_up", "shfl_down", "shfl_xor"};

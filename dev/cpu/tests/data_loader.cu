@@ -24,13 +24,7 @@
 #include <string>
 #include <vector>
 #include "../../../llmc/dataloader.h"
-
-static int failures = 0;
-
-static void expect(bool ok, const char* what, const std::string& detail = "") {
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
-    if (!ok) failures++;
-}
+#include "test_util.h"
 
 static const int VOCAB = 60000;
 static int token_at(int shard, int pos) {
@@ -91,12 +85,9 @@ static void must_init(DataLoader* dl, const std::string& pattern, int B, int T, 
 }
 
 static bool next(DataLoader* dl) {
-    if (dataloader_next_batch(dl) != 0) {
-        printf("FAIL next batch: %s\n", dl->error);
-        failures++;
-        return false;
-    }
-    return true;
+    bool ok = dataloader_next_batch(dl) == 0;
+    if (!ok) expect(false, "next batch", dl->error);
+    return ok;
 }
 
 static void expect_rejected(const std::string& pattern, int B, int T, const char* what,
@@ -109,13 +100,9 @@ static void expect_rejected(const std::string& pattern, int B, int T, const char
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        fprintf(stderr,
-                "usage: %s FIXTURE_DIR (written by dev/data/make_fixture.py --what prepared)\n",
-                argv[0]);
-        return 1;
-    }
-    std::string dir = argv[1];
+    std::string dir = directory_argument(argc, argv,
+                                  "FIXTURE_DIR (written by dev/data/make_fixture.py --what prepared)",
+                                  false);
     std::string good = dir + "/good";
     mkdir(good.c_str(), 0755);
     // Shard sizes: an empty shard, one too small for a batch, and three usable ones.
@@ -358,10 +345,5 @@ int main(int argc, char** argv) {
         if (rc == 0) dataloader_free(&dl);
     }
 
-    if (failures) {
-        printf("%d checks failed\n", failures);
-        return 1;
-    }
-    printf("all dataloader checks passed\n");
-    return 0;
+    return test_report("dataloader");
 }

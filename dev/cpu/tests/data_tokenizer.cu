@@ -14,13 +14,7 @@
 #include <string>
 #include <vector>
 #include "../../../llmc/tokenizer.h"
-
-static int failures = 0;
-
-static void expect(bool ok, const char* what, const char* detail) {
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail[0] ? ": " : "", detail);
-    if (!ok) failures++;
-}
+#include "test_util.h"
 
 static std::string read_file(const std::string& path) {
     FILE* f = fopen(path.c_str(), "rb");
@@ -133,11 +127,8 @@ static void set_i32(std::string* d, size_t offset, int32_t v) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s FIXTURE_DIR (written by dev/data/make_fixture.py)\n", argv[0]);
-        return 1;
-    }
-    std::string dir = argv[1];
+    std::string dir =
+        directory_argument(argc, argv, "FIXTURE_DIR (written by dev/data/make_fixture.py)", false);
     int cases = 0;
     for (const char* name : {"gpt2", "byte"}) {
         Tokenizer tok;
@@ -152,10 +143,10 @@ int main(int argc, char** argv) {
         size_t len = 0;
         const uint8_t* eot = tokenizer_decode(&tok, tok.eot, &len);
         expect(std::string((const char*)eot, len) == "<|endoftext|>",
-               "eot decodes to <|endoftext|>", "");
+               "eot decodes to <|endoftext|>");
         expect(tokenizer_decode(&tok, tok.vocab_size, &len) == NULL &&
                    tokenizer_decode(&tok, -1, &len) == NULL,
-               "ids outside the vocab decode to NULL", "");
+               "ids outside the vocab decode to NULL");
         tokenizer_free(&tok);
     }
 
@@ -199,10 +190,7 @@ int main(int argc, char** argv) {
                strstr(tok.error, "cannot open") != NULL,
            "rejects a missing file", tok.error);
 
-    if (failures) {
-        printf("%d checks failed\n", failures);
-        return 1;
-    }
+    if (test_report("tokenizer") != 0) return 1;
     printf("all %d cases match\n", cases);
     return 0;
 }

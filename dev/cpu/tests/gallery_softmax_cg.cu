@@ -7,17 +7,9 @@
 #include <vector>
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
+#include "test_util.h"
 
 namespace cg = cooperative_groups;
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 __global__ void softmax_kernel(float* out, const float* inp, int N, int C) {
     cg::thread_block block = cg::this_thread_block();

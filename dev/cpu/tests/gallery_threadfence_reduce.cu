@@ -8,15 +8,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "test_util.h"
 
 __device__ unsigned int retirement_count = 0;
 

@@ -4,15 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "test_util.h"
 
 const int TILE_DIM = 32;
 const int BLOCK_ROWS = 8;

@@ -4,15 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
-
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "test_util.h"
 
 __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
                            float* __restrict__ c, size_t n) {

@@ -20,37 +20,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <cuda_runtime.h>
-#include <mpi.h>
-#include <nccl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
-
-#define CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
-#define NCCL_CHECK(call) check_nccl((call), #call, __FILE__, __LINE__)
-#define MPI_CHECK(call) check_mpi((call), #call, __FILE__, __LINE__)
-
-static void check_cuda(cudaError_t err, const char* what, const char* file, int line) {
-    if (err != cudaSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(err));
-        exit(1);
-    }
-}
-static void check_nccl(ncclResult_t res, const char* what, const char* file, int line) {
-    if (res != ncclSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, ncclGetErrorString(res));
-        exit(1);
-    }
-}
-static void check_mpi(int err, const char* what, const char* file, int line) {
-    if (err != MPI_SUCCESS) {
-        fprintf(stderr, "%s:%d: %s failed (%d)\n", file, line, what, err);
-        exit(1);
-    }
-}
+#include "nccl_mpi_test_util.h"
 
 // ---------------------------------------------------------------------------------------------
 // Host model of the element types: floating types go through double, integers through 64 bits.
@@ -240,21 +215,7 @@ struct Expect {
 };
 
 int main(int argc, char** argv) {
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_nranks));
-    MPI_Comm local;
-    int local_rank = 0, devices = 0;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-    MPI_CHECK(MPI_Comm_rank(local, &local_rank));
-    CUDA_CHECK(cudaGetDeviceCount(&devices));
-    CUDA_CHECK(cudaSetDevice(local_rank % devices));
-
-    ncclUniqueId id;
-    if (g_rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-    ncclComm_t comm;
-    NCCL_CHECK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
+    ncclComm_t comm = mpi_nccl_start(&argc, &argv, &g_rank, &g_nranks);
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreate(&stream));
 
@@ -381,12 +342,5 @@ int main(int argc, char** argv) {
     }
 
     NCCL_CHECK(ncclCommDestroy(comm));
-    int failures = 0;
-    MPI_CHECK(MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    if (me == 0) {
-        if (failures == 0) printf("all %d nccl collective checks passed on %d ranks\n", g_checks, n);
-        else printf("%d of %d nccl collective checks FAILED on %d ranks\n", failures, g_checks, n);
-    }
-    MPI_CHECK(MPI_Finalize());
-    return failures == 0 ? 0 : 1;
+    return mpi_test_report("nccl collective", g_checks, g_failures);
 }

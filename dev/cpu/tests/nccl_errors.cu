@@ -34,9 +34,7 @@
 //! run: CUCC_NCCL_TIMEOUT=1 ./prog --case timeout => pass /nccl errors case timeout passed/
 //! run: CUCC_NCCL_TIMEOUT=1 ./prog --case init-timeout => pass /nccl errors case init-timeout passed/
 
-#include <cuda_runtime.h>
 #include <dirent.h>
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -47,39 +45,16 @@
 #include <unistd.h>
 #include <string>
 #include <vector>
+#include "nccl_test_util.h"
 
-#define CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
-#define NCCL_CHECK(call) check_nccl((call), #call, __FILE__, __LINE__)
-
-static void check_cuda(cudaError_t err, const char* what, const char* file, int line) {
-    if (err != cudaSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(err));
-        exit(1);
-    }
-}
-static void check_nccl(ncclResult_t res, const char* what, const char* file, int line) {
-    if (res != ncclSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, ncclGetErrorString(res));
-        exit(1);
-    }
-}
-
-static int g_rank, g_failures;
+static int g_rank;
 
 // Checks that a call returned `want`.
 #define EXPECT_RESULT(call, want) expect_result((call), (want), #call)
 static void expect_result(ncclResult_t got, ncclResult_t want, const char* what) {
-    if (got != want) {
-        g_failures++;
-        printf("FAIL rank %d: %s returned %d (%s), expected %d (%s)\n", g_rank, what, (int)got,
-               ncclGetErrorString(got), (int)want, ncclGetErrorString(want));
-    }
-}
-static void expect(bool ok, const char* what) {
-    if (!ok) {
-        g_failures++;
-        printf("FAIL rank %d: %s\n", g_rank, what);
-    }
+    expect(got == want, what,
+           "rank " + std::to_string(g_rank) + " got " + ncclGetErrorString(got) + ", want " +
+               ncclGetErrorString(want));
 }
 
 static double now_s() {
@@ -343,11 +318,10 @@ static void two_ranks(const std::string& which) {
                 fclose(fopen(done_path.c_str(), "w"));
             }
         } else {
-            printf("FAIL: unknown case %s\n", which.c_str());
-            g_failures++;
+            expect(false, "a known case", which);
         }
     }
-    if (g_rank == 1) exit(g_failures == 0 ? 0 : 1);
+    if (g_rank == 1) exit(test_failures == 0 ? 0 : 1);
 
     int status = 0;
     waitpid(child, &status, 0);
@@ -368,7 +342,7 @@ int main(int argc, char** argv) {
     std::string which = argv[2];
     if (which == "args") case_args();
     else two_ranks(which);
-    if (g_failures == 0) printf("nccl errors case %s passed\n", which.c_str());
-    else printf("nccl errors case %s: %d checks FAILED\n", which.c_str(), g_failures);
-    return g_failures == 0 ? 0 : 1;
+    if (test_failures == 0) printf("nccl errors case %s passed\n", which.c_str());
+    else printf("nccl errors case %s: %d checks FAILED\n", which.c_str(), test_failures);
+    return test_failures == 0 ? 0 : 1;
 }

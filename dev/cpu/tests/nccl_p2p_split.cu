@@ -15,40 +15,15 @@
 // Multi-rank runs need one GPU per rank, hence cpu-only here.
 //! cucc: -lnccl --mpi
 //! cpu-only
-//! run: mpirun -np 1 ./prog => pass /all nccl p2p and split checks passed on 1 ranks/
-//! run: mpirun -np 2 ./prog => pass /all nccl p2p and split checks passed on 2 ranks/
-//! run: mpirun -np 3 ./prog => pass /all nccl p2p and split checks passed on 3 ranks/
-//! run: mpirun -np 4 ./prog => pass /all nccl p2p and split checks passed on 4 ranks/
+//! run: mpirun -np 1 ./prog => pass /all \d+ nccl p2p and split checks passed on 1 ranks/
+//! run: mpirun -np 2 ./prog => pass /all \d+ nccl p2p and split checks passed on 2 ranks/
+//! run: mpirun -np 3 ./prog => pass /all \d+ nccl p2p and split checks passed on 3 ranks/
+//! run: mpirun -np 4 ./prog => pass /all \d+ nccl p2p and split checks passed on 4 ranks/
 
-#include <cuda_runtime.h>
-#include <mpi.h>
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
-
-#define CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
-#define NCCL_CHECK(call) check_nccl((call), #call, __FILE__, __LINE__)
-#define MPI_CHECK(call) check_mpi((call), #call, __FILE__, __LINE__)
-
-static void check_cuda(cudaError_t err, const char* what, const char* file, int line) {
-    if (err != cudaSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(err));
-        exit(1);
-    }
-}
-static void check_nccl(ncclResult_t res, const char* what, const char* file, int line) {
-    if (res != ncclSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, ncclGetErrorString(res));
-        exit(1);
-    }
-}
-static void check_mpi(int err, const char* what, const char* file, int line) {
-    if (err != MPI_SUCCESS) {
-        fprintf(stderr, "%s:%d: %s failed (%d)\n", file, line, what, err);
-        exit(1);
-    }
-}
+#include "nccl_mpi_test_util.h"
 
 static int g_rank, g_checks, g_failures;
 static cudaStream_t g_stream;
@@ -92,25 +67,11 @@ static void expect_member_sum(ncclComm_t comm, int want, const char* what) {
 }
 
 int main(int argc, char** argv) {
-    int n;
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-    MPI_Comm local;
-    int local_rank = 0, devices = 0, device = 0;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-    MPI_CHECK(MPI_Comm_rank(local, &local_rank));
-    CUDA_CHECK(cudaGetDeviceCount(&devices));
-    device = local_rank % devices;
-    CUDA_CHECK(cudaSetDevice(device));
+    int n, device = -1;
+    ncclComm_t comm = mpi_nccl_start(&argc, &argv, &g_rank, &n);
+    CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaStreamCreate(&g_stream));
     const int me = g_rank, next = (me + 1) % n, prev = (me + n - 1) % n;
-
-    ncclUniqueId id;
-    if (me == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-    ncclComm_t comm;
-    NCCL_CHECK(ncclCommInitRank(&comm, n, id, me));
 
     int version = 0, count = 0, rank = -1, dev = -1;
     NCCL_CHECK(ncclGetVersion(&version));
@@ -254,12 +215,5 @@ int main(int argc, char** argv) {
     NCCL_CHECK(ncclCommDestroy(parity));
     NCCL_CHECK(ncclCommDestroy(comm));
 
-    int failures = 0;
-    MPI_CHECK(MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    if (me == 0) {
-        if (failures == 0) printf("all nccl p2p and split checks passed on %d ranks\n", n);
-        else printf("%d of %d nccl p2p and split checks FAILED on %d ranks\n", failures, g_checks, n);
-    }
-    MPI_CHECK(MPI_Finalize());
-    return failures == 0 ? 0 : 1;
+    return mpi_test_report("nccl p2p and split", g_checks, g_failures);
 }

@@ -22,30 +22,13 @@
 //! run: CUCC_SCHEDULE=random CUCC_SEED=3 ./prog => pass /all nccl single-process checks passed/
 //! run: CUCC_SCHEDULE=random CUCC_SEED=5 ./prog --skip-event => pass /missing event exposed/
 
-#include <cuda_runtime.h>
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#define CUDA_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
-#define NCCL_CHECK(call) check_nccl((call), #call, __FILE__, __LINE__)
-
-static void check_cuda(cudaError_t err, const char* what, const char* file, int line) {
-    if (err != cudaSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(err));
-        exit(1);
-    }
-}
-static void check_nccl(ncclResult_t res, const char* what, const char* file, int line) {
-    if (res != ncclSuccess) {
-        fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, ncclGetErrorString(res));
-        exit(1);
-    }
-}
+#include "nccl_test_util.h"
 
 static int g_checks, g_failures;
 static void expect(bool ok, const char* what, double got, double want) {

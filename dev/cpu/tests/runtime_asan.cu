@@ -10,16 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        cudaError_t err_ = (call);                                                         \
-        if (err_ != cudaSuccess) {                                                         \
-            printf("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                    \
-                   cudaGetErrorString(err_));                                              \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "test_util.h"
 
 // Block sums through a barrier and a warp shuffle; one element per thread.
 __global__ void sum_kernel(int* out, const int* in, int n) {

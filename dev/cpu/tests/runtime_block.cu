@@ -8,22 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        cudaError_t err_ = (call);                                                         \
-        if (err_ != cudaSuccess) {                                                         \
-            printf("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                    \
-                   cudaGetErrorString(err_));                                              \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-static int failures = 0;
-static void expect(bool ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    if (!ok) failures++;
-}
+#include "test_util.h"
 
 // Every thread writes its indices; out is (grid, block) flattened as x fastest.
 __global__ void indices_kernel(int4* out) {
@@ -262,10 +247,5 @@ int main() {
         expect(h == 0, "rejected launches did not run");
         CUDA_CHECK(cudaDeviceReset());
     }
-    if (failures) {
-        printf("%d block checks FAILED\n", failures);
-        return 1;
-    }
-    printf("all block checks passed\n");
-    return 0;
+    return test_report("block");
 }

@@ -11,22 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include "test_util.h"
 
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        cudaError_t err_ = (call);                                                         \
-        if (err_ != cudaSuccess) {                                                         \
-            printf("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                    \
-                   cudaGetErrorString(err_));                                              \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-static int failures = 0;
-static void expect(bool ok, const char* what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-    if (!ok) failures++;
-}
 static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
     char line[256];
     snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want), cudaGetErrorName(got));
@@ -197,10 +183,5 @@ int main(int argc, char** argv) {
         properties();
         copies();
     }
-    if (failures) {
-        printf("%d memory checks FAILED\n", failures);
-        return 1;
-    }
-    printf("all memory checks passed\n");
-    return 0;
+    return test_report("memory");
 }

@@ -8,15 +8,7 @@
 //! run: ./prog => pass /large allocations: right/
 #include <cstdio>
 #include <cstring>
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t e = (call);                                                              \
-        if (e != cudaSuccess) {                                                              \
-            printf("FAIL: %s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));          \
-            return 1;                                                                        \
-        }                                                                                    \
-    } while (0)
+#include "test_util.h"
 
 // Writes a pattern to the first and last MiB of [p, p+bytes) and reads it back.
 int check_ends(unsigned char* p, size_t bytes, unsigned char seed) {
@@ -24,9 +16,9 @@ int check_ends(unsigned char* p, size_t bytes, unsigned char seed) {
     static unsigned char pattern[1 << 20], back[1 << 20];
     for (size_t off : {(size_t)0, bytes - mib}) {
         for (size_t i = 0; i < mib; i++) pattern[i] = (unsigned char)(seed + i * 7 + off);
-        CHECK(cudaMemcpy(p + off, pattern, mib, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(p + off, pattern, mib, cudaMemcpyHostToDevice));
         memset(back, 0, mib);
-        CHECK(cudaMemcpy(back, p + off, mib, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(back, p + off, mib, cudaMemcpyDeviceToHost));
         if (memcmp(back, pattern, mib) != 0) {
             printf("FAIL: the MiB at offset %zu of a %zu-byte allocation did not read back\n", off,
                    bytes);
@@ -39,17 +31,17 @@ int check_ends(unsigned char* p, size_t bytes, unsigned char seed) {
 int main() {
     const size_t gib = (size_t)1 << 30;
     size_t free0, total, free1, free2, free3;
-    CHECK(cudaMemGetInfo(&free0, &total));
+    CUDA_CHECK(cudaMemGetInfo(&free0, &total));
     printf("cudaMemGetInfo: %zu GiB free of %zu GiB\n", free0 / gib, total / gib);
     if (free0 < 73 * gib) {
         printf("FAIL: want at least 73 GiB free (the default limit is 80 GiB)\n");
         return 1;
     }
     unsigned char *a, *b, *c = nullptr;
-    CHECK(cudaMalloc(&a, 48 * gib));
-    CHECK(cudaMemGetInfo(&free1, &total));
-    CHECK(cudaMalloc(&b, 24 * gib));
-    CHECK(cudaMemGetInfo(&free2, &total));
+    CUDA_CHECK(cudaMalloc(&a, 48 * gib));
+    CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+    CUDA_CHECK(cudaMalloc(&b, 24 * gib));
+    CUDA_CHECK(cudaMemGetInfo(&free2, &total));
     if (free0 - free1 != 48 * gib || free1 - free2 != 24 * gib) {
         printf("FAIL: free memory went %zu -> %zu -> %zu, want steps of 48 and 24 GiB\n", free0,
                free1, free2);
@@ -63,9 +55,9 @@ int main() {
                cudaGetErrorName(over));
         return 1;
     }
-    CHECK(cudaFree(a));
-    CHECK(cudaFree(b));
-    CHECK(cudaMemGetInfo(&free3, &total));
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaMemGetInfo(&free3, &total));
     if (free3 != free0) {
         printf("FAIL: %zu bytes free after freeing everything, want %zu\n", free3, free0);
         return 1;

@@ -37,16 +37,7 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        cudaError_t err_ = (call);                                                         \
-        if (err_ != cudaSuccess) {                                                         \
-            printf("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                    \
-                   cudaGetErrorString(err_));                                              \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "test_util.h"
 
 const int N = 4096;
 

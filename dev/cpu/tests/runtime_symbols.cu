@@ -4,6 +4,7 @@
 // ordinary device pointer: cudaMemcpy and cudaMemset accept it, a kernel sees what they wrote,
 // and cudaFree rejects it. Valid CUDA: the same file runs on a GPU.
 #include <cstdio>
+#include "test_util.h"
 
 __constant__ float coeffs[4];
 __device__ int counter;
@@ -27,25 +28,16 @@ __global__ void touch_big_smem(float* out) {
     out[threadIdx.x] = big_smem[blockDim.x - 1 - threadIdx.x];
 }
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t e = (call);                                                              \
-        if (e != cudaSuccess) {                                                              \
-            printf("%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));                \
-            return 1;                                                                        \
-        }                                                                                    \
-    } while (0)
-
 int main() {
     float host[4] = {1, 2, 3, 4}, result[4];
     float* d;
-    CHECK(cudaMalloc(&d, 64 * sizeof(float)));
-    CHECK(cudaMemcpyToSymbol(coeffs, host, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&d, 64 * sizeof(float)));
+    CUDA_CHECK(cudaMemcpyToSymbol(coeffs, host, sizeof(host)));
     scale_by_coeffs<<<1, 4>>>(d);
-    CHECK(cudaGetLastError());
-    CHECK(cudaMemcpy(result, d, sizeof(result), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(result, d, sizeof(result), cudaMemcpyDeviceToHost));
     int c = 0;
-    CHECK(cudaMemcpyFromSymbol(&c, counter, sizeof(int)));
+    CUDA_CHECK(cudaMemcpyFromSymbol(&c, counter, sizeof(int)));
     for (int i = 0; i < 4; i++) {
         if (result[i] != 2 * host[i]) {
             printf("FAIL: out[%d] = %g, want %g\n", i, result[i], 2 * host[i]);
@@ -58,19 +50,19 @@ int main() {
     }
     // The symbol's address is the variable itself.
     int* counter_ptr = nullptr;
-    CHECK(cudaGetSymbolAddress((void**)&counter_ptr, counter));
+    CUDA_CHECK(cudaGetSymbolAddress((void**)&counter_ptr, counter));
     if (counter_ptr == nullptr) {
         printf("FAIL: cudaGetSymbolAddress gave a null pointer\n");
         return 1;
     }
     // Copies and memsets through the symbol's address, as through a cudaMalloc pointer.
     float* table_ptr = nullptr;
-    CHECK(cudaGetSymbolAddress((void**)&table_ptr, table));
+    CUDA_CHECK(cudaGetSymbolAddress((void**)&table_ptr, table));
     float host_table[64], back_table[64];
     for (int i = 0; i < 64; i++) host_table[i] = (float)(i * 3 - 50);
-    CHECK(cudaMemcpy(table_ptr, host_table, sizeof(host_table), cudaMemcpyHostToDevice));
-    CHECK(cudaMemset(table_ptr + 32, 0, 32 * sizeof(float)));
-    CHECK(cudaMemcpy(back_table, table_ptr, sizeof(back_table), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(table_ptr, host_table, sizeof(host_table), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(table_ptr + 32, 0, 32 * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(back_table, table_ptr, sizeof(back_table), cudaMemcpyDeviceToHost));
     float want_sum = 0.0f;
     for (int i = 0; i < 64; i++) {
         float want = i < 32 ? host_table[i] : 0.0f;
@@ -82,9 +74,9 @@ int main() {
         }
     }
     sum_table<<<1, 1>>>(d);
-    CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
     float sum = 0.0f;
-    CHECK(cudaMemcpy(&sum, d, sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&sum, d, sizeof(float), cudaMemcpyDeviceToHost));
     if (sum != want_sum) {
         printf("FAIL: the kernel sums the table to %g, want %g\n", sum, want_sum);
         return 1;
@@ -101,19 +93,19 @@ int main() {
         printf("FAIL: 64 KiB of dynamic shared memory launched without the attribute\n");
         return 1;
     }
-    CHECK(cudaFuncSetAttribute(touch_big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CHECK(cudaFuncSetCacheConfig(touch_big_smem, cudaFuncCachePreferShared));
+    CUDA_CHECK(cudaFuncSetAttribute(touch_big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaFuncSetCacheConfig(touch_big_smem, cudaFuncCachePreferShared));
     touch_big_smem<<<1, 64, smem>>>(d);
-    CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
     float back[64];
-    CHECK(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost));
     for (int i = 0; i < 64; i++) {
         if (back[i] != (float)(63 - i)) {
             printf("FAIL: smem round trip [%d] = %g\n", i, back[i]);
             return 1;
         }
     }
-    CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFree(d));
     printf("symbols and kernel attributes OK\n");
     return 0;
 }
