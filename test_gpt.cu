@@ -4,36 +4,69 @@ docstring specifies the model and the dump format).
 
   test_gpt DUMP
 
-builds the model with the dump's configuration, loads its initial parameters and then compares:
-  1. the logits of every micro-batch of step 0 and the step-0 loss,
-  2. every accumulated gradient of step 0 (and that the key bias gradient is exactly zero),
-  3. for each step k: the loss, the learning rate, the gradient norm and every parameter after
-     the update.
-Then it runs everything a second time and checks that both runs produced identical bits.
+builds the model with the dump's configuration and checks it in two parts.
+
+(a) The free-running run: from the dump's initial parameters, the same forward, backward and K
+    steps as PyTorch's fp32 run, comparing
+      - the logits of every micro-batch of step 0 and the step-0 loss,
+      - every accumulated gradient of step 0 (the key bias gradient exactly zero),
+      - for each step k: the loss, the learning rate and the gradient norm,
+      - every parameter after step 0, with AdamW's sign allowance (adamw_allowance).
+    Then the whole run again: both runs must produce identical bits.
+    Parameters after later steps are not compared here. AdamW moves an element whose gradient is
+    within rounding noise of zero by about lr in a direction the noise picks; the allowance
+    excuses that at step 0, but the moved elements then change the next step's forward pass and
+    gradients by more than any noise model of that step covers, and the difference compounds.
+    Part (b) checks every step without that cascade.
+(b) Teacher-forced steps k = 0..K-1, each from the dump's own state: the parameters theta_{k-1}
+    (init for k = 0; the fp32 master weights too in the bf16 build), AdamW's m_{k-1}, v_{k-1}
+    (zeros for k = 0) and its step count k. Then
+      - gradients: forward and backward of step k's micro-batches; the loss, the gradient norm
+        and every gradient against step<k>.grad.* (key bias exactly zero);
+      - optimizer: the dump's gradient step<k>.grad.* goes into the gradient buffer and AdamW
+        runs with the dump's lr and clip scale; theta_k - theta_{k-1} (fp32 parameters: master
+        weights in the bf16 build), m_k and v_k are compared with the dump.
+    The gradient check has identical parameters and the optimizer check identical inputs, so
+    an error in either shows up at the step that makes it. Part (b) excuses no element: its
+    optimizer bounds are norms of what the identical inputs force (below).
 
 Bounds (each printed next to the measured error; a NaN or Inf never passes):
   relative norm error  rel = ||ours - ref|| / ||ref||  (rel = 0 when both are exactly zero)
   fp32 build: rel <= 1e-5 for every tensor and scalar, and max |ours - ref| <= 1e-4 * max |ref|:
               an element may stray further than the norm average, but not 10x the norm bound
-              measured against the tensor's largest entry. Parameters are compared as they are
-              (theta_k): their change since initialization cannot be held to 1e-5, because fp32
-              rounds each weight to 2^-24 of its size (about 6e-8 for a LayerNorm gain of 1)
-              while a step moves it by about lr = 1e-3, a 6e-5 relative error neither program
-              can avoid. At 1e-5 of theta, an update that is off by more than ~1e-3 of itself
-              still fails.
+              measured against the tensor's largest entry.
   bf16 build: rel <= min(max(BF16_FACTOR * d, BF16_FLOOR), 5e-2), where d is the dump's
-              bf16.<name>, how far PyTorch's own bf16-autocast run moves that quantity.
+              bf16.<name>, how far PyTorch's own bf16-autocast run moves that quantity
+              (teacher-forced for the per-step losses, norms and gradients).
               BF16_FLOOR = 2^-8 is bf16's unit roundoff: storing an exact result in bf16 alone
               can cost that much, so a quantity PyTorch's run happens to leave (almost) unchanged
-              still gets it. Parameters are compared through their change since initialization
-              (theta_k - theta_0), so a wrong update cannot hide under the size of the weights.
-              Logits, gradients and scalars also get max |ours - ref| <= 10 * (rel bound) *
-              max |ref|, the fp32 rule; parameter changes get no per-element bound (AdamW moves
-              an element by about lr whatever its gradient, see add_adamw_allowance).
-  Parameters, both builds: elements whose gradients are within the gradient noise of zero get
-  AdamW's sign allowance (add_adamw_allowance); PyTorch's own bf16 run differs from its fp32
-  run by more than 5e-2 on such steps (e.g. 0.087 for h0.attn.qkv.w and 0.25 for a 64-element
-  bias after step 0), all of it from elements whose update changed sign.
+              still gets it. Logits, gradients and scalars also get max |ours - ref| <= 10 *
+              (rel bound) * max |ref|, the fp32 rule. The losses and gradient norms of part (a)
+              after step 0 get the teacher-forced d too: PyTorch's free-running bf16 run moves
+              them by up to ~5e-4 relative (measured), far below the 2^-8 floor.
+  Part (a), parameters after step 0 (theta_0; init is theta_{-1}, as in the dump): fp32
+              compares theta_0 itself at 1e-5 (fp32 rounds a weight to 2^-24 of its size, 6e-8
+              for a LayerNorm gain of 1, while a step moves it by about lr: part (b) holds the
+              change to account for that rounding); bf16 compares theta_0 - init with the bf16
+              rule, d = bf16.step0.param.<p>, and no per-element bound (AdamW moves an element
+              by about lr whatever its gradient). Both subtract AdamW's sign allowance
+              element by element before the norm, and print the raw error next to it. PyTorch's
+              own bf16 run differs from its fp32 run by more than 5e-2 on such steps (e.g.
+              0.087 for h0.attn.qkv.w and 0.25 for a 64-element bias), all of it from elements
+              whose update changed sign.
+  Part (b), optimizer, both builds: for each of X = theta_k - theta_{k-1}, m_k, v_k
+              rel <= 1e-5 + ||e|| / ||X_ref||  and  max |ours - ref| <= max e + 1e-4 * max |X_ref|
+              where e is, per element, what the inputs and fp32 storage force on the two
+              programs, computed in double from the dump's inputs:
+              - the change of X when the gradient is rounded to floatX on its way into our
+                gradient buffer: zero in the fp32 build; in bf16 each gradient element moves
+                by up to 2^-8 of itself (round to nearest), which moves m_k by 0.1 times that
+                change, v_k by 0.05 times the change of g^2, and the update by whatever AdamW's
+                formula makes of it (almost nothing at step 0, where it is lr * sign(g));
+              - for the update only: half a unit in the last place of theta_k as each program
+                stores it in fp32 (theta_k - theta_{k-1} carries that rounding), and with weight
+                decay another half unit of the decayed theta_{k-1} each (PyTorch stores it
+                between its two operations; a fused multiply-add may skip that rounding).
   the learning rate is double arithmetic in both programs: rel <= 1e-12 in both builds.
   Exact zeros in the reference (the key bias gradient) must be exact zeros here.
 */
@@ -47,7 +80,7 @@ constexpr double BF16_CEILING = 5e-2;
 constexpr double FP32_REL = 1e-5;
 constexpr double MAX_ABS_FACTOR = 10.0;  // max-abs bound = factor * rel bound * max |ref|
 constexpr double LR_REL = 1e-12;
-// Gradient noise relative to a tensor's largest gradient (see add_adamw_allowance).
+// Gradient noise relative to a tensor's largest gradient (see adamw_allowance).
 // GRAD_NOISE: typical noise of one gradient element; SIGN_NOISE: below this RMS an element's
 // update may change sign.
 constexpr double GRAD_NOISE = FLOATX_IS_FP32 ? 1e-6 : 1.0 / 512.0;
@@ -109,6 +142,14 @@ inline void dump_load(Dump* d, const char* path) {
     fclose(f);
 }
 
+inline void dump_free(Dump* d) {
+    for (int i = 0; i < d->count; i++) {
+        free(d->records[i].name);
+        free(d->records[i].data);
+    }
+    free(d->records);
+}
+
 inline const DumpRecord* dump_find(const Dump* d, const char* name) {
     for (int i = 0; i < d->count; i++)
         if (strcmp(d->records[i].name, name) == 0) return &d->records[i];
@@ -137,12 +178,31 @@ inline const void* dump_array(const Dump* d, const char* name, int dtype, size_t
     return r->data;
 }
 
+// The records <prefix><tensor name> of every parameter tensor, in layout order: dst holds
+// layout.total floats, zero in the alignment gaps. Each record must have its tensor's shape.
+inline void dump_param_set(const Dump* d, const ParamLayout* layout, const char* prefix, float* dst) {
+    memset(dst, 0, layout->total * sizeof(float));
+    for (int i = 0; i < layout->count; i++) {
+        const ParamTensor* t = &layout->tensors[i];
+        char name[160];
+        snprintf(name, sizeof(name), "%s%s", prefix, t->name);
+        const DumpRecord* r = dump_find(d, name);
+        bool shape_ok = r->dtype == DUMP_F32 && r->ndim == (t->cols > 0 ? 2 : 1) && r->dims[0] == t->rows &&
+                        (t->cols == 0 || r->dims[1] == t->cols);
+        if (!shape_ok) {
+            fprintf(stderr, "dump record %s does not have the model's shape (%d, %d)\n", name, t->rows, t->cols);
+            exit(EXIT_FAILURE);
+        }
+        memcpy(dst + t->offset, r->data, t->numel * sizeof(float));
+    }
+}
+
 // =============================================================================================
 // Comparisons.
 
 struct Tally {
     int checks, failures;
-    bool print;  // the second run only counts
+    bool print;  // the second run of part (a) only counts
 };
 
 inline double rel_bound_for(const Dump* d, const char* name) {
@@ -156,17 +216,19 @@ inline double rel_bound_for(const Dump* d, const char* name) {
 }
 
 // Compares n values and prints one line. abs_bound < 0: no max-abs bound (printed as "-").
-// allowance (or nullptr): element i's difference counts only beyond allowance[i].
+// allowance (or nullptr): element i's difference counts only beyond allowance[i]; the line then
+// also shows the raw relative error, before the allowance.
 inline bool compare_values(Tally* tally, const char* name, const double* ours, const double* ref,
                            size_t n, double rel_bound, double abs_bound,
                            const double* allowance = nullptr) {
-    double diff2 = 0.0, ref2 = 0.0, max_abs = 0.0;
+    double diff2 = 0.0, raw2 = 0.0, ref2 = 0.0, max_abs = 0.0;
     size_t worst = 0;
     bool finite = true;
     for (size_t i = 0; i < n; i++) {
         if (!std::isfinite(ours[i])) finite = false;
-        double e = fabs(ours[i] - ref[i]);
-        if (allowance) e = fmax(0.0, e - allowance[i]);
+        double raw = fabs(ours[i] - ref[i]);
+        double e = allowance ? fmax(0.0, raw - allowance[i]) : raw;
+        raw2 += raw * raw;
         diff2 += e * e;
         ref2 += ref[i] * ref[i];
         if (e > max_abs) {
@@ -174,15 +236,17 @@ inline bool compare_values(Tally* tally, const char* name, const double* ours, c
             worst = i;
         }
     }
-    double rel = ref2 > 0.0 ? sqrt(diff2 / ref2) : (diff2 > 0.0 ? INFINITY : 0.0);
+    auto relative = [&](double d2) { return ref2 > 0.0 ? sqrt(d2 / ref2) : (d2 > 0.0 ? INFINITY : 0.0); };
+    double rel = relative(diff2);
     bool ok = finite && rel <= rel_bound && (abs_bound < 0.0 || max_abs <= abs_bound);
     if (!finite) rel = NAN;
     tally->checks++;
     if (!ok) tally->failures++;
     if (tally->print || !ok) {
-        char abs_text[32] = "-";
+        char abs_text[32] = "-", raw_text[48] = "";
         if (abs_bound >= 0.0) snprintf(abs_text, sizeof(abs_text), "%.2e", abs_bound);
-        printf("  %-28s rel %.3e (bound %.2e)  max abs %.3e (bound %s)  %s\n", name, rel,
+        if (allowance) snprintf(raw_text, sizeof(raw_text), " (raw %.3e)", finite ? relative(raw2) : NAN);
+        printf("  %-30s rel %.3e%s (bound %.2e)  max abs %.3e (bound %s)  %s\n", name, rel, raw_text,
                rel_bound, max_abs, abs_text, ok ? "ok" : "FAIL");
         if (!ok) printf("    largest difference at element %zu: ours %.9g reference %.9g\n", worst, ours[worst], ref[worst]);
     }
@@ -196,8 +260,9 @@ inline double abs_bound_for(const double* ref, size_t n, double rel_bound) {
     return MAX_ABS_FACTOR * rel_bound * max_ref;
 }
 
-inline bool compare_floats(Tally* tally, const Dump* d, const char* name, const float* ours,
-                           const float* ref, size_t n) {
+// A float tensor against the dump's record `name`, with the build's rule for that name.
+inline bool compare_floats(Tally* tally, const Dump* d, const char* name, const float* ours, size_t n) {
+    const float* ref = (const float*)dump_array(d, name, DUMP_F32, n);
     double* a = (double*)MALLOC_CHECK(n * sizeof(double));
     double* b = (double*)MALLOC_CHECK(n * sizeof(double));
     for (size_t i = 0; i < n; i++) {
@@ -211,13 +276,29 @@ inline bool compare_floats(Tally* tally, const Dump* d, const char* name, const 
     return ok;
 }
 
+// A scalar against the dump's record `name`.
 inline void compare_scalar(Tally* tally, const Dump* d, const char* name, double ours, double rel_bound) {
     double ref = dump_scalar(d, name);
     compare_values(tally, name, &ours, &ref, 1, rel_bound, abs_bound_for(&ref, 1, rel_bound));
 }
 
+// Part (b)'s optimizer rule: rel <= FP32_REL + ||e|| / ||ref||, max abs <= max e + MAX_ABS_FACTOR
+// * FP32_REL * max |ref|, with e the per-element error the inputs and storage force (header).
+// With ref all zero only exact zeros pass (rel is then 0 or inf).
+inline void compare_forced(Tally* tally, const char* name, const double* ours, const double* ref,
+                           const double* e, size_t n) {
+    double e2 = 0.0, max_e = 0.0, ref2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        e2 += e[i] * e[i];
+        max_e = fmax(max_e, e[i]);
+        ref2 += ref[i] * ref[i];
+    }
+    double rel_bound = FP32_REL + (ref2 > 0.0 ? sqrt(e2 / ref2) : 0.0);
+    compare_values(tally, name, ours, ref, n, rel_bound, max_e + abs_bound_for(ref, n, FP32_REL));
+}
+
 // =============================================================================================
-// Reading the model's state back.
+// The model's state, read back and set.
 
 inline void download_floatX(float* dst, const floatX* src, size_t n) {
     floatX* tmp = (floatX*)MALLOC_CHECK(n * sizeof(floatX));
@@ -226,10 +307,54 @@ inline void download_floatX(float* dst, const floatX* src, size_t n) {
     free(tmp);
 }
 
+// Rounds n floats to floatX (to nearest) and copies them to the device.
+inline void upload_floatX(floatX* dst, const float* src, size_t n) {
+    floatX* tmp = (floatX*)MALLOC_CHECK(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) tmp[i] = (floatX)src[i];
+    CUDA_CHECK(cudaMemcpy(dst, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+}
+
 // The fp32 parameters: master weights in the bf16 build, the parameters themselves in fp32.
 inline void download_params(float* dst, const GPT* m) {
     if (m->master) CUDA_CHECK(cudaMemcpy(dst, m->master, m->layout.total * sizeof(float), cudaMemcpyDeviceToHost));
     else download_floatX(dst, m->params, m->layout.total);
+}
+
+// Sets the state a step starts from: parameters theta (fp32; rounded to nearest for the floatX
+// copy), AdamW's moments and its step count. Each array holds layout.total floats.
+inline void set_optimizer_state(GPT* m, const float* theta, const float* adam_m, const float* adam_v, int adam_t) {
+    gpt_set_params(m, theta);
+    CUDA_CHECK(cudaMemcpy(m->adam_m, adam_m, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(m->adam_v, adam_v, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
+    m->adam_t = adam_t;
+}
+
+// The key bias gradient (slice C..2C of every qkv.b gradient) must be exactly +0.
+inline void check_key_bias_zero(Tally* tally, const GPT* m, const float* grads) {
+    const int C = m->config.channels;
+    for (int l = 0; l < m->config.layers; l++) {
+        const float* kb = grads + m->layout.tensors[layer_tensor_index(l, QKV_B)].offset + C;
+        bool zero = true;
+        for (int i = 0; i < C; i++) zero = zero && kb[i] == 0.0f && !std::signbit(kb[i]);
+        tally->checks++;
+        if (!zero) tally->failures++;
+        if (!zero || tally->print) printf("  h%d key bias gradient exactly zero: %s\n", l, zero ? "ok" : "FAIL");
+    }
+}
+
+// Every gradient in the model's buffer against the dump's step<k>.grad.<p> (grads: scratch of
+// layout.total floats, left holding the gradients).
+inline void compare_grads(Tally* tally, const Dump* d, const GPT* m, int k, float* grads) {
+    const ParamLayout* layout = &m->layout;
+    download_floatX(grads, m->grads, layout->total);
+    char name[160];
+    for (int i = 0; i < layout->count; i++) {
+        const ParamTensor* t = &layout->tensors[i];
+        snprintf(name, sizeof(name), "step%d.grad.%s", k, t->name);
+        compare_floats(tally, d, name, grads + t->offset, t->numel);
+    }
+    check_key_bias_zero(tally, m, grads);
 }
 
 // FNV-1a over the bytes of a device buffer.
@@ -246,19 +371,20 @@ inline uint64_t hash_bytes(uint64_t h, const void* ptr, size_t bytes) {
     return h;
 }
 
-// AdamW's allowance. AdamW moves an element by lr * m/(sqrt(v)+eps), about lr whatever the
-// size of its gradient, so gradient noise far below anything a gradient check can resolve
-// moves elements with small gradients a lot. To first order a gradient error n moves the
-// update by up to 2 * lr * n / (sqrt(v_hat) + eps) (one term from m, one from sqrt(v)), never
-// more than 2 * lr. Each step adds that to the element's allowance (its difference counts only
-// beyond it), with n = GRAD_NOISE * max|g| of its tensor: fp32 1e-6 (measured gradient errors:
-// up to 3e-7 of max|g|), bf16 2^-9 (bf16's rounding of a gradient). An element whose gradient
-// RMS is below SIGN_NOISE * max|g| (fp32 1e-5, bf16 2^-6; measured bf16 gradient errors reach
-// 2^-7 of max|g|) may move the other way altogether and gets the full 2 * lr. Elements with
-// ordinary gradients get a small allowance (fp32: ~2e-5 lr), so the bounds keep their teeth.
+// AdamW's allowance (part (a), step 0). AdamW moves an element by lr * m/(sqrt(v)+eps), about
+// lr whatever the size of its gradient, so gradient noise far below anything a gradient check
+// can resolve moves elements with small gradients a lot. To first order a gradient error n
+// moves the update by up to 2 * lr * n / (sqrt(v_hat) + eps) (one term from m, one from
+// sqrt(v)), never more than 2 * lr. The element's difference counts only beyond that, with
+// n = GRAD_NOISE * max|g| of its tensor: fp32 1e-6 (measured gradient errors: up to 3e-7 of
+// max|g|), bf16 2^-9 (bf16's rounding of a gradient). An element whose gradient is below
+// SIGN_NOISE * max|g| (fp32 1e-5, bf16 2^-6; measured bf16 gradient errors reach 2^-7 of
+// max|g|) may move the other way altogether and gets the full 2 * lr. Elements with ordinary
+// gradients get a small allowance (fp32: ~2e-5 lr), so the bounds keep their teeth. At step 0
+// this is the whole story: the update is lr * sign(g) up to eps, and m, v start at zero.
 // grads_scratch / v_scratch: layout.total floats of scratch.
-inline void add_adamw_allowance(double* allowance, float* grads_scratch, float* v_scratch,
-                                const GPT* m, double lr, double grad_scale) {
+inline void adamw_allowance(double* allowance, float* grads_scratch, float* v_scratch, const GPT* m,
+                            double lr, double grad_scale) {
     const ParamLayout* layout = &m->layout;
     download_floatX(grads_scratch, m->grads, layout->total);
     CUDA_CHECK(cudaMemcpy(v_scratch, m->adam_v, layout->total * sizeof(float), cudaMemcpyDeviceToHost));
@@ -271,14 +397,13 @@ inline void add_adamw_allowance(double* allowance, float* grads_scratch, float* 
         for (size_t j = 0; j < t->numel; j++) {
             double denom = sqrt(v_scratch[t->offset + j] / bias_corr2) + 1e-8;
             bool may_flip = denom < SIGN_NOISE * max_g * grad_scale;
-            allowance[t->offset + j] += 2.0 * lr * (may_flip ? 1.0 : fmin(1.0, noise / denom));
+            allowance[t->offset + j] = 2.0 * lr * (may_flip ? 1.0 : fmin(1.0, noise / denom));
         }
     }
 }
 
 // =============================================================================================
-// One complete run: step-0 logits and gradients, then K steps. Returns a hash of everything
-// it computed (logits, losses, norms, final parameters, gradients and optimizer state).
+// The test's setup, read from the dump.
 
 struct TestSetup {
     GPTConfig config;
@@ -286,77 +411,60 @@ struct TestSetup {
     ScheduleConfig sched;
     double weight_decay, grad_clip;
     uint64_t seed;
-    float* init;  // layout.total floats, zero in the gaps
+    ParamLayout layout;
+    float* init;          // layout.total floats, zero in the gaps
+    const int* inputs;    // (K,A,B,T)
+    const int* targets;   // (K,A,B,T)
 };
 
-inline uint64_t run_once(const Dump* d, const TestSetup* s, Tally* tally) {
+// =============================================================================================
+// Part (a): the free-running run. Returns a hash of everything it computed (logits, losses,
+// norms, final parameters, gradients and optimizer state).
+
+inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     const GPTConfig* c = &s->config;
-    const int B = s->B, T = s->T, A = s->A, K = s->K, V = c->vocab, Vp = c->padded_vocab;
-    const size_t N = (size_t)B * T;
+    const int A = s->A, K = s->K, V = c->vocab, Vp = c->padded_vocab;
+    const size_t N = (size_t)s->B * s->T;
     GPT model;
-    gpt_build(&model, c, B, T, s->seed);
+    gpt_build(&model, c, s->B, s->T, s->seed);
     model.poison_activations = true;
     gpt_set_params(&model, s->init);
     const ParamLayout* layout = &model.layout;
-    const int* inputs = (const int*)dump_array(d, "inputs", DUMP_I32, (size_t)K * A * N);
-    const int* targets = (const int*)dump_array(d, "targets", DUMP_I32, (size_t)K * A * N);
+    const size_t P = layout->total;
     uint64_t h = 0xcbf29ce484222325ull;
     char name[160];
 
-    // 1. Step-0 logits (A,B,T,V) and loss, micro-batch by micro-batch, forward only.
+    // Step-0 logits (A,B,T,V) and loss, micro-batch by micro-batch, forward only.
     float* logits = (float*)MALLOC_CHECK((size_t)A * N * V * sizeof(float));
-    float* row = (float*)MALLOC_CHECK((size_t)N * Vp * sizeof(float));
+    float* row = (float*)MALLOC_CHECK(N * Vp * sizeof(float));
     double loss0 = 0.0;
     for (int a = 0; a < A; a++) {
-        loss0 += gpt_forward(&model, inputs + a * N, targets + a * N, 0.0f) / A;
+        loss0 += gpt_forward(&model, s->inputs + a * N, s->targets + a * N, 0.0f) / A;
         download_floatX(row, model.acts.logits, N * Vp);
         for (size_t i = 0; i < N; i++) memcpy(logits + (a * N + i) * V, row + i * Vp, V * sizeof(float));
     }
     if (tally->print) printf("step 0 forward:\n");
-    compare_floats(tally, d, "step0.logits", logits,
-                   (const float*)dump_array(d, "step0.logits", DUMP_F32, (size_t)A * N * V), (size_t)A * N * V);
+    compare_floats(tally, d, "step0.logits", logits, (size_t)A * N * V);
+    compare_scalar(tally, d, "step0.loss", loss0, rel_bound_for(d, "step0.loss"));
     h = hash_bytes(h, logits, (size_t)A * N * V * sizeof(float));
     free(logits);
     free(row);
 
-    float* values = (float*)MALLOC_CHECK(layout->total * sizeof(float));
-    float* adam_v = (float*)MALLOC_CHECK(layout->total * sizeof(float));
-    double* allowance = (double*)MALLOC_CHECK(layout->total * sizeof(double));
-    for (size_t i = 0; i < layout->total; i++) allowance[i] = 0.0;
+    float* values = (float*)MALLOC_CHECK(P * sizeof(float));
+    float* adam_v = (float*)MALLOC_CHECK(P * sizeof(float));
     for (int k = 0; k < K; k++) {
         const size_t step_offset = (size_t)k * A * N;
-        double loss = gpt_forward_backward(&model, inputs + step_offset, targets + step_offset, A);
+        double loss = gpt_forward_backward(&model, s->inputs + step_offset, s->targets + step_offset, A);
         if (k == 0) {
-            // forward-only and training forward of step 0 agree on the loss
-            snprintf(name, sizeof(name), "step0.loss");
-            compare_scalar(tally, d, name, loss0, rel_bound_for(d, name));
-            // 2. every gradient of step 0, before clipping
             if (tally->print) printf("step 0 gradients:\n");
-            download_floatX(values, model.grads, layout->total);
-            for (int i = 0; i < layout->count; i++) {
-                const ParamTensor* t = &layout->tensors[i];
-                snprintf(name, sizeof(name), "step0.grad.%s", t->name);
-                compare_floats(tally, d, name, values + t->offset,
-                               (const float*)dump_array(d, name, DUMP_F32, t->numel), t->numel);
-            }
-            for (int l = 0; l < c->layers; l++) {  // the key bias gradient: exactly zero
-                const float* kb = values + layout->tensors[layer_tensor_index(l, QKV_B)].offset + c->channels;
-                bool zero = true;
-                for (int i = 0; i < c->channels; i++) zero = zero && kb[i] == 0.0f && !std::signbit(kb[i]);
-                tally->checks++;
-                if (!zero) tally->failures++;
-                if (!zero || tally->print)
-                    printf("  h%d key bias gradient exactly zero: %s\n", l, zero ? "ok" : "FAIL");
-            }
-            h = hash_bytes(h, values, layout->total * sizeof(float));
+            compare_grads(tally, d, &model, 0, values);
+            h = hash_bytes(h, values, P * sizeof(float));
         }
         float norm = gpt_grad_norm(&model);
         double lr = learning_rate(&s->sched, k);
         double grad_scale = clip_scale(norm, s->grad_clip);
         gpt_update(&model, lr, s->weight_decay, grad_scale);
-        add_adamw_allowance(allowance, values, adam_v, &model, lr, grad_scale);
 
-        // 3. the step's scalars and every parameter, through theta_k - theta_0
         if (tally->print) printf("step %d:\n", k);
         snprintf(name, sizeof(name), "step%d.loss", k);
         compare_scalar(tally, d, name, loss, rel_bound_for(d, name));
@@ -366,10 +474,16 @@ inline uint64_t run_once(const Dump* d, const TestSetup* s, Tally* tally) {
         compare_scalar(tally, d, name, norm, rel_bound_for(d, name));
         h = hash_bytes(h, &loss, sizeof(loss));
         h = hash_bytes(h, &norm, sizeof(norm));
+        if (k > 0) continue;
+
+        // The parameters after step 0: theta_0 (fp32) or theta_0 - init (bf16), with the
+        // allowance for elements AdamW may move the other way.
+        double* allowance = (double*)MALLOC_CHECK(P * sizeof(double));
+        adamw_allowance(allowance, values, adam_v, &model, lr, grad_scale);
         download_params(values, &model);
         for (int i = 0; i < layout->count; i++) {
             const ParamTensor* t = &layout->tensors[i];
-            snprintf(name, sizeof(name), "step%d.param.%s", k, t->name);
+            snprintf(name, sizeof(name), "step0.param.%s", t->name);
             const float* ref = (const float*)dump_array(d, name, DUMP_F32, t->numel);
             double* ours_k = (double*)MALLOC_CHECK(t->numel * sizeof(double));
             double* ref_k = (double*)MALLOC_CHECK(t->numel * sizeof(double));
@@ -380,16 +494,14 @@ inline uint64_t run_once(const Dump* d, const TestSetup* s, Tally* tally) {
             }
             double rel_bound = rel_bound_for(d, name);
             double abs_bound = FLOATX_IS_FP32 ? abs_bound_for(ref_k, t->numel, rel_bound) : -1.0;
-            compare_values(tally, name, ours_k, ref_k, t->numel, rel_bound, abs_bound,
-                           allowance + t->offset);
+            compare_values(tally, name, ours_k, ref_k, t->numel, rel_bound, abs_bound, allowance + t->offset);
             free(ours_k);
             free(ref_k);
         }
+        free(allowance);
     }
     free(values);
     free(adam_v);
-    free(allowance);
-    const size_t P = layout->total;
     h = hash_device(h, model.params, P * sizeof(floatX));
     h = hash_device(h, model.grads, P * sizeof(floatX));
     if (model.master) h = hash_device(h, model.master, P * sizeof(float));
@@ -397,6 +509,140 @@ inline uint64_t run_once(const Dump* d, const TestSetup* s, Tally* tally) {
     h = hash_device(h, model.adam_v, P * sizeof(float));
     gpt_free(&model);
     return h;
+}
+
+// =============================================================================================
+// Part (b): teacher-forced steps.
+
+// One AdamW step of one element in double, the formula of llmc/adamw.cuh and torch.optim.AdamW
+// (betas 0.9/0.95, eps 1e-8; t is 1-based; g already scaled by the clip factor). Returns
+// theta_t - theta_{t-1} and sets *m, *v to m_t, v_t.
+inline double adamw_element(double theta, double g, double* m, double* v, int t, double lr, double wd) {
+    const double b1 = 0.9, b2 = 0.95, eps = 1e-8;
+    *m = b1 * *m + (1.0 - b1) * g;
+    *v = b2 * *v + (1.0 - b2) * g * g;
+    const double m_hat = *m / (1.0 - pow(b1, t)), v_hat = *v / (1.0 - pow(b2, t));
+    return -lr * wd * theta - lr * m_hat / (sqrt(v_hat) + eps);
+}
+
+// Half a unit in the last place of a float.
+inline double half_ulp(float x) {
+    x = fabsf(x);
+    return 0.5 * ((double)nextafterf(x, INFINITY) - (double)x);
+}
+
+inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) {
+    const GPTConfig* c = &s->config;
+    const int A = s->A, K = s->K;
+    const size_t N = (size_t)s->B * s->T;
+    GPT model;
+    gpt_build(&model, c, s->B, s->T, s->seed);
+    model.poison_activations = true;
+    const ParamLayout* layout = &model.layout;
+    const size_t P = layout->total;
+    float* theta = (float*)MALLOC_CHECK(P * sizeof(float));     // theta_{k-1}
+    float* adam_m = (float*)MALLOC_CHECK(P * sizeof(float));    // m_{k-1}
+    float* adam_v = (float*)MALLOC_CHECK(P * sizeof(float));    // v_{k-1}
+    float* grads = (float*)MALLOC_CHECK(P * sizeof(float));     // the dump's step<k>.grad
+    float* scratch = (float*)MALLOC_CHECK(P * sizeof(float));     // ours: gradients, then theta_k
+    float* ours_m = (float*)MALLOC_CHECK(P * sizeof(float));     // ours m_k
+    float* ours_v = (float*)MALLOC_CHECK(P * sizeof(float));     // ours v_k
+    char name[160], prefix[64];
+    for (int k = 0; k < K; k++) {
+        if (k == 0) {
+            memcpy(theta, s->init, P * sizeof(float));
+            memset(adam_m, 0, P * sizeof(float));
+            memset(adam_v, 0, P * sizeof(float));
+        } else {
+            snprintf(prefix, sizeof(prefix), "step%d.param.", k - 1);
+            dump_param_set(d, layout, prefix, theta);
+            snprintf(prefix, sizeof(prefix), "step%d.adam_m.", k - 1);
+            dump_param_set(d, layout, prefix, adam_m);
+            snprintf(prefix, sizeof(prefix), "step%d.adam_v.", k - 1);
+            dump_param_set(d, layout, prefix, adam_v);
+        }
+        set_optimizer_state(&model, theta, adam_m, adam_v, k);
+
+        // Gradients at theta_{k-1}.
+        if (tally->print) printf("step %d gradients from the dump's theta_%d:\n", k, k - 1);
+        const size_t step_offset = (size_t)k * A * N;
+        double loss = gpt_forward_backward(&model, s->inputs + step_offset, s->targets + step_offset, A);
+        snprintf(name, sizeof(name), "step%d.loss", k);
+        compare_scalar(tally, d, name, loss, rel_bound_for(d, name));
+        snprintf(name, sizeof(name), "step%d.grad_norm", k);
+        compare_scalar(tally, d, name, gpt_grad_norm(&model), rel_bound_for(d, name));
+        compare_grads(tally, d, &model, k, scratch);
+
+        // AdamW on the dump's gradient, lr and clip scale.
+        snprintf(prefix, sizeof(prefix), "step%d.grad.", k);
+        dump_param_set(d, layout, prefix, grads);
+        upload_floatX(model.grads, grads, P);
+        snprintf(name, sizeof(name), "step%d.lr", k);
+        const double lr = dump_scalar(d, name);
+        snprintf(name, sizeof(name), "step%d.grad_norm", k);
+        const double grad_scale = clip_scale(dump_scalar(d, name), s->grad_clip);
+        gpt_update(&model, lr, s->weight_decay, grad_scale);
+        download_params(scratch, &model);
+        CUDA_CHECK(cudaMemcpy(ours_m, model.adam_m, P * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(ours_v, model.adam_v, P * sizeof(float), cudaMemcpyDeviceToHost));
+
+        if (tally->print) printf("step %d update from the dump's theta_%d, m, v and gradient:\n", k, k - 1);
+        for (int i = 0; i < layout->count; i++) {
+            const ParamTensor* t = &layout->tensors[i];
+            const size_t n = t->numel, o = t->offset;
+            const double wd = t->decay ? s->weight_decay : 0.0;
+            const float decay = (float)(1.0 - lr * wd);  // both programs' fp32 decay factor
+            // [0] update, [1] m_k, [2] v_k: ours, the dump's and the forced error e (header)
+            double* ours[3];
+            double* refs[3];
+            double* e[3];
+            for (int q = 0; q < 3; q++) {
+                ours[q] = (double*)MALLOC_CHECK(n * sizeof(double));
+                refs[q] = (double*)MALLOC_CHECK(n * sizeof(double));
+                e[q] = (double*)MALLOC_CHECK(n * sizeof(double));
+            }
+            const char* kinds[3] = {"param", "adam_m", "adam_v"};
+            const float* dumped[3];
+            for (int q = 0; q < 3; q++) {
+                snprintf(name, sizeof(name), "step%d.%s.%s", k, kinds[q], t->name);
+                dumped[q] = (const float*)dump_array(d, name, DUMP_F32, n);
+            }
+            for (size_t j = 0; j < n; j++) {
+                // the element through AdamW with the exact and with the buffer's gradient
+                double m_exact = adam_m[o + j], v_exact = adam_v[o + j];
+                double m_round = m_exact, v_round = v_exact;
+                const double g_round = (double)(float)(floatX)grads[o + j];
+                double u_exact = adamw_element(theta[o + j], grads[o + j] * grad_scale, &m_exact, &v_exact, k + 1, lr, wd);
+                double u_round = adamw_element(theta[o + j], g_round * grad_scale, &m_round, &v_round, k + 1, lr, wd);
+                ours[0][j] = (double)scratch[o + j] - theta[o + j];
+                refs[0][j] = (double)dumped[0][j] - theta[o + j];
+                e[0][j] = fabs(u_round - u_exact) + half_ulp(scratch[o + j]) + half_ulp(dumped[0][j]) +
+                          (decay != 1.0f ? 2.0 * half_ulp(theta[o + j] * decay) : 0.0);
+                e[1][j] = fabs(m_round - m_exact);
+                e[2][j] = fabs(v_round - v_exact);
+                ours[1][j] = ours_m[o + j];
+                refs[1][j] = dumped[1][j];
+                ours[2][j] = ours_v[o + j];
+                refs[2][j] = dumped[2][j];
+            }
+            const char* labels[3] = {"update", "adam_m", "adam_v"};
+            for (int q = 0; q < 3; q++) {
+                snprintf(name, sizeof(name), "step%d.%s.%s", k, labels[q], t->name);
+                compare_forced(tally, name, ours[q], refs[q], e[q], n);
+                free(ours[q]);
+                free(refs[q]);
+                free(e[q]);
+            }
+        }
+    }
+    free(theta);
+    free(adam_m);
+    free(adam_v);
+    free(grads);
+    free(scratch);
+    free(ours_m);
+    free(ours_v);
+    gpt_free(&model);
 }
 
 int main(int argc, char** argv) {
@@ -442,37 +688,34 @@ int main(int argc, char** argv) {
            PRECISION_NAME, argv[1], s.config.vocab, s.config.padded_vocab, s.T, s.config.context,
            s.config.layers, s.config.heads, s.config.channels, s.B, s.A, s.K,
            SCHEDULE_NAMES[s.sched.schedule], s.sched.lr, s.sched.warmup);
+    const size_t tokens = (size_t)s.K * s.A * s.B * s.T;
+    s.inputs = (const int*)dump_array(&d, "inputs", DUMP_I32, tokens);
+    s.targets = (const int*)dump_array(&d, "targets", DUMP_I32, tokens);
+    build_param_layout(&s.layout, &s.config);
+    s.init = (float*)MALLOC_CHECK(s.layout.total * sizeof(float));
+    dump_param_set(&d, &s.layout, "init.", s.init);
 
-    // initial parameters in layout order
-    ParamLayout layout;
-    build_param_layout(&layout, &s.config);
-    s.init = (float*)MALLOC_CHECK(layout.total * sizeof(float));
-    memset(s.init, 0, layout.total * sizeof(float));
-    for (int i = 0; i < layout.count; i++) {
-        const ParamTensor* t = &layout.tensors[i];
-        char name[64];
-        snprintf(name, sizeof(name), "init.%s", t->name);
-        const DumpRecord* r = dump_find(&d, name);
-        bool shape_ok = r->dtype == DUMP_F32 && r->ndim == (t->cols > 0 ? 2 : 1) && r->dims[0] == t->rows &&
-                        (t->cols == 0 || r->dims[1] == t->cols);
-        if (!shape_ok) {
-            fprintf(stderr, "dump record %s does not have the model's shape (%d, %d)\n", name, t->rows, t->cols);
-            return EXIT_FAILURE;
-        }
-        memcpy(s.init + t->offset, r->data, t->numel * sizeof(float));
-    }
-
+    printf("part (a): free-running run from the initial parameters\n");
     Tally first = {0, 0, true};
-    uint64_t h1 = run_once(&d, &s, &first);
+    uint64_t h1 = run_free(&d, &s, &first);
     Tally second = {0, 0, false};
-    uint64_t h2 = run_once(&d, &s, &second);
+    uint64_t h2 = run_free(&d, &s, &second);
     bool identical = h1 == h2 && first.failures == second.failures;
     printf("second run bit-identical to the first: %s (state hash %016llx)\n", identical ? "yes" : "NO",
            (unsigned long long)h1);
-    int failures = first.failures + (identical ? 0 : 1);
-    printf("test_gpt %s: %d checks, %d failed, runs %s -> %s\n", PRECISION_NAME, first.checks + 1,
-           failures, identical ? "identical" : "DIFFER", failures == 0 ? "PASS" : "FAIL");
+    const int free_failures = first.failures + (identical ? 0 : 1);
+    printf("part (b): teacher-forced steps, each from the dump's state\n");
+    Tally forced = {0, 0, true};
+    run_teacher_forced(&d, &s, &forced);
+
+    printf("part (a) free-running:   %d checks, %d failed (runs %s)\n", first.checks + 1, free_failures,
+           identical ? "identical" : "DIFFER");
+    printf("part (b) teacher-forced: %d checks, %d failed\n", forced.checks, forced.failures);
+    const int failures = free_failures + forced.failures;
+    printf("test_gpt %s: %d checks, %d failed -> %s\n", PRECISION_NAME, first.checks + 1 + forced.checks,
+           failures, failures == 0 ? "PASS" : "FAIL");
     free(s.init);
-    free(layout.tensors);
+    free(s.layout.tensors);
+    dump_free(&d);
     return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -57,17 +57,24 @@ Records, in this order:
   config.schedule                  i64: 0 cosine, 1 wsd, 2 linear, 3 constant
   config.lr config.min_lr_frac config.decay_frac config.weight_decay config.grad_clip  f64
   inputs, targets                  i32 (K, A, B, T)
-  init.<param>                     f32, every parameter at initialization
+  init.<param>                     f32, every parameter at initialization (theta_{-1})
   step0.logits                     f32 (A, B, T, V), every micro-batch of step 0
-  step0.grad.<param>               f32, the accumulated gradient of step 0, before clipping
-  then for k = 0..K-1:
+  then for k = 0..K-1 (the fp32 run, theta_k = parameters after the update of step k):
   step<k>.loss step<k>.lr step<k>.grad_norm   f64 scalars (loss is the step loss)
-  step<k>.param.<param>            f32, every parameter after the update of step k
-  bf16.<name>                      f64 scalar for every record <name> from step0.logits on:
-                                   ||b-f||/||f|| between the same quantity in a run under
-                                   torch.autocast(bfloat16) (b) and the fp32 run (f); for
-                                   step<k>.param.<p> the quantity is theta_k - theta_0.
-                                   0/0 gives 0, x/0 gives inf.
+  step<k>.grad.<param>             f32, the accumulated gradient of step k, before clipping
+  step<k>.param.<param>            f32, theta_k
+  step<k>.adam_m.<param>           f32, AdamW's first moment (exp_avg) after step k
+  step<k>.adam_v.<param>           f32, AdamW's second moment (exp_avg_sq) after step k
+  then how far bf16 arithmetic alone moves each quantity, as f64 scalars ||b-f||/||f|| (0/0
+  gives 0, x/0 gives inf) between a bf16 value b computed under torch.autocast(bfloat16) and
+  the fp32 run's value f:
+  bf16.step0.logits                step 0's logits, from init
+  bf16.step0.param.<param>         theta_0 - init after one AdamW step from init on the bf16
+                                   gradients, against the fp32 run's theta_0 - init
+  then for k = 0..K-1, teacher-forced: the bf16 forward and backward of step k run at the fp32
+  run's theta_{k-1}, so these measure one step's arithmetic, not a drifting trajectory:
+  bf16.step<k>.loss bf16.step<k>.grad_norm
+  bf16.step<k>.grad.<param>
 """
 
 import argparse
@@ -166,46 +173,97 @@ def learning_rate(cfg, s):
     return lr + (floor - lr) * p
 
 
-def train(cfg, init, inputs, targets, autocast):
-    """Runs K steps from a copy of init; returns (step-0 logits, step-0 grads, per-step list of
-    (loss, lr, grad_norm, params)). autocast=True runs the forward under bfloat16 autocast."""
-    p = {n: t.clone().requires_grad_(True) for n, t in init.items()}
-    decay = [t for n, t in p.items() if t.dim() == 2]
-    no_decay = [t for n, t in p.items() if t.dim() != 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
+def leaves(params):
+    """Fresh float32 leaf tensors holding a copy of params (name -> tensor)."""
+    return {n: t.detach().clone().requires_grad_(True) for n, t in params.items()}
+
+
+def forward_backward(cfg, p, inputs, targets, autocast):
+    """Forward and backward of one step's A micro-batches; p: name -> leaf tensor, whose .grad
+    receives the accumulated gradient (key bias zeroed). Returns the step loss, the logits
+    (A, B, T, V) and the global gradient norm (a float64 tensor). autocast=True runs the forward
+    under bfloat16 autocast."""
+    for t in p.values():
+        t.grad = None
     A = cfg.grad_accum
-    logits0, grads0, steps = [], None, []
+    step_loss, logits = 0.0, []
+    for a in range(A):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            lg, loss = forward_loss(p, cfg, inputs[a], targets[a])
+        (loss / A).backward()
+        step_loss += loss.item() / A
+        logits.append(lg.detach())
+    # The key bias adds q.b_k to a query's scores at every key, which softmax cancels: its
+    # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps.
+    for l in range(cfg.layers):
+        p[f"h{l}.attn.qkv.b"].grad[cfg.embd:2 * cfg.embd] = 0.0
+    # PyTorch's float32 CPU norm drifts by ~6e-6 relative on a 590k-element tensor, too close
+    # to the 1e-5 the dump is held to, so the norm is taken in float64.
+    norm = torch.nn.utils.get_total_norm([t.grad.double() for t in p.values()])
+    return step_loss, torch.stack(logits), norm
+
+
+def make_adamw(cfg, p):
+    decay = [t for t in p.values() if t.dim() == 2]
+    no_decay = [t for t in p.values() if t.dim() != 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def adamw_step(cfg, opt, p, norm, lr):
+    """Clips the gradients in p by the float64 norm (clip_grad_norm_'s rule, through PyTorch's
+    own clipping) and takes one AdamW step at learning rate lr."""
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grads_with_norm_(list(p.values()), cfg.grad_clip, norm)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    opt.step()
+
+
+def train_fp32(cfg, init, inputs, targets):
+    """The fp32 run: K steps from init. Returns the step-0 logits and, per step, a dict with
+    loss, lr, grad_norm and the tensors grad (before clipping), param, adam_m, adam_v."""
+    p = leaves(init)
+    opt = make_adamw(cfg, p)
+    steps = []
     for s in range(cfg.steps):
-        opt.zero_grad(set_to_none=True)
-        step_loss = 0.0
-        for a in range(A):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                logits, loss = forward_loss(p, cfg, inputs[s, a], targets[s, a])
-            (loss / A).backward()
-            step_loss += loss.item() / A
-            if s == 0:
-                logits0.append(logits.detach())
-        # The key bias adds q.b_k to a query's scores at every key, which softmax cancels: its
-        # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps.
-        for l in range(cfg.layers):
-            p[f"h{l}.attn.qkv.b"].grad[cfg.embd:2 * cfg.embd] = 0.0
+        loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast=False)
         if s == 0:
-            grads0 = {n: t.grad.detach().clone() for n, t in p.items()}
-        # clip_grad_norm_ in two halves: PyTorch's float32 CPU norm drifts by ~6e-6 relative
-        # on a 590k-element tensor, too close to the 1e-5 the dump is held to, so the norm is
-        # taken in float64 and then handed to PyTorch's own clipping.
-        norm = torch.nn.utils.get_total_norm([t.grad.double() for t in p.values()])
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grads_with_norm_(list(p.values()), cfg.grad_clip, norm)
+            logits0 = logits
+        grad = {n: t.grad.clone() for n, t in p.items()}
         lr = learning_rate(cfg, s)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.step()
-        steps.append((step_loss, lr, norm.item(),
-                      {n: t.detach().clone() for n, t in p.items()}))
-    return torch.stack(logits0), grads0, steps
+        adamw_step(cfg, opt, p, norm, lr)
+        steps.append({"loss": loss, "lr": lr, "grad_norm": norm.item(), "grad": grad,
+                      "param": {n: t.detach().clone() for n, t in p.items()},
+                      "adam_m": {n: opt.state[t]["exp_avg"].clone() for n, t in p.items()},
+                      "adam_v": {n: opt.state[t]["exp_avg_sq"].clone() for n, t in p.items()}})
+    return logits0, steps
+
+
+def train_bf16_teacher_forced(cfg, init, inputs, targets, fp32_steps):
+    """bf16-autocast runs of each step k from the fp32 run's theta_{k-1} (init for k = 0).
+    Returns the step-0 logits, theta_0 after one AdamW step from init on the bf16 gradients, and
+    per step a dict with loss, grad_norm and grad (before clipping)."""
+    steps = []
+    for s in range(cfg.steps):
+        p = leaves(init if s == 0 else fp32_steps[s - 1]["param"])
+        loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast=True)
+        steps.append({"loss": loss, "grad_norm": norm.item(),
+                      "grad": {n: t.grad.clone() for n, t in p.items()}})
+        if s == 0:
+            logits0 = logits
+            adamw_step(cfg, make_adamw(cfg, p), p, norm, learning_rate(cfg, 0))
+            theta0 = {n: t.detach().clone() for n, t in p.items()}
+    return logits0, theta0, steps
+
+
+def rel_diff(b, f):
+    """||b - f|| / ||f|| in float64; 0/0 gives 0, x/0 gives inf."""
+    f = torch.as_tensor(f, dtype=torch.float64)
+    b = torch.as_tensor(b, dtype=torch.float64)
+    num, den = torch.linalg.vector_norm(b - f).item(), torch.linalg.vector_norm(f).item()
+    return 0.0 if num == 0.0 else (math.inf if den == 0.0 else num / den)
 
 
 def records(cfg, inputs, targets, init, fp32, bf16):
@@ -222,30 +280,27 @@ def records(cfg, inputs, targets, init, fp32, bf16):
                   ("grad_clip", cfg.grad_clip)]
     out += [("config." + n, np.array(v, dtype="<f8")) for n, v in config_f64]
     out += [("inputs", inputs.numpy().astype("<i4")), ("targets", targets.numpy().astype("<i4"))]
-    out += [("init." + n, t.numpy().astype("<f4")) for n, t in init.items()]
 
-    # Each compared quantity: name, its fp32 value and its bf16-autocast value.
-    compared = []
-    (logits_f, grads_f, steps_f), (logits_b, grads_b, steps_b) = fp32, bf16
-    compared.append(("step0.logits", logits_f, logits_b))
-    compared += [(f"step0.grad.{n}", grads_f[n], grads_b[n]) for n in init]
-    for k, ((loss_f, lr_f, norm_f, p_f), (loss_b, lr_b, norm_b, p_b)) in \
-            enumerate(zip(steps_f, steps_b)):
-        compared += [(f"step{k}.loss", loss_f, loss_b), (f"step{k}.lr", lr_f, lr_b),
-                     (f"step{k}.grad_norm", norm_f, norm_b)]
-        compared += [(f"step{k}.param.{n}", p_f[n], p_b[n]) for n in init]
-    for name, f, _ in compared:
-        dtype = "<f4" if torch.is_tensor(f) else "<f8"
-        out.append((name, np.asarray(f.numpy() if torch.is_tensor(f) else f, dtype=dtype)))
-    for name, f, b in compared:
-        f = torch.as_tensor(f, dtype=torch.float64)
-        b = torch.as_tensor(b, dtype=torch.float64)
-        if ".param." in name:
-            theta0 = init[name.split(".param.", 1)[1]].double()
-            f, b = f - theta0, b - theta0
-        num, den = torch.linalg.vector_norm(b - f).item(), torch.linalg.vector_norm(f).item()
-        rel = 0.0 if num == 0.0 else (math.inf if den == 0.0 else num / den)
-        out.append(("bf16." + name, np.array(rel, dtype="<f8")))
+    def f32(t):
+        return t.numpy().astype("<f4")
+
+    def f64(x):
+        return np.array(x, dtype="<f8")
+
+    (logits_f, steps_f), (logits_b, theta0_b, steps_b) = fp32, bf16
+    out += [("init." + n, f32(t)) for n, t in init.items()]
+    out.append(("step0.logits", f32(logits_f)))
+    for k, s in enumerate(steps_f):
+        out += [(f"step{k}.{n}", f64(s[n])) for n in ("loss", "lr", "grad_norm")]
+        for kind in ("grad", "param", "adam_m", "adam_v"):
+            out += [(f"step{k}.{kind}.{n}", f32(t)) for n, t in s[kind].items()]
+    out.append(("bf16.step0.logits", f64(rel_diff(logits_b, logits_f))))
+    out += [(f"bf16.step0.param.{n}", f64(rel_diff(theta0_b[n] - t, steps_f[0]["param"][n] - t)))
+            for n, t in init.items()]
+    for k, (f, b) in enumerate(zip(steps_f, steps_b)):
+        out += [(f"bf16.step{k}.{n}", f64(rel_diff(b[n], f[n]))) for n in ("loss", "grad_norm")]
+        out += [(f"bf16.step{k}.grad.{n}", f64(rel_diff(b["grad"][n], t)))
+                for n, t in f["grad"].items()]
     return out
 
 
@@ -342,19 +397,19 @@ def main(argv):
                            generator=gen, dtype=torch.int32)
     inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
     init = init_params(cfg)
-    fp32 = train(cfg, init, inputs.long(), targets.long(), autocast=False)
-    bf16 = train(cfg, init, inputs.long(), targets.long(), autocast=True)
+    fp32 = train_fp32(cfg, init, inputs.long(), targets.long())
+    bf16 = train_bf16_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1])
     recs = records(cfg, inputs, targets, init, fp32, bf16)
     try:
         write_dump(cfg.out, recs)
     except OSError as e:
         sys.exit(f"reference: cannot write {cfg.out}: {e.strerror}")
-    steps = fp32[2]
+    steps = fp32[1]
     bf16_logits = next(a.item() for n, a in recs if n == "bf16.step0.logits")
     print(f"reference: wrote {cfg.out} ({len(recs)} records, {os.path.getsize(cfg.out)} bytes): "
           f"V={cfg.vocab} Vp={padded_vocab(cfg.vocab)} T={cfg.seq} maxT={cfg.context} "
           f"L={cfg.layers} NH={cfg.heads} C={cfg.embd} B={cfg.batch} A={cfg.grad_accum} "
-          f"K={cfg.steps} {cfg.schedule}; loss {steps[0][0]:.6f} -> {steps[-1][0]:.6f}, "
+          f"K={cfg.steps} {cfg.schedule}; loss {steps[0]['loss']:.6f} -> {steps[-1]['loss']:.6f}, "
           f"bf16 logits rel diff {bf16_logits:.2e}, {time.time() - t0:.1f} s")
 
 
