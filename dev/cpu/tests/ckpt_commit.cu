@@ -243,9 +243,10 @@ static void test_failed_commits(const std::string& dir) {
     rc = write_checkpoint(dir, 90, 1, &err);
     if (root && seteuid(0) != 0) exit(1);
     chmod(dir.c_str(), 0755);
-    expect(rc != 0 && contains(err, "cannot create checkpoint file") &&
-               contains(err, "Permission denied"),
-           "begin in a read-only directory fails", err);
+    // Which call is refused depends on the folders above (nobody may not even be allowed to
+    // look into them, as in a clone made by mktemp -d): either way, begin must fail with EACCES.
+    expect(rc != 0 && contains(err, "Permission denied"), "begin in a read-only directory fails",
+           err);
     expect_untouched(dir, "read-only directory");
 
     // Write permission lost between begin and commit: the open file can still be written, the
