@@ -9,7 +9,7 @@
 #
 # Where it runs:
 #   no GPU (nvidia-smi lists none): the CPU runtime (dev/cpu, fp32 build), bytes as tokens
-#     (vocab 256) and a 0.8 M-parameter model, sized to finish in about 10 minutes on 2 cores
+#     (vocab 256) and a 0.8 M-parameter model, sized to finish in about 5 minutes on 2 cores
 #     with the validation loss well below the unigram baseline the program prints.
 #   a GPU: the bf16 build, GPT-2's BPE tokenizer and a 51 M-parameter model (8 layers, 512 wide;
 #     half of it the 50257 x 512 token embedding). Not yet run on a GPU: the sizes are a guess.
