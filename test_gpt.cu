@@ -127,7 +127,8 @@ inline void dump_load(Dump* d, const char* path) {
         FREAD_CHECK(&dtype, 4, 1, f);
         FREAD_CHECK(&ndim, 4, 1, f);
         if (dtype > 3 || ndim > 8) {
-            fprintf(stderr, "%s: record '%s' has dtype %u ndim %u (corrupt dump?)\n", path, r->name, dtype, ndim);
+            fprintf(stderr, "%s: record '%s' has dtype %u ndim %u (corrupt dump?)\n", path, r->name,
+                    dtype, ndim);
             exit(EXIT_FAILURE);
         }
         r->dtype = (int)dtype;
@@ -171,8 +172,9 @@ inline double dump_scalar(const Dump* d, const char* name) {
 inline const void* dump_array(const Dump* d, const char* name, int dtype, size_t numel) {
     const DumpRecord* r = dump_find(d, name);
     if (r->dtype != dtype || r->numel != numel) {
-        fprintf(stderr, "dump record '%s': dtype %d with %zu elements, expected dtype %d with %zu\n",
-                name, r->dtype, r->numel, dtype, numel);
+        fprintf(stderr,
+                "dump record '%s': dtype %d with %zu elements, expected dtype %d with %zu\n", name,
+                r->dtype, r->numel, dtype, numel);
         exit(EXIT_FAILURE);
     }
     return r->data;
@@ -180,17 +182,19 @@ inline const void* dump_array(const Dump* d, const char* name, int dtype, size_t
 
 // The records <prefix><tensor name> of every parameter tensor, in layout order: dst holds
 // layout.total floats, zero in the alignment gaps. Each record must have its tensor's shape.
-inline void dump_param_set(const Dump* d, const ParamLayout* layout, const char* prefix, float* dst) {
+inline void dump_param_set(const Dump* d, const ParamLayout* layout, const char* prefix,
+                           float* dst) {
     memset(dst, 0, layout->total * sizeof(float));
     for (int i = 0; i < layout->count; i++) {
         const ParamTensor* t = &layout->tensors[i];
         char name[160];
         snprintf(name, sizeof(name), "%s%s", prefix, t->name);
         const DumpRecord* r = dump_find(d, name);
-        bool shape_ok = r->dtype == DUMP_F32 && r->ndim == (t->cols > 0 ? 2 : 1) && r->dims[0] == t->rows &&
-                        (t->cols == 0 || r->dims[1] == t->cols);
+        bool shape_ok = r->dtype == DUMP_F32 && r->ndim == (t->cols > 0 ? 2 : 1) &&
+                        r->dims[0] == t->rows && (t->cols == 0 || r->dims[1] == t->cols);
         if (!shape_ok) {
-            fprintf(stderr, "dump record %s does not have the model's shape (%d, %d)\n", name, t->rows, t->cols);
+            fprintf(stderr, "dump record %s does not have the model's shape (%d, %d)\n", name,
+                    t->rows, t->cols);
             exit(EXIT_FAILURE);
         }
         memcpy(dst + t->offset, r->data, t->numel * sizeof(float));
@@ -236,7 +240,9 @@ inline bool compare_values(Tally* tally, const char* name, const double* ours, c
             worst = i;
         }
     }
-    auto relative = [&](double d2) { return ref2 > 0.0 ? sqrt(d2 / ref2) : (d2 > 0.0 ? INFINITY : 0.0); };
+    auto relative = [&](double d2) {
+        return ref2 > 0.0 ? sqrt(d2 / ref2) : (d2 > 0.0 ? INFINITY : 0.0);
+    };
     double rel = relative(diff2);
     bool ok = finite && rel <= rel_bound && (abs_bound < 0.0 || max_abs <= abs_bound);
     if (!finite) rel = NAN;
@@ -245,10 +251,13 @@ inline bool compare_values(Tally* tally, const char* name, const double* ours, c
     if (tally->print || !ok) {
         char abs_text[32] = "-", raw_text[48] = "";
         if (abs_bound >= 0.0) snprintf(abs_text, sizeof(abs_text), "%.2e", abs_bound);
-        if (allowance) snprintf(raw_text, sizeof(raw_text), " (raw %.3e)", finite ? relative(raw2) : NAN);
-        printf("  %-30s rel %.3e%s (bound %.2e)  max abs %.3e (bound %s)  %s\n", name, rel, raw_text,
-               rel_bound, max_abs, abs_text, ok ? "ok" : "FAIL");
-        if (!ok) printf("    largest difference at element %zu: ours %.9g reference %.9g\n", worst, ours[worst], ref[worst]);
+        if (allowance)
+            snprintf(raw_text, sizeof(raw_text), " (raw %.3e)", finite ? relative(raw2) : NAN);
+        printf("  %-30s rel %.3e%s (bound %.2e)  max abs %.3e (bound %s)  %s\n", name, rel,
+               raw_text, rel_bound, max_abs, abs_text, ok ? "ok" : "FAIL");
+        if (!ok)
+            printf("    largest difference at element %zu: ours %.9g reference %.9g\n", worst,
+                   ours[worst], ref[worst]);
     }
     return ok;
 }
@@ -261,7 +270,8 @@ inline double abs_bound_for(const double* ref, size_t n, double rel_bound) {
 }
 
 // A float tensor against the dump's record `name`, with the build's rule for that name.
-inline bool compare_floats(Tally* tally, const Dump* d, const char* name, const float* ours, size_t n) {
+inline bool compare_floats(Tally* tally, const Dump* d, const char* name, const float* ours,
+                           size_t n) {
     const float* ref = (const float*)dump_array(d, name, DUMP_F32, n);
     double* a = (double*)MALLOC_CHECK(n * sizeof(double));
     double* b = (double*)MALLOC_CHECK(n * sizeof(double));
@@ -277,7 +287,8 @@ inline bool compare_floats(Tally* tally, const Dump* d, const char* name, const 
 }
 
 // A scalar against the dump's record `name`.
-inline void compare_scalar(Tally* tally, const Dump* d, const char* name, double ours, double rel_bound) {
+inline void compare_scalar(Tally* tally, const Dump* d, const char* name, double ours,
+                           double rel_bound) {
     double ref = dump_scalar(d, name);
     compare_values(tally, name, &ours, &ref, 1, rel_bound, abs_bound_for(&ref, 1, rel_bound));
 }
@@ -317,16 +328,21 @@ inline void upload_floatX(floatX* dst, const float* src, size_t n) {
 
 // The fp32 parameters: master weights in the bf16 build, the parameters themselves in fp32.
 inline void download_params(float* dst, const GPT* m) {
-    if (m->master) CUDA_CHECK(cudaMemcpy(dst, m->master, m->layout.total * sizeof(float), cudaMemcpyDeviceToHost));
+    if (m->master)
+        CUDA_CHECK(
+            cudaMemcpy(dst, m->master, m->layout.total * sizeof(float), cudaMemcpyDeviceToHost));
     else download_floatX(dst, m->params, m->layout.total);
 }
 
 // Sets the state a step starts from: parameters theta (fp32; rounded to nearest for the floatX
 // copy), AdamW's moments and its step count. Each array holds layout.total floats.
-inline void set_optimizer_state(GPT* m, const float* theta, const float* adam_m, const float* adam_v, int adam_t) {
+inline void set_optimizer_state(GPT* m, const float* theta, const float* adam_m,
+                                const float* adam_v, int adam_t) {
     gpt_set_params(m, theta);
-    CUDA_CHECK(cudaMemcpy(m->adam_m, adam_m, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(m->adam_v, adam_v, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(
+        cudaMemcpy(m->adam_m, adam_m, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(
+        cudaMemcpy(m->adam_v, adam_v, m->layout.total * sizeof(float), cudaMemcpyHostToDevice));
     m->adam_t = adam_t;
 }
 
@@ -339,7 +355,8 @@ inline void check_key_bias_zero(Tally* tally, const GPT* m, const float* grads) 
         for (int i = 0; i < C; i++) zero = zero && kb[i] == 0.0f && !std::signbit(kb[i]);
         tally->checks++;
         if (!zero) tally->failures++;
-        if (!zero || tally->print) printf("  h%d key bias gradient exactly zero: %s\n", l, zero ? "ok" : "FAIL");
+        if (!zero || tally->print)
+            printf("  h%d key bias gradient exactly zero: %s\n", l, zero ? "ok" : "FAIL");
     }
 }
 
@@ -387,12 +404,14 @@ inline void adamw_allowance(double* allowance, float* grads_scratch, float* v_sc
                             double lr, double grad_scale) {
     const ParamLayout* layout = &m->layout;
     download_floatX(grads_scratch, m->grads, layout->total);
-    CUDA_CHECK(cudaMemcpy(v_scratch, m->adam_v, layout->total * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(
+        cudaMemcpy(v_scratch, m->adam_v, layout->total * sizeof(float), cudaMemcpyDeviceToHost));
     const double bias_corr2 = 1.0 - pow(0.95, m->adam_t);
     for (int i = 0; i < layout->count; i++) {
         const ParamTensor* t = &layout->tensors[i];
         double max_g = 0.0;
-        for (size_t j = 0; j < t->numel; j++) max_g = fmax(max_g, fabs(grads_scratch[t->offset + j]));
+        for (size_t j = 0; j < t->numel; j++)
+            max_g = fmax(max_g, fabs(grads_scratch[t->offset + j]));
         const double noise = GRAD_NOISE * max_g * grad_scale;
         for (size_t j = 0; j < t->numel; j++) {
             double denom = sqrt(v_scratch[t->offset + j] / bias_corr2) + 1e-8;
@@ -412,9 +431,9 @@ struct TestSetup {
     double weight_decay, grad_clip;
     uint64_t seed;
     ParamLayout layout;
-    float* init;          // layout.total floats, zero in the gaps
-    const int* inputs;    // (K,A,B,T)
-    const int* targets;   // (K,A,B,T)
+    float* init;         // layout.total floats, zero in the gaps
+    const int* inputs;   // (K,A,B,T)
+    const int* targets;  // (K,A,B,T)
 };
 
 // =============================================================================================
@@ -441,7 +460,8 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     for (int a = 0; a < A; a++) {
         loss0 += gpt_forward(&model, s->inputs + a * N, s->targets + a * N, 0.0f) / A;
         download_floatX(row, model.acts.logits, N * Vp);
-        for (size_t i = 0; i < N; i++) memcpy(logits + (a * N + i) * V, row + i * Vp, V * sizeof(float));
+        for (size_t i = 0; i < N; i++)
+            memcpy(logits + (a * N + i) * V, row + i * Vp, V * sizeof(float));
     }
     if (tally->print) printf("step 0 forward:\n");
     compare_floats(tally, d, "step0.logits", logits, (size_t)A * N * V);
@@ -454,7 +474,8 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     float* adam_v = (float*)MALLOC_CHECK(P * sizeof(float));
     for (int k = 0; k < K; k++) {
         const size_t step_offset = (size_t)k * A * N;
-        double loss = gpt_forward_backward(&model, s->inputs + step_offset, s->targets + step_offset, A);
+        double loss =
+            gpt_forward_backward(&model, s->inputs + step_offset, s->targets + step_offset, A);
         if (k == 0) {
             if (tally->print) printf("step 0 gradients:\n");
             compare_grads(tally, d, &model, 0, values);
@@ -494,7 +515,8 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
             }
             double rel_bound = rel_bound_for(d, name);
             double abs_bound = FLOATX_IS_FP32 ? abs_bound_for(ref_k, t->numel, rel_bound) : -1.0;
-            compare_values(tally, name, ours_k, ref_k, t->numel, rel_bound, abs_bound, allowance + t->offset);
+            compare_values(tally, name, ours_k, ref_k, t->numel, rel_bound, abs_bound,
+                           allowance + t->offset);
             free(ours_k);
             free(ref_k);
         }
@@ -517,7 +539,8 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
 // One AdamW step of one element in double, the formula of llmc/adamw.cuh and torch.optim.AdamW
 // (betas 0.9/0.95, eps 1e-8; t is 1-based; g already scaled by the clip factor). Returns
 // theta_t - theta_{t-1} and sets *m, *v to m_t, v_t.
-inline double adamw_element(double theta, double g, double* m, double* v, int t, double lr, double wd) {
+inline double adamw_element(double theta, double g, double* m, double* v, int t, double lr,
+                            double wd) {
     const double b1 = 0.9, b2 = 0.95, eps = 1e-8;
     *m = b1 * *m + (1.0 - b1) * g;
     *v = b2 * *v + (1.0 - b2) * g * g;
@@ -540,13 +563,13 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
     model.poison_activations = true;
     const ParamLayout* layout = &model.layout;
     const size_t P = layout->total;
-    float* theta = (float*)MALLOC_CHECK(P * sizeof(float));     // theta_{k-1}
-    float* adam_m = (float*)MALLOC_CHECK(P * sizeof(float));    // m_{k-1}
-    float* adam_v = (float*)MALLOC_CHECK(P * sizeof(float));    // v_{k-1}
-    float* grads = (float*)MALLOC_CHECK(P * sizeof(float));     // the dump's step<k>.grad
-    float* scratch = (float*)MALLOC_CHECK(P * sizeof(float));     // ours: gradients, then theta_k
-    float* ours_m = (float*)MALLOC_CHECK(P * sizeof(float));     // ours m_k
-    float* ours_v = (float*)MALLOC_CHECK(P * sizeof(float));     // ours v_k
+    float* theta = (float*)MALLOC_CHECK(P * sizeof(float));    // theta_{k-1}
+    float* adam_m = (float*)MALLOC_CHECK(P * sizeof(float));   // m_{k-1}
+    float* adam_v = (float*)MALLOC_CHECK(P * sizeof(float));   // v_{k-1}
+    float* grads = (float*)MALLOC_CHECK(P * sizeof(float));    // the dump's step<k>.grad
+    float* scratch = (float*)MALLOC_CHECK(P * sizeof(float));  // ours: gradients, then theta_k
+    float* ours_m = (float*)MALLOC_CHECK(P * sizeof(float));   // ours m_k
+    float* ours_v = (float*)MALLOC_CHECK(P * sizeof(float));   // ours v_k
     char name[160], prefix[64];
     for (int k = 0; k < K; k++) {
         if (k == 0) {
@@ -566,7 +589,8 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
         // Gradients at theta_{k-1}.
         if (tally->print) printf("step %d gradients from the dump's theta_%d:\n", k, k - 1);
         const size_t step_offset = (size_t)k * A * N;
-        double loss = gpt_forward_backward(&model, s->inputs + step_offset, s->targets + step_offset, A);
+        double loss =
+            gpt_forward_backward(&model, s->inputs + step_offset, s->targets + step_offset, A);
         snprintf(name, sizeof(name), "step%d.loss", k);
         compare_scalar(tally, d, name, loss, rel_bound_for(d, name));
         snprintf(name, sizeof(name), "step%d.grad_norm", k);
@@ -586,7 +610,8 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
         CUDA_CHECK(cudaMemcpy(ours_m, model.adam_m, P * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(ours_v, model.adam_v, P * sizeof(float), cudaMemcpyDeviceToHost));
 
-        if (tally->print) printf("step %d update from the dump's theta_%d, m, v and gradient:\n", k, k - 1);
+        if (tally->print)
+            printf("step %d update from the dump's theta_%d, m, v and gradient:\n", k, k - 1);
         for (int i = 0; i < layout->count; i++) {
             const ParamTensor* t = &layout->tensors[i];
             const size_t n = t->numel, o = t->offset;
@@ -612,11 +637,14 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
                 double m_exact = adam_m[o + j], v_exact = adam_v[o + j];
                 double m_round = m_exact, v_round = v_exact;
                 const double g_round = (double)(float)(floatX)grads[o + j];
-                double u_exact = adamw_element(theta[o + j], grads[o + j] * grad_scale, &m_exact, &v_exact, k + 1, lr, wd);
-                double u_round = adamw_element(theta[o + j], g_round * grad_scale, &m_round, &v_round, k + 1, lr, wd);
+                double u_exact = adamw_element(theta[o + j], grads[o + j] * grad_scale, &m_exact,
+                                               &v_exact, k + 1, lr, wd);
+                double u_round = adamw_element(theta[o + j], g_round * grad_scale, &m_round,
+                                               &v_round, k + 1, lr, wd);
                 ours[0][j] = (double)scratch[o + j] - theta[o + j];
                 refs[0][j] = (double)dumped[0][j] - theta[o + j];
-                e[0][j] = fabs(u_round - u_exact) + half_ulp(scratch[o + j]) + half_ulp(dumped[0][j]) +
+                e[0][j] = fabs(u_round - u_exact) + half_ulp(scratch[o + j]) +
+                          half_ulp(dumped[0][j]) +
                           (decay != 1.0f ? 2.0 * half_ulp(theta[o + j] * decay) : 0.0);
                 e[1][j] = fabs(m_round - m_exact);
                 e[2][j] = fabs(v_round - v_exact);
@@ -647,8 +675,10 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
 
 int main(int argc, char** argv) {
     if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: %s DUMP\n  checks the %s build of train_gpt.cu against a dump of "
-                        "scripts/reference.py\n", argv[0], PRECISION_NAME);
+        fprintf(stderr,
+                "usage: %s DUMP\n  checks the %s build of train_gpt.cu against a dump of "
+                "scripts/reference.py\n",
+                argv[0], PRECISION_NAME);
         return EXIT_FAILURE;
     }
     Dump d;
@@ -680,14 +710,18 @@ int main(int argc, char** argv) {
     }
     if (s.config.padded_vocab != padded_vocab_of(s.config.vocab) || s.A < 1 || s.K < 1 ||
         s.sched.schedule < 0 || s.sched.schedule >= NUM_SCHEDULES) {
-        fprintf(stderr, "dump config: padded vocab %d (expected %d), grad accum %d, steps %d, schedule %d\n",
-                s.config.padded_vocab, padded_vocab_of(s.config.vocab), s.A, s.K, s.sched.schedule);
+        fprintf(
+            stderr,
+            "dump config: padded vocab %d (expected %d), grad accum %d, steps %d, schedule %d\n",
+            s.config.padded_vocab, padded_vocab_of(s.config.vocab), s.A, s.K, s.sched.schedule);
         return EXIT_FAILURE;
     }
-    printf("test_gpt (%s): %s\n  V %d Vp %d T %d maxT %d L %d NH %d C %d | B %d A %d K %d | %s lr %g warmup %d\n",
-           PRECISION_NAME, argv[1], s.config.vocab, s.config.padded_vocab, s.T, s.config.context,
-           s.config.layers, s.config.heads, s.config.channels, s.B, s.A, s.K,
-           SCHEDULE_NAMES[s.sched.schedule], s.sched.lr, s.sched.warmup);
+    printf(
+        "test_gpt (%s): %s\n  V %d Vp %d T %d maxT %d L %d NH %d C %d | B %d A %d K %d | %s lr %g "
+        "warmup %d\n",
+        PRECISION_NAME, argv[1], s.config.vocab, s.config.padded_vocab, s.T, s.config.context,
+        s.config.layers, s.config.heads, s.config.channels, s.B, s.A, s.K,
+        SCHEDULE_NAMES[s.sched.schedule], s.sched.lr, s.sched.warmup);
     const size_t tokens = (size_t)s.K * s.A * s.B * s.T;
     s.inputs = (const int*)dump_array(&d, "inputs", DUMP_I32, tokens);
     s.targets = (const int*)dump_array(&d, "targets", DUMP_I32, tokens);
@@ -701,19 +735,19 @@ int main(int argc, char** argv) {
     Tally second = {0, 0, false};
     uint64_t h2 = run_free(&d, &s, &second);
     bool identical = h1 == h2 && first.failures == second.failures;
-    printf("second run bit-identical to the first: %s (state hash %016llx)\n", identical ? "yes" : "NO",
-           (unsigned long long)h1);
+    printf("second run bit-identical to the first: %s (state hash %016llx)\n",
+           identical ? "yes" : "NO", (unsigned long long)h1);
     const int free_failures = first.failures + (identical ? 0 : 1);
     printf("part (b): teacher-forced steps, each from the dump's state\n");
     Tally forced = {0, 0, true};
     run_teacher_forced(&d, &s, &forced);
 
-    printf("part (a) free-running:   %d checks, %d failed (runs %s)\n", first.checks + 1, free_failures,
-           identical ? "identical" : "DIFFER");
+    printf("part (a) free-running:   %d checks, %d failed (runs %s)\n", first.checks + 1,
+           free_failures, identical ? "identical" : "DIFFER");
     printf("part (b) teacher-forced: %d checks, %d failed\n", forced.checks, forced.failures);
     const int failures = free_failures + forced.failures;
-    printf("test_gpt %s: %d checks, %d failed -> %s\n", PRECISION_NAME, first.checks + 1 + forced.checks,
-           failures, failures == 0 ? "PASS" : "FAIL");
+    printf("test_gpt %s: %d checks, %d failed -> %s\n", PRECISION_NAME,
+           first.checks + 1 + forced.checks, failures, failures == 0 ? "PASS" : "FAIL");
     free(s.init);
     free(s.layout.tensors);
     dump_free(&d);

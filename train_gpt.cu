@@ -46,10 +46,10 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include <cstring>
 #include <vector>
 
-#include "llmc/common.cuh"    // error checks, floatX, Packed128, warp sums, stochastic rounding
-#include "llmc/matmul.cuh"    // matmul(): every matrix product, through cuBLASLt
-#include "llmc/adamw.cuh"     // fused AdamW kernel and the deterministic global grad norm
-#include "llmc/schedule.h"    // learning-rate schedules
+#include "llmc/common.cuh"  // error checks, floatX, Packed128, warp sums, stochastic rounding
+#include "llmc/matmul.cuh"  // matmul(): every matrix product, through cuBLASLt
+#include "llmc/adamw.cuh"   // fused AdamW kernel and the deterministic global grad norm
+#include "llmc/schedule.h"  // learning-rate schedules
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
@@ -87,7 +87,8 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
         snprintf(msg, len, "--batch must be <= 65535 (got %d)", B);
     else if (T < 1) snprintf(msg, len, "--seq must be >= 1 (got %d)", T);
     else if (c->context < T)
-        snprintf(msg, len, "--seq %d is longer than the model's context %d (--context)", T, c->context);
+        snprintf(msg, len, "--seq %d is longer than the model's context %d (--context)", T,
+                 c->context);
     else return nullptr;
     return msg;
 }
@@ -100,20 +101,31 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
 // all of them, and a later ZeRO shard or FP8 128-block never straddles two tensors.
 
 enum LayerTensor {  // a block's tensors, in layout order
-    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W,
-    FCPROJ_B, NUM_LAYER_TENSORS
+    LN1_W,
+    LN1_B,
+    QKV_W,
+    QKV_B,
+    ATTPROJ_W,
+    ATTPROJ_B,
+    LN2_W,
+    LN2_B,
+    FC_W,
+    FC_B,
+    FCPROJ_W,
+    FCPROJ_B,
+    NUM_LAYER_TENSORS
 };
 static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
     "ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
-    "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b"};
+    "ln2.w", "ln2.b", "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
 
 struct ParamTensor {
-    char name[32];    // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
-    int rows, cols;   // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
+    char name[32];   // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
+    int rows, cols;  // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
     size_t numel;
-    size_t offset;    // in elements from the start of the buffer
-    bool decay;       // weight decay applies (2-D tensors only)
-    float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
+    size_t offset;   // in elements from the start of the buffer
+    bool decay;      // weight decay applies (2-D tensors only)
+    float init_std;  // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
 };
 
@@ -125,7 +137,9 @@ struct ParamLayout {
 
 // Index in ParamLayout::tensors of the embeddings, a block's tensor and the final layernorm.
 constexpr int WTE = 0, WPE = 1;
-inline int layer_tensor_index(int layer, int which) { return 2 + layer * NUM_LAYER_TENSORS + which; }
+inline int layer_tensor_index(int layer, int which) {
+    return 2 + layer * NUM_LAYER_TENSORS + which;
+}
 inline int lnf_index(const GPTConfig* c, int which /* 0 weight, 1 bias */) {
     return 2 + c->layers * NUM_LAYER_TENSORS + which;
 }
@@ -153,13 +167,16 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c) {
     add("wpe", c->context, C, std, 0.0f);
     for (int l = 0; l < L; l++) {
         // (rows, cols, init std, init value) of each block tensor, in LayerTensor order
-        const int shapes[NUM_LAYER_TENSORS][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
-                                                  {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
+        const int shapes[NUM_LAYER_TENSORS][2] = {{C, 0},     {C, 0},     {3 * C, C}, {3 * C, 0},
+                                                  {C, C},     {C, 0},     {C, 0},     {C, 0},
+                                                  {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
         for (int j = 0; j < NUM_LAYER_TENSORS; j++) {
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
             bool is_matrix = shapes[j][1] > 0, is_ln_weight = (j == LN1_W || j == LN2_W);
-            float tensor_std = !is_matrix ? 0.0f : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std : std;
+            float tensor_std = !is_matrix                          ? 0.0f
+                               : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
+                                                                   : std;
             add(name, shapes[j][0], shapes[j][1], tensor_std, is_ln_weight ? 1.0f : 0.0f);
         }
     }
@@ -206,14 +223,14 @@ struct Activations {
     float* losses;             // (B,T) cross-entropy of each position
     floatX* proj_out;          // (B,T,C) attn.proj / mlp.proj output before the residual add
     // backward scratch, reused by every layer
-    floatX* dresidual;         // (B,T,C) gradient of the residual stream
-    floatX* dbtc;              // (B,T,C) gradient of a layernorm output / attention output
-    floatX* dqkv;              // (B,T,3C)
-    floatX* dfch;              // (B,T,4C) gradient of fch_gelu, then of fch (in place)
-    float* att_delta;          // (B,NH,T) rowsum(dO * O) of each query, for attention backward
-    float* col_partials;       // (ceil(N/COLUMN_CHUNK), 2, 4C) per-chunk column sums
-    float* norm_partials;      // NORM_BLOCKS partial sums of the grad norm
-    float* norm;               // 1 float: the grad norm
+    floatX* dresidual;     // (B,T,C) gradient of the residual stream
+    floatX* dbtc;          // (B,T,C) gradient of a layernorm output / attention output
+    floatX* dqkv;          // (B,T,3C)
+    floatX* dfch;          // (B,T,4C) gradient of fch_gelu, then of fch (in place)
+    float* att_delta;      // (B,NH,T) rowsum(dO * O) of each query, for attention backward
+    float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, 4C) per-chunk column sums
+    float* norm_partials;  // NORM_BLOCKS partial sums of the grad norm
+    float* norm;           // 1 float: the grad norm
 };
 
 // Rows summed by one thread of the column reductions (bias and layernorm parameter grads).
@@ -346,11 +363,11 @@ __global__ void wte_backward_kernel(floatX* dwte, const floatX* dout, const int*
 
 // Positions of a micro-batch grouped by token id, built on the host (where the tokens are).
 struct TokenBuckets {
-    int count;       // distinct tokens in the micro-batch
-    int* token;      // (N) device: the token of each bucket
-    int* start;      // (N+1) device: bucket j covers pos[start[j] .. start[j+1])
-    int* pos;        // (N) device: row indices b*T+t, grouped by token, ascending in a group
-    int* host;       // (3N+1) host staging: token, start, pos
+    int count;   // distinct tokens in the micro-batch
+    int* token;  // (N) device: the token of each bucket
+    int* start;  // (N+1) device: bucket j covers pos[start[j] .. start[j+1])
+    int* pos;    // (N) device: row indices b*T+t, grouped by token, ascending in a group
+    int* host;   // (3N+1) host staging: token, start, pos
 };
 
 inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, cudaStream_t stream) {
@@ -369,8 +386,10 @@ inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, cuda
     }
     h_start[count] = N;
     tb->count = count;
-    CUDA_CHECK(cudaMemcpyAsync(tb->token, h_token, count * sizeof(int), cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(tb->start, h_start, (count + 1) * sizeof(int), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(
+        cudaMemcpyAsync(tb->token, h_token, count * sizeof(int), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(tb->start, h_start, (count + 1) * sizeof(int),
+                               cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaMemcpyAsync(tb->pos, h_pos, N * sizeof(int), cudaMemcpyHostToDevice, stream));
     // the staging buffer is reused by the next micro-batch: finish the copies first
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -379,7 +398,8 @@ inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, cuda
 inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const TokenBuckets* tb,
                              int B, int T, int C, cudaStream_t stream) {
     const int block = 256;
-    wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(dwpe, dout, B, T, C);
+    wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(
+        dwpe, dout, B, T, C);
     CUDA_CHECK_LAUNCH();
     wte_backward_kernel<<<grid_for((size_t)tb->count * C / x128::size, block), block, 0, stream>>>(
         dwte, dout, tb->token, tb->start, tb->pos, tb->count, C);
@@ -407,7 +427,8 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
     if (b) {  // fused residual add
         floatX* r = residual_out + (size_t)row * C;
         for (int p = lane; p < packs; p += 32) {
-            x128 va = load128(x + p * x128::size), vb = load128(b + (size_t)row * C + p * x128::size), s;
+            x128 va = load128(x + p * x128::size),
+                 vb = load128(b + (size_t)row * C + p * x128::size), s;
             for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
             store128(r + p * x128::size, s);
         }
@@ -581,8 +602,8 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 // lanes of a group read consecutive packs of a tile row and every group of a warp reads the
 // same tile row (a broadcast), so the reads have no bank conflicts.
 
-constexpr int ATT_THREADS = 256;   // threads per block
-constexpr int ATT_TILE = 32;       // rows of a shared-memory tile
+constexpr int ATT_THREADS = 256;  // threads per block
+constexpr int ATT_TILE = 32;      // rows of a shared-memory tile
 
 // ATT_LANE_DIMS: dimensions of a row owned by one lane. On a GPU 16 keeps every attention kernel
 // under 128 registers with no spills (several blocks per SM). Under the CPU runtime each shuffle
@@ -600,16 +621,17 @@ constexpr int ATT_TILE = 32;       // rows of a shared-memory tile
 // How the threads of a block map onto rows for head size HS.
 template <int HS>
 struct AttRows {
-    static constexpr int lanes = HS / ATT_LANE_DIMS;           // G: lanes per row (1 to 8)
-    static constexpr int per_warp = 32 / lanes;                 // rows per warp
-    static constexpr int per_block = ATT_THREADS / lanes;       // rows per block
-    static constexpr int packs = ATT_LANE_DIMS / x128::size;    // packs of a row per lane
+    static constexpr int lanes = HS / ATT_LANE_DIMS;          // G: lanes per row (1 to 8)
+    static constexpr int per_warp = 32 / lanes;               // rows per warp
+    static constexpr int per_block = ATT_THREADS / lanes;     // rows per block
+    static constexpr int packs = ATT_LANE_DIMS / x128::size;  // packs of a row per lane
 };
 
 // The sum of v over the `lanes` lanes of each aligned group (the whole warp calls it).
 template <int lanes>
 __device__ inline float group_sum(float v) {
-    for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    for (int offset = lanes / 2; offset > 0; offset /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
 }
 
@@ -671,7 +693,7 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 // include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
@@ -679,7 +701,8 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
     const int block_last = min(q_first + R::per_block, T) - 1;  // sees keys 0..block_last
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
-    const int warp_keys = warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
+    const int warp_keys =
+        warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
     const floatX* base = qkv + (size_t)b * T * 3 * C;
     float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
     if (t < T) row_part_load<HS>(q, base + (size_t)t * 3 * C + h * HS, g, 1.0f / sqrtf((float)HS));
@@ -717,8 +740,8 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
 // for pass 2. Keys stream through shared memory.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                             const floatX* qkv, const float* lse, int T, int NH) {
+    attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
+                                 const floatX* qkv, const float* lse, int T, int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
@@ -726,7 +749,8 @@ attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, con
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
     const int block_last = min(q_first + R::per_block, T) - 1;
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
-    const int warp_keys = warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
+    const int warp_keys =
+        warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
     const floatX* base = qkv + (size_t)b * T * 3 * C;
     const size_t row = (size_t)b * T + t;
     const float scale = 1.0f / sqrtf((float)HS);
@@ -737,13 +761,14 @@ attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, con
         row_part_load<HS>(dO, dout + row * C + h * HS, g, 1.0f);
         row_lse = lse[((size_t)b * NH + h) * T + t];
     }
-    const float D = group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * C + h * HS, g) : 0.0f);
+    const float D =
+        group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * C + h * HS, g) : 0.0f);
     if (t < T && g == 0) delta[((size_t)b * NH + h) * T + t] = D;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
         att_load_tiles<HS>(k_tile, v_tile, base + C + h * HS, 3 * C, base + 2 * C + h * HS, 3 * C,
                            k_first, min(ATT_TILE, block_last + 1 - k_first));
-        __syncthreads();  // the tile is loaded
+        __syncthreads();                                        // the tile is loaded
         const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
         for (int j = 0; j < n_keys; j++) {
             const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
@@ -760,8 +785,8 @@ attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, con
 // memory: dv = sum_t P_ts dO_t, dk = scale * sum_t dS_ts q_t.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                              const floatX* qkv, const float* lse, int T, int NH) {
+    attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
+                                  const floatX* qkv, const float* lse, int T, int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX q_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
@@ -772,18 +797,21 @@ attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* do
     const int warp_first = k_first + (int)(threadIdx.x / 32) * R::per_warp;  // the warp's first key
     const floatX* base = qkv + (size_t)b * T * 3 * C;
     const float scale = 1.0f / sqrtf((float)HS);
-    float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {}, dv[ATT_LANE_DIMS] = {};
+    float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {},
+          dv[ATT_LANE_DIMS] = {};
     if (s < T) {
-        row_part_load<HS>(k, base + (size_t)s * 3 * C + C + h * HS, g, scale);  // scores = q . (scale k)
+        row_part_load<HS>(k, base + (size_t)s * 3 * C + C + h * HS, g,
+                          scale);  // scores = q . (scale k)
         row_part_load<HS>(v, base + (size_t)s * 3 * C + 2 * C + h * HS, g, 1.0f);
     }
     const float* lse_bh = lse + ((size_t)b * NH + h) * T;
     const float* delta_bh = delta + ((size_t)b * NH + h) * T;
-    for (int q_first = k_first; q_first < T; q_first += ATT_TILE) {  // queries before k_first see no key here
+    for (int q_first = k_first; q_first < T;
+         q_first += ATT_TILE) {  // queries before k_first see no key here
         const int count = min(ATT_TILE, T - q_first);
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * C, dout + (size_t)b * T * C + h * HS, C,
-                           q_first, count);
+        att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * C, dout + (size_t)b * T * C + h * HS,
+                           C, q_first, count);
         if ((int)threadIdx.x < count) {
             lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
             delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
@@ -819,9 +847,11 @@ void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const
                            const floatX* qkv, const float* lse, int B, int T, int NH,
                            cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
-    attention_backward_dq_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
+    attention_backward_dq_kernel<HS>
+        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
     CUDA_CHECK_LAUNCH();
-    attention_backward_dkv_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
+    attention_backward_dkv_kernel<HS>
+        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -829,10 +859,18 @@ void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const
 inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
                               int HS, cudaStream_t stream) {
     switch (HS) {
-        case 32: attention_forward_hs<32>(out, lse, qkv, B, T, NH, stream); break;
-        case 64: attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream); break;
-        case 128: attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream); break;
-        default: fprintf(stderr, "attention: unsupported head size %d\n", HS); exit(EXIT_FAILURE);
+        case 32:
+            attention_forward_hs<32>(out, lse, qkv, B, T, NH, stream);
+            break;
+        case 64:
+            attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream);
+            break;
+        case 128:
+            attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream);
+            break;
+        default:
+            fprintf(stderr, "attention: unsupported head size %d\n", HS);
+            exit(EXIT_FAILURE);
     }
 }
 
@@ -841,10 +879,18 @@ inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, c
                                const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
                                cudaStream_t stream) {
     switch (HS) {
-        case 32: attention_backward_hs<32>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream); break;
-        case 64: attention_backward_hs<64>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream); break;
-        case 128: attention_backward_hs<128>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream); break;
-        default: fprintf(stderr, "attention: unsupported head size %d\n", HS); exit(EXIT_FAILURE);
+        case 32:
+            attention_backward_hs<32>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
+            break;
+        case 64:
+            attention_backward_hs<64>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
+            break;
+        case 128:
+            attention_backward_hs<128>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
+            break;
+        default:
+            fprintf(stderr, "attention: unsupported head size %d\n", HS);
+            exit(EXIT_FAILURE);
     }
 }
 
@@ -977,7 +1023,8 @@ inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, fl
     matmul(mm, dinp, weight, dout, nullptr, IC, N, OC, false, false, false);
     // dweight^T (IC, OC) += inp^T (IC, N) * dout (N, OC)
     matmul(mm, dweight, inp, dout, nullptr, IC, OC, N, false, true, true);
-    if (dbias) column_sums(nullptr, dbias, partials, dout, nullptr, nullptr, nullptr, N, OC, mm->stream);
+    if (dbias)
+        column_sums(nullptr, dbias, partials, dout, nullptr, nullptr, nullptr, N, OC, mm->stream);
 }
 
 // =============================================================================================
@@ -986,24 +1033,24 @@ inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, fl
 
 struct GPT {
     GPTConfig config;
-    int B, T;                  // micro-batch shape the activations are sized for
+    int B, T;  // micro-batch shape the activations are sized for
     ParamLayout layout;
-    floatX* params;            // layout.total elements each
+    floatX* params;  // layout.total elements each
     floatX* grads;
-    float* master;             // fp32 master weights (bf16 build only; nullptr in fp32)
+    float* master;  // fp32 master weights (bf16 build only; nullptr in fp32)
     float* adam_m;
     float* adam_v;
     Activations acts;
-    floatX* acts_x;            // the activation buffers
+    floatX* acts_x;  // the activation buffers
     float* acts_f;
     size_t acts_x_elems, acts_f_elems;
-    int* inputs;               // (B,T) device tokens of the current micro-batch
-    int* targets;              // (B,T)
-    TokenBuckets buckets;      // inputs grouped by token, for the wte gradient
-    float* host_losses;        // (B,T)
-    int adam_t;                // AdamW steps taken
-    uint64_t seed;             // stochastic rounding seeds derive from it
-    bool poison_activations;   // tests: fill activations with NaN before every forward pass
+    int* inputs;              // (B,T) device tokens of the current micro-batch
+    int* targets;             // (B,T)
+    TokenBuckets buckets;     // inputs grouped by token, for the wte gradient
+    float* host_losses;       // (B,T)
+    int adam_t;               // AdamW steps taken
+    uint64_t seed;            // stochastic rounding seeds derive from it
+    bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
     cudaStream_t stream;
 };
@@ -1035,10 +1082,12 @@ inline void gpt_build(GPT* m, const GPTConfig* config, int B, int T, uint64_t se
     CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
-    layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems, &m->acts_f_elems);
+    layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
+                       &m->acts_f_elems);
     CUDA_CHECK(cudaMalloc(&m->acts_x, m->acts_x_elems * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&m->acts_f, m->acts_f_elems * sizeof(float)));
-    layout_activations(&m->acts, config, B, T, m->acts_x, m->acts_f, &m->acts_x_elems, &m->acts_f_elems);
+    layout_activations(&m->acts, config, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
+                       &m->acts_f_elems);
 
     const int N = B * T;
     CUDA_CHECK(cudaMalloc(&m->inputs, N * sizeof(int)));
@@ -1079,7 +1128,8 @@ inline void gpt_set_params(GPT* m, const float* values) {
     floatX* rounded = (floatX*)MALLOC_CHECK(P * sizeof(floatX));
     for (size_t i = 0; i < P; i++) rounded[i] = (floatX)values[i];
     CUDA_CHECK(cudaMemcpy(m->params, rounded, P * sizeof(floatX), cudaMemcpyHostToDevice));
-    if (m->master) CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
+    if (m->master)
+        CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
     CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
     m->adam_t = 0;
@@ -1093,7 +1143,9 @@ inline uint64_t rng_next(uint64_t* state) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-inline double rng_uniform(uint64_t* state) { return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0); }
+inline double rng_uniform(uint64_t* state) {
+    return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
 inline double rng_normal(uint64_t* state) {  // Box-Muller
     double u1 = rng_uniform(state), u2 = rng_uniform(state);
     return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
@@ -1107,7 +1159,8 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         for (size_t j = 0; j < t->numel; j++)
-            values[t->offset + j] = t->init_std > 0.0f ? (float)(t->init_std * rng_normal(&state)) : t->init_value;
+            values[t->offset + j] =
+                t->init_std > 0.0f ? (float)(t->init_std * rng_normal(&state)) : t->init_value;
     }
     // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
     const ParamTensor* wte = &m->layout.tensors[WTE];
@@ -1123,7 +1176,8 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 // gpt_backward. Returns the mean loss over the B*T positions.
 // B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
 // uses the front of every activation buffer; the backward pass needs the full shape.
-inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B, int T) {
+inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
+                                int T) {
     const GPTConfig* c = &m->config;
     const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
     const int L = c->layers;
@@ -1145,7 +1199,8 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     token_buckets_build(&m->buckets, inputs, N, st);
 
     floatX* p = m->params;
-    encoder_forward(a->encoded, m->inputs, param_tensor(m, p, WTE), param_tensor(m, p, WPE), B, T, C, st);
+    encoder_forward(a->encoded, m->inputs, param_tensor(m, p, WTE), param_tensor(m, p, WPE), B, T,
+                    C, st);
     // ln1 of layer 0 normalizes the embeddings; every later layernorm is fused with the
     // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf).
     LayerActivations* l0 = &a->layers[0];
@@ -1154,25 +1209,32 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     for (int l = 0; l < L; l++) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
-        linear_forward(&m->mm, la->qkv, la->ln1, layer_param(m, p, l, QKV_W), layer_param(m, p, l, QKV_B), N, C, 3 * C);
+        linear_forward(&m->mm, la->qkv, la->ln1, layer_param(m, p, l, QKV_W),
+                       layer_param(m, p, l, QKV_B), N, C, 3 * C);
         attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
-        linear_forward(&m->mm, a->proj_out, la->atty, layer_param(m, p, l, ATTPROJ_W), layer_param(m, p, l, ATTPROJ_B), N, C, C);
+        linear_forward(&m->mm, a->proj_out, la->atty, layer_param(m, p, l, ATTPROJ_W),
+                       layer_param(m, p, l, ATTPROJ_B), N, C, C);
         layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, a->proj_out,
                           layer_param(m, p, l, LN2_W), layer_param(m, p, l, LN2_B), N, C, st);
-        linear_forward(&m->mm, la->fch, la->ln2, layer_param(m, p, l, FC_W), layer_param(m, p, l, FC_B), N, C, 4 * C);
+        linear_forward(&m->mm, la->fch, la->ln2, layer_param(m, p, l, FC_W),
+                       layer_param(m, p, l, FC_B), N, C, 4 * C);
         gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
-        linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_param(m, p, l, FCPROJ_W), layer_param(m, p, l, FCPROJ_B), N, 4 * C, C);
+        linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_param(m, p, l, FCPROJ_W),
+                       layer_param(m, p, l, FCPROJ_B), N, 4 * C, C);
         bool last = l == L - 1;
         LayerActivations* next = last ? nullptr : &a->layers[l + 1];
-        layernorm_forward(la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
-                          last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
-                          last ? param_tensor(m, p, lnf_index(c, 0)) : layer_param(m, p, l + 1, LN1_W),
-                          last ? param_tensor(m, p, lnf_index(c, 1)) : layer_param(m, p, l + 1, LN1_B), N, C, st);
+        layernorm_forward(
+            la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
+            last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
+            last ? param_tensor(m, p, lnf_index(c, 0)) : layer_param(m, p, l + 1, LN1_W),
+            last ? param_tensor(m, p, lnf_index(c, 1)) : layer_param(m, p, l + 1, LN1_B), N, C, st);
     }
-    linear_forward(&m->mm, a->logits, a->lnf, param_tensor(m, p, WTE), nullptr, N, C, c->padded_vocab);
+    linear_forward(&m->mm, a->logits, a->lnf, param_tensor(m, p, WTE), nullptr, N, C,
+                   c->padded_vocab);
     fused_classifier(a->logits, a->losses, m->targets, N, c->vocab, c->padded_vocab, dloss, st);
 
-    CUDA_CHECK(cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(
+        cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += m->host_losses[i];
@@ -1199,32 +1261,37 @@ inline void gpt_backward(GPT* m) {
     linear_backward(&m->mm, a->dbtc, param_tensor(m, g, WTE), nullptr, partials, a->logits, a->lnf,
                     param_tensor(m, p, WTE), N, C, c->padded_vocab);
     const floatX* last_residual = a->layers[L - 1].residual3;
-    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(c, 0)), param_tensor(m, g, lnf_index(c, 1)),
-                       partials, a->dbtc, last_residual, a->lnf_mean, a->lnf_rstd,
-                       param_tensor(m, p, lnf_index(c, 0)), N, C, false, st);
+    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(c, 0)),
+                       param_tensor(m, g, lnf_index(c, 1)), partials, a->dbtc, last_residual,
+                       a->lnf_mean, a->lnf_rstd, param_tensor(m, p, lnf_index(c, 0)), N, C, false,
+                       st);
     for (int l = L - 1; l >= 0; l--) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
         // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
-        linear_backward(&m->mm, a->dfch, layer_param(m, g, l, FCPROJ_W), layer_param(m, g, l, FCPROJ_B),
-                        partials, a->dresidual, la->fch_gelu, layer_param(m, p, l, FCPROJ_W), N, 4 * C, C);
+        linear_backward(&m->mm, a->dfch, layer_param(m, g, l, FCPROJ_W),
+                        layer_param(m, g, l, FCPROJ_B), partials, a->dresidual, la->fch_gelu,
+                        layer_param(m, p, l, FCPROJ_W), N, 4 * C, C);
         gelu_backward(a->dfch, la->fch, (size_t)N * 4 * C, st);
         linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, FC_W), layer_param(m, g, l, FC_B),
                         partials, a->dfch, la->ln2, layer_param(m, p, l, FC_W), N, C, 4 * C);
-        layernorm_backward(a->dresidual, layer_param(m, g, l, LN2_W), layer_param(m, g, l, LN2_B), partials,
-                           a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd, layer_param(m, p, l, LN2_W),
-                           N, C, true, st);
+        layernorm_backward(a->dresidual, layer_param(m, g, l, LN2_W), layer_param(m, g, l, LN2_B),
+                           partials, a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd,
+                           layer_param(m, p, l, LN2_W), N, C, true, st);
         // residual2 = residual + attention
-        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, ATTPROJ_W), layer_param(m, g, l, ATTPROJ_B),
-                        partials, a->dresidual, la->atty, layer_param(m, p, l, ATTPROJ_W), N, C, C);
-        attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS, st);
+        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, ATTPROJ_W),
+                        layer_param(m, g, l, ATTPROJ_B), partials, a->dresidual, la->atty,
+                        layer_param(m, p, l, ATTPROJ_W), N, C, C);
+        attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
+                           st);
         linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, QKV_W), layer_param(m, g, l, QKV_B),
                         partials, a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
-        layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B), partials,
-                           a->dbtc, residual, la->ln1_mean, la->ln1_rstd, layer_param(m, p, l, LN1_W),
-                           N, C, true, st);
+        layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
+                           partials, a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
+                           layer_param(m, p, l, LN1_W), N, C, true, st);
     }
-    encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B, T, C, st);
+    encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
+                     T, C, st);
 }
 
 inline void gpt_zero_grad(GPT* m) {
@@ -1239,12 +1306,14 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
     gpt_zero_grad(m);
     double loss = 0.0;
     for (int a = 0; a < A; a++) {
-        loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
+        loss +=
+            gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
         gpt_backward(m);
     }
     const int C = m->config.channels;
     for (int l = 0; l < m->config.layers; l++)
-        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX), m->stream));
+        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX),
+                                   m->stream));
     return loss / A;
 }
 
@@ -1252,7 +1321,8 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
 inline float gpt_grad_norm(GPT* m) {
     global_norm(m->acts.norm, m->acts.norm_partials, m->grads, m->layout.total, m->stream);
     float norm;
-    CUDA_CHECK(cudaMemcpyAsync(&norm, m->acts.norm, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    CUDA_CHECK(
+        cudaMemcpyAsync(&norm, m->acts.norm, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
     CUDA_CHECK(cudaStreamSynchronize(m->stream));
     return norm;
 }
@@ -1274,7 +1344,8 @@ inline void gpt_update(GPT* m, double lr, double weight_decay, double grad_scale
     h.eps = 1e-8;
     h.grad_scale = grad_scale;
     h.t = m->adam_t;
-    h.seed = hash_u32((uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->adam_t)));
+    h.seed = hash_u32((uint32_t)m->seed ^
+                      hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->adam_t)));
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         adamw_update(m->params + t->offset, m->master ? m->master + t->offset : nullptr,
@@ -1325,8 +1396,8 @@ inline void shard_glob(char* out, size_t len, const char* dir, const char* split
 // Opens the two splits of `dir` (or random tokens when dir is empty) for batches of B x T
 // tokens below `vocab`, and computes the unigram baseline. Bad data ends the program with the
 // loader's message.
-inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, uint64_t seed, int rank,
-                            int world) {
+inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, uint64_t seed,
+                            int rank, int world) {
     memset(d, 0, sizeof(*d));
     d->rank = rank;
     d->world = world;
@@ -1336,10 +1407,13 @@ inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int
     char train_glob[600], val_glob[600];
     shard_glob(train_glob, sizeof(train_glob), dir, "train");
     shard_glob(val_glob, sizeof(val_glob), dir, "val");
-    if (dataloader_init(&d->train, train_glob, B, T, rank, world, vocab, 1, seed) != 0) fatal("%s", d->train.error);
-    if (dataloader_init(&d->val, val_glob, B, T, rank, world, vocab, 0, seed) != 0) fatal("%s", d->val.error);
+    if (dataloader_init(&d->train, train_glob, B, T, rank, world, vocab, 1, seed) != 0)
+        fatal("%s", d->train.error);
+    if (dataloader_init(&d->val, val_glob, B, T, rank, world, vocab, 0, seed) != 0)
+        fatal("%s", d->val.error);
     char err[1024];
-    if (unigram_loss(train_glob, val_glob, vocab, &d->unigram, err, sizeof(err)) != 0) fatal("%s", err);
+    if (unigram_loss(train_glob, val_glob, vocab, &d->unigram, err, sizeof(err)) != 0)
+        fatal("%s", err);
 }
 
 inline void train_data_free(TrainData* d) {
@@ -1352,7 +1426,8 @@ inline void train_data_free(TrainData* d) {
 // rank's B sequences of a global batch of world x B: the loader's, or random tokens, of which
 // every rank draws the whole global batch and keeps its rows, so that the global batch does not
 // depend on how many ranks share it.
-inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T, int vocab) {
+inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T,
+                            int vocab) {
     const size_t N = (size_t)B * T;
     for (int a = 0; a < A; a++) {
         int* in = inputs + a * N;
@@ -1363,8 +1438,9 @@ inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int 
             memcpy(tg, d->train.targets, N * sizeof(int));
             continue;
         }
-        for (int row = 0; row < d->world * B; row++) {  // T + 1 tokens: inputs, and targets shifted by one
-            const int b = row - d->rank * B;                // the row's place in this rank's batch
+        for (int row = 0; row < d->world * B;
+             row++) {                         // T + 1 tokens: inputs, and targets shifted by one
+            const int b = row - d->rank * B;  // the row's place in this rank's batch
             for (int t = 0; t <= T; t++) {
                 int token = (int)(rng_next(&d->token_rng) % (uint64_t)vocab);
                 if (b < 0 || b >= B) continue;
@@ -1396,7 +1472,8 @@ inline double evaluate(GPT* m, DataLoader* val, int n) {
 // never get here). A draw from softmax(logits / temperature) restricted to the top_k largest
 // logits (0: all V; ties go to the lower id), with one uniform number from rng; temperature 0
 // takes the most likely token. order: scratch room for V ints.
-inline int sample_token(const float* logits, int V, double temperature, int top_k, uint64_t* rng, int* order) {
+inline int sample_token(const float* logits, int V, double temperature, int top_k, uint64_t* rng,
+                        int* order) {
     const int k = temperature == 0.0 ? 1 : (top_k > 0 && top_k < V) ? top_k : V;
     for (int i = 0; i < V; i++) order[i] = i;
     std::partial_sort(order, order + k, order + V, [logits](int a, int b) {
@@ -1417,7 +1494,8 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 
 // Appends n_new tokens to tokens[0..n), n >= 1 (tokens has room for n + n_new), each drawn
 // from the prediction after the last m->T tokens before it.
-inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k, uint64_t* rng) {
+inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k,
+                         uint64_t* rng) {
     const int V = m->config.vocab, Vp = m->config.padded_vocab;
     floatX* row = (floatX*)MALLOC_CHECK(V * sizeof(floatX));
     float* logits = (float*)MALLOC_CHECK(V * sizeof(float));
@@ -1442,7 +1520,8 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
 inline char* decode_tokens(const Tokenizer* tok, const int* tokens, int n, size_t* len) {
     size_t total = 0, piece = 0;
     for (int i = 0; i < n; i++) {
-        if (tokenizer_decode(tok, tokens[i], &piece) == nullptr) fatal("token %d is outside the tokenizer", tokens[i]);
+        if (tokenizer_decode(tok, tokens[i], &piece) == nullptr)
+            fatal("token %d is outside the tokenizer", tokens[i]);
         total += piece;
     }
     char* text = (char*)MALLOC_CHECK(total + 1);
@@ -1458,8 +1537,8 @@ inline char* decode_tokens(const Tokenizer* tok, const int* tokens, int n, size_
 // The end-of-text token (documents start with it, so a sample starts a fresh document), then
 // the prompt encoded by the tokenizer, then n_new generated tokens; prints the text (without
 // the end-of-text token) and returns it for the log, malloc'ed, *len bytes.
-inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int n_new, double temperature,
-                           int top_k, uint64_t* rng, size_t* len) {
+inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int n_new,
+                           double temperature, int top_k, uint64_t* rng, size_t* len) {
     const size_t prompt_len = strlen(prompt);
     int* tokens = (int*)MALLOC_CHECK((1 + prompt_len + n_new) * sizeof(int));
     tokens[0] = tok->eot;
@@ -1492,16 +1571,17 @@ static const CkptField CHECKPOINT_FIELDS[] = {
     {"layers", offsetof(CheckpointConfig, layers), CKPT_INT32},
     {"heads", offsetof(CheckpointConfig, heads), CKPT_INT32},
     {"embd", offsetof(CheckpointConfig, channels), CKPT_INT32},
-    {"bytes per weight (2 bf16, 4 fp32 build)", offsetof(CheckpointConfig, floatx_bytes), CKPT_INT32},
+    {"bytes per weight (2 bf16, 4 fp32 build)", offsetof(CheckpointConfig, floatx_bytes),
+     CKPT_INT32},
 };
 constexpr int NUM_CHECKPOINT_FIELDS = sizeof(CHECKPOINT_FIELDS) / sizeof(CHECKPOINT_FIELDS[0]);
 
 inline CheckpointConfig checkpoint_config_of(const GPTConfig* c) {
-    return CheckpointConfig{c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels,
-                            (int32_t)sizeof(floatX)};
+    return CheckpointConfig{c->vocab,    c->padded_vocab,        c->context, c->layers, c->heads,
+                            c->channels, (int32_t)sizeof(floatX)};
 }
 
-struct RunState {  // section "run"
+struct RunState {            // section "run"
     uint64_t step;           // optimizer steps done
     uint64_t adam_t;         // AdamW's step count (bias correction, stochastic rounding)
     uint64_t rounding_seed;  // GPT::seed, from which each step's rounding seed derives
@@ -1512,8 +1592,8 @@ struct RunState {  // section "run"
 // Device tensors go to and from the file through a host buffer of this size.
 constexpr size_t CHECKPOINT_STAGE_BYTES = (size_t)16 << 20;
 
-inline void write_device_section(CheckpointWriter* w, const char* name, const void* src, size_t bytes,
-                                 uint8_t* stage) {
+inline void write_device_section(CheckpointWriter* w, const char* name, const void* src,
+                                 size_t bytes, uint8_t* stage) {
     if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
     for (size_t done = 0; done < bytes;) {
         size_t n = std::min(bytes - done, CHECKPOINT_STAGE_BYTES);
@@ -1524,7 +1604,8 @@ inline void write_device_section(CheckpointWriter* w, const char* name, const vo
 }
 
 // Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
-inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs, const TrainData* d) {
+inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
+                            const TrainData* d) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
@@ -1543,7 +1624,8 @@ inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunSt
     free(stage);
 }
 
-inline void read_device_section(CheckpointReader* r, const char* name, void* dst, size_t bytes, uint8_t* stage) {
+inline void read_device_section(CheckpointReader* r, const char* name, void* dst, size_t bytes,
+                                uint8_t* stage) {
     const CkptSectionInfo* s = ckpt_lookup(r, name);
     if (s == nullptr) fatal("%s", r->error);
     if (s->size != bytes)
@@ -1571,8 +1653,9 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds
     if (ckpt_read_section(r, "run", &rs, sizeof(rs)) != 0) fatal("%s", r->error);
     if (ds && ckpt_read_section(r, "data", ds, sizeof(*ds)) != 0)
         fatal("%s (was it written by a run on random tokens?)", r->error);
-    if (rs.step != r->step) fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
-                                  r->path, (unsigned long long)r->step, (unsigned long long)rs.step);
+    if (rs.step != r->step)
+        fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
+              r->path, (unsigned long long)r->step, (unsigned long long)rs.step);
     m->adam_t = (int)rs.adam_t;
     m->seed = rs.rounding_seed;
     return rs;
@@ -1586,7 +1669,8 @@ inline void make_dirs(const char* dir) {
         if (*p != '/' && *p != '\0') continue;
         const char saved = *p;
         *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("cannot create folder %s: %s", path, strerror(errno));
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            fatal("cannot create folder %s: %s", path, strerror(errno));
         if (saved == '\0') return;
         *p = saved;
     }
@@ -1637,7 +1721,7 @@ struct TrainConfig {
     long long seed;
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
-    char data[512];            // a prepare.py output folder; empty: random tokens
+    char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
     int sample_every, sample_len, top_k;
@@ -1647,7 +1731,7 @@ struct TrainConfig {
     int checkpoint_every, keep_checkpoints;
     char resume[512];
     char log[512];
-    char sample[512];          // sample mode: the checkpoint (file or folder)
+    char sample[512];  // sample mode: the checkpoint (file or folder)
     int help;
 };
 
@@ -1663,42 +1747,71 @@ struct Flag {
 
 #define FIELD(f) offsetof(TrainConfig, f)
 #define STRING_FIELD(f) offsetof(TrainConfig, f), sizeof(TrainConfig::f)
+// clang-format off: one flag per line reads better than the wrapped form
 static const Flag FLAGS[] = {
-    {"--data", FLAG_STRING, STRING_FIELD(data), "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on *_val*.bin; empty: random tokens"},
-    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
-    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
-    {"--context", FLAG_INT, FIELD(model.context), 0, "model context maxT, rows of wpe (0: same as --seq)"},
+    {"--data", FLAG_STRING, STRING_FIELD(data),
+     "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on "
+     "*_val*.bin; empty: random tokens"},
+    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer),
+     "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
+    {"--vocab", FLAG_INT, FIELD(model.vocab), 0,
+     "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
+    {"--context", FLAG_INT, FIELD(model.context), 0,
+     "model context maxT, rows of wpe (0: same as --seq)"},
     {"--layers", FLAG_INT, FIELD(model.layers), 0, "transformer blocks L"},
-    {"--heads", FLAG_INT, FIELD(model.heads), 0, "attention heads NH; --embd/--heads must be 32, 64 or 128"},
+    {"--heads", FLAG_INT, FIELD(model.heads), 0,
+     "attention heads NH; --embd/--heads must be 32, 64 or 128"},
     {"--embd", FLAG_INT, FIELD(model.channels), 0, "model width C"},
     {"--seq", FLAG_INT, FIELD(seq), 0, "sequence length T (<= --context)"},
-    {"--batch", FLAG_INT, FIELD(batch), 0, "micro-batch: sequences per forward/backward pass on each rank (B)"},
-    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 0, "micro-batches accumulated per optimizer step (A)"},
+    {"--batch", FLAG_INT, FIELD(batch), 0,
+     "micro-batch: sequences per forward/backward pass on each rank (B)"},
+    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 0,
+     "micro-batches accumulated per optimizer step (A)"},
     {"--steps", FLAG_INT, FIELD(steps), 0, "optimizer steps K"},
     {"--lr", FLAG_DOUBLE, FIELD(lr), 0, "peak learning rate"},
     {"--warmup", FLAG_INT, FIELD(warmup), 0, "linear warmup steps W (0: none)"},
-    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), "learning rate after warmup: cosine, wsd, linear or constant"},
-    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
-    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, "wsd: fraction of the steps spent decaying"},
-    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, "AdamW decoupled weight decay on 2-D tensors"},
-    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, "clip the global gradient norm to this (0: off)"},
-    {"--seed", FLAG_INT64, FIELD(seed), 0, "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
-    {"--val-every", FLAG_INT, FIELD(val_every), 0, "validation loss at step 0, every N steps and at the end (0: never)"},
-    {"--val-steps", FLAG_INT, FIELD(val_steps), 0, "validation batches per evaluation (0: the whole split)"},
-    {"--sample-every", FLAG_INT, FIELD(sample_every), 0, "print a text sample every N steps and at the end (0: at the end only)"},
+    {"--schedule", FLAG_STRING, STRING_FIELD(schedule),
+     "learning rate after warmup: cosine, wsd, linear or constant"},
+    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0,
+     "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
+    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0,
+     "wsd: fraction of the steps spent decaying"},
+    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0,
+     "AdamW decoupled weight decay on 2-D tensors"},
+    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0,
+     "clip the global gradient norm to this (0: off)"},
+    {"--seed", FLAG_INT64, FIELD(seed), 0,
+     "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
+    {"--val-every", FLAG_INT, FIELD(val_every), 0,
+     "validation loss at step 0, every N steps and at the end (0: never)"},
+    {"--val-steps", FLAG_INT, FIELD(val_steps), 0,
+     "validation batches per evaluation (0: the whole split)"},
+    {"--sample-every", FLAG_INT, FIELD(sample_every), 0,
+     "print a text sample every N steps and at the end (0: at the end only)"},
     {"--sample-len", FLAG_INT, FIELD(sample_len), 0, "tokens per sample (0: no samples)"},
-    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0, "sampling temperature (0: always the most likely token)"},
+    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0,
+     "sampling temperature (0: always the most likely token)"},
     {"--top-k", FLAG_INT, FIELD(top_k), 0, "sample from the k most likely tokens (0: from all)"},
     {"--prompt", FLAG_STRING, STRING_FIELD(prompt), "text the samples continue"},
-    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), "folder for checkpoints (empty: none are written)"},
-    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), 0, "write a checkpoint every N steps and at the end (0: at the end only)"},
-    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), 0, "keep the newest N checkpoints (0: all)"},
-    {"--resume", FLAG_STRING, STRING_FIELD(resume), "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there is none)"},
-    {"--log", FLAG_STRING, STRING_FIELD(log), "JSONL log of the run, read by scripts/plot.py (empty: none)"},
-    {"--sample", FLAG_STRING, STRING_FIELD(sample), "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes from it), continue --prompt by --sample-len tokens, print, exit"},
-    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 0, "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
+    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir),
+     "folder for checkpoints (empty: none are written)"},
+    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), 0,
+     "write a checkpoint every N steps and at the end (0: at the end only)"},
+    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), 0,
+     "keep the newest N checkpoints (0: all)"},
+    {"--resume", FLAG_STRING, STRING_FIELD(resume),
+     "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there "
+     "is none)"},
+    {"--log", FLAG_STRING, STRING_FIELD(log),
+     "JSONL log of the run, read by scripts/plot.py (empty: none)"},
+    {"--sample", FLAG_STRING, STRING_FIELD(sample),
+     "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes "
+     "from it), continue --prompt by --sample-len tokens, print, exit"},
+    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 0,
+     "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
     {"--help", FLAG_SWITCH, FIELD(help), 0, "print this help and exit"},
 };
+// clang-format on
 #undef FIELD
 #undef STRING_FIELD
 constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
@@ -1735,21 +1848,33 @@ inline void train_config_defaults(TrainConfig* tc) {
 inline void print_flag_value(FILE* f, const Flag* flag, const TrainConfig* tc) {
     const char* field = (const char*)tc + flag->field;
     switch (flag->type) {
-        case FLAG_INT: fprintf(f, "%d", *(const int*)field); break;
-        case FLAG_INT64: fprintf(f, "%lld", *(const long long*)field); break;
-        case FLAG_DOUBLE: fprintf(f, "%g", *(const double*)field); break;
-        case FLAG_STRING: fprintf(f, "\"%s\"", field); break;
-        case FLAG_SWITCH: fprintf(f, "off"); break;
+        case FLAG_INT:
+            fprintf(f, "%d", *(const int*)field);
+            break;
+        case FLAG_INT64:
+            fprintf(f, "%lld", *(const long long*)field);
+            break;
+        case FLAG_DOUBLE:
+            fprintf(f, "%g", *(const double*)field);
+            break;
+        case FLAG_STRING:
+            fprintf(f, "\"%s\"", field);
+            break;
+        case FLAG_SWITCH:
+            fprintf(f, "off");
+            break;
     }
 }
 
 inline void print_usage(FILE* f, const char* prog) {
     TrainConfig defaults;
     train_config_defaults(&defaults);
-    fprintf(f, "usage: %s [--flag value]...   (also --flag=value)\n"
-               "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
-               "with --sample CHECKPOINT, generates text from a trained model instead.\n"
-               "Under mpirun -np N, N ranks (one per GPU) each take --batch sequences of every batch.\n\nflags:\n",
+    fprintf(f,
+            "usage: %s [--flag value]...   (also --flag=value)\n"
+            "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
+            "with --sample CHECKPOINT, generates text from a trained model instead.\n"
+            "Under mpirun -np N, N ranks (one per GPU) each take --batch sequences of every "
+            "batch.\n\nflags:\n",
             prog, PRECISION_NAME);
     for (int i = 0; i < NUM_FLAGS; i++) {
         fprintf(f, "  %-18s %s (default ", FLAGS[i].name, FLAGS[i].help);
@@ -1765,7 +1890,8 @@ inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
         const Flag* flag = nullptr;
         for (int j = 0; j < NUM_FLAGS; j++)
-            if (strlen(FLAGS[j].name) == name_len && strncmp(FLAGS[j].name, arg, name_len) == 0) flag = &FLAGS[j];
+            if (strlen(FLAGS[j].name) == name_len && strncmp(FLAGS[j].name, arg, name_len) == 0)
+                flag = &FLAGS[j];
         if (flag == nullptr) {
             snprintf(msg, len, "unknown flag '%s' (see --help)", arg);
             return msg;
@@ -1789,7 +1915,8 @@ inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg
         switch (flag->type) {
             case FLAG_INT: {
                 long v = strtol(value, &end, 10);
-                if (*value == '\0' || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX) end = nullptr;
+                if (*value == '\0' || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX)
+                    end = nullptr;
                 else *(int*)field = (int)v;
                 break;
             }
@@ -1801,13 +1928,15 @@ inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg
             }
             case FLAG_DOUBLE: {
                 double v = strtod(value, &end);
-                if (*value == '\0' || *end != '\0' || errno != 0 || !std::isfinite(v)) end = nullptr;
+                if (*value == '\0' || *end != '\0' || errno != 0 || !std::isfinite(v))
+                    end = nullptr;
                 else *(double*)field = v;
                 break;
             }
             default: {  // FLAG_STRING
                 if (strlen(value) >= flag->capacity) {
-                    snprintf(msg, len, "%s value is too long (at most %zu characters)", flag->name, flag->capacity - 1);
+                    snprintf(msg, len, "%s value is too long (at most %zu characters)", flag->name,
+                             flag->capacity - 1);
                     return msg;
                 }
                 snprintf(field, flag->capacity, "%s", value);
@@ -1830,25 +1959,35 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
-    if (tc->grad_accum < 1) snprintf(msg, len, "--grad-accum must be >= 1 (got %d)", tc->grad_accum);
+    if (tc->grad_accum < 1)
+        snprintf(msg, len, "--grad-accum must be >= 1 (got %d)", tc->grad_accum);
     else if (tc->steps < 1) snprintf(msg, len, "--steps must be >= 1 (got %d)", tc->steps);
     else if (tc->warmup < 0) snprintf(msg, len, "--warmup must be >= 0 (got %d)", tc->warmup);
     else if (tc->lr < 0) snprintf(msg, len, "--lr must be >= 0 (got %g)", tc->lr);
     else if (schedule_from_name(tc->schedule) < 0)
-        snprintf(msg, len, "unknown --schedule '%s' (cosine, wsd, linear or constant)", tc->schedule);
+        snprintf(msg, len, "unknown --schedule '%s' (cosine, wsd, linear or constant)",
+                 tc->schedule);
     else if (tc->min_lr_frac < 0 || tc->min_lr_frac > 1)
         snprintf(msg, len, "--min-lr-frac must be in [0, 1] (got %g)", tc->min_lr_frac);
     else if (tc->decay_frac < 0 || tc->decay_frac > 1)
         snprintf(msg, len, "--decay-frac must be in [0, 1] (got %g)", tc->decay_frac);
-    else if (tc->weight_decay < 0) snprintf(msg, len, "--weight-decay must be >= 0 (got %g)", tc->weight_decay);
-    else if (tc->grad_clip < 0) snprintf(msg, len, "--grad-clip must be >= 0 (got %g)", tc->grad_clip);
-    else if (tc->peak_flops <= 0) snprintf(msg, len, "--peak-flops must be > 0 (got %g)", tc->peak_flops);
+    else if (tc->weight_decay < 0)
+        snprintf(msg, len, "--weight-decay must be >= 0 (got %g)", tc->weight_decay);
+    else if (tc->grad_clip < 0)
+        snprintf(msg, len, "--grad-clip must be >= 0 (got %g)", tc->grad_clip);
+    else if (tc->peak_flops <= 0)
+        snprintf(msg, len, "--peak-flops must be > 0 (got %g)", tc->peak_flops);
     else if (tc->seed < 0) snprintf(msg, len, "--seed must be >= 0 (got %lld)", tc->seed);
-    else if (tc->val_every < 0) snprintf(msg, len, "--val-every must be >= 0 (got %d)", tc->val_every);
-    else if (tc->val_steps < 0) snprintf(msg, len, "--val-steps must be >= 0 (got %d)", tc->val_steps);
-    else if (tc->sample_every < 0) snprintf(msg, len, "--sample-every must be >= 0 (got %d)", tc->sample_every);
-    else if (tc->sample_len < 0) snprintf(msg, len, "--sample-len must be >= 0 (got %d)", tc->sample_len);
-    else if (tc->temperature < 0) snprintf(msg, len, "--temperature must be >= 0 (got %g)", tc->temperature);
+    else if (tc->val_every < 0)
+        snprintf(msg, len, "--val-every must be >= 0 (got %d)", tc->val_every);
+    else if (tc->val_steps < 0)
+        snprintf(msg, len, "--val-steps must be >= 0 (got %d)", tc->val_steps);
+    else if (tc->sample_every < 0)
+        snprintf(msg, len, "--sample-every must be >= 0 (got %d)", tc->sample_every);
+    else if (tc->sample_len < 0)
+        snprintf(msg, len, "--sample-len must be >= 0 (got %d)", tc->sample_len);
+    else if (tc->temperature < 0)
+        snprintf(msg, len, "--temperature must be >= 0 (got %g)", tc->temperature);
     else if (tc->top_k < 0) snprintf(msg, len, "--top-k must be >= 0 (got %d)", tc->top_k);
     else if (tc->checkpoint_every < 0)
         snprintf(msg, len, "--checkpoint-every must be >= 0 (got %d)", tc->checkpoint_every);
@@ -1875,7 +2014,8 @@ inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
 // Sample mode: the model's shape comes from the checkpoint.
 
 inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
-    if (tok == nullptr) fatal("--sample needs a tokenizer: --data DIR (its tokenizer.bin) or --tokenizer PATH");
+    if (tok == nullptr)
+        fatal("--sample needs a tokenizer: --data DIR (its tokenizer.bin) or --tokenizer PATH");
     char path[CKPT_PATH_BYTES];
     if (!find_checkpoint(tc->sample, path, sizeof(path))) fatal("no checkpoint in %s", tc->sample);
     CheckpointConfig cc = peek_checkpoint_config(path);
@@ -1883,25 +2023,33 @@ inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
     if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
         fatal("%s", reader.error);
     if (cc.floatx_bytes != (int32_t)sizeof(floatX))
-        fatal("checkpoint %s holds %d-byte weights; this %s build reads %d-byte weights (use the %s build)",
-              path, cc.floatx_bytes, PRECISION_NAME, (int)sizeof(floatX), sizeof(floatX) == 4 ? "bf16" : "fp32");
+        fatal(
+            "checkpoint %s holds %d-byte weights; this %s build reads %d-byte weights (use the %s "
+            "build)",
+            path, cc.floatx_bytes, PRECISION_NAME, (int)sizeof(floatX),
+            sizeof(floatX) == 4 ? "bf16" : "fp32");
     GPTConfig c = {cc.vocab, cc.padded_vocab, cc.context, cc.layers, cc.heads, cc.channels};
     char msg[512];
-    if (gpt_config_error(&c, 1, c.context, msg, sizeof(msg)) || c.padded_vocab != padded_vocab_of(c.vocab))
+    if (gpt_config_error(&c, 1, c.context, msg, sizeof(msg)) ||
+        c.padded_vocab != padded_vocab_of(c.vocab))
         fatal("checkpoint %s holds an invalid model configuration", path);
     if (c.vocab != tok->vocab_size)
-        fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab, tok->vocab_size);
+        fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab,
+              tok->vocab_size);
     GPT model;
     gpt_build(&model, &c, 1, c.context, 0);
     RunState rs = load_checkpoint(&model, &reader, nullptr);
     ckpt_close(&reader);
-    printf("sampling %s (step %llu; L %d NH %d C %d maxT %d V %d), temperature %g, top-k %d, seed %lld\n",
-           path, (unsigned long long)rs.step, c.layers, c.heads, c.channels, c.context, c.vocab,
-           tc->temperature, tc->top_k, tc->seed);
+    printf(
+        "sampling %s (step %llu; L %d NH %d C %d maxT %d V %d), temperature %g, top-k %d, seed "
+        "%lld\n",
+        path, (unsigned long long)rs.step, c.layers, c.heads, c.channels, c.context, c.vocab,
+        tc->temperature, tc->top_k, tc->seed);
     printf("---\n");
     uint64_t rng = (uint64_t)tc->seed;
     size_t len;
-    free(generate_text(&model, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, &rng, &len));
+    free(generate_text(&model, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, &rng,
+                       &len));
     gpt_free(&model);
     return EXIT_SUCCESS;
 }
@@ -1916,7 +2064,8 @@ constexpr bool ON_GPU = true;
 #endif
 
 // The log's first line: the run's configuration and the baseline plot.py draws.
-inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram, int ranks) {
+inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
+                       int ranks) {
     const GPTConfig* c = &tc->model;
     logger_begin(lg);
     logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
@@ -1950,22 +2099,26 @@ inline void log_value(Logger* lg, int step, const char* key, double value) {
 
 // Validation loss after `step` steps, the mean over the ranks' parts of each batch: printed,
 // logged, returned.
-inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step, double unigram,
-                             const Comm* comm) {
+inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step,
+                             double unigram, const Comm* comm) {
     auto start = std::chrono::steady_clock::now();
     double loss = comm_mean(&comm->dp, evaluate(m, &d->val, tc->val_steps));
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram, seconds);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram,
+           seconds);
     fflush(stdout);
     log_value(lg, step, "val_loss", loss);
     return loss;
 }
 
 // A text sample after `step` steps, continuing --prompt: printed and logged.
-inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logger* lg, int step, uint64_t* rng) {
+inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logger* lg, int step,
+                       uint64_t* rng) {
     printf("sample at step %d:\n---\n", step);
     size_t len;
-    char* text = generate_text(m, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, rng, &len);
+    char* text =
+        generate_text(m, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, rng, &len);
     printf("---\n");
     if (lg->file) {
         logger_begin(lg);
@@ -1980,15 +2133,17 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
 // data-parallel rank holds the same bits.
 inline void check_replicas(const Comm* comm, const GPT* m) {
     std::vector<uint64_t> hashes(comm->dp.size);
-    const bool agree = comm_replicas_agree(&comm->dp, m->params, m->layout.total * sizeof(floatX), hashes.data(),
-                                           m->stream);
+    const bool agree = comm_replicas_agree(&comm->dp, m->params, m->layout.total * sizeof(floatX),
+                                           hashes.data(), m->stream);
     if (!agree) {
         if (comm->rank == 0)
             for (int r = 0; r < comm->dp.size; r++)
-                fprintf(stderr, "rank %d: parameter hash %016llx\n", r, (unsigned long long)hashes[r]);
+                fprintf(stderr, "rank %d: parameter hash %016llx\n", r,
+                        (unsigned long long)hashes[r]);
         fatal("the data-parallel ranks hold different parameters");
     }
-    printf("parameter hash %016llx on each of %d ranks\n", (unsigned long long)hashes[0], comm->dp.size);
+    printf("parameter hash %016llx on each of %d ranks\n", (unsigned long long)hashes[0],
+           comm->dp.size);
 }
 
 // Trains (or samples, with --sample) as one rank of `comm`.
@@ -2003,20 +2158,23 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     }
     Tokenizer tok;
     const bool have_tokenizer = load_tokenizer(&tc, &tok);
-    if (tc.sample[0] && comm->world > 1) fatal("--sample runs as a single process, not under an MPI launcher");
+    if (tc.sample[0] && comm->world > 1)
+        fatal("--sample runs as a single process, not under an MPI launcher");
     if (tc.sample[0]) return sample_main(&tc, have_tokenizer ? &tok : nullptr);
     if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size)
-        fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab, tok.vocab_size);
+        fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab,
+              tok.vocab_size);
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
     const GPTConfig* c = &tc.model;
     const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
-    ScheduleConfig sched = {schedule_from_name(tc.schedule), tc.lr, tc.warmup, tc.min_lr_frac,
-                            tc.decay_frac, tc.steps};
+    ScheduleConfig sched = {
+        schedule_from_name(tc.schedule), tc.lr, tc.warmup, tc.min_lr_frac, tc.decay_frac, tc.steps};
 
     // Data first: a bad shard stops the run before anything is written.
     TrainData data;
-    train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank, comm->dp.size);
+    train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank,
+                    comm->dp.size);
     const double unigram = data.unigram;
     GPT model;
     gpt_build(&model, c, B, T, (uint64_t)tc.seed);
@@ -2031,22 +2189,25 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         char path[CKPT_PATH_BYTES] = "";
         const bool latest = strcmp(tc.resume, "latest") == 0;
         const char* spec = latest ? tc.checkpoint_dir : tc.resume;
-        if (comm->rank == 0 &&
-            !(latest ? latest_checkpoint(spec, path, sizeof(path)) : find_checkpoint(spec, path, sizeof(path))))
+        if (comm->rank == 0 && !(latest ? latest_checkpoint(spec, path, sizeof(path))
+                                        : find_checkpoint(spec, path, sizeof(path))))
             path[0] = '\0';
         comm_broadcast(&comm->dp, path, sizeof(path), 0);
         if (path[0]) {
             CheckpointConfig cc = checkpoint_config_of(c);
             CheckpointReader reader;
-            if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+            if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
+                          NUM_CHECKPOINT_FIELDS) != 0)
                 fatal("%s", reader.error);
             DataLoaderState ds;
             rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
             ckpt_close(&reader);
-            if (data.shards && dataloader_restore(&data.train, &ds) != 0) fatal("%s: %s", path, data.train.error);
+            if (data.shards && dataloader_restore(&data.train, &ds) != 0)
+                fatal("%s: %s", path, data.train.error);
             data.token_rng = rs.token_rng;
             if (rs.step > (uint64_t)tc.steps)
-                fatal("checkpoint %s is at step %llu, past --steps %d", path, (unsigned long long)rs.step, tc.steps);
+                fatal("checkpoint %s is at step %llu, past --steps %d", path,
+                      (unsigned long long)rs.step, tc.steps);
             printf("resuming from %s at step %llu\n", path, (unsigned long long)rs.step);
             resumed = true;
         } else {
@@ -2057,21 +2218,28 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     if (tc.checkpoint_dir[0] && main_rank) make_dirs(tc.checkpoint_dir);
     Logger lg;
     memset(&lg, 0, sizeof(lg));
-    if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0) fatal("%s", lg.error);
+    if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
+        fatal("%s", lg.error);
 
     const size_t parameters = count_parameters(&model.layout, c);
-    printf("train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu parameters | %s\n",
-           PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels,
-           B, T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens");
+    printf(
+        "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu "
+        "parameters | %s\n",
+        PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
+        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens");
     if (data.shards)
-        printf("data: %lld train batches per epoch, %lld val batches | unigram baseline val loss %.4f\n",
-               (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch, unigram);
+        printf(
+            "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
+            "%.4f\n",
+            (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
+            unigram);
     if (lg.file && lg.needs_header) log_header(&lg, &tc, parameters, unigram, comm->dp.size);
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
     if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);
 
-    const size_t rank_tokens = (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
+    const size_t rank_tokens =
+        (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
     const size_t tokens_per_step = rank_tokens * comm->dp.size;
     const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
     int* inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
@@ -2090,11 +2258,12 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         double lr = learning_rate(&sched, step);
         gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
-        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->dp.size);
         const int done = step + 1;
-        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s", done, tc.steps, loss, lr,
-               norm, seconds * 1e3, tokens_per_step / seconds);
+        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s", done,
+               tc.steps, loss, lr, norm, seconds * 1e3, tokens_per_step / seconds);
         if (ON_GPU) printf(" | MFU %.1f%%", mfu);
         printf("\n");
         fflush(stdout);
@@ -2116,15 +2285,17 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);
         if (sample && main_rank && ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
             run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
-        if (tc.checkpoint_dir[0] && main_rank && ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
+        if (tc.checkpoint_dir[0] && main_rank &&
+            ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
             save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
     }
     if (val_loss >= 0.0)
-        printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss, unigram,
-               100.0 * fabs(1.0 - val_loss / unigram), val_loss <= unigram ? "below" : "above");
+        printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss,
+               unigram, 100.0 * fabs(1.0 - val_loss / unigram),
+               val_loss <= unigram ? "below" : "above");
     check_replicas(comm, &model);
     if (lg.file && logger_close(&lg) != 0) fatal("%s", lg.error);
     free(inputs);
@@ -2141,7 +2312,8 @@ int main(int argc, char** argv) {
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
     comm_init(&comm, argc, argv);
-    if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr) fatal("cannot silence rank %d", comm.rank);
+    if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
+        fatal("cannot silence rank %d", comm.rank);
     int status = train_main(&comm, argc, argv);
     comm_destroy(&comm);
     return status;

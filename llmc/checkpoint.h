@@ -191,9 +191,7 @@ inline int ckpt_fsync_dir(const char* dir, char* err, size_t err_size) {
     return 0;
 }
 
-inline void ckpt_put_u64(uint8_t* dst, uint64_t v) {
-    memcpy(dst, &v, 8);
-}
+inline void ckpt_put_u64(uint8_t* dst, uint64_t v) { memcpy(dst, &v, 8); }
 inline uint64_t ckpt_get_u64(const uint8_t* src) {
     uint64_t v;
     memcpy(&v, src, 8);

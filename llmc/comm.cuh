@@ -52,7 +52,8 @@ inline void mpi_check(int err, const char* file, int line) {
     if (err != MPI_SUCCESS) {
         char text[MPI_MAX_ERROR_STRING];
         int len = 0;
-        if (MPI_Error_string(err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof(text), "error code %d", err);
+        if (MPI_Error_string(err, text, &len) != MPI_SUCCESS)
+            snprintf(text, sizeof(text), "error code %d", err);
         fprintf(stderr, "MPI error at %s:%d: %s\n", file, line, text);
         exit(EXIT_FAILURE);
     }
@@ -107,9 +108,11 @@ inline void comm_init(Comm* comm, int argc, char** argv) {
     (void)argc;
     (void)argv;
     if (launched_ranks > 1) {
-        fprintf(stderr, "error: started as one of %d ranks, but this binary was built without "
-                        "multi-GPU support (-DMULTI_GPU, NCCL and MPI): build it where nccl.h and "
-                        "mpicxx exist, or run a single process\n", launched_ranks);
+        fprintf(stderr,
+                "error: started as one of %d ranks, but this binary was built without "
+                "multi-GPU support (-DMULTI_GPU, NCCL and MPI): build it where nccl.h and "
+                "mpicxx exist, or run a single process\n",
+                launched_ranks);
         exit(EXIT_FAILURE);
     }
 #else
@@ -121,15 +124,17 @@ inline void comm_init(Comm* comm, int argc, char** argv) {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
     MPI_Comm node;  // the ranks that share this node's memory, i.e. its GPUs
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL,
+                                  &node));
     MPI_CHECK(MPI_Comm_rank(node, &comm->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &comm->local_world));
     MPI_CHECK(MPI_Comm_free(&node));
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     if (comm->local_rank >= devices) {
-        fprintf(stderr, "error: rank %d is process %d of %d on its node, but the node has %d GPUs: "
-                        "start at most one process per GPU (mpirun -H host:%d,...)\n",
+        fprintf(stderr,
+                "error: rank %d is process %d of %d on its node, but the node has %d GPUs: "
+                "start at most one process per GPU (mpirun -H host:%d,...)\n",
                 comm->rank, comm->local_rank + 1, comm->local_world, devices, devices);
         exit(EXIT_FAILURE);
     }
@@ -201,7 +206,8 @@ template <class T>  // float or __nv_bfloat16
 void comm_allreduce(const CommGroup* g, T* buf, size_t n, bool average, cudaStream_t stream) {
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type_of(buf), average ? ncclAvg : ncclSum, g->nccl, stream));
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type_of(buf), average ? ncclAvg : ncclSum, g->nccl,
+                             stream));
 #else
     (void)g;
     (void)buf;
@@ -252,7 +258,8 @@ inline void comm_broadcast(const CommGroup* g, void* buf, size_t bytes, int root
 #ifdef MULTI_GPU
     if (g->mpi == MPI_COMM_NULL) return;
     if (bytes > (size_t)INT32_MAX) {
-        fprintf(stderr, "error: comm_broadcast of %zu bytes: at most %d at a time\n", bytes, INT32_MAX);
+        fprintf(stderr, "error: comm_broadcast of %zu bytes: at most %d at a time\n", bytes,
+                INT32_MAX);
         exit(EXIT_FAILURE);
     }
     MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi));
@@ -286,7 +293,8 @@ inline uint64_t device_buffer_hash(const void* buf, size_t bytes, cudaStream_t s
     for (size_t done = 0; done < bytes;) {
         const size_t n = bytes - done < HASH_STAGE_BYTES ? bytes - done : HASH_STAGE_BYTES;
         memset(stage, 0, round_up(n, 8));  // the last word of an odd size is zero-padded
-        CUDA_CHECK(cudaMemcpyAsync(stage, (const uint8_t*)buf + done, n, cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(
+            cudaMemcpyAsync(stage, (const uint8_t*)buf + done, n, cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
         for (size_t w = 0; w < ceil_div(n, 8); w++) h = (h ^ stage[w]) * 0x100000001b3ull;
         done += n;

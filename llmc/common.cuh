@@ -34,16 +34,15 @@ inline void cuda_check(cudaError_t err, const char* file, int line) {
 inline FILE* fopen_check(const char* path, const char* mode, const char* file, int line) {
     FILE* f = fopen(path, mode);
     if (f == nullptr) {
-        fprintf(stderr, "error at %s:%d: cannot open '%s' (mode %s): %s\n", file, line, path,
-                mode, strerror(errno));
+        fprintf(stderr, "error at %s:%d: cannot open '%s' (mode %s): %s\n", file, line, path, mode,
+                strerror(errno));
         exit(EXIT_FAILURE);
     }
     return f;
 }
 #define FOPEN_CHECK(path, mode) fopen_check((path), (mode), __FILE__, __LINE__)
 
-inline void fread_check(void* dst, size_t size, size_t count, FILE* f, const char* file,
-                        int line) {
+inline void fread_check(void* dst, size_t size, size_t count, FILE* f, const char* file, int line) {
     size_t got = fread(dst, size, count, f);
     if (got != count) {
         fprintf(stderr, "error at %s:%d: read %zu of %zu items of %zu bytes (%s)\n", file, line,
@@ -51,7 +50,8 @@ inline void fread_check(void* dst, size_t size, size_t count, FILE* f, const cha
         exit(EXIT_FAILURE);
     }
 }
-#define FREAD_CHECK(dst, size, count, f) fread_check((dst), (size), (count), (f), __FILE__, __LINE__)
+#define FREAD_CHECK(dst, size, count, f) \
+    fread_check((dst), (size), (count), (f), __FILE__, __LINE__)
 
 inline void* malloc_check(size_t bytes, const char* file, int line) {
     void* p = malloc(bytes);

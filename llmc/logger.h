@@ -293,12 +293,9 @@ inline int logger_truncate(Logger* lg, int64_t resume_step, int* has_header) {
     char dir[sizeof(lg->path)];
     snprintf(dir, sizeof(dir), "%s", lg->path);
     char* slash = strrchr(dir, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir)
-        slash[1] = '\0';
-    else
-        *slash = '\0';
+    if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+    else if (slash == dir) slash[1] = '\0';
+    else *slash = '\0';
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0 || fsync(fd) != 0) {
         snprintf(lg->error, sizeof(lg->error), "cannot fsync directory %s: %s", dir,

@@ -93,22 +93,26 @@ inline const cublasLtMatmulAlgo_t* matmul_algo(MatmulContext* ctx, cublasLtMatmu
     }
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &ctx->workspace_size, sizeof(ctx->workspace_size)));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &ctx->workspace_size, sizeof(ctx->workspace_size)));
     // NONE is 0, no bit of the mask: algorithms that do not split K always pass the filter. Of
     // the split-K ones only COMPUTE_TYPE (partial sums in fp32 in the workspace) is allowed, not
     // INPLACE or OUTPUT_TYPE (partial sums in the output type).
-    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                      &reduction, sizeof(reduction)));
+    const uint32_t reduction =
+        CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction)));
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->handle, desc, layout_a, layout_b, layout_d,
                                                 layout_d, pref, 1, &heuristic, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (found == 0) {
-        fprintf(stderr, "cuBLASLt found no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d epilogue=%d\n",
-                m, n, k, (int)trans_a, (int)trans_b, (int)epilogue);
+        fprintf(
+            stderr,
+            "cuBLASLt found no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d epilogue=%d\n", m,
+            n, k, (int)trans_a, (int)trans_b, (int)epilogue);
         exit(EXIT_FAILURE);
     }
     int slot;
@@ -135,17 +139,23 @@ inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX*
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                sizeof(epilogue)));
     if (bias) {
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof(bias)));
     }
 
     cublasLtMatrixLayout_t layout_a, layout_b, layout_d;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_a, CUBLAS_FLOATX, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_b, CUBLAS_FLOATX, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_a, CUBLAS_FLOATX, trans_a ? k : m,
+                                            trans_a ? m : k, trans_a ? k : m));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_b, CUBLAS_FLOATX, trans_b ? n : k,
+                                            trans_b ? k : n, trans_b ? n : k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, CUBLAS_FLOATX, m, n, m));
 
     const cublasLtMatmulAlgo_t* algo =

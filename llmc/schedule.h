@@ -13,7 +13,12 @@
 #include <cstring>
 
 // The numbering is the dump's config.schedule.
-enum LRSchedule { SCHEDULE_COSINE = 0, SCHEDULE_WSD = 1, SCHEDULE_LINEAR = 2, SCHEDULE_CONSTANT = 3 };
+enum LRSchedule {
+    SCHEDULE_COSINE = 0,
+    SCHEDULE_WSD = 1,
+    SCHEDULE_LINEAR = 2,
+    SCHEDULE_CONSTANT = 3
+};
 
 static const char* const SCHEDULE_NAMES[] = {"cosine", "wsd", "linear", "constant"};
 constexpr int NUM_SCHEDULES = 4;
@@ -40,13 +45,16 @@ inline double learning_rate(const ScheduleConfig* s, int step) {
     if (step < W) return lr * (step + 1) / W;
     double p = (double)(step - W) / (K - 1 - W > 1 ? K - 1 - W : 1);
     switch (s->schedule) {
-        case SCHEDULE_COSINE: return floor_lr + (lr - floor_lr) * 0.5 * (1.0 + cos(M_PI * p));
-        case SCHEDULE_LINEAR: return lr + (floor_lr - lr) * p;
+        case SCHEDULE_COSINE:
+            return floor_lr + (lr - floor_lr) * 0.5 * (1.0 + cos(M_PI * p));
+        case SCHEDULE_LINEAR:
+            return lr + (floor_lr - lr) * p;
         case SCHEDULE_WSD: {
             int n_decay = (int)ceil(s->decay_frac * K);
             if (step < K - n_decay) return lr;
             return lr + (floor_lr - lr) * (double)(step - (K - n_decay) + 1) / n_decay;
         }
-        default: return lr;  // SCHEDULE_CONSTANT
+        default:
+            return lr;  // SCHEDULE_CONSTANT
     }
 }

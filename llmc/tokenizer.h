@@ -105,12 +105,9 @@ inline int tokenizer_class_of(const Tokenizer* tok, uint32_t cp) {
     int lo = 0, hi = tok->num_ranges - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < tok->ranges[mid].first)
-            hi = mid - 1;
-        else if (cp > tok->ranges[mid].last)
-            lo = mid + 1;
-        else
-            return (int)tok->ranges[mid].cls;
+        if (cp < tok->ranges[mid].first) hi = mid - 1;
+        else if (cp > tok->ranges[mid].last) lo = mid + 1;
+        else return (int)tok->ranges[mid].cls;
     }
     return CP_OTHER;
 }

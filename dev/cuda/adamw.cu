@@ -17,14 +17,16 @@
 #include "../../train_gpt.cu"
 #include "common.h"
 
-static const char* const VARIANTS[] = {"one thread per element, textbook form",
-                                       "llmc/adamw.cuh adamw_update (grid-stride, folded constants)"};
+static const char* const VARIANTS[] = {
+    "one thread per element, textbook form",
+    "llmc/adamw.cuh adamw_update (grid-stride, folded constants)"};
 constexpr int NUM_VARIANTS = 2;
 
 // Variant 1: thread i owns element i. bias1 = 1 - b1^t, bias2 = 1 - b2^t.
-__global__ void adamw_naive_kernel(floatX* params, float* master, const floatX* grads, float* m, float* v,
-                                   size_t n, size_t offset, float lr, float beta1, float beta2, float eps,
-                                   float weight_decay, float grad_scale, float bias1, float bias2, uint32_t seed) {
+__global__ void adamw_naive_kernel(floatX* params, float* master, const floatX* grads, float* m,
+                                   float* v, size_t n, size_t offset, float lr, float beta1,
+                                   float beta2, float eps, float weight_decay, float grad_scale,
+                                   float bias1, float bias2, uint32_t seed) {
     const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float g = (float)grads[i] * grad_scale;
@@ -59,7 +61,8 @@ static void launch(int variant, int block_size, const Buffers* d, size_t n, cons
             (float)(1.0 - pow(h->beta1, h->t)), (float)(1.0 - pow(h->beta2, h->t)), h->seed);
         CUDA_CHECK_LAUNCH();
     } else {
-        adamw_update(d->params, d->master, d->grads, d->m, d->v, n, s->offset, s->weight_decay, &s->h, 0);
+        adamw_update(d->params, d->master, d->grads, d->m, d->v, n, s->offset, s->weight_decay,
+                     &s->h, 0);
     }
 }
 
@@ -76,13 +79,15 @@ static Inputs make_inputs(size_t n, uint64_t seed) {
     in.grads = random_floatx(n, &rng, -0.05f, 0.05f);
     in.m = random_float(n, &rng, -0.01f, 0.01f);
     in.v = random_float(n, &rng, 0.0f, 1e-3f);
-    for (size_t i = 0; i < n; i += 7) in.v[i] = 0.0f;  // first steps: v = 0, the update is ~ lr * sign(g)
+    for (size_t i = 0; i < n; i += 7)
+        in.v[i] = 0.0f;  // first steps: v = 0, the update is ~ lr * sign(g)
     return in;
 }
 
 static Buffers upload(const Inputs* in) {
-    return {device_copy(in->params), device_copy(in->grads), FLOATX_IS_FP32 ? nullptr : device_copy(in->master),
-            device_copy(in->m), device_copy(in->v)};
+    return {device_copy(in->params), device_copy(in->grads),
+            FLOATX_IS_FP32 ? nullptr : device_copy(in->master), device_copy(in->m),
+            device_copy(in->v)};
 }
 
 struct Reference {
@@ -106,7 +111,8 @@ static Reference reference(const Inputs* in, const Step* s) {
         r.v.push_back(v);
         r.v_scale.push_back(v);
         r.p.push_back(p * (1.0 - h->lr * s->weight_decay) - step_per_m * m);
-        r.p_scale.push_back(fabs(p) + step_per_m * m_scale);  // m's error (it can cancel) scaled into the step
+        r.p_scale.push_back(
+            fabs(p) + step_per_m * m_scale);  // m's error (it can cancel) scaled into the step
     }
     return r;
 }
@@ -140,14 +146,18 @@ static int check_shape(const Options* o, size_t n, int t, uint64_t seed) {
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
-        const std::vector<int> block_sizes = v == 1 ? std::vector<int>{32, 256, 1024} : std::vector<int>{0};
+        const std::vector<int> block_sizes =
+            v == 1 ? std::vector<int>{32, 256, 1024} : std::vector<int>{0};
         for (int block_size : block_sizes) {
             Buffers d = upload(&in);
             launch(v, block_size, &d, n, &s);
             CUDA_CHECK(cudaDeviceSynchronize());
             printf("  variant %d n %zu step %d block %d\n", v, n, t, block_size);
-            bool ok = check_close("params", host_floats(d.params, n), ref.p, ref.p_scale, TOL_PARAMS);
-            if (d.master) ok &= check_close("master", host_floats(d.master, n), ref.p, ref.p_scale, TOL_STATE);
+            bool ok =
+                check_close("params", host_floats(d.params, n), ref.p, ref.p_scale, TOL_PARAMS);
+            if (d.master)
+                ok &=
+                    check_close("master", host_floats(d.master, n), ref.p, ref.p_scale, TOL_STATE);
             ok &= check_close("m", host_floats(d.m, n), ref.m, ref.m_scale, TOL_STATE);
             ok &= check_close("v", host_floats(d.v, n), ref.v, ref.v_scale, TOL_STATE);
             failures += !ok;
@@ -165,8 +175,10 @@ static void bench(const Options* o) {
     Inputs in = make_inputs(n, 7);
     Buffers d = upload(&in);
     const Step s = make_step(10);
-    const double master_bytes = d.master ? 2 * sizeof(float) : 2 * sizeof(floatX);  // p read + written
-    const double bytes = n * (master_bytes + (d.master ? sizeof(floatX) : 0) + sizeof(floatX) + 4 * sizeof(float));
+    const double master_bytes =
+        d.master ? 2 * sizeof(float) : 2 * sizeof(floatX);  // p read + written
+    const double bytes =
+        n * (master_bytes + (d.master ? sizeof(floatX) : 0) + sizeof(floatX) + 4 * sizeof(float));
     bench_variants(o, "adamw", VARIANTS, NUM_VARIANTS, bytes, 0.0,
                    [&](int v) { launch(v, 256, &d, n, &s); });
     free_buffers(&d);
@@ -180,9 +192,11 @@ int main(int argc, char** argv) {
         int t;
     };
     std::vector<Shape> shapes = {{1, 1}, {1000, 2}, {70001, 10}};
-    if (!o.small) shapes.insert(shapes.end(), {{3000017, 1}, {5 << 20, 1000}});  // past the 4096-block grid
+    if (!o.small)
+        shapes.insert(shapes.end(), {{3000017, 1}, {5 << 20, 1000}});  // past the 4096-block grid
     int failures = 0;
-    for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s].n, shapes[s].t, 600 + s);
+    for (size_t s = 0; s < shapes.size(); s++)
+        failures += check_shape(&o, shapes[s].n, shapes[s].t, 600 + s);
     if (o.bench) bench(&o);
     return finish("adamw", failures);
 }

@@ -26,9 +26,9 @@ constexpr int NUM_VARIANTS = 2;
 constexpr int MAX_HS = 128;
 
 // Variant 1, dq: thread i owns query t of head h of sequence b, i = (b*NH + h)*T + t.
-__global__ void attention_backward_dq_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* out,
-                                                   const floatX* qkv, const float* lse, int B, int T, int NH,
-                                                   int HS) {
+__global__ void attention_backward_dq_naive_kernel(floatX* dqkv, const floatX* dout,
+                                                   const floatX* out, const floatX* qkv,
+                                                   const float* lse, int B, int T, int NH, int HS) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * NH * T) return;
     const int t = i % T, h = (i / T) % NH, b = i / (T * NH), C = NH * HS;
@@ -55,8 +55,9 @@ __global__ void attention_backward_dq_naive_kernel(floatX* dqkv, const floatX* d
 
 // Variant 1, dk and dv: thread i owns key s of head h of sequence b, i = (b*NH + h)*T + s, and
 // walks the queries t >= s, recomputing each query's D.
-__global__ void attention_backward_dkv_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* out,
-                                                    const floatX* qkv, const float* lse, int B, int T, int NH,
+__global__ void attention_backward_dkv_naive_kernel(floatX* dqkv, const floatX* dout,
+                                                    const floatX* out, const floatX* qkv,
+                                                    const float* lse, int B, int T, int NH,
                                                     int HS) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * NH * T) return;
@@ -97,14 +98,15 @@ struct Buffers {  // device
 static void launch(int variant, int block_size, const Buffers* d, AttentionShape sh) {
     if (variant == 1) {
         const int grid = (int)ceil_div((size_t)sh.B * sh.NH * sh.T, block_size);
-        attention_backward_dq_naive_kernel<<<grid, block_size>>>(d->dqkv, d->dout, d->out, d->qkv, d->lse, sh.B,
-                                                                 sh.T, sh.NH, sh.HS);
+        attention_backward_dq_naive_kernel<<<grid, block_size>>>(d->dqkv, d->dout, d->out, d->qkv,
+                                                                 d->lse, sh.B, sh.T, sh.NH, sh.HS);
         CUDA_CHECK_LAUNCH();
-        attention_backward_dkv_naive_kernel<<<grid, block_size>>>(d->dqkv, d->dout, d->out, d->qkv, d->lse, sh.B,
-                                                                  sh.T, sh.NH, sh.HS);
+        attention_backward_dkv_naive_kernel<<<grid, block_size>>>(d->dqkv, d->dout, d->out, d->qkv,
+                                                                  d->lse, sh.B, sh.T, sh.NH, sh.HS);
         CUDA_CHECK_LAUNCH();
     } else {
-        attention_backward(d->dqkv, d->delta, d->dout, d->out, d->qkv, d->lse, sh.B, sh.T, sh.NH, sh.HS, 0);
+        attention_backward(d->dqkv, d->delta, d->dout, d->out, d->qkv, d->lse, sh.B, sh.T, sh.NH,
+                           sh.HS, 0);
     }
 }
 
@@ -129,7 +131,8 @@ static Inputs make_inputs(AttentionShape sh, uint64_t seed) {
 // the stored out. scale[i] of each gradient element: the sum over its terms of
 // |p| (|dout|.|v| + |dout|.|out|) |k or q| (dq, dk) or |p| |dout| (dv), times (1 + the largest
 // score magnitude of the head), for the float error of the recomputed probabilities.
-static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* dqkv, std::vector<double>* scale) {
+static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* dqkv,
+                      std::vector<double>* scale) {
     const int B = sh.B, T = sh.T, NH = sh.NH, HS = sh.HS, C = NH * HS;
     const double sc = 1.0 / sqrt((double)HS);
     dqkv->assign((size_t)B * T * 3 * C, 0.0);
@@ -146,7 +149,8 @@ static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* 
                     max_abs = std::max(max_abs, a);
                 }
             for (int t = 0; t < T; t++) {
-                const size_t qrow = ((size_t)b * T + t) * 3 * C, orow = ((size_t)b * T + t) * C + h * HS;
+                const size_t qrow = ((size_t)b * T + t) * 3 * C,
+                             orow = ((size_t)b * T + t) * C + h * HS;
                 double D = 0.0, D_abs = 0.0;
                 for (int d = 0; d < HS; d++) {
                     D += at(in->dout, orow + d) * at(in->out, orow + d);
@@ -156,16 +160,19 @@ static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* 
                 for (int s = 0; s <= t; s++) {
                     const size_t krow = ((size_t)b * T + s) * 3 * C;
                     double score_abs;
-                    double p = exp(attention_score(&in->qkv[qrow + h * HS], &in->qkv[krow + C + h * HS], HS,
-                                                   &score_abs) - lse);
+                    double p = exp(attention_score(&in->qkv[qrow + h * HS],
+                                                   &in->qkv[krow + C + h * HS], HS, &score_abs) -
+                                   lse);
                     double dp = 0.0, dp_abs = 0.0;
                     for (int d = 0; d < HS; d++) {
                         dp += at(in->dout, orow + d) * at(in->qkv, krow + 2 * C + h * HS + d);
-                        dp_abs += fabs(at(in->dout, orow + d) * at(in->qkv, krow + 2 * C + h * HS + d));
+                        dp_abs +=
+                            fabs(at(in->dout, orow + d) * at(in->qkv, krow + 2 * C + h * HS + d));
                     }
                     const double ds = p * (dp - D), ds_abs = p * (dp_abs + D_abs) * (1.0 + max_abs);
                     for (int d = 0; d < HS; d++) {
-                        const size_t iq = qrow + h * HS + d, ik = krow + C + h * HS + d, iv = krow + 2 * C + h * HS + d;
+                        const size_t iq = qrow + h * HS + d, ik = krow + C + h * HS + d,
+                                     iv = krow + 2 * C + h * HS + d;
                         (*dqkv)[iq] += sc * ds * at(in->qkv, ik);
                         (*scale)[iq] += sc * ds_abs * fabs(at(in->qkv, ik));
                         (*dqkv)[ik] += sc * ds * at(in->qkv, iq);
@@ -182,11 +189,14 @@ static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* 
 static const Tolerance TOL = {1e-6, FLOATX_ROUNDOFF};
 
 static Buffers upload(const Inputs* in) {
-    return {device_copy(in->qkv), device_copy(in->out), device_copy(in->dout),
-            device_poisoned<floatX>(in->qkv.size()), device_copy(in->lse), device_poisoned<float>(in->lse.size())};
+    return {device_copy(in->qkv),  device_copy(in->out),
+            device_copy(in->dout), device_poisoned<floatX>(in->qkv.size()),
+            device_copy(in->lse),  device_poisoned<float>(in->lse.size())};
 }
 
-static void free_buffers(Buffers* d) { device_free({d->qkv, d->out, d->dout, d->dqkv, d->lse, d->delta}); }
+static void free_buffers(Buffers* d) {
+    device_free({d->qkv, d->out, d->dout, d->dqkv, d->lse, d->delta});
+}
 
 // Checks every selected variant on one shape; returns the failure count.
 static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
@@ -197,12 +207,14 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
-        const std::vector<int> block_sizes = v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
+        const std::vector<int> block_sizes =
+            v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
         for (int block_size : block_sizes) {
             CUDA_CHECK(cudaMemset(d.dqkv, 0xff, in.qkv.size() * sizeof(floatX)));
             launch(v, block_size, &d, sh);
             CUDA_CHECK(cudaDeviceSynchronize());
-            printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS, block_size);
+            printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS,
+                   block_size);
             failures += !check_close("dqkv", host_floats(d.dqkv, in.qkv.size()), ref, scale, TOL);
         }
     }
@@ -211,10 +223,12 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
 }
 
 static void bench(const Options* o) {
-    const AttentionShape sh = o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
+    const AttentionShape sh =
+        o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
     char shape[128];
-    snprintf(shape, sizeof(shape), "B %d T %d NH %d HS %d (GPT-2 124M); FLOPs counted as 2.5x forward", sh.B,
-             sh.T, sh.NH, sh.HS);
+    snprintf(shape, sizeof(shape),
+             "B %d T %d NH %d HS %d (GPT-2 124M); FLOPs counted as 2.5x forward", sh.B, sh.T, sh.NH,
+             sh.HS);
     print_bench_intro(shape);
     Inputs in = make_inputs(sh, 7);
     Buffers d = upload(&in);
@@ -226,8 +240,10 @@ static void bench(const Options* o) {
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("attention_backward");
-    std::vector<AttentionShape> shapes = {{1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
-    if (!o.small) shapes.insert(shapes.end(), {{2, 256, 12, 64}, {1, 333, 4, 128}, {2, 512, 4, 32}});
+    std::vector<AttentionShape> shapes = {
+        {1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
+    if (!o.small)
+        shapes.insert(shapes.end(), {{2, 256, 12, 64}, {1, 333, 4, 128}, {2, 512, 4, 32}});
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s], 400 + s);
     if (o.bench) bench(&o);

@@ -19,14 +19,15 @@
 #include "common.h"
 #include "attention_reference.h"
 
-static const char* const VARIANTS[] = {"one thread per query, two passes over the keys",
-                                       "train_gpt.cu attention_forward (flash style, shared-memory key tiles)"};
+static const char* const VARIANTS[] = {
+    "one thread per query, two passes over the keys",
+    "train_gpt.cu attention_forward (flash style, shared-memory key tiles)"};
 constexpr int NUM_VARIANTS = 2;
 constexpr int MAX_HS = 128;
 
 // Variant 1: thread i owns query t of head h of sequence b, i = (b*NH + h)*T + t.
-__global__ void attention_forward_naive_kernel(floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                               int NH, int HS) {
+__global__ void attention_forward_naive_kernel(floatX* out, float* lse, const floatX* qkv, int B,
+                                               int T, int NH, int HS) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * NH * T) return;
     const int t = i % T, h = (i / T) % NH, b = i / (T * NH), C = NH * HS;
@@ -54,10 +55,11 @@ __global__ void attention_forward_naive_kernel(floatX* out, float* lse, const fl
     lse[i] = m + logf(l);
 }
 
-static void launch(int variant, int block_size, floatX* out, float* lse, const floatX* qkv, AttentionShape sh) {
+static void launch(int variant, int block_size, floatX* out, float* lse, const floatX* qkv,
+                   AttentionShape sh) {
     if (variant == 1) {
-        attention_forward_naive_kernel<<<(int)ceil_div((size_t)sh.B * sh.NH * sh.T, block_size), block_size>>>(
-            out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS);
+        attention_forward_naive_kernel<<<(int)ceil_div((size_t)sh.B * sh.NH * sh.T, block_size),
+                                         block_size>>>(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS);
         CUDA_CHECK_LAUNCH();
     } else {
         attention_forward(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS, 0);
@@ -71,7 +73,8 @@ static const Tolerance TOL_LSE = {1e-6, 0.0};
 // Checks every selected variant on one shape; returns the failure count.
 static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     uint64_t rng = seed;
-    const size_t C = (size_t)sh.NH * sh.HS, n_out = (size_t)sh.B * sh.T * C, n_lse = (size_t)sh.B * sh.NH * sh.T;
+    const size_t C = (size_t)sh.NH * sh.HS, n_out = (size_t)sh.B * sh.T * C,
+                 n_lse = (size_t)sh.B * sh.NH * sh.T;
     std::vector<floatX> qkv = random_floatx(n_out * 3, &rng, -2.0f, 2.0f);
     AttentionReference ref = attention_forward_reference(qkv, sh);
     floatX* d_qkv = device_copy(qkv);
@@ -80,14 +83,17 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
-        const std::vector<int> block_sizes = v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
+        const std::vector<int> block_sizes =
+            v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
         for (int block_size : block_sizes) {
             CUDA_CHECK(cudaMemset(d_out, 0xff, n_out * sizeof(floatX)));
             CUDA_CHECK(cudaMemset(d_lse, 0xff, n_lse * sizeof(float)));
             launch(v, block_size, d_out, d_lse, d_qkv, sh);
             CUDA_CHECK(cudaDeviceSynchronize());
-            printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS, block_size);
-            bool ok = check_close("out", host_floats(d_out, n_out), ref.out, ref.out_scale, TOL_OUT);
+            printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS,
+                   block_size);
+            bool ok =
+                check_close("out", host_floats(d_out, n_out), ref.out, ref.out_scale, TOL_OUT);
             ok &= check_close("lse", host_floats(d_lse, n_lse), ref.lse, ref.lse_scale, TOL_LSE);
             failures += !ok;
         }
@@ -97,7 +103,8 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
 }
 
 static void bench(const Options* o) {
-    const AttentionShape sh = o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
+    const AttentionShape sh =
+        o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
     char shape[128];
     snprintf(shape, sizeof(shape), "B %d T %d NH %d HS %d (GPT-2 124M)", sh.B, sh.T, sh.NH, sh.HS);
     print_bench_intro(shape);
@@ -114,8 +121,10 @@ static void bench(const Options* o) {
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("attention_forward");
-    std::vector<AttentionShape> shapes = {{1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
-    if (!o.small) shapes.insert(shapes.end(), {{2, 512, 12, 64}, {1, 777, 4, 128}, {2, 1024, 4, 32}});
+    std::vector<AttentionShape> shapes = {
+        {1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
+    if (!o.small)
+        shapes.insert(shapes.end(), {{2, 512, 12, 64}, {1, 777, 4, 128}, {2, 1024, 4, 32}});
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s], 300 + s);
     if (o.bench) bench(&o);

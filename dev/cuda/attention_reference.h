@@ -40,7 +40,8 @@ inline double attention_score(const floatX* q, const floatX* k, int HS, double* 
 
 // Scales (what float errors grow with): for lse, 1 + the largest score magnitude of the row; for
 // out, sum_s p_ts |v_s| (1 + that magnitude): a score off by e moves p by a factor exp(e).
-inline AttentionReference attention_forward_reference(const std::vector<floatX>& qkv, AttentionShape sh) {
+inline AttentionReference attention_forward_reference(const std::vector<floatX>& qkv,
+                                                      AttentionShape sh) {
     const int B = sh.B, T = sh.T, NH = sh.NH, HS = sh.HS, C = NH * HS;
     AttentionReference r;
     r.out.assign((size_t)B * T * C, 0.0);
@@ -55,7 +56,8 @@ inline AttentionReference attention_forward_reference(const std::vector<floatX>&
                 double m = -INFINITY, max_abs = 0.0;
                 for (int s = 0; s <= t; s++) {
                     double score_abs;
-                    score[s] = attention_score(q, &qkv[((size_t)b * T + s) * 3 * C + C + h * HS], HS, &score_abs);
+                    score[s] = attention_score(q, &qkv[((size_t)b * T + s) * 3 * C + C + h * HS],
+                                               HS, &score_abs);
                     m = std::max(m, score[s]);
                     max_abs = std::max(max_abs, score_abs);
                 }

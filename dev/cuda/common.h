@@ -39,17 +39,20 @@ inline Options parse_options(int argc, char** argv, int n_variants, const char* 
             char* end = nullptr;
             long v = strtol(argv[i], &end, 10);
             if (*argv[i] == '\0' || *end != '\0' || v < 1 || v > n_variants) {
-                fprintf(stderr, "error: '%s' is neither a flag nor a variant number 1..%d\n", argv[i], n_variants);
+                fprintf(stderr, "error: '%s' is neither a flag nor a variant number 1..%d\n",
+                        argv[i], n_variants);
                 exit(EXIT_FAILURE);
             }
             o.variant = (int)v;
         }
     }
     if (usage_error) {
-        printf("usage: %s [variant] [--bench] [--small]\n"
-               "  variant   run only this variant (default: all)\n"
-               "  --bench   also time each variant with cudaEvents on the benchmark shape\n"
-               "  --small   small shapes only (for the CPU runtime)\nvariants:\n", argv[0]);
+        printf(
+            "usage: %s [variant] [--bench] [--small]\n"
+            "  variant   run only this variant (default: all)\n"
+            "  --bench   also time each variant with cudaEvents on the benchmark shape\n"
+            "  --small   small shapes only (for the CPU runtime)\nvariants:\n",
+            argv[0]);
         for (int v = 1; v <= n_variants; v++) printf("  %d  %s\n", v, names[v - 1]);
         exit(EXIT_SUCCESS);
     }
@@ -151,15 +154,18 @@ struct Tolerance {
 
 // Checks got against ref element by element; prints the worst element and returns whether all
 // passed.
-inline bool check_close(const char* what, const std::vector<float>& got, const std::vector<double>& ref,
-                        const std::vector<double>& scale, Tolerance tol) {
+inline bool check_close(const char* what, const std::vector<float>& got,
+                        const std::vector<double>& ref, const std::vector<double>& scale,
+                        Tolerance tol) {
     if (got.size() != ref.size() || (!scale.empty() && scale.size() != ref.size())) {
         printf("    %-10s FAIL: %zu values, reference has %zu\n", what, got.size(), ref.size());
         return false;
     }
     size_t worst = 0, bad = 0;
     double worst_ratio = -1.0;
-    auto bound = [&](size_t i) { return tol.atol * (scale.empty() ? 1.0 : scale[i]) + tol.rtol * fabs(ref[i]); };
+    auto bound = [&](size_t i) {
+        return tol.atol * (scale.empty() ? 1.0 : scale[i]) + tol.rtol * fabs(ref[i]);
+    };
     for (size_t i = 0; i < got.size(); i++) {
         double err = fabs((double)got[i] - ref[i]);
         double ratio = err == 0.0 ? 0.0 : err / bound(i);  // exact checks have bound 0
@@ -171,9 +177,11 @@ inline bool check_close(const char* what, const std::vector<float>& got, const s
         }
     }
     double worst_err = fabs((double)got[worst] - ref[worst]);
-    printf("    %-10s max err/bound %.3f at [%zu]: got %.7g ref %.7g |err| %.3g bound %.3g (atol %.1e%s rtol %.1e) %s",
-           what, worst_ratio, worst, (double)got[worst], ref[worst], worst_err, bound(worst), tol.atol,
-           scale.empty() ? "" : " x scale", tol.rtol, bad ? "FAIL" : "ok");
+    printf(
+        "    %-10s max err/bound %.3f at [%zu]: got %.7g ref %.7g |err| %.3g bound %.3g (atol "
+        "%.1e%s rtol %.1e) %s",
+        what, worst_ratio, worst, (double)got[worst], ref[worst], worst_err, bound(worst), tol.atol,
+        scale.empty() ? "" : " x scale", tol.rtol, bad ? "FAIL" : "ok");
     if (bad) printf(" (%zu of %zu elements out of bounds)", bad, got.size());
     printf("\n");
     return bad == 0;
@@ -223,10 +231,12 @@ inline void print_bench_intro(const char* shape) {
 // scripts/gpu_check.sh collects.
 inline void print_bench(const char* harness, int variant, const char* name, float ms, double bytes,
                         double flops) {
-    if (flops > 0) printf("bench %s variant %d: %9.4f ms %8.2f TFLOP/s  (%s)\n", harness, variant, ms,
-                          flops / (ms * 1e-3) / 1e12, name);
-    else printf("bench %s variant %d: %9.4f ms %8.1f GB/s  (%s)\n", harness, variant, ms,
-                bytes / (ms * 1e-3) / 1e9, name);
+    if (flops > 0)
+        printf("bench %s variant %d: %9.4f ms %8.2f TFLOP/s  (%s)\n", harness, variant, ms,
+               flops / (ms * 1e-3) / 1e12, name);
+    else
+        printf("bench %s variant %d: %9.4f ms %8.1f GB/s  (%s)\n", harness, variant, ms,
+               bytes / (ms * 1e-3) / 1e9, name);
 }
 
 // Times every variant the options select (launch(v) enqueues one run of variant v) and prints its

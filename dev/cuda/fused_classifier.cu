@@ -16,13 +16,14 @@
 #include "../../train_gpt.cu"
 #include "common.h"
 
-static const char* const VARIANTS[] = {"one thread per row, three passes",
-                                       "train_gpt.cu fused_classifier (warp per row, online softmax)"};
+static const char* const VARIANTS[] = {
+    "one thread per row, three passes",
+    "train_gpt.cu fused_classifier (warp per row, online softmax)"};
 constexpr int NUM_VARIANTS = 2;
 
 // Variant 1: thread `row` owns one row of logits.
-__global__ void fused_classifier_row_kernel(floatX* logits, float* losses, const int* targets, int N, int V,
-                                            int Vp, float dloss) {
+__global__ void fused_classifier_row_kernel(floatX* logits, float* losses, const int* targets,
+                                            int N, int V, int Vp, float dloss) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     floatX* x = logits + (size_t)row * Vp;
@@ -39,11 +40,11 @@ __global__ void fused_classifier_row_kernel(floatX* logits, float* losses, const
     }
 }
 
-static void launch(int variant, int block_size, floatX* logits, float* losses, const int* targets, int N, int V,
-                   int Vp, float dloss) {
+static void launch(int variant, int block_size, floatX* logits, float* losses, const int* targets,
+                   int N, int V, int Vp, float dloss) {
     if (variant == 1) {
-        fused_classifier_row_kernel<<<(int)ceil_div(N, block_size), block_size>>>(logits, losses, targets, N, V,
-                                                                                  Vp, dloss);
+        fused_classifier_row_kernel<<<(int)ceil_div(N, block_size), block_size>>>(
+            logits, losses, targets, N, V, Vp, dloss);
         CUDA_CHECK_LAUNCH();
     } else {
         fused_classifier(logits, losses, targets, N, V, Vp, dloss, 0);
@@ -57,8 +58,8 @@ struct Reference {
 // Float64 reference. A float sum of V positive terms is off by ~2^-24 sqrt(V) relative (random
 // walk), which moves log(sum) and every probability by that much: the scales carry sqrt(V) next
 // to the magnitudes of the terms.
-static Reference reference(const std::vector<floatX>& logits, const std::vector<int>& targets, int N, int V,
-                           int Vp, double dloss) {
+static Reference reference(const std::vector<floatX>& logits, const std::vector<int>& targets,
+                           int N, int V, int Vp, double dloss) {
     Reference r;
     r.dlogits.assign((size_t)N * Vp, 0.0);
     r.dlogits_scale.assign((size_t)N * Vp, 0.0);
@@ -73,7 +74,8 @@ static Reference reference(const std::vector<floatX>& logits, const std::vector<
         for (int c = 0; c < V; c++) {
             double p = exp((double)(float)x[c] - m) / sum, onehot = c == target ? 1.0 : 0.0;
             r.dlogits[(size_t)row * Vp + c] = dloss * (p - onehot);
-            r.dlogits_scale[(size_t)row * Vp + c] = dloss * (p * (sqrt((double)V) + fabs((float)x[c] - m)) + onehot);
+            r.dlogits_scale[(size_t)row * Vp + c] =
+                dloss * (p * (sqrt((double)V) + fabs((float)x[c] - m)) + onehot);
         }
     }
     return r;
@@ -87,7 +89,8 @@ static const Tolerance TOL_EXACT = {0.0, 0.0};
 
 // Random logits in [-3, 3]; every third row's target gets a logit of 12 so its probability is
 // close to 1 and p - 1 cancels.
-static void make_inputs(int N, int V, int Vp, uint64_t seed, std::vector<floatX>* logits, std::vector<int>* targets) {
+static void make_inputs(int N, int V, int Vp, uint64_t seed, std::vector<floatX>* logits,
+                        std::vector<int>* targets) {
     uint64_t rng = seed;
     *logits = random_floatx((size_t)N * Vp, &rng, -3.0f, 3.0f);
     targets->resize(N);
@@ -112,18 +115,24 @@ static int check_shape(const Options* o, int N, int V, uint64_t seed) {
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
-        const std::vector<int> block_sizes = v == 1 ? std::vector<int>{32, 256} : std::vector<int>{0};
+        const std::vector<int> block_sizes =
+            v == 1 ? std::vector<int>{32, 256} : std::vector<int>{0};
         for (int block_size : block_sizes)
             for (bool backward : {true, false}) {
-                CUDA_CHECK(cudaMemcpy(d_logits, logits.data(), logits.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+                CUDA_CHECK(cudaMemcpy(d_logits, logits.data(), logits.size() * sizeof(floatX),
+                                      cudaMemcpyHostToDevice));
                 CUDA_CHECK(cudaMemset(d_losses, 0xff, N * sizeof(float)));
-                launch(v, block_size, d_logits, d_losses, d_targets, N, V, Vp, backward ? (float)dloss : 0.0f);
+                launch(v, block_size, d_logits, d_losses, d_targets, N, V, Vp,
+                       backward ? (float)dloss : 0.0f);
                 CUDA_CHECK(cudaDeviceSynchronize());
-                printf("  variant %d N %d V %d Vp %d dloss %g block %d\n", v, N, V, Vp, backward ? dloss : 0.0,
-                       block_size);
-                bool ok = check_close("loss", host_floats(d_losses, N), ref.loss, ref.loss_scale, TOL_LOSS);
+                printf("  variant %d N %d V %d Vp %d dloss %g block %d\n", v, N, V, Vp,
+                       backward ? dloss : 0.0, block_size);
+                bool ok = check_close("loss", host_floats(d_losses, N), ref.loss, ref.loss_scale,
+                                      TOL_LOSS);
                 std::vector<float> after = host_floats(d_logits, logits.size());
-                if (backward) ok &= check_close("dlogits", after, ref.dlogits, ref.dlogits_scale, TOL_DLOGITS);
+                if (backward)
+                    ok &=
+                        check_close("dlogits", after, ref.dlogits, ref.dlogits_scale, TOL_DLOGITS);
                 else ok &= check_close("logits", after, unchanged, {}, TOL_EXACT);
                 failures += !ok;
             }
@@ -135,7 +144,8 @@ static int check_shape(const Options* o, int N, int V, uint64_t seed) {
 static void bench(const Options* o) {
     const int N = o->small ? 16 : 4 * 1024, V = o->small ? 1000 : 50257, Vp = padded_vocab_of(V);
     char shape[128];
-    snprintf(shape, sizeof(shape), "N %d V %d Vp %d, with dlogits (GPT-2 124M, B*T = %d)", N, V, Vp, N);
+    snprintf(shape, sizeof(shape), "N %d V %d Vp %d, with dlogits (GPT-2 124M, B*T = %d)", N, V, Vp,
+             N);
     print_bench_intro(shape);
     std::vector<floatX> logits;
     std::vector<int> targets;
@@ -145,10 +155,9 @@ static void bench(const Options* o) {
     float* d_losses = device_poisoned<float>(N);
     // read the logits once, write the dlogits once (each run starts from the last one's dlogits)
     const double bytes = 2.0 * N * Vp * sizeof(floatX);
-    bench_variants(o, "fused_classifier", VARIANTS, NUM_VARIANTS, bytes, 0.0,
-                   [&](int v) {
-                       launch(v, 256, d_logits, d_losses, d_targets, N, V, Vp, 1.0f / N);
-                   });
+    bench_variants(o, "fused_classifier", VARIANTS, NUM_VARIANTS, bytes, 0.0, [&](int v) {
+        launch(v, 256, d_logits, d_losses, d_targets, N, V, Vp, 1.0f / N);
+    });
     device_free({d_logits, d_targets, d_losses});
 }
 
@@ -161,7 +170,8 @@ int main(int argc, char** argv) {
     std::vector<Shape> shapes = {{1, 1}, {3, 100}, {9, 1000}, {40, 130}, {17, 50257}};
     if (!o.small) shapes.insert(shapes.end(), {{1024, 50257}, {300, 32000}});
     int failures = 0;
-    for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s].N, shapes[s].V, 500 + s);
+    for (size_t s = 0; s < shapes.size(); s++)
+        failures += check_shape(&o, shapes[s].N, shapes[s].V, 500 + s);
     if (o.bench) bench(&o);
     return finish("fused_classifier", failures);
 }

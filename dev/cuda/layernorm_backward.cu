@@ -16,14 +16,15 @@
 #include "../../train_gpt.cu"
 #include "common.h"
 
-static const char* const VARIANTS[] = {"thread per row, then thread per column",
-                                       "train_gpt.cu layernorm_backward (warp per row, chunked column sums)"};
+static const char* const VARIANTS[] = {
+    "thread per row, then thread per column",
+    "train_gpt.cu layernorm_backward (warp per row, chunked column sums)"};
 constexpr int NUM_VARIANTS = 2;
 
 // Variant 1, input gradient: thread `row` owns one row.
 __global__ void layernorm_backward_row_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                              const float* mean, const float* rstd, const floatX* weight,
-                                              int N, int C, bool accumulate) {
+                                              const float* mean, const float* rstd,
+                                              const floatX* weight, int N, int C, bool accumulate) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
@@ -43,8 +44,8 @@ __global__ void layernorm_backward_row_kernel(floatX* dinp, const floatX* dout, 
 
 // Variant 1, parameter gradients: thread `c` owns column c and walks all N rows in order.
 __global__ void layernorm_backward_column_kernel(floatX* dweight, floatX* dbias, const floatX* dout,
-                                                 const floatX* inp, const float* mean, const float* rstd,
-                                                 int N, int C) {
+                                                 const floatX* inp, const float* mean,
+                                                 const float* rstd, int N, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float sum_dx = 0.0f, sum_d = 0.0f;
@@ -63,7 +64,8 @@ struct Buffers {  // device
 };
 
 static void free_buffers(Buffers* d) {
-    device_free({d->dout, d->inp, d->weight, d->dinp, d->dweight, d->dbias, d->mean, d->rstd, d->partials});
+    device_free(
+        {d->dout, d->inp, d->weight, d->dinp, d->dweight, d->dbias, d->mean, d->rstd, d->partials});
 }
 
 // Launches a variant; block_size matters to variant 1 only.
@@ -76,8 +78,8 @@ static void launch(int variant, int block_size, const Buffers* d, bool accumulat
             d->dweight, d->dbias, d->dout, d->inp, d->mean, d->rstd, N, C);
         CUDA_CHECK_LAUNCH();
     } else {
-        layernorm_backward(d->dinp, d->dweight, d->dbias, d->partials, d->dout, d->inp, d->mean, d->rstd,
-                           d->weight, N, C, accumulate, 0);
+        layernorm_backward(d->dinp, d->dweight, d->dbias, d->partials, d->dout, d->inp, d->mean,
+                           d->rstd, d->weight, N, C, accumulate, 0);
     }
 }
 
@@ -101,7 +103,9 @@ static Inputs make_inputs(int N, int C, uint64_t seed) {
         double sum = 0.0, sq = 0.0;
         for (int c = 0; c < C; c++) sum += (float)in.inp[(size_t)row * C + c];
         double m = sum / C;
-        for (int c = 0; c < C; c++) sq += ((float)in.inp[(size_t)row * C + c] - m) * ((float)in.inp[(size_t)row * C + c] - m);
+        for (int c = 0; c < C; c++)
+            sq +=
+                ((float)in.inp[(size_t)row * C + c] - m) * ((float)in.inp[(size_t)row * C + c] - m);
         in.mean.push_back((float)m);
         in.rstd.push_back((float)(1.0 / sqrt(sq / C + (double)LN_EPS)));
     }
@@ -147,7 +151,8 @@ static Reference reference(const Inputs* in, int N, int C, bool accumulate) {
         for (int c = 0; c < C; c++) {
             double old = accumulate ? (double)(float)in->dinp[base + c] : 0.0;
             r.dinp[base + c] = old + rs * (g[c] - sum_g / C - xhat[c] * sum_gx / C);
-            r.dinp_scale[base + c] = fabs(old) + rs * (fabs(g[c]) + abs_g / C + fabs(xhat[c]) * abs_gx / C);
+            r.dinp_scale[base + c] =
+                fabs(old) + rs * (fabs(g[c]) + abs_g / C + fabs(xhat[c]) * abs_gx / C);
         }
     }
     return r;
@@ -160,24 +165,37 @@ static const Tolerance TOL = {1e-6, FLOATX_ROUNDOFF};
 static int check_shape(int variant, int N, int C, bool accumulate, uint64_t seed) {
     Inputs in = make_inputs(N, C, seed);
     Reference ref = reference(&in, N, C, accumulate);
-    Buffers d = {device_copy(in.dout), device_copy(in.inp), device_copy(in.weight),
-                 device_poisoned<floatX>((size_t)N * C), device_poisoned<floatX>(C), device_poisoned<floatX>(C),
-                 device_copy(in.mean), device_copy(in.rstd),
+    Buffers d = {device_copy(in.dout),
+                 device_copy(in.inp),
+                 device_copy(in.weight),
+                 device_poisoned<floatX>((size_t)N * C),
+                 device_poisoned<floatX>(C),
+                 device_poisoned<floatX>(C),
+                 device_copy(in.mean),
+                 device_copy(in.rstd),
                  device_poisoned<float>(ceil_div(N, COLUMN_CHUNK) * 2 * C)};
-    const std::vector<int> block_sizes = variant == 1 ? std::vector<int>{32, 128, 1024} : std::vector<int>{0};
+    const std::vector<int> block_sizes =
+        variant == 1 ? std::vector<int>{32, 128, 1024} : std::vector<int>{0};
     int failures = 0;
     for (int block_size : block_sizes) {
         // the accumulated-into buffers start from the inputs' values (dinp poisoned when it is
         // only written)
-        if (accumulate) CUDA_CHECK(cudaMemcpy(d.dinp, in.dinp.data(), (size_t)N * C * sizeof(floatX), cudaMemcpyHostToDevice));
+        if (accumulate)
+            CUDA_CHECK(cudaMemcpy(d.dinp, in.dinp.data(), (size_t)N * C * sizeof(floatX),
+                                  cudaMemcpyHostToDevice));
         else CUDA_CHECK(cudaMemset(d.dinp, 0xff, (size_t)N * C * sizeof(floatX)));
-        CUDA_CHECK(cudaMemcpy(d.dweight, in.dweight.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(d.dbias, in.dbias.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
+        CUDA_CHECK(
+            cudaMemcpy(d.dweight, in.dweight.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
+        CUDA_CHECK(
+            cudaMemcpy(d.dbias, in.dbias.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
         launch(variant, block_size, &d, accumulate, N, C);
         CUDA_CHECK(cudaDeviceSynchronize());
-        printf("  variant %d N %d C %d %s block %d\n", variant, N, C, accumulate ? "dinp +=" : "dinp =", block_size);
-        bool ok = check_close("dinp", host_floats(d.dinp, (size_t)N * C), ref.dinp, ref.dinp_scale, TOL);
-        ok &= check_close("dweight", host_floats(d.dweight, C), ref.dweight, ref.dweight_scale, TOL);
+        printf("  variant %d N %d C %d %s block %d\n", variant, N, C,
+               accumulate ? "dinp +=" : "dinp =", block_size);
+        bool ok =
+            check_close("dinp", host_floats(d.dinp, (size_t)N * C), ref.dinp, ref.dinp_scale, TOL);
+        ok &=
+            check_close("dweight", host_floats(d.dweight, C), ref.dweight, ref.dweight_scale, TOL);
         ok &= check_close("dbias", host_floats(d.dbias, C), ref.dbias, ref.dbias_scale, TOL);
         failures += !ok;
     }
@@ -191,8 +209,14 @@ static void bench(const Options* o) {
     snprintf(shape, sizeof(shape), "N %d C %d, dinp += (GPT-2 124M, B*T = %d)", N, C, N);
     print_bench_intro(shape);
     Inputs in = make_inputs(N, C, 7);
-    Buffers d = {device_copy(in.dout), device_copy(in.inp), device_copy(in.weight), device_copy(in.dinp),
-                 device_copy(in.dweight), device_copy(in.dbias), device_copy(in.mean), device_copy(in.rstd),
+    Buffers d = {device_copy(in.dout),
+                 device_copy(in.inp),
+                 device_copy(in.weight),
+                 device_copy(in.dinp),
+                 device_copy(in.dweight),
+                 device_copy(in.dbias),
+                 device_copy(in.mean),
+                 device_copy(in.rstd),
                  device_poisoned<float>(ceil_div(N, COLUMN_CHUNK) * 2 * C)};
     // the least traffic: read dout, inp and dinp once, write dinp
     const double bytes = 4.0 * N * C * sizeof(floatX);
@@ -209,7 +233,8 @@ int main(int argc, char** argv) {
         bool accumulate;
     };
     std::vector<Shape> shapes = {{1, 64, false}, {7, 104, true}, {45, 768, true}, {70, 256, false}};
-    if (!o.small) shapes.insert(shapes.end(), {{4096, 768, true}, {1025, 1600, true}, {8192, 768, false}});
+    if (!o.small)
+        shapes.insert(shapes.end(), {{4096, 768, true}, {1025, 1600, true}, {8192, 768, false}});
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(&o, v)) continue;

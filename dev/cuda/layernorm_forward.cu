@@ -14,19 +14,22 @@
 #include "../../train_gpt.cu"
 #include "common.h"
 
-static const char* const VARIANTS[] = {"one thread per row", "train_gpt.cu layernorm_forward (warp per row)"};
+static const char* const VARIANTS[] = {"one thread per row",
+                                       "train_gpt.cu layernorm_forward (warp per row)"};
 constexpr int NUM_VARIANTS = 2;
 
 // Variant 1: thread `row` does the whole row in three passes over global memory.
 __global__ void layernorm_forward_row_kernel(floatX* residual_out, floatX* out, float* mean_out,
                                              float* rstd_out, const floatX* a, const floatX* b,
-                                             const floatX* weight, const floatX* bias, int N, int C) {
+                                             const floatX* weight, const floatX* bias, int N,
+                                             int C) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     const floatX* x = a + (size_t)row * C;
     if (b) {
         for (int c = 0; c < C; c++)
-            residual_out[(size_t)row * C + c] = (floatX)((float)x[c] + (float)b[(size_t)row * C + c]);
+            residual_out[(size_t)row * C + c] =
+                (floatX)((float)x[c] + (float)b[(size_t)row * C + c]);
         x = residual_out + (size_t)row * C;
     }
     float sum = 0.0f;
@@ -36,7 +39,8 @@ __global__ void layernorm_forward_row_kernel(floatX* residual_out, floatX* out, 
     for (int c = 0; c < C; c++) sq += ((float)x[c] - mean) * ((float)x[c] - mean);
     const float rstd = 1.0f / sqrtf(sq / C + LN_EPS);
     for (int c = 0; c < C; c++)
-        out[(size_t)row * C + c] = (floatX)(((float)x[c] - mean) * rstd * (float)weight[c] + (float)bias[c]);
+        out[(size_t)row * C + c] =
+            (floatX)(((float)x[c] - mean) * rstd * (float)weight[c] + (float)bias[c]);
     mean_out[row] = mean;
     rstd_out[row] = rstd;
 }
@@ -58,7 +62,8 @@ static void launch(int variant, int block_size, const Buffers* d, bool fused, in
             d->residual, d->out, d->mean, d->rstd, d->a, b, d->weight, d->bias, N, C);
         CUDA_CHECK_LAUNCH();
     } else {
-        layernorm_forward(d->residual, d->out, d->mean, d->rstd, d->a, b, d->weight, d->bias, N, C, 0);
+        layernorm_forward(d->residual, d->out, d->mean, d->rstd, d->a, b, d->weight, d->bias, N, C,
+                          0);
     }
 }
 
@@ -68,7 +73,8 @@ struct Reference {
 
 // Float64 reference. The residual sum is formed in float and rounded to floatX, as specified.
 static Reference reference(const std::vector<floatX>& a, const std::vector<floatX>& b, bool fused,
-                           const std::vector<floatX>& weight, const std::vector<floatX>& bias, int N, int C) {
+                           const std::vector<floatX>& weight, const std::vector<floatX>& bias,
+                           int N, int C) {
     Reference r;
     r.residual.resize((size_t)N * C);
     r.out.resize((size_t)N * C);
@@ -118,10 +124,16 @@ static int check_shape(int variant, int N, int C, bool fused, float amplitude, u
     std::vector<floatX> weight = random_floatx(C, &rng, 0.5f, 1.5f);
     std::vector<floatX> bias = random_floatx(C, &rng, -0.5f, 0.5f);
     Reference ref = reference(a, b, fused, weight, bias, N, C);
-    Buffers d = {device_copy(a), device_copy(b), device_copy(weight), device_copy(bias),
-                 device_poisoned<floatX>((size_t)N * C), device_poisoned<floatX>((size_t)N * C),
-                 device_poisoned<float>(N), device_poisoned<float>(N)};
-    const std::vector<int> block_sizes = variant == 1 ? std::vector<int>{32, 64, 256, 1024} : std::vector<int>{0};
+    Buffers d = {device_copy(a),
+                 device_copy(b),
+                 device_copy(weight),
+                 device_copy(bias),
+                 device_poisoned<floatX>((size_t)N * C),
+                 device_poisoned<floatX>((size_t)N * C),
+                 device_poisoned<float>(N),
+                 device_poisoned<float>(N)};
+    const std::vector<int> block_sizes =
+        variant == 1 ? std::vector<int>{32, 64, 256, 1024} : std::vector<int>{0};
     int failures = 0;
     for (int block_size : block_sizes) {
         CUDA_CHECK(cudaMemset(d.out, 0xff, (size_t)N * C * sizeof(floatX)));
@@ -130,12 +142,15 @@ static int check_shape(int variant, int N, int C, bool fused, float amplitude, u
         CUDA_CHECK(cudaMemset(d.rstd, 0xff, N * sizeof(float)));
         launch(variant, block_size, &d, fused, N, C);
         CUDA_CHECK(cudaDeviceSynchronize());
-        printf("  variant %d N %d C %d %s block %d\n", variant, N, C, fused ? "fused residual" : "no residual",
-               block_size);
-        bool ok = check_close("out", host_floats(d.out, (size_t)N * C), ref.out, ref.out_scale, TOL_OUT);
+        printf("  variant %d N %d C %d %s block %d\n", variant, N, C,
+               fused ? "fused residual" : "no residual", block_size);
+        bool ok =
+            check_close("out", host_floats(d.out, (size_t)N * C), ref.out, ref.out_scale, TOL_OUT);
         ok &= check_close("mean", host_floats(d.mean, N), ref.mean, ref.mean_scale, TOL_MEAN);
         ok &= check_close("rstd", host_floats(d.rstd, N), ref.rstd, {}, TOL_RSTD);
-        if (fused) ok &= check_close("residual", host_floats(d.residual, (size_t)N * C), ref.residual, {}, TOL_EXACT);
+        if (fused)
+            ok &= check_close("residual", host_floats(d.residual, (size_t)N * C), ref.residual, {},
+                              TOL_EXACT);
         failures += !ok;
     }
     free_buffers(&d);
@@ -150,9 +165,12 @@ static void bench(const Options* o) {
     uint64_t rng = 7;
     Buffers d = {device_copy(random_floatx((size_t)N * C, &rng, -2.0f, 2.0f)),
                  device_copy(random_floatx((size_t)N * C, &rng, -1.0f, 1.0f)),
-                 device_copy(random_floatx(C, &rng, 0.5f, 1.5f)), device_copy(random_floatx(C, &rng, -0.5f, 0.5f)),
-                 device_poisoned<floatX>((size_t)N * C), device_poisoned<floatX>((size_t)N * C),
-                 device_poisoned<float>(N), device_poisoned<float>(N)};
+                 device_copy(random_floatx(C, &rng, 0.5f, 1.5f)),
+                 device_copy(random_floatx(C, &rng, -0.5f, 0.5f)),
+                 device_poisoned<floatX>((size_t)N * C),
+                 device_poisoned<floatX>((size_t)N * C),
+                 device_poisoned<float>(N),
+                 device_poisoned<float>(N)};
     // reads a and b, writes residual and out (the weights and the statistics are negligible)
     const double bytes = 4.0 * N * C * sizeof(floatX);
     bench_variants(o, "layernorm_forward", VARIANTS, NUM_VARIANTS, bytes, 0.0,
@@ -168,15 +186,21 @@ int main(int argc, char** argv) {
         bool fused;
         float amplitude;
     };
-    std::vector<Shape> shapes = {{1, 64, false, 1.0f}, {7, 104, true, 1.0f}, {33, 768, true, 1.0f},
-                                 {40, 1024, false, 1.0f}, {16, 256, false, 0.003f}};
+    std::vector<Shape> shapes = {{1, 64, false, 1.0f},
+                                 {7, 104, true, 1.0f},
+                                 {33, 768, true, 1.0f},
+                                 {40, 1024, false, 1.0f},
+                                 {16, 256, false, 0.003f}};
     if (!o.small)
-        shapes.insert(shapes.end(), {{4096, 768, true, 1.0f}, {1025, 1600, true, 1.0f}, {2048, 2048, false, 1.0f}});
+        shapes.insert(
+            shapes.end(),
+            {{4096, 768, true, 1.0f}, {1025, 1600, true, 1.0f}, {2048, 2048, false, 1.0f}});
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(&o, v)) continue;
         for (size_t s = 0; s < shapes.size(); s++)
-            failures += check_shape(v, shapes[s].N, shapes[s].C, shapes[s].fused, shapes[s].amplitude, 100 + s);
+            failures += check_shape(v, shapes[s].N, shapes[s].C, shapes[s].fused,
+                                    shapes[s].amplitude, 100 + s);
     }
     if (o.bench) bench(&o);
     return finish("layernorm_forward", failures);

@@ -102,7 +102,5 @@ struct cublasLtContext {
 };
 
 namespace cublaslt_cpu {
-inline bool handle_ok(cublasLtHandle_t h) {
-    return h != nullptr && h->magic == kHandleMagic;
-}
+inline bool handle_ok(cublasLtHandle_t h) { return h != nullptr && h->magic == kHandleMagic; }
 }  // namespace cublaslt_cpu

@@ -232,13 +232,9 @@ const char* cublasLtGetStatusString(cublasStatus_t status) {
     return s ? s->text : "unknown cuBLAS status";
 }
 
-size_t cublasLtGetVersion(void) {
-    return CUBLAS_VERSION;
-}
+size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
 
-size_t cublasLtGetCudartVersion(void) {
-    return CUDART_VERSION;
-}
+size_t cublasLtGetCudartVersion(void) { return CUDART_VERSION; }
 
 cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int* value) {
     if (value == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
@@ -267,8 +263,8 @@ cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t layout, 
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld) {
-    return create_descriptor(layout,
-                             [&](cublasLtMatrixLayout_t p) { init_layout(p, type, rows, cols, ld); });
+    return create_descriptor(
+        layout, [&](cublasLtMatrixLayout_t p) { init_layout(p, type, rows, cols, ld); });
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {

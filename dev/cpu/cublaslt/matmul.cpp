@@ -90,9 +90,7 @@ float gelu_grad(float x) {
 
 // ---------------------------------------------------------------------------------------------
 // Element types: the three storage types of the supported combinations, read and written as fp32.
-size_t type_size(uint32_t type) {
-    return type == CUDA_R_32F ? 4 : 2;
-}
+size_t type_size(uint32_t type) { return type == CUDA_R_32F ? 4 : 2; }
 
 float load(uint32_t type, const void* base, int64_t i) {
     switch (type) {
@@ -179,9 +177,7 @@ struct Problem {
     bool uses_bias;  // reads or writes CUBLASLT_MATMUL_DESC_BIAS_POINTER
 };
 
-bool is_transpose(int32_t op) {
-    return op == CUBLAS_OP_T || op == CUBLAS_OP_C;
-}
+bool is_transpose(int32_t op) { return op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
 bool supported_types(const MatmulDesc& desc, uint32_t ab, uint32_t cd) {
     if (desc.scale_type != CUDA_R_32F) return false;
@@ -347,9 +343,7 @@ int matmul_threads() {
 constexpr int64_t kChunkColumns = 256;
 constexpr double kParallelFlops = 1 << 24;
 
-int64_t chunk_count(int64_t columns) {
-    return (columns + kChunkColumns - 1) / kChunkColumns;
-}
+int64_t chunk_count(int64_t columns) { return (columns + kChunkColumns - 1) / kChunkColumns; }
 
 // Runs body(c) for every chunk c in [0, count), on up to `threads` threads (the caller's included).
 void for_each_chunk(int64_t count, int threads, const std::function<void(int64_t)>& body) {

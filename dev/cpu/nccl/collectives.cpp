@@ -34,14 +34,22 @@ namespace cucc_nccl {
 
 const char* kind_name(int32_t kind) {
     switch (kind) {
-        case kAllReduce: return "ncclAllReduce";
-        case kBroadcast: return "ncclBroadcast";
-        case kReduce: return "ncclReduce";
-        case kAllGather: return "ncclAllGather";
-        case kReduceScatter: return "ncclReduceScatter";
-        case kSend: return "ncclSend";
-        case kRecv: return "ncclRecv";
-        default: return "an unknown call";
+        case kAllReduce:
+            return "ncclAllReduce";
+        case kBroadcast:
+            return "ncclBroadcast";
+        case kReduce:
+            return "ncclReduce";
+        case kAllGather:
+            return "ncclAllGather";
+        case kReduceScatter:
+            return "ncclReduceScatter";
+        case kSend:
+            return "ncclSend";
+        case kRecv:
+            return "ncclRecv";
+        default:
+            return "an unknown call";
     }
 }
 
@@ -61,8 +69,8 @@ struct Task {
 
     bool posted = false;
     bool done = false;
-    int next = 0;                  // next source to consume
-    double blocked_since = -1;     // when the task last stopped progressing
+    int next = 0;                    // next source to consume
+    double blocked_since = -1;       // when the task last stopped progressing
     std::vector<double> next_check;  // per rank: when to look at its process again
 };
 
@@ -90,14 +98,23 @@ bool posts(const Task& t) {
 
 int num_sources(const Task& t) {
     switch (t.kind) {
-        case kAllReduce: case kAllGather: case kReduceScatter: return t.comm->nranks;
-        case kReduce: return t.comm->rank == t.root ? t.comm->nranks : 0;
-        case kBroadcast: case kRecv: return 1;
-        default: return 0;
+        case kAllReduce:
+        case kAllGather:
+        case kReduceScatter:
+            return t.comm->nranks;
+        case kReduce:
+            return t.comm->rank == t.root ? t.comm->nranks : 0;
+        case kBroadcast:
+        case kRecv:
+            return 1;
+        default:
+            return 0;
     }
 }
 
-int source_rank(const Task& t, int i) { return t.kind == kBroadcast || t.kind == kRecv ? t.root : i; }
+int source_rank(const Task& t, int i) {
+    return t.kind == kBroadcast || t.kind == kRecv ? t.root : i;
+}
 
 Slot* source_slot(const Task& t, int src) {
     CommState* c = t.comm.get();
@@ -118,7 +135,8 @@ bool check_peer(Task& t, int r, StillWaiting still_waiting) {
     const char* why = peer_gone(c, r, &t.next_check[size_t(r)]);
     if (why && still_waiting()) {
         char what[64];
-        snprintf(what, sizeof(what), "%s (call %llu)", kind_name(t.kind), (unsigned long long)t.seq);
+        snprintf(what, sizeof(what), "%s (call %llu)", kind_name(t.kind),
+                 (unsigned long long)t.seq);
         fail_waiting_on(c, r, why, what);
         return false;
     }
@@ -145,8 +163,9 @@ bool post(Task& t) {
     std::string path = p2p ? p2p_path(*c, c->rank, t.root, t.seq) : coll_path(*c, c->rank, t.seq);
     size_t bytes = post_bytes(t);
     if (!write_data_file(c, path, t.sendbuff, bytes)) return false;
-    slot->readers = p2p ? 1ull << t.root
-                        : t.kind == kReduce ? 1ull << t.root : all_ranks(c->nranks);
+    slot->readers = p2p                 ? 1ull << t.root
+                    : t.kind == kReduce ? 1ull << t.root
+                                        : all_ranks(c->nranks);
     slot->kind = t.kind;
     slot->type = t.type;
     slot->op = t.op;
@@ -269,8 +288,8 @@ bool progress(Batch& batch) {
         if (now - t.blocked_since > c->timeout_s) {
             comm_fail(c, ncclSystemError,
                       "%s (call %llu): no progress for %.0f s (CUCC_NCCL_TIMEOUT); a rank may not "
-                      "have made the same call", kind_name(t.kind), (unsigned long long)t.seq,
-                      c->timeout_s);
+                      "have made the same call",
+                      kind_name(t.kind), (unsigned long long)t.seq, c->timeout_s);
             t.done = true;
         }
     }
@@ -353,9 +372,9 @@ ncclResult_t enqueue(Kind kind, const void* sendbuff, void* recvbuff, size_t cou
     size_t recv_bytes = kind == kAllGather ? bytes * size_t(c->nranks) : bytes;
     bool check_send = kind != kRecv && (kind != kBroadcast || c->rank == root);
     bool check_recv = kind != kSend && (kind != kReduce || c->rank == root);
-    const char* bad = check_send && !device_buffer(sendbuff, send_bytes) ? "sendbuff"
-                    : check_recv && !device_buffer(recvbuff, recv_bytes) ? "recvbuff"
-                                                                        : nullptr;
+    const char* bad = check_send && !device_buffer(sendbuff, send_bytes)   ? "sendbuff"
+                      : check_recv && !device_buffer(recvbuff, recv_bytes) ? "recvbuff"
+                                                                           : nullptr;
     if (bad) {
         report("%s: %s %p is not a device buffer of %zu bytes (cudaMalloc)", api, bad,
                bad[0] == 's' ? sendbuff : (const void*)recvbuff,
@@ -445,14 +464,13 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     return enqueue(kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
     return enqueue(kBroadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
 }
 
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
     return enqueue(kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 

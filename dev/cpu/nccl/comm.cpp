@@ -92,7 +92,8 @@ ncclResult_t check_config(const char* api, const ncclConfig_t* config) {
         return ncclInvalidArgument;
     }
     // Every call completes before it returns, which a non-blocking communicator allows too.
-    if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+    if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 &&
+        config->blocking != 1) {
         report("%s: config.blocking is %d, not 0 or 1", api, config->blocking);
         return ncclInvalidArgument;
     }
@@ -168,8 +169,8 @@ ncclResult_t read_split(PendingInit& p) {
     });
     int rank = 0;
     while (members[size_t(rank)].parent_rank != parent->rank) rank++;
-    p.state = new_state(child_name(parent->name, p.split_index, p.color), int(members.size()),
-                        rank, parent->device);
+    p.state = new_state(child_name(parent->name, p.split_index, p.color), int(members.size()), rank,
+                        parent->device);
     return ncclSuccess;
 }
 
@@ -248,15 +249,24 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
     switch (result) {
-        case ncclSuccess: return "no error";
-        case ncclUnhandledCudaError: return "unhandled cuda error";
-        case ncclSystemError: return "system error (a system call failed, or a timeout)";
-        case ncclInternalError: return "internal error";
-        case ncclInvalidArgument: return "invalid argument";
-        case ncclInvalidUsage: return "invalid usage";
-        case ncclRemoteError: return "remote error (a peer exited, failed or aborted)";
-        case ncclInProgress: return "operation in progress";
-        default: return "unknown result code";
+        case ncclSuccess:
+            return "no error";
+        case ncclUnhandledCudaError:
+            return "unhandled cuda error";
+        case ncclSystemError:
+            return "system error (a system call failed, or a timeout)";
+        case ncclInternalError:
+            return "internal error";
+        case ncclInvalidArgument:
+            return "invalid argument";
+        case ncclInvalidUsage:
+            return "invalid usage";
+        case ncclRemoteError:
+            return "remote error (a peer exited, failed or aborted)";
+        case ncclInProgress:
+            return "operation in progress";
+        default:
+            return "unknown result code";
     }
 }
 
@@ -407,7 +417,8 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
     c->finalized = true;
     ncclResult_t res = ncclResult_t(c->async_error.load());
     if (c->pending.load() > 0 && res == ncclSuccess) {
-        comm_fail(c, ncclInternalError, "ncclCommFinalize: operations still queued after draining "
+        comm_fail(c, ncclInternalError,
+                  "ncclCommFinalize: operations still queued after draining "
                   "every device");
         res = ncclInternalError;
     }

@@ -74,7 +74,13 @@ constexpr int kCollSlots = 16;  // collectives a rank may post ahead of its slow
 constexpr int kP2pSlots = 8;    // messages in flight from one rank to one peer
 
 enum Kind : int32_t {
-    kAllReduce = 1, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv
+    kAllReduce = 1,
+    kBroadcast,
+    kReduce,
+    kAllGather,
+    kReduceScatter,
+    kSend,
+    kRecv
 };
 const char* kind_name(int32_t kind);
 

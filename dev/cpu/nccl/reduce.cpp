@@ -136,40 +136,72 @@ void float_step(T* acc, const T* x, size_t count, ncclRedOp_t op, int rank, int 
 
 size_t type_size(ncclDataType_t type) {
     switch (type) {
-        case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-        case ncclFloat16: case ncclBfloat16: return 2;
-        case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-        case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-        default: return 0;
+        case ncclInt8:
+        case ncclUint8:
+        case ncclFloat8e4m3:
+        case ncclFloat8e5m2:
+            return 1;
+        case ncclFloat16:
+        case ncclBfloat16:
+            return 2;
+        case ncclInt32:
+        case ncclUint32:
+        case ncclFloat32:
+            return 4;
+        case ncclInt64:
+        case ncclUint64:
+        case ncclFloat64:
+            return 8;
+        default:
+            return 0;
     }
 }
 
 const char* type_name(ncclDataType_t type) {
     switch (type) {
-        case ncclInt8: return "ncclInt8";
-        case ncclUint8: return "ncclUint8";
-        case ncclInt32: return "ncclInt32";
-        case ncclUint32: return "ncclUint32";
-        case ncclInt64: return "ncclInt64";
-        case ncclUint64: return "ncclUint64";
-        case ncclFloat16: return "ncclFloat16";
-        case ncclFloat32: return "ncclFloat32";
-        case ncclFloat64: return "ncclFloat64";
-        case ncclBfloat16: return "ncclBfloat16";
-        case ncclFloat8e4m3: return "ncclFloat8e4m3";
-        case ncclFloat8e5m2: return "ncclFloat8e5m2";
-        default: return "an invalid type";
+        case ncclInt8:
+            return "ncclInt8";
+        case ncclUint8:
+            return "ncclUint8";
+        case ncclInt32:
+            return "ncclInt32";
+        case ncclUint32:
+            return "ncclUint32";
+        case ncclInt64:
+            return "ncclInt64";
+        case ncclUint64:
+            return "ncclUint64";
+        case ncclFloat16:
+            return "ncclFloat16";
+        case ncclFloat32:
+            return "ncclFloat32";
+        case ncclFloat64:
+            return "ncclFloat64";
+        case ncclBfloat16:
+            return "ncclBfloat16";
+        case ncclFloat8e4m3:
+            return "ncclFloat8e4m3";
+        case ncclFloat8e5m2:
+            return "ncclFloat8e5m2";
+        default:
+            return "an invalid type";
     }
 }
 
 const char* op_name(ncclRedOp_t op) {
     switch (op) {
-        case ncclSum: return "ncclSum";
-        case ncclProd: return "ncclProd";
-        case ncclMax: return "ncclMax";
-        case ncclMin: return "ncclMin";
-        case ncclAvg: return "ncclAvg";
-        default: return "an invalid op";
+        case ncclSum:
+            return "ncclSum";
+        case ncclProd:
+            return "ncclProd";
+        case ncclMax:
+            return "ncclMax";
+        case ncclMin:
+            return "ncclMin";
+        case ncclAvg:
+            return "ncclAvg";
+        default:
+            return "an invalid op";
     }
 }
 

@@ -19,7 +19,8 @@
 
 namespace cucc_nccl {
 
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<int32_t>::is_always_lock_free,
               "the shared control file needs address-free (lock-free) atomics");
 
 constexpr uint64_t kMagic = 0x31636e6363756375ull;  // "cuccuncc1", marks an initialized file
@@ -30,9 +31,7 @@ size_t header_bytes(int nranks) {
            n * n * kP2pSlots * sizeof(Slot);
 }
 
-SharedRank* CommState::ranks() const {
-    return (SharedRank*)((char*)header + sizeof(Header));
-}
+SharedRank* CommState::ranks() const { return (SharedRank*)((char*)header + sizeof(Header)); }
 // Slots after the ranks: [poster][kCollSlots] for collectives, then
 // [sender][receiver][kP2pSlots] for messages.
 Slot* CommState::coll_slot(int poster, uint64_t seq) const {
@@ -56,8 +55,8 @@ std::string coll_path(const CommState& c, int poster, uint64_t seq) {
     return control_path(c) + "-c" + std::to_string(poster) + "-" + std::to_string(seq);
 }
 std::string p2p_path(const CommState& c, int sender, int receiver, uint64_t seq) {
-    return control_path(c) + "-p" + std::to_string(sender) + "-" + std::to_string(receiver) +
-           "-" + std::to_string(seq);
+    return control_path(c) + "-p" + std::to_string(sender) + "-" + std::to_string(receiver) + "-" +
+           std::to_string(seq);
 }
 
 double now_s() {
@@ -197,14 +196,16 @@ ncclResult_t attach(CommState* c) {
         }
     } else {
         if (errno != EEXIST) {
-            report("cannot create %s: %s (set CUCC_NCCL_DIR to a writable directory)",
-                   path.c_str(), strerror(errno));
+            report("cannot create %s: %s (set CUCC_NCCL_DIR to a writable directory)", path.c_str(),
+                   strerror(errno));
             return ncclSystemError;
         }
         fd = open(path.c_str(), O_RDWR);
         if (fd < 0) {
-            report("rank %d: communicator %.8s is complete already (all ranks attached, or a rank "
-                   "initialized twice with the same ncclUniqueId)", c->rank, c->name.c_str());
+            report(
+                "rank %d: communicator %.8s is complete already (all ranks attached, or a rank "
+                "initialized twice with the same ncclUniqueId)",
+                c->rank, c->name.c_str());
             return ncclInvalidUsage;
         }
         // The creator sizes the file right after creating it.
@@ -215,9 +216,10 @@ ncclResult_t attach(CommState* c) {
             if (st.st_size == 0) {
                 report("rank %d: timed out waiting for the creator of %s", c->rank, path.c_str());
             } else {
-                report("rank %d: ncclCommInitRank with nranks=%d, but another rank created "
-                       "communicator %.8s for a different number of ranks", c->rank, c->nranks,
-                       c->name.c_str());
+                report(
+                    "rank %d: ncclCommInitRank with nranks=%d, but another rank created "
+                    "communicator %.8s for a different number of ranks",
+                    c->rank, c->nranks, c->name.c_str());
             }
             close(fd);
             return st.st_size == 0 ? ncclSystemError : ncclInvalidUsage;
@@ -274,8 +276,8 @@ ncclResult_t wait_all_attached(CommState* c) {
             comm_fail(c, ncclSystemError,
                       "ncclCommInitRank: only %d of %d ranks arrived within %.0f s "
                       "(CUCC_NCCL_TIMEOUT; ranks meet through files in %s, so all must run on "
-                      "this host)", c->header->attached.load(), c->nranks, c->timeout_s,
-                      c->dir.c_str());
+                      "this host)",
+                      c->header->attached.load(), c->nranks, c->timeout_s, c->dir.c_str());
             return ncclSystemError;
         }
         idle_wait(waited);
@@ -303,7 +305,8 @@ bool write_data_file(CommState* c, const std::string& path, const void* src, siz
             unlink(path.c_str());
             comm_fail(c, ncclSystemError,
                       "cannot write %zu bytes to %s: %s (set CUCC_NCCL_DIR to a directory with "
-                      "more room)", bytes, path.c_str(), strerror(err));
+                      "more room)",
+                      bytes, path.c_str(), strerror(err));
             return false;
         }
         p += n;

@@ -57,7 +57,7 @@ struct Exchange {
     unsigned mask;     // lanes taking part (as passed by every participant)
     unsigned arrived;  // lanes that have deposited
     unsigned bytes;
-    int refs;          // participants still waiting in it or allowed to read it
+    int refs;  // participants still waiting in it or allowed to read it
     Exchange* next_free;
     alignas(64) unsigned char data[32 * kMaxExchangeBytes];
 };
@@ -66,8 +66,8 @@ struct Exchange {
 enum class State : uint8_t { Runnable, Running, AtBarrier, InWarpCall, Exited };
 
 struct Thread {
-    fcontext_t ctx;      // saved context while suspended
-    char* stack;         // fiber stack it runs on (set when it starts)
+    fcontext_t ctx;  // saved context while suspended
+    char* stack;     // fiber stack it runs on (set when it starts)
     State state;
     // At a barrier: its call site, its predicate, and the results written at completion.
     const char* file;
@@ -81,7 +81,7 @@ struct Thread {
 struct Warp {
     Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
     int open_count;
-    unsigned live;       // lanes that exist and have not exited
+    unsigned live;  // lanes that exist and have not exited
 };
 
 struct Worker;
@@ -90,8 +90,8 @@ struct Block {
     const Grid* grid;
     Worker* worker;  // the OS thread's pools (saves a thread_local lookup on hot paths)
     uint3 idx;
-    dim3 dim;        // blockDim
-    bool random;     // CUCC_SCHEDULE=random
+    dim3 dim;     // blockDim
+    bool random;  // CUCC_SCHEDULE=random
     int nthreads;
     int exited;
     int current;  // linear index of the running thread
@@ -185,7 +185,8 @@ void install_overflow_handler() {
     if (sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) return;  // has one
     ss.ss_size = 64 * 1024;
     ss.ss_flags = 0;
-    ss.ss_sp = mmap(nullptr, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ss.ss_sp =
+        mmap(nullptr, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ss.ss_sp == MAP_FAILED || sigaltstack(&ss, nullptr) != 0)
         fatal("cannot set up a signal stack");
 }
@@ -309,7 +310,8 @@ WaitDescription describe_wait(const Block& b, int i) {
     const Thread& t = b.threads[i];
     char buf[256];
     switch (t.state) {
-        case State::Exited: return {"has", "have", "exited"};
+        case State::Exited:
+            return {"has", "have", "exited"};
         case State::AtBarrier:
             snprintf(buf, sizeof buf, "at __syncthreads (%s:%d)", t.file, t.line);
             return {"waits", "wait", buf};
@@ -323,7 +325,8 @@ WaitDescription describe_wait(const Block& b, int i) {
                      i / 32, e->mask, missing, exited_missing);
             return {"waits", "wait", buf};
         }
-        default: return {"is", "are", "still runnable"};
+        default:
+            return {"is", "are", "still runnable"};
     }
 }
 
@@ -343,8 +346,8 @@ WaitDescription describe_wait(const Block& b, int i) {
         start = i;
         what = next;
     }
-    fatal("deadlock in kernel %s (block (%u,%u,%u)): %s", b.grid->name, b.idx.x, b.idx.y,
-          b.idx.z, msg.c_str());
+    fatal("deadlock in kernel %s (block (%u,%u,%u)): %s", b.grid->name, b.idx.x, b.idx.y, b.idx.z,
+          msg.c_str());
 }
 
 inline void save_context(transfer_t t) {
@@ -519,9 +522,7 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     return false;
 }
 
-void* dynamic_smem() {
-    return current_block("dynamic shared memory").worker->smem;
-}
+void* dynamic_smem() { return current_block("dynamic shared memory").worker->smem; }
 
 void syncthreads(const char* file, int line) { barrier(1, file, line, "__syncthreads"); }
 
@@ -545,9 +546,10 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
     Thread& t = b.threads[i];
     Warp& w = b.warps[i / 32];
     if (!(mask & (1u << lane)))
-        fatal("kernel %s: thread %d calls a warp-synchronous function with mask 0x%08x, which "
-              "does not include its own lane %d",
-              b.grid->name, i, mask, lane);
+        fatal(
+            "kernel %s: thread %d calls a warp-synchronous function with mask 0x%08x, which "
+            "does not include its own lane %d",
+            b.grid->name, i, mask, lane);
     if (bytes > kMaxExchangeBytes)
         fatal("warp exchange of %zu bytes per lane (at most %zu)", bytes, kMaxExchangeBytes);
     release_exchange(*b.worker, t);
@@ -596,7 +598,6 @@ unsigned active_mask() {
     Block& b = current_block("__activemask");
     return b.warps[b.current / 32].live;
 }
-
 
 void trap(cudaError_t error, const char* message) {
     Block* b = tls_block;

@@ -41,11 +41,28 @@ size_t parse_env_bytes(const char* name, size_t fallback) {
     unsigned long long v = strtoull(s, &end, 10);
     int shift = 0;
     switch (*end) {
-        case 'K': case 'k': shift = 10; end++; break;
-        case 'M': case 'm': shift = 20; end++; break;
-        case 'G': case 'g': shift = 30; end++; break;
-        case 'T': case 't': shift = 40; end++; break;
-        default: break;
+        case 'K':
+        case 'k':
+            shift = 10;
+            end++;
+            break;
+        case 'M':
+        case 'm':
+            shift = 20;
+            end++;
+            break;
+        case 'G':
+        case 'g':
+            shift = 30;
+            end++;
+            break;
+        case 'T':
+        case 't':
+            shift = 40;
+            end++;
+            break;
+        default:
+            break;
     }
     if (end == s || *end != '\0' || (v << shift) >> shift != v)
         fatal("%s=%s: expected a byte count such as 1048576, 512M or 80G", name, s);
@@ -77,7 +94,8 @@ struct ErrorText {
     const char* name;
     const char* text;
 };
-#define CUCC_ERROR(code, text) {code, #code, text}
+#define CUCC_ERROR(code, text) \
+    { code, #code, text }
 const ErrorText kErrors[] = {
     CUCC_ERROR(cudaSuccess, "no error"),
     CUCC_ERROR(cudaErrorInvalidValue, "invalid argument"),
@@ -93,7 +111,8 @@ const ErrorText kErrors[] = {
     CUCC_ERROR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
     CUCC_ERROR(cudaErrorInvalidDevice, "invalid device ordinal"),
     CUCC_ERROR(cudaErrorInvalidKernelImage, "device kernel image is invalid"),
-    CUCC_ERROR(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device"),
+    CUCC_ERROR(cudaErrorNoKernelImageForDevice,
+               "no kernel image is available for execution on the device"),
     CUCC_ERROR(cudaErrorInvalidResourceHandle, "invalid resource handle"),
     CUCC_ERROR(cudaErrorIllegalState, "the operation cannot be performed in the present state"),
     CUCC_ERROR(cudaErrorNotReady, "device not ready"),
@@ -105,14 +124,17 @@ const ErrorText kErrors[] = {
     CUCC_ERROR(cudaErrorSetOnActiveProcess, "cannot set while device is active in this process"),
     CUCC_ERROR(cudaErrorContextIsDestroyed, "context is destroyed"),
     CUCC_ERROR(cudaErrorAssert, "device-side assert triggered"),
-    CUCC_ERROR(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped"),
-    CUCC_ERROR(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region"),
+    CUCC_ERROR(cudaErrorHostMemoryAlreadyRegistered,
+               "part or all of the requested memory range is already mapped"),
+    CUCC_ERROR(cudaErrorHostMemoryNotRegistered,
+               "pointer does not correspond to a registered memory region"),
     CUCC_ERROR(cudaErrorIllegalInstruction, "an illegal instruction was encountered"),
     CUCC_ERROR(cudaErrorMisalignedAddress, "misaligned address"),
     CUCC_ERROR(cudaErrorLaunchFailure, "unspecified launch failure"),
     CUCC_ERROR(cudaErrorNotPermitted, "operation not permitted"),
     CUCC_ERROR(cudaErrorNotSupported, "operation not supported"),
-    CUCC_ERROR(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
+    CUCC_ERROR(cudaErrorStreamCaptureUnsupported,
+               "operation not permitted when stream is capturing"),
     CUCC_ERROR(cudaErrorUnknown, "unknown error"),
 };
 #undef CUCC_ERROR
@@ -298,52 +320,131 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     cudaDeviceProp p;
     fill_properties(&p, device);
     switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-        case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
-        case cudaDevAttrMaxBlockDimY: *value = p.maxThreadsDim[1]; break;
-        case cudaDevAttrMaxBlockDimZ: *value = p.maxThreadsDim[2]; break;
-        case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
-        case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
-        case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
-        case cudaDevAttrTotalConstantMemory: *value = (int)p.totalConstMem; break;
-        case cudaDevAttrWarpSize: *value = p.warpSize; break;
-        case cudaDevAttrMaxPitch: *value = (int)p.memPitch; break;
-        case cudaDevAttrMaxRegistersPerBlock: *value = p.regsPerBlock; break;
-        case cudaDevAttrClockRate: *value = 1980000; break;  // kHz
-        case cudaDevAttrMemoryClockRate: *value = 2619000; break;  // kHz
-        case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
-        case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-        case cudaDevAttrIntegrated: *value = p.integrated; break;
-        case cudaDevAttrCanMapHostMemory: *value = p.canMapHostMemory; break;
-        case cudaDevAttrConcurrentKernels: *value = p.concurrentKernels; break;
-        case cudaDevAttrEccEnabled: *value = p.ECCEnabled; break;
-        case cudaDevAttrPciBusId: *value = p.pciBusID; break;
-        case cudaDevAttrPciDeviceId: *value = p.pciDeviceID; break;
-        case cudaDevAttrPciDomainId: *value = p.pciDomainID; break;
-        case cudaDevAttrAsyncEngineCount: *value = p.asyncEngineCount; break;
-        case cudaDevAttrUnifiedAddressing: *value = p.unifiedAddressing; break;
-        case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-        case cudaDevAttrStreamPrioritiesSupported: *value = p.streamPrioritiesSupported; break;
-        case cudaDevAttrGlobalL1CacheSupported: *value = p.globalL1CacheSupported; break;
-        case cudaDevAttrLocalL1CacheSupported: *value = p.localL1CacheSupported; break;
+        case cudaDevAttrMaxThreadsPerBlock:
+            *value = p.maxThreadsPerBlock;
+            break;
+        case cudaDevAttrMaxBlockDimX:
+            *value = p.maxThreadsDim[0];
+            break;
+        case cudaDevAttrMaxBlockDimY:
+            *value = p.maxThreadsDim[1];
+            break;
+        case cudaDevAttrMaxBlockDimZ:
+            *value = p.maxThreadsDim[2];
+            break;
+        case cudaDevAttrMaxGridDimX:
+            *value = p.maxGridSize[0];
+            break;
+        case cudaDevAttrMaxGridDimY:
+            *value = p.maxGridSize[1];
+            break;
+        case cudaDevAttrMaxGridDimZ:
+            *value = p.maxGridSize[2];
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlock:
+            *value = (int)p.sharedMemPerBlock;
+            break;
+        case cudaDevAttrTotalConstantMemory:
+            *value = (int)p.totalConstMem;
+            break;
+        case cudaDevAttrWarpSize:
+            *value = p.warpSize;
+            break;
+        case cudaDevAttrMaxPitch:
+            *value = (int)p.memPitch;
+            break;
+        case cudaDevAttrMaxRegistersPerBlock:
+            *value = p.regsPerBlock;
+            break;
+        case cudaDevAttrClockRate:
+            *value = 1980000;
+            break;  // kHz
+        case cudaDevAttrMemoryClockRate:
+            *value = 2619000;
+            break;  // kHz
+        case cudaDevAttrGlobalMemoryBusWidth:
+            *value = p.memoryBusWidth;
+            break;
+        case cudaDevAttrMultiProcessorCount:
+            *value = p.multiProcessorCount;
+            break;
+        case cudaDevAttrIntegrated:
+            *value = p.integrated;
+            break;
+        case cudaDevAttrCanMapHostMemory:
+            *value = p.canMapHostMemory;
+            break;
+        case cudaDevAttrConcurrentKernels:
+            *value = p.concurrentKernels;
+            break;
+        case cudaDevAttrEccEnabled:
+            *value = p.ECCEnabled;
+            break;
+        case cudaDevAttrPciBusId:
+            *value = p.pciBusID;
+            break;
+        case cudaDevAttrPciDeviceId:
+            *value = p.pciDeviceID;
+            break;
+        case cudaDevAttrPciDomainId:
+            *value = p.pciDomainID;
+            break;
+        case cudaDevAttrAsyncEngineCount:
+            *value = p.asyncEngineCount;
+            break;
+        case cudaDevAttrUnifiedAddressing:
+            *value = p.unifiedAddressing;
+            break;
+        case cudaDevAttrL2CacheSize:
+            *value = p.l2CacheSize;
+            break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor:
+            *value = p.maxThreadsPerMultiProcessor;
+            break;
+        case cudaDevAttrComputeCapabilityMajor:
+            *value = p.major;
+            break;
+        case cudaDevAttrComputeCapabilityMinor:
+            *value = p.minor;
+            break;
+        case cudaDevAttrStreamPrioritiesSupported:
+            *value = p.streamPrioritiesSupported;
+            break;
+        case cudaDevAttrGlobalL1CacheSupported:
+            *value = p.globalL1CacheSupported;
+            break;
+        case cudaDevAttrLocalL1CacheSupported:
+            *value = p.localL1CacheSupported;
+            break;
         case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
             *value = (int)p.sharedMemPerMultiprocessor;
             break;
-        case cudaDevAttrMaxRegistersPerMultiprocessor: *value = p.regsPerMultiprocessor; break;
-        case cudaDevAttrManagedMemory: *value = p.managedMemory; break;
-        case cudaDevAttrCooperativeLaunch: *value = p.cooperativeLaunch; break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
-        case cudaDevAttrMaxBlocksPerMultiprocessor: *value = p.maxBlocksPerMultiProcessor; break;
+        case cudaDevAttrMaxRegistersPerMultiprocessor:
+            *value = p.regsPerMultiprocessor;
+            break;
+        case cudaDevAttrManagedMemory:
+            *value = p.managedMemory;
+            break;
+        case cudaDevAttrCooperativeLaunch:
+            *value = p.cooperativeLaunch;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+            *value = (int)p.sharedMemPerBlockOptin;
+            break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor:
+            *value = p.maxBlocksPerMultiProcessor;
+            break;
         case cudaDevAttrReservedSharedMemoryPerBlock:
             *value = (int)p.reservedSharedMemPerBlock;
             break;
-        case cudaDevAttrMemoryPoolsSupported: *value = p.memoryPoolsSupported; break;
-        case cudaDevAttrClusterLaunch: *value = p.clusterLaunch; break;
-        default: return api_return(cudaErrorInvalidValue);
+        case cudaDevAttrMemoryPoolsSupported:
+            *value = p.memoryPoolsSupported;
+            break;
+        case cudaDevAttrClusterLaunch:
+            *value = p.clusterLaunch;
+            break;
+        default:
+            return api_return(cudaErrorInvalidValue);
     }
     return cudaSuccess;
 }
@@ -360,9 +461,7 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) {
-    return api_return(synchronize_device(tls_device));
-}
+cudaError_t cudaDeviceSynchronize(void) { return api_return(synchronize_device(tls_device)); }
 
 // Finishes the device's queued work (so kernel printf output appears, as CUDA flushes it at
 // reset), then frees its memory and streams and forgets function attributes and errors.

@@ -21,12 +21,12 @@ namespace cucc {
 // ---------------------------------------------------------------------------------------------
 // Settings read once from the environment (config.cpp).
 struct Config {
-    int threads;          // CUCC_THREADS: OS threads that run blocks (default: all cores)
-    size_t stack_bytes;   // CUCC_STACK_KB: stack of each CUDA-thread fiber (default 64 KiB)
-    size_t mem_limit;     // CUCC_MEM_LIMIT: device memory per device (default 80 GiB)
-    int devices;          // CUCC_DEVICES: number of devices (default 8)
-    bool random;          // CUCC_SCHEDULE=random: randomize run orders (default sequential)
-    uint64_t seed;        // CUCC_SEED: seed of the random orders (default 1)
+    int threads;         // CUCC_THREADS: OS threads that run blocks (default: all cores)
+    size_t stack_bytes;  // CUCC_STACK_KB: stack of each CUDA-thread fiber (default 64 KiB)
+    size_t mem_limit;    // CUCC_MEM_LIMIT: device memory per device (default 80 GiB)
+    int devices;         // CUCC_DEVICES: number of devices (default 8)
+    bool random;         // CUCC_SCHEDULE=random: randomize run orders (default sequential)
+    uint64_t seed;       // CUCC_SEED: seed of the random orders (default 1)
 };
 const Config& config();
 

@@ -100,8 +100,7 @@ Pool& pool() {
 
 cudaError_t check_launch(const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                          unsigned max_threads) {
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 ||
-        block.z == 0)
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
         return cudaErrorInvalidConfiguration;
     if (block.x > kMaxBlockDim[0] || block.y > kMaxBlockDim[1] || block.z > kMaxBlockDim[2] ||
         (uint64_t)block.x * block.y * block.z > (uint64_t)kMaxThreadsPerBlock)
@@ -170,9 +169,8 @@ cudaError_t run_grid(const Grid& g) {
     return p.trapped ? p.trap_error : cudaSuccess;
 }
 
-void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block,
-                      size_t smem, cudaStream_t stream, unsigned max_threads,
-                      KernelBody thread_body) {
+void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body) {
     static std::atomic<uint64_t> launches{0};
     int device = current_device();
     cudaError_t err = sticky_error(device);
@@ -181,8 +179,8 @@ void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3
         api_return(err);
         return;
     }
-    auto g = std::make_shared<Grid>(Grid{name, std::move(thread_body), grid, block, smem,
-                                         launches++, device});
+    auto g = std::make_shared<Grid>(
+        Grid{name, std::move(thread_body), grid, block, smem, launches++, device});
     // A kernel queued behind a fault does not run, as on a GPU whose context has failed.
     err = stream_enqueue(stream, StreamOp{name, nullptr, [g] {
                                               if (sticky_error(g->device) != cudaSuccess) return;
@@ -257,8 +255,10 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const
 }
 
 static cudaError_t launch_not_supported(const char* what) {
-    fprintf(stderr, "cucc: %s is not supported on the CPU runtime; launch with "
-                    "kernel<<<grid, block, shared_bytes, stream>>>(args...) instead\n", what);
+    fprintf(stderr,
+            "cucc: %s is not supported on the CPU runtime; launch with "
+            "kernel<<<grid, block, shared_bytes, stream>>>(args...) instead\n",
+            what);
     return api_return(cudaErrorNotSupported);
 }
 

@@ -139,9 +139,12 @@ bool is_pinned(const void* p, size_t bytes) {
 cudaError_t check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
     if (count > 0 && (!dst || !src)) return cudaErrorInvalidValue;
     switch (kind) {
-        case cudaMemcpyHostToHost: return cudaSuccess;
-        case cudaMemcpyHostToDevice: return is_device(dst, count) ? cudaSuccess : cudaErrorInvalidValue;
-        case cudaMemcpyDeviceToHost: return is_device(src, count) ? cudaSuccess : cudaErrorInvalidValue;
+        case cudaMemcpyHostToHost:
+            return cudaSuccess;
+        case cudaMemcpyHostToDevice:
+            return is_device(dst, count) ? cudaSuccess : cudaErrorInvalidValue;
+        case cudaMemcpyDeviceToHost:
+            return is_device(src, count) ? cudaSuccess : cudaErrorInvalidValue;
         case cudaMemcpyDeviceToDevice:
             return is_device(dst, count) && is_device(src, count) ? cudaSuccess
                                                                   : cudaErrorInvalidValue;
@@ -150,12 +153,13 @@ cudaError_t check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind 
                            (!is_device(src, 0) || is_device(src, count))
                        ? cudaSuccess
                        : cudaErrorInvalidValue;
-        default: return cudaErrorInvalidMemcpyDirection;
+        default:
+            return cudaErrorInvalidMemcpyDirection;
     }
 }
 
-cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
-                 cudaStream_t stream, bool synchronous) {
+cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
+                 bool synchronous) {
     cudaError_t err = check_copy(dst, src, count, kind);
     if (err != cudaSuccess) return err;
     cudaStream_t s;
@@ -170,10 +174,11 @@ cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
     if (src_pageable) {
         auto snapshot = std::make_shared<std::vector<unsigned char>>(
             (const unsigned char*)src, (const unsigned char*)src + count);
-        return stream_enqueue(s, StreamOp{"cudaMemcpyAsync", nullptr,
-                                          [=] { memcpy(dst, snapshot->data(), count); }});
+        return stream_enqueue(
+            s, StreamOp{"cudaMemcpyAsync", nullptr, [=] { memcpy(dst, snapshot->data(), count); }});
     }
-    return stream_enqueue(s, StreamOp{"cudaMemcpyAsync", nullptr, [=] { memmove(dst, src, count); }});
+    return stream_enqueue(s,
+                          StreamOp{"cudaMemcpyAsync", nullptr, [=] { memmove(dst, src, count); }});
 }
 
 cudaError_t set(void* dst, int value, size_t count, cudaStream_t stream, bool synchronous) {
@@ -242,7 +247,8 @@ cudaError_t cudaFree(void* dev_ptr) { return api_return(release(dev_ptr, true));
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return api_return(allocate(ptr, size, -1)); }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
-    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+    if (flags &
+        ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
         return api_return(cudaErrorInvalidValue);
     return api_return(allocate(ptr, size, -1));
 }
@@ -311,14 +317,14 @@ static cudaError_t symbol_copy(void* dst, const void* src, size_t count, cudaMem
 
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                                cudaMemcpyKind kind) {
-    return api_return(symbol_copy((char*)symbol + offset, src, count, kind,
-                                  cudaMemcpyHostToDevice, cudaStreamLegacy, true));
+    return api_return(symbol_copy((char*)symbol + offset, src, count, kind, cudaMemcpyHostToDevice,
+                                  cudaStreamLegacy, true));
 }
 
 cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count,
                                     size_t offset, cudaMemcpyKind kind, cudaStream_t stream) {
-    return api_return(symbol_copy((char*)symbol + offset, src, count, kind,
-                                  cudaMemcpyHostToDevice, stream, false));
+    return api_return(symbol_copy((char*)symbol + offset, src, count, kind, cudaMemcpyHostToDevice,
+                                  stream, false));
 }
 
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,

@@ -61,7 +61,9 @@ struct Stream {
     uint64_t submitted = 0, done = 0;
     bool running = false;  // its first op was taken off and is running now
     bool destroyed = false;
-    bool blocking() const { return kind != StreamKind::Created || !(flags & cudaStreamNonBlocking); }
+    bool blocking() const {
+        return kind != StreamKind::Created || !(flags & cudaStreamNonBlocking);
+    }
 };
 
 // One cudaEventRecord: done when `stream` has finished `count` ops; ms is when it ran.
@@ -78,16 +80,16 @@ struct Event {
 };
 
 struct StreamState {
-    std::vector<Stream*> all;                   // every stream made (never freed, see above)
-    std::vector<Stream*> scheduled;             // streams that may hold work
-    std::unordered_set<const void*> valid;      // live stream handles (internal pointers)
-    std::vector<Stream*> legacy;                // per device, made on first use
-    std::unordered_set<const void*> events;   // live event handles
+    std::vector<Stream*> all;                // every stream made (never freed, see above)
+    std::vector<Stream*> scheduled;          // streams that may hold work
+    std::unordered_set<const void*> valid;   // live stream handles (internal pointers)
+    std::vector<Stream*> legacy;             // per device, made on first use
+    std::unordered_set<const void*> events;  // live event handles
     uint64_t next_seq = 0;
-    uint64_t pending = 0;                       // queued ops not yet finished
-    int running = 0;                            // ops running now (on any host thread)
+    uint64_t pending = 0;  // queued ops not yet finished
+    int running = 0;       // ops running now (on any host thread)
     uint64_t rng;
-    std::condition_variable_any progress;       // an op finished
+    std::condition_variable_any progress;  // an op finished
 };
 
 StreamState& state() {
@@ -101,7 +103,7 @@ StreamState& state() {
 }
 
 thread_local std::vector<Stream*> tls_per_thread;  // cudaStreamPerThread of each device
-thread_local const char* tls_running_op;            // the op this host thread is running
+thread_local const char* tls_running_op;           // the op this host thread is running
 
 double now_ms() {
     static const auto start = std::chrono::steady_clock::now();
@@ -252,7 +254,8 @@ bool run_work(const std::function<bool()>& done, bool block) {
                 warnings++;
                 for (Stream* t : st.scheduled)
                     if (!t->queue.empty())
-                        fprintf(stderr, "cucc: still waiting after %d s: %s on a stream of device %d\n",
+                        fprintf(stderr,
+                                "cucc: still waiting after %d s: %s on a stream of device %d\n",
                                 60 * warnings, t->queue.front().op.what, t->device);
             }
             continue;
@@ -450,8 +453,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
     if (!fn) return api_return(cudaErrorInvalidValue);
-    return api_return(stream_enqueue(stream, StreamOp{"cudaLaunchHostFunc", nullptr,
-                                                      [=] { fn(user_data); }}));
+    return api_return(
+        stream_enqueue(stream, StreamOp{"cudaLaunchHostFunc", nullptr, [=] { fn(user_data); }}));
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
@@ -485,8 +488,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     Stream* s = lookup(stream);
     if (!e || !s) return api_return(cudaErrorInvalidResourceHandle);
     auto record = std::make_shared<Record>(Record{s, s->submitted + 1, s->device});
-    enqueue(s, StreamOp{"cudaEventRecord", nullptr, [record] { record->ms = now_ms(); }},
-            nullptr);
+    enqueue(s, StreamOp{"cudaEventRecord", nullptr, [record] { record->ms = now_ms(); }}, nullptr);
     e->record = record;
     return cudaSuccess;
 }
@@ -509,13 +511,9 @@ static cudaError_t wait_for_event(cudaEvent_t event, bool block) {
     return done ? cudaSuccess : cudaErrorNotReady;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-    return wait_for_event(event, false);
-}
+cudaError_t cudaEventQuery(cudaEvent_t event) { return wait_for_event(event, false); }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    return wait_for_event(event, true);
-}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return wait_for_event(event, true); }
 
 // Milliseconds between the times the two records ran. Does not run work: an unfinished record
 // gives cudaErrorNotReady.

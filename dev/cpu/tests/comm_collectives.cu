@@ -50,7 +50,9 @@ static int env_int(const char* name, int fallback) {
 
 // A reproducible value in [-1, 1) for (rank, index).
 static float uniform(int rank, size_t i) {
-    return (float)(hash_u32((uint32_t)i * 2654435761u ^ hash_u32((uint32_t)rank + 17u)) >> 8) / 8388608.0f - 1.0f;
+    return (float)(hash_u32((uint32_t)i * 2654435761u ^ hash_u32((uint32_t)rank + 17u)) >> 8) /
+               8388608.0f -
+           1.0f;
 }
 
 static float to_float(float x) { return x; }
@@ -157,7 +159,8 @@ static void check_split(const Comm* c) {
     float got;
     CUDA_CHECK(cudaMemcpy(&got, dev, sizeof(float), cudaMemcpyDeviceToHost));
     expect(got == members_sum, "sum of the parent ranks over a split group", got, members_sum);
-    expect(comm_mean(&half, 1.0) == 1.0, "comm_mean over a split group", comm_mean(&half, 1.0), 1.0);
+    expect(comm_mean(&half, 1.0) == 1.0, "comm_mean over a split group", comm_mean(&half, 1.0),
+           1.0);
     CUDA_CHECK(cudaFree(dev));
     comm_group_free(&half);
 }
@@ -171,14 +174,17 @@ static void check_replicas(const Comm* c) {
     CUDA_CHECK(cudaMalloc(&dev, bytes));
     CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
     std::vector<uint64_t> same(n), changed(n);
-    expect(comm_replicas_agree(&c->dp, dev, bytes, same.data(), (cudaStream_t)0), "replicas agree", 0, 1);
-    for (int r = 1; r < n; r++) expect(same[r] == same[0], "equal buffers hash equally", (double)r, 0);
+    expect(comm_replicas_agree(&c->dp, dev, bytes, same.data(), (cudaStream_t)0), "replicas agree",
+           0, 1);
+    for (int r = 1; r < n; r++)
+        expect(same[r] == same[0], "equal buffers hash equally", (double)r, 0);
     if (c->rank == n - 1) host[bytes - 1] ^= 1;
     CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
     const bool agree = comm_replicas_agree(&c->dp, dev, bytes, changed.data(), (cudaStream_t)0);
     expect(agree == (n == 1), "one flipped bit on the last rank is seen", agree, n == 1);
     expect(changed[n - 1] != same[n - 1], "the last rank's hash changed with its last byte", 0, 1);
-    for (int r = 0; r < n - 1; r++) expect(changed[r] == same[r], "other ranks' hashes unchanged", (double)r, 0);
+    for (int r = 0; r < n - 1; r++)
+        expect(changed[r] == same[r], "other ranks' hashes unchanged", (double)r, 0);
     CUDA_CHECK(cudaFree(dev));
 }
 
@@ -192,28 +198,36 @@ int main(int argc, char** argv) {
     const char* build = "";
     int mpi_initialized = 0;
     MPI_CHECK(MPI_Initialized(&mpi_initialized));
-    expect(mpi_initialized == launched, "MPI initialized exactly when launched", mpi_initialized, launched);
+    expect(mpi_initialized == launched, "MPI initialized exactly when launched", mpi_initialized,
+           launched);
 #else
     const bool launched = false;  // a single-process build never starts MPI
     const char* build = ", single-process build";
 #endif
     expect(c.launched == launched, "launched", c.launched, launched);
-    expect(c.world == (launched ? launched_world : 1), "world", c.world, launched ? launched_world : 1);
-    expect(c.rank == env_int("OMPI_COMM_WORLD_RANK", 0), "rank", c.rank, env_int("OMPI_COMM_WORLD_RANK", 0));
+    expect(c.world == (launched ? launched_world : 1), "world", c.world,
+           launched ? launched_world : 1);
+    expect(c.rank == env_int("OMPI_COMM_WORLD_RANK", 0), "rank", c.rank,
+           env_int("OMPI_COMM_WORLD_RANK", 0));
     const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
     expect(c.local_rank == local_rank, "local rank", c.local_rank, local_rank);
     expect(c.local_world == env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1), "local world", c.local_world,
            env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
-    expect(c.dp.rank == c.rank && c.dp.size == c.world, "dp group spans every rank", c.dp.size, c.world);
+    expect(c.dp.rank == c.rank && c.dp.size == c.world, "dp group spans every rank", c.dp.size,
+           c.world);
     int device = -1;
     CUDA_CHECK(cudaGetDevice(&device));
     expect(device == local_rank, "device = local rank", device, local_rank);
 
     const size_t n = 100003;  // not a multiple of anything NCCL splits on
-    check_allreduce<float>(&c, "float sum of small integers (exact)", n, false, true, 0.0, small_integer);
-    check_allreduce<__nv_bfloat16>(&c, "bf16 sum of small integers (exact)", n, false, true, 0.0, small_integer);
-    check_allreduce<float>(&c, "float average within (n+1) u mean|x|", n, true, false, 0x1p-24, random_value);
-    check_allreduce<__nv_bfloat16>(&c, "bf16 average within (n+1) u mean|x|", n, true, false, 0x1p-8, random_value);
+    check_allreduce<float>(&c, "float sum of small integers (exact)", n, false, true, 0.0,
+                           small_integer);
+    check_allreduce<__nv_bfloat16>(&c, "bf16 sum of small integers (exact)", n, false, true, 0.0,
+                                   small_integer);
+    check_allreduce<float>(&c, "float average within (n+1) u mean|x|", n, true, false, 0x1p-24,
+                           random_value);
+    check_allreduce<__nv_bfloat16>(&c, "bf16 average within (n+1) u mean|x|", n, true, false,
+                                   0x1p-8, random_value);
     check_scalars(&c);
     check_broadcast_and_barrier(&c);
     check_split(&c);
@@ -226,6 +240,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (g_rank == 0)
-        printf("all comm checks passed on %d ranks (launched: %s%s)\n", world, launched ? "yes" : "no", build);
+        printf("all comm checks passed on %d ranks (launched: %s%s)\n", world,
+               launched ? "yes" : "no", build);
     return 0;
 }

@@ -40,9 +40,7 @@ static const double kU32 = 1.0 / (1 << 24);
 
 // ---------------------------------------------------------------------------------------------
 // Host-side values of the three element types.
-static size_t type_size(cudaDataType t) {
-    return t == CUDA_R_32F ? 4 : 2;
-}
+static size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
 static const char* type_name(cudaDataType t) {
     return t == CUDA_R_32F ? "f32" : t == CUDA_R_16BF ? "bf16" : "f16";
 }
@@ -669,12 +667,9 @@ int main(int argc, char** argv) {
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreate(&stream));
     int passed = 0, failed = 0;
-    if (part == "layouts")
-        failed = layouts_part(stream, &passed);
-    else if (part == "epilogues")
-        failed = epilogues_part(stream, &passed);
-    else if (part == "stream")
-        failed = stream_part(stream, &passed);
+    if (part == "layouts") failed = layouts_part(stream, &passed);
+    else if (part == "epilogues") failed = epilogues_part(stream, &passed);
+    else if (part == "stream") failed = stream_part(stream, &passed);
     else {
         fprintf(stderr, "unknown part '%s' (layouts, epilogues or stream)\n", part.c_str());
         return EXIT_FAILURE;

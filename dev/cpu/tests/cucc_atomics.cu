@@ -98,8 +98,10 @@ int main() {
         want.or_u |= 1u << (v % 32);
         want.xor_u ^= v;
         want.add_ull += (unsigned long long)v << 20;
-        want.max_ull = ((unsigned long long)v << 33) > want.max_ull ? (unsigned long long)v << 33 : want.max_ull;
-        want.min_ull = ((unsigned long long)v << 33) < want.min_ull ? (unsigned long long)v << 33 : want.min_ull;
+        want.max_ull = ((unsigned long long)v << 33) > want.max_ull ? (unsigned long long)v << 33
+                                                                    : want.max_ull;
+        want.min_ull = ((unsigned long long)v << 33) < want.min_ull ? (unsigned long long)v << 33
+                                                                    : want.min_ull;
         want.add_f += (float)(v % 8);
         want.add_d += v;
         want.cas_u += 3;

@@ -72,21 +72,32 @@ __global__ void fma_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, const
     if (i == 0) {
         __nv_fp8x4_e4m3 q(fp8_in[0]);
         fp8_roundtrip[0] = float4(q);
-        __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(make_float2(fp8_in[0].x, fp8_in[0].y), __NV_SATFINITE, __NV_E4M3);
+        __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(make_float2(fp8_in[0].x, fp8_in[0].y),
+                                                             __NV_SATFINITE, __NV_E4M3);
         __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
         __half_raw lo, hi;  // the pair's halves as raw bits
         lo.x = h.x;
         hi.x = h.y;
-        fp8_roundtrip[1] = make_float4(__half2float(__half(lo)), __half2float(__half(hi)), 0.0f, 0.0f);
+        fp8_roundtrip[1] =
+            make_float4(__half2float(__half(lo)), __half2float(__half(hi)), 0.0f, 0.0f);
     }
 }
 
 // ---- host references, written from the definitions ----
-int popcount(unsigned long long x) { int n = 0; for (; x; x >>= 1) n += x & 1; return n; }
-int leading_zeros(unsigned long long x, int bits) { int n = 0; for (int b = bits - 1; b >= 0 && !(x >> b & 1); b--) n++; return n; }
+int popcount(unsigned long long x) {
+    int n = 0;
+    for (; x; x >>= 1) n += x & 1;
+    return n;
+}
+int leading_zeros(unsigned long long x, int bits) {
+    int n = 0;
+    for (int b = bits - 1; b >= 0 && !(x >> b & 1); b--) n++;
+    return n;
+}
 unsigned long long reverse_bits(unsigned long long x, int bits) {
     unsigned long long r = 0;
-    for (int b = 0; b < bits; b++) if (x >> b & 1) r |= 1ull << (bits - 1 - b);
+    for (int b = 0; b < bits; b++)
+        if (x >> b & 1) r |= 1ull << (bits - 1 - b);
     return r;
 }
 
@@ -116,7 +127,11 @@ double e4m3_reference(double x, bool saturate, bool* is_nan) {
     *is_nan = false;
     double a = std::fabs(x), step;
     if (a < std::ldexp(1.0, -6)) step = std::ldexp(1.0, -9);
-    else { int e; std::frexp(a, &e); step = std::ldexp(1.0, e - 4); }
+    else {
+        int e;
+        std::frexp(a, &e);
+        step = std::ldexp(1.0, e - 4);
+    }
     double lo = std::floor(a / step) * step;
     double r = nearest_even(a, lo, lo + step, std::fmod(lo / step, 2.0) == 0.0);
     if (r > 448.0) {
@@ -152,31 +167,46 @@ int main() {
         unsigned x = xs[i], y = ys[i];
         unsigned long long xy = ((unsigned long long)x << 32) | y;
         unsigned char bytes[8];
-        for (int k = 0; k < 4; k++) { bytes[k] = x >> (8 * k); bytes[4 + k] = y >> (8 * k); }
+        for (int k = 0; k < 4; k++) {
+            bytes[k] = x >> (8 * k);
+            bytes[4 + k] = y >> (8 * k);
+        }
         unsigned perm = 0;
         for (int k = 0; k < 4; k++) perm |= (unsigned)bytes[(0x5140 >> (4 * k)) & 7] << (8 * k);
         int ffs = 0;
-        for (int b = 0; b < 32; b++) if (x >> b & 1) { ffs = b + 1; break; }
+        for (int b = 0; b < 32; b++)
+            if (x >> b & 1) {
+                ffs = b + 1;
+                break;
+            }
         unsigned s = y % 40 % 32;
-        long long want[kInts] = {
-            popcount(x), leading_zeros(x, 32), ffs, (long long)reverse_bits(x, 32), perm,
-            (long long)(((unsigned long long)x * y) >> 32),
-            (long long)(unsigned)(s ? (y << s) | (x >> (32 - s)) : y),
-            (long long)(unsigned)(s ? (x >> s) | (y << (32 - s)) : x),
-            x, popcount(xy), leading_zeros(xy, 64), (int)y,
-            (long long)(((long long)(int)x * (long long)(int)y) >> 32),
-            (long long)5 + (x > y ? x - y : y - x),
-            (long long)x << 20, (long long)(reverse_bits(xy, 64) >> 3)};
+        long long want[kInts] = {popcount(x),
+                                 leading_zeros(x, 32),
+                                 ffs,
+                                 (long long)reverse_bits(x, 32),
+                                 perm,
+                                 (long long)(((unsigned long long)x * y) >> 32),
+                                 (long long)(unsigned)(s ? (y << s) | (x >> (32 - s)) : y),
+                                 (long long)(unsigned)(s ? (x >> s) | (y << (32 - s)) : x),
+                                 x,
+                                 popcount(xy),
+                                 leading_zeros(xy, 64),
+                                 (int)y,
+                                 (long long)(((long long)(int)x * (long long)(int)y) >> 32),
+                                 (long long)5 + (x > y ? x - y : y - x),
+                                 (long long)x << 20,
+                                 (long long)(reverse_bits(xy, 64) >> 3)};
         for (int k = 0; k < kInts; k++)
             if (o[i * kInts + k] != want[k]) {
-                if (failures < 20) printf("int intrinsic %d of (%08x, %08x): got %llx, want %llx\n", k, x, y,
-                                          (unsigned long long)o[i * kInts + k], (unsigned long long)want[k]);
+                if (failures < 20)
+                    printf("int intrinsic %d of (%08x, %08x): got %llx, want %llx\n", k, x, y,
+                           (unsigned long long)o[i * kInts + k], (unsigned long long)want[k]);
                 failures++;
             }
     }
 
-    std::vector<float> fx = {2.5f, 3.5f, -2.5f, -0.5f, 0.5f, 1.49999988f, -1.5f, 7.0f, 1e10f, -1e10f,
-                             NAN, 0.25f, 1.5f, -0.0f, 3e9f, 0.75f};
+    std::vector<float> fx = {2.5f,  3.5f,   -2.5f, -0.5f, 0.5f, 1.49999988f, -1.5f, 7.0f,
+                             1e10f, -1e10f, NAN,   0.25f, 1.5f, -0.0f,       3e9f,  0.75f};
     const int nf = (int)fx.size();
     float *d_fx, *d_fo;
     int* d_io;
@@ -192,14 +222,18 @@ int main() {
     CUDA_CHECK(cudaMemcpy(fo.data(), d_fo, nf * sizeof(float), cudaMemcpyDeviceToHost));
     for (int i = 0; i < nf; i++) {
         double x = fx[i];
-        auto sat = [](double v, double lo, double hi) { return std::isnan(v) ? 0.0 : v < lo ? lo : v > hi ? hi : v; };
+        auto sat = [](double v, double lo, double hi) {
+            return std::isnan(v) ? 0.0 : v < lo ? lo : v > hi ? hi : v;
+        };
         double lo = std::floor(x), even = nearest_even(x, lo, lo + 1, std::fmod(lo, 2.0) == 0.0);
         double want[5] = {sat(even, INT32_MIN, INT32_MAX), sat(std::trunc(x), INT32_MIN, INT32_MAX),
-                          sat(std::floor(x), INT32_MIN, INT32_MAX), sat(std::ceil(x), INT32_MIN, INT32_MAX),
+                          sat(std::floor(x), INT32_MIN, INT32_MAX),
+                          sat(std::ceil(x), INT32_MIN, INT32_MAX),
                           (double)(int)(unsigned)sat(even, 0, UINT32_MAX)};
         for (int k = 0; k < 5; k++)
             if (io[i * 5 + k] != (int)want[k]) {
-                printf("float conversion %d of %g: got %d, want %d\n", k, x, io[i * 5 + k], (int)want[k]);
+                printf("float conversion %d of %g: got %d, want %d\n", k, x, io[i * 5 + k],
+                       (int)want[k]);
                 failures++;
             }
         double s = std::isnan(x) ? 0.0 : x < 0 ? 0.0 : x > 1 ? 1.0 : x;
@@ -210,10 +244,12 @@ int main() {
     }
 
     // bf16 and fp8: ties, values near the top of the fp8 ranges, subnormals, random values.
-    std::vector<float> lx = {1.0f, 1.00390625f, 1.01171875f, -1.00390625f, 3.0e38f, 1e-40f, 0.0f, -0.0f,
-                             1.0625f, 1.1875f, 448.0f, 464.0f, 479.0f, 480.0f, 1000.0f, -1000.0f,
-                             0.001953125f, 0.0029296875f, 57344.0f, 61440.0f, 1e6f};
-    for (int i = 0; i < 200; i++) lx.push_back(((float)rand() / RAND_MAX - 0.5f) * std::ldexp(1.0f, rand() % 30 - 15));
+    std::vector<float> lx = {
+        1.0f,    1.00390625f, 1.01171875f,  -1.00390625f,  3.0e38f,  1e-40f,   0.0f,
+        -0.0f,   1.0625f,     1.1875f,      448.0f,        464.0f,   479.0f,   480.0f,
+        1000.0f, -1000.0f,    0.001953125f, 0.0029296875f, 57344.0f, 61440.0f, 1e6f};
+    for (int i = 0; i < 200; i++)
+        lx.push_back(((float)rand() / RAND_MAX - 0.5f) * std::ldexp(1.0f, rand() % 30 - 15));
     const int nl = (int)lx.size();
     float* d_lx;
     unsigned short* d_bf;
@@ -252,7 +288,8 @@ int main() {
         double want_sat = e4m3_reference(lx[i], true, &nan);
         double want_nosat = e4m3_reference(lx[i], false, &nan);
         bool got_nan = (q2[i] & 0x7f) == 0x7f;
-        if (e4m3_value(q1[i]) != want_sat || got_nan != nan || (!nan && e4m3_value(q2[i]) != want_nosat)) {
+        if (e4m3_value(q1[i]) != want_sat || got_nan != nan ||
+            (!nan && e4m3_value(q2[i]) != want_nosat)) {
             printf("fp8 e4m3 of %.9g: %02x (sat) %02x (nosat), want %g / %s\n", lx[i], q1[i], q2[i],
                    want_sat, nan ? "NaN" : "finite");
             failures++;
@@ -266,7 +303,8 @@ int main() {
         double r = nearest_even(a, lo, lo + step, std::fmod(lo / step, 2.0) == 0.0);
         r = r > 57344.0 ? 57344.0 : r;
         if (e5m2_value(q3[i]) != (lx[i] < 0 ? -r : r)) {
-            printf("fp8 e5m2 of %.9g: %02x = %g, want %g\n", lx[i], q3[i], e5m2_value(q3[i]), lx[i] < 0 ? -r : r);
+            printf("fp8 e5m2 of %.9g: %02x = %g, want %g\n", lx[i], q3[i], e5m2_value(q3[i]),
+                   lx[i] < 0 ? -r : r);
             failures++;
         }
     }
@@ -298,16 +336,18 @@ int main() {
     CUDA_CHECK(cudaMemcpy(q, d_q, sizeof(q), cudaMemcpyDeviceToHost));
     for (int i = 0; i < 4; i++)
         if (__bfloat162float(out[i]) != want_fma[i]) {
-            printf("__hfma(1.0625, 1.0625, %g) = %.9g, want %.9g\n", cs[i], __bfloat162float(out[i]), want_fma[i]);
+            printf("__hfma(1.0625, 1.0625, %g) = %.9g, want %.9g\n", cs[i],
+                   __bfloat162float(out[i]), want_fma[i]);
             failures++;
         }
     bool nan;
-    float want_q[4] = {(float)e4m3_reference(qin.x, true, &nan), (float)e4m3_reference(qin.y, true, &nan),
-                       (float)e4m3_reference(qin.z, true, &nan), (float)e4m3_reference(qin.w, true, &nan)};
+    float want_q[4] = {
+        (float)e4m3_reference(qin.x, true, &nan), (float)e4m3_reference(qin.y, true, &nan),
+        (float)e4m3_reference(qin.z, true, &nan), (float)e4m3_reference(qin.w, true, &nan)};
     if (q[0].x != want_q[0] || q[0].y != want_q[1] || q[0].z != want_q[2] || q[0].w != want_q[3] ||
         q[1].x != want_q[0] || q[1].y != want_q[1]) {
-        printf("fp8x4/x2 round trip: (%g %g %g %g) (%g %g), want (%g %g %g %g)\n", q[0].x, q[0].y, q[0].z,
-               q[0].w, q[1].x, q[1].y, want_q[0], want_q[1], want_q[2], want_q[3]);
+        printf("fp8x4/x2 round trip: (%g %g %g %g) (%g %g), want (%g %g %g %g)\n", q[0].x, q[0].y,
+               q[0].z, q[0].w, q[1].x, q[1].y, want_q[0], want_q[1], want_q[2], want_q[3]);
         failures++;
     }
     printf("%s: %d mismatches\n", failures ? "FAILED" : "OK", failures);

@@ -58,15 +58,16 @@ int main() {
             if (variant == 0) reverse_kernel<<<blocks, 128, smem>>>(d_in, d_out, per_block);
             else reverse_file_scope<<<blocks, 96, smem>>>(d_in, d_out, per_block);
             CUDA_CHECK(cudaGetLastError());
-            CUDA_CHECK(cudaMemcpy(got.data(), d_out, blocks * per_block * sizeof(float), cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(got.data(), d_out, blocks * per_block * sizeof(float),
+                                  cudaMemcpyDeviceToHost));
             for (int b = 0; b < blocks; b++)
                 for (int i = 0; i < per_block; i++) {
                     float want = h[(size_t)b * per_block + per_block - 1 - i];
                     if (got[(size_t)b * per_block + i] != want) {
                         if (failures < 10)
                             printf("%s, %d per block: block %d [%d] = %g, want %g\n",
-                                   variant ? "namespace-scope array" : "kernel array", per_block,
-                                   b, i, got[(size_t)b * per_block + i], want);
+                                   variant ? "namespace-scope array" : "kernel array", per_block, b,
+                                   i, got[(size_t)b * per_block + i], want);
                         failures++;
                     }
                 }

@@ -13,10 +13,14 @@ __global__ void __launch_bounds__(256) bounded_kernel(int* flag) { atomicAdd(fla
 __launch_bounds__(128, 2) __global__ void bound_first_kernel(int* flag) { atomicAdd(flag, 1); }
 
 template <int N>
-__global__ void __launch_bounds__(N) template_bound_kernel(int* flag) { atomicAdd(flag, 1); }
+__global__ void __launch_bounds__(N) template_bound_kernel(int* flag) {
+    atomicAdd(flag, 1);
+}
 
 template <class T>
-__global__ void __launch_bounds__(64) deduced_kernel(T* flag) { atomicAdd(flag, (T)1); }
+__global__ void __launch_bounds__(64) deduced_kernel(T* flag) {
+    atomicAdd(flag, (T)1);
+}
 
 __global__ void declared_first_kernel(int* flag);
 __global__ void __launch_bounds__(32) declared_first_kernel(int* flag) { atomicAdd(flag, 1); }
@@ -47,7 +51,8 @@ void expect(const char* what, int* flag, cudaError_t want, int want_threads) {
 
 int main() {
     int* flag;
-    if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess || cudaMemset(flag, 0, sizeof(int)) != cudaSuccess)
+    if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess ||
+        cudaMemset(flag, 0, sizeof(int)) != cudaSuccess)
         return 1;
     const cudaError_t too_many = cudaErrorLaunchOutOfResources;
     bounded_kernel<<<1, 512>>>(flag);

@@ -9,7 +9,8 @@
 #include "test_util.h"
 
 __global__ void flag_kernel(int* flag) {
-    if (threadIdx.x + threadIdx.y + threadIdx.z + blockIdx.x + blockIdx.y + blockIdx.z == 0) *flag = 1;
+    if (threadIdx.x + threadIdx.y + threadIdx.z + blockIdx.x + blockIdx.y + blockIdx.z == 0)
+        *flag = 1;
 }
 
 // Fills all of its dynamic shared memory and checks it reads back; sets *flag to 1 if so.
@@ -18,7 +19,8 @@ __global__ void smem_kernel(int* flag, int words) {
     for (int i = threadIdx.x; i < words; i += blockDim.x) buf[i] = i * 7;
     __syncthreads();
     int ok = 1;
-    for (int i = threadIdx.x; i < words; i += blockDim.x) ok &= buf[(i + 1) % words] == ((i + 1) % words) * 7;
+    for (int i = threadIdx.x; i < words; i += blockDim.x)
+        ok &= buf[(i + 1) % words] == ((i + 1) % words) * 7;
     if (__syncthreads_and(ok) && threadIdx.x == 0) *flag = 1;
 }
 
@@ -44,7 +46,8 @@ void expect_rejected(const char* what, cudaError_t want) {
         failures++;
     }
     if (again != cudaSuccess || sync != cudaSuccess) {
-        printf("  the error is sticky: then %s, synchronize %s\n", cudaGetErrorName(again), cudaGetErrorName(sync));
+        printf("  the error is sticky: then %s, synchronize %s\n", cudaGetErrorName(again),
+               cudaGetErrorName(sync));
         failures++;
     }
     if (ran) {
@@ -107,17 +110,20 @@ int main() {
     smem_kernel<<<1, 256, 48 * kib + 4>>>(d_flag, 48 * kib / 4 + 1);
     expect_rejected("48 KiB + 4 bytes without the attribute", cudaErrorInvalidValue);
 
-    CUDA_CHECK(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * kib));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * kib));
     smem_kernel<<<1, 256, 100 * kib>>>(d_flag, 100 * kib / 4);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
-    printf("%-44s -> %s\n", "100 KiB with the attribute set to 100 KiB", read_flag() ? "ran" : "did not run");
+    printf("%-44s -> %s\n", "100 KiB with the attribute set to 100 KiB",
+           read_flag() ? "ran" : "did not run");
     if (read_flag() != 1) failures++;
     CUDA_CHECK(cudaMemset(d_flag, 0, sizeof(int)));
     smem_kernel<<<1, 256, 100 * kib + 4>>>(d_flag, 100 * kib / 4 + 1);
     expect_rejected("100 KiB + 4 bytes with the attribute", cudaErrorInvalidValue);
 
-    cudaError_t too_big = cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * kib);
+    cudaError_t too_big =
+        cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * kib);
     printf("%-44s -> %s\n", "attribute set to 228 KiB", cudaGetErrorName(too_big));
     if (too_big != cudaErrorInvalidValue) failures++;
     cudaGetLastError();

@@ -21,8 +21,9 @@ int main() {
     cudaError_t ex = cudaLaunchKernelEx(&config, set_kernel, d, value);
     cudaGetLastError();
     if (cudaMemcpy(&back, d, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) return 1;
-    printf("cudaLaunchKernel: %s (last error %s), cudaLaunchKernelEx: %s, kernel wrote %d (want 0)\n",
-           cudaGetErrorName(plain), cudaGetErrorName(last), cudaGetErrorName(ex), back);
+    printf(
+        "cudaLaunchKernel: %s (last error %s), cudaLaunchKernelEx: %s, kernel wrote %d (want 0)\n",
+        cudaGetErrorName(plain), cudaGetErrorName(last), cudaGetErrorName(ex), back);
     return plain == cudaErrorNotSupported && last == cudaErrorNotSupported &&
                    ex == cudaErrorNotSupported && back == 0
                ? 0

@@ -64,7 +64,8 @@ int main() {
         auto t0 = std::chrono::steady_clock::now();
         layernorm_forward_kernel<<<grid, block>>>(d_out, d_inp, d_w, d_b, N, C);
         CUDA_CHECK(cudaDeviceSynchronize());
-        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
         best_ms = ms < best_ms ? ms : best_ms;
     }
     CUDA_CHECK(cudaMemcpy(out.data(), d_out, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -83,9 +84,10 @@ int main() {
         }
     }
     const double bound_ms = 100.0, bound_err = 1e-4;
-    printf("layernorm %d x %d, warp per row: best of %d launches %.1f ms (bound %.0f ms), "
-           "max abs error %.2e (bound %.0e)\n",
-           N, C, launches, best_ms, bound_ms, max_err, bound_err);
+    printf(
+        "layernorm %d x %d, warp per row: best of %d launches %.1f ms (bound %.0f ms), "
+        "max abs error %.2e (bound %.0e)\n",
+        N, C, launches, best_ms, bound_ms, max_err, bound_err);
     CUDA_CHECK(cudaFree(d_inp));
     CUDA_CHECK(cudaFree(d_out));
     CUDA_CHECK(cudaFree(d_w));

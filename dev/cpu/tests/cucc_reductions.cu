@@ -91,7 +91,8 @@ int main() {
         CUDA_CHECK(cudaMemcpy(got.data(), d_out, rows * sizeof(long long), cudaMemcpyDeviceToHost));
         for (int r = 0; r < rows; r++)
             if (got[r] != want[r]) {
-                printf("tree reduction, %d threads, row %d: got %lld, want %lld\n", threads, r, got[r], want[r]);
+                printf("tree reduction, %d threads, row %d: got %lld, want %lld\n", threads, r,
+                       got[r], want[r]);
                 failures++;
             }
     }
@@ -102,7 +103,8 @@ int main() {
         CUDA_CHECK(cudaMemcpy(got.data(), d_out, rows * sizeof(long long), cudaMemcpyDeviceToHost));
         for (int r = 0; r < rows; r++)
             if (got[r] != want[r]) {
-                printf("warp reduction, %d threads, row %d: got %lld, want %lld\n", threads, r, got[r], want[r]);
+                printf("warp reduction, %d threads, row %d: got %lld, want %lld\n", threads, r,
+                       got[r], want[r]);
                 failures++;
             }
     }

@@ -13,8 +13,9 @@ __global__ void shuffle_pairs_kernel(float* out) {
     int lane = threadIdx.x;
     __nv_bfloat162 b = __floats2bfloat162_rn((float)lane, (float)(lane + 100));
     __half2 h = __floats2half2_rn((float)lane, (float)(lane + 100));
-    __nv_bfloat162 rb[4] = {__shfl_sync(0xffffffffu, b, 31 - lane), __shfl_up_sync(0xffffffffu, b, 3),
-                            __shfl_down_sync(0xffffffffu, b, 5), __shfl_xor_sync(0xffffffffu, b, 6)};
+    __nv_bfloat162 rb[4] = {__shfl_sync(0xffffffffu, b, 31 - lane),
+                            __shfl_up_sync(0xffffffffu, b, 3), __shfl_down_sync(0xffffffffu, b, 5),
+                            __shfl_xor_sync(0xffffffffu, b, 6)};
     __half2 rh[4] = {__shfl_sync(0xffffffffu, h, 31 - lane), __shfl_up_sync(0xffffffffu, h, 3),
                      __shfl_down_sync(0xffffffffu, h, 5), __shfl_xor_sync(0xffffffffu, h, 6)};
     for (int k = 0; k < 4; k++) {
@@ -40,15 +41,16 @@ int main() {
     int bad = 0;
     for (int k = 0; k < 4; k++) {
         for (int lane = 0; lane < 32; lane++) {
-            int src = k == 0 ? 31 - lane
-                    : k == 1 ? (lane >= 3 ? lane - 3 : lane)
-                    : k == 2 ? (lane + 5 < 32 ? lane + 5 : lane)
-                             : lane ^ 6;
+            int src = k == 0   ? 31 - lane
+                      : k == 1 ? (lane >= 3 ? lane - 3 : lane)
+                      : k == 2 ? (lane + 5 < 32 ? lane + 5 : lane)
+                               : lane ^ 6;
             const float* o = out + (k * 32 + lane) * 4;
             for (int j = 0; j < 4; j++) {
                 float want = (float)(src + (j % 2) * 100);
                 if (o[j] != want && bad++ < 5)
-                    printf("FAIL: %s lane %d value %d: %g, want %g\n", kinds[k], lane, j, o[j], want);
+                    printf("FAIL: %s lane %d value %d: %g, want %g\n", kinds[k], lane, j, o[j],
+                           want);
             }
         }
     }

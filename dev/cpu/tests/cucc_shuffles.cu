@@ -19,13 +19,31 @@ const char* kModeNames[] = {"shfl", "shfl_up", "shfl_down", "shfl_xor"};
 // Value held by thread t (distinct per thread, exactly representable in every type).
 __host__ __device__ int seed_value(int t) { return 3 * t + 1; }
 
-template <class T> __host__ __device__ T make_value(int v) { return (T)v; }
-template <> __host__ __device__ __nv_bfloat16 make_value<__nv_bfloat16>(int v) { return __int2bfloat16_rn(v); }
-template <> __host__ __device__ __half make_value<__half>(int v) { return __int2half_rn(v); }
+template <class T>
+__host__ __device__ T make_value(int v) {
+    return (T)v;
+}
+template <>
+__host__ __device__ __nv_bfloat16 make_value<__nv_bfloat16>(int v) {
+    return __int2bfloat16_rn(v);
+}
+template <>
+__host__ __device__ __half make_value<__half>(int v) {
+    return __int2half_rn(v);
+}
 
-template <class T> __host__ __device__ int value_id(T x) { return (int)x; }
-template <> __host__ __device__ int value_id<__nv_bfloat16>(__nv_bfloat16 x) { return (int)__bfloat162float(x); }
-template <> __host__ __device__ int value_id<__half>(__half x) { return (int)__half2float(x); }
+template <class T>
+__host__ __device__ int value_id(T x) {
+    return (int)x;
+}
+template <>
+__host__ __device__ int value_id<__nv_bfloat16>(__nv_bfloat16 x) {
+    return (int)__bfloat162float(x);
+}
+template <>
+__host__ __device__ int value_id<__half>(__half x) {
+    return (int)__half2float(x);
+}
 
 // Each thread shuffles its value with argument b and records which thread's value it got.
 template <class T>
@@ -34,10 +52,18 @@ __global__ void shuffle_kernel(int* out, Mode mode, int b, int width) {
     T v = make_value<T>(seed_value(t));
     T r;
     switch (mode) {
-    case kIndex: r = __shfl_sync(0xffffffffu, v, b, width); break;
-    case kUp: r = __shfl_up_sync(0xffffffffu, v, (unsigned)b, width); break;
-    case kDown: r = __shfl_down_sync(0xffffffffu, v, (unsigned)b, width); break;
-    default: r = __shfl_xor_sync(0xffffffffu, v, b, width); break;
+        case kIndex:
+            r = __shfl_sync(0xffffffffu, v, b, width);
+            break;
+        case kUp:
+            r = __shfl_up_sync(0xffffffffu, v, (unsigned)b, width);
+            break;
+        case kDown:
+            r = __shfl_down_sync(0xffffffffu, v, (unsigned)b, width);
+            break;
+        default:
+            r = __shfl_xor_sync(0xffffffffu, v, b, width);
+            break;
     }
     out[t] = value_id(r);
 }
@@ -46,13 +72,16 @@ __global__ void shuffle_kernel(int* out, Mode mode, int b, int width) {
 int expected_source(int lane, Mode mode, int b, int width) {
     int segment = lane / width, first = segment * width;
     switch (mode) {
-    case kIndex: return first + ((b % width) + width) % width;
-    case kUp: return lane - first >= b ? lane - b : lane;
-    case kDown: return lane - first + b < width ? lane + b : lane;
-    default: {
-        int src = lane ^ b;
-        return (src > 31 || src / width > segment) ? lane : src;
-    }
+        case kIndex:
+            return first + ((b % width) + width) % width;
+        case kUp:
+            return lane - first >= b ? lane - b : lane;
+        case kDown:
+            return lane - first + b < width ? lane + b : lane;
+        default: {
+            int src = lane ^ b;
+            return (src > 31 || src / width > segment) ? lane : src;
+        }
     }
 }
 
@@ -74,7 +103,8 @@ int check_type(const char* type_name, int* d_out) {
                     if (got[t] != seed_value(src)) {
                         if (failures < 10)
                             printf("%s<%s> width %d b %d thread %d: got value of %d, want %d\n",
-                                   kModeNames[mode], type_name, width, b, t, got[t], seed_value(src));
+                                   kModeNames[mode], type_name, width, b, t, got[t],
+                                   seed_value(src));
                         failures++;
                     }
                 }

@@ -68,10 +68,11 @@ int main() {
         if (g.active != active || g.ballot != ballot || g.any != (ballot != 0) ||
             g.all != (ballot == active) || g.match != match || g.sum != sum ||
             g.odd_lanes_ballot != odd) {
-            printf("thread %d: active %08x ballot %08x any %d all %d match %08x sum %d odd %08x; "
-                   "want %08x %08x %d %d %08x %d %08x\n", t, g.active, g.ballot, g.any, g.all,
-                   g.match, g.sum, g.odd_lanes_ballot, active, ballot, ballot != 0,
-                   ballot == active, match, sum, odd);
+            printf(
+                "thread %d: active %08x ballot %08x any %d all %d match %08x sum %d odd %08x; "
+                "want %08x %08x %d %d %08x %d %08x\n",
+                t, g.active, g.ballot, g.any, g.all, g.match, g.sum, g.odd_lanes_ballot, active,
+                ballot, ballot != 0, ballot == active, match, sum, odd);
             failures++;
         }
     }

@@ -27,9 +27,7 @@
 #include "test_util.h"
 
 static const int VOCAB = 60000;
-static int token_at(int shard, int pos) {
-    return 1000 * shard + pos;
-}
+static int token_at(int shard, int pos) { return 1000 * shard + pos; }
 
 // Writes a shard: header fields as given, then `tokens`, then `extra` stray bytes.
 static void write_shard(const std::string& path, const std::vector<uint16_t>& tokens,
@@ -100,9 +98,8 @@ static void expect_rejected(const std::string& pattern, int B, int T, const char
 }
 
 int main(int argc, char** argv) {
-    std::string dir = directory_argument(argc, argv,
-                                  "FIXTURE_DIR (written by dev/data/make_fixture.py --what prepared)",
-                                  false);
+    std::string dir = directory_argument(
+        argc, argv, "FIXTURE_DIR (written by dev/data/make_fixture.py --what prepared)", false);
     std::string good = dir + "/good";
     mkdir(good.c_str(), 0755);
     // Shard sizes: an empty shard, one too small for a batch, and three usable ones.

@@ -122,9 +122,7 @@ static void expect_rejected(const std::string& path, const std::string& data, co
     if (rc == 0) tokenizer_free(&tok);
 }
 
-static void set_i32(std::string* d, size_t offset, int32_t v) {
-    memcpy(&(*d)[offset], &v, 4);
-}
+static void set_i32(std::string* d, size_t offset, int32_t v) { memcpy(&(*d)[offset], &v, 4); }
 
 int main(int argc, char** argv) {
     std::string dir =

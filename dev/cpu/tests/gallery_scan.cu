@@ -41,7 +41,8 @@ __global__ void block_scan(const int* in, int* out, int* sums, int n) {
     __syncthreads();
     // temp holds the exclusive scan; add the element itself for the inclusive one
     if (base + 2 * tid < n) out[base + 2 * tid] = temp[2 * tid] + in[base + 2 * tid];
-    if (base + 2 * tid + 1 < n) out[base + 2 * tid + 1] = temp[2 * tid + 1] + in[base + 2 * tid + 1];
+    if (base + 2 * tid + 1 < n)
+        out[base + 2 * tid + 1] = temp[2 * tid + 1] + in[base + 2 * tid + 1];
     if (tid == 0) sums[blockIdx.x] = total;
 }
 

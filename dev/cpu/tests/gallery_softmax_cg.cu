@@ -46,7 +46,8 @@ int main() {
         for (int c = 0; c < C; c++) m = std::fmax(m, inp[(size_t)r * C + c]);
         for (int c = 0; c < C; c++) s += std::exp(inp[(size_t)r * C + c] - m);
         for (int c = 0; c < C; c++)
-            max_err = std::fmax(max_err, std::fabs(out[(size_t)r * C + c] - std::exp(inp[(size_t)r * C + c] - m) / s));
+            max_err = std::fmax(max_err, std::fabs(out[(size_t)r * C + c] -
+                                                   std::exp(inp[(size_t)r * C + c] - m) / s));
     }
     printf("softmax %d x %d: max abs error %.3e (bound 1e-6)\n", N, C, max_err);
     CUDA_CHECK(cudaFree(d_inp));

@@ -16,7 +16,8 @@ __global__ void sum_single_pass(const double* in, double* partial, double* resul
     __shared__ double sdata[256];
     __shared__ bool am_last;
     double s = 0.0;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += in[i];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        s += in[i];
     sdata[threadIdx.x] = s;
     __syncthreads();
     for (int k = blockDim.x / 2; k > 0; k >>= 1) {
@@ -45,8 +46,10 @@ __global__ void matmul_tiled(const float* A, const float* B, float* C, int M, in
     int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
     float acc = 0.0f;
     for (int t = 0; t < K; t += TILE) {
-        As[threadIdx.y][threadIdx.x] = row < M && t + threadIdx.x < K ? A[row * K + t + threadIdx.x] : 0.0f;
-        Bs[threadIdx.y][threadIdx.x] = col < N && t + threadIdx.y < K ? B[(t + threadIdx.y) * N + col] : 0.0f;
+        As[threadIdx.y][threadIdx.x] =
+            row < M && t + threadIdx.x < K ? A[row * K + t + threadIdx.x] : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] =
+            col < N && t + threadIdx.y < K ? B[(t + threadIdx.y) * N + col] : 0.0f;
         __syncthreads();
         for (int k = 0; k < TILE; k++) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
         __syncthreads();
@@ -85,7 +88,8 @@ int main() {
     CUDA_CHECK(cudaMalloc(&dC, C.size() * sizeof(float)));
     CUDA_CHECK(cudaMemcpy(dA, A.data(), A.size() * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dB, B.data(), B.size() * sizeof(float), cudaMemcpyHostToDevice));
-    matmul_tiled<<<dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE), dim3(TILE, TILE)>>>(dA, dB, dC, M, N, K);
+    matmul_tiled<<<dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE), dim3(TILE, TILE)>>>(
+        dA, dB, dC, M, N, K);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaMemcpy(C.data(), dC, C.size() * sizeof(float), cudaMemcpyDeviceToHost));
     int bad = 0;

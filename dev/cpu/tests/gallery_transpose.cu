@@ -15,12 +15,14 @@ __global__ void transpose_kernel(float* out, const float* in, int rows, int cols
     int x = blockIdx.x * TILE_DIM + threadIdx.x;
     int y = blockIdx.y * TILE_DIM + threadIdx.y;
     for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(y + j) * cols + x];
+        if (x < cols && y + j < rows)
+            tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(y + j) * cols + x];
     __syncthreads();
     x = blockIdx.y * TILE_DIM + threadIdx.x;
     y = blockIdx.x * TILE_DIM + threadIdx.y;
     for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        if (x < rows && y + j < cols) out[(size_t)(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+        if (x < rows && y + j < cols)
+            out[(size_t)(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
 }
 
 int main() {

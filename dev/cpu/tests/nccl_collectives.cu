@@ -38,38 +38,56 @@ struct TypeInfo {
     bool is_signed;
 };
 static const TypeInfo kTypes[] = {
-    {ncclInt8, "int8", 1, false, true},          {ncclUint8, "uint8", 1, false, false},
-    {ncclInt32, "int32", 4, false, true},        {ncclUint32, "uint32", 4, false, false},
-    {ncclInt64, "int64", 8, false, true},        {ncclUint64, "uint64", 8, false, false},
-    {ncclFloat16, "float16", 2, true, true},     {ncclFloat32, "float32", 4, true, true},
-    {ncclFloat64, "float64", 8, true, true},     {ncclBfloat16, "bfloat16", 2, true, true},
-    {ncclFloat8e4m3, "fp8e4m3", 1, true, true},  {ncclFloat8e5m2, "fp8e5m2", 1, true, true},
+    {ncclInt8, "int8", 1, false, true},         {ncclUint8, "uint8", 1, false, false},
+    {ncclInt32, "int32", 4, false, true},       {ncclUint32, "uint32", 4, false, false},
+    {ncclInt64, "int64", 8, false, true},       {ncclUint64, "uint64", 8, false, false},
+    {ncclFloat16, "float16", 2, true, true},    {ncclFloat32, "float32", 4, true, true},
+    {ncclFloat64, "float64", 8, true, true},    {ncclBfloat16, "bfloat16", 2, true, true},
+    {ncclFloat8e4m3, "fp8e4m3", 1, true, true}, {ncclFloat8e5m2, "fp8e5m2", 1, true, true},
 };
 static const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
 
 static double load_float(const TypeInfo& t, const void* p) {
     switch (t.type) {
-        case ncclFloat16: return (double)__half2float(*(const __half*)p);
-        case ncclBfloat16: return (double)__bfloat162float(*(const __nv_bfloat16*)p);
-        case ncclFloat32: return *(const float*)p;
-        case ncclFloat64: return *(const double*)p;
+        case ncclFloat16:
+            return (double)__half2float(*(const __half*)p);
+        case ncclBfloat16:
+            return (double)__bfloat162float(*(const __nv_bfloat16*)p);
+        case ncclFloat32:
+            return *(const float*)p;
+        case ncclFloat64:
+            return *(const double*)p;
         case ncclFloat8e4m3:
-            return (double)__half2float(__half(__nv_cvt_fp8_to_halfraw(*(const uint8_t*)p, __NV_E4M3)));
+            return (double)__half2float(
+                __half(__nv_cvt_fp8_to_halfraw(*(const uint8_t*)p, __NV_E4M3)));
         default:
-            return (double)__half2float(__half(__nv_cvt_fp8_to_halfraw(*(const uint8_t*)p, __NV_E5M2)));
+            return (double)__half2float(
+                __half(__nv_cvt_fp8_to_halfraw(*(const uint8_t*)p, __NV_E5M2)));
     }
 }
 
 // Rounds v to the type (to nearest even; fp8 saturates to its largest finite value).
 static void store_float(const TypeInfo& t, void* p, double v) {
     switch (t.type) {
-        case ncclFloat16: *(__half*)p = __double2half(v); break;
-        case ncclBfloat16: *(__nv_bfloat16*)p = __double2bfloat16(v); break;
-        case ncclFloat32: *(float*)p = (float)v; break;
-        case ncclFloat64: *(double*)p = v; break;
-        case ncclFloat8e4m3: *(uint8_t*)p = __nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E4M3); break;
-        default: *(uint8_t*)p = __nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E5M2); break;
+        case ncclFloat16:
+            *(__half*)p = __double2half(v);
+            break;
+        case ncclBfloat16:
+            *(__nv_bfloat16*)p = __double2bfloat16(v);
+            break;
+        case ncclFloat32:
+            *(float*)p = (float)v;
+            break;
+        case ncclFloat64:
+            *(double*)p = v;
+            break;
+        case ncclFloat8e4m3:
+            *(uint8_t*)p = __nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+            break;
+        default:
+            *(uint8_t*)p = __nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
+            break;
     }
 }
 
@@ -89,11 +107,16 @@ static bool int_less(const TypeInfo& t, uint64_t a, uint64_t b) {
 static double avg_scale(const TypeInfo& t, int n) {
     float f = (float)(1.0 / n);
     switch (t.type) {
-        case ncclFloat16: case ncclFloat8e4m3: case ncclFloat8e5m2:
+        case ncclFloat16:
+        case ncclFloat8e4m3:
+        case ncclFloat8e5m2:
             return (double)__half2float(__float2half(f));
-        case ncclBfloat16: return (double)__bfloat162float(__float2bfloat16(f));
-        case ncclFloat32: return (double)f;
-        default: return 1.0 / n;
+        case ncclBfloat16:
+            return (double)__bfloat162float(__float2bfloat16(f));
+        case ncclFloat32:
+            return (double)f;
+        default:
+            return 1.0 / n;
     }
 }
 
@@ -112,11 +135,11 @@ static void host_reduce(const TypeInfo& t, ncclRedOp_t op, int n,
                     store_float(t, tmp, x * avg_scale(t, n));
                     x = load_float(t, tmp);
                 }
-                double v = r == 0 ? x
-                         : op == ncclProd ? acc * x
-                         : op == ncclMax ? (acc > x ? acc : x)
-                         : op == ncclMin ? (acc < x ? acc : x)
-                                         : acc + x;
+                double v = r == 0           ? x
+                           : op == ncclProd ? acc * x
+                           : op == ncclMax  ? (acc > x ? acc : x)
+                           : op == ncclMin  ? (acc < x ? acc : x)
+                                            : acc + x;
                 store_float(t, o, v);
                 acc = load_float(t, o);
             }
@@ -124,11 +147,11 @@ static void host_reduce(const TypeInfo& t, ncclRedOp_t op, int n,
             uint64_t acc = 0;
             for (int r = 0; r < n; r++) {
                 uint64_t x = load_int(t, &in[r][(offset + i) * t.size]);
-                acc = r == 0 ? x
-                    : op == ncclProd ? acc * x
-                    : op == ncclMax ? (int_less(t, acc, x) ? x : acc)
-                    : op == ncclMin ? (int_less(t, x, acc) ? x : acc)
-                                    : acc + x;
+                acc = r == 0           ? x
+                      : op == ncclProd ? acc * x
+                      : op == ncclMax  ? (int_less(t, acc, x) ? x : acc)
+                      : op == ncclMin  ? (int_less(t, x, acc) ? x : acc)
+                                       : acc + x;
                 uint8_t tmp[8];
                 store_int(t, tmp, acc);  // wrap to the type's width at every step
                 acc = load_int(t, tmp);
@@ -153,7 +176,8 @@ static uint64_t mix(uint64_t x) {
 static std::vector<uint8_t> make_input(const TypeInfo& t, int op_index, int rank, size_t count) {
     std::vector<uint8_t> v(count * t.size);
     for (size_t i = 0; i < count; i++) {
-        uint64_t h = mix((uint64_t)t.type << 48 ^ (uint64_t)op_index << 40 ^ (uint64_t)rank << 32 ^ i);
+        uint64_t h =
+            mix((uint64_t)t.type << 48 ^ (uint64_t)op_index << 40 ^ (uint64_t)rank << 32 ^ i);
         if (!t.floating) {
             store_int(t, &v[i * t.size], h);
             continue;
@@ -226,13 +250,15 @@ int main(int argc, char** argv) {
         std::vector<Expect> expects;
         auto expect = [&](const char* what, bool in_place, Buffer buf, std::vector<uint8_t> want) {
             Expect e;
-            snprintf(e.what, sizeof(e.what), "%s (%s)", what, in_place ? "in place" : "out of place");
+            snprintf(e.what, sizeof(e.what), "%s (%s)", what,
+                     in_place ? "in place" : "out of place");
             e.buf = buf;
             e.want = std::move(want);
             expects.push_back(std::move(e));
         };
         auto upload = [&](Buffer& b, size_t offset, const std::vector<uint8_t>& data) {
-            CUDA_CHECK(cudaMemcpy(b.dev + offset, data.data(), data.size(), cudaMemcpyHostToDevice));
+            CUDA_CHECK(
+                cudaMemcpy(b.dev + offset, data.data(), data.size(), cudaMemcpyHostToDevice));
         };
         auto poisoned = [&](size_t bytes) { return std::vector<uint8_t>(bytes + kGuard, 0xA5); };
 
@@ -252,7 +278,10 @@ int main(int argc, char** argv) {
                 snprintf(what, sizeof(what), "AllReduce %s", kOpNames[oi]);
                 Buffer ar_out = make_buffer(count * t.size), ar_in = ar_out;
                 if (in_place) upload(ar_out, 0, in[me]);
-                else { ar_in = make_buffer(count * t.size); upload(ar_in, 0, in[me]); }
+                else {
+                    ar_in = make_buffer(count * t.size);
+                    upload(ar_in, 0, in[me]);
+                }
                 NCCL_CHECK(ncclAllReduce(ar_in.dev, ar_out.dev, count, t.type, op, comm, stream));
                 std::vector<uint8_t> want = poisoned(count * t.size);
                 memcpy(want.data(), full.data(), full.size());
@@ -262,8 +291,12 @@ int main(int argc, char** argv) {
                 snprintf(what, sizeof(what), "Reduce %s root %d", kOpNames[oi], reduce_root);
                 Buffer rd_out = make_buffer(count * t.size), rd_in = rd_out;
                 if (in_place) upload(rd_out, 0, in[me]);
-                else { rd_in = make_buffer(count * t.size); upload(rd_in, 0, in[me]); }
-                NCCL_CHECK(ncclReduce(rd_in.dev, rd_out.dev, count, t.type, op, reduce_root, comm, stream));
+                else {
+                    rd_in = make_buffer(count * t.size);
+                    upload(rd_in, 0, in[me]);
+                }
+                NCCL_CHECK(ncclReduce(rd_in.dev, rd_out.dev, count, t.type, op, reduce_root, comm,
+                                      stream));
                 want = poisoned(count * t.size);
                 if (me == reduce_root) memcpy(want.data(), full.data(), full.size());
                 else if (in_place) memcpy(want.data(), in[me].data(), in[me].size());
@@ -274,15 +307,16 @@ int main(int argc, char** argv) {
                 Buffer rs_send = make_buffer(block * n * t.size), rs_recv;
                 upload(rs_send, 0, rs_in[me]);
                 if (in_place) {
-                    NCCL_CHECK(ncclReduceScatter(rs_send.dev, rs_send.dev + block * me * t.size, block,
-                                                 t.type, op, comm, stream));
+                    NCCL_CHECK(ncclReduceScatter(rs_send.dev, rs_send.dev + block * me * t.size,
+                                                 block, t.type, op, comm, stream));
                     want = poisoned(block * n * t.size);
                     memcpy(want.data(), rs_in[me].data(), rs_in[me].size());
                     memcpy(want.data() + block * me * t.size, rs_block.data(), rs_block.size());
                     expect(what, true, rs_send, want);
                 } else {
                     rs_recv = make_buffer(block * t.size);
-                    NCCL_CHECK(ncclReduceScatter(rs_send.dev, rs_recv.dev, block, t.type, op, comm, stream));
+                    NCCL_CHECK(ncclReduceScatter(rs_send.dev, rs_recv.dev, block, t.type, op, comm,
+                                                 stream));
                     want = poisoned(block * t.size);
                     memcpy(want.data(), rs_block.data(), rs_block.size());
                     expect(what, false, rs_recv, want);
@@ -304,7 +338,8 @@ int main(int argc, char** argv) {
             memcpy(want.data(), gathered.data(), gathered.size());
             if (in_place) {
                 upload(ag_out, block * me * t.size, ag_in[me]);
-                NCCL_CHECK(ncclAllGather(ag_out.dev + block * me * t.size, ag_out.dev, block, t.type, comm, stream));
+                NCCL_CHECK(ncclAllGather(ag_out.dev + block * me * t.size, ag_out.dev, block,
+                                         t.type, comm, stream));
             } else {
                 Buffer ag_send = make_buffer(block * t.size);
                 upload(ag_send, 0, ag_in[me]);
@@ -320,7 +355,8 @@ int main(int argc, char** argv) {
                 bc_send = make_buffer(count * t.size);
                 upload(bc_send, 0, bc_in[me]);
             }
-            NCCL_CHECK(ncclBroadcast(bc_send.dev, bc_out.dev, count, t.type, bcast_root, comm, stream));
+            NCCL_CHECK(
+                ncclBroadcast(bc_send.dev, bc_out.dev, count, t.type, bcast_root, comm, stream));
             want = poisoned(count * t.size);
             memcpy(want.data(), bc_in[bcast_root].data(), bc_in[bcast_root].size());
             expect("Broadcast root 1%nranks", in_place, bc_out, want);

@@ -79,7 +79,8 @@ static void case_args() {
     expect(strlen(ncclGetLastError(nullptr)) > 0, "ncclGetLastError has the last message");
     for (int r = 0; r < ncclNumResults; r++) {
         for (int s = 0; s < r; s++) {
-            expect(strcmp(ncclGetErrorString((ncclResult_t)r), ncclGetErrorString((ncclResult_t)s)) != 0,
+            expect(strcmp(ncclGetErrorString((ncclResult_t)r),
+                          ncclGetErrorString((ncclResult_t)s)) != 0,
                    "ncclGetErrorString: a distinct string per result");
         }
     }
@@ -106,30 +107,42 @@ static void case_args() {
     CUDA_CHECK(cudaStreamCreate(&stream));
     float* buf = device_floats(10, 1.0f);
     std::vector<float> host(10, 1.0f);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclSum, nullptr, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(nullptr, buf, 10, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, nullptr, 10, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(host.data(), buf, 10, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, host.data(), 10, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 11, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclNumTypes, ncclSum, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclNumOps, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, (ncclRedOp_t)-1, comm, stream), ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclSum, nullptr, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(nullptr, buf, 10, ncclFloat32, ncclSum, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, nullptr, 10, ncclFloat32, ncclSum, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(host.data(), buf, 10, ncclFloat32, ncclSum, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, host.data(), 10, ncclFloat32, ncclSum, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 11, ncclFloat32, ncclSum, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclNumTypes, ncclSum, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclNumOps, comm, stream),
+                  ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, (ncclRedOp_t)-1, comm, stream),
+                  ncclInvalidArgument);
     EXPECT_RESULT(ncclAllGather(buf, buf, 10, ncclFloat32, comm, stream), ncclSuccess);
     EXPECT_RESULT(ncclReduceScatter(buf, buf, 5, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
     EXPECT_RESULT(ncclBroadcast(buf, buf, 10, ncclFloat32, 1, comm, stream), ncclInvalidArgument);
     EXPECT_RESULT(ncclBroadcast(buf, buf, 10, ncclFloat32, -1, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclReduce(buf, buf, 10, ncclFloat32, ncclSum, 1, comm, stream), ncclInvalidArgument);
+    EXPECT_RESULT(ncclReduce(buf, buf, 10, ncclFloat32, ncclSum, 1, comm, stream),
+                  ncclInvalidArgument);
     EXPECT_RESULT(ncclSend(buf, 10, ncclFloat32, 1, comm, stream), ncclInvalidArgument);
     EXPECT_RESULT(ncclRecv(buf, 10, ncclFloat32, -1, comm, stream), ncclInvalidArgument);
     EXPECT_RESULT(ncclRecv(host.data(), 10, ncclFloat32, 0, comm, stream), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
+    EXPECT_RESULT(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, stream),
+                  ncclSuccess);
 
     EXPECT_RESULT(ncclGroupEnd(), ncclInvalidUsage);
     // A failed call inside a group fails the group; the group's other calls are dropped.
     NCCL_CHECK(ncclGroupStart());
     EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclProd, comm, stream), ncclSuccess);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, (ncclDataType_t)99, ncclSum, comm, stream), ncclInvalidArgument);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, (ncclDataType_t)99, ncclSum, comm, stream),
+                  ncclInvalidArgument);
     EXPECT_RESULT(ncclGroupEnd(), ncclInvalidArgument);
     // Nested groups: the calls run at the outermost ncclGroupEnd.
     float* sum = device_floats(1, 3.0f);
@@ -159,7 +172,8 @@ static void case_args() {
 
     NCCL_CHECK(ncclCommFinalize(comm));
     EXPECT_RESULT(ncclCommFinalize(comm), ncclInvalidArgument);
-    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclSum, comm, stream), ncclInvalidUsage);
+    EXPECT_RESULT(ncclAllReduce(buf, buf, 10, ncclFloat32, ncclSum, comm, stream),
+                  ncclInvalidUsage);
     NCCL_CHECK(ncclCommDestroy(comm));
     EXPECT_RESULT(ncclCommDestroy(nullptr), ncclSuccess);
     EXPECT_RESULT(ncclCommFinalize(nullptr), ncclSuccess);
@@ -277,7 +291,8 @@ static void two_ranks(const std::string& which) {
         }
     } else {
         FILE* f = nullptr;
-        for (double start = now_s(); !(f = fopen(id_path.c_str(), "rb")) && now_s() - start < 30;) usleep(1000);
+        for (double start = now_s(); !(f = fopen(id_path.c_str(), "rb")) && now_s() - start < 30;)
+            usleep(1000);
         if (!f || fread(&id, sizeof(id), 1, f) != 1) {
             printf("FAIL: reading %s\n", id_path.c_str());
             exit(1);
@@ -312,7 +327,9 @@ static void two_ranks(const std::string& which) {
             // Rank 1 stays alive until rank 0 has seen its failure (or 30 s).
             std::string done_path = std::string(id_dir) + "/done";
             if (g_rank == 1) {
-                for (double start = now_s(); access(done_path.c_str(), F_OK) != 0 && now_s() - start < 30;) usleep(1000);
+                for (double start = now_s();
+                     access(done_path.c_str(), F_OK) != 0 && now_s() - start < 30;)
+                    usleep(1000);
             } else {
                 expect_failed_allreduce(comm, stream, ncclSystemError, 3.5);
                 fclose(fopen(done_path.c_str(), "w"));
@@ -335,8 +352,10 @@ static void two_ranks(const std::string& which) {
 
 int main(int argc, char** argv) {
     if (argc != 3 || strcmp(argv[1], "--case") != 0) {
-        fprintf(stderr, "usage: %s --case args|file-id|mismatch|op-mismatch|peer-exit|abort|"
-                        "timeout|init-timeout\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s --case args|file-id|mismatch|op-mismatch|peer-exit|abort|"
+                "timeout|init-timeout\n",
+                argv[0]);
         return 2;
     }
     std::string which = argv[2];

@@ -46,10 +46,8 @@ static int mpi_test_report(const char* name, int checks, int failures) {
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
     MPI_CHECK(MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     if (rank == 0) {
-        if (total == 0)
-            printf("all %d %s checks passed on %d ranks\n", checks, name, nranks);
-        else
-            printf("%d of %d %s checks FAILED on %d ranks\n", total, checks, name, nranks);
+        if (total == 0) printf("all %d %s checks passed on %d ranks\n", checks, name, nranks);
+        else printf("%d of %d %s checks FAILED on %d ranks\n", total, checks, name, nranks);
     }
     MPI_CHECK(MPI_Finalize());
     return total == 0 ? 0 : 1;

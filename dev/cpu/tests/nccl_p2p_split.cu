@@ -171,14 +171,16 @@ int main(int argc, char** argv) {
     ncclComm_t again;
     NCCL_CHECK(ncclCommSplit(parity, 7, 0, &again, nullptr));
     NCCL_CHECK(ncclCommUserRank(again, &rank));
-    expect(rank == position, "split of a split: rank follows the parent on equal keys", rank, position);
+    expect(rank == position, "split of a split: rank follows the parent on equal keys", rank,
+           position);
     expect_member_sum(again, member_sum, "split of a split: AllReduce of parent ranks");
 
     // NCCL_SPLIT_NOCOLOR on rank 0.
     ncclComm_t without0 = comm;  // must become NULL on rank 0
     NCCL_CHECK(ncclCommSplit(comm, me == 0 ? NCCL_SPLIT_NOCOLOR : 3, me, &without0, nullptr));
     if (me == 0) {
-        expect(without0 == nullptr, "NCCL_SPLIT_NOCOLOR gives a NULL communicator", without0 != nullptr, 0);
+        expect(without0 == nullptr, "NCCL_SPLIT_NOCOLOR gives a NULL communicator",
+               without0 != nullptr, 0);
     } else {
         NCCL_CHECK(ncclCommCount(without0, &count));
         expect(count == n - 1, "split without rank 0: size", count, n - 1);

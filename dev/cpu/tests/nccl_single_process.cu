@@ -91,7 +91,8 @@ static int fill_reduce_double(ncclComm_t* comms, float** bufs, cudaStream_t* com
         CUDA_CHECK(cudaMemcpy(h.data(), bufs[d], N * sizeof(float), cudaMemcpyDeviceToHost));
         for (int i = 0; i < N; i++) {
             // sum over devices of (100*round + dev + i), all exact in float
-            float want = 2.0f * (float)(kDevices * (100 * round + i) + kDevices * (kDevices - 1) / 2);
+            float want =
+                2.0f * (float)(kDevices * (100 * round + i) + kDevices * (kDevices - 1) / 2);
             if (h[i] != want) wrong++;
         }
         CUDA_CHECK(cudaEventDestroy(filled[d]));
@@ -164,9 +165,11 @@ int main(int argc, char** argv) {
     if (skip_event) {
         int exposed = 0;
         for (int round = 0; round < kRounds; round++) {
-            if (fill_reduce_double(comms, bufs, compute, comm_stream, true, false, round) > 0) exposed++;
+            if (fill_reduce_double(comms, bufs, compute, comm_stream, true, false, round) > 0)
+                exposed++;
         }
-        printf("missing event %s in %d of %d rounds\n", exposed ? "exposed" : "NOT exposed", exposed, kRounds);
+        printf("missing event %s in %d of %d rounds\n", exposed ? "exposed" : "NOT exposed",
+               exposed, kRounds);
         return exposed ? 0 : 1;
     }
 
@@ -186,7 +189,8 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMalloc(&recv[d], N * sizeof(float)));
         fill_kernel<<<(N + 255) / 256, 256, 0, compute[d]>>>(bufs[d], N, (float)(1000 * d));
         NCCL_CHECK(ncclSend(bufs[d], N, ncclFloat32, (d + 1) % kDevices, comms[d], compute[d]));
-        NCCL_CHECK(ncclRecv(recv[d], N, ncclFloat32, (d + kDevices - 1) % kDevices, comms[d], compute[d]));
+        NCCL_CHECK(
+            ncclRecv(recv[d], N, ncclFloat32, (d + kDevices - 1) % kDevices, comms[d], compute[d]));
     }
     NCCL_CHECK(ncclGroupEnd());
     std::vector<float> h(N);
@@ -202,7 +206,8 @@ int main(int argc, char** argv) {
     // Split all four communicators in one group: parity halves, then an AllReduce on each.
     ncclComm_t halves[kDevices];
     NCCL_CHECK(ncclGroupStart());
-    for (int d = 0; d < kDevices; d++) NCCL_CHECK(ncclCommSplit(comms[d], d % 2, d, &halves[d], nullptr));
+    for (int d = 0; d < kDevices; d++)
+        NCCL_CHECK(ncclCommSplit(comms[d], d % 2, d, &halves[d], nullptr));
     NCCL_CHECK(ncclGroupEnd());
     NCCL_CHECK(ncclGroupStart());
     for (int d = 0; d < kDevices; d++) {
@@ -215,7 +220,8 @@ int main(int argc, char** argv) {
         int count = 0, rank = -1;
         NCCL_CHECK(ncclCommCount(halves[d], &count));
         NCCL_CHECK(ncclCommUserRank(halves[d], &rank));
-        expect(count == 2 && rank == d / 2, "split in a group: count/rank", count * 10 + rank, 20 + d / 2);
+        expect(count == 2 && rank == d / 2, "split in a group: count/rank", count * 10 + rank,
+               20 + d / 2);
         CUDA_CHECK(cudaSetDevice(d));
         CUDA_CHECK(cudaStreamSynchronize(compute[d]));
         float got = 0;

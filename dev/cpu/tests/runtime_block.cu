@@ -15,11 +15,10 @@ __global__ void indices_kernel(int4* out) {
     unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     unsigned nthreads = blockDim.x * blockDim.y * blockDim.z;
-    out[block * nthreads + thread] =
-        make_int4(threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20,
-                  blockIdx.x | blockIdx.y << 10 | blockIdx.z << 20,
-                  blockDim.x | blockDim.y << 10 | blockDim.z << 20,
-                  gridDim.x | gridDim.y << 10 | gridDim.z << 20);
+    out[block * nthreads + thread] = make_int4(threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20,
+                                               blockIdx.x | blockIdx.y << 10 | blockIdx.z << 20,
+                                               blockDim.x | blockDim.y << 10 | blockDim.z << 20,
+                                               gridDim.x | gridDim.y << 10 | gridDim.z << 20);
 }
 
 // Tree sum of in[0..n) per block in dynamic shared memory (one barrier per level).
@@ -102,13 +101,19 @@ int main() {
         std::vector<int4> h(n);
         CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(int4), cudaMemcpyDeviceToHost));
         bool ok = true;
-        for (int bz = 0; bz < 2; bz++) for (int by = 0; by < 2; by++) for (int bx = 0; bx < 3; bx++)
-        for (int tz = 0; tz < 2; tz++) for (int ty = 0; ty < 3; ty++) for (int tx = 0; tx < 4; tx++) {
-            int b = bx + 3 * (by + 2 * bz), t = tx + 4 * (ty + 3 * tz);
-            int4 v = h[b * 24 + t];
-            ok &= v.x == (tx | ty << 10 | tz << 20) && v.y == (bx | by << 10 | bz << 20) &&
-                  v.z == (4 | 3 << 10 | 2 << 20) && v.w == (3 | 2 << 10 | 2 << 20);
-        }
+        for (int bz = 0; bz < 2; bz++)
+            for (int by = 0; by < 2; by++)
+                for (int bx = 0; bx < 3; bx++)
+                    for (int tz = 0; tz < 2; tz++)
+                        for (int ty = 0; ty < 3; ty++)
+                            for (int tx = 0; tx < 4; tx++) {
+                                int b = bx + 3 * (by + 2 * bz), t = tx + 4 * (ty + 3 * tz);
+                                int4 v = h[b * 24 + t];
+                                ok &= v.x == (tx | ty << 10 | tz << 20) &&
+                                      v.y == (bx | by << 10 | bz << 20) &&
+                                      v.z == (4 | 3 << 10 | 2 << 20) &&
+                                      v.w == (3 | 2 << 10 | 2 << 20);
+                            }
         expect(ok, "threadIdx/blockIdx/blockDim/gridDim of a (3,2,2) x (4,3,2) launch");
         CUDA_CHECK(cudaFree(d));
     }
@@ -125,7 +130,8 @@ int main() {
         block_sum_kernel<<<blocks, threads, threads * sizeof(long long)>>>(dsum, d, n);
         CUDA_CHECK(cudaGetLastError());
         std::vector<long long> sums(blocks);
-        CUDA_CHECK(cudaMemcpy(sums.data(), dsum, blocks * sizeof(long long), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(
+            cudaMemcpy(sums.data(), dsum, blocks * sizeof(long long), cudaMemcpyDeviceToHost));
         long long got = 0, want = 0;
         for (long long s : sums) got += s;
         for (int i = 0; i < n; i++) want += h[i];
@@ -141,7 +147,8 @@ int main() {
         CUDA_CHECK(cudaMalloc(&d, 3 * sizeof(int)));
         barrier_votes_kernel<<<1, 200>>>(d, 77);
         CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
-        expect(h[0] == 77 && h[1] == 0 && h[2] == 1, "__syncthreads_count/and/or with 77 of 200 true");
+        expect(h[0] == 77 && h[1] == 0 && h[2] == 1,
+               "__syncthreads_count/and/or with 77 of 200 true");
         barrier_votes_kernel<<<1, 200>>>(d, 200);
         CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
         expect(h[0] == 200 && h[1] == 1 && h[2] == 0, "__syncthreads_count/and/or with all true");
@@ -191,8 +198,8 @@ int main() {
         expect(cudaGetLastError() == cudaErrorInvalidValue,
                "100 KiB of dynamic shared memory without opting in: cudaErrorInvalidValue");
         expect(cudaGetLastError() == cudaSuccess, "the launch error is cleared once read");
-        CUDA_CHECK(cudaFuncSetAttribute((const void*)smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        words * 4));
+        CUDA_CHECK(cudaFuncSetAttribute((const void*)smem_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, words * 4));
         smem_kernel<<<1, threads, words * 4>>>(d, words);
         CUDA_CHECK(cudaGetLastError());
         std::vector<unsigned> h(2 * threads + 1);
@@ -208,7 +215,8 @@ int main() {
         expect(ok, "100 KiB of dynamic shared memory after cudaFuncSetAttribute");
         expect(local_ok, "a 16 KiB local array per thread");
         expect(h[2 * threads] == 0, "dynamic shared memory is 16-byte aligned");
-        expect(cudaFuncSetAttribute((const void*)smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        expect(cudaFuncSetAttribute((const void*)smem_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     227 * 1024 + 1) == cudaErrorInvalidValue,
                "cudaFuncSetAttribute above 227 KiB: cudaErrorInvalidValue");
         cudaGetLastError();
@@ -219,7 +227,10 @@ int main() {
         int* flag;
         CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
         CUDA_CHECK(cudaMemset(flag, 0, sizeof(int)));
-        struct Bad { dim3 grid, block; const char* what; } bad[] = {
+        struct Bad {
+            dim3 grid, block;
+            const char* what;
+        } bad[] = {
             {dim3(1), dim3(1025), "1025 threads per block"},
             {dim3(1), dim3(32, 32, 2), "2048 threads per block"},
             {dim3(1), dim3(1, 1, 65), "block z of 65"},

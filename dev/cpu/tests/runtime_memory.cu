@@ -15,7 +15,8 @@
 
 static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
     char line[256];
-    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want), cudaGetErrorName(got));
+    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
+             cudaGetErrorName(got));
     expect(got == want, line);
     cudaGetLastError();
 }
@@ -87,10 +88,10 @@ static void copies() {
 
     expect_error(cudaMemcpy(back.data(), h.data(), 4, (cudaMemcpyKind)7),
                  cudaErrorInvalidMemcpyDirection, "copy kind 7");
-    expect_error(cudaMemcpy(back.data(), h.data(), 4, cudaMemcpyHostToDevice), cudaErrorInvalidValue,
-                 "host-to-device copy into host memory");
-    expect_error(cudaMemcpy(back.data(), h.data(), 4, cudaMemcpyDeviceToHost), cudaErrorInvalidValue,
-                 "device-to-host copy from host memory");
+    expect_error(cudaMemcpy(back.data(), h.data(), 4, cudaMemcpyHostToDevice),
+                 cudaErrorInvalidValue, "host-to-device copy into host memory");
+    expect_error(cudaMemcpy(back.data(), h.data(), 4, cudaMemcpyDeviceToHost),
+                 cudaErrorInvalidValue, "device-to-host copy from host memory");
     expect_error(cudaMemcpy(a + n - 2, h.data(), 3 * sizeof(int), cudaMemcpyHostToDevice),
                  cudaErrorInvalidValue, "copy running past the end of an allocation");
     expect_error(cudaMemcpy(back.data(), a + n - 2, 3 * sizeof(int), cudaMemcpyDefault),

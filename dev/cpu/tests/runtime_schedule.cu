@@ -130,8 +130,8 @@ static int race(bool warp, bool barrier) {
     CUDA_CHECK(cudaMemcpy(got.data(), out, n * sizeof(int), cudaMemcpyDeviceToHost));
     int wrong = 0;
     for (int i = 0; i < n; i++) wrong += got[i] != (i + 1 < n ? 2 * h[i + 1] : 0);
-    printf("%s race: %s (%d of %d threads differ from the host result)\n", warp ? "warp" : "barrier",
-           wrong ? "wrong" : "right", wrong, n);
+    printf("%s race: %s (%d of %d threads differ from the host result)\n",
+           warp ? "warp" : "barrier", wrong ? "wrong" : "right", wrong, n);
     return wrong ? 1 : 0;
 }
 

@@ -63,7 +63,8 @@ __global__ void shuffle_kernel(int* out, int rounds) {
 int main() {
     const int N = 4096, C = 768;
     std::vector<float> x((size_t)N * C), w(C), b(C), y((size_t)N * C);
-    for (size_t i = 0; i < x.size(); i++) x[i] = sinf(0.37f * (float)(i % 100003)) + 0.1f * (float)(i % 7);
+    for (size_t i = 0; i < x.size(); i++)
+        x[i] = sinf(0.37f * (float)(i % 100003)) + 0.1f * (float)(i % 7);
     for (int i = 0; i < C; i++) {
         w[i] = 1.0f + 0.01f * i;
         b[i] = 0.001f * i;
@@ -102,9 +103,10 @@ int main() {
         }
     }
     int lane_shuffles = N * 32 * 10;
-    printf("layernorm 4096x768: %.1f ms CPU (budget 100 ms), %.1f ns per lane per shuffle "
-           "including the arithmetic; max abs error vs host %.2e (bound 1e-4)\n",
-           best, best * 1e6 / lane_shuffles, max_err);
+    printf(
+        "layernorm 4096x768: %.1f ms CPU (budget 100 ms), %.1f ns per lane per shuffle "
+        "including the arithmetic; max abs error vs host %.2e (bound 1e-4)\n",
+        best, best * 1e6 / lane_shuffles, max_err);
 
     const int threads = 256, rounds = 2000;
     int* dout;

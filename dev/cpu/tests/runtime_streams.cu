@@ -57,7 +57,8 @@ __global__ void increment_kernel(int* buf, int n) {
 }
 
 __global__ void printf_kernel(const char* tag) {
-    if (blockIdx.x == 1 && threadIdx.x == 2) printf("%s from block %d thread %d\n", tag, blockIdx.x, threadIdx.x);
+    if (blockIdx.x == 1 && threadIdx.x == 2)
+        printf("%s from block %d thread %d\n", tag, blockIdx.x, threadIdx.x);
 }
 
 // Counts how many of out[i] == 2 * (value + i); returns the number of mismatches.
@@ -101,7 +102,8 @@ static int legacy(bool nonblocking) {
     CUDA_CHECK(cudaMalloc(&out, N * sizeof(int)));
     CUDA_CHECK(cudaMemset(buf, 0, N * sizeof(int)));
     cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, nonblocking ? cudaStreamNonBlocking : cudaStreamDefault));
+    CUDA_CHECK(
+        cudaStreamCreateWithFlags(&s, nonblocking ? cudaStreamNonBlocking : cudaStreamDefault));
     if (nonblocking) {
         write_kernel<<<N / 256, 256, 0, s>>>(buf, 5);
         double_kernel<<<N / 256, 256>>>(out, buf);
@@ -111,12 +113,12 @@ static int legacy(bool nonblocking) {
         return wrong ? 1 : 0;
     }
     int wrong = 0;
-    write_kernel<<<N / 256, 256, 0, s>>>(buf, 1);           // blocking stream, then
-    double_kernel<<<N / 256, 256, 0, 0>>>(out, buf);         // legacy stream reads it
+    write_kernel<<<N / 256, 256, 0, s>>>(buf, 1);     // blocking stream, then
+    double_kernel<<<N / 256, 256, 0, 0>>>(out, buf);  // legacy stream reads it
     CUDA_CHECK(cudaDeviceSynchronize());
     wrong += mismatches(out, 1);
-    write_kernel<<<N / 256, 256>>>(buf, 2);                  // legacy stream, then
-    double_kernel<<<N / 256, 256, 0, s>>>(out, buf);         // blocking stream reads it
+    write_kernel<<<N / 256, 256>>>(buf, 2);           // legacy stream, then
+    double_kernel<<<N / 256, 256, 0, s>>>(out, buf);  // blocking stream reads it
     CUDA_CHECK(cudaDeviceSynchronize());
     wrong += mismatches(out, 2);
     write_kernel<<<N / 256, 256, 0, cudaStreamPerThread>>>(buf, 3);  // per-thread stream, then
@@ -151,10 +153,11 @@ static int timing() {
     cudaError_t elapsed_untimed = cudaEventElapsedTime(&ms, start, untimed);
     float measured;
     CUDA_CHECK(cudaEventElapsedTime(&measured, start, stop));
-    printf("elapsed %.2f ms (expected 30 to 3000); before sync %s; query %s; never recorded: "
-           "query %s, elapsed %s; timing disabled: %s\n",
-           measured, cudaGetErrorName(early), cudaGetErrorName(query), cudaGetErrorName(query_never),
-           cudaGetErrorName(elapsed_never), cudaGetErrorName(elapsed_untimed));
+    printf(
+        "elapsed %.2f ms (expected 30 to 3000); before sync %s; query %s; never recorded: "
+        "query %s, elapsed %s; timing disabled: %s\n",
+        measured, cudaGetErrorName(early), cudaGetErrorName(query), cudaGetErrorName(query_never),
+        cudaGetErrorName(elapsed_never), cudaGetErrorName(elapsed_untimed));
     bool ok = measured >= 30.0f && measured < 3000.0f && early == cudaErrorNotReady &&
               query == cudaSuccess && query_never == cudaSuccess &&
               elapsed_never == cudaErrorInvalidResourceHandle &&
@@ -173,8 +176,8 @@ static int query() {
     // An op that only becomes ready on the 5th poll, like a collective waiting for peers.
     static int polls = 0;
     static bool ran = false;
-    CUDA_CHECK(cucc::stream_enqueue(s, cucc::StreamOp{"external", [] { return ++polls >= 5; },
-                                                       [] { ran = true; }}));
+    CUDA_CHECK(cucc::stream_enqueue(
+        s, cucc::StreamOp{"external", [] { return ++polls >= 5; }, [] { ran = true; }}));
     cudaError_t pending = cudaStreamQuery(s);
     int polls_after_query = polls;
     CUDA_CHECK(cudaStreamSynchronize(s));
@@ -183,10 +186,11 @@ static int query() {
     CUDA_CHECK(cudaMemcpy(h.data(), buf, N * sizeof(int), cudaMemcpyDeviceToHost));
     cudaStream_t bogus = (cudaStream_t)0x1234;
     cudaError_t invalid = cudaStreamQuery(bogus);
-    printf("first query %s, with external op %s (%d polls), after sync %s (%d polls, ran %d), "
-           "bogus handle %s\n",
-           cudaGetErrorName(first), cudaGetErrorName(pending), polls_after_query,
-           cudaGetErrorName(done), polls, ran, cudaGetErrorName(invalid));
+    printf(
+        "first query %s, with external op %s (%d polls), after sync %s (%d polls, ran %d), "
+        "bogus handle %s\n",
+        cudaGetErrorName(first), cudaGetErrorName(pending), polls_after_query,
+        cudaGetErrorName(done), polls, ran, cudaGetErrorName(invalid));
     bool ok = first == cudaSuccess && pending == cudaErrorNotReady && done == cudaSuccess &&
               polls == 5 && ran && h[N - 1] == 9 + N - 1 &&
               invalid == cudaErrorInvalidResourceHandle;
@@ -207,8 +211,8 @@ static int overflow() {
     for (long i = 0; i < ops; i++) CUDA_CHECK(cudaLaunchHostFunc(s, count_op, (void*)i));
     int before_sync = overflow_count;
     CUDA_CHECK(cudaStreamSynchronize(s));
-    printf("%d of %ld ops ran before synchronizing, %d after, %d out of order\n", before_sync,
-           ops, overflow_count, overflow_errors);
+    printf("%d of %ld ops ran before synchronizing, %d after, %d out of order\n", before_sync, ops,
+           overflow_count, overflow_errors);
     bool ok = before_sync > 0 && before_sync < ops && overflow_count == ops && !overflow_errors;
     printf("overflow: %s\n", ok ? "right" : "wrong");
     return ok ? 0 : 1;
@@ -247,7 +251,8 @@ static int threads() {
             cudaStream_t s;
             int* d;
             std::vector<int> h(n, t);
-            if (cudaStreamCreate(&s) != cudaSuccess || cudaMalloc(&d, n * sizeof(int)) != cudaSuccess) {
+            if (cudaStreamCreate(&s) != cudaSuccess ||
+                cudaMalloc(&d, n * sizeof(int)) != cudaSuccess) {
                 errors[t]++;
                 return;
             }
@@ -265,7 +270,8 @@ static int threads() {
     for (auto& th : pool) th.join();
     int total = 0;
     for (int e : errors) total += e;
-    printf("threads: %s (%d errors over %d host threads)\n", total ? "wrong" : "right", total, nthreads);
+    printf("threads: %s (%d errors over %d host threads)\n", total ? "wrong" : "right", total,
+           nthreads);
     return total ? 1 : 0;
 }
 
@@ -281,7 +287,8 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "destroy")) return destroy();
     if (!strcmp(mode, "threads")) return threads();
     if (!strcmp(mode, "callback-sync")) {
-        CUDA_CHECK(cudaLaunchHostFunc(0, [](void*) { cudaDeviceSynchronize(); }, nullptr));
+        CUDA_CHECK(cudaLaunchHostFunc(
+            0, [](void*) { cudaDeviceSynchronize(); }, nullptr));
         cudaDeviceSynchronize();
         printf("no error was reported\n");
         return 0;  // the run line expects a failure
@@ -298,7 +305,9 @@ int main(int argc, char** argv) {
         printf("exiting with work queued\n");
         return 0;
     }
-    printf("usage: %s race|event|legacy|nonblocking|timing|query|overflow|destroy|threads|printf|exit\n",
-           argv[0]);
+    printf(
+        "usage: %s "
+        "race|event|legacy|nonblocking|timing|query|overflow|destroy|threads|printf|exit\n",
+        argv[0]);
     return 2;
 }

@@ -93,7 +93,8 @@ int main() {
         printf("FAIL: 64 KiB of dynamic shared memory launched without the attribute\n");
         return 1;
     }
-    CUDA_CHECK(cudaFuncSetAttribute(touch_big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaFuncSetAttribute(touch_big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
     CUDA_CHECK(cudaFuncSetCacheConfig(touch_big_smem, cudaFuncCachePreferShared));
     touch_big_smem<<<1, 64, smem>>>(d);
     CUDA_CHECK(cudaGetLastError());

@@ -38,7 +38,9 @@ const void* kernel_address(F* f) {
 // the launch, a 0 is an int that no longer converts to the kernel's pointer parameter.
 struct null_argument {
     template <class T>
-    constexpr operator T() const { return static_cast<T>(0); }
+    constexpr operator T() const {
+        return static_cast<T>(0);
+    }
 };
 
 // `extern __shared__ T name[];` at namespace scope: an object that converts to the block's
@@ -47,7 +49,9 @@ template <class T>
 struct dynamic_shared_array {
     operator T*() const { return static_cast<T*>(dynamic_smem()); }
     template <class U>
-    explicit operator U*() const { return static_cast<U*>(dynamic_smem()); }
+    explicit operator U*() const {
+        return static_cast<U*>(dynamic_smem());
+    }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -64,10 +68,22 @@ inline int shuffle_source(int lane, Shuffle mode, int b, int width) {
     int j;
     bool in_range;
     switch (mode) {
-    case Shuffle::index: j = min_lane | (b & ~segmask & 31); in_range = j <= max_lane; break;
-    case Shuffle::up:    j = lane - b;                       in_range = j >= max_lane; break;
-    case Shuffle::down:  j = lane + b;                       in_range = j <= max_lane; break;
-    default:             j = lane ^ b;                       in_range = j <= max_lane; break;
+        case Shuffle::index:
+            j = min_lane | (b & ~segmask & 31);
+            in_range = j <= max_lane;
+            break;
+        case Shuffle::up:
+            j = lane - b;
+            in_range = j >= max_lane;
+            break;
+        case Shuffle::down:
+            j = lane + b;
+            in_range = j <= max_lane;
+            break;
+        default:
+            j = lane ^ b;
+            in_range = j <= max_lane;
+            break;
     }
     return in_range ? j : lane;
 }
@@ -98,8 +114,9 @@ const T* warp_values(unsigned mask, T value) {
 // Atomics on plain memory. A GPU atomic is relaxed; __threadfence orders around it. Sequential
 // consistency costs nothing more on x86 and keeps the compiler from moving accesses across.
 template <class T>
-using bits_of = std::conditional_t<sizeof(T) == 2, unsigned short,
-                std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>>;
+using bits_of =
+    std::conditional_t<sizeof(T) == 2, unsigned short,
+                       std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>>;
 
 // Atomically replaces *address with op(*address) and returns the old value (CAS loop on the bits).
 template <class T, class Op>
@@ -251,7 +268,9 @@ inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) {
 // ---------------------------------------------------------------------------------------------
 // Atomics. Each returns the value before the update, as CUDA's do.
 inline int atomicAdd(int* a, int v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicAdd(unsigned* a, unsigned v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned* a, unsigned v) {
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
+}
 inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
     return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
 }
@@ -270,7 +289,9 @@ inline float4 atomicAdd(float4* a, float4 v) {
                        atomicAdd(&a->w, v.w));
 }
 inline int atomicSub(int* a, int v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicSub(unsigned* a, unsigned v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicSub(unsigned* a, unsigned v) {
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);
+}
 
 namespace cucc {
 template <class T>
@@ -322,7 +343,9 @@ inline unsigned short atomicCAS(unsigned short* a, unsigned short c, unsigned sh
 }
 
 inline int atomicExch(int* a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicExch(unsigned* a, unsigned v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicExch(unsigned* a, unsigned v) {
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);
+}
 inline unsigned long long atomicExch(unsigned long long* a, unsigned long long v) {
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);
 }
@@ -331,37 +354,85 @@ inline float atomicExch(float* a, float v) {
 }
 
 inline int atomicAnd(int* a, int v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicAnd(unsigned* a, unsigned v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAnd(unsigned* a, unsigned v) {
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);
+}
 inline unsigned long long atomicAnd(unsigned long long* a, unsigned long long v) {
     return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);
 }
 inline int atomicOr(int* a, int v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicOr(unsigned* a, unsigned v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicOr(unsigned* a, unsigned v) {
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);
+}
 inline unsigned long long atomicOr(unsigned long long* a, unsigned long long v) {
     return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);
 }
 inline int atomicXor(int* a, int v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicXor(unsigned* a, unsigned v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicXor(unsigned* a, unsigned v) {
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);
+}
 inline unsigned long long atomicXor(unsigned long long* a, unsigned long long v) {
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);
 }
 
 // Block- and system-scoped forms: every atomic here is already atomic system-wide.
-template <class T, class V> T atomicAdd_block(T* a, V v) { return atomicAdd(a, v); }
-template <class T, class V> T atomicAdd_system(T* a, V v) { return atomicAdd(a, v); }
-template <class T, class V> T atomicMax_block(T* a, V v) { return atomicMax(a, v); }
-template <class T, class V> T atomicMin_block(T* a, V v) { return atomicMin(a, v); }
-template <class T, class V> T atomicExch_block(T* a, V v) { return atomicExch(a, v); }
-template <class T, class V> T atomicCAS_block(T* a, V c, V v) { return atomicCAS(a, c, v); }
+template <class T, class V>
+T atomicAdd_block(T* a, V v) {
+    return atomicAdd(a, v);
+}
+template <class T, class V>
+T atomicAdd_system(T* a, V v) {
+    return atomicAdd(a, v);
+}
+template <class T, class V>
+T atomicMax_block(T* a, V v) {
+    return atomicMax(a, v);
+}
+template <class T, class V>
+T atomicMin_block(T* a, V v) {
+    return atomicMin(a, v);
+}
+template <class T, class V>
+T atomicExch_block(T* a, V v) {
+    return atomicExch(a, v);
+}
+template <class T, class V>
+T atomicCAS_block(T* a, V c, V v) {
+    return atomicCAS(a, c, v);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Reinterpreting bits
-inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
-inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
-inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
-inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
-inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
-inline long long __double_as_longlong(double x) { long long l; std::memcpy(&l, &x, 8); return l; }
+inline float __int_as_float(int x) {
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+inline int __float_as_int(float x) {
+    int i;
+    std::memcpy(&i, &x, 4);
+    return i;
+}
+inline float __uint_as_float(unsigned x) {
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+inline unsigned __float_as_uint(float x) {
+    unsigned u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+inline double __longlong_as_double(long long x) {
+    double d;
+    std::memcpy(&d, &x, 8);
+    return d;
+}
+inline long long __double_as_longlong(double x) {
+    long long l;
+    std::memcpy(&l, &x, 8);
+    return l;
+}
 inline int __double2hiint(double x) { return (int)(__double_as_longlong(x) >> 32); }
 inline int __double2loint(double x) { return (int)__double_as_longlong(x); }
 inline double __hiloint2double(int hi, int lo) {
@@ -380,7 +451,10 @@ inline float __powf(float x, float y) { return powf(x, y); }
 inline float __sinf(float x) { return sinf(x); }
 inline float __cosf(float x) { return cosf(x); }
 inline float __tanf(float x) { return tanf(x); }
-inline void __sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
+inline void __sincosf(float x, float* s, float* c) {
+    *s = sinf(x);
+    *c = cosf(x);
+}
 inline float __fdividef(float x, float y) { return x / y; }
 inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }  // NaN -> 0
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
@@ -389,7 +463,10 @@ inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
 inline double rcbrt(double x) { return 1.0 / cbrt(x); }
 inline float sinpif(float x) { return sinf((float)M_PI * x); }
 inline float cospif(float x) { return cosf((float)M_PI * x); }
-inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+inline void sincospif(float x, float* s, float* c) {
+    *s = sinpif(x);
+    *c = cospif(x);
+}
 inline float normcdff(float x) { return 0.5f * erfcf(-x * (float)M_SQRT1_2); }
 inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
 inline float __fadd_rn(float a, float b) { return a + b; }
@@ -410,13 +487,15 @@ inline double __dsqrt_rn(double a) { return sqrt(a); }
 
 // min/max for any pair of arithmetic types, as CUDA's overload set behaves (mixed signed and
 // unsigned compare as unsigned; floating point ignores a NaN operand like fminf/fmaxf).
-template <class A, class B, class = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
+template <class A, class B,
+          class = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
 std::common_type_t<A, B> min(A a, B b) {
     using C = std::common_type_t<A, B>;
     if constexpr (std::is_floating_point<C>::value) return fmin((C)a, (C)b);
     else return (C)a < (C)b ? (C)a : (C)b;
 }
-template <class A, class B, class = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
+template <class A, class B,
+          class = std::enable_if_t<std::is_arithmetic<A>::value && std::is_arithmetic<B>::value>>
 std::common_type_t<A, B> max(A a, B b) {
     using C = std::common_type_t<A, B>;
     if constexpr (std::is_floating_point<C>::value) return fmax((C)a, (C)b);
@@ -426,8 +505,12 @@ inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
 inline unsigned umax(unsigned a, unsigned b) { return a < b ? b : a; }
 inline long long llmin(long long a, long long b) { return a < b ? a : b; }
 inline long long llmax(long long a, long long b) { return a < b ? b : a; }
-inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) {
+    return a < b ? a : b;
+}
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) {
+    return a < b ? b : a;
+}
 
 // Conversions with an explicit rounding: rn = to nearest even, rz = toward zero,
 // rd = down, ru = up.
@@ -470,7 +553,9 @@ inline int __mul24(int x, int y) {
 }
 inline unsigned __umul24(unsigned x, unsigned y) { return (x & 0xffffffu) * (y & 0xffffffu); }
 inline int __mulhi(int x, int y) { return (int)((long long)x * y >> 32); }
-inline unsigned __umulhi(unsigned x, unsigned y) { return (unsigned)((unsigned long long)x * y >> 32); }
+inline unsigned __umulhi(unsigned x, unsigned y) {
+    return (unsigned)((unsigned long long)x * y >> 32);
+}
 inline long long __mul64hi(long long x, long long y) { return (long long)((__int128)x * y >> 64); }
 inline unsigned long long __umul64hi(unsigned long long x, unsigned long long y) {
     return (unsigned long long)((unsigned __int128)x * y >> 64);
@@ -479,7 +564,9 @@ inline unsigned __sad(int x, int y, unsigned z) { return z + (unsigned)(x > y ? 
 inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
 inline int __hadd(int x, int y) { return (int)(((long long)x + y) >> 1); }
 inline int __rhadd(int x, int y) { return (int)(((long long)x + y + 1) >> 1); }
-inline unsigned __uhadd(unsigned x, unsigned y) { return (unsigned)(((unsigned long long)x + y) >> 1); }
+inline unsigned __uhadd(unsigned x, unsigned y) {
+    return (unsigned)(((unsigned long long)x + y) >> 1);
+}
 inline unsigned __urhadd(unsigned x, unsigned y) {
     return (unsigned)(((unsigned long long)x + y + 1) >> 1);
 }
@@ -516,24 +603,58 @@ inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
 // ---------------------------------------------------------------------------------------------
 // Cache-hinted loads and stores: plain memory accesses on a CPU.
 namespace cucc {
-template <class T> struct identity { using type = T; };  // keeps v out of T's deduction
+template <class T>
+struct identity {
+    using type = T;
+};  // keeps v out of T's deduction
+}  // namespace cucc
+template <class T>
+T __ldg(const T* p) {
+    return *p;
 }
-template <class T> T __ldg(const T* p) { return *p; }
-template <class T> T __ldcg(const T* p) { return *p; }
-template <class T> T __ldca(const T* p) { return *p; }
-template <class T> T __ldcs(const T* p) { return *p; }
-template <class T> T __ldlu(const T* p) { return *p; }
-template <class T> T __ldcv(const T* p) { return *p; }
-template <class T> void __stwb(T* p, typename cucc::identity<T>::type v) { *p = v; }
-template <class T> void __stcg(T* p, typename cucc::identity<T>::type v) { *p = v; }
-template <class T> void __stcs(T* p, typename cucc::identity<T>::type v) { *p = v; }
-template <class T> void __stwt(T* p, typename cucc::identity<T>::type v) { *p = v; }
+template <class T>
+T __ldcg(const T* p) {
+    return *p;
+}
+template <class T>
+T __ldca(const T* p) {
+    return *p;
+}
+template <class T>
+T __ldcs(const T* p) {
+    return *p;
+}
+template <class T>
+T __ldlu(const T* p) {
+    return *p;
+}
+template <class T>
+T __ldcv(const T* p) {
+    return *p;
+}
+template <class T>
+void __stwb(T* p, typename cucc::identity<T>::type v) {
+    *p = v;
+}
+template <class T>
+void __stcg(T* p, typename cucc::identity<T>::type v) {
+    *p = v;
+}
+template <class T>
+void __stcs(T* p, typename cucc::identity<T>::type v) {
+    *p = v;
+}
+template <class T>
+void __stwt(T* p, typename cucc::identity<T>::type v) {
+    *p = v;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Miscellaneous
 inline long long clock64() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch()).count();
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 inline void __nanosleep(unsigned) { sched_yield(); }
 inline bool __isGlobal(const void* p) { return cucc::is_device_pointer(p); }

@@ -57,9 +57,8 @@ namespace cucc {
 // Not modelled: static __shared__ variables do not count against the shared memory limit
 // (only the launch's dynamic bytes do), and cudaFuncGetAttributes does not report the bound.
 using KernelBody = std::function<void()>;
-void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block,
-                      size_t smem, cudaStream_t stream, unsigned max_threads,
-                      KernelBody thread_body);
+void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body);
 
 template <unsigned N>
 struct launch_bound {
@@ -71,7 +70,9 @@ constexpr unsigned max_threads_of(unsigned max_threads, unsigned = 0, unsigned =
 // The bound of a kernel without __launch_bounds__.
 struct no_launch_bound {
     template <class... Args>
-    unsigned operator()(const Args&...) const { return 0; }
+    unsigned operator()(const Args&...) const {
+        return 0;
+    }
 };
 
 template <class Body, class Bound, class... Args>
@@ -99,8 +100,7 @@ int syncthreads_count(int predicate, const char* file = __builtin_FILE(),
                       int line = __builtin_LINE());
 int syncthreads_and(int predicate, const char* file = __builtin_FILE(),
                     int line = __builtin_LINE());
-int syncthreads_or(int predicate, const char* file = __builtin_FILE(),
-                   int line = __builtin_LINE());
+int syncthreads_or(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE());
 // Warps are threads 32k..32k+31 of the block in linear order (x fastest).
 // Warp-synchronous exchange: the calling lane deposits `bytes` (at most 32) bytes of `value`,
 // waits until every lane in mask has deposited, and gets a pointer to the slots of this call
@@ -136,13 +136,13 @@ inline int lane_id() {
 // exits without synchronizing: e.g. output of a kernel's printf that was never synchronized
 // does not appear.
 struct StreamOp {
-    const char* what;            // for messages ("kernel foo", "ncclAllReduce", ...)
+    const char* what;  // for messages ("kernel foo", "ncclAllReduce", ...)
     // null: ready once the ops before it on its stream are done. Otherwise also polled until
     // true (a quick check, called with the runtime's lock held; between polls the lock is
     // released and the poller sleeps, backing off to 1 ms): use it for conditions set by other
     // processes or threads (e.g. NCCL peers). A message goes to stderr every minute it waits.
     std::function<bool()> ready;
-    std::function<void()> run;   // the work itself; runs on a synchronizing host thread
+    std::function<void()> run;  // the work itself; runs on a synchronizing host thread
 };
 // Queues op on stream (0, cudaStreamLegacy, cudaStreamPerThread or a created stream).
 // Returns cudaErrorInvalidResourceHandle (and queues nothing) for an invalid stream.
