@@ -1747,7 +1747,6 @@ struct Flag {
 
 #define FIELD(f) offsetof(TrainConfig, f)
 #define STRING_FIELD(f) offsetof(TrainConfig, f), sizeof(TrainConfig::f)
-// clang-format off: one flag per line reads better than the wrapped form
 static const Flag FLAGS[] = {
     {"--data", FLAG_STRING, STRING_FIELD(data),
      "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on "
@@ -1811,7 +1810,6 @@ static const Flag FLAGS[] = {
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
     {"--help", FLAG_SWITCH, FIELD(help), 0, "print this help and exit"},
 };
-// clang-format on
 #undef FIELD
 #undef STRING_FIELD
 constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);

@@ -1,6 +1,6 @@
 // Compiler errors point at the original file and line, even after cucc has rewritten a launch
 // spread over lines and an extern __shared__ declaration above: the error is on line 22.
-// clang-format off: the odd layout below is what this test is about
+// clang-format off
 //! cpu-only
 //! compile: fail /cucc_error_location\.cu:22:\d+: error: .*not_declared_anywhere/
 #include <cstdio>

@@ -4,7 +4,7 @@
 // called with ::; launches written inside macros; a launch in an included header (this file
 // includes itself once, as a header, to get one); configuration expressions with commas inside
 // parentheses and templates; a kernel whose argument is a literal 0 for a pointer.
-// clang-format off: the unusual launch syntax below is what this test is about
+// clang-format off
 //! run: ./prog => pass
 #ifndef LAUNCH_SHAPES_HEADER_PART
 #define LAUNCH_SHAPES_HEADER_PART
