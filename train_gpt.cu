@@ -1,29 +1,30 @@
 /*
 train_gpt.cu: trains a GPT-2-style language model on one GPU or many, in one readable file.
 
-It holds, top to bottom: the model configuration; the layout of the parameter and activation
-buffers; every layer's forward and backward kernel (embedding, layernorm, flash-style causal
-attention, GELU, the fused softmax/cross-entropy classifier); the forward pass, the backward
-pass and the AdamW update; then the run around them: batches from token shards, validation,
-text samples, checkpoints, the log, the command line, and a --sample mode that generates text
-from a checkpoint. Matrix multiplies go to cuBLASLt (llmc/matmul.cuh), the optimizer kernels
-live in llmc/adamw.cuh; data, tokenizer, checkpoint files and the log have a header each in
-llmc/.
+It holds, top to bottom: the model configuration; the parameter table (the layout of every
+tensor, and which optimizer updates it with what learning rate and weight decay) and the
+activation layout; every layer's forward and backward kernel (embedding, layernorm, flash-style
+causal attention, QK-norm, GELU, the fused softmax/cross-entropy/z-loss classifier); the forward
+pass, the backward pass and the update, a loop over the parameter table; then the run around
+them: batches from token shards, validation, text samples, checkpoints, the log, the command
+line, and a --sample mode that generates text from a checkpoint. Matrix multiplies go to
+cuBLASLt (llmc/matmul.cuh), the optimizer kernels live in llmc/adamw.cuh and llmc/muon.cuh;
+data, tokenizer, checkpoint files and the log have a header each in llmc/.
 
 Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU and reads its own part
 of each global batch (llmc/comm.cuh). The gradients are averaged over the ranks before the
-norm, clipping and AdamW read them, so every rank takes the same step and keeps bit-identical
+norm, clipping and the optimizers read them, so every rank takes the same step and keeps bit-identical
 parameters (checked by a hash at the end); printed losses are the global batch's. Only rank 0
 prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0 picks.
 
-Resuming: a checkpoint holds everything the step depends on (weights, master weights, AdamW
-state and step count, the rounding seed, the loader's position, the generators), so a run that
+Resuming: a checkpoint holds everything the step depends on (weights, master weights, the
+optimizers' state and step count, the rounding seed, the loader's position, the generators), so a run that
 is killed and resumed from its last checkpoint prints the same losses, bit for bit, as one
 that never stopped.
 
 Precision: floatX (llmc/common.cuh) is bf16 by default and fp32 with -DENABLE_FP32. In the bf16
-build parameters, gradients and activations are bf16, the optimizer keeps fp32 master weights
-and moments, every kernel accumulates in fp32, and parameters are written back from the master
+build parameters, gradients and activations are bf16, the optimizers keep fp32 master weights
+and fp32 state (AdamW's moments, Muon's momentum), every kernel accumulates in fp32, and parameters are written back from the master
 weights with seeded stochastic rounding.
 
 Determinism: there are no floating-point atomics. Every sum over many threads has a fixed
@@ -48,7 +49,9 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 
 #include "llmc/common.cuh"  // error checks, floatX, Packed128, warp sums, stochastic rounding
 #include "llmc/matmul.cuh"  // matmul(): every matrix product, through cuBLASLt
-#include "llmc/adamw.cuh"   // fused AdamW kernel and the deterministic global grad norm
+#include "llmc/norm.cuh"    // the deterministic L2 norm (gradient clipping, Muon)
+#include "llmc/adamw.cuh"   // AdamW's step on one tensor
+#include "llmc/muon.cuh"    // Muon's step on one tensor: momentum, Newton-Schulz, update
 #include "llmc/schedule.h"  // learning-rate schedules
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
@@ -67,6 +70,7 @@ struct GPTConfig {
     int layers;        // L
     int heads;         // NH
     int channels;      // C; the head size is HS = C / NH
+    int qk_norm;       // 1: RMSNorm of each head's q and k, with learned scales (--qk-norm)
 };
 
 inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
@@ -111,11 +115,14 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
 }
 
 // =============================================================================================
-// Parameter layout: every parameter tensor lives in one buffer, in the order below, each
-// starting on a multiple of TENSOR_ALIGN elements (the gap is zero and stays zero: its
-// gradient is zero, so AdamW leaves it alone). Gradients, fp32 master weights and the AdamW
-// moments use the same layout in buffers of their own, so a tensor's offset addresses it in
-// all of them, and a later ZeRO shard or FP8 128-block never straddles two tensors.
+// The parameter table: every parameter tensor lives in one buffer, in the order below, each
+// starting on a multiple of TENSOR_ALIGN elements (the gap is zero and stays zero: its gradient
+// is zero, so the optimizers leave it alone). Gradients and fp32 master weights use the same
+// layout in buffers of their own, so a tensor's offset addresses it in all of them, and a later
+// ZeRO shard or FP8 128-block never straddles two tensors. Each entry also names the optimizer
+// that updates the tensor, whether weight decay applies and its learning-rate multiplier (the
+// update, gpt_update, is a loop over the table), and where its state lies in that optimizer's
+// state buffers, which hold only that optimizer's tensors, back to back.
 
 enum LayerTensor {  // a block's tensors, in layout order
     LN1_W,
@@ -130,75 +137,129 @@ enum LayerTensor {  // a block's tensors, in layout order
     FC_B,
     FCPROJ_W,
     FCPROJ_B,
+    Q_NORM_W,  // QK-norm's scales (--qk-norm only): the last two, so a block without them
+    K_NORM_W,  // is the first NUM_LAYER_TENSORS - 2
     NUM_LAYER_TENSORS
 };
 static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
-    "ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
-    "ln2.w", "ln2.b", "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
+    "ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b", "ln2.w",
+    "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w"};
+
+enum OptimizerKind { OPT_ADAMW = 0, OPT_MUON = 1, NUM_OPTIMIZERS };
+static const char* const OPTIMIZER_NAMES[NUM_OPTIMIZERS] = {"adamw", "muon"};
+
+// Which optimizer takes which tensors, and the settings of each (the peak learning rates are
+// the schedules', in the training loop). kind OPT_MUON puts the hidden matrices (attn.qkv.w,
+// attn.proj.w, mlp.fc.w, mlp.proj.w) on Muon; wte (also the lm head), wpe, the biases and the
+// norm scales stay on AdamW.
+struct OptimizerConfig {
+    int kind;                  // OPT_ADAMW: AdamW for every tensor; OPT_MUON: see above
+    double weight_decay;       // decoupled, on 2-D tensors, with the optimizer's unadjusted lr
+    double beta1, beta2, eps;  // AdamW
+    double muon_momentum;      // mu
+    int muon_nesterov;         // 1: Nesterov momentum
+    int muon_ns_steps;         // Newton-Schulz iterations
+    int muon_adjust;           // MuonAdjust (llmc/muon.cuh): the lr's shape adjustment
+};
+
+// The optimizers' state buffers (fp32). Each covers the tensors of one optimizer back to back,
+// a tensor's state at its state_offset; the names are the checkpoint's section names.
+enum StateBuffer { ADAMW_M, ADAMW_V, MUON_MOMENTUM, NUM_STATE_BUFFERS };
+struct StateBufferInfo {
+    const char* name;
+    int optimizer;  // whose tensors it holds
+};
+static const StateBufferInfo STATE_BUFFERS[NUM_STATE_BUFFERS] = {
+    {"optimizer.adamw.m", OPT_ADAMW},
+    {"optimizer.adamw.v", OPT_ADAMW},
+    {"optimizer.muon.momentum", OPT_MUON}};
 
 struct ParamTensor {
     char name[32];   // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
     int rows, cols;  // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
     size_t numel;
-    size_t offset;   // in elements from the start of the buffer
-    bool decay;      // weight decay applies (2-D tensors only)
-    float init_std;  // > 0: drawn from N(0, init_std); else filled with init_value
+    size_t offset;        // in elements from the start of the parameter/gradient/master buffers
+    int optimizer;        // OptimizerKind
+    int units;            // Muon: `units` row blocks of (rows / units, cols), each a matrix of
+                          // its own (qkv.w: Q, K and V); 1 otherwise
+    bool decay;           // weight decay applies (2-D tensors only)
+    double lr_scale;      // the optimizer's scheduled lr is multiplied by this: AdamW 1 (the
+                          // whole step); Muon the shape adjustment of one unit (the update
+                          // only: weight decay uses the unadjusted lr, as torch's Muon does)
+    size_t state_offset;  // in elements from the start of its optimizer's state buffers
+    float init_std;       // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
 };
 
 struct ParamLayout {
-    int count;             // 2 + NUM_LAYER_TENSORS * L + 2 tensors
-    ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.mlp.proj.b, lnf.w, lnf.b
-    size_t total;          // buffer size in elements
+    int count;             // 2 + per_layer * L + 2 tensors
+    int per_layer;         // tensors of a block: NUM_LAYER_TENSORS, or 2 fewer without QK-norm
+    ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.<last>, lnf.w, lnf.b
+    size_t total;          // parameter buffer size in elements
+    size_t state_total[NUM_OPTIMIZERS];  // elements of each optimizer's state buffers
 };
 
 // Index in ParamLayout::tensors of the embeddings, a block's tensor and the final layernorm.
 constexpr int WTE = 0, WPE = 1;
-inline int layer_tensor_index(int layer, int which) {
-    return 2 + layer * NUM_LAYER_TENSORS + which;
+inline int layer_tensor_index(const ParamLayout* layout, int layer, int which) {
+    return 2 + layer * layout->per_layer + which;
 }
-inline int lnf_index(const GPTConfig* c, int which /* 0 weight, 1 bias */) {
-    return 2 + c->layers * NUM_LAYER_TENSORS + which;
+inline int lnf_index(const ParamLayout* layout, int which /* 0 weight, 1 bias */) {
+    return layout->count - 2 + which;
 }
 
-inline void build_param_layout(ParamLayout* layout, const GPTConfig* c) {
-    const int C = c->channels, L = c->layers;
-    layout->count = 2 + NUM_LAYER_TENSORS * L + 2;
+inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
+                               const OptimizerConfig* opt) {
+    const int C = c->channels, L = c->layers, HS = C / c->heads;
+    layout->per_layer = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
+    layout->count = 2 + layout->per_layer * L + 2;
     layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
+    memset(layout->state_total, 0, sizeof(layout->state_total));
     size_t offset = 0;
     int index = 0;
-    auto add = [&](const char* name, int rows, int cols, float init_std, float init_value) {
+    auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
+                   int optimizer, int units) {
         ParamTensor* t = &layout->tensors[index++];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->rows = rows;
         t->cols = cols;
         t->numel = (size_t)rows * (cols > 0 ? cols : 1);
         t->offset = offset;
+        t->optimizer = optimizer;
+        t->units = units;
         t->decay = cols > 0;
+        t->lr_scale =
+            optimizer == OPT_MUON ? muon_lr_scale(opt->muon_adjust, rows / units, cols) : 1.0;
+        t->state_offset = layout->state_total[optimizer];
         t->init_std = init_std;
         t->init_value = init_value;
         offset += round_up(t->numel, TENSOR_ALIGN);
+        layout->state_total[optimizer] += round_up(t->numel, TENSOR_ALIGN);
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
-    add("wte", c->padded_vocab, C, std, 0.0f);
-    add("wpe", c->context, C, std, 0.0f);
+    add("wte", c->padded_vocab, C, std, 0.0f, OPT_ADAMW, 1);
+    add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1);
     for (int l = 0; l < L; l++) {
-        // (rows, cols, init std, init value) of each block tensor, in LayerTensor order
-        const int shapes[NUM_LAYER_TENSORS][2] = {{C, 0},     {C, 0},     {3 * C, C}, {3 * C, 0},
-                                                  {C, C},     {C, 0},     {C, 0},     {C, 0},
-                                                  {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
-        for (int j = 0; j < NUM_LAYER_TENSORS; j++) {
+        // (rows, cols) of each block tensor, in LayerTensor order
+        const int shapes[NUM_LAYER_TENSORS][2] = {
+            {C, 0}, {C, 0},     {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},  {C, 0},
+            {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0},     {HS, 0}, {HS, 0}};
+        for (int j = 0; j < layout->per_layer; j++) {
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
-            bool is_matrix = shapes[j][1] > 0, is_ln_weight = (j == LN1_W || j == LN2_W);
-            float tensor_std = !is_matrix                          ? 0.0f
-                               : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
-                                                                   : std;
-            add(name, shapes[j][0], shapes[j][1], tensor_std, is_ln_weight ? 1.0f : 0.0f);
+            const bool is_matrix = shapes[j][1] > 0;
+            const bool is_gain = j == LN1_W || j == LN2_W || j == Q_NORM_W || j == K_NORM_W;
+            const float tensor_std = !is_matrix                          ? 0.0f
+                                     : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
+                                                                         : std;
+            // every matrix of a block is a hidden matrix: Muon's when it is chosen
+            const int optimizer = is_matrix && opt->kind == OPT_MUON ? OPT_MUON : OPT_ADAMW;
+            add(name, shapes[j][0], shapes[j][1], tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
+                optimizer == OPT_MUON && j == QKV_W ? 3 : 1);
         }
     }
-    add("lnf.w", C, 0, 0.0f, 1.0f);
-    add("lnf.b", C, 0, 0.0f, 0.0f);
+    add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1);
+    add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1);
     layout->total = offset;
 }
 
@@ -218,7 +279,9 @@ struct LayerActivations {
     floatX* ln1;        // (B,T,C)  ln1 output
     float* ln1_mean;    // (B,T)
     float* ln1_rstd;    // (B,T)
-    floatX* qkv;        // (B,T,3C) [q | k | v], each (NH, HS)
+    floatX* qkv;        // (B,T,3C) [q | k | v], each (NH, HS); q and k QK-normed in place
+    floatX* qk_raw;     // (B,T,2C) [q | k] before QK-norm (--qk-norm only, else nullptr)
+    float* qk_rstd;     // (B,T,2,NH) 1/rms of each head's q and k (--qk-norm only)
     floatX* atty;       // (B,T,C)  attention output, heads side by side
     float* lse;         // (B,NH,T) log-sum-exp of each query's attention scores
     floatX* residual2;  // (B,T,C)  block input + attention projection
@@ -238,6 +301,7 @@ struct Activations {
     float* lnf_rstd;           // (B,T)
     floatX* logits;            // (B,T,Vp); the classifier overwrites it with dlogits
     float* losses;             // (B,T) cross-entropy of each position
+    float* z_losses;           // (B,T) z-loss of each position: coef * (log Z)^2
     floatX* proj_out;          // (B,T,C) attn.proj / mlp.proj output before the residual add
     // backward scratch, reused by every layer
     floatX* dresidual;     // (B,T,C) gradient of the residual stream
@@ -272,6 +336,12 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
         take_tensor(&la->ln1_mean, fbase, &fc, N);
         take_tensor(&la->ln1_rstd, fbase, &fc, N);
         take_tensor(&la->qkv, xbase, &xc, N * 3 * C);
+        la->qk_raw = nullptr;
+        la->qk_rstd = nullptr;
+        if (c->qk_norm) {
+            take_tensor(&la->qk_raw, xbase, &xc, N * 2 * C);
+            take_tensor(&la->qk_rstd, fbase, &fc, N * 2 * NH);
+        }
         take_tensor(&la->atty, xbase, &xc, N * C);
         take_tensor(&la->lse, fbase, &fc, N * NH);
         take_tensor(&la->residual2, xbase, &xc, N * C);
@@ -287,6 +357,7 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
     take_tensor(&a->lnf_rstd, fbase, &fc, N);
     take_tensor(&a->logits, xbase, &xc, N * c->padded_vocab);
     take_tensor(&a->losses, fbase, &fc, N);
+    take_tensor(&a->z_losses, fbase, &fc, N);
     take_tensor(&a->proj_out, xbase, &xc, N * C);
     take_tensor(&a->dresidual, xbase, &xc, N * C);
     take_tensor(&a->dbtc, xbase, &xc, N * C);
@@ -952,15 +1023,130 @@ inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t s
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fused classifier: softmax, cross-entropy and dlogits of each row (b,t) of the (N, Vp)
+// QK-norm (--qk-norm): RMSNorm of every head's query and key over its HS dimensions, with a
+// learned per-dimension scale (q_norm.w for the queries, k_norm.w for the keys, shared by the
+// heads of a layer), eps 1e-6:  y = x * r * w,  r = 1 / sqrt(mean(x^2) + eps). It runs on the
+// qkv buffer in place, between the qkv projection and attention (whose 1/sqrt(HS) softmax scale
+// comes after it), so the attention kernels read normalized q and k and know nothing of it.
+// The forward pass keeps x (qk_raw) and r (qk_rstd) for the backward pass, which turns the
+// attention's dq, dk into the gradients of the projection's q, k, in place in dqkv.
+// A "vector" is one head's q or k of one row: vector v = (row * 2 + part) * NH + head, part 0 q
+// and 1 k. A group of G = HS / x128::size lanes (4 to 32, aligned in the warp) owns a vector,
+// one 16-byte pack per lane, and sums over the group with warp_group_sum.
+
+constexpr float QK_NORM_EPS = 1e-6f;
+constexpr int QK_NORM_THREADS = 256;
+
+__global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
+                                       const floatX* k_w, int N, int NH, int HS) {
+    const int G = HS / x128::size, t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = t / G, c = (t % G) * x128::size;
+    // lanes past the last vector join the shuffles with zeros and store nothing
+    const bool valid = v < N * 2 * NH;
+    const int C = NH * HS, row = v / (2 * NH), part = v / NH % 2, h = v % NH;
+    const size_t at = part * C + h * HS + c;
+    const x128 x = valid ? load128(qkv + (size_t)row * 3 * C + at) : x128{};
+    float sq = 0.0f;
+    for (int k = 0; k < x128::size; k++) sq += (float)x[k] * (float)x[k];
+    const float r = 1.0f / sqrtf(warp_group_sum(sq, G) / HS + QK_NORM_EPS);
+    if (!valid) return;
+    const x128 w = load128((part == 0 ? q_w : k_w) + c);
+    x128 y;
+    for (int k = 0; k < x128::size; k++) y[k] = (floatX)((float)x[k] * r * (float)w[k]);
+    store128(raw + (size_t)row * 2 * C + at, x);
+    store128(qkv + (size_t)row * 3 * C + at, y);
+    if (c == 0) rstd[v] = r;
+}
+
+// Input gradient, in place: dy (the attention's dq or dk) becomes, with xhat = x * r and
+// g = dy * w,  dx = r * (g - xhat * mean(g * xhat)).
+__global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const float* rstd,
+                                        const floatX* q_w, const floatX* k_w, int N, int NH,
+                                        int HS) {
+    const int G = HS / x128::size, t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = t / G, c = (t % G) * x128::size;
+    const bool valid = v < N * 2 * NH;
+    const int C = NH * HS, row = v / (2 * NH), part = v / NH % 2, h = v % NH;
+    const size_t at = part * C + h * HS + c;
+    floatX* dx = dqkv + (size_t)row * 3 * C + at;
+    const x128 dy = valid ? load128(dx) : x128{};
+    const x128 x = valid ? load128(raw + (size_t)row * 2 * C + at) : x128{};
+    const x128 w = load128((part == 0 ? q_w : k_w) + c);
+    const float r = valid ? rstd[v] : 0.0f;
+    float g[x128::size], xhat[x128::size], sum_gx = 0.0f;
+    for (int k = 0; k < x128::size; k++) {
+        g[k] = (float)dy[k] * (float)w[k];
+        xhat[k] = (float)x[k] * r;
+        sum_gx += g[k] * xhat[k];
+    }
+    const float mean_gx = warp_group_sum(sum_gx, G) / HS;
+    if (!valid) return;
+    x128 out;
+    for (int k = 0; k < x128::size; k++) out[k] = (floatX)(r * (g[k] - xhat[k] * mean_gx));
+    store128(dx, out);
+}
+
+// Scale gradients, without atomics, in column_sums' two steps: a thread owns dimension i of
+// part (q or k) and a chunk of COLUMN_CHUNK (row, head) pairs j = row * NH + head and writes
+// partials[(chunk * 2 + part) * HS + i] = sum dy * xhat; column_finish_kernel then adds the
+// chunks in order, its weight slot (0) going to dq_w and its bias slot (1) to dk_w.
+__global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
+                                              const floatX* raw, const float* rstd, int N, int NH,
+                                              int HS) {
+    const int i = threadIdx.x % HS, part = threadIdx.x / HS, chunk = blockIdx.x;
+    const int C = NH * HS;
+    const int end = min(N * NH, (chunk + 1) * COLUMN_CHUNK);
+    float sum = 0.0f;
+    for (int j = chunk * COLUMN_CHUNK; j < end; j++) {
+        const int row = j / NH, h = j % NH;
+        const float r = rstd[((size_t)row * 2 + part) * NH + h];
+        const size_t at = part * C + h * HS + i;
+        sum += (float)dqkv[(size_t)row * 3 * C + at] * ((float)raw[(size_t)row * 2 * C + at] * r);
+    }
+    partials[((size_t)chunk * 2 + part) * HS + i] = sum;
+}
+
+inline void qk_norm_forward(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
+                            const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
+    const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
+    qk_norm_forward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0,
+                             stream>>>(qkv, raw, rstd, q_w, k_w, N, NH, HS);
+    CUDA_CHECK_LAUNCH();
+}
+
+// dq_w, dk_w += the scale gradients; dqkv's q and k parts become the gradients before QK-norm.
+// partials: ceil(N*NH / COLUMN_CHUNK) * 2 * HS floats, which col_partials' ceil(N /
+// COLUMN_CHUNK) * 2 * 4C always covers.
+inline void qk_norm_backward(floatX* dqkv, floatX* dq_w, floatX* dk_w, float* partials,
+                             const floatX* raw, const float* rstd, const floatX* q_w,
+                             const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
+    const int n_chunks = (int)ceil_div((size_t)N * NH, COLUMN_CHUNK);
+    // the scale gradients read dy, so they go first
+    qk_norm_scale_partials_kernel<<<n_chunks, 2 * HS, 0, stream>>>(partials, dqkv, raw, rstd, N,
+                                                                   NH, HS);
+    CUDA_CHECK_LAUNCH();
+    column_finish_kernel<<<(int)ceil_div(HS, 32), 32 * COLUMN_FINISH_WARPS, 0, stream>>>(
+        dq_w, dk_w, partials, n_chunks, HS);
+    CUDA_CHECK_LAUNCH();
+    const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
+    qk_norm_backward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0,
+                              stream>>>(dqkv, raw, rstd, q_w, k_w, N, NH, HS);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused classifier: softmax, cross-entropy, z-loss and dlogits of each row (b,t) of the (N, Vp)
 // logits, in one kernel that never stores probabilities. Columns V..Vp-1 (vocabulary padding)
 // are outside the softmax. One warp per row: pass 1 keeps a running max and a running sum of
-// exponentials per lane (online softmax) and merges the lanes; pass 2, when dloss > 0,
-// overwrites the logits with dlogits = dloss * (softmax - onehot(target)) and the padding
-// columns with 0. dloss folds in the loss normalization 1/(B*T*A).
+// exponentials per lane (online softmax) and merges the lanes, which gives log Z = log(sum
+// exp); the row's cross-entropy is log Z - logit[target] and its z-loss z_coef * (log Z)^2.
+// Pass 2, when dloss > 0, overwrites the logits with the gradient of their sum,
+//   dlogits = dloss * (softmax * (1 + 2 z_coef log Z) - onehot(target)),
+// and the padding columns with 0. dloss folds in the loss normalization 1/(B*T*A).
 
-__global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, int N,
-                                        int V, int Vp, float dloss) {
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
+                                        const int* targets, int N, int V, int Vp, float dloss,
+                                        float z_coef) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= N) return;
@@ -993,14 +1179,19 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
         s = (s > 0.0f ? s * expf(m - m_new) : 0.0f) + (s2 > 0.0f ? s2 * expf(m2 - m_new) : 0.0f);
         m = m_new;
     }
-    if (lane == 0) losses[row] = logf(s) + m - target_logit;
+    const float log_z = logf(s) + m;
+    if (lane == 0) {
+        losses[row] = log_z - target_logit;
+        z_losses[row] = z_coef * log_z * log_z;
+    }
     if (dloss == 0.0f) return;
-    const float inv_s = 1.0f / s;
+    // softmax times the z-loss factor; exactly 1/s without z-loss
+    const float scale = 1.0f / s * (1.0f + 2.0f * z_coef * log_z);
     for (int p = lane; p < packs; p += 32) {
         x128 v = load128(x + p * x128::size), d;
         for (int k = 0; k < x128::size; k++) {
             int col = p * x128::size + k;
-            float prob = col < V ? expf((float)v[k] - m) * inv_s : 0.0f;
+            float prob = col < V ? expf((float)v[k] - m) * scale : 0.0f;
             float grad = col < V ? (prob - (col == target ? 1.0f : 0.0f)) * dloss : 0.0f;
             d[k] = (floatX)grad;
         }
@@ -1008,10 +1199,11 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
     }
 }
 
-inline void fused_classifier(floatX* logits, float* losses, const int* targets, int N, int V,
-                             int Vp, float dloss, cudaStream_t stream) {
+inline void fused_classifier(floatX* logits, float* losses, float* z_losses, const int* targets,
+                             int N, int V, int Vp, float dloss, float z_coef,
+                             cudaStream_t stream) {
     fused_classifier_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
-        logits, losses, targets, N, V, Vp, dloss);
+        logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1039,18 +1231,26 @@ inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, fl
 }
 
 // =============================================================================================
-// The model: parameters, gradients and optimizer state in the layout above, activations for
+// The model: parameters, gradients and optimizer state in the table above, activations for
 // micro-batches of B x T tokens.
+
+// Bytes of device memory the model state holds, counted as it is allocated.
+struct StateBytes {
+    size_t params, grads, master, optimizer;  // optimizer: every buffer of opt_state
+    size_t muon_workspace;                    // Newton-Schulz scratch (not per parameter)
+};
 
 struct GPT {
     GPTConfig config;
+    OptimizerConfig opt;
     int B, T;  // micro-batch shape the activations are sized for
     ParamLayout layout;
     floatX* params;  // layout.total elements each
     floatX* grads;
-    float* master;  // fp32 master weights (bf16 build only; nullptr in fp32)
-    float* adam_m;
-    float* adam_v;
+    float* master;                         // fp32 master weights (bf16 build only; else nullptr)
+    float* opt_state[NUM_STATE_BUFFERS];   // STATE_BUFFERS; nullptr when it covers no tensor
+    MuonWorkspace muon;                    // Newton-Schulz scratch (empty without Muon tensors)
+    StateBytes state_bytes;
     Activations acts;
     floatX* acts_x;  // the activation buffers
     float* acts_f;
@@ -1059,7 +1259,9 @@ struct GPT {
     int* targets;             // (B,T)
     TokenBuckets buckets;     // inputs grouped by token, for the wte gradient
     float* host_losses;       // (B,T)
-    int adam_t;               // AdamW steps taken
+    float* host_z_losses;     // (B,T)
+    double z_loss_coef;       // the z-loss coefficient of the objective (0: off)
+    int opt_step;             // optimizer steps taken (AdamW's bias correction, rounding seeds)
     uint64_t seed;            // stochastic rounding seeds derive from it
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
@@ -1070,27 +1272,53 @@ inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
     return base + m->layout.tensors[index].offset;
 }
 inline floatX* layer_param(const GPT* m, floatX* base, int layer, int which) {
-    return param_tensor(m, base, layer_tensor_index(layer, which));
+    return param_tensor(m, base, layer_tensor_index(&m->layout, layer, which));
 }
 
-inline void gpt_build(GPT* m, const GPTConfig* config, int B, int T, uint64_t seed) {
+// Elements of state buffer `which` (STATE_BUFFERS).
+inline size_t state_elems(const ParamLayout* layout, int which) {
+    return layout->state_total[STATE_BUFFERS[which].optimizer];
+}
+
+// cudaMalloc of `bytes` bytes set to zero (nullptr for none), counted into *held.
+template <class T>
+T* device_zeros(size_t bytes, size_t* held) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    *held += bytes;
+    return (T*)p;
+}
+
+inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
+                      uint64_t seed) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
+    m->opt = *opt;
     m->B = B;
     m->T = T;
     m->seed = seed;
     m->stream = 0;
-    build_param_layout(&m->layout, config);
+    build_param_layout(&m->layout, config, opt);
     const size_t P = m->layout.total;
-    CUDA_CHECK(cudaMalloc(&m->params, P * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&m->grads, P * sizeof(floatX)));
-    if (!FLOATX_IS_FP32) CUDA_CHECK(cudaMalloc(&m->master, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&m->adam_m, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&m->adam_v, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->params, 0, P * sizeof(floatX)));
-    CUDA_CHECK(cudaMemset(m->grads, 0, P * sizeof(floatX)));
-    CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
+    StateBytes* held = &m->state_bytes;
+    m->params = device_zeros<floatX>(P * sizeof(floatX), &held->params);
+    m->grads = device_zeros<floatX>(P * sizeof(floatX), &held->grads);
+    if (!FLOATX_IS_FP32) m->master = device_zeros<float>(P * sizeof(float), &held->master);
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        m->opt_state[i] =
+            device_zeros<float>(state_elems(&m->layout, i) * sizeof(float), &held->optimizer);
+    // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n
+    size_t matrix_elems = 0, gram_elems = 0;
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* t = &m->layout.tensors[i];
+        if (t->optimizer != OPT_MUON) continue;
+        const size_t short_side = (size_t)std::min(t->rows / t->units, t->cols);
+        matrix_elems = std::max(matrix_elems, t->numel / t->units);
+        gram_elems = std::max(gram_elems, short_side * short_side);
+    }
+    held->muon_workspace = muon_workspace_init(&m->muon, matrix_elems, gram_elems);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
     layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
@@ -1108,6 +1336,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, int B, int T, uint64_t se
     CUDA_CHECK(cudaMalloc(&m->buckets.pos, N * sizeof(int)));
     m->buckets.host = (int*)MALLOC_CHECK((3 * (size_t)N + 1) * sizeof(int));
     m->host_losses = (float*)MALLOC_CHECK(N * sizeof(float));
+    m->host_z_losses = (float*)MALLOC_CHECK(N * sizeof(float));
     matmul_init(&m->mm, m->stream);
 }
 
@@ -1116,8 +1345,9 @@ inline void gpt_free(GPT* m) {
     CUDA_CHECK(cudaFree(m->params));
     CUDA_CHECK(cudaFree(m->grads));
     if (m->master) CUDA_CHECK(cudaFree(m->master));
-    CUDA_CHECK(cudaFree(m->adam_m));
-    CUDA_CHECK(cudaFree(m->adam_v));
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        if (m->opt_state[i]) CUDA_CHECK(cudaFree(m->opt_state[i]));
+    muon_workspace_free(&m->muon);
     CUDA_CHECK(cudaFree(m->acts_x));
     CUDA_CHECK(cudaFree(m->acts_f));
     CUDA_CHECK(cudaFree(m->inputs));
@@ -1127,6 +1357,7 @@ inline void gpt_free(GPT* m) {
     CUDA_CHECK(cudaFree(m->buckets.pos));
     free(m->buckets.host);
     free(m->host_losses);
+    free(m->host_z_losses);
     free(m->acts.layers);
     free(m->layout.tensors);
 }
@@ -1141,9 +1372,11 @@ inline void gpt_set_params(GPT* m, const float* values) {
     CUDA_CHECK(cudaMemcpy(m->params, rounded, P * sizeof(floatX), cudaMemcpyHostToDevice));
     if (m->master)
         CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
-    m->adam_t = 0;
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        if (m->opt_state[i])
+            CUDA_CHECK(
+                cudaMemset(m->opt_state[i], 0, state_elems(&m->layout, i) * sizeof(float)));
+    m->opt_step = 0;
     free(rounded);
 }
 
@@ -1168,12 +1401,13 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 
 // ---------------------------------------------------------------------------------------------
 // Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
-// classifier also leaves dloss * d(loss of each position)/d(logits) in acts.logits for
-// gpt_backward. Returns the mean loss over the B*T positions.
+// classifier also leaves dloss * d(objective of each position)/d(logits) in acts.logits for
+// gpt_backward, the objective being the cross-entropy plus m->z_loss_coef * (log Z)^2. Returns
+// the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
 // B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
 // uses the front of every activation buffer; the backward pass needs the full shape.
 inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
-                                int T) {
+                                int T, double* z_loss = nullptr) {
     const GPTConfig* c = &m->config;
     const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
     const int L = c->layers;
@@ -1207,6 +1441,9 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
         linear_forward(&m->mm, la->qkv, la->ln1, layer_param(m, p, l, QKV_W),
                        layer_param(m, p, l, QKV_B), N, C, 3 * C);
+        if (c->qk_norm)
+            qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
+                            layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
         attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
         linear_forward(&m->mm, a->proj_out, la->atty, layer_param(m, p, l, ATTPROJ_W),
                        layer_param(m, p, l, ATTPROJ_B), N, C, C);
@@ -1222,23 +1459,32 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         layernorm_forward(
             la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
             last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
-            last ? param_tensor(m, p, lnf_index(c, 0)) : layer_param(m, p, l + 1, LN1_W),
-            last ? param_tensor(m, p, lnf_index(c, 1)) : layer_param(m, p, l + 1, LN1_B), N, C, st);
+            last ? param_tensor(m, p, lnf_index(&m->layout, 0)) : layer_param(m, p, l + 1, LN1_W),
+            last ? param_tensor(m, p, lnf_index(&m->layout, 1)) : layer_param(m, p, l + 1, LN1_B),
+            N, C, st);
     }
     linear_forward(&m->mm, a->logits, a->lnf, param_tensor(m, p, WTE), nullptr, N, C,
                    c->padded_vocab);
-    fused_classifier(a->logits, a->losses, m->targets, N, c->vocab, c->padded_vocab, dloss, st);
+    fused_classifier(a->logits, a->losses, a->z_losses, m->targets, N, c->vocab, c->padded_vocab,
+                     dloss, (float)m->z_loss_coef, st);
 
     CUDA_CHECK(
         cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, a->z_losses, N * sizeof(float),
+                               cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += m->host_losses[i];
+    double sum = 0.0, z_sum = 0.0;
+    for (int i = 0; i < N; i++) {
+        sum += m->host_losses[i];
+        z_sum += m->host_z_losses[i];
+    }
+    if (z_loss) *z_loss = z_sum / N;
     return sum / N;
 }
 
-inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss) {
-    return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T);
+inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss,
+                          double* z_loss = nullptr) {
+    return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
 }
 
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
@@ -1257,10 +1503,10 @@ inline void gpt_backward(GPT* m) {
     linear_backward(&m->mm, a->dbtc, param_tensor(m, g, WTE), nullptr, partials, a->logits, a->lnf,
                     param_tensor(m, p, WTE), N, C, c->padded_vocab);
     const floatX* last_residual = a->layers[L - 1].residual3;
-    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(c, 0)),
-                       param_tensor(m, g, lnf_index(c, 1)), partials, a->dbtc, last_residual,
-                       a->lnf_mean, a->lnf_rstd, param_tensor(m, p, lnf_index(c, 0)), N, C, false,
-                       st);
+    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(&m->layout, 0)),
+                       param_tensor(m, g, lnf_index(&m->layout, 1)), partials, a->dbtc,
+                       last_residual, a->lnf_mean, a->lnf_rstd,
+                       param_tensor(m, p, lnf_index(&m->layout, 0)), N, C, false, st);
     for (int l = L - 1; l >= 0; l--) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
@@ -1280,6 +1526,10 @@ inline void gpt_backward(GPT* m) {
                         layer_param(m, p, l, ATTPROJ_W), N, C, C);
         attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
                            st);
+        if (c->qk_norm)
+            qk_norm_backward(a->dqkv, layer_param(m, g, l, Q_NORM_W), layer_param(m, g, l, K_NORM_W),
+                             partials, la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
+                             layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
         linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, QKV_W), layer_param(m, g, l, QKV_B),
                         partials, a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
         layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
@@ -1295,21 +1545,27 @@ inline void gpt_zero_grad(GPT* m) {
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
-// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient set to
-// exactly zero: softmax ignores a per-query constant) and returns that mean loss.
-inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A) {
+// Leaves the gradient of the mean micro-batch objective in m->grads and returns the mean
+// cross-entropy (the mean z-loss term in *z_loss, if given). Without QK-norm the key bias
+// gradient is set to exactly zero: softmax ignores a per-query constant (with QK-norm the bias
+// is inside the normalization, and its gradient is real).
+inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
+                                   double* z_loss = nullptr) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
-    double loss = 0.0;
+    double loss = 0.0, z_sum = 0.0;
     for (int a = 0; a < A; a++) {
-        loss +=
-            gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
+        double z = 0.0;
+        loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N,
+                            1.0f / ((float)N * A), &z);
+        z_sum += z;
         gpt_backward(m);
     }
     const int C = m->config.channels;
-    for (int l = 0; l < m->config.layers; l++)
+    for (int l = 0; l < m->config.layers && !m->config.qk_norm; l++)
         CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX),
                                    m->stream));
+    if (z_loss) *z_loss = z_sum / A;
     return loss / A;
 }
 
@@ -1330,23 +1586,44 @@ inline double clip_scale(double norm, double clip) {
     return s < 1.0 ? s : 1.0;
 }
 
-// One AdamW step over every tensor (betas 0.9/0.95, eps 1e-8; weight decay on 2-D tensors).
-inline void gpt_update(GPT* m, double lr, double weight_decay, double grad_scale) {
-    m->adam_t++;
-    AdamWHyper h;
-    h.lr = lr;
-    h.beta1 = 0.9;
-    h.beta2 = 0.95;
-    h.eps = 1e-8;
-    h.grad_scale = grad_scale;
-    h.t = m->adam_t;
-    h.seed = hash_u32((uint32_t)m->seed ^
-                      hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->adam_t)));
+// The scheduled learning rate of each optimizer at `step`: one schedule, two peaks (--lr for
+// AdamW, --muon-lr for Muon), so the schedule scales both alike.
+inline void step_learning_rates(const ScheduleConfig* sched, double muon_peak, int step,
+                                double lr[NUM_OPTIMIZERS]) {
+    ScheduleConfig muon = *sched;
+    muon.lr = muon_peak;
+    lr[OPT_ADAMW] = learning_rate(sched, step);
+    lr[OPT_MUON] = learning_rate(&muon, step);
+}
+
+// One optimizer step: a loop over the parameter table, each tensor through its optimizer at its
+// optimizer's scheduled lr (times the tensor's lr_scale), with the gradients scaled by
+// grad_scale (clipping).
+inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
+    m->opt_step++;
+    const OptimizerConfig* o = &m->opt;
+    const uint32_t seed = hash_u32((uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^
+                                                                hash_u32((uint32_t)m->opt_step)));
+    const MuonHyper muon = {lr[OPT_MUON],      o->muon_momentum, o->muon_nesterov != 0,
+                            o->muon_ns_steps, grad_scale,      seed};
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        adamw_update(m->params + t->offset, m->master ? m->master + t->offset : nullptr,
-                     m->grads + t->offset, m->adam_m + t->offset, m->adam_v + t->offset, t->numel,
-                     t->offset, t->decay ? weight_decay : 0.0, &h, m->stream);
+        floatX* params = m->params + t->offset;
+        float* master = m->master ? m->master + t->offset : nullptr;
+        const floatX* grads = m->grads + t->offset;
+        const double wd = t->decay ? o->weight_decay : 0.0;
+        if (t->optimizer == OPT_ADAMW) {
+            // AdamW's lr_scale scales its whole step, decay included (a parameter group's lr)
+            const AdamWHyper adamw = {lr[OPT_ADAMW] * t->lr_scale, o->beta1, o->beta2, o->eps,
+                                      grad_scale, m->opt_step, seed};
+            adamw_update(params, master, grads, m->opt_state[ADAMW_M] + t->state_offset,
+                         m->opt_state[ADAMW_V] + t->state_offset, t->numel, t->offset, wd,
+                         &adamw, m->stream);
+        } else {
+            muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + t->state_offset,
+                        t->rows, t->cols, t->units, t->offset, t->lr_scale, wd, &muon, &m->muon,
+                        &m->mm, m->stream);
+        }
     }
 }
 
@@ -1539,7 +1816,9 @@ inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int
 // =============================================================================================
 // Checkpoints (llmc/checkpoint.h: written atomically, checksummed, the newest N kept). One holds
 // what a run needs to continue bit for bit: the parameters as the forward pass reads them, the
-// fp32 master weights (bf16 build), AdamW's m and v, the step and AdamW's step count, the seed
+// fp32 master weights (bf16 build), the optimizers' state buffers (sections named as in
+// STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
+// parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the seed
 // of stochastic rounding, the generators of samples and random tokens, and the training
 // loader's position. Its configuration block, compared byte for byte on load, is the model's
 // shape and precision; the loader's saved state checks the data, B, T and the seed itself.
@@ -1567,7 +1846,7 @@ inline CheckpointConfig checkpoint_config_of(const GPTConfig* c) {
 
 struct RunState {            // section "run"
     uint64_t step;           // optimizer steps done
-    uint64_t adam_t;         // AdamW's step count (bias correction, stochastic rounding)
+    uint64_t opt_step;       // GPT::opt_step (AdamW's bias correction, stochastic rounding)
     uint64_t rounding_seed;  // GPT::seed, from which each step's rounding seed derives
     uint64_t sample_rng;     // generator of the samples printed during training
     uint64_t token_rng;      // generator of random tokens (no --data)
@@ -1587,6 +1866,32 @@ inline void write_device_section(CheckpointWriter* w, const char* name, const vo
     }
 }
 
+// Section "layout": the parameter table, one record per tensor in table order. A resumed run's
+// table must equal it record for record, which refuses a checkpoint of another model or
+// optimizer by the name of the first tensor that differs, before any state is read.
+struct LayoutRecord {  // 64 bytes, no padding
+    char name[32];
+    int32_t rows, cols;
+    int32_t optimizer;  // OptimizerKind
+    int32_t units;      // Muon matrix units
+    uint64_t offset;        // in the parameter, gradient and master buffers (elements)
+    uint64_t state_offset;  // in its optimizer's state buffers (elements)
+};
+static_assert(sizeof(LayoutRecord) == 64, "LayoutRecord has padding");
+
+inline LayoutRecord layout_record_of(const ParamTensor* t) {
+    LayoutRecord rec;
+    memset(&rec, 0, sizeof(rec));
+    snprintf(rec.name, sizeof(rec.name), "%s", t->name);
+    rec.rows = t->rows;
+    rec.cols = t->cols;
+    rec.optimizer = t->optimizer;
+    rec.units = t->units;
+    rec.offset = t->offset;
+    rec.state_offset = t->state_offset;
+    return rec;
+}
+
 // Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
 inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
                             const TrainData* d) {
@@ -1597,8 +1902,14 @@ inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunSt
     if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
     write_device_section(&w, "params", m->params, P * sizeof(floatX), stage);
     if (m->master) write_device_section(&w, "master", m->master, P * sizeof(float), stage);
-    write_device_section(&w, "adam_m", m->adam_m, P * sizeof(float), stage);
-    write_device_section(&w, "adam_v", m->adam_v, P * sizeof(float), stage);
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        write_device_section(&w, STATE_BUFFERS[i].name, m->opt_state[i],
+                             state_elems(&m->layout, i) * sizeof(float), stage);
+    std::vector<LayoutRecord> records(m->layout.count);
+    for (int i = 0; i < m->layout.count; i++) records[i] = layout_record_of(&m->layout.tensors[i]);
+    if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
+        0)
+        fatal("%s", w.error);
     if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
     if (d->shards) {
         DataLoaderState ds = dataloader_state(&d->train);
@@ -1623,15 +1934,82 @@ inline void read_device_section(CheckpointReader* r, const char* name, void* dst
     }
 }
 
+inline bool checkpoint_has_section(const CheckpointReader* r, const char* name) {
+    for (uint64_t i = 0; i < r->section_count; i++)
+        if (strcmp(r->sections[i].name, name) == 0) return true;
+    return false;
+}
+
+// The layout section of an open checkpoint. A checkpoint from before the parameter table
+// (AdamW's moments as adam_m/adam_v over every tensor, no layout) is refused here, by name.
+inline std::vector<LayoutRecord> read_layout(CheckpointReader* r) {
+    if (!checkpoint_has_section(r, "layout")) {
+        if (checkpoint_has_section(r, "adam_m"))
+            fatal(
+                "checkpoint %s was written before optimizer state had a layout (it holds "
+                "adam_m/adam_v for every tensor and no 'layout' section); this program cannot "
+                "resume or sample it: start a new run, or use the build that wrote it",
+                r->path);
+        fatal("checkpoint %s has no 'layout' section", r->path);
+    }
+    const CkptSectionInfo* s = ckpt_lookup(r, "layout");
+    if (s->size % sizeof(LayoutRecord) != 0)
+        fatal("checkpoint %s: its layout section has %llu bytes, not whole %zu-byte records",
+              r->path, (unsigned long long)s->size, sizeof(LayoutRecord));
+    std::vector<LayoutRecord> records(s->size / sizeof(LayoutRecord));
+    if (ckpt_read_section(r, "layout", records.data(), s->size) != 0) fatal("%s", r->error);
+    for (LayoutRecord& rec : records) rec.name[sizeof(rec.name) - 1] = '\0';
+    return records;
+}
+
+inline const char* optimizer_name(int32_t kind) {
+    return kind >= 0 && kind < NUM_OPTIMIZERS ? OPTIMIZER_NAMES[kind] : "an unknown optimizer";
+}
+
+// Refuses (fatal) a checkpoint whose layout is not this model's table, naming the first tensor
+// that differs and how.
+inline void check_layout(const CheckpointReader* r, const std::vector<LayoutRecord>& stored,
+                         const ParamLayout* layout) {
+    for (int i = 0; i < layout->count; i++) {
+        const ParamTensor* t = &layout->tensors[i];
+        const LayoutRecord* s = nullptr;
+        for (const LayoutRecord& rec : stored)
+            if (strcmp(rec.name, t->name) == 0) s = &rec;
+        if (s == nullptr)
+            fatal("checkpoint %s holds no tensor %s, which this model has (another model: "
+                  "--qk-norm?)",
+                  r->path, t->name);
+        if (s->optimizer != t->optimizer)
+            fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
+                  r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
+        if (s->rows != t->rows || s->cols != t->cols || s->units != t->units)
+            fatal("checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
+                  "here",
+                  r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
+        if (s->offset != t->offset || s->state_offset != t->state_offset ||
+            (size_t)i >= stored.size() || s != &stored[i])
+            fatal("checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu, state "
+                  "offset %llu) than here (entry %d, offset %zu, state offset %zu)",
+                  r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset,
+                  (unsigned long long)s->state_offset, i, t->offset, t->state_offset);
+    }
+    if (stored.size() != (size_t)layout->count)
+        fatal("checkpoint %s holds tensor %s, which this model does not have (another model: "
+              "--qk-norm?)",
+              r->path, stored[layout->count].name);
+}
+
 // Loads the checkpoint of an open reader (verified against m's config by ckpt_open) into m and
 // returns its run state; the training loader's state goes to *ds when ds is not nullptr.
 inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds) {
+    check_layout(r, read_layout(r), &m->layout);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
     read_device_section(r, "params", m->params, P * sizeof(floatX), stage);
     if (m->master) read_device_section(r, "master", m->master, P * sizeof(float), stage);
-    read_device_section(r, "adam_m", m->adam_m, P * sizeof(float), stage);
-    read_device_section(r, "adam_v", m->adam_v, P * sizeof(float), stage);
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        read_device_section(r, STATE_BUFFERS[i].name, m->opt_state[i],
+                            state_elems(&m->layout, i) * sizeof(float), stage);
     free(stage);
     RunState rs;
     if (ckpt_read_section(r, "run", &rs, sizeof(rs)) != 0) fatal("%s", r->error);
@@ -1640,7 +2018,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds
     if (rs.step != r->step)
         fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
               r->path, (unsigned long long)r->step, (unsigned long long)rs.step);
-    m->adam_t = (int)rs.adam_t;
+    m->opt_step = (int)rs.opt_step;
     m->seed = rs.rounding_seed;
     return rs;
 }
@@ -1705,6 +2083,12 @@ struct TrainConfig {
     long long seed;
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
+    char optimizer[16];  // "adamw" or "muon"
+    double muon_lr;      // 0: --lr (train_config_check fills it in)
+    double muon_momentum;
+    int muon_nesterov, muon_ns_steps;
+    char muon_adjust[24];
+    double z_loss;  // the z-loss coefficient (0: off)
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -1760,6 +2144,27 @@ static const Flag FLAGS[] = {
      "AdamW decoupled weight decay on 2-D tensors"},
     {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, INFINITY, nullptr, FLAG_IDENTITY,
      "clip the global gradient norm to this (0: off)"},
+    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), 0, 0, "adamw|muon", FLAG_IDENTITY,
+     "adamw: AdamW for every tensor (betas 0.9/0.95, eps 1e-8); muon: Muon for the hidden "
+     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest"},
+    {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "Muon's peak learning rate, scaled by the schedule as --lr is (0: --lr)"},
+    {"--muon-momentum", FLAG_DOUBLE, FIELD(muon_momentum), 0, 1, nullptr, FLAG_IDENTITY,
+     "Muon's momentum mu (the buffer is an average: buf += (1-mu)(g - buf))"},
+    {"--muon-nesterov", FLAG_INT, FIELD(muon_nesterov), 0, 1, nullptr, FLAG_IDENTITY,
+     "1: Nesterov momentum (orthogonalize g + mu (buf - g)); 0: orthogonalize buf"},
+    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), 0, 99, nullptr, FLAG_IDENTITY,
+     "Newton-Schulz iterations (quintic, coefficients 3.4445, -4.7750, 2.0315)"},
+    {"--muon-adjust", FLAG_STRING, STRING_FIELD(muon_adjust), 0, 0, "original|match_rms_adamw",
+     FLAG_IDENTITY,
+     "Muon's lr per matrix of A output x B input features: original sqrt(max(1, A/B)); "
+     "match_rms_adamw 0.2 sqrt(max(A, B)), so AdamW's lr and weight decay carry over"},
+    {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), 0, 0, nullptr, FLAG_IDENTITY,
+     "RMSNorm of each head's q and k (eps 1e-6) with learned per-dimension scales, before the "
+     "softmax scale"},
+    {"--z-loss", FLAG_DOUBLE, FIELD(z_loss), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "z-loss coefficient: adds COEF * (log Z)^2 per position to the objective (0: off; 1e-4 "
+     "is the usual value); train_loss stays the cross-entropy"},
     {"--seed", FLAG_INT64, FIELD(seed), 0, 9.2e18, nullptr, FLAG_IDENTITY,
      "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
     {"--val-every", FLAG_INT, FIELD(val_every), NON_NEGATIVE, nullptr, FLAG_FREE,
@@ -1817,6 +2222,13 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->lr = 6e-4;
     tc->warmup = 0;
     snprintf(tc->schedule, sizeof(tc->schedule), "cosine");
+    snprintf(tc->optimizer, sizeof(tc->optimizer), "adamw");
+    tc->muon_lr = 0.0;
+    tc->muon_momentum = 0.95;
+    tc->muon_nesterov = 1;
+    tc->muon_ns_steps = 5;
+    snprintf(tc->muon_adjust, sizeof(tc->muon_adjust), "match_rms_adamw");
+    tc->z_loss = 0.0;
     tc->min_lr_frac = 0.1;
     tc->decay_frac = 0.2;
     tc->weight_decay = 0.1;
@@ -1853,6 +2265,7 @@ inline void print_usage(FILE* f, const char* prog) {
 inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
+    if (tc->muon_lr == 0.0) tc->muon_lr = tc->lr;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
     if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
@@ -1863,6 +2276,22 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                  "or --log");
     else return nullptr;
     return msg;
+}
+
+// The optimizer settings of a checked configuration.
+inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
+    OptimizerConfig o;
+    o.kind = strcmp(tc->optimizer, "muon") == 0 ? OPT_MUON : OPT_ADAMW;
+    o.weight_decay = tc->weight_decay;
+    o.beta1 = 0.9;
+    o.beta2 = 0.95;
+    o.eps = 1e-8;
+    o.muon_momentum = tc->muon_momentum;
+    o.muon_nesterov = tc->muon_nesterov;
+    o.muon_ns_steps = tc->muon_ns_steps;
+    o.muon_adjust = strcmp(tc->muon_adjust, "original") == 0 ? MUON_ADJUST_ORIGINAL
+                                                              : MUON_ADJUST_MATCH_RMS_ADAMW;
+    return o;
 }
 
 // Loads the tokenizer of --tokenizer, or else of --data (DIR/tokenizer.bin). Returns false when
@@ -1902,8 +2331,17 @@ inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
     if (c.vocab != tok->vocab_size)
         fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab,
               tok->vocab_size);
+    // The config block holds the shape; the layout section says whether the model has QK-norm's
+    // scales and which optimizer's state the file holds (needed to read it in full).
+    OptimizerConfig opt = optimizer_config_of(tc);
+    char q_norm_name[32];
+    snprintf(q_norm_name, sizeof(q_norm_name), "h0.%s", LAYER_TENSOR_NAMES[Q_NORM_W]);
+    for (const LayoutRecord& rec : read_layout(&reader)) {
+        if (strcmp(rec.name, q_norm_name) == 0) c.qk_norm = 1;
+        if (rec.optimizer == OPT_MUON) opt.kind = OPT_MUON;
+    }
     GPT model;
-    gpt_build(&model, &c, 1, c.context, 0);
+    gpt_build(&model, &c, &opt, 1, c.context, 0);
     RunState rs = load_checkpoint(&model, &reader, nullptr);
     ckpt_close(&reader);
     printf(
@@ -1929,9 +2367,10 @@ constexpr bool ON_GPU = false;  // built by dev/cpu/cucc: the CPU runtime, where
 constexpr bool ON_GPU = true;
 #endif
 
-// The log's first line: the run's configuration and the baseline plot.py draws.
+// The log's first line: the run's configuration, the bytes of model state it holds and the
+// baseline plot.py draws.
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
-                       int ranks) {
+                       int ranks, const StateBytes* held) {
     const GPTConfig* c = &tc->model;
     logger_begin(lg);
     logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
@@ -1950,7 +2389,17 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_float(lg, "lr", (float)tc->lr);
     logger_int(lg, "warmup", tc->warmup);
     logger_string(lg, "schedule", tc->schedule, strlen(tc->schedule));
+    logger_string(lg, "optimizer", tc->optimizer, strlen(tc->optimizer));
+    if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)tc->muon_lr);
+    logger_int(lg, "qk_norm", c->qk_norm);
+    logger_float(lg, "z_loss", (float)tc->z_loss);
     logger_int(lg, "seed", tc->seed);
+    logger_object_begin(lg, "state_bytes");  // as allocated
+    logger_int(lg, "params", (int64_t)held->params);
+    logger_int(lg, "grads", (int64_t)held->grads);
+    logger_int(lg, "master", (int64_t)held->master);
+    logger_int(lg, "optimizer", (int64_t)held->optimizer);
+    logger_object_end(lg);
     if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
@@ -2012,6 +2461,32 @@ inline void check_replicas(const Comm* comm, const GPT* m) {
            comm->dp.size);
 }
 
+// The startup report's line on the model state: the bytes each buffer holds (as allocated) and
+// what a parameter costs under each optimizer (weights, gradients, master weights and state).
+inline void print_state_bytes(const GPT* m) {
+    const StateBytes* h = &m->state_bytes;
+    const double MiB = 1024.0 * 1024.0;
+    printf("model state: params %.2f MiB, grads %.2f MiB, master %.2f MiB, optimizer %.2f MiB",
+           h->params / MiB, h->grads / MiB, h->master / MiB, h->optimizer / MiB);
+    for (int o = 0; o < NUM_OPTIMIZERS; o++) {
+        int tensors = 0;
+        size_t params = 0, bytes = 2 * sizeof(floatX) + (m->master ? sizeof(float) : 0);
+        for (int i = 0; i < m->layout.count; i++) {
+            if (m->layout.tensors[i].optimizer != o) continue;
+            tensors++;
+            params += m->layout.tensors[i].numel;
+        }
+        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
+            if (STATE_BUFFERS[b].optimizer == o) bytes += sizeof(float);
+        if (tensors > 0)
+            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o],
+                   tensors, params, bytes);
+    }
+    if (h->muon_workspace > 0)
+        printf(" | Newton-Schulz workspace %.2f MiB", h->muon_workspace / MiB);
+    printf("\n");
+}
+
 // Trains (or samples, with --sample) as one rank of `comm`.
 inline int train_main(const Comm* comm, int argc, char** argv) {
     TrainConfig tc;
@@ -2048,7 +2523,9 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
                     comm->dp.size);
     const double unigram = data.unigram;
     GPT model;
-    gpt_build(&model, c, B, T, (uint64_t)tc.seed);
+    const OptimizerConfig opt = optimizer_config_of(&tc);
+    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed);
+    model.z_loss_coef = tc.z_loss;
     gpt_init_random(&model, (uint64_t)tc.seed);
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
@@ -2104,7 +2581,9 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             "%.4f\n",
             (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
             unigram);
-    if (lg.file && lg.needs_header) log_header(&lg, &tc, parameters, unigram, comm->dp.size);
+    print_state_bytes(&model);
+    if (lg.file && lg.needs_header)
+        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model.state_bytes);
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
     if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);
@@ -2119,22 +2598,30 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     for (int step = (int)rs.step; step < tc.steps; step++) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         auto start = std::chrono::steady_clock::now();
-        double loss = gpt_forward_backward(&model, inputs, targets, A);
+        double z_loss = 0.0;
+        double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
         // Data parallel: the gradients become their mean over the ranks before anything reads
-        // them, so the norm, clipping and AdamW see the global batch's gradient on every rank
-        // and the parameters stay identical; the loss becomes the global batch's too.
+        // them, so the norm, clipping and the optimizers see the global batch's gradient on
+        // every rank and the parameters stay identical; the losses become the global batch's.
         comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
         loss = comm_mean(&comm->dp, loss);
+        z_loss = comm_mean(&comm->dp, z_loss);
         float norm = gpt_grad_norm(&model);
-        double lr = learning_rate(&sched, step);
-        gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
+        double lrs[NUM_OPTIMIZERS];
+        step_learning_rates(&sched, tc.muon_lr, step, lrs);
+        const double lr = lrs[OPT_ADAMW];
+        gpt_update(&model, lrs, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->dp.size);
         const int done = step + 1;
-        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s", done,
-               tc.steps, loss, lr, norm, seconds * 1e3, tokens_per_step / seconds);
+        printf("step %5d/%d | loss %.6f", done, tc.steps, loss);
+        if (tc.z_loss > 0.0) printf(" | z-loss %.6f", z_loss);
+        printf(" | lr %.4e", lr);
+        if (opt.kind == OPT_MUON) printf(" | muon lr %.4e", lrs[OPT_MUON]);
+        printf(" | norm %.4f | %.1f ms | %.0f tok/s", norm, seconds * 1e3,
+               tokens_per_step / seconds);
         if (ON_GPU) printf(" | MFU %.1f%%", mfu);
         printf("\n");
         fflush(stdout);
@@ -2142,7 +2629,9 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             logger_begin(&lg);
             logger_int(&lg, "step", done);
             logger_float(&lg, "train_loss", (float)loss);
+            if (tc.z_loss > 0.0) logger_float(&lg, "z_loss", (float)z_loss);
             logger_float(&lg, "lr", (float)lr);
+            if (opt.kind == OPT_MUON) logger_float(&lg, "muon_lr", (float)lrs[OPT_MUON]);
             logger_float(&lg, "grad_norm", norm);
             logger_float(&lg, "ms", (float)(seconds * 1e3));
             logger_float(&lg, "tok_per_s", (float)(tokens_per_step / seconds));
@@ -2150,7 +2639,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             if (logger_end(&lg) != 0) fatal("%s", lg.error);
         }
         rs.step = (uint64_t)done;
-        rs.adam_t = (uint64_t)model.adam_t;
+        rs.opt_step = (uint64_t)model.opt_step;
         const bool last = done == tc.steps;
         if (validate && (done % tc.val_every == 0 || last))
             val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);

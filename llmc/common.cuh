@@ -140,10 +140,17 @@ __device__ inline void store128(T* p, const Packed128<T>& v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Warp reductions over all 32 lanes (xor butterfly: every lane ends with the same bits).
+// Warp reductions (xor butterfly: every lane of the group ends with the same bits).
 
 __device__ inline float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+// The sum over each aligned group of `width` lanes (a power of two up to 32; the whole warp
+// calls it): every lane of a group ends with the group's sum.
+__device__ inline float warp_group_sum(float v, int width) {
+    for (int offset = width / 2; offset > 0; offset /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
 }
 __device__ inline float warp_max(float v) {

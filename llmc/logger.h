@@ -13,7 +13,8 @@ depends on it. The header holds whatever the trainer puts there (plot.py draws a
 "unigram_val_loss" when present).
 
 A line is built with logger_begin, then logger_int / logger_float / logger_string for each
-key, then logger_end, which writes the whole line with one fwrite and flushes it.
+key (logger_object_begin / logger_object_end around the keys of a nested object), then
+logger_end, which writes the whole line with one fwrite and flushes it.
 - Floats are written with the fewest digits that read back as the same float (0.1f is "0.1");
   NaN and infinities, which JSON cannot express, are written as null.
 - Strings may hold any bytes (decoded model output can be invalid UTF-8): quote, backslash and
@@ -51,7 +52,8 @@ typedef struct {
     int needs_header;  // set by logger_open: the file is new, the caller writes the header first
     char* line;        // the line being built (logger_begin .. logger_end)
     size_t line_len, line_cap;
-    int line_fields;             // keys in it so far, for the commas
+    int line_fields;             // keys in it (or in the open nested object) so far, for commas
+    int outer_fields;            // the line's keys while a nested object is open
     char error[2 * 4096 + 256];  // room for two paths
 } Logger;
 
@@ -183,6 +185,20 @@ inline void logger_string(Logger* lg, const char* key, const void* bytes, size_t
     logger_append(lg, "\"", 1);
     logger_append_escaped(lg, (const uint8_t*)bytes, n);
     logger_append(lg, "\"", 1);
+}
+
+// A nested object as the value of `key`: logger_object_begin, its keys, logger_object_end.
+// One level deep (the header's "state_bytes").
+inline void logger_object_begin(Logger* lg, const char* key) {
+    logger_key(lg, key);
+    logger_append(lg, "{", 1);
+    lg->outer_fields = lg->line_fields;
+    lg->line_fields = 0;
+}
+
+inline void logger_object_end(Logger* lg) {
+    logger_append(lg, "}", 1);
+    lg->line_fields = lg->outer_fields;
 }
 
 // Ends the line and writes it out, flushed.
