@@ -6,12 +6,17 @@ docstring specifies the model and the dump format).
 
 builds the model with the dump's configuration and checks it in two parts.
 
+The dump names the model (QK-norm or not), the objective (the z-loss coefficient) and the
+optimizers (AdamW alone, or Muon for the hidden matrices), and the model is built the same way.
+
 (a) The free-running run: from the dump's initial parameters, the same forward, backward and K
     steps as PyTorch's fp32 run, comparing
       - the logits of every micro-batch of step 0 and the step-0 loss,
-      - every accumulated gradient of step 0 (the key bias gradient exactly zero),
-      - for each step k: the loss, the learning rate and the gradient norm,
-      - every parameter after step 0, with AdamW's sign allowance (adamw_allowance).
+      - every accumulated gradient of step 0 (without QK-norm the key bias gradient exactly
+        zero),
+      - for each step k: the loss, the z-loss, both learning rates and the gradient norm,
+      - every parameter after step 0, with AdamW's sign allowance (adamw_allowance) for the
+        AdamW tensors.
     Then the whole run again: both runs must produce identical bits.
     Parameters after later steps are not compared here. AdamW moves an element whose gradient is
     within rounding noise of zero by about lr in a direction the noise picks; the allowance
@@ -19,13 +24,15 @@ builds the model with the dump's configuration and checks it in two parts.
     gradients by more than any noise model of that step covers, and the difference compounds.
     Part (b) checks every step without that cascade.
 (b) Teacher-forced steps k = 0..K-1, each from the dump's own state: the parameters theta_{k-1}
-    (init for k = 0; the fp32 master weights too in the bf16 build), AdamW's m_{k-1}, v_{k-1}
-    (zeros for k = 0) and its step count k. Then
-      - gradients: forward and backward of step k's micro-batches; the loss, the gradient norm
-        and every gradient against step<k>.grad.* (key bias exactly zero);
-      - optimizer: the dump's gradient step<k>.grad.* goes into the gradient buffer and AdamW
-        runs with the dump's lr and clip scale; theta_k - theta_{k-1} (fp32 parameters: master
-        weights in the bf16 build), m_k and v_k are compared with the dump.
+    (init for k = 0; the fp32 master weights too in the bf16 build), the optimizers' state of
+    step k-1 (AdamW's m, v of the AdamW tensors and Muon's momentum of the Muon tensors; zeros
+    for k = 0) and the step count k. Then
+      - gradients: forward and backward of step k's micro-batches; the loss, the z-loss, the
+        gradient norm and every gradient against step<k>.grad.* (key bias as in (a));
+      - optimizer: the dump's gradient step<k>.grad.* goes into the gradient buffer and the
+        update runs with the dump's learning rates and clip scale; theta_k - theta_{k-1} (fp32
+        parameters: master weights in the bf16 build) and the new state (m_k and v_k, or the
+        momentum) are compared with the dump.
     The gradient check has identical parameters and the optimizer check identical inputs, so
     an error in either shows up at the step that makes it. Part (b) excuses no element: its
     optimizer bounds are norms of what the identical inputs force (below).
@@ -67,8 +74,46 @@ Bounds (each printed next to the measured error; a NaN or Inf never passes):
                 stores it in fp32 (theta_k - theta_{k-1} carries that rounding), and with weight
                 decay another half unit of the decayed theta_{k-1} each (PyTorch stores it
                 between its two operations; a fused multiply-add may skip that rounding).
-  the learning rate is double arithmetic in both programs: rel <= 1e-12 in both builds.
-  Exact zeros in the reference (the key bias gradient) must be exact zeros here.
+              Muon's momentum is one fp32 lerp in both programs: e is (1 - mu) times the
+              change of the (clipped) gradient element on its rounding to floatX (zero in fp32;
+              measured: bit-identical to torch's in the fp32 build).
+  the learning rates are double arithmetic in both programs: rel <= 1e-12 in both builds.
+  Exact zeros in the reference (the key bias gradient without QK-norm) must be exact zeros here.
+
+Muon's update, theta_k - theta_{k-1} = -lr wd theta - lr adjust NS(u), needs bounds of its own:
+Newton-Schulz amplifies a perturbation along the directions of the small singular values of u
+by up to a = 3.4445 per step (a^5 ~ 490), and the gradients of a few tokens, the suite's, have
+many small singular values. So what an implementation's rounding does to NS(u) is measured, by
+PyTorch, on the dump's own matrices (scripts/reference.py, records fp32.* and bf16.*):
+  fp32 build, part (b): the optimizer rule above plus MUON_DRIFT_FACTOR (4) x s, s =
+              fp32.step<k>.update.<p>, how far float32 arithmetic moves torch's Newton-Schulz
+              update from the same iteration in float64 (s: 3e-7 to 3e-6 on the suite's dumps,
+              so the 1e-5 still binds there; 10 iterations on few tokens reach s ~ 4e-4).
+              Measured: at most 0.11 of the bound (2.4e-6 against 2.2e-5).
+  fp32 build, part (a): theta_0 at 1e-5 plus 4 s ||theta_0 - init|| / ||theta_0|| (the same
+              drift, carried by the update's share of theta_0).
+  bf16 build, part (b): against the fp32 dump no bound can hold: torch's own bf16 step
+              (bfloat16 Newton-Schulz, as in ours) lies d = bf16.step<k>.update.<p> = 2e-2 to
+              7.6e-2 from the fp32 one on the suite's dumps (0.12 at C = 256, 0.29 at 10
+              iterations), and ours as far (up to 7.6e-2): 4d is past the 5e-2 ceiling, and so
+              is d itself. So the bf16 build's update is held against torch's own bf16 step from
+              the same inputs, step<k>.update_bf16.<p> (the dump's state, the gradient rounded
+              to bf16 as our buffer holds it), with the bf16 rule on D, the largest
+              bf16.*.update_order.* of the dump: how far a second correct bf16 run of torch's
+              iteration (every product summed in another order) lands from torch's on the same
+              inputs. It is pooled over the dump's Muon matrices because one reordering of one
+              matrix may flip no rounding that matters, while ours flips others: the size of
+              the effect, not where it falls, is the property of the iteration. Measured: ours
+              is bit-identical to torch's on many matrices and at most 0.28 of the bound
+              (1.1e-2 against 3.8e-2); its distance from the fp32 dump is printed next to it.
+              When D itself is past the 5e-2 ceiling (measured: 10 iterations, D ~ 0.1-0.4) no
+              bf16 run determines the step within it: the comparison is printed, not held.
+  bf16 build, part (a): theta_0 - init of a Muon tensor carries a bf16 Newton-Schulz of our own
+              bf16 gradients, torch's of its own: their distance from the fp32 run is d =
+              bf16.step0.param.<p> each (measured: ours 3.4e-2 to 9.2e-2 where d is 3.4e-2 to
+              6.8e-2). The bf16 rule holds it where 4d is under the ceiling; beyond it (every
+              Muon tensor of the suite's dumps) it is printed, not held, and part (b) holds the
+              step.
 */
 #define TRAIN_GPT_NO_MAIN
 #include "train_gpt.cu"
@@ -357,8 +402,7 @@ struct HostState {
 };
 
 // The dump's records of each state buffer (step<k>.<kind>.<param>, for its optimizer's tensors).
-static const char* const STATE_RECORDS[NUM_STATE_BUFFERS] = {"adam_m", "adam_v",
-                                                             "muon_momentum"};
+static const char* const STATE_RECORDS[NUM_STATE_BUFFERS] = {"adam_m", "adam_v", "muon_momentum"};
 
 // The state after step k from the dump's records (k < 0: zeros, the state before step 0).
 inline void dump_state_set(const Dump* d, const ParamLayout* layout, int k, HostState* st) {
@@ -485,6 +529,7 @@ struct TestSetup {
     int B, T, A, K;
     ScheduleConfig sched;  // AdamW's peak; Muon's is muon_lr
     double muon_lr, grad_clip, z_loss;
+    double muon_order_noise;  // the largest bf16.*.update_order.* of the dump (header)
     uint64_t seed;
     ParamLayout layout;
     float* init;         // layout.total floats, zero in the gaps
@@ -598,10 +643,11 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
                 // torch's own bf16 run is further from the fp32 one than the ceiling allows a
                 // bound to derive from: printed, held in part (b) (header)
                 if (tally->print)
-                    printf("  %-30s rel %.3e (not held: torch's bf16 run differs by %.3e, "
-                           "%gx that is past the %.0e ceiling; part (b) holds this step)\n",
-                           name, rel_diff(ours_k, ref_k, t->numel), dump_scalar(d, key),
-                           BF16_FACTOR, BF16_CEILING);
+                    printf(
+                        "  %-30s rel %.3e (not held: torch's bf16 run differs by %.3e, "
+                        "%gx that is past the %.0e ceiling; part (b) holds this step)\n",
+                        name, rel_diff(ours_k, ref_k, t->numel), dump_scalar(d, key), BF16_FACTOR,
+                        BF16_CEILING);
             } else {
                 compare_values(tally, name, ours_k, ref_k, t->numel, rel_bound, abs_bound,
                                allowance + t->offset);
@@ -647,7 +693,8 @@ inline double half_ulp(float x) {
 // last place of theta_k as each program stores it and, with weight decay, of the decayed
 // theta_{k-1} in each.
 inline double stored_rounding(float theta, float decay, float ours, float dumped) {
-    return half_ulp(ours) + half_ulp(dumped) + (decay != 1.0f ? 2.0 * half_ulp(theta * decay) : 0.0);
+    return half_ulp(ours) + half_ulp(dumped) +
+           (decay != 1.0f ? 2.0 * half_ulp(theta * decay) : 0.0);
 }
 
 // One step's inputs and results for one tensor in part (b): theta_{k-1} and the dump's gradient
@@ -755,8 +802,18 @@ inline void check_muon_step(Tally* tally, const Dump* d, const TestSetup* s, con
     const float* torch_bf16 = (const float*)dump_array(d, name, DUMP_F32, n);
     std::vector<double> ref_b16(torch_bf16, torch_bf16 + n);
     char rule[160];
-    snprintf(rule, sizeof(rule), "step%d.update_bf16_grad.%s", f->k, t->name);
-    const double rel_bound = rel_bound_for(d, rule);
+    const double order_noise = s->muon_order_noise;
+    if (order_noise > BF16_CEILING) {
+        // a second correct bf16 run lands further away than any bound may be (header)
+        if (tally->print)
+            printf(
+                "  %-30s rel %.3e (not held: a reordered bf16 run of torch's lands up to "
+                "%.3e away, past the %.0e ceiling)\n",
+                name, rel_diff(ours_u.data(), ref_b16.data(), n), order_noise, BF16_CEILING);
+        return;
+    }
+    const double rel_bound =
+        std::min(std::max(BF16_FACTOR * order_noise, BF16_FLOOR), BF16_CEILING);
     compare_values(tally, name, ours_u.data(), ref_b16.data(), n, rel_bound,
                    abs_bound_for(ref_b16.data(), n, rel_bound));
     if (tally->print) {
@@ -879,6 +936,11 @@ int main(int argc, char** argv) {
     s.opt.muon_nesterov = (int)dump_scalar(&d, "config.muon_nesterov");
     s.opt.muon_ns_steps = (int)dump_scalar(&d, "config.muon_ns_steps");
     s.opt.muon_adjust = (int)dump_scalar(&d, "config.muon_adjust");
+    s.muon_order_noise = 0.0;
+    for (int i = 0; i < d.count; i++)
+        if (strncmp(d.records[i].name, "bf16.", 5) == 0 &&
+            strstr(d.records[i].name, ".update_order."))
+            s.muon_order_noise = std::max(s.muon_order_noise, dump_scalar(&d, d.records[i].name));
     char msg[256];
     if (const char* err = gpt_config_error(&s.config, s.B, s.T, msg, sizeof(msg))) {
         fprintf(stderr, "dump config: %s\n", err);
@@ -891,8 +953,8 @@ int main(int argc, char** argv) {
         fprintf(stderr,
                 "dump config: padded vocab %d (expected %d), grad accum %d, steps %d, schedule "
                 "%d, optimizer %d, muon adjust %d, muon ns steps %d\n",
-                s.config.padded_vocab, padded_vocab_of(s.config.vocab), s.A, s.K,
-                s.sched.schedule, s.opt.kind, s.opt.muon_adjust, s.opt.muon_ns_steps);
+                s.config.padded_vocab, padded_vocab_of(s.config.vocab), s.A, s.K, s.sched.schedule,
+                s.opt.kind, s.opt.muon_adjust, s.opt.muon_ns_steps);
         return EXIT_FAILURE;
     }
     printf(

@@ -13,19 +13,20 @@ data, tokenizer, checkpoint files and the log have a header each in llmc/.
 
 Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU and reads its own part
 of each global batch (llmc/comm.cuh). The gradients are averaged over the ranks before the
-norm, clipping and the optimizers read them, so every rank takes the same step and keeps bit-identical
-parameters (checked by a hash at the end); printed losses are the global batch's. Only rank 0
-prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0 picks.
+norm, clipping and the optimizers read them, so every rank takes the same step and keeps
+bit-identical parameters (checked by a hash at the end); printed losses are the global batch's. Only
+rank 0 prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0
+picks.
 
 Resuming: a checkpoint holds everything the step depends on (weights, master weights, the
-optimizers' state and step count, the rounding seed, the loader's position, the generators), so a run that
-is killed and resumed from its last checkpoint prints the same losses, bit for bit, as one
+optimizers' state and step count, the rounding seed, the loader's position, the generators), so a
+run that is killed and resumed from its last checkpoint prints the same losses, bit for bit, as one
 that never stopped.
 
 Precision: floatX (llmc/common.cuh) is bf16 by default and fp32 with -DENABLE_FP32. In the bf16
 build parameters, gradients and activations are bf16, the optimizers keep fp32 master weights
-and fp32 state (AdamW's moments, Muon's momentum), every kernel accumulates in fp32, and parameters are written back from the master
-weights with seeded stochastic rounding.
+and fp32 state (AdamW's moments, Muon's momentum), every kernel accumulates in fp32, and parameters
+are written back from the master weights with seeded stochastic rounding.
 
 Determinism: there are no floating-point atomics. Every sum over many threads has a fixed
 order (warp butterflies, per-chunk partial sums added in chunk order, embedding gradients
@@ -142,8 +143,9 @@ enum LayerTensor {  // a block's tensors, in layout order
     NUM_LAYER_TENSORS
 };
 static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
-    "ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b", "ln2.w",
-    "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w"};
+    "ln1.w",       "ln1.b",      "attn.qkv.w",    "attn.qkv.b",   "attn.proj.w",
+    "attn.proj.b", "ln2.w",      "ln2.b",         "mlp.fc.w",     "mlp.fc.b",
+    "mlp.proj.w",  "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w"};
 
 enum OptimizerKind { OPT_ADAMW = 0, OPT_MUON = 1, NUM_OPTIMIZERS };
 static const char* const OPTIMIZER_NAMES[NUM_OPTIMIZERS] = {"adamw", "muon"};
@@ -242,8 +244,8 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
     for (int l = 0; l < L; l++) {
         // (rows, cols) of each block tensor, in LayerTensor order
         const int shapes[NUM_LAYER_TENSORS][2] = {
-            {C, 0}, {C, 0},     {3 * C, C}, {3 * C, 0}, {C, C},     {C, 0},  {C, 0},
-            {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0},     {HS, 0}, {HS, 0}};
+            {C, 0}, {C, 0},     {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},  {C, 0},
+            {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}, {HS, 0}, {HS, 0}};
         for (int j = 0; j < layout->per_layer; j++) {
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
@@ -1109,8 +1111,8 @@ __global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqk
 inline void qk_norm_forward(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
                             const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
     const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
-    qk_norm_forward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0,
-                             stream>>>(qkv, raw, rstd, q_w, k_w, N, NH, HS);
+    qk_norm_forward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0, stream>>>(
+        qkv, raw, rstd, q_w, k_w, N, NH, HS);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1122,8 +1124,8 @@ inline void qk_norm_backward(floatX* dqkv, floatX* dq_w, floatX* dk_w, float* pa
                              const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
     const int n_chunks = (int)ceil_div((size_t)N * NH, COLUMN_CHUNK);
     // the scale gradients read dy, so they go first
-    qk_norm_scale_partials_kernel<<<n_chunks, 2 * HS, 0, stream>>>(partials, dqkv, raw, rstd, N,
-                                                                   NH, HS);
+    qk_norm_scale_partials_kernel<<<n_chunks, 2 * HS, 0, stream>>>(partials, dqkv, raw, rstd, N, NH,
+                                                                   HS);
     CUDA_CHECK_LAUNCH();
     column_finish_kernel<<<(int)ceil_div(HS, 32), 32 * COLUMN_FINISH_WARPS, 0, stream>>>(
         dq_w, dk_w, partials, n_chunks, HS);
@@ -1200,8 +1202,7 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_
 }
 
 inline void fused_classifier(floatX* logits, float* losses, float* z_losses, const int* targets,
-                             int N, int V, int Vp, float dloss, float z_coef,
-                             cudaStream_t stream) {
+                             int N, int V, int Vp, float dloss, float z_coef, cudaStream_t stream) {
     fused_classifier_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
         logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef);
     CUDA_CHECK_LAUNCH();
@@ -1247,9 +1248,9 @@ struct GPT {
     ParamLayout layout;
     floatX* params;  // layout.total elements each
     floatX* grads;
-    float* master;                         // fp32 master weights (bf16 build only; else nullptr)
-    float* opt_state[NUM_STATE_BUFFERS];   // STATE_BUFFERS; nullptr when it covers no tensor
-    MuonWorkspace muon;                    // Newton-Schulz scratch (empty without Muon tensors)
+    float* master;                        // fp32 master weights (bf16 build only; else nullptr)
+    float* opt_state[NUM_STATE_BUFFERS];  // STATE_BUFFERS; nullptr when it covers no tensor
+    MuonWorkspace muon;                   // Newton-Schulz scratch (empty without Muon tensors)
     StateBytes state_bytes;
     Activations acts;
     floatX* acts_x;  // the activation buffers
@@ -1374,8 +1375,7 @@ inline void gpt_set_params(GPT* m, const float* values) {
         CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         if (m->opt_state[i])
-            CUDA_CHECK(
-                cudaMemset(m->opt_state[i], 0, state_elems(&m->layout, i) * sizeof(float)));
+            CUDA_CHECK(cudaMemset(m->opt_state[i], 0, state_elems(&m->layout, i) * sizeof(float)));
     m->opt_step = 0;
     free(rounded);
 }
@@ -1527,9 +1527,10 @@ inline void gpt_backward(GPT* m) {
         attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
                            st);
         if (c->qk_norm)
-            qk_norm_backward(a->dqkv, layer_param(m, g, l, Q_NORM_W), layer_param(m, g, l, K_NORM_W),
-                             partials, la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
-                             layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
+            qk_norm_backward(a->dqkv, layer_param(m, g, l, Q_NORM_W),
+                             layer_param(m, g, l, K_NORM_W), partials, la->qk_raw, la->qk_rstd,
+                             layer_param(m, p, l, Q_NORM_W), layer_param(m, p, l, K_NORM_W), N, NH,
+                             HS, st);
         linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, QKV_W), layer_param(m, g, l, QKV_B),
                         partials, a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
         layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
@@ -1602,10 +1603,10 @@ inline void step_learning_rates(const ScheduleConfig* sched, double muon_peak, i
 inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
     m->opt_step++;
     const OptimizerConfig* o = &m->opt;
-    const uint32_t seed = hash_u32((uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^
-                                                                hash_u32((uint32_t)m->opt_step)));
-    const MuonHyper muon = {lr[OPT_MUON],      o->muon_momentum, o->muon_nesterov != 0,
-                            o->muon_ns_steps, grad_scale,      seed};
+    const uint32_t seed = hash_u32(
+        (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
+    const MuonHyper muon = {lr[OPT_MUON],     o->muon_momentum, o->muon_nesterov != 0,
+                            o->muon_ns_steps, grad_scale,       seed};
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         floatX* params = m->params + t->offset;
@@ -1614,11 +1615,16 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
         const double wd = t->decay ? o->weight_decay : 0.0;
         if (t->optimizer == OPT_ADAMW) {
             // AdamW's lr_scale scales its whole step, decay included (a parameter group's lr)
-            const AdamWHyper adamw = {lr[OPT_ADAMW] * t->lr_scale, o->beta1, o->beta2, o->eps,
-                                      grad_scale, m->opt_step, seed};
+            const AdamWHyper adamw = {lr[OPT_ADAMW] * t->lr_scale,
+                                      o->beta1,
+                                      o->beta2,
+                                      o->eps,
+                                      grad_scale,
+                                      m->opt_step,
+                                      seed};
             adamw_update(params, master, grads, m->opt_state[ADAMW_M] + t->state_offset,
-                         m->opt_state[ADAMW_V] + t->state_offset, t->numel, t->offset, wd,
-                         &adamw, m->stream);
+                         m->opt_state[ADAMW_V] + t->state_offset, t->numel, t->offset, wd, &adamw,
+                         m->stream);
         } else {
             muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + t->state_offset,
                         t->rows, t->cols, t->units, t->offset, t->lr_scale, wd, &muon, &m->muon,
@@ -1818,8 +1824,8 @@ inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int
 // what a run needs to continue bit for bit: the parameters as the forward pass reads them, the
 // fp32 master weights (bf16 build), the optimizers' state buffers (sections named as in
 // STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
-// parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the seed
-// of stochastic rounding, the generators of samples and random tokens, and the training
+// parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the
+// seed of stochastic rounding, the generators of samples and random tokens, and the training
 // loader's position. Its configuration block, compared byte for byte on load, is the model's
 // shape and precision; the loader's saved state checks the data, B, T and the seed itself.
 
@@ -1872,8 +1878,8 @@ inline void write_device_section(CheckpointWriter* w, const char* name, const vo
 struct LayoutRecord {  // 64 bytes, no padding
     char name[32];
     int32_t rows, cols;
-    int32_t optimizer;  // OptimizerKind
-    int32_t units;      // Muon matrix units
+    int32_t optimizer;      // OptimizerKind
+    int32_t units;          // Muon matrix units
     uint64_t offset;        // in the parameter, gradient and master buffers (elements)
     uint64_t state_offset;  // in its optimizer's state buffers (elements)
 };
@@ -1976,27 +1982,31 @@ inline void check_layout(const CheckpointReader* r, const std::vector<LayoutReco
         for (const LayoutRecord& rec : stored)
             if (strcmp(rec.name, t->name) == 0) s = &rec;
         if (s == nullptr)
-            fatal("checkpoint %s holds no tensor %s, which this model has (another model: "
-                  "--qk-norm?)",
-                  r->path, t->name);
+            fatal(
+                "checkpoint %s holds no tensor %s, which this model has (another model: "
+                "--qk-norm?)",
+                r->path, t->name);
         if (s->optimizer != t->optimizer)
             fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
                   r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
         if (s->rows != t->rows || s->cols != t->cols || s->units != t->units)
-            fatal("checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
-                  "here",
-                  r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
+            fatal(
+                "checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
+                "here",
+                r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
         if (s->offset != t->offset || s->state_offset != t->state_offset ||
             (size_t)i >= stored.size() || s != &stored[i])
-            fatal("checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu, state "
-                  "offset %llu) than here (entry %d, offset %zu, state offset %zu)",
-                  r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset,
-                  (unsigned long long)s->state_offset, i, t->offset, t->state_offset);
+            fatal(
+                "checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu, state "
+                "offset %llu) than here (entry %d, offset %zu, state offset %zu)",
+                r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset,
+                (unsigned long long)s->state_offset, i, t->offset, t->state_offset);
     }
     if (stored.size() != (size_t)layout->count)
-        fatal("checkpoint %s holds tensor %s, which this model does not have (another model: "
-              "--qk-norm?)",
-              r->path, stored[layout->count].name);
+        fatal(
+            "checkpoint %s holds tensor %s, which this model does not have (another model: "
+            "--qk-norm?)",
+            r->path, stored[layout->count].name);
 }
 
 // Loads the checkpoint of an open reader (verified against m's config by ckpt_open) into m and
@@ -2088,7 +2098,7 @@ struct TrainConfig {
     double muon_momentum;
     int muon_nesterov, muon_ns_steps;
     char muon_adjust[24];
-    double z_loss;  // the z-loss coefficient (0: off)
+    double z_loss;   // the z-loss coefficient (0: off)
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -2141,7 +2151,7 @@ static const Flag FLAGS[] = {
     {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, 1, nullptr, FLAG_IDENTITY,
      "wsd: fraction of the steps spent decaying"},
     {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, INFINITY, nullptr, FLAG_IDENTITY,
-     "AdamW decoupled weight decay on 2-D tensors"},
+     "decoupled weight decay on 2-D tensors (AdamW's and Muon's, with the unadjusted lr)"},
     {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, INFINITY, nullptr, FLAG_IDENTITY,
      "clip the global gradient norm to this (0: off)"},
     {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), 0, 0, "adamw|muon", FLAG_IDENTITY,
@@ -2290,7 +2300,7 @@ inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
     o.muon_nesterov = tc->muon_nesterov;
     o.muon_ns_steps = tc->muon_ns_steps;
     o.muon_adjust = strcmp(tc->muon_adjust, "original") == 0 ? MUON_ADJUST_ORIGINAL
-                                                              : MUON_ADJUST_MATCH_RMS_ADAMW;
+                                                             : MUON_ADJUST_MATCH_RMS_ADAMW;
     return o;
 }
 
@@ -2479,8 +2489,8 @@ inline void print_state_bytes(const GPT* m) {
         for (int b = 0; b < NUM_STATE_BUFFERS; b++)
             if (STATE_BUFFERS[b].optimizer == o) bytes += sizeof(float);
         if (tensors > 0)
-            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o],
-                   tensors, params, bytes);
+            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o], tensors,
+                   params, bytes);
     }
     if (h->muon_workspace > 0)
         printf(" | Newton-Schulz workspace %.2f MiB", h->muon_workspace / MiB);

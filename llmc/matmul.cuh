@@ -180,6 +180,6 @@ inline void matmul_general(MatmulContext* ctx, floatX* d, const floatX* a, const
 inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX* b,
                    const floatX* bias, int m, int n, int k, bool trans_a, bool trans_b,
                    bool accumulate) {
-    matmul_general(ctx, d, a, b, accumulate ? d : nullptr, bias, 1.0f, accumulate ? 1.0f : 0.0f,
-                   m, n, k, trans_a, trans_b);
+    matmul_general(ctx, d, a, b, accumulate ? d : nullptr, bias, 1.0f, accumulate ? 1.0f : 0.0f, m,
+                   n, k, trans_a, trans_b);
 }

@@ -80,8 +80,8 @@ inline double muon_lr_scale(int adjust, int A, int B) {
 }
 
 struct MuonHyper {
-    double lr;          // the scheduled Muon lr, before the shape adjustment (weight decay uses it)
-    double momentum;    // mu
+    double lr;        // the scheduled Muon lr, before the shape adjustment (weight decay uses it)
+    double momentum;  // mu
     bool nesterov;
     int ns_steps;
     double grad_scale;  // multiplies every gradient (gradient clipping)
@@ -90,11 +90,11 @@ struct MuonHyper {
 
 // Newton-Schulz scratch, sized for the largest matrix unit; one per process.
 struct MuonWorkspace {
-    floatX* x;           // (m, n), m <= n: the iterate
-    floatX* x_next;      // (m, n): the next iterate
-    floatX* gram;        // (m, m): X X^T
-    floatX* poly;        // (m, m): b gram + c gram gram
-    float* norm;         // ||X||, then NORM_BLOCKS partial sums
+    floatX* x;            // (m, n), m <= n: the iterate
+    floatX* x_next;       // (m, n): the next iterate
+    floatX* gram;         // (m, m): X X^T
+    floatX* poly;         // (m, m): b gram + c gram gram
+    float* norm;          // ||X||, then NORM_BLOCKS partial sums
     size_t matrix_elems;  // capacity of x and x_next
     size_t gram_elems;    // capacity of gram and poly
 };
@@ -167,7 +167,7 @@ __global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o
         const size_t r = i / cols, c = i % cols;
         const float u = (float)o[transpose ? c * rows + r : i];
         float p = master ? master[i] : (float)params[i];
-        p *= decay_factor;       // param.mul_(1 - lr * wd)
+        p *= decay_factor;      // param.mul_(1 - lr * wd)
         p = fmaf(-step, u, p);  // param.add_(update, alpha=-adjusted_lr)
         if (master) master[i] = p;
         stochastic_round_store(&params[i], p, seed, offset + i);
@@ -225,15 +225,13 @@ inline void muon_update(floatX* params, float* master, const floatX* grads, floa
     const int grid = grid_for(unit, block);
     for (int u = 0; u < units; u++) {
         const size_t at = u * unit;
-        muon_momentum_kernel<<<grid, block, 0, stream>>>(ws->x, momentum + at, grads + at,
-                                                         unit_rows, cols, transpose,
-                                                         (float)h->momentum,
-                                                         (float)(1.0 - h->momentum), h->nesterov,
-                                                         (float)h->grad_scale);
+        muon_momentum_kernel<<<grid, block, 0, stream>>>(
+            ws->x, momentum + at, grads + at, unit_rows, cols, transpose, (float)h->momentum,
+            (float)(1.0 - h->momentum), h->nesterov, (float)h->grad_scale);
         CUDA_CHECK_LAUNCH();
         const floatX* o = newton_schulz(ws, mm, m, n, h->ns_steps, stream);
-        muon_apply_kernel<<<grid, block, 0, stream>>>(params + at, master ? master + at : nullptr, o,
-                                                      unit_rows, cols, transpose, decay_factor,
+        muon_apply_kernel<<<grid, block, 0, stream>>>(params + at, master ? master + at : nullptr,
+                                                      o, unit_rows, cols, transpose, decay_factor,
                                                       step, h->seed, offset + at);
         CUDA_CHECK_LAUNCH();
     }

@@ -295,7 +295,7 @@ def check_structure(d, r):
             expect[f"bf16.step{k}.grad.{n}"] = (torch.float64, ())
             if muon:
                 for kind in ("bf16.step{k}.update", "bf16.step{k}.update_bf16_grad",
-                             "fp32.step{k}.update"):
+                             "bf16.step{k}.update_order", "fp32.step{k}.update"):
                     expect[f"{kind.format(k=k)}.{n}"] = (torch.float64, ())
     expect["bf16.step0.logits"] = (torch.float64, ())
     for k in range(K):

@@ -21,7 +21,8 @@
 #      and comm_collectives passes its single-rank cases (it is cpu-only in the suite because its
 #      multi-rank cases need a GPU per rank)
 #   6. every dev/cuda harness: full-size correctness checks (bf16 and fp32 builds) and the
-#      benchmarks (bf16 build)
+#      benchmarks (bf16 build); with PyTorch, newton_schulz also against torch's Newton-Schulz
+#      on GPT-2 124M's matrix shapes (dev/cuda/newton_schulz_torch.py --large)
 #   7. the end-to-end test on the GPU build (scripts/test_e2e.py --bin-dir .), judged by its
 #      resume and crash checks (bit-exact resume); taken from the suite's run when --gpt ran it,
 #      skipped when less than E2E_NEED_S seconds of the budget are left
@@ -49,7 +50,7 @@ GPU_ARCH="${GENCODE[*]}"
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_STEPS=${TRAIN_STEPS:-30}
 DEADLINE_S=${DEADLINE_S:-290}
-HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw"
+HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz"
 E2E_NEED_S=60  # the least time left with which the end-to-end test is started
 SUMMARY="$OUT/summary.txt"
 START=$(date +%s)
@@ -372,6 +373,12 @@ fi
 # ---------------------------------------------------------------------------------------------
 # 6. Kernel harnesses: full checks in both precisions, benchmarks in bf16.
 BENCH_LINES=()
+NS_TORCH=()  # newton_schulz's --torch FILE, when PyTorch can write it
+if python3 -c 'import torch' 2>/dev/null &&
+    python3 dev/cuda/newton_schulz_torch.py --large --out "$OUT/newton_schulz_torch.bin" \
+        >"$OUT/newton_schulz_torch.log" 2>&1; then
+    NS_TORCH=(--torch "$OUT/newton_schulz_torch.bin")
+fi
 for h in $HARNESSES; do
     for build in "" _fp32; do
         bin="build/dev-cuda/$h$build"
@@ -383,6 +390,7 @@ for h in $HARNESSES; do
         args=()
         box=30
         if [ -z "$build" ]; then args=(--bench); box=60; fi
+        if [ "$h" = newton_schulz ]; then args+=(${NS_TORCH[@]+"${NS_TORCH[@]}"}); fi
         run "$name" "$box" "$OUT/dev_cuda_$name.log" "$bin" ${args[@]+"${args[@]}"}
         verdict=$(grep -E "^$h: " "$OUT/dev_cuda_$name.log" | tail -n 1)
         [ "$RC" -eq 125 ] && verdict="the ${DEADLINE_S} s budget was spent"

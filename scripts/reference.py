@@ -104,11 +104,14 @@ Records, in this order:
   bf16.step<k>.grad.<param>
   Muon tensors, teacher-forced: torch's Muon from the fp32 run's theta_{k-1}, momentum_{k-1},
   step<k>.grad, lr and clipping, in float64 tensors so that theta_k - theta_{k-1} (the update U)
-  carries only the Newton-Schulz arithmetic, with torch's bfloat16 Newton-Schulz (U_bf16), with
+  carries only the Newton-Schulz arithmetic: with torch's bfloat16 Newton-Schulz (U_bf16), with
   it on the gradient rounded to bfloat16 (U_bf16g: what the bf16 build's gradient buffer
   holds), with newton_schulz_fp32 (U_fp32) and with the same function in float64 (U_fp64):
   bf16.step<k>.update.<param>            ||U_bf16 - U_fp32|| / ||U_fp32||
   bf16.step<k>.update_bf16_grad.<param>  ||U_bf16g - U_bf16|| / ||U_bf16||
+  bf16.step<k>.update_order.<param>      ||U_bf16o - U_bf16g|| / ||U_bf16g||, U_bf16o from the
+                                   inputs of U_bf16g with newton_schulz_bf16_reordered: how far a
+                                   second correct bf16 run (other summation order) lands
 then, Muon tensors:
   step<k>.update_bf16.<param>      f32, U_bf16g itself: torch's bf16 step from the bf16 build's
                                    inputs
@@ -313,6 +316,32 @@ def newton_schulz_in(dtype):
 newton_schulz_fp32 = newton_schulz_in(torch.float32)
 
 
+def bf16_product(a, b, c=None, alpha=1.0, beta=0.0):
+    """alpha a b + beta c for bfloat16 matrices as a bfloat16 GEMM with float32 accumulation
+    computes it (one rounding at the end), with the inner dimension summed as two halves, the
+    second first: another summation order than torch's own bfloat16 matmul."""
+    h = a.shape[1] // 2
+    acc = a[:, h:].float() @ b[h:].float() + a[:, :h].float() @ b[:h].float()
+    return (alpha * acc + (beta * c.float() if c is not None else 0.0)).bfloat16()
+
+
+def newton_schulz_bf16_reordered(grad, ns_coefficients, ns_steps, eps):
+    """torch's bfloat16 Newton-Schulz with every product summed in another order
+    (bf16_product): a second correct bfloat16 run of the same iteration. How far it lands from
+    torch's own measures how much the iteration amplifies a rounding that goes the other way."""
+    a, b, c = ns_coefficients
+    x = grad.to(dtype=torch.bfloat16, copy=True)
+    tall = grad.size(0) > grad.size(1)
+    if tall:
+        x = x.T
+    x.div_(x.norm().clamp(min=eps))
+    for _ in range(ns_steps):
+        gram = bf16_product(x, x.T)
+        poly = bf16_product(gram, gram, gram, alpha=c, beta=b)
+        x = bf16_product(poly, x, x, beta=a)
+    return x.T if tall else x
+
+
 class NewtonSchulzAs:
     """Within the block, torch.optim.Muon runs the given Newton-Schulz function (the module-level
     one its step calls) instead of its own bfloat16 one; None keeps torch's."""
@@ -508,6 +537,8 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
             out.append((f"bf16.step{k}.update.{n}", f64(rel_diff(u, muon["fp32"][k][n]))))
             out.append((f"bf16.step{k}.update_bf16_grad.{n}",
                         f64(rel_diff(muon["bf16_grad"][k][n], u))))
+            out.append((f"bf16.step{k}.update_order.{n}",
+                        f64(rel_diff(muon["bf16_order"][k][n], muon["bf16_grad"][k][n]))))
     for k, updates in enumerate(muon["bf16_grad"]):
         out += [(f"step{k}.update_bf16.{n}", f32(u.float())) for n, u in updates.items()]
     for k, updates in enumerate(muon["fp32"]):
@@ -637,7 +668,8 @@ def main(argv):
     muon = {kind: muon_updates(cfg, fp32[1], init, ns, bf16_grad)
             for kind, ns, bf16_grad in (("fp32", newton_schulz_fp32, False),
                                         ("fp64", newton_schulz_in(torch.float64), False),
-                                        ("bf16", None, False), ("bf16_grad", None, True))}
+                                        ("bf16", None, False), ("bf16_grad", None, True),
+                                        ("bf16_order", newton_schulz_bf16_reordered, True))}
     recs = records(cfg, inputs, targets, init, fp32, bf16, muon)
     try:
         write_dump(cfg.out, recs)

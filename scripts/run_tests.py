@@ -51,7 +51,9 @@ MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 
 # Trainer configurations checked against PyTorch: odd vocabularies, sequence lengths that are not
 # powers of two, head dims 32/64/128, one and several layers, batch > 1, gradient accumulation,
-# every schedule. Each entry is the reference.py command line minus --out.
+# every schedule; then Muon (both lr adjustments, with and without Nesterov, its own lr,
+# momentum and step count), QK-norm and z-loss, each alone and all together, with gradient
+# accumulation and clipping. Each entry is the reference.py command line minus --out.
 GPT_CONFIGS = [
     "--seed 1 --vocab 313 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 1e-3 --warmup 1 --schedule cosine --min-lr-frac 0.1 --decay-frac 0.2 "
@@ -68,6 +70,20 @@ GPT_CONFIGS = [
     "--seed 4 --vocab 129 --seq 33 --layers 1 --heads 1 --embd 128 --batch 2 --grad-accum 1 "
     "--steps 2 --lr 1e-3 --warmup 0 --schedule constant --min-lr-frac 0.1 --decay-frac 0.2 "
     "--weight-decay 0.1 --grad-clip 0.0",
+    "--seed 11 --vocab 211 --seq 20 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --warmup 1 --schedule cosine --weight-decay 0.1 --grad-clip 1.0 "
+    "--optimizer muon --muon-adjust match_rms_adamw --muon-nesterov 1",
+    "--seed 12 --vocab 150 --seq 16 --layers 1 --heads 1 --embd 32 --batch 2 --grad-accum 3 "
+    "--steps 3 --lr 1e-3 --schedule wsd --decay-frac 0.5 --weight-decay 0.05 --grad-clip 0.05 "
+    "--optimizer muon --muon-adjust original --muon-nesterov 0 --muon-lr 0.02 "
+    "--muon-momentum 0.9 --muon-ns-steps 4",
+    "--seed 13 --vocab 300 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 3e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --qk-norm",
+    "--seed 14 --vocab 257 --seq 19 --layers 1 --heads 1 --embd 128 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --weight-decay 0.1 --grad-clip 1.0 --z-loss 0.01",
+    "--seed 15 --vocab 400 --seq 28 --layers 2 --heads 1 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 4 --lr 2e-3 --warmup 1 --schedule linear --weight-decay 0.1 --grad-clip 0.5 "
+    "--optimizer muon --qk-norm --z-loss 1e-3",
 ]
 
 
@@ -211,7 +227,10 @@ def run_gpt_tests(native, tally):
         key = hashlib.sha1((config + open(os.path.join(ROOT, "scripts", "reference.py")).read())
                            .encode()).hexdigest()[:12]
         dump = os.path.join(dumpdir, f"ref_{key}.bin")
-        label = " ".join(config.split()[:14]) + " ..."
+        words = config.split()
+        features = [w + (" " + words[i + 1] if w != "--qk-norm" else "") for i, w in enumerate(words)
+                    if w in ("--optimizer", "--qk-norm", "--z-loss")]
+        label = " ".join(words[:14] + ["..."] + features)
         if not os.path.exists(dump):
             cmd = f"{sys.executable} scripts/reference.py --out {dump} {config}"
             rc, output, seconds = run_case(cmd, "")

@@ -46,8 +46,8 @@ __global__ void product_kernel(floatX* d, const floatX* a, const floatX* b, cons
 static void product(floatX* d, const floatX* a, const floatX* b, const floatX* c, float alpha,
                     float beta, int M, int N, int K, bool b_transposed) {
     const int block = 128;
-    product_kernel<<<dim3((unsigned)ceil_div(N, block), M), block>>>(d, a, b, c, alpha, beta, M,
-                                                                      N, K, b_transposed);
+    product_kernel<<<dim3((unsigned)ceil_div(N, block), M), block>>>(d, a, b, c, alpha, beta, M, N,
+                                                                     K, b_transposed);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -142,7 +142,8 @@ static std::vector<double> to_case_layout(const Case* c, const std::vector<doubl
     std::vector<double> out(x.size());
     for (int r = 0; r < c->rows; r++)
         for (int k = 0; k < c->cols; k++)
-            out[(size_t)r * c->cols + k] = x[tall ? (size_t)k * c->rows + r : (size_t)r * c->cols + k];
+            out[(size_t)r * c->cols + k] =
+                x[tall ? (size_t)k * c->rows + r : (size_t)r * c->cols + k];
     return out;
 }
 
@@ -166,7 +167,8 @@ static std::vector<double> reference(const std::vector<floatX>& x0, int m, int n
         for (int i = 0; i < m; i++)
             for (int j = 0; j < m; j++) {
                 double acc = 0.0;
-                for (int k = 0; k < m; k++) acc += gram[(size_t)i * m + k] * gram[(size_t)k * m + j];
+                for (int k = 0; k < m; k++)
+                    acc += gram[(size_t)i * m + k] * gram[(size_t)k * m + j];
                 poly[(size_t)i * m + j] =
                     round_floatx((double)NS_C * acc + (double)NS_B * gram[(size_t)i * m + j]);
             }
@@ -207,7 +209,8 @@ static std::vector<double> singular_values(const std::vector<double>& a, int row
                 const double apq = g[(size_t)p * k + q];
                 if (apq == 0.0) continue;
                 const double theta = (g[(size_t)q * k + q] - g[(size_t)p * k + p]) / (2.0 * apq);
-                const double t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1));
+                const double t =
+                    (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1));
                 const double c = 1.0 / sqrt(t * t + 1), s = t * c;
                 for (int r = 0; r < k; r++) {  // columns p and q, then rows p and q
                     const double gp = g[(size_t)r * k + p], gq = g[(size_t)r * k + q];
@@ -262,7 +265,7 @@ static std::vector<double> run_variant(int v, const Case* c, MatmulContext* mm) 
 // over 5 steps, reached only by directions of tiny singular values): 1e-5 leaves room for it on
 // these well-conditioned inputs. bf16: a stored value is rounded the other way with probability
 // ~ n 2^-24 / 2^-8 (~1e-3 of the elements for n ~ 100), each by one bf16 step (2^-8); such flips
-// in 15 products of 5 steps, amplified as above, measure below 2e-3 here: 1e-2.
+// in 15 products of 5 steps, amplified as above, measure up to 6.3e-3 here: 1e-2.
 // Against PyTorch: the fp32 build computes exactly torch's float32 iteration in another
 // summation order: 1e-5 as above (except the rank-16 case, whose null space amplifies fp32
 // noise without bound: no check there, printed only). The bf16 build computes torch's bfloat16
@@ -271,49 +274,56 @@ static std::vector<double> run_variant(int v, const Case* c, MatmulContext* mm) 
 // than d (two bf16 runs of the same iteration, rounding differently), printed next to it.
 constexpr double REF_BOUND = FLOATX_IS_FP32 ? 1e-5 : 1e-2;
 constexpr double TORCH_FP32_BOUND = 1e-5;
+constexpr double MAX_HOST_WORK = 1e9;  // m^2 n steps of the largest case the host reference runs
+
+// One relative-error check of variant v: printed, and whether it passed. A rank-deficient
+// input's result is not held to the fp32 bound (its null space amplifies any rounding).
+static bool held(int v, const char* against, double e, double bound, bool rank_deficient) {
+    const bool ok = e <= bound || rank_deficient;
+    printf("    variant %d vs %s: rel %.3e (bound %.3e%s) %s\n", v, against, e, bound,
+           rank_deficient ? ", not held: rank-deficient" : "", ok ? "ok" : "FAIL");
+    return ok;
+}
 
 static int check_case(const Options* o, const Case* c, MatmulContext* mm, bool from_torch) {
     const int m = std::min(c->rows, c->cols), n = std::max(c->rows, c->cols);
     const bool rank_deficient = strstr(c->name, "rank") != nullptr;
     printf("  %s (%d steps)\n", c->name, c->steps);
-    const std::vector<double> ref = to_case_layout(c, reference(iteration_input(c), m, n, c->steps));
+    // the float64 reference runs on the host: GPT-2's shapes (from --large files) only against
+    // PyTorch
+    const bool host_sized = (double)m * m * n * c->steps <= MAX_HOST_WORK;
+    const std::vector<double> ref =
+        host_sized ? to_case_layout(c, reference(iteration_input(c), m, n, c->steps))
+                   : std::vector<double>();
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
         const std::vector<double> got = run_variant(v, c, mm);
-        double e = rel_error(got, ref);
-        bool ok = e <= REF_BOUND || rank_deficient;
-        printf("    variant %d vs float64 reference: rel %.3e (bound %.0e%s) %s\n", v, e, REF_BOUND,
-               rank_deficient ? ", not held: rank-deficient" : "", ok ? "ok" : "FAIL");
-        failures += !ok;
+        if (host_sized)
+            failures +=
+                !held(v, "float64 reference", rel_error(got, ref), REF_BOUND, rank_deficient);
         if (!from_torch) continue;
         const std::vector<double> bf16 = as_double(c->torch_bf16), fp32 = as_double(c->torch_fp32);
         const double d = rel_error(bf16, fp32);
         if (FLOATX_IS_FP32) {
-            e = rel_error(got, fp32);
-            ok = e <= TORCH_FP32_BOUND || rank_deficient;
-            printf("    variant %d vs torch float32 iteration: rel %.3e (bound %.0e%s) %s\n", v, e,
-                   TORCH_FP32_BOUND, rank_deficient ? ", not held: rank-deficient" : "",
-                   ok ? "ok" : "FAIL");
+            failures += !held(v, "torch float32 iteration", rel_error(got, fp32), TORCH_FP32_BOUND,
+                              rank_deficient);
         } else {
-            e = rel_error(got, bf16);
-            ok = e <= d;
-            printf("    variant %d vs torch bfloat16 iteration: rel %.3e (bound d = torch bf16 vs "
-                   "fp32 = %.3e; ours vs torch fp32 %.3e) %s\n",
-                   v, e, d, rel_error(got, fp32), ok ? "ok" : "FAIL");
+            printf("    (torch's bf16 iteration is d = %.3e from its fp32 one; ours %.3e)\n", d,
+                   rel_error(got, fp32));
+            failures += !held(v, "torch bfloat16 iteration", rel_error(got, bf16), d, false);
         }
-        failures += !ok;
         if (v != 1 || strncmp(c->name, "seed", 4) != 0) continue;
         // The seed example: singular values before and after, ours by Jacobi against torch's.
         const std::vector<double> sv_in = singular_values(as_double(c->g), c->rows, c->cols);
         const std::vector<double> sv_out = singular_values(got, c->rows, c->cols);
         const std::vector<double>& torch_out = FLOATX_IS_FP32 ? c->sv_fp32 : c->sv_bf16;
         const size_t k = sv_in.size(), mid = k / 2;
-        printf("    seed example singular values (max, middle, min): before %.1f %.1f %.2f "
-               "(torch %.1f %.1f %.2f), after %.3f %.3f %.3f (torch %.3f %.3f %.3f)\n",
-               sv_in[0], sv_in[mid], sv_in[k - 1], c->sv_in[0], c->sv_in[mid], c->sv_in[k - 1],
-               sv_out[0], sv_out[mid], sv_out[k - 1], torch_out[0], torch_out[mid],
-               torch_out[k - 1]);
+        printf(
+            "    seed example singular values (max, middle, min): before %.1f %.1f %.2f "
+            "(torch %.1f %.1f %.2f), after %.3f %.3f %.3f (torch %.3f %.3f %.3f)\n",
+            sv_in[0], sv_in[mid], sv_in[k - 1], c->sv_in[0], c->sv_in[mid], c->sv_in[k - 1],
+            sv_out[0], sv_out[mid], sv_out[k - 1], torch_out[0], torch_out[mid], torch_out[k - 1]);
         // Jacobi against svdvals on the same float32 input: float64 agreement (1e-9). After:
         // the seed's rounded figures (919, 6; 1.20, 0.68) to their last digit, and torch's
         // values to the bound of the result itself (every singular value moves by at most the
@@ -325,12 +335,13 @@ static int check_case(const Options* o, const Case* c, MatmulContext* mm, bool f
             o_norm += torch_out[i] * torch_out[i];
         }
         const double out_bound = (FLOATX_IS_FP32 ? TORCH_FP32_BOUND : d) * sqrt(o_norm);
-        ok = sv_in_err <= 1e-9 && fabs(sv_in[0] - 919) < 0.5 && fabs(sv_in[k - 1] - 6) < 0.5 &&
-             fabs(sv_out[0] - 1.20) < 0.005 && fabs(sv_out[k - 1] - 0.68) < 0.005 &&
-             sv_out_err <= out_bound;
-        printf("    seed example: before vs svdvals rel %.1e (bound 1e-9), after vs torch max "
-               "abs %.2e (bound %.2e), seed's figures %s\n",
-               sv_in_err, sv_out_err, out_bound, ok ? "ok" : "FAIL");
+        const bool ok = sv_in_err <= 1e-9 && fabs(sv_in[0] - 919) < 0.5 &&
+                        fabs(sv_in[k - 1] - 6) < 0.5 && fabs(sv_out[0] - 1.20) < 0.005 &&
+                        fabs(sv_out[k - 1] - 0.68) < 0.005 && sv_out_err <= out_bound;
+        printf(
+            "    seed example: before vs svdvals rel %.1e (bound 1e-9), after vs torch max "
+            "abs %.2e (bound %.2e), seed's figures %s\n",
+            sv_in_err, sv_out_err, out_bound, ok ? "ok" : "FAIL");
         failures += !ok;
     }
     return failures;
@@ -392,11 +403,11 @@ int main(int argc, char** argv) {
     int failures = 0;
     if (torch_file) {
         printf("PyTorch's results from %s:\n", torch_file);
-        for (const Case& c : read_torch_cases(torch_file)) failures += check_case(&o, &c, &mm, true);
+        for (const Case& c : read_torch_cases(torch_file))
+            failures += check_case(&o, &c, &mm, true);
     }
     printf("random inputs:\n");
-    std::vector<Case> cases = {random_case("wide", 24, 72, 5, 1),
-                               random_case("tall", 80, 40, 5, 2),
+    std::vector<Case> cases = {random_case("wide", 24, 72, 5, 1), random_case("tall", 80, 40, 5, 2),
                                random_case("square", 48, 48, 5, 3),
                                random_case("odd", 33, 17, 4, 4),
                                random_case("one step", 16, 16, 1, 5)};
