@@ -1588,8 +1588,9 @@ inline void write_device_section(CheckpointWriter* w, const char* name, const vo
 }
 
 // Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
+// run_config: the section run_config_section() made of this run's configuration.
 inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
-                            const TrainData* d) {
+                            const TrainData* d, const std::vector<char>* run_config) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
@@ -1600,6 +1601,8 @@ inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunSt
     write_device_section(&w, "adam_m", m->adam_m, P * sizeof(float), stage);
     write_device_section(&w, "adam_v", m->adam_v, P * sizeof(float), stage);
     if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
+    if (ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+        fatal("%s", w.error);
     if (d->shards) {
         DataLoaderState ds = dataloader_state(&d->train);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
@@ -1645,22 +1648,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds
     return rs;
 }
 
-// Creates folder `dir` and any missing parents (mkdir -p).
-inline void make_dirs(const char* dir) {
-    char path[CKPT_PATH_BYTES];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char* p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        const char saved = *p;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            fatal("cannot create folder %s: %s", path, strerror(errno));
-        if (saved == '\0') return;
-        *p = saved;
-    }
-}
-
-// The newest complete checkpoint in folder `dir` (none when the folder does not exist).
+// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
 inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
     uint64_t step;
     char err[1024];
@@ -1831,6 +1819,88 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->keep_checkpoints = 3;
     tc->peak_flops = 989e12;
     tc->comm_timeout = 300;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run's identity in a checkpoint. The section "run_config" holds the value of every flag of
+// role FLAG_IDENTITY (the model, the data, the schedule, the optimizer and its hyperparameters,
+// the seed) as "--name\0value\0" pairs (flag_format's text), and the global batch in sequences
+// as "global-batch\0N\0". --resume compares it with the run being started: those flags and the
+// global batch (ranks x --batch x --grad-accum) must be equal, while the grid, the per-rank
+// split of the batch and the FLAG_FREE flags (--steps, logging, sampling, checkpoint frequency)
+// may change, and leave the checkpoint's bytes as they are. A flag the checkpoint does not
+// record has its default.
+
+inline int64_t global_batch_sequences(const TrainConfig* tc, int ranks) {
+    return (int64_t)ranks * tc->batch * tc->grad_accum;
+}
+
+inline std::vector<char> run_config_section(const TrainConfig* tc, int ranks) {
+    std::vector<char> out;
+    auto put = [&out](const char* text) { out.insert(out.end(), text, text + strlen(text) + 1); };
+    char value[1100];
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (FLAGS[i].role != FLAG_IDENTITY) continue;
+        put(FLAGS[i].name);
+        put(flag_format(&FLAGS[i], tc, value, sizeof(value)));
+    }
+    put("global-batch");
+    snprintf(value, sizeof(value), "%lld", (long long)global_batch_sequences(tc, ranks));
+    put(value);
+    return out;
+}
+
+// Refuses (fatal) a checkpoint whose recorded run is not the run tc describes on `ranks` ranks,
+// naming every difference.
+inline void check_run_config(CheckpointReader* r, const TrainConfig* tc, int ranks) {
+    const CkptSectionInfo* info = ckpt_lookup(r, "run_config");
+    if (info == nullptr)
+        fatal(
+            "checkpoint %s records no run configuration (written by an older train_gpt), so it "
+            "cannot be checked against this run; start a fresh run",
+            r->path);
+    std::vector<char> bytes(info->size + 1, '\0');
+    if (ckpt_read_section(r, "run_config", bytes.data(), info->size) != 0) fatal("%s", r->error);
+    TrainConfig stored;
+    train_config_defaults(&stored);
+    long long stored_batch = -1;
+    char msg[512];
+    for (size_t pos = 0; pos < info->size;) {
+        const char* key = bytes.data() + pos;
+        const char* value = key + strlen(key) + 1;
+        pos = (size_t)(value - bytes.data()) + strlen(value) + 1;
+        if (pos > info->size) fatal("checkpoint %s: its run configuration is malformed", r->path);
+        if (strcmp(key, "global-batch") == 0) {
+            stored_batch = atoll(value);
+            continue;
+        }
+        const Flag* flag = flag_find(FLAGS, NUM_FLAGS, key, strlen(key));
+        if (flag == nullptr)
+            fatal(
+                "checkpoint %s records flag '%s', which this train_gpt does not know (written "
+                "by another version?)",
+                r->path, key);
+        if (const char* err = flag_set(flag, &stored, value, msg, sizeof(msg)))
+            fatal("checkpoint %s: its run configuration is malformed: %s", r->path, err);
+    }
+    char diff[4096] = "";
+    int n = flags_differences(FLAGS, NUM_FLAGS, &stored, tc, 1u << FLAG_IDENTITY,
+                              "in the checkpoint", "in this run", diff, sizeof(diff));
+    const long long batch = global_batch_sequences(tc, ranks);
+    if (stored_batch != batch) {
+        n++;
+        const size_t used = strlen(diff);
+        snprintf(diff + used, sizeof(diff) - used,
+                 "\n  global batch (ranks x --batch x --grad-accum): %lld sequences in the "
+                 "checkpoint, %lld in this run (%d x %d x %d)",
+                 stored_batch, batch, ranks, tc->batch, tc->grad_accum);
+    }
+    if (n > 0)
+        fatal(
+            "checkpoint %s is of another run (%d difference%s):%s\n--resume continues the same "
+            "run: its model, data, global batch, schedule and optimizer stay as they were; "
+            "--steps and the logging, sampling and checkpoint flags may change (see README)",
+            r->path, n, n == 1 ? "" : "s", diff);
 }
 
 inline void print_usage(FILE* f, const char* prog) {
@@ -2012,15 +2082,45 @@ inline void check_replicas(const Comm* comm, const GPT* m) {
            comm->dp.size);
 }
 
+// Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
+// launch, a script that differs per node) would issue other collectives and hang, or train
+// something else. Rank 0's resolved configuration goes to every rank, which names each flag
+// where it differs; then all ranks stop together if any differs. Called before any work.
+inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
+    if (comm->world == 1) return;
+    char build[64], root_build[64];  // the same struct layout and precision first
+    snprintf(build, sizeof(build), "%s build, TrainConfig of %zu bytes", PRECISION_NAME,
+             sizeof(TrainConfig));
+    memcpy(root_build, build, sizeof(build));
+    comm_broadcast(&comm->dp, root_build, sizeof(root_build), 0);
+    double other_builds = strcmp(build, root_build) != 0;
+    comm_sum_scalars(&comm->dp, &other_builds, 1);
+    if (other_builds > 0)
+        fatal("rank %d: the ranks run different builds of train_gpt (here: %s; rank 0: %s)",
+              comm->rank, build, root_build);
+    TrainConfig root = *tc;
+    comm_broadcast(&comm->dp, &root, sizeof(root), 0);
+    char diff[4096] = "";
+    const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
+    double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
+                                           "here", diff, sizeof(diff));
+    if (differences > 0)
+        fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
+                diff);
+    comm_sum_scalars(&comm->dp, &differences, 1);
+    if (differences > 0)
+        fatal(
+            "rank %d: the ranks were started with different flags (%g differences; every rank "
+            "must get the same command line)",
+            comm->rank, differences);
+}
+
 // Trains (or samples, with --sample) as one rank of `comm`.
-inline int train_main(const Comm* comm, int argc, char** argv) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
+inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
+    TrainConfig& tc = *config;
     char msg[512];
-    if (const char* err = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg)))
-        fatal("%s", err);
     if (tc.help) {
-        print_usage(stdout, argv[0]);
+        print_usage(stdout, prog);
         return EXIT_SUCCESS;
     }
     if (tc.sample[0] && comm->world > 1)
@@ -2032,6 +2132,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
               tok.vocab_size);
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
+    check_ranks_agree(comm, &tc);
     if (tc.sample[0]) {
         const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
         if (have_tokenizer) tokenizer_free(&tok);
@@ -2047,6 +2148,14 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank,
                     comm->dp.size);
     const double unigram = data.unigram;
+    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
+    // it also proves it can be written, before any step is trained.
+    if (tc.checkpoint_dir[0] && comm->rank == 0) {
+        char err[CKPT_ERROR_BYTES];
+        if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
+    }
+    const std::vector<char> run_config = run_config_section(&tc, comm->dp.size);
+
     GPT model;
     gpt_build(&model, c, B, T, (uint64_t)tc.seed);
     gpt_init_random(&model, (uint64_t)tc.seed);
@@ -2070,6 +2179,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
                           NUM_CHECKPOINT_FIELDS) != 0)
                 fatal("%s", reader.error);
+            check_run_config(&reader, &tc, comm->dp.size);
             DataLoaderState ds;
             rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
             ckpt_close(&reader);
@@ -2086,7 +2196,6 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         }
     }
     const bool main_rank = comm->rank == 0;
-    if (tc.checkpoint_dir[0] && main_rank) make_dirs(tc.checkpoint_dir);
     Logger lg;
     memset(&lg, 0, sizeof(lg));
     if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
@@ -2124,8 +2233,16 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         // them, so the norm, clipping and AdamW see the global batch's gradient on every rank
         // and the parameters stay identical; the loss becomes the global batch's too.
         comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
+        comm_sync(&comm->dp, model.stream, "the all-reduce of the gradients (NCCL)");
         loss = comm_mean(&comm->dp, loss);
         float norm = gpt_grad_norm(&model);
+        // Every rank holds the same loss and norm, so all stop together; the update is not
+        // taken, and the checkpoints on disk stay those of finite steps.
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+            fatal(
+                "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
+                "before the update (try a lower --lr, warmup or --grad-clip)",
+                step + 1, loss, norm);
         double lr = learning_rate(&sched, step);
         gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -2159,7 +2276,8 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         if (tc.checkpoint_dir[0] && main_rank &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
-            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
+            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+                            &run_config);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
     }
@@ -2179,13 +2297,24 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
 
 #ifndef TRAIN_GPT_NO_MAIN
 int main(int argc, char** argv) {
-    // Ranks first: this selects the process's GPU. Only rank 0 prints (the others' standard
+    // The flags first: they hold the deadline of the collectives (--comm-timeout), which starts
+    // with comm_init's. Errors are reported after comm_init, on every rank.
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    char msg[512], unused[512];
+    const char* parse_error = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg));
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    const bool flags_ok = parse_error == nullptr &&
+                          flags_check(FLAGS, NUM_FLAGS, &tc, unused, sizeof(unused)) == nullptr;
+    // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
-    comm_init(&comm, argc, argv);
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout);
     if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
         fatal("cannot silence rank %d", comm.rank);
-    int status = train_main(&comm, argc, argv);
+    if (parse_error) fatal("%s", parse_error);
+    int status = train_main(&comm, &tc, argv[0]);
     comm_destroy(&comm);
     return status;
 }
