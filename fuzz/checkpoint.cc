@@ -4,14 +4,15 @@ fuzz/checkpoint.cc: libFuzzer harness of the checkpoint reader (llmc/checkpoint.
 The input is a checkpoint file. It is read twice: as it is, and with its trailer's file size
 and CRC set to match it, so that mutations get past the checksum to the section table and the
 configuration (a random change would almost never keep the CRC right). Each time:
-- ckpt_looks_complete (the cheap test of --resume latest) and ckpt_peek_config (sample mode's
-  first look) run on it;
+- ckpt_open checks its integrity alone (no configuration: what --resume latest asks of each
+  candidate) and ckpt_peek_config (sample mode's first look) reads its configuration;
 - ckpt_open verifies it against the peeked configuration and against a fixed one; a mismatch
   names the differing fields of FIELDS (one of each type; `spare` is in no field, so a
-  difference there is reported as other bytes);
-- when it opens, every section is looked up and read whole and in two parts that must agree,
-  and a read of the wrong size or past the end is refused;
-- ckpt_find_latest over the folder finds it when it looks complete.
+  difference there is reported as other bytes); an open never succeeds on a file whose
+  integrity check failed;
+- when it is intact, every section is looked up and read whole and in two parts that must
+  agree, and a read of the wrong size or past the end is refused;
+- ckpt_find_latest over the folder finds it when it is intact.
 Every refusal must come with a message.
 
 Seeds: with FUZZ_WRITE_SEEDS=DIR set, this program writes its seed corpus into DIR with the
@@ -68,9 +69,14 @@ static void read_sections(CheckpointReader* r) {
 }
 
 static void exercise(const std::string& path) {
-    char why[CKPT_ERROR_BYTES] = "";
-    const bool complete = ckpt_looks_complete(path.c_str(), why, sizeof(why)) != 0;
-    fuzz_check(complete || why[0] != '\0', "an incomplete checkpoint without a reason");
+    CheckpointReader r;
+    const bool intact = ckpt_open(&r, path.c_str(), NULL, 0, NULL, 0) == 0;
+    fuzz_check(intact || (r.error[0] != '\0' && r.file == NULL),
+               "ckpt_open failed without a message");
+    if (intact) {
+        read_sections(&r);
+        ckpt_close(&r);
+    }
     FuzzConfig peeked;
     char err[CKPT_ERROR_BYTES] = "";
     const bool has_config =
@@ -79,22 +85,20 @@ static void exercise(const std::string& path) {
     const FuzzConfig* configs[2] = {has_config ? &peeked : NULL, &DEFAULT_CONFIG};
     for (const FuzzConfig* config : configs) {
         if (config == NULL) continue;
-        CheckpointReader r;
         if (ckpt_open(&r, path.c_str(), config, sizeof(*config), FIELDS, NUM_FIELDS) != 0) {
             fuzz_check(r.error[0] != '\0' && r.file == NULL, "ckpt_open failed without a message");
             continue;
         }
-        fuzz_check(complete, "ckpt_open accepts what ckpt_looks_complete refuses");
-        read_sections(&r);
+        fuzz_check(intact, "ckpt_open accepts with a configuration what fails its integrity check");
         ckpt_close(&r);
     }
-    if (complete) {  // an incomplete newest file would be skipped with a warning on stderr
+    if (intact) {  // a damaged newest file would be skipped with a warning on stderr
         char found[CKPT_PATH_BYTES];
         uint64_t step = 0;
         fuzz_check(
             ckpt_find_latest(fuzz_dir(), found, sizeof(found), &step, err, sizeof(err)) == 1 &&
                 step == 1 && path == found,
-            "ckpt_find_latest does not find a complete checkpoint");
+            "ckpt_find_latest does not find an intact checkpoint");
     }
 }
 

@@ -26,7 +26,19 @@
 //
 // Errors: NCCL_CHECK and MPI_CHECK print the file, line and the library's message and end the
 // process; the MPI launcher then ends the other ranks.
+//
+// Timeouts: no collective waits forever. A rank that dies is noticed by the launcher, which
+// ends the job; a rank that hangs (stopped, deadlocked, or started with other flags and so
+// making other calls) would leave the others waiting in their next collective. So every wait
+// for another rank has a deadline, `timeout_s` seconds (--comm-timeout) from its start: host
+// collectives are MPI's non-blocking ones polled with MPI_Test, device collectives are awaited
+// by polling the stream (comm_sync) and NCCL's asynchronous error. A rank that reaches the
+// deadline prints which collective it was waiting in and ends the whole job (ncclCommAbort,
+// then MPI_Abort). The deadline must exceed the longest time one rank works while the others
+// wait for it (rank 0 writing a checkpoint or a sample).
 #pragma once
+
+#include <time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -62,7 +74,9 @@ inline void mpi_check(int err, const char* file, int line) {
 #endif
 
 struct CommGroup {
-    int rank, size;  // this process's place in the group
+    int rank, size;    // this process's place in the group
+    int world_rank;    // and in the whole job, for messages
+    double timeout_s;  // deadline of every wait for the group's other ranks
 #ifdef MULTI_GPU
     MPI_Comm mpi;     // host collectives; MPI_COMM_NULL in a single-process run
     ncclComm_t nccl;  // device collectives; nullptr in a single-process run
@@ -85,7 +99,7 @@ inline int launcher_world_size() {
     return getenv("PMIX_RANK") ? 1 : 0;
 }
 
-inline void comm_single_process(Comm* comm) {
+inline void comm_single_process(Comm* comm, double timeout_s) {
     comm->rank = 0;
     comm->world = 1;
     comm->local_rank = 0;
@@ -93,16 +107,96 @@ inline void comm_single_process(Comm* comm) {
     comm->launched = false;
     comm->dp.rank = 0;
     comm->dp.size = 1;
+    comm->dp.world_rank = 0;
+    comm->dp.timeout_s = timeout_s;
 #ifdef MULTI_GPU
     comm->dp.mpi = MPI_COMM_NULL;
     comm->dp.nccl = nullptr;
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// Waiting with a deadline.
+
+inline double comm_now_s() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+// Sleeps a little longer each time it is called in one wait (50 us doubling to 2 ms), so a
+// short wait answers fast and a long one costs little CPU.
+inline void comm_backoff(long* sleep_ns) {
+    timespec t = {0, *sleep_ns};
+    nanosleep(&t, nullptr);
+    *sleep_ns = *sleep_ns * 2 < 2000000 ? *sleep_ns * 2 : 2000000;
+}
+
+// The end of a collective that did not finish in time: says so and ends the whole job.
+[[noreturn]] inline void comm_timed_out(const CommGroup* g, const char* what) {
+    fprintf(stderr,
+            "error: rank %d: %s did not finish within %g s (--comm-timeout): another rank died, "
+            "hangs, or is busy for longer than that; ending the job\n",
+            g->world_rank, what, g->timeout_s);
+    fflush(stderr);
+#ifdef MULTI_GPU
+    if (g->nccl) ncclCommAbort(g->nccl);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+#endif
+    exit(EXIT_FAILURE);
+}
+
+#ifdef MULTI_GPU
+// Completes a non-blocking MPI operation of group g, or ends the job at the deadline.
+inline void comm_wait_mpi(const CommGroup* g, MPI_Request* request, const char* what) {
+    const double deadline = comm_now_s() + g->timeout_s;
+    long sleep_ns = 50000;
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (comm_now_s() > deadline) comm_timed_out(g, what);
+        comm_backoff(&sleep_ns);
+    }
+}
+#endif
+
+// Waits until the work queued on `stream` (collectives of g included) is done, or ends the job
+// when a collective of g fails or does not finish by the deadline. Without an NCCL
+// communicator it is cudaStreamSynchronize.
+inline void comm_sync(const CommGroup* g, cudaStream_t stream, const char* what) {
+#ifdef MULTI_GPU
+    if (g->nccl) {
+        const double deadline = comm_now_s() + g->timeout_s;
+        long sleep_ns = 50000;
+        for (;;) {
+            cudaError_t status = cudaStreamQuery(stream);
+            if (status == cudaSuccess) return;
+            if (status != cudaErrorNotReady) CUDA_CHECK(status);
+            ncclResult_t async = ncclSuccess;
+            NCCL_CHECK(ncclCommGetAsyncError(g->nccl, &async));
+            if (async != ncclSuccess && async != ncclInProgress) {
+                fprintf(stderr, "error: rank %d: NCCL failed during %s: %s (%s)\n", g->world_rank,
+                        what, ncclGetErrorString(async), ncclGetLastError(g->nccl));
+                comm_timed_out(g, what);
+            }
+            if (comm_now_s() > deadline) comm_timed_out(g, what);
+            comm_backoff(&sleep_ns);
+        }
+    }
+#else
+    (void)g;
+    (void)what;
+#endif
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // Sets up this process's place in the run and selects its GPU. Call first in main, before any
-// other CUDA call.
-inline void comm_init(Comm* comm, int argc, char** argv) {
-    comm_single_process(comm);
+// other CUDA call. Every wait for the other ranks, from here on, ends after timeout_s seconds.
+inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s) {
+    comm_single_process(comm, timeout_s);
     const int launched_ranks = launcher_world_size();
 #ifndef MULTI_GPU
     (void)argc;
@@ -143,10 +237,14 @@ inline void comm_init(Comm* comm, int argc, char** argv) {
     CommGroup* dp = &comm->dp;
     dp->rank = comm->rank;
     dp->size = comm->world;
+    dp->world_rank = comm->rank;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dp->mpi));
     ncclUniqueId id;  // rank 0 makes the id that names the communicator; everyone joins it
     if (comm->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, dp->mpi));
+    // Every rank that has the id is alive and calls ncclCommInitRank next.
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, dp->mpi, &request));
+    comm_wait_mpi(dp, &request, "the broadcast of the NCCL id (start-up)");
     NCCL_CHECK(ncclCommInitRank(&dp->nccl, dp->size, id, dp->rank));
 #endif
 }
@@ -175,13 +273,20 @@ inline void comm_destroy(Comm* comm) {
 
 // Splits `parent` into groups of the ranks that pass the same color (>= 0); ranks are numbered
 // in the order of (key, parent rank). Every rank of parent must call it.
+inline void comm_barrier(const CommGroup* g, const char* what);
+
 inline void comm_split(const CommGroup* parent, int color, int key, CommGroup* out) {
     out->rank = 0;
     out->size = 1;
+    out->world_rank = parent->world_rank;
+    out->timeout_s = parent->timeout_s;
 #ifdef MULTI_GPU
     out->mpi = MPI_COMM_NULL;
     out->nccl = nullptr;
     if (parent->nccl == nullptr) return;
+    // MPI_Comm_split has no non-blocking form: a barrier with a deadline first shows that every
+    // rank has come this far.
+    comm_barrier(parent, "the barrier before splitting a communicator");
     MPI_CHECK(MPI_Comm_split(parent->mpi, color, key, &out->mpi));
     MPI_CHECK(MPI_Comm_rank(out->mpi, &out->rank));
     MPI_CHECK(MPI_Comm_size(out->mpi, &out->size));
@@ -234,7 +339,10 @@ inline void comm_sum_scalars(const CommGroup* g, double* values, int count) {
 #ifdef MULTI_GPU
     if (g->mpi == MPI_COMM_NULL) return;
     std::vector<double> all((size_t)count * g->size);
-    MPI_CHECK(MPI_Allgather(values, count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE, g->mpi));
+    MPI_Request request;
+    MPI_CHECK(
+        MPI_Iallgather(values, count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE, g->mpi, &request));
+    comm_wait_mpi(g, &request, "a sum of host values over the ranks (MPI all-gather)");
     for (int i = 0; i < count; i++) {
         double sum = 0.0;
         for (int r = 0; r < g->size; r++) sum += all[(size_t)r * count + i];
@@ -262,7 +370,9 @@ inline void comm_broadcast(const CommGroup* g, void* buf, size_t bytes, int root
                 INT32_MAX);
         exit(EXIT_FAILURE);
     }
-    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi));
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, g->mpi, &request));
+    comm_wait_mpi(g, &request, "a broadcast of host data (MPI)");
 #else
     (void)g;
     (void)buf;
@@ -271,12 +381,16 @@ inline void comm_broadcast(const CommGroup* g, void* buf, size_t bytes, int root
 #endif
 }
 
-// Returns once every rank of g has called it.
-inline void comm_barrier(const CommGroup* g) {
+// Returns once every rank of g has called it; `what` names it in a timeout's message.
+inline void comm_barrier(const CommGroup* g, const char* what) {
 #ifdef MULTI_GPU
-    if (g->mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Barrier(g->mpi));
+    if (g->mpi == MPI_COMM_NULL) return;
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibarrier(g->mpi, &request));
+    comm_wait_mpi(g, &request, what);
 #else
     (void)g;
+    (void)what;
 #endif
 }
 
@@ -311,7 +425,10 @@ inline bool comm_replicas_agree(const CommGroup* g, const void* buf, size_t byte
 #ifdef MULTI_GPU
     if (g->mpi != MPI_COMM_NULL) {
         const uint64_t mine = hashes[0];
-        MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, g->mpi));
+        MPI_Request request;
+        MPI_CHECK(
+            MPI_Iallgather(&mine, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, g->mpi, &request));
+        comm_wait_mpi(g, &request, "the replica check (MPI all-gather of parameter hashes)");
     }
 #endif
     for (int r = 1; r < g->size; r++)

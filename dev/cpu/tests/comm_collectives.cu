@@ -12,7 +12,10 @@
 // - comm_split by parity, keys reversing the order: group rank and size as MPI_Comm_split
 //   defines them, and a sum over each half equals the sum of that half's ranks;
 // - comm_replicas_agree: true on identical buffers, false when one byte of one rank differs
-//   (the last byte of an odd-sized buffer: the hash must see the zero-padded tail word).
+//   (the last byte of an odd-sized buffer: the hash must see the zero-padded tail word);
+// - timeouts: with `--hang host|device SECONDS` the last rank stops (SIGSTOP to itself) and the
+//   others wait for it in a host collective (comm_mean) or a device all-reduce (comm_sync); each
+//   must give up after SECONDS with a message naming the collective and end the whole job.
 // Multi-rank runs need one GPU per rank, hence cpu-only; comm_single.cu includes this file to
 // run the same checks on a build without -DMULTI_GPU.
 //! cucc: -DMULTI_GPU --mpi -lnccl
@@ -22,8 +25,11 @@
 //! run: mpirun -np 2 ./prog => pass /all comm checks passed on 2 ranks/
 //! run: mpirun -np 3 ./prog => pass /all comm checks passed on 3 ranks/
 //! run: CUCC_DEVICES=2 mpirun -np 3 ./prog => fail /rank 2 is process 3 of 3 on its node, but the node has 2 GPUs/
+//! run: timeout 60 mpirun -np 2 ./prog --hang host 1 => fail /rank 0: a sum of host values over the ranks \(MPI all-gather\) did not finish within 1 s \(--comm-timeout\)/
+//! run: timeout 60 mpirun -np 3 ./prog --hang device 1 => fail /rank [01]: the test's all-reduce did not finish within 1 s \(--comm-timeout\)/
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,10 +134,10 @@ static void check_broadcast_and_barrier(const Comm* c) {
     snprintf(want, sizeof(want), "rank %d says hello", root);
     expect(memcmp(text, want, sizeof(want)) == 0, "comm_broadcast from the last rank", 0, 1);
 
-    comm_barrier(&c->dp);
+    comm_barrier(&c->dp, "the test's barrier");
     auto start = std::chrono::steady_clock::now();
     if (c->rank == 0) usleep(300000);
-    comm_barrier(&c->dp);
+    comm_barrier(&c->dp, "the test's barrier");
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     expect(waited >= 0.25, "comm_barrier waits for the slowest rank (seconds)", waited, 0.3);
 }
@@ -188,10 +194,27 @@ static void check_replicas(const Comm* c) {
     CUDA_CHECK(cudaFree(dev));
 }
 
+// The last rank stops itself; the others wait for it in a collective that must time out.
+static void hang(Comm* c, const char* where) {
+    if (c->rank == c->world - 1) raise(SIGSTOP);
+    if (strcmp(where, "host") == 0) {
+        comm_mean(&c->dp, 1.0);
+    } else {
+        float* buf;
+        CUDA_CHECK(cudaMalloc(&buf, 1024 * sizeof(float)));
+        comm_allreduce_sum(&c->dp, buf, 1024, (cudaStream_t)0);
+        comm_sync(&c->dp, (cudaStream_t)0, "the test's all-reduce");
+    }
+    printf("rank %d: the collective returned although a rank is stopped\n", c->rank);
+    exit(0);
+}
+
 int main(int argc, char** argv) {
     Comm c;
-    comm_init(&c, argc, argv);
+    const bool hanging = argc == 4 && strcmp(argv[1], "--hang") == 0;
+    comm_init(&c, argc, argv, hanging ? atof(argv[3]) : 60.0);
     g_rank = c.rank;
+    if (hanging) hang(&c, argv[2]);
     const int launched_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
 #ifdef MULTI_GPU
     const bool launched = launched_world > 0;
