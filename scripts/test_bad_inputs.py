@@ -46,7 +46,7 @@ import test_e2e
 from test_e2e import TINY, check, make_text, write_shard
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIMEOUT_S = 60
+TIMEOUT_S = int(os.environ.get("BAD_INPUTS_TIMEOUT_S", 60))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 # A tiny run: 2 steps, no validation, no samples (cases that are refused never get to train).
 RUN = ["--steps", "2", "--val-every", "0", "--sample-len", "0"] + TINY
