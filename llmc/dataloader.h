@@ -23,10 +23,10 @@ rank computes the same permutations without talking to the others. With shufflin
 Errors. dataloader_init checks every shard up front - a regular file (a FIFO, a directory or
 a device matched by the pattern is refused, never read: fopen_regular in fileio.h), magic,
 version, size against the header's token count (truncated or trailing bytes), every token
-below the vocabulary size - and that the shards hold at least one global batch. Reading a
-batch later checks the shard's size again, so a shard replaced since the start is reported. Failures
-return -1 with a message in dl->error naming the file and the problem; the caller prints it and
-exits non-zero. Running out of memory exits at once (MALLOC_CHECK).
+below the vocabulary size - and that the shards hold at least one global batch. Opening a
+shard again for its batches checks its size again, so one replaced since the start is
+reported. Failures return -1 with a message in dl->error naming the file and the problem; the
+caller prints it and exits non-zero. Running out of memory exits at once (MALLOC_CHECK).
 
 Unigram baseline: cross-entropy of the validation tokens under the train split's token
 frequencies with add-one smoothing, in nats per token:
@@ -126,7 +126,8 @@ inline int shard_scan(const char* path, int vocab_size, int64_t* tokens_out, int
                  path, header[2], (long long)expect, (long long)file_size);
     } else {
         rc = 0;
-        const int64_t CHUNK = header[2] < (1 << 20) ? header[2] + 1 : (1 << 20);  // tokens
+        // Tokens read at a time: the whole shard, up to 2^20.
+        const int64_t CHUNK = header[2] < (1 << 20) ? header[2] + 1 : (1 << 20);
         uint16_t* chunk = (uint16_t*)MALLOC_CHECK(CHUNK * sizeof(uint16_t));
         for (int64_t done = 0; done < header[2] && rc == 0;) {
             int64_t n = header[2] - done < CHUNK ? header[2] - done : CHUNK;

@@ -283,7 +283,7 @@ inline int tokenizer_load(Tokenizer* tok, const char* path) {
                                 path);
         tok->token_offset[i + 1] = tok->token_offset[i] + n;
     }
-    // The header check made room for both tables in the file.
+    // The header check bounded both tables by the file size: these allocations are too.
     if (rc == 0) {
         tok->merges = (BpeMerge*)MALLOC_CHECK((size_t)tok->num_merges * sizeof(BpeMerge) + 1);
         rc = tokenizer_take(tok, &c, tok->merges, (size_t)tok->num_merges * sizeof(BpeMerge),
