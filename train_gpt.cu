@@ -1705,6 +1705,7 @@ struct TrainConfig {
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
     double comm_timeout;
+    char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
 
@@ -1783,6 +1784,9 @@ static const Flag FLAGS[] = {
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
      "seconds a rank waits in a collective before it ends the job (longer than any rank "
      "works alone: checkpoint writes, samples)"},
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+     "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
+     "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
     {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
 };
 #undef FIELD
@@ -2310,7 +2314,7 @@ int main(int argc, char** argv) {
     // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
-    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout);
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout, tc.rendezvous);
     if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
         fatal("cannot silence rank %d", comm.rank);
     if (parse_error) fatal("%s", parse_error);
