@@ -54,8 +54,9 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/logger.h"      // the JSONL training log
-#include "llmc/comm.cuh"      // ranks (MPI launch) and the NCCL all-reduce of data parallelism
-#include "llmc/flags.h"  // the command line as one table: parsing, bounds, --help, comparing runs
+#include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
+#include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
+#include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 
 // =============================================================================================
 // Configuration
@@ -1064,6 +1065,7 @@ struct GPT {
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
     cudaStream_t stream;
+    DataParallel* dp;  // data-parallel gradient reduction, or nullptr (one process, tests)
 };
 
 inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
@@ -1285,9 +1287,28 @@ inline void gpt_backward(GPT* m) {
         layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
                            partials, a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
                            layer_param(m, p, l, LN1_W), N, C, true, st);
+        // the key bias gradient is exactly zero (softmax ignores a per-query constant): set it
+        // so, rather than leave the rounding noise of its column sums for AdamW to amplify
+        CUDA_CHECK(cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
+        dp_unit_done(m->dp, L - 1 - l, st);  // the block's gradients are complete
     }
     encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
                      T, C, st);
+    dp_unit_done(m->dp, L, st);
+}
+
+// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
+// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
+// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
+inline void gpt_grad_units(const GPT* m, size_t* begin, size_t* end) {
+    const int L = m->config.layers;
+    for (int l = 0; l < L; l++) {
+        begin[L - 1 - l] = m->layout.tensors[layer_tensor_index(l, 0)].offset;
+        end[L - 1 - l] =
+            l + 1 < L ? m->layout.tensors[layer_tensor_index(l + 1, 0)].offset : m->layout.total;
+    }
+    begin[L] = 0;
+    end[L] = m->layout.tensors[layer_tensor_index(0, 0)].offset;
 }
 
 inline void gpt_zero_grad(GPT* m) {
@@ -1295,8 +1316,9 @@ inline void gpt_zero_grad(GPT* m) {
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
-// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient set to
-// exactly zero: softmax ignores a per-query constant) and returns that mean loss.
+// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient exactly
+// zero), averaged over the data-parallel ranks when m->dp is set, and returns that mean loss
+// (this rank's).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
@@ -1304,12 +1326,10 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
     for (int a = 0; a < A; a++) {
         loss +=
             gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
+        if (m->dp) m->dp->reduce = a == A - 1;  // reduce the sums of the last micro-batch
         gpt_backward(m);
     }
-    const int C = m->config.channels;
-    for (int l = 0; l < m->config.layers; l++)
-        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX),
-                                   m->stream));
+    dp_finish(m->dp, m->stream);
     return loss / A;
 }
 
@@ -1698,7 +1718,8 @@ struct TrainConfig {
     char resume[512];
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
-    double comm_timeout;
+    double comm_timeout, bucket_mb;
+    char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
 
@@ -1777,6 +1798,12 @@ static const Flag FLAGS[] = {
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
      "seconds a rank waits in a collective before it ends the job (longer than any rank "
      "works alone: checkpoint writes, samples)"},
+    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
+     "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
+     "as the backward pass has finished it"},
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+     "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
+     "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
     {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
 };
 #undef FIELD
@@ -1813,6 +1840,7 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->keep_checkpoints = 3;
     tc->peak_flops = 989e12;
     tc->comm_timeout = 300;
+    tc->bucket_mb = 25;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2153,6 +2181,12 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     GPT model;
     gpt_build(&model, c, B, T, (uint64_t)tc.seed);
     gpt_init_random(&model, (uint64_t)tc.seed);
+    DataParallel dp;
+    std::vector<size_t> unit_begin(c->layers + 1), unit_end(c->layers + 1);
+    gpt_grad_units(&model, unit_begin.data(), unit_end.data());
+    dp_init(&dp, &comm->dp, model.grads, unit_begin.data(), unit_end.data(), c->layers + 1,
+            tc.bucket_mb);
+    model.dp = &dp;
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
     // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
@@ -2223,11 +2257,9 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         auto start = std::chrono::steady_clock::now();
         double loss = gpt_forward_backward(&model, inputs, targets, A);
-        // Data parallel: the gradients become their mean over the ranks before anything reads
-        // them, so the norm, clipping and AdamW see the global batch's gradient on every rank
-        // and the parameters stay identical; the loss becomes the global batch's too.
-        comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
-        comm_sync(&comm->dp, model.stream, "the all-reduce of the gradients (NCCL)");
+        // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
+        // so the norm, clipping and AdamW see the global batch's gradient on every rank and the
+        // parameters stay identical; the loss becomes the global batch's too.
         loss = comm_mean(&comm->dp, loss);
         float norm = gpt_grad_norm(&model);
         // Every rank holds the same loss and norm, so all stop together; the update is not
@@ -2285,6 +2317,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     free(targets);
     train_data_free(&data);
     if (have_tokenizer) tokenizer_free(&tok);
+    dp_free(&dp);
     gpt_free(&model);
     return EXIT_SUCCESS;
 }
@@ -2304,7 +2337,7 @@ int main(int argc, char** argv) {
     // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
-    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout);
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout, tc.rendezvous);
     if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
         fatal("cannot silence rank %d", comm.rank);
     if (parse_error) fatal("%s", parse_error);

@@ -28,8 +28,8 @@ Four kinds of tests:
 4. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
    checks data parallelism (mpirun -np 2 and 3 against one process on the same global batch),
    scripts/test_bad_inputs.py feeds it bad inputs (each must end with its message, a non-zero
-   exit, in bounded time, with no file changed), scripts/reference.py writes a PyTorch dump for each configuration in
-   GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
+   exit, in bounded time, with no file changed), scripts/reference.py writes a PyTorch dump
+   for each configuration in GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
 Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
@@ -52,7 +52,8 @@ DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu", "fuzz/*.cc"]
 # Python test scripts: each exits 0 when all its checks pass.
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
-TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_bad_inputs.py"]
+TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_bad_inputs.py",
+                 "scripts/readme_flags.py --check"]
 # Seconds each fuzz target runs in the suite (make fuzz runs them for FUZZ_SECONDS, default 60).
 FUZZ_SECONDS = 5
 RUN_TIMEOUT_S = 600
