@@ -145,6 +145,22 @@ def copied_checkpoints(extra):
     return setup
 
 
+def live_lock(case):
+    """{case}/ck holds a lock of a live process on this host: this test's own."""
+    os.makedirs(os.path.join(case, "ck"))
+    start = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
+    with open(os.path.join(case, "ck", "train_gpt.lock"), "w") as f:
+        f.write("host %s pid %d start %s\n" % (os.uname().nodename, os.getpid(), start))
+
+
+def config_int(index, value):
+    """Edits int32 number `index` of a checkpoint's configuration block (after its 32-byte
+    header: vocab, padded vocab, context, layers, heads, embd, bytes per weight)."""
+    def edit(data):
+        return data[:32 + 4 * index] + struct.pack("<i", value) + data[32 + 4 * index + 4:]
+    return edit
+
+
 # ---------------------------------------------------------------------------------------------
 # The cases.
 
@@ -220,6 +236,87 @@ CASES = [
          r"skipping checkpoint \S+ckpt_step00000009.bin: .*FIFO[\s\S]*resuming from \S+ckpt_step00000004.bin",
          setup=copied_checkpoints(lambda ck: os.mkfifo(os.path.join(ck, "ckpt_step00000009.bin"))),
          status=0),
+    Case("a FIFO as --log", ["--data", "{data}", "--log", "{case}/log"] + RUN,
+         r"cannot open log \S+log: it is a FIFO \(named pipe\), not a regular file", setup=fifo("log")),
+    # the command line, in train and in sample mode alike
+    Case("--sample-len -5 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--sample-len", "-5"],
+         r"--sample-len must be in \[0, 1048576\] \(got -5\)"),
+    Case("--sample-len 2147483647 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--sample-len",
+                                                    "2147483647"], r"--sample-len must be in \[0, 1048576\]"),
+    Case("--sample-len beyond int", ["--data", "{data}", "--sample", "{ckpt}", "--sample-len", "99999999999"],
+         r"--sample-len: '99999999999' is not an integer in range"),
+    Case("--temperature -1 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--temperature", "-1"],
+         r"--temperature must be >= 0 \(got -1\)"),
+    Case("--top-k -7 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--top-k", "-7"],
+         r"--top-k must be >= 0 \(got -7\)"),
+    Case("--sample under mpirun -np 2", ["--data", "{data}", "--sample", "{ckpt}"],
+         r"--sample runs as a single process", launcher=MPIRUN + ["-np", "2"]),
+    Case("--sample with --resume", ["--data", "{data}", "--sample", "{ckpt}", "--resume", "{ckpt}"],
+         r"--sample only generates text"),
+    Case("an unknown flag", ["--data", "{data}", "--lrr", "1e-3"] + RUN, r"unknown flag '--lrr'"),
+    Case("a flag without its value", ["--data", "{data}"] + RUN + ["--lr"], r"--lr needs a value"),
+    Case("--lr nan", ["--data", "{data}"] + RUN + ["--lr", "nan"], r"--lr: 'nan' is not a finite number"),
+    Case("--batch 0", ["--data", "{data}"] + RUN + ["--batch", "0"], r"--batch must be in \[1, 65535\] \(got 0\)"),
+    Case("--seq 2000000", ["--data", "{data}"] + RUN + ["--seq", "2000000"], r"--seq must be in \[1, 1048576\]"),
+    Case("--context 30000000", ["--data", "{data}"] + RUN + ["--context", "30000000"],
+         r"--context must be in \[0, 1048576\] \(got 30000000\)"),
+    Case("--schedule unknown", ["--data", "{data}"] + RUN + ["--schedule", "step"],
+         r"--schedule 'step' is not one of cosine\|wsd\|linear\|constant"),
+    Case("--embd not divisible by --heads", ["--data", "{data}"] + RUN + ["--heads", "3"],
+         r"--heads 3 does not divide --embd 32"),
+    Case("a repeated flag takes its last value", ["--data", "{data}"] + RUN + ["--steps", "1", "--steps", "3"],
+         r"step +3/3", status=0),
+    Case("a crafted checkpoint with context 3e7 (CRC resealed) in sample mode",
+         ["--data", "{data}", "--sample", "{case}/c.bin"], r"checkpoint \S+c.bin holds an invalid model configuration",
+         setup=checkpoint_file("c.bin", resealed(config_int(2, 30000000)))),
+    # the checkpoint folder
+    Case("--checkpoint-dir is a regular file", ["--data", "{data}", "--checkpoint-dir", "{ckpt}"] + RUN,
+         r"checkpoint folder \S+: \S+ckpt_step00000004.bin is not a folder"),
+    Case("--checkpoint-dir below a regular file", ["--data", "{data}", "--checkpoint-dir", "{ckpt}/sub"] + RUN,
+         r"is not a folder"),
+    Case("--checkpoint-dir that cannot be created", ["--data", "{data}", "--checkpoint-dir", "/proc/no/such"] + RUN,
+         r"cannot create folder /proc/no"),
+    Case("--checkpoint-dir held by a live run of this host", ["--data", "{data}", "--checkpoint-dir", "{case}/ck"] + RUN,
+         r"checkpoint folder \S+ck is in use by another run: process \d+ on host", setup=live_lock),
+    Case("--checkpoint-dir held from another host", ["--data", "{data}", "--checkpoint-dir", "{case}/ck"] + RUN,
+         r"on host other-node holds [\s\S]*never taken over",
+         setup=lambda case: (os.makedirs(os.path.join(case, "ck")), open(os.path.join(case, "ck", "train_gpt.lock"), "w")
+                             .write("host other-node pid 1 start 1\n"))),
+    # resuming with other flags: the run's identity
+    Case("--resume with another --lr and --warmup: both named",
+         ["--data", "{data}", "--resume", "{ckpt}", "--steps", "6", "--val-every", "0", "--sample-len", "0"] + TINY
+         + ["--lr", "1e-3", "--warmup", "2"],
+         r"of another run \(2 differences\):\n  --lr: 0.003 in the checkpoint, 0.001 in this run\n  --warmup: 0 in "
+         r"the checkpoint, 2 in this run"),
+    Case("--resume with another global batch",
+         ["--data", "{data}", "--resume", "{ckpt}", "--steps", "6", "--val-every", "0", "--sample-len", "0"] + TINY
+         + ["--grad-accum", "2"], r"global batch \(ranks x --batch x --grad-accum\): 4 sequences in the checkpoint, 8"),
+    Case("--resume with another --data", ["--data", "{case}/d", "--resume", "{ckpt}", "--steps", "6", "--val-every",
+                                          "0", "--sample-len", "0"] + TINY, r"--data: \S+ in the checkpoint, \S+/d in this run",
+         setup=data_set()),
+    Case("--resume with more --steps and other logging is the same run",
+         ["--data", "{data}", "--resume", "{ckpt}", "--steps", "5", "--val-every", "1", "--val-steps", "1",
+          "--sample-len", "4", "--log", "{case}/new.jsonl"] + TINY, r"resuming from [\s\S]*step +5/5", status=0),
+    # ranks started with different flags (MPMD launches) and other launches
+    Case("ranks with --val-every 0 : 5", ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data", "{data}"]
+         + RUN + ["--val-every", "5"], r"rank 1 was started with other flags than rank 0:\n  --val-every: 0 on rank 0, "
+         r"5 here", launcher=MPIRUN + ["-np", "1"]),
+    Case("ranks with another --batch and --data", ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data",
+                                                                                "{case}/d"] + RUN + ["--batch", "2"],
+         r"rank 1 was started with other flags than rank 0:\n  --data: .*\n  --batch: 4 on rank 0, 2 here",
+         launcher=MPIRUN + ["-np", "1"], setup=data_set()),
+    Case("ranks of different builds (bf16 and fp32)", ["--data", "{data}"] + RUN + [":", "-np", "1",
+         "{bin}_fp32", "--data", "{data}"] + RUN, r"the ranks run different builds of train_gpt",
+         launcher=MPIRUN + ["-np", "1"]),
+    Case("a rank started without MPI and without --rendezvous", ["--data", "{data}"] + RUN,
+         r"give every rank --rendezvous DIR", launcher=["env", "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1"]),
+    Case("a rendezvous that rank 1 never reaches", ["--data", "{data}", "--rendezvous", "{case}", "--comm-timeout",
+                                                    "1"] + RUN,
+         r"rank 0: ranks 1 of 2 did not arrive at the rendezvous in \S+ within 1 s", launcher=["env", "RANK=0",
+                                                                                               "WORLD_SIZE=2"]),
+    # a run that diverges
+    Case("--lr 1e300: a non-finite loss stops the run", ["--data", "{data}"] + RUN + ["--lr", "1e300"],
+         r"the loss is -?nan and the gradient norm -?nan: training diverged"),
 ]
 
 
@@ -285,6 +382,74 @@ def run_case(case, bin_dir, work):
           last if not problems else "; ".join(problems) + "\n" + text[-1500:])
 
 
+def wait_for_step(proc_output_path, step, limit_s):
+    """Waits until the log of a running trainer shows `step` (or limit_s passes)."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        if os.path.exists(proc_output_path) and re.search(r"step +%d/" % step, open(proc_output_path, errors="replace").read()):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def rank_pids(binary, marker):
+    """The pids of the trainer processes whose command line holds `marker`, in pid order."""
+    out = subprocess.run(["pgrep", "-f", "--", marker], capture_output=True, text=True).stdout.split()
+    return sorted(int(p) for p in out if os.path.realpath("/proc/%s/exe" % p) == os.path.realpath(binary))
+
+
+def test_running_jobs(bin_dir, work):
+    """Cases that need a job running alongside: two runs on one checkpoint folder, and a rank
+    stopped (SIGSTOP) or killed (SIGKILL) in the middle of an mpirun job."""
+    binary = os.path.join(bin_dir, "train_gpt")
+    folder = os.path.join(work, "running")
+    os.makedirs(folder)
+    ck, out1 = os.path.join(folder, "ck"), os.path.join(folder, "first.out")
+    long_run = ["--data", FIXTURE["data"], "--steps", "60", "--checkpoint-dir", ck, "--checkpoint-every", "20",
+                "--val-every", "0", "--sample-len", "0"] + TINY
+    with open(out1, "w") as f:
+        first = subprocess.Popen([binary] + long_run, stdout=f, stderr=subprocess.STDOUT, cwd=folder)
+    wait_for_step(out1, 1, 60)
+    second = subprocess.run([binary] + long_run, capture_output=True, text=True, cwd=folder, timeout=60)
+    first.wait(timeout=300)
+    text = open(out1, errors="replace").read()
+    check(second.returncode != 0 and re.search(r"in use by another run: process %d on host" % first.pid, second.stderr),
+          "two runs on one checkpoint folder: the second is refused at start, naming the first's pid",
+          second.stderr.strip().splitlines()[-1] if second.stderr.strip() else "(no output)")
+    names = sorted(os.listdir(ck))
+    check(first.returncode == 0 and "step    60/60" in text and names == ["ckpt_step00000020.bin", "ckpt_step00000040.bin",
+                                                                        "ckpt_step00000060.bin"],
+          "two runs on one checkpoint folder: the first finishes intact, its checkpoints and no lock left", str(names))
+
+    for how, sig in (("stopped (SIGSTOP)", signal.SIGSTOP), ("killed (SIGKILL)", signal.SIGKILL)):
+        out = os.path.join(folder, "job_%d.out" % sig)
+        marker = "--comm-timeout 3 --rendezvous %s" % sig  # names this job's processes for pgrep
+        with open(out, "w") as f:
+            job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", FIXTURE["data"], "--steps", "100000",
+                                             "--val-every", "0", "--sample-len", "0"] + TINY + marker.split(),
+                                   stdout=f, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
+        started = wait_for_step(out, 2, 120)
+        pids = rank_pids(binary, marker)
+        t0 = time.time()
+        if started and len(pids) == 2:
+            os.kill(pids[1], sig)
+        try:
+            job.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        seconds = time.time() - t0
+        text = open(out, errors="replace").read()
+        expected = r"did not finish within 3 s \(--comm-timeout\)" if sig == signal.SIGSTOP else r"signal 9|killed|exited on signal"
+        check(started and len(pids) == 2 and job.returncode != 0 and seconds < 30 and re.search(expected, text),
+              "a rank %s mid-run under mpirun: the job ends in %.1f s with a message" % (how, seconds),
+              text.strip().splitlines()[-1] if text.strip() else "(no output)")
+        left = rank_pids(binary, marker)
+        check(not left, "a rank %s: no process of the job is left" % how, str(left))
+        for p in left:
+            os.kill(p, signal.SIGKILL)
+
+
 def make_fixture(bin_dir, work):
     text, data = os.path.join(work, "tiny.txt"), os.path.join(work, "data")
     make_text(text)
@@ -334,14 +499,15 @@ def main():
         if make_fixture(bin_dir, work):
             for case in cases:
                 run_case(case, bin_dir, work)
+            if not args.only:
+                test_running_jobs(bin_dir, work)
     finally:
         if args.keep:
             print("scratch folder kept: %s" % work)
         else:
             shutil.rmtree(work, ignore_errors=True)
     failed = test_e2e.FAILED
-    print("%s: %d of %d check(s) failed in %.0f s" % ("FAIL" if failed else "PASS", len(failed),
-                                                      len(cases) + 2, time.time() - start))
+    print("%s: %d check(s) failed in %.0f s" % ("FAIL" if failed else "PASS", len(failed), time.time() - start))
     return 1 if failed else 0
 
 
