@@ -58,8 +58,9 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/logger.h"      // the JSONL training log
-#include "llmc/comm.cuh"      // ranks (MPI launch) and the NCCL all-reduce of data parallelism
-#include "llmc/flags.h"  // the command line as one table: parsing, bounds, --help, comparing runs
+#include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
+#include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
+#include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 
 // =============================================================================================
 // Configuration
@@ -1267,6 +1268,7 @@ struct GPT {
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
     cudaStream_t stream;
+    DataParallel* dp;  // data-parallel gradient reduction, or nullptr (one process, tests)
 };
 
 inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
@@ -1536,9 +1538,32 @@ inline void gpt_backward(GPT* m) {
         layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
                            partials, a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
                            layer_param(m, p, l, LN1_W), N, C, true, st);
+        // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
+        // constant): set it so, rather than leave the rounding noise of its column sums for
+        // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient)
+        if (!c->qk_norm)
+            CUDA_CHECK(
+                cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
+        dp_unit_done(m->dp, L - 1 - l, st);  // the block's gradients are complete
     }
     encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
                      T, C, st);
+    dp_unit_done(m->dp, L, st);
+}
+
+// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
+// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
+// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
+inline void gpt_grad_units(const GPT* m, size_t* begin, size_t* end) {
+    const int L = m->config.layers;
+    for (int l = 0; l < L; l++) {
+        begin[L - 1 - l] = m->layout.tensors[layer_tensor_index(&m->layout, l, 0)].offset;
+        end[L - 1 - l] = l + 1 < L
+                             ? m->layout.tensors[layer_tensor_index(&m->layout, l + 1, 0)].offset
+                             : m->layout.total;
+    }
+    begin[L] = 0;
+    end[L] = m->layout.tensors[layer_tensor_index(&m->layout, 0, 0)].offset;
 }
 
 inline void gpt_zero_grad(GPT* m) {
@@ -1546,10 +1571,9 @@ inline void gpt_zero_grad(GPT* m) {
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
-// Leaves the gradient of the mean micro-batch objective in m->grads and returns the mean
-// cross-entropy (the mean z-loss term in *z_loss, if given). Without QK-norm the key bias
-// gradient is set to exactly zero: softmax ignores a per-query constant (with QK-norm the bias
-// is inside the normalization, and its gradient is real).
+// Leaves the gradient of the mean micro-batch objective in m->grads (without QK-norm the key
+// bias gradient exactly zero), averaged over the data-parallel ranks when m->dp is set, and
+// returns the mean cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
                                    double* z_loss = nullptr) {
     const int N = m->B * m->T;
@@ -1560,12 +1584,10 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
         loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N,
                             1.0f / ((float)N * A), &z);
         z_sum += z;
+        if (m->dp) m->dp->reduce = a == A - 1;  // reduce the sums of the last micro-batch
         gpt_backward(m);
     }
-    const int C = m->config.channels;
-    for (int l = 0; l < m->config.layers && !m->config.qk_norm; l++)
-        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX),
-                                   m->stream));
+    dp_finish(m->dp, m->stream);
     if (z_loss) *z_loss = z_sum / A;
     return loss / A;
 }
@@ -1899,8 +1921,9 @@ inline LayoutRecord layout_record_of(const ParamTensor* t) {
 }
 
 // Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
+// run_config: the section run_config_section() made of this run's configuration.
 inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
-                            const TrainData* d) {
+                            const TrainData* d, const std::vector<char>* run_config) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
@@ -1917,6 +1940,8 @@ inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunSt
         0)
         fatal("%s", w.error);
     if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
+    if (ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+        fatal("%s", w.error);
     if (d->shards) {
         DataLoaderState ds = dataloader_state(&d->train);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
@@ -2033,22 +2058,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds
     return rs;
 }
 
-// Creates folder `dir` and any missing parents (mkdir -p).
-inline void make_dirs(const char* dir) {
-    char path[CKPT_PATH_BYTES];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char* p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        const char saved = *p;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            fatal("cannot create folder %s: %s", path, strerror(errno));
-        if (saved == '\0') return;
-        *p = saved;
-    }
-}
-
-// The newest complete checkpoint in folder `dir` (none when the folder does not exist).
+// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
 inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
     uint64_t step;
     char err[1024];
@@ -2073,14 +2083,8 @@ inline bool find_checkpoint(const char* spec, char* path, size_t len) {
 // reports what is wrong.
 inline CheckpointConfig peek_checkpoint_config(const char* path) {
     CheckpointConfig cc;
-    memset(&cc, 0, sizeof(cc));
-    FILE* f = fopen(path, "rb");
-    if (f == nullptr) return cc;
-    uint8_t header[CKPT_HEADER_BYTES];
-    if (fread(header, sizeof(header), 1, f) != 1 || ckpt_get_u64(header + 24) != sizeof(cc) ||
-        fread(&cc, sizeof(cc), 1, f) != 1)
-        memset(&cc, 0, sizeof(cc));
-    fclose(f);
+    char err[CKPT_ERROR_BYTES];
+    if (ckpt_peek_config(path, &cc, sizeof(cc), err, sizeof(err)) != 0) memset(&cc, 0, sizeof(cc));
     return cc;
 }
 
@@ -2110,7 +2114,8 @@ struct TrainConfig {
     char resume[512];
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
-    double comm_timeout;
+    double comm_timeout, bucket_mb;
+    char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
 
@@ -2210,6 +2215,12 @@ static const Flag FLAGS[] = {
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
      "seconds a rank waits in a collective before it ends the job (longer than any rank "
      "works alone: checkpoint writes, samples)"},
+    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
+     "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
+     "as the backward pass has finished it"},
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+     "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
+     "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
     {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
 };
 #undef FIELD
@@ -2253,6 +2264,89 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->keep_checkpoints = 3;
     tc->peak_flops = 989e12;
     tc->comm_timeout = 300;
+    tc->bucket_mb = 25;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run's identity in a checkpoint. The section "run_config" holds the value of every flag of
+// role FLAG_IDENTITY (the model, the data, the schedule, the optimizer and its hyperparameters,
+// the seed) as "--name\0value\0" pairs (flag_format's text), and the global batch in sequences
+// as "global-batch\0N\0". --resume compares it with the run being started: those flags and the
+// global batch (ranks x --batch x --grad-accum) must be equal, while the grid, the per-rank
+// split of the batch and the FLAG_FREE flags (--steps, logging, sampling, checkpoint frequency)
+// may change, and leave the checkpoint's bytes as they are. A flag the checkpoint does not
+// record has its default.
+
+inline int64_t global_batch_sequences(const TrainConfig* tc, int ranks) {
+    return (int64_t)ranks * tc->batch * tc->grad_accum;
+}
+
+inline std::vector<char> run_config_section(const TrainConfig* tc, int ranks) {
+    std::vector<char> out;
+    auto put = [&out](const char* text) { out.insert(out.end(), text, text + strlen(text) + 1); };
+    char value[1100];
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (FLAGS[i].role != FLAG_IDENTITY) continue;
+        put(FLAGS[i].name);
+        put(flag_format(&FLAGS[i], tc, value, sizeof(value)));
+    }
+    put("global-batch");
+    snprintf(value, sizeof(value), "%lld", (long long)global_batch_sequences(tc, ranks));
+    put(value);
+    return out;
+}
+
+// Refuses (fatal) a checkpoint whose recorded run is not the run tc describes on `ranks` ranks,
+// naming every difference.
+inline void check_run_config(CheckpointReader* r, const TrainConfig* tc, int ranks) {
+    const CkptSectionInfo* info = ckpt_lookup(r, "run_config");
+    if (info == nullptr)
+        fatal(
+            "checkpoint %s records no run configuration (written by an older train_gpt), so it "
+            "cannot be checked against this run; start a fresh run",
+            r->path);
+    std::vector<char> bytes(info->size + 1, '\0');
+    if (ckpt_read_section(r, "run_config", bytes.data(), info->size) != 0) fatal("%s", r->error);
+    TrainConfig stored;
+    train_config_defaults(&stored);
+    long long stored_batch = -1;
+    char msg[512];
+    for (size_t pos = 0; pos < info->size;) {
+        const char* key = bytes.data() + pos;
+        const char* value = key + strlen(key) + 1;
+        pos = (size_t)(value - bytes.data()) + strlen(value) + 1;
+        if (pos > info->size) fatal("checkpoint %s: its run configuration is malformed", r->path);
+        if (strcmp(key, "global-batch") == 0) {
+            stored_batch = atoll(value);
+            continue;
+        }
+        const Flag* flag = flag_find(FLAGS, NUM_FLAGS, key, strlen(key));
+        if (flag == nullptr)
+            fatal(
+                "checkpoint %s records flag '%s', which this train_gpt does not know (written "
+                "by another version?)",
+                r->path, key);
+        if (const char* err = flag_set(flag, &stored, value, msg, sizeof(msg)))
+            fatal("checkpoint %s: its run configuration is malformed: %s", r->path, err);
+    }
+    char diff[4096] = "";
+    int n = flags_differences(FLAGS, NUM_FLAGS, &stored, tc, 1u << FLAG_IDENTITY,
+                              "in the checkpoint", "in this run", diff, sizeof(diff));
+    const long long batch = global_batch_sequences(tc, ranks);
+    if (stored_batch != batch) {
+        n++;
+        const size_t used = strlen(diff);
+        snprintf(diff + used, sizeof(diff) - used,
+                 "\n  global batch (ranks x --batch x --grad-accum): %lld sequences in the "
+                 "checkpoint, %lld in this run (%d x %d x %d)",
+                 stored_batch, batch, ranks, tc->batch, tc->grad_accum);
+    }
+    if (n > 0)
+        fatal(
+            "checkpoint %s is of another run (%d difference%s):%s\n--resume continues the same "
+            "run: its model, data, global batch, schedule and optimizer stay as they were; "
+            "--steps and the logging, sampling and checkpoint flags may change (see README)",
+            r->path, n, n == 1 ? "" : "s", diff);
 }
 
 inline void print_usage(FILE* f, const char* prog) {
@@ -2497,15 +2591,45 @@ inline void print_state_bytes(const GPT* m) {
     printf("\n");
 }
 
+// Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
+// launch, a script that differs per node) would issue other collectives and hang, or train
+// something else. Rank 0's resolved configuration goes to every rank, which names each flag
+// where it differs; then all ranks stop together if any differs. Called before any work.
+inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
+    if (comm->world == 1) return;
+    char build[64], root_build[64];  // the same struct layout and precision first
+    snprintf(build, sizeof(build), "%s build, TrainConfig of %zu bytes", PRECISION_NAME,
+             sizeof(TrainConfig));
+    memcpy(root_build, build, sizeof(build));
+    comm_broadcast(&comm->dp, root_build, sizeof(root_build), 0);
+    double other_builds = strcmp(build, root_build) != 0;
+    comm_sum_scalars(&comm->dp, &other_builds, 1);
+    if (other_builds > 0)
+        fatal("rank %d: the ranks run different builds of train_gpt (here: %s; rank 0: %s)",
+              comm->rank, build, root_build);
+    TrainConfig root = *tc;
+    comm_broadcast(&comm->dp, &root, sizeof(root), 0);
+    char diff[4096] = "";
+    const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
+    double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
+                                           "here", diff, sizeof(diff));
+    if (differences > 0)
+        fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
+                diff);
+    comm_sum_scalars(&comm->dp, &differences, 1);
+    if (differences > 0)
+        fatal(
+            "rank %d: the ranks were started with different flags (%g differences; every rank "
+            "must get the same command line)",
+            comm->rank, differences);
+}
+
 // Trains (or samples, with --sample) as one rank of `comm`.
-inline int train_main(const Comm* comm, int argc, char** argv) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
+inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
+    TrainConfig& tc = *config;
     char msg[512];
-    if (const char* err = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg)))
-        fatal("%s", err);
     if (tc.help) {
-        print_usage(stdout, argv[0]);
+        print_usage(stdout, prog);
         return EXIT_SUCCESS;
     }
     if (tc.sample[0] && comm->world > 1)
@@ -2517,6 +2641,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
               tok.vocab_size);
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
+    check_ranks_agree(comm, &tc);
     if (tc.sample[0]) {
         const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
         if (have_tokenizer) tokenizer_free(&tok);
@@ -2532,11 +2657,25 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank,
                     comm->dp.size);
     const double unigram = data.unigram;
+    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
+    // it also proves it can be written, before any step is trained.
+    if (tc.checkpoint_dir[0] && comm->rank == 0) {
+        char err[CKPT_ERROR_BYTES];
+        if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
+    }
+    const std::vector<char> run_config = run_config_section(&tc, comm->dp.size);
+
     GPT model;
     const OptimizerConfig opt = optimizer_config_of(&tc);
     gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed);
     model.z_loss_coef = tc.z_loss;
     gpt_init_random(&model, (uint64_t)tc.seed);
+    DataParallel dp;
+    std::vector<size_t> unit_begin(c->layers + 1), unit_end(c->layers + 1);
+    gpt_grad_units(&model, unit_begin.data(), unit_end.data());
+    dp_init(&dp, &comm->dp, model.grads, unit_begin.data(), unit_end.data(), c->layers + 1,
+            tc.bucket_mb);
+    model.dp = &dp;
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
     // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
@@ -2557,6 +2696,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
                           NUM_CHECKPOINT_FIELDS) != 0)
                 fatal("%s", reader.error);
+            check_run_config(&reader, &tc, comm->dp.size);
             DataLoaderState ds;
             rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
             ckpt_close(&reader);
@@ -2573,7 +2713,6 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         }
     }
     const bool main_rank = comm->rank == 0;
-    if (tc.checkpoint_dir[0] && main_rank) make_dirs(tc.checkpoint_dir);
     Logger lg;
     memset(&lg, 0, sizeof(lg));
     if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
@@ -2610,13 +2749,19 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         auto start = std::chrono::steady_clock::now();
         double z_loss = 0.0;
         double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
-        // Data parallel: the gradients become their mean over the ranks before anything reads
-        // them, so the norm, clipping and the optimizers see the global batch's gradient on
-        // every rank and the parameters stay identical; the losses become the global batch's.
-        comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
+        // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
+        // so the norm, clipping and the optimizers see the global batch's gradient on every rank
+        // and the parameters stay identical; the losses become the global batch's too.
         loss = comm_mean(&comm->dp, loss);
         z_loss = comm_mean(&comm->dp, z_loss);
         float norm = gpt_grad_norm(&model);
+        // Every rank holds the same loss and norm, so all stop together; the update is not
+        // taken, and the checkpoints on disk stay those of finite steps.
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+            fatal(
+                "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
+                "before the update (try a lower --lr, warmup or --grad-clip)",
+                step + 1, loss, norm);
         double lrs[NUM_OPTIMIZERS];
         step_learning_rates(&sched, tc.muon_lr, step, lrs);
         const double lr = lrs[OPT_ADAMW];
@@ -2658,7 +2803,8 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         if (tc.checkpoint_dir[0] && main_rank &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
-            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
+            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+                            &run_config);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
     }
@@ -2672,19 +2818,31 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     free(targets);
     train_data_free(&data);
     if (have_tokenizer) tokenizer_free(&tok);
+    dp_free(&dp);
     gpt_free(&model);
     return EXIT_SUCCESS;
 }
 
 #ifndef TRAIN_GPT_NO_MAIN
 int main(int argc, char** argv) {
-    // Ranks first: this selects the process's GPU. Only rank 0 prints (the others' standard
+    // The flags first: they hold the deadline of the collectives (--comm-timeout), which starts
+    // with comm_init's. Errors are reported after comm_init, on every rank.
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    char msg[512], unused[512];
+    const char* parse_error = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg));
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    const bool flags_ok = parse_error == nullptr &&
+                          flags_check(FLAGS, NUM_FLAGS, &tc, unused, sizeof(unused)) == nullptr;
+    // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
-    comm_init(&comm, argc, argv);
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout, tc.rendezvous);
     if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
         fatal("cannot silence rank %d", comm.rank);
-    int status = train_main(&comm, argc, argv);
+    if (parse_error) fatal("%s", parse_error);
+    int status = train_main(&comm, &tc, argv[0]);
     comm_destroy(&comm);
     return status;
 }
