@@ -1042,11 +1042,13 @@ constexpr int QK_NORM_THREADS = 256;
 
 __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
                                        const floatX* k_w, int N, int NH, int HS) {
-    const int G = HS / x128::size, t = blockIdx.x * blockDim.x + threadIdx.x;
-    const int v = t / G, c = (t % G) * x128::size;
+    const int G = HS / x128::size;
+    const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
+    const int c = (int)(t % G) * x128::size;
     // lanes past the last vector join the shuffles with zeros and store nothing
-    const bool valid = v < N * 2 * NH;
-    const int C = NH * HS, row = v / (2 * NH), part = v / NH % 2, h = v % NH;
+    const bool valid = v < (size_t)N * 2 * NH;
+    const int C = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
+    const size_t row = v / (2 * NH);
     const size_t at = part * C + h * HS + c;
     const x128 x = valid ? load128(qkv + (size_t)row * 3 * C + at) : x128{};
     float sq = 0.0f;
@@ -1066,10 +1068,12 @@ __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, co
 __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const float* rstd,
                                         const floatX* q_w, const floatX* k_w, int N, int NH,
                                         int HS) {
-    const int G = HS / x128::size, t = blockIdx.x * blockDim.x + threadIdx.x;
-    const int v = t / G, c = (t % G) * x128::size;
-    const bool valid = v < N * 2 * NH;
-    const int C = NH * HS, row = v / (2 * NH), part = v / NH % 2, h = v % NH;
+    const int G = HS / x128::size;
+    const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
+    const int c = (int)(t % G) * x128::size;
+    const bool valid = v < (size_t)N * 2 * NH;
+    const int C = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
+    const size_t row = v / (2 * NH);
     const size_t at = part * C + h * HS + c;
     floatX* dx = dqkv + (size_t)row * 3 * C + at;
     const x128 dy = valid ? load128(dx) : x128{};
@@ -1096,17 +1100,19 @@ __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const f
 __global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
                                               const floatX* raw, const float* rstd, int N, int NH,
                                               int HS) {
-    const int i = threadIdx.x % HS, part = threadIdx.x / HS, chunk = blockIdx.x;
-    const int C = NH * HS;
-    const int end = min(N * NH, (chunk + 1) * COLUMN_CHUNK);
+    const int i = threadIdx.x % HS, part = threadIdx.x / HS, C = NH * HS;
+    const size_t first = (size_t)blockIdx.x * COLUMN_CHUNK;
+    const size_t vectors = (size_t)N * NH;  // (row, head) pairs
+    const size_t end = first + COLUMN_CHUNK < vectors ? first + COLUMN_CHUNK : vectors;
     float sum = 0.0f;
-    for (int j = chunk * COLUMN_CHUNK; j < end; j++) {
-        const int row = j / NH, h = j % NH;
+    for (size_t j = first; j < end; j++) {
+        const size_t row = j / NH;
+        const int h = (int)(j % NH);
         const float r = rstd[((size_t)row * 2 + part) * NH + h];
         const size_t at = part * C + h * HS + i;
         sum += (float)dqkv[(size_t)row * 3 * C + at] * ((float)raw[(size_t)row * 2 * C + at] * r);
     }
-    partials[((size_t)chunk * 2 + part) * HS + i] = sum;
+    partials[((size_t)blockIdx.x * 2 + part) * HS + i] = sum;
 }
 
 inline void qk_norm_forward(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
@@ -1542,8 +1548,7 @@ inline void gpt_backward(GPT* m) {
         // constant): set it so, rather than leave the rounding noise of its column sums for
         // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient)
         if (!c->qk_norm)
-            CUDA_CHECK(
-                cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
+            CUDA_CHECK(cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
         dp_unit_done(m->dp, L - 1 - l, st);  // the block's gradients are complete
     }
     encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
@@ -2098,7 +2103,8 @@ struct TrainConfig {
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
     char optimizer[16];  // "adamw" or "muon"
-    double muon_lr;      // 0: --lr (train_config_check fills it in)
+    double muon_lr;      // 0: --lr (muon_peak_lr); kept as given, so a resumed run that changes
+                         // --lr alone differs from its checkpoint in --lr alone
     double muon_momentum;
     int muon_nesterov, muon_ns_steps;
     char muon_adjust[24];
@@ -2369,7 +2375,6 @@ inline void print_usage(FILE* f, const char* prog) {
 inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
-    if (tc->muon_lr == 0.0) tc->muon_lr = tc->lr;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
     if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
@@ -2380,6 +2385,11 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                  "or --log");
     else return nullptr;
     return msg;
+}
+
+// Muon's peak learning rate: --muon-lr, or --lr when it is 0.
+inline double muon_peak_lr(const TrainConfig* tc) {
+    return tc->muon_lr > 0.0 ? tc->muon_lr : tc->lr;
 }
 
 // The optimizer settings of a checked configuration.
@@ -2494,7 +2504,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "warmup", tc->warmup);
     logger_string(lg, "schedule", tc->schedule, strlen(tc->schedule));
     logger_string(lg, "optimizer", tc->optimizer, strlen(tc->optimizer));
-    if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)tc->muon_lr);
+    if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)muon_peak_lr(tc));
     logger_int(lg, "qk_norm", c->qk_norm);
     logger_float(lg, "z_loss", (float)tc->z_loss);
     logger_int(lg, "seed", tc->seed);
@@ -2763,7 +2773,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
                 "before the update (try a lower --lr, warmup or --grad-clip)",
                 step + 1, loss, norm);
         double lrs[NUM_OPTIMIZERS];
-        step_learning_rates(&sched, tc.muon_lr, step, lrs);
+        step_learning_rates(&sched, muon_peak_lr(&tc), step, lrs);
         const double lr = lrs[OPT_ADAMW];
         gpt_update(&model, lrs, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());

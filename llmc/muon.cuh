@@ -34,7 +34,8 @@ workspace sized for the largest matrix unit (MuonWorkspace), not per parameter.
 Determinism: elementwise kernels, the two-pass norm of llmc/norm.cuh and cuBLASLt products with
 fixed algorithms: no atomics, the same bits on any device run and any CPU thread count.
 
-Design note: how ZeRO will shard this table (llmc/zero.cuh, the next issue). The parameter
+Design note: how ZeRO will shard this table (the next issue, in llmc/zero.cuh beside the
+data-parallel gradient buckets, whose units are whole blocks of this layout). The parameter
 table in train_gpt.cu (ParamTensor) holds, per tensor, what a shard plan is built from: its
 offset in the parameter/gradient/master buffers, its shape, its optimizer, its state_offset in
 that optimizer's state buffers, and for Muon its matrix units (units row blocks of rows/units x
@@ -42,9 +43,9 @@ cols each; a unit is a contiguous element range offset + u * unit_numel, a whole
 TENSOR_ALIGN blocks since C is a multiple of 32).
 - AdamW tensors: element-wise, so their state is split by element ranges. The AdamW state
   buffers are the AdamW tensors back to back (state_offset), and the plan cuts that range into
-  DP-size pieces on TENSOR_ALIGN boundaries; each rank holds m, v (and, ZeRO-1+, the master
-  weights) of its piece, the gradients are reduce-scattered by the same ranges and the updated
-  parameters all-gathered.
+  DP-size pieces on TENSOR_ALIGN boundaries; each rank holds m, v and the master weights of
+  its piece, the gradients are reduce-scattered by the same ranges (bucket by bucket) and the
+  updated parameters all-gathered.
 - Muon tensors: Newton-Schulz needs a whole matrix, so a matrix unit is never split. Each unit
   is owned whole by one rank of the data-parallel group (owner computes): the plan assigns units
   to ranks by their Newton-Schulz cost (about ns_steps * (4 m^2 n + 2 m^3) flops for an (m, n)

@@ -96,8 +96,9 @@ Records, in this order:
   gives 0, x/0 gives inf) between a bf16 value b computed under torch.autocast(bfloat16) and
   the fp32 run's value f:
   bf16.step0.logits                step 0's logits, from init
-  bf16.step0.param.<param>         theta_0 - init after one AdamW step from init on the bf16
-                                   gradients, against the fp32 run's theta_0 - init
+  bf16.step0.param.<param>         theta_0 - init after one optimizer step from init on the
+                                   bf16 gradients (AdamW; Muon with its own bfloat16
+                                   Newton-Schulz), against the fp32 run's theta_0 - init
   then for k = 0..K-1, teacher-forced: the bf16 forward and backward of step k run at the fp32
   run's theta_{k-1}, so these measure one step's arithmetic, not a drifting trajectory:
   bf16.step<k>.loss bf16.step<k>.z_loss bf16.step<k>.grad_norm

@@ -14,7 +14,8 @@ What it checks, each against something computed here independently of train_gpt:
   crash      SIGKILL while a checkpoint is being written (a bigger model, so the write takes
              a while): every committed checkpoint stays valid and the resumed run still ends
              bit-identical
-  optimizers Muon, QK-norm and z-loss together: resumed bit-identical (bf16 build); the log
+  optimizers Muon, QK-norm and z-loss together: resumed bit-identical (bf16 build), the same
+             bits on 1 and 3 CPU threads; the log
              header's state_bytes equal what the parameter table implies (16 bytes per AdamW
              parameter, 12 per Muon parameter in the bf16 build) and the z-loss is logged; a
              checkpoint of another optimizer, of another QK-norm setting, and one written before
@@ -325,6 +326,16 @@ def test_optimizers(bf16, work, data):
         check(P > 0 and held == want,
               "optimizers: log header state_bytes of the %s run (16 bytes per AdamW parameter, 12 per "
               "Muon parameter)" % what, "got %s, want %s" % (held, want))
+    # the same bits on any number of CPU threads (CUCC_THREADS; a GPU run ignores it)
+    hashes = []
+    for threads in ("1", "3"):
+        p = subprocess.run([bf16, "--data", data, "--steps", "4", "--val-every", "0", "--sample-len", "0"]
+                           + TINY + OPTIMIZER_FLAGS, cwd=work, capture_output=True, text=True,
+                           env=dict(os.environ, CUCC_THREADS=threads))
+        m = re.search(r"parameter hash (\S+)", p.stdout)
+        hashes.append(m.group(1) if p.returncode == 0 and m else None)
+    check(hashes[0] is not None and hashes[0] == hashes[1],
+          "optimizers: Muon + QK-norm + z-loss give the same parameters on 1 and 3 CPU threads", str(hashes))
     lines = read_log(os.path.join(work, "muon_full.jsonl"))
     z = [d.get("z_loss") for d in lines[1:] if "train_loss" in d]
     check(len(z) == 16 and all(v is not None and 0 < v < 0.1 for v in z),
