@@ -7,10 +7,11 @@ tokens, and checks:
 
 1. fp32, N ranks of batch B against one process of batch N*B (the same global batches: the loader
    and the random-token generator give rank r rows [r*B, (r+1)*B) of each global batch), N = 2
-   with shards and gradient accumulation, N = 3 with random tokens: every step's train loss,
-   gradient norm and validation loss agree within LOSS_RTOL; AdamW's moments after step 1 (the
-   averaged gradient) within GRAD_RTOL and the final parameters' change within PARAM_RTOL, in
-   relative norm ||a - b|| / ||b|| (from the checkpoints). Only the order of the sums differs.
+   with shards and gradient accumulation, N = 3 with random tokens, N = 2 with Muon, QK-norm and
+   z-loss: every step's train loss, gradient norm and validation loss agree within LOSS_RTOL;
+   AdamW's moments and Muon's momentum after step 1 (the averaged gradient) within GRAD_RTOL and
+   the final parameters' change within PARAM_RTOL, in relative norm ||a - b|| / ||b|| (from the
+   checkpoints). Only the order of the sums differs.
 2. Every rank ends with bit-identical parameters: the trainer gathers a hash of each rank's
    parameters and prints "parameter hash H on each of N ranks" only when all are equal (it
    exits non-zero otherwise); checked for bf16 and fp32, on 2 and 3 ranks.
@@ -156,9 +157,12 @@ def compare_with_single(bin_dir, workdir, ranks, batch, accum, extra, steps, lab
     check(a.keys() == b.keys() and len(b) >= 2 * steps, f"{label}: the same {len(b)} logged losses and norms")
     worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in b if k in a), default=math.inf)
     check(worst <= LOSS_RTOL, f"{label}: losses and gradient norms agree, max relative difference {worst:.2e} <= {LOSS_RTOL:.0e}")
-    # After one step AdamW's moments are (1 - beta) g and (1 - beta2) g^2 of the averaged gradient g.
+    # After one step AdamW's moments are (1 - beta) g and (1 - beta2) g^2 of the averaged gradient
+    # g, and Muon's momentum (1 - mu) g.
     first_dp, first_one = final_checkpoint(ckpt_dp, 1), final_checkpoint(ckpt_one, 1)
-    for name in ("adam_m", "adam_v"):
+    for name in ("optimizer.adamw.m", "optimizer.adamw.v", "optimizer.muon.momentum"):
+        if not read_checkpoint(first_one)[name]:
+            continue  # no Muon tensors
         err = rel_err(section(first_dp, name), section(first_one, name))
         check(err <= GRAD_RTOL, f"{label}: step 1 {name} (the averaged gradient) relative norm error {err:.2e} <= {GRAD_RTOL:.0e}")
     # Parameters, through their change since initialization (--lr 0 writes the initial ones).
@@ -187,6 +191,8 @@ def main():
         # 1 and 2: against the single-process run on the same global batches.
         compare_with_single(args.bin_dir, workdir, 2, 2, 2, shards, 6, "fp32, shards, 2 ranks x batch 2 x accum 2 vs batch 4")
         compare_with_single(args.bin_dir, workdir, 3, 1, 1, [], 5, "fp32, random tokens, 3 ranks x batch 1 vs batch 3")
+        compare_with_single(args.bin_dir, workdir, 2, 2, 1, ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-3"], 4,
+                            "fp32, random tokens, Muon + QK-norm + z-loss, 2 ranks x batch 2 vs batch 4")
 
         bf16 = os.path.join(args.bin_dir, "train_gpt")
         out, _, _ = train(bf16, 3, workdir, "bf16_3", ["--batch", "2", "--steps", "4"])
