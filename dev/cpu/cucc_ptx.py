@@ -16,9 +16,9 @@ wherever it stands (`if (c) asm(...); else ...`):
 
 Operands follow GCC's extended asm as nvcc accepts it: constraints "h" (16-bit), "r" (32-bit),
 "l" (64-bit), "f" (f32), "d" (f64) registers, "n" immediates, "=" outputs, "+" read-write
-operands, "&" (ignored), a digit tying an input to that output, [name] operands referred to as
-%[name], %% for %, clobbers ignored. A register may stand for any operand of its size (PTX lets
-a .bN register carry any type of N bits).
+operands, "&" (ignored), %% for %, clobbers ignored (a "memory" clobber is a compiler fence).
+Like nvcc: no tied ("0") operands and no named ones (%[name]). A register may stand for any
+operand of its size (PTX lets a .bN register carry any type of N bits).
 """
 import re
 
@@ -140,17 +140,19 @@ def split_commas(text):
     return [p for p in parts if p.strip()]
 
 
-OPERAND = re.compile(r'\s*(?:\[\s*([A-Za-z_]\w*)\s*\])?\s*("(?:[^"\\]|\\.)*")\s*\((.*)\)\s*$', re.S)
+OPERAND = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*\((.*)\)\s*$', re.S)
 
 
-def parse_operands(section, output):
-    """[(name, constraint, expression)] of one operand list."""
+def parse_operands(section):
+    """[(constraint, expression)] of one operand list."""
     ops = []
     for part in split_commas(section):
+        if part.strip().startswith("["):
+            raise PtxError("named asm operands ([name]) are not supported (nvcc rejects them too)")
         m = OPERAND.match(part)
         if not m:
             raise PtxError("cannot parse the asm operand '%s'" % " ".join(part.split()))
-        ops.append((m.group(1), string_literals(m.group(2)), " ".join(m.group(3).split())))
+        ops.append((string_literals(m.group(1)), " ".join(m.group(2).split())))
     return ops
 
 
@@ -182,8 +184,8 @@ def tokenize(template):
     return tokens
 
 
-def substitute_operands(template, names, extended):
-    """Replaces %N and %[name] by operand markers and %% by %. Basic asm (no colon) keeps %."""
+def substitute_operands(template, extended):
+    """Replaces %N by operand markers and %% by %. Basic asm (no colon) keeps its %."""
     if not extended:
         return template
     out, i = [], 0
@@ -201,15 +203,9 @@ def substitute_operands(template, names, extended):
             m = re.match(r"\d+", template[i + 1:])
             out.append("\x00%s\x00" % m.group(0))
             i += 1 + len(m.group(0))
-        elif nxt == "[":
-            m = re.match(r"\[([A-Za-z_]\w*)\]", template[i + 1:])
-            if not m or m.group(1) not in names:
-                raise PtxError("unknown named operand in '%s'" % template[i:i + 20])
-            out.append("\x00%d\x00" % names[m.group(1)])
-            i += 1 + len(m.group(0))
         else:
-            raise PtxError("'%%%s' in an asm template is not supported (operands are %%N, "
-                           "%%[name], or %%%% for %%)" % nxt)
+            raise PtxError("'%%%s' in an asm template is not supported (operands are %%N, and "
+                           "%%%% stands for %%)" % nxt)
     return "".join(out)
 
 
@@ -365,14 +361,16 @@ class Translator:
         base = self.scalar(inner[:1], what)
         offset = ""
         if len(inner) == 3 and inner[1] in (("punct", "+"), ("punct", "-")) and inner[2][0] == "number":
-            offset = " %s (unsigned long long)(%s)" % (inner[1][1], inner[2][1].rstrip("uU"))
+            offset = " %s %s" % (inner[1][1], inner[2][1].rstrip("uU"))
         elif len(inner) != 1:
             raise PtxError("%s: unsupported address form" % what)
         if isinstance(base, Imm):
             return "((unsigned long long)(%s)%s)" % (base.text, offset)
         if base.kind != "i" or base.bits not in (32, 64):
             raise PtxError("%s: an address register must be 32 or 64 bits" % what)
-        return "((unsigned long long)%s%s)" % (base.name, offset)
+        # the sum wraps at the register's width, as a 32-bit address does on the GPU
+        width = "unsigned" if base.bits == 32 else "unsigned long long"
+        return "((unsigned long long)(%s)(%s%s))" % (width, base.name, offset)
 
     def value(self, operand, ptx_type):
         """A C++ expression of the operand's value as ptx_type."""
@@ -533,6 +531,9 @@ def cp_async(t, st, parts):
     dst = t.address(ops[0], "dst")
     src = t.address(ops[1], "src")
     size = t.immediate(ops[2], "cp-size")
+    literal = ops[2][0][1] if len(ops[2]) == 1 and ops[2][0][0] == "number" else None
+    if literal is not None and int(literal.rstrip("uU"), 0) not in ((16,) if quals[0] == "cg" else (4, 8, 16)):
+        raise PtxError("%s: cp-size %s is not %s" % (st.opcode, literal, "16" if quals[0] == "cg" else "4, 8 or 16"))
     src_size = size
     if len(ops) == 4:
         extra = t.scalar(ops[3], "src-size")
@@ -589,7 +590,7 @@ def atomic(t, st, parts):
         ops = ops[1:]
     addr = t.address(ops[0], "a")
     b = t.value(t.scalar(ops[1], "b"), ptx_type)
-    c = t.value(t.scalar(ops[2], "c"), ptx_type) if op == "cas" else "%s{}" % TYPES[ptx_type][0]
+    c = t.value(t.scalar(ops[2], "c"), ptx_type) if op == "cas" else "(%s)0" % TYPES[ptx_type][0]
     call = "::cucc::ptx::atom<%s>(%s, ::cucc::ptx::Space::%s, %s, ::cucc::ptx::AtomOp::%s, %s, %s)" % (
         TYPES[ptx_type][0], t.site(st.opcode), space, addr, ATOM_OPS[op][0], b, c)
     if red:
@@ -671,25 +672,16 @@ def translate(inner, file, line):
     if len(sections) > 4:
         raise PtxError("asm goto and more than three operand lists are not supported")
     template = string_literals(sections[0])
-    outputs = parse_operands(sections[1], True) if len(sections) > 1 else []
-    inputs = parse_operands(sections[2], False) if len(sections) > 2 else []
+    outputs = parse_operands(sections[1]) if len(sections) > 1 else []
+    inputs = parse_operands(sections[2]) if len(sections) > 2 else []
     operands = outputs + inputs
-    names = {name: i for i, (name, _, _) in enumerate(operands) if name}
-    binds, decls, ties, stores, regs = [], [], [], [], {}
-    for i, (_, constraint, expr) in enumerate(operands):
+    binds, decls, stores, regs = [], [], [], {}
+    for i, (constraint, expr) in enumerate(operands):
         is_output = i < len(outputs)
         mode = constraint[0] if constraint[:1] in ("=", "+") else ""
         letters = constraint.lstrip("=+").replace("&", "")
         if is_output != bool(mode):
             raise PtxError("operand %d ('%s'): outputs take '=' or '+', inputs neither" % (i, constraint))
-        if not is_output and letters.isdigit():
-            tied = int(letters)
-            if tied >= len(outputs):
-                raise PtxError("input %d is tied to %s, which is not an output" % (i, letters))
-            r = regs[tied]
-            ties.append("%s = ::cucc::ptx::reg<%s>(%s);" % (r.name, r.ctype, expr))
-            regs[i] = r
-            continue
         if letters == "n" and not is_output:
             regs[i] = Imm(expr)
             continue
@@ -705,8 +697,8 @@ def translate(inner, file, line):
         else:
             decls.append("%s %s = ::cucc::ptx::reg<%s>(%s);" % (r.ctype, r.name, r.ctype, expr))
     t = Translator(regs, file, line)
-    ptx = substitute_operands(template, names, len(sections) > 1)
+    ptx = substitute_operands(template, len(sections) > 1)
     t.run(parse_statements(tokenize(ptx)))
     clobbers = sections[3] if len(sections) > 3 else ""
     fence = "::cucc::ptx::memory_clobber();" if "memory" in clobbers else ""
-    return "({ %s })" % " ".join(t.decls + binds + decls + ties + [fence] + t.code + stores + ["(void)0;"])
+    return "({ %s })" % " ".join(t.decls + binds + decls + [fence] + t.code + stores + ["(void)0;"])

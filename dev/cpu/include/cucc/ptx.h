@@ -87,12 +87,11 @@ enum class AtomOp : uint8_t { add, min, max, and_, or_, xor_, inc, dec, exch, ca
 template <class T>
 T atom(const Site* site, Space space, uint64_t address, AtomOp op, T b, T c) {
     T* p = static_cast<T*>(pointer(space, address, sizeof(T), sizeof(T), site));
-    if (op == AtomOp::cas) {
-        __atomic_compare_exchange_n(p, &b, c, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-        return b;  // the old value, whether or not it matched
-    }
     if constexpr (std::is_integral<T>::value) {
         switch (op) {
+            case AtomOp::cas:
+                __atomic_compare_exchange_n(p, &b, c, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+                return b;  // the old value, whether or not it matched
             case AtomOp::add:
                 return __atomic_fetch_add(p, b, __ATOMIC_SEQ_CST);
             case AtomOp::and_:
@@ -166,6 +165,15 @@ R reg(const V& v) {
         std::memcpy(&r, &v, sizeof(R));
         return r;
     }
+}
+
+// The bits of a register as another type of the same size (a .b32 register read as .f32 ...).
+template <class To, class From>
+To bits(From from) {
+    static_assert(sizeof(To) == sizeof(From), "a register read as a type of another size");
+    To to;
+    std::memcpy(&to, &from, sizeof(To));
+    return to;
 }
 
 // Stores a register into the C++ lvalue of an output operand (the inverse of reg).
