@@ -2703,9 +2703,10 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     const size_t parameters = count_parameters(&model.layout, c);
     printf(
         "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu "
-        "parameters | %s\n",
+        "parameters | %s | attention on %s\n",
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
-        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens");
+        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens",
+        attention_path_name(ATTENTION_PATH));
     if (data.shards)
         printf(
             "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
