@@ -249,8 +249,9 @@ static void bench(const Options* o) {
         print_bench_intro((label + "; FLOPs counted as 2.5x forward").c_str());
         Inputs in = make_inputs(sh, 7);
         Buffers d = upload(&in);
-        bench_variants(o, label.c_str(), VARIANTS, NUM_VARIANTS, 0.0,
-                       2.5 * attention_forward_flops(sh), [&](int v) { launch(v, 128, &d, sh); });
+        bench_variants(
+            o, label.c_str(), VARIANTS, NUM_VARIANTS, 0.0, 2.5 * attention_forward_flops(sh),
+            [&](int v) { launch(v, 128, &d, sh); }, bench_first_variant(o));
         free_buffers(&d);
     }
 }
@@ -258,9 +259,9 @@ static void bench(const Options* o) {
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("attention_backward");
-    std::vector<AttentionShape> shapes = {
-        {1, 1, 1, 32},  {2, 37, 2, 32},  {1, 70, 2, 64}, {2, 65, 1, 128},
-        {1, 100, 3, 64}, {1, 150, 1, 128}, {1, 200, 1, 32}};
+    std::vector<AttentionShape> shapes = {{1, 1, 1, 32},   {2, 37, 2, 32},  {1, 70, 2, 64},
+                                          {2, 65, 1, 128}, {1, 100, 3, 64}, {1, 150, 1, 128},
+                                          {1, 200, 1, 32}};
     if (!o.small)
         shapes.insert(shapes.end(), {{2, 256, 12, 64}, {1, 333, 4, 128}, {2, 512, 4, 32}});
     int failures = 0;
