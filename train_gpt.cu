@@ -1043,10 +1043,11 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         }
         cp_async_commit();
         if (j == 0 && warp_has_rows)
-            for (int ks = 0; ks < A::ksteps; ks++) att_load_a<HS>(qf[ks], q_tile, 16 * warp, 16 * ks);
+            for (int ks = 0; ks < A::ksteps; ks++)
+                att_load_a<HS>(qf[ks], q_tile, 16 * warp, 16 * ks);
         const int k0 = j * BC;
         if (!warp_has_rows || k0 > wlast) continue;  // warp-uniform: no row of the warp sees them
-        const int steps = (wlast - k0) / 16 + 1;    // 16-key steps with a key some row sees
+        const int steps = (wlast - k0) / 16 + 1;     // 16-key steps with a key some row sees
         const uint32_t k_tile = kv + (j & 1) * 2 * TILE, v_tile = k_tile + TILE;
         float s[NT][4];
         for (int n = 0; n < NT; n++)
@@ -1083,7 +1084,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         uint32_t p[NT][2];
         for (int n = 0; n < NT; n++)
             for (int r = 0; r < 2; r++) {
-                const float p0 = exp2f(s[n][2 * r] - base[r]), p1 = exp2f(s[n][2 * r + 1] - base[r]);
+                const float p0 = exp2f(s[n][2 * r] - base[r]),
+                            p1 = exp2f(s[n][2 * r + 1] - base[r]);
                 l[r] += p0 + p1;
                 p[n][r] = pack_bf16(p0, p1);
             }
@@ -1187,7 +1189,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     }
     for (int r = 0; r < 2; r++) {
         const int row = wq0 + g + 8 * r;
-        if (row < T) att_store_row<HS>(dqkv + ((size_t)b * T + row) * stride + h * HS, dq, r, scale);
+        if (row < T)
+            att_store_row<HS>(dqkv + ((size_t)b * T + row) * stride + h * HS, dq, r, scale);
     }
 }
 
@@ -1279,7 +1282,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 // state between calls).
 template <class Kernel, class... Args>
 void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, Args... args) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<grid, MMA_ATT_THREADS, smem, stream>>>(args...);
     CUDA_CHECK_LAUNCH();
 }
@@ -1300,8 +1304,8 @@ void attention_backward_tensor_cores(floatX* dqkv, float* delta, const floatX* d
     typedef MmaAtt<HS> A;
     const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t tiles = (size_t)(2 * MMA_ATT_ROWS + 4 * A::bwd_tile) * A::row_bytes;
-    att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4,
-                   stream, dqkv, delta, dout, out, qkv, lse, T, NH);
+    att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4, stream,
+                   dqkv, delta, dout, out, qkv, lse, T, NH);
     att_launch_mma(attention_backward_dkv_mma_kernel<HS>, grid, tiles + 4 * A::bwd_tile * 4, stream,
                    dqkv, (const float*)delta, dout, qkv, lse, T, NH);
 }

@@ -25,9 +25,10 @@ namespace cucc {
 namespace {
 
 // What the OS thread's current block needs here (set by ptx_block_begin before each block).
+// generation counts the blocks: a CUDA thread's cp.async queue from an older block is stale.
 struct BlockState {
     const Grid* grid = nullptr;
-    uint64_t generation = 0;  // counts blocks; a CUDA thread's cp.async queue of an older one is stale
+    uint64_t generation = 0;
 };
 thread_local BlockState tls_state;
 
@@ -51,7 +52,7 @@ int linear_thread() {
 
 const char* where(const ptx::Site* site, char* buf, size_t len) {
     if (site) snprintf(buf, len, "%s at %s:%d", site->instruction, site->file, site->line);
-    else snprintf(buf, len, "__cvta_generic_to_shared");
+    else snprintf(buf, len, "an address-space conversion (__cvta_*)");
     return buf;
 }
 
@@ -105,7 +106,8 @@ const Deposit* exchange_aligned(const ptx::Site* site, const Deposit& mine, cons
             "(PTX ISA, \"%s\")",
             tls_state.grid->name, blockIdx.x, blockIdx.y, blockIdx.z, linear_thread() / 32,
             where(site, at, sizeof at), ~live, section);
-    const Deposit* all = static_cast<const Deposit*>(warp_exchange(0xffffffffu, &mine, sizeof mine));
+    const Deposit* all =
+        static_cast<const Deposit*>(warp_exchange(0xffffffffu, &mine, sizeof mine));
     unsigned same = 0;
     for (int lane = 0; lane < 32; lane++)
         if (all[lane].site == site) same |= 1u << lane;
@@ -122,7 +124,7 @@ const Deposit* exchange_aligned(const ptx::Site* site, const Deposit& mine, cons
 // 16-bit floats to double (exact) and back (rounded to nearest even).
 double f16_to_double(uint16_t h) {
     int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? std::ldexp((double)m, -24)
+    double v = e == 0    ? std::ldexp((double)m, -24)
                : e == 31 ? (m ? NAN : INFINITY)
                          : std::ldexp((double)(m | 1024), e - 25);
     return (h & 0x8000) ? -v : v;
@@ -134,7 +136,7 @@ uint16_t double_to_f16(double x) {
     if (std::isnan(x)) return 0x7e00;
     if (x < 0x1p-14) return sign | (uint16_t)std::nearbyint(x * 0x1p24);  // subnormal (or 0x0400)
     int e;
-    std::frexp(x, &e);                                  // x = f * 2^e, f in [0.5, 1)
+    std::frexp(x, &e);                                 // x = f * 2^e, f in [0.5, 1)
     double q = std::nearbyint(std::ldexp(x, 11 - e));  // 11 significant bits: [1024, 2048]
     int biased = e - 1 + 15;
     if (q == 2048.0) {
@@ -200,8 +202,8 @@ void mma_lane(const MmaDeposit* all, const double* c, double* d) {
     d[3] = s3;
 }
 
-void mma_any(const ptx::Site* site, int K, ptx::Operand type, const uint32_t* a,
-             const uint32_t* b, const double* c, double* d) {
+void mma_any(const ptx::Site* site, int K, ptx::Operand type, const uint32_t* a, const uint32_t* b,
+             const double* c, double* d) {
     if (K != 8 && K != 16) fatal("mma: shape m16n8k%d is not supported", K);
     MmaDeposit mine = {};
     std::memcpy(mine.a, a, K / 4 * sizeof(uint32_t));
@@ -216,7 +218,7 @@ void mma_any(const ptx::Site* site, int K, ptx::Operand type, const uint32_t* a,
 // "cp.async": the copy of one thread is complete once the thread's wait_group covers its group;
 // until then the destination must not be read nor the source written (undefined), so performing
 // it at that wait is one of the behaviours a GPU may show, and the one that exposes a missing wait.
-// This CUDA thread's queue, emptied when the OS thread starts another block.
+// queue() is the calling CUDA thread's queue, emptied when the OS thread starts another block.
 AsyncQueue& queue() {
     AsyncQueue& q = tls_queues[linear_thread()];
     if (q.generation != tls_state.generation) {
@@ -306,7 +308,8 @@ void ldmatrix(const Site* site, int num, bool trans, Space space, uint64_t addre
     if (space == Space::generic && lane < 8 * num && !is_shared(mine.row))
         fault(cudaErrorIllegalAddress, site, "the row address %p is not in shared memory",
               (const void*)mine.row);
-    const Deposit* all = exchange_aligned(site, mine, "Warp-level matrix load instruction: ldmatrix");
+    const Deposit* all =
+        exchange_aligned(site, mine, "Warp-level matrix load instruction: ldmatrix");
     for (int m = 0; m < num; m++) {
         const Deposit* rows = all + 8 * m;
         if (!trans) {

@@ -36,7 +36,8 @@ __global__ void atomics_kernel(Counters* c, unsigned* tickets, unsigned* exch_ol
     __syncthreads();
     const unsigned long long v = (unsigned long long)i * 1000003ull;
     asm volatile("red.global.add.u64 [%0], %1;" ::"l"(&c->red_u64), "l"(v) : "memory");
-    asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(&c->red_sys_u64), "l"(v) : "memory");
+    asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(&c->red_sys_u64), "l"(v)
+                 : "memory");
     asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;"
                  : "=l"(add_old[i])
                  : "l"(&c->atom_u64), "l"(1ull)
@@ -44,13 +45,15 @@ __global__ void atomics_kernel(Counters* c, unsigned* tickets, unsigned* exch_ol
     asm volatile("atom.global.add.u32 _, [%0], %1;" ::"l"(&c->add_u32), "r"(3u) : "memory");
     asm volatile("atom.global.min.s32 _, [%0], %1;" ::"l"(&c->min_s32), "r"(i - 1000) : "memory");
     asm volatile("red.global.max.s32 [%0], %1;" ::"l"(&c->max_s32), "r"(i - 1000) : "memory");
-    asm volatile("red.release.gpu.global.min.s64 [%0], %1;" ::"l"(&c->min_s64), "l"(-(long long)i * 7)
+    asm volatile("red.release.gpu.global.min.s64 [%0], %1;" ::"l"(&c->min_s64),
+                 "l"(-(long long)i * 7)
                  : "memory");
     asm volatile("atom.global.max.u64 _, [%0], %1;" ::"l"(&c->max_u64), "l"(v) : "memory");
     asm volatile("atom.global.acquire.sys.inc.u32 _, [%0], %1;" ::"l"(&c->inc_u32), "r"(1000u)
                  : "memory");
     asm volatile("red.global.dec.u32 [%0], %1;" ::"l"(&c->dec_u32), "r"(5000u) : "memory");
-    asm volatile("red.global.and.b32 [%0], %1;" ::"l"(&c->and_b32), "r"(~(1u << (i % 32))) : "memory");
+    asm volatile("red.global.and.b32 [%0], %1;" ::"l"(&c->and_b32), "r"(~(1u << (i % 32)))
+                 : "memory");
     asm volatile("red.global.or.b32 [%0], %1;" ::"l"(&c->or_b32), "r"(1u << (i % 31)) : "memory");
     asm volatile("red.global.xor.b32 [%0], %1;" ::"l"(&c->xor_b32), "r"((unsigned)i) : "memory");
     asm volatile("atom.global.xor.b64 _, [%0], %1;" ::"l"(&c->xor_b64), "l"(v) : "memory");
@@ -73,9 +76,10 @@ __global__ void atomics_kernel(Counters* c, unsigned* tickets, unsigned* exch_ol
                  : "l"(&c->exch_chain), "r"((unsigned)i + 1)
                  : "memory");
     // shared memory: .shared with a 32-bit address, and a generic pointer into shared memory
-    asm volatile("red.shared.add.u32 [%0], %1;" ::"r"((unsigned)__cvta_generic_to_shared(&block_total)),
-                 "r"(1u)
-                 : "memory");
+    asm volatile(
+        "red.shared.add.u32 [%0], %1;" ::"r"((unsigned)__cvta_generic_to_shared(&block_total)),
+        "r"(1u)
+        : "memory");
     asm volatile("atom.add.u32 _, [%0], %1;" ::"l"(&block_total), "r"(1u) : "memory");
     __syncthreads();
     if (threadIdx.x == 0) shared_total[blockIdx.x] = block_total;
@@ -126,7 +130,8 @@ int main() {
     expect(c.red_u64 == sum_v, "red.global.add.u64");
     expect(c.red_sys_u64 == sum_v, "red.relaxed.sys.global.add.u64");
     std::vector<int> add_seen(kN, 0);
-    for (unsigned long long o : add_old) add_seen[o < (unsigned long long)kN ? o : 0] += o < (unsigned long long)kN ? 1 : 2;
+    for (unsigned long long o : add_old)
+        add_seen[o < (unsigned long long)kN ? o : 0] += o < (unsigned long long)kN ? 1 : 2;
     bool each_once = c.atom_u64 == (unsigned long long)kN;
     for (int k = 0; k < kN; k++) each_once &= add_seen[k] == 1;
     expect(each_once, "atom.acq_rel.gpu.global.add.u64 returns every old value 0..N-1 once");

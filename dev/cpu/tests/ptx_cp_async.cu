@@ -30,8 +30,7 @@ __device__ void copies(uint32_t dst, const unsigned char* src, int t) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + 16), "l"(src + 16),
                  "r"(n)
                  : "memory");
-    asm volatile("cp.async.ca.shared.global.L2::128B [%0 + 32], [%1 + 32], 16;" ::"r"(dst),
-                 "l"(src)
+    asm volatile("cp.async.ca.shared.global.L2::128B [%0 + 32], [%1 + 32], 16;" ::"r"(dst), "l"(src)
                  : "memory");
     asm volatile(
         "{\n"
@@ -91,8 +90,11 @@ int main() {
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<unsigned char> out(src.size());
     CUDA_CHECK(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost));
-    const char* const parts[] = {".ca 4 bytes", "bytes no copy writes", ".ca 8 bytes, src-size 3",
-                                 ".cg 16 bytes, src-size thread % 17", ".ca 16 bytes .L2::128B",
+    const char* const parts[] = {".ca 4 bytes",
+                                 "bytes no copy writes",
+                                 ".ca 8 bytes, src-size 3",
+                                 ".cg 16 bytes, src-size thread % 17",
+                                 ".ca 16 bytes .L2::128B",
                                  ".cg 16 bytes, ignore-src on odd threads"};
     const int starts[] = {0, 4, 8, 16, 32, 48}, ends[] = {4, 8, 16, 32, 48, 64};
     for (int p = 0; p < 6; p++) {
@@ -102,10 +104,10 @@ int main() {
                 const int n = t % 17 < 16 ? t % 17 : 16;
                 const unsigned char s = src[t * kSlot + i];
                 unsigned char want = s;
-                if (p == 1) want = 0xee;                       // not written
-                if (p == 2) want = i < 11 ? s : 0;             // 3 bytes copied, 5 zeros
-                if (p == 3) want = i - 16 < n ? s : 0;          // src-size n
-                if (p == 5) want = t & 1 ? 0 : s;              // ignored source: zeros
+                if (p == 1) want = 0xee;                // not written
+                if (p == 2) want = i < 11 ? s : 0;      // 3 bytes copied, 5 zeros
+                if (p == 3) want = i - 16 < n ? s : 0;  // src-size n
+                if (p == 5) want = t & 1 ? 0 : s;       // ignored source: zeros
                 bad += out[t * kSlot + i] != want;
             }
         expect(bad == 0, (std::string("cp.async ") + parts[p]).c_str(),

@@ -12,13 +12,13 @@
 #include "test_util.h"
 
 struct Results {
-    uint32_t shared32, shared32_ref;     // cvta.to.shared + cvt.u32.u64 vs __cvta_generic_to_shared
-    int generic_ok, intrinsic_ok;        // cvta.shared back to the pointer; the intrinsic pair
-    uint32_t lt, lt_ref, ge, ge_ref;     // predicated movs after setp.lt.s32 / setp.hs.u32
-    uint32_t fne_nan, fne, feq;          // setp.ne.f32 with NaN (ordered: false), ne, eq
-    uint32_t sum, sum_ref;               // several instructions, %% registers, comments
+    uint32_t shared32, shared32_ref;  // cvta.to.shared + cvt.u32.u64 vs __cvta_generic_to_shared
+    int generic_ok, intrinsic_ok;     // cvta.shared back to the pointer; the intrinsic pair
+    uint32_t lt, lt_ref, ge, ge_ref;  // predicated movs after setp.lt.s32 / setp.hs.u32
+    uint32_t fne_nan, fne, feq;       // setp.ne.f32 with NaN (ordered: false), ne, eq
+    uint32_t sum, sum_ref;            // several instructions, %% registers, comments
     uint32_t rw, immediate;
-    long long widened;                   // cvt.s64.s32
+    long long widened;  // cvt.s64.s32
     uint32_t branch_a, branch_b;
 };
 

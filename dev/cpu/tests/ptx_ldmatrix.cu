@@ -19,7 +19,9 @@ constexpr int kSlots = 40;
 constexpr int kElements = kSlots * kRowStride;
 
 // Element index where row r (0..7) of matrix m (0..3) starts: a scattered permutation of slots.
-__host__ __device__ int row_start(int m, int r) { return ((m * 8 + r) * 13 + 5) % kSlots * kRowStride; }
+__host__ __device__ int row_start(int m, int r) {
+    return ((m * 8 + r) * 13 + 5) % kSlots * kRowStride;
+}
 
 // The row this lane addresses: its own for lanes < 8 * num, another matrix's row otherwise.
 __host__ __device__ int lane_row(int lane, int num) {
@@ -28,49 +30,48 @@ __host__ __device__ int lane_row(int lane, int num) {
 }
 
 enum Form { SHARED_32, SHARED_64, GENERIC, OFFSET, NUM_FORMS };
-static const char* const kForms[] = {".shared, 32-bit \"r\" address", ".shared::cta, 64-bit \"l\" address",
-                                     "generic \"l\" pointer", ".shared, [reg+16] address"};
+static const char* const kForms[] = {".shared, 32-bit \"r\" address",
+                                     ".shared::cta, 64-bit \"l\" address", "generic \"l\" pointer",
+                                     ".shared, [reg+16] address"};
+
+// One ldmatrix in each address form: QUALS (.x1 ... .x4.trans), the destination vector REGS, the
+// operand number ADDR of the address, and the outputs.
+// clang-format off
+#define LDMATRIX_FORMS(QUALS, REGS, ADDR, ...)                                                      \
+    switch (form) {                                                                                 \
+        case SHARED_32:                                                                             \
+            asm volatile("ldmatrix.sync.aligned.m8n8" QUALS ".shared.b16 " REGS ", [%" ADDR "];"   \
+                         : __VA_ARGS__ : "r"(a32));                                                 \
+            break;                                                                                  \
+        case SHARED_64:                                                                             \
+            asm volatile("ldmatrix.sync.aligned.m8n8" QUALS ".shared::cta.b16 " REGS ", [%" ADDR "];" \
+                         : __VA_ARGS__ : "l"(a64));                                                 \
+            break;                                                                                  \
+        case GENERIC:                                                                               \
+            asm volatile("ldmatrix.sync.aligned.m8n8" QUALS ".b16 " REGS ", [%" ADDR "];"          \
+                         : __VA_ARGS__ : "l"(row));                                                 \
+            break;                                                                                  \
+        default:                                                                                    \
+            asm volatile("ldmatrix.sync.aligned.m8n8" QUALS ".shared.b16 " REGS ", [%" ADDR "+16];" \
+                         : __VA_ARGS__ : "r"(a32 - 16));                                            \
+    }
+// clang-format on
 
 template <int NUM, bool TRANS>
 __device__ void ldmatrix(uint32_t* d, const uint16_t* row, int form) {
     const uint32_t a32 = (uint32_t)__cvta_generic_to_shared(row);
     const size_t a64 = __cvta_generic_to_shared(row);
-    if constexpr (NUM == 1 && !TRANS) {
-        if (form == SHARED_32) asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(a32));
-        if (form == SHARED_64) asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared::cta.b16 {%0}, [%1];" : "=r"(d[0]) : "l"(a64));
-        if (form == GENERIC) asm volatile("ldmatrix.sync.aligned.m8n8.x1.b16 {%0}, [%1];" : "=r"(d[0]) : "l"(row));
-        if (form == OFFSET) asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1+16];" : "=r"(d[0]) : "r"(a32 - 16));
-    }
-    if constexpr (NUM == 1 && TRANS) {
-        if (form == SHARED_32) asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "r"(a32));
-        if (form == SHARED_64) asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared::cta.b16 {%0}, [%1];" : "=r"(d[0]) : "l"(a64));
-        if (form == GENERIC) asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.b16 {%0}, [%1];" : "=r"(d[0]) : "l"(row));
-        if (form == OFFSET) asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1+16];" : "=r"(d[0]) : "r"(a32 - 16));
-    }
-    if constexpr (NUM == 2 && !TRANS) {
-        if (form == SHARED_32) asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(a32));
-        if (form == SHARED_64) asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared::cta.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "l"(a64));
-        if (form == GENERIC) asm volatile("ldmatrix.sync.aligned.m8n8.x2.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "l"(row));
-        if (form == OFFSET) asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2+16];" : "=r"(d[0]), "=r"(d[1]) : "r"(a32 - 16));
-    }
-    if constexpr (NUM == 2 && TRANS) {
-        if (form == SHARED_32) asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(a32));
-        if (form == SHARED_64) asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared::cta.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "l"(a64));
-        if (form == GENERIC) asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "l"(row));
-        if (form == OFFSET) asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2+16];" : "=r"(d[0]), "=r"(d[1]) : "r"(a32 - 16));
-    }
-    if constexpr (NUM == 4 && !TRANS) {
-        if (form == SHARED_32) asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a32));
-        if (form == SHARED_64) asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared::cta.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "l"(a64));
-        if (form == GENERIC) asm volatile("ldmatrix.sync.aligned.m8n8.x4.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "l"(row));
-        if (form == OFFSET) asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4+16];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a32 - 16));
-    }
-    if constexpr (NUM == 4 && TRANS) {
-        if (form == SHARED_32) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a32));
-        if (form == SHARED_64) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared::cta.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "l"(a64));
-        if (form == GENERIC) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.b16 {%0, %1, %2, %3}, [%4];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "l"(row));
-        if (form == OFFSET) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4+16];" : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a32 - 16));
-    }
+    if constexpr (NUM == 1 && !TRANS) LDMATRIX_FORMS(".x1", "{%0}", "1", "=r"(d[0]))
+    if constexpr (NUM == 1 && TRANS) LDMATRIX_FORMS(".x1.trans", "{%0}", "1", "=r"(d[0]))
+    if constexpr (NUM == 2 && !TRANS) LDMATRIX_FORMS(".x2", "{%0, %1}", "2", "=r"(d[0]), "=r"(d[1]))
+    if constexpr (NUM == 2 && TRANS)
+        LDMATRIX_FORMS(".x2.trans", "{%0, %1}", "2", "=r"(d[0]), "=r"(d[1]))
+    if constexpr (NUM == 4 && !TRANS)
+        LDMATRIX_FORMS(".x4", "{%0, %1, %2, %3}", "4", "=r"(d[0]), "=r"(d[1]), "=r"(d[2]),
+                       "=r"(d[3]))
+    if constexpr (NUM == 4 && TRANS)
+        LDMATRIX_FORMS(".x4.trans", "{%0, %1, %2, %3}", "4", "=r"(d[0]), "=r"(d[1]), "=r"(d[2]),
+                       "=r"(d[3]))
 }
 
 // Element i of the shared region holds the value i + 1000 (16 bits, distinct).
@@ -105,9 +106,15 @@ int main() {
             for (int form = 0; form < NUM_FORMS; form++)
                 for (bool dynamic : {false, true}) {
                     CUDA_CHECK(cudaMemset(d_out, 0, 128 * 4));
-                    if (num == 1) trans ? run<1, true>(form, dynamic, d_out) : run<1, false>(form, dynamic, d_out);
-                    if (num == 2) trans ? run<2, true>(form, dynamic, d_out) : run<2, false>(form, dynamic, d_out);
-                    if (num == 4) trans ? run<4, true>(form, dynamic, d_out) : run<4, false>(form, dynamic, d_out);
+                    if (num == 1)
+                        trans ? run<1, true>(form, dynamic, d_out)
+                              : run<1, false>(form, dynamic, d_out);
+                    if (num == 2)
+                        trans ? run<2, true>(form, dynamic, d_out)
+                              : run<2, false>(form, dynamic, d_out);
+                    if (num == 4)
+                        trans ? run<4, true>(form, dynamic, d_out)
+                              : run<4, false>(form, dynamic, d_out);
                     CUDA_CHECK(cudaGetLastError());
                     CUDA_CHECK(cudaDeviceSynchronize());
                     std::vector<uint32_t> out(128);
@@ -117,19 +124,23 @@ int main() {
                     for (int lane = 0; lane < 32; lane++)
                         for (int m = 0; m < num; m++)
                             for (int h = 0; h < 2; h++) {
-                                const uint32_t got = h ? out[lane * 4 + m] >> 16 : out[lane * 4 + m] & 0xffff;
+                                const uint32_t got =
+                                    h ? out[lane * 4 + m] >> 16 : out[lane * 4 + m] & 0xffff;
                                 const uint32_t want = expected(trans, lane, m, h);
                                 if (got != want && !bad++) {
                                     char s[128];
-                                    snprintf(s, sizeof s, "first: lane %d register %d %s half: %u, ISA layout %u",
-                                             lane, m, h ? "high" : "low", got, want);
+                                    snprintf(
+                                        s, sizeof s,
+                                        "first: lane %d register %d %s half: %u, ISA layout %u",
+                                        lane, m, h ? "high" : "low", got, want);
                                     first = s;
                                 }
                             }
                     char what[160];
                     snprintf(what, sizeof what, "ldmatrix .x%d%s, %s, %s shared memory", num,
                              trans ? ".trans" : "", kForms[form], dynamic ? "dynamic" : "static");
-                    expect(bad == 0, what, bad ? std::to_string(bad) + " elements wrong, " + first : "");
+                    expect(bad == 0, what,
+                           bad ? std::to_string(bad) + " elements wrong, " + first : "");
                 }
     CUDA_CHECK(cudaFree(d_out));
     return test_report("ptx_ldmatrix");

@@ -129,7 +129,8 @@ __global__ void mma_kernel(const float* A, const float* B, const float* C, float
         ch[i / 2] |= bits16(c[i], false) << (16 * (i & 1));
     }
     mma<V>(d, dh, a, b, c, ch);
-    for (int i = 0; i < 4; i++) out[lane * 4 + i] = f16_acc(V) ? half_value(dh[i / 2], i & 1) : d[i];
+    for (int i = 0; i < 4; i++)
+        out[lane * 4 + i] = f16_acc(V) ? half_value(dh[i / 2], i & 1) : d[i];
 }
 
 template <int V>
@@ -195,8 +196,11 @@ static void check(int v, const std::vector<float>& A, const std::vector<float>& 
     char what[160], detail[200];
     snprintf(what, sizeof what, "mma.sync.aligned.%s, %s data", kNames[v],
              exact ? "exact" : "random");
-    if (bad) snprintf(detail, sizeof detail, "%d of 128 elements wrong, first: %s", bad, first.c_str());
-    else snprintf(detail, sizeof detail, exact ? "128 elements exact" : "worst err/bound %.3f", worst);
+    if (bad)
+        snprintf(detail, sizeof detail, "%d of 128 elements wrong, first: %s", bad, first.c_str());
+    else
+        snprintf(detail, sizeof detail, exact ? "128 elements exact" : "worst err/bound %.3f",
+                 worst);
     expect(bad == 0, what, detail);
     CUDA_CHECK(cudaFree(dA));
     CUDA_CHECK(cudaFree(dB));

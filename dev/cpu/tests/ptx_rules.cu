@@ -8,16 +8,17 @@
 //   barrier  half of a warp calls ldmatrix while the other half waits at __syncthreads;
 //   misaligned  an ldmatrix row address that is not 16-byte aligned: the kernel faults with
 //            cudaErrorMisalignedAddress, as a GPU's misaligned access does;
-//   outside  a cp.async destination past the launch's dynamic shared memory: cudaErrorIllegalAddress;
-//   generic  a generic (not shared) pointer given as a .shared address: cudaErrorIllegalAddress.
+//   outside  a cp.async destination past the launch's dynamic shared memory, and
+//   generic  a generic (not shared) pointer given as a .shared address: both fault with
+//            cudaErrorIllegalAddress.
 //! cpu-only
 //! run: ./prog exited => fail /deadlock in kernel exited_kernel .*threads 0-15 wait in a warp-synchronous call of warp 0 with mask 0xffffffff for lanes 0xffff0000 \(of which 0xffff0000 exited or do not exist\); threads 16-31 have exited/
 //! run: ./prog partial => fail /kernel partial_kernel, block \(0,0,0\), warp 1: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+, but lanes 0xffff0000 of the warp have exited or do not exist/
 //! run: ./prog sites => fail /kernel sites_kernel, block \(0,0,0\), warp 0: lanes 0x0000ffff execute mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+ while lanes 0xffff0000 are at another warp-synchronous call/
 //! run: ./prog barrier => fail /deadlock in kernel barrier_kernel .*threads 0-15 wait in a warp-synchronous call .*; threads 16-31 wait at __syncthreads/
-//! run: ./prog misaligned => fail /ldmatrix.sync.aligned.m8n8.x1.shared.b16 at .*ptx_rules.cu:\d+: address 0x[0-9a-f]+ is not 16-byte aligned[\s\S]*cudaErrorMisalignedAddress/
-//! run: ./prog outside => fail /cp.async.cg.shared.global at .*ptx_rules.cu:\d+: shared address 0x[0-9a-f]+ \(16 bytes\) is outside the block's 256 bytes of dynamic shared memory[\s\S]*cudaErrorIllegalAddress/
-//! run: ./prog generic => fail /ldmatrix.sync.aligned.m8n8.x1.shared.b16 at .*ptx_rules.cu:\d+: 0x[0-9a-f]+ is not a 32-bit shared memory address[\s\S]*cudaErrorIllegalAddress/
+//! run: ./prog misaligned => fail /misaligned: cudaErrorMisalignedAddress[\s\S]*thread \(3,0,0\): ldmatrix.sync.aligned.m8n8.x1.shared.b16 at .*ptx_rules.cu:\d+: address 0x[0-9a-f]+ is not 16-byte aligned/
+//! run: ./prog outside => fail /outside: cudaErrorIllegalAddress[\s\S]*thread \(16,0,0\): cp.async.cg.shared.global at .*ptx_rules.cu:\d+: shared address 0x100 \(16 bytes\) is outside the block's 256 bytes of dynamic shared memory/
+//! run: ./prog generic => fail /generic: cudaErrorIllegalAddress[\s\S]*ldmatrix.sync.aligned.m8n8.x1.shared.b16 at .*ptx_rules.cu:\d+: 0x[0-9a-f]+ is not a 32-bit shared memory address/
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -31,7 +32,9 @@ __device__ void mma(float* d, const uint32_t* a, const uint32_t* b) {
 }
 
 __device__ void ldmatrix_x1(uint32_t* d, uint64_t address) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(d[0]) : "l"(address));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];"
+                 : "=r"(d[0])
+                 : "l"(address));
 }
 
 __global__ void exited_kernel(float* out) {

@@ -159,8 +159,9 @@ R reg(const V& v) {
     } else if constexpr (std::is_arithmetic<V>::value || std::is_enum<V>::value) {
         return static_cast<R>(v);
     } else {
-        static_assert(sizeof(R) == sizeof(V), "an asm operand must be a number, an enum, a "
-                                              "pointer or an object of its register's size");
+        static_assert(sizeof(R) == sizeof(V),
+                      "an asm operand must be a number, an enum, a "
+                      "pointer or an object of its register's size");
         R r;
         std::memcpy(&r, &v, sizeof(R));
         return r;
@@ -184,8 +185,9 @@ void store(L& lvalue, R r) {
     } else if constexpr (std::is_arithmetic<L>::value || std::is_enum<L>::value) {
         lvalue = static_cast<L>(r);
     } else {
-        static_assert(sizeof(R) == sizeof(L), "an asm output must be a number, an enum, a "
-                                              "pointer or an object of its register's size");
+        static_assert(sizeof(R) == sizeof(L),
+                      "an asm output must be a number, an enum, a "
+                      "pointer or an object of its register's size");
         std::memcpy(&lvalue, &r, sizeof(R));
     }
 }
