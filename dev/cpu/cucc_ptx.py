@@ -61,24 +61,24 @@ class Imm:
 # ------------------------------------------------------------------------------------------
 # The asm statement: template strings and operand lists.
 
-def split_sections(inner):
-    """The text between asm's parentheses, split at the top-level colons."""
-    sections, depth, start, i = [], 0, 0, 0
-    while i < len(inner):
-        c = inner[i]
-        if c == '"' or c == "'":
-            i = skip_string(inner, i)
+def split_top(text, sep):
+    """The parts of text between the separators outside brackets and string literals."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        if c in "\"'":
+            i = skip_string(text, i)
             continue
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == ":" and depth == 0:
-            sections.append(inner[start:i])
+        elif c == sep and depth == 0:
+            parts.append(text[start:i])
             start = i + 1
         i += 1
-    sections.append(inner[start:])
-    return sections
+    parts.append(text[start:])
+    return parts
 
 
 def skip_string(text, i):
@@ -121,32 +121,13 @@ def string_literals(text):
     return "".join(out)
 
 
-def split_commas(text):
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        c = text[i]
-        if c in "\"'":
-            i = skip_string(text, i)
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
-    parts.append(text[start:])
-    return [p for p in parts if p.strip()]
-
-
 OPERAND = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*\((.*)\)\s*$', re.S)
 
 
 def parse_operands(section):
     """[(constraint, expression)] of one operand list."""
     ops = []
-    for part in split_commas(section):
+    for part in (p for p in split_top(section, ",") if p.strip()):
         if part.strip().startswith("["):
             raise PtxError("named asm operands ([name]) are not supported (nvcc rejects them too)")
         m = OPERAND.match(part)
@@ -668,7 +649,7 @@ HANDLERS = {"mma": mma, "ldmatrix": ldmatrix, "cp": cp_async, "atom": atomic, "r
 def translate(inner, file, line):
     """C++ for the asm statement whose parenthesized part is `inner` (without the parentheses),
     written at file:line. Raises PtxError."""
-    sections = split_sections(inner)
+    sections = split_top(inner, ":")  # template : outputs : inputs : clobbers
     if len(sections) > 4:
         raise PtxError("asm goto and more than three operand lists are not supported")
     template = string_literals(sections[0])
