@@ -465,17 +465,17 @@ def mma(t, st, parts):
 
 
 def ldmatrix(t, st, parts):
-    rest = parts[1:]
-    ok = rest[:3] == ["sync", "aligned", "m8n8"] and len(rest) >= 5 and rest[3] in ("x1", "x2", "x4")
-    rest = rest[4:] if ok else []
-    trans = bool(rest) and rest[0] == "trans"
-    rest = rest[1:] if trans else rest
-    space = "generic"
-    if rest and rest[0] in ("shared", "shared::cta"):
-        space, rest = "shared", rest[1:]
-    if not ok or rest != ["b16"]:
+    # qualifiers in the ISA's order or another (CUTLASS writes .x4.m8n8)
+    quals = parts[3:] if parts[1:3] == ["sync", "aligned"] else []
+    nums = [q for q in quals if q in ("x1", "x2", "x4")]
+    spaces = [q for q in quals if q in ("shared", "shared::cta")]
+    known = {"m8n8", "trans", "b16", "x1", "x2", "x4", "shared", "shared::cta"}
+    if "m8n8" not in quals or "b16" not in quals or len(nums) != 1 or len(spaces) > 1 \
+            or not set(quals) <= known or len(set(quals)) != len(quals):
         raise unsupported(st.opcode, " (ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}{.shared{::cta}}.b16)")
-    num = int(parts[4][1])
+    trans = "trans" in quals
+    space = "shared" if spaces else "generic"
+    num = int(nums[0][1])
     expect_count(st, 2, "d, [address]")
     d = t.vector(st.operands[0], num, "d")
     addr = t.address(st.operands[1], "the row address")
@@ -606,9 +606,25 @@ def setp(t, st, parts):
 
 def mov(t, st, parts):
     if len(parts) != 2 or parts[1] not in TYPES or parts[1] in ("f16x2", "bf16x2"):
-        raise unsupported(st.opcode, " (mov.type d, a with a register or an immediate)")
+        raise unsupported(st.opcode, " (mov.type d, a with a register, an immediate or a vector)")
     expect_count(st, 2, "d, a")
-    return t.assign(t.reg(st.operands[0], "d"), t.value(t.scalar(st.operands[1], "a"), parts[1]), parts[1])
+    ptx_type = parts[1]
+    d_tok, a_tok = st.operands
+    if ("punct", "{") in (d_tok[0], a_tok[0]):  # pack or unpack: mov.b32 d, {lo, hi} and back
+        bits = TYPES[ptx_type][1]
+        half = {32: "b16", 64: "b32"}.get(bits)
+        if half is None or not ptx_type.startswith("b"):
+            raise unsupported(st.opcode, " (vector mov is .b32 {b16, b16} or .b64 {b32, b32})")
+        hc, wc = TYPES[half][0], TYPES[ptx_type][0]
+        if d_tok[0] == ("punct", "{"):
+            lo, hi = t.vector(d_tok, 2, "d")
+            a = t.value(t.scalar(a_tok, "a"), ptx_type)
+            return "%s %s" % (t.assign(lo, "(%s)(%s)" % (hc, a), half),
+                              t.assign(hi, "(%s)(%s >> %d)" % (hc, a, bits // 2), half))
+        lo, hi = t.vector(a_tok, 2, "a")
+        expr = "((%s)%s | (%s)%s << %d)" % (wc, t.value(lo, half), wc, t.value(hi, half), bits // 2)
+        return t.assign(t.reg(d_tok, "d"), expr, ptx_type)
+    return t.assign(t.reg(d_tok, "d"), t.value(t.scalar(a_tok, "a"), ptx_type), ptx_type)
 
 
 def cvta(t, st, parts):

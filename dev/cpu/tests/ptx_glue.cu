@@ -1,10 +1,10 @@
 // The inline PTX around the tensor-core instructions, as public code writes it: { } scopes with
 // .reg declarations (also %-named registers, escaped as %%), several instructions in one
 // string, // comments, @p and @!p guards from setp (integer and float comparisons, NaN ordered),
-// mov with registers and "n" immediates, cvta between generic and shared addresses, integer cvt,
-// read-write "+r" operands, asm in
-// if/else branches without braces, and __cvta_generic_to_shared / __cvta_shared_to_generic.
-// Each result is compared with the same computation in C++.
+// mov with registers, "n" immediates and {lo, hi} vectors, cvta between generic and shared
+// addresses, integer cvt, read-write "+r" operands, asm in if/else branches without braces, and
+// __cvta_generic_to_shared / __cvta_shared_to_generic. Each result is compared with the same
+// computation in C++.
 //! run: ./prog => pass /all ptx_glue checks passed/
 #include <cmath>
 #include <cstdint>
@@ -19,6 +19,7 @@ struct Results {
     uint32_t sum, sum_ref;            // several instructions, %% registers, comments
     uint32_t rw, immediate;
     long long widened;  // cvt.s64.s32
+    uint32_t packed;    // mov.b32 {hi, lo} of the halves that mov.b32 {lo, hi} unpacked
     uint32_t branch_a, branch_b;
 };
 
@@ -74,6 +75,9 @@ __global__ void glue_kernel(Results* out, int a, int b, float nan, float x) {
     asm("mov.u32 %0, %1;" : "+r"(r.rw) : "r"(r.rw + 1));
     asm("mov.u32 %0, %1;" : "=r"(r.immediate) : "n"(42));
     asm("cvt.s64.s32 %0, %1;" : "=l"(r.widened) : "r"(-a));
+    unsigned short lo, hi;
+    asm("mov.b32 {%0, %1}, %2;" : "=h"(lo), "=h"(hi) : "r"(0x12345678u));
+    asm("mov.b32 %0, {%1, %2};" : "=r"(r.packed) : "h"(hi), "h"(lo));
     r.branch_a = select(a < b);
     r.branch_b = select(a > b);
     *out = r;
@@ -99,6 +103,7 @@ int main() {
     expect(r.rw == 6, "a \"+r\" operand");
     expect(r.immediate == 42, "an \"n\" immediate");
     expect(r.widened == -a, "cvt.s64.s32 sign-extends");
+    expect(r.packed == 0x56781234u, "mov.b32 unpacking to and packing from {b16, b16}");
     expect(r.branch_a == 11 && r.branch_b == 22, "asm as the statement of if and else");
     CUDA_CHECK(cudaFree(d));
     return test_report("ptx_glue");

@@ -1,7 +1,8 @@
 // Inline PTX ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.b16, from static and from dynamic
 // shared memory, with the address in every form public code uses: a 32-bit shared address
 // (.shared, "r"), a 64-bit one (.shared::cta, "l" of __cvta_generic_to_shared), a generic pointer
-// (no state space, "l"), and a register plus an offset. The rows of each matrix are scattered
+// (no state space, "l"), a register plus an offset, and the qualifiers in another order
+// (.x4.m8n8, as CUTLASS writes them). The rows of each matrix are scattered
 // (rows need not be contiguous) and the lanes past 8 * num give addresses of other rows, which
 // must be ignored. Every register of every lane is compared with the PTX ISA's layout
 // ("Warp-level matrix load instruction: ldmatrix"): lanes 8m..8m+7 address the rows of matrix
@@ -29,10 +30,10 @@ __host__ __device__ int lane_row(int lane, int num) {
     return row_start(m, r);
 }
 
-enum Form { SHARED_32, SHARED_64, GENERIC, OFFSET, NUM_FORMS };
-static const char* const kForms[] = {".shared, 32-bit \"r\" address",
-                                     ".shared::cta, 64-bit \"l\" address", "generic \"l\" pointer",
-                                     ".shared, [reg+16] address"};
+enum Form { SHARED_32, SHARED_64, GENERIC, OFFSET, REORDERED, NUM_FORMS };
+static const char* const kForms[] = {
+    ".shared, 32-bit \"r\" address", ".shared::cta, 64-bit \"l\" address", "generic \"l\" pointer",
+    ".shared, [reg+16] address", "qualifiers in CUTLASS's order (.x4.m8n8)"};
 
 // One ldmatrix in each address form: QUALS (.x1 ... .x4.trans), the destination vector REGS, the
 // operand number ADDR of the address, and the outputs.
@@ -51,9 +52,13 @@ static const char* const kForms[] = {".shared, 32-bit \"r\" address",
             asm volatile("ldmatrix.sync.aligned.m8n8" QUALS ".b16 " REGS ", [%" ADDR "];"          \
                          : __VA_ARGS__ : "l"(row));                                                 \
             break;                                                                                  \
-        default:                                                                                    \
+        case OFFSET:                                                                                \
             asm volatile("ldmatrix.sync.aligned.m8n8" QUALS ".shared.b16 " REGS ", [%" ADDR "+16];" \
                          : __VA_ARGS__ : "r"(a32 - 16));                                            \
+            break;                                                                                  \
+        default:                                                                                    \
+            asm volatile("ldmatrix.sync.aligned" QUALS ".m8n8.shared.b16 " REGS ", [%" ADDR "];"   \
+                         : __VA_ARGS__ : "r"(a32));                                                 \
     }
 // clang-format on
 
