@@ -30,7 +30,8 @@ class PtxError(Exception):
 # PTX types: (C++ type, bits, kind), kind "i" integer, "f" float, "p" predicate.
 TYPES = {
     "pred": ("bool", 1, "p"),
-    "b16": ("unsigned short", 16, "i"), "u16": ("unsigned short", 16, "i"), "s16": ("short", 16, "i"),
+    "b16": ("unsigned short", 16, "i"), "u16": ("unsigned short", 16, "i"),
+    "s16": ("short", 16, "i"),
     "b32": ("unsigned", 32, "i"), "u32": ("unsigned", 32, "i"), "s32": ("int", 32, "i"),
     "b64": ("unsigned long long", 64, "i"), "u64": ("unsigned long long", 64, "i"),
     "s64": ("long long", 64, "i"),
@@ -144,7 +145,7 @@ TOKEN = re.compile(r"""
     (?P<space>\s+|//[^\n]*|/\*.*?\*/)
   | (?P<operand>\x00(?P<index>\d+)\x00)
   | (?P<directive>\.[A-Za-z_]\w*)
-  | (?P<number>(?:0[xX][0-9a-fA-F]+|\d+)[uU]?)
+  | (?P<number>0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|(?:0[xX][0-9a-fA-F]+|\d+)[uU]?)
   | (?P<word>[A-Za-z_$%][\w$]*(?:\.[\w$]+(?:::[\w$]+)*)*)
   | (?P<punct>[{}\[\],;+\-@!<>:|])
 """, re.X | re.S)
@@ -201,7 +202,7 @@ def parse_statements(tokens):
 
     def expect(kind, value=None):
         nonlocal i
-        if i >= len(tokens) or tokens[i][0] != kind or (value is not None and tokens[i][1] != value):
+        if i >= len(tokens) or tokens[i][0] != kind or value not in (None, tokens[i][1]):
             got = tokens[i][1] if i < len(tokens) else "the end"
             raise PtxError("expected %s in the PTX, found '%s'" % (value or kind, got))
         i += 1
@@ -257,7 +258,8 @@ def parse_statements(tokens):
                 i += 1
             if i >= len(tokens):
                 raise PtxError("the PTX instruction '%s' does not end with ';'" % opcode)
-            items.append(("ins", Statement(guard, negate, opcode, split_operand_tokens(tokens[start:i]))))
+            operands = split_operand_tokens(tokens[start:i])
+            items.append(("ins", Statement(guard, negate, opcode, operands)))
             i += 1
     return items
 
@@ -302,6 +304,10 @@ class Translator:
                 raise PtxError("the asm has no operand %%%d" % value)
             return self.operand_regs[value]
         if kind == "number":
+            if value[:2] in ("0f", "0F", "0d", "0D"):  # the bits of an f32 or f64 literal
+                single = value[1] in "fF"
+                return Imm("::cucc::ptx::bits<%s>(0x%s%s)" % (
+                    "float" if single else "double", value[2:], "u" if single else "ull"))
             return Imm(value.rstrip("uU"))
         if kind == "word":
             for scope in reversed(self.scopes):
@@ -341,7 +347,8 @@ class Translator:
         inner = toks[1:-1]
         base = self.scalar(inner[:1], what)
         offset = ""
-        if len(inner) == 3 and inner[1] in (("punct", "+"), ("punct", "-")) and inner[2][0] == "number":
+        if len(inner) == 3 and inner[1] in (("punct", "+"), ("punct", "-")) \
+                and inner[2][0] == "number":
             offset = " %s %s" % (inner[1][1], inner[2][1].rstrip("uU"))
         elif len(inner) != 1:
             raise PtxError("%s: unsupported address form" % what)
@@ -361,7 +368,8 @@ class Translator:
         if operand.ctype == ctype:
             return operand.name
         if operand.bits != bits:
-            raise PtxError("a %d-bit register where a .%s operand belongs" % (operand.bits, ptx_type))
+            raise PtxError("a %d-bit register where a .%s operand belongs"
+                           % (operand.bits, ptx_type))
         return "::cucc::ptx::bits<%s>(%s)" % (ctype, operand.name)
 
     def assign(self, reg, expr, ptx_type):
@@ -401,7 +409,8 @@ class Translator:
             elif item[0] == "reg":
                 ptx_type, names = item[1], item[2]
                 for name in names:
-                    cname = "cucc_reg_" + re.sub(r"[^\w]", lambda m: "_%02x" % ord(m.group(0)), name)
+                    cname = "cucc_reg_" + re.sub(r"[^\w]", lambda m: "_%02x" % ord(m.group(0)),
+                                                 name)
                     self.scopes[-1][name] = Reg(cname, ptx_type)
                     self.code.append("%s %s = {};" % (TYPES[ptx_type][0], cname))
             else:
@@ -437,8 +446,9 @@ MMA_TYPES = {("f32", "bf16", "bf16", "f32"): "bf16", ("f32", "f16", "f16", "f32"
 
 
 def mma(t, st, parts):
-    if len(parts) != 10 or parts[1:3] != ["sync", "aligned"] or parts[3] not in ("m16n8k8", "m16n8k16") \
-            or parts[4:6] != ["row", "col"] or tuple(parts[6:10]) not in MMA_TYPES:
+    if len(parts) != 10 or parts[1:3] != ["sync", "aligned"] \
+            or parts[3] not in ("m16n8k8", "m16n8k16") or parts[4:6] != ["row", "col"] \
+            or tuple(parts[6:10]) not in MMA_TYPES:
         raise unsupported(st.opcode, " (mma.sync.aligned.{m16n8k8,m16n8k16}.row.col with "
                           ".f32.bf16.bf16.f32, .f32.f16.f16.f32 or .f16.f16.f16.f16)")
     K = 16 if parts[3] == "m16n8k16" else 8
@@ -458,8 +468,8 @@ def mma(t, st, parts):
     if kind == "f16acc":
         code.append("::cucc::ptx::mma_f16(%s, %d, cucc_d, cucc_a, cucc_b, cucc_c);" % (site, K))
     else:
-        code.append("::cucc::ptx::mma(%s, %d, ::cucc::ptx::Operand::%s, cucc_d, cucc_a, cucc_b, cucc_c);"
-                    % (site, K, kind))
+        code.append("::cucc::ptx::mma(%s, %d, ::cucc::ptx::Operand::%s, cucc_d, cucc_a, cucc_b, "
+                    "cucc_c);" % (site, K, kind))
     code += [t.assign(r, "cucc_d[%d]" % i, acc_type) for i, r in enumerate(d)]
     return "{ %s }" % " ".join(code)
 
@@ -472,7 +482,8 @@ def ldmatrix(t, st, parts):
     known = {"m8n8", "trans", "b16", "x1", "x2", "x4", "shared", "shared::cta"}
     if "m8n8" not in quals or "b16" not in quals or len(nums) != 1 or len(spaces) > 1 \
             or not set(quals) <= known or len(set(quals)) != len(quals):
-        raise unsupported(st.opcode, " (ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}{.shared{::cta}}.b16)")
+        raise unsupported(st.opcode,
+                          " (ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}{.shared{::cta}}.b16)")
     trans = "trans" in quals
     space = "shared" if spaces else "generic"
     num = int(nums[0][1])
@@ -499,7 +510,8 @@ def cp_async(t, st, parts):
         return "::cucc::ptx::cp_async_wait_group(%s, -1);" % t.site(st.opcode)
     quals = parts[2:]
     if len(quals) < 3 or quals[0] not in ("ca", "cg") or quals[1] not in ("shared", "shared::cta") \
-            or quals[2] != "global" or not set(quals[3:]) <= {"L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"}:
+            or quals[2] != "global" \
+            or not set(quals[3:]) <= {"L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"}:
         raise unsupported(st.opcode, " (cp.async.{ca,cg}.shared{::cta}.global{.L2::cache_hint}"
                           "{.L2::64B,.L2::128B,.L2::256B}, commit_group, wait_group, wait_all)")
     hint = "L2::cache_hint" in quals
@@ -513,8 +525,10 @@ def cp_async(t, st, parts):
     src = t.address(ops[1], "src")
     size = t.immediate(ops[2], "cp-size")
     literal = ops[2][0][1] if len(ops[2]) == 1 and ops[2][0][0] == "number" else None
-    if literal is not None and int(literal.rstrip("uU"), 0) not in ((16,) if quals[0] == "cg" else (4, 8, 16)):
-        raise PtxError("%s: cp-size %s is not %s" % (st.opcode, literal, "16" if quals[0] == "cg" else "4, 8 or 16"))
+    sizes = (16,) if quals[0] == "cg" else (4, 8, 16)
+    if literal is not None and int(literal.rstrip("uU"), 0) not in sizes:
+        raise PtxError("%s: cp-size %s is not %s" % (st.opcode, literal,
+                                                     " or ".join(str(n) for n in sizes)))
     src_size = size
     if len(ops) == 4:
         extra = t.scalar(ops[3], "src-size")
@@ -526,11 +540,12 @@ def cp_async(t, st, parts):
         t.site(st.opcode), "true" if quals[0] == "cg" else "false", dst, src, size, src_size)
 
 
-# atom / red: which types each operation takes.
+# atom / red: which types each operation takes (what ptxas accepts: the ISA's, and .u32 for cas).
 ATOM_OPS = {
     "and": ("and_", {"b32", "b64"}), "or": ("or_", {"b32", "b64"}), "xor": ("xor_", {"b32", "b64"}),
-    "cas": ("cas", {"b16", "b32", "b64"}), "exch": ("exch", {"b32", "b64"}),
-    "add": ("add", {"u32", "s32", "u64", "f32", "f64"}), "inc": ("inc", {"u32"}), "dec": ("dec", {"u32"}),
+    "cas": ("cas", {"b16", "b32", "b64", "u32"}), "exch": ("exch", {"b32", "b64"}),
+    "add": ("add", {"u32", "s32", "u64", "f32", "f64"}),
+    "inc": ("inc", {"u32"}), "dec": ("dec", {"u32"}),
     "min": ("min", {"u32", "s32", "u64", "s64"}), "max": ("max", {"u32", "s32", "u64", "s64"}),
 }
 SEMS = {"relaxed", "acquire", "release", "acq_rel"}
@@ -557,22 +572,23 @@ def atomic(t, st, parts):
         else:
             raise unsupported(st.opcode, " (qualifier .%s)" % q)
     if op is None or ptx_type not in ATOM_OPS[op][1]:
-        raise unsupported(st.opcode, " (%s{.sem}{.scope}{.global,.shared}.op.type with op.type one of %s)"
-                          % (parts[0], ", ".join("%s.{%s}" % (o, ",".join(sorted(ts)))
-                                                 for o, (_, ts) in ATOM_OPS.items()
-                                                 if not (red and o in ("cas", "exch")))))
+        forms = ", ".join("%s.{%s}" % (o, ",".join(sorted(ts))) for o, (_, ts) in ATOM_OPS.items()
+                          if not (red and o in ("cas", "exch")))
+        raise unsupported(st.opcode, " (%s{.sem}{.scope}{.global,.shared}.op.type with op.type "
+                          "one of %s)" % (parts[0], forms))
     ops = st.operands[:-1] if hint else st.operands
     want = (2 if red else 3) + (op == "cas")
     if len(ops) != want:
-        raise PtxError("%s takes %s" % (st.opcode, ("[a], b" if red else "d, [a], b") + (", c" if op == "cas" else "")
-                                        + (", cache-policy" if hint else "")))
+        form = ("[a], b" if red else "d, [a], b") + (", c" if op == "cas" else "")
+        raise PtxError("%s takes %s%s" % (st.opcode, form, ", cache-policy" if hint else ""))
     if not red:
         d = None if ops[0] == [("word", "_")] else t.reg(ops[0], "d")
         ops = ops[1:]
     addr = t.address(ops[0], "a")
     b = t.value(t.scalar(ops[1], "b"), ptx_type)
     c = t.value(t.scalar(ops[2], "c"), ptx_type) if op == "cas" else "(%s)0" % TYPES[ptx_type][0]
-    call = "::cucc::ptx::atom<%s>(%s, ::cucc::ptx::Space::%s, %s, ::cucc::ptx::AtomOp::%s, %s, %s)" % (
+    call = ("::cucc::ptx::atom<%s>(%s, ::cucc::ptx::Space::%s, %s, ::cucc::ptx::AtomOp::%s, %s, "
+            "%s)") % (
         TYPES[ptx_type][0], t.site(st.opcode), space, addr, ATOM_OPS[op][0], b, c)
     if red:
         return "(void)%s;" % call
@@ -585,7 +601,8 @@ CMP_FLOAT = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=
 
 
 def setp(t, st, parts):
-    if len(parts) != 3 or parts[2] not in TYPES or TYPES[parts[2]][2] == "p" or parts[2] in ("f16", "bf16", "f16x2", "bf16x2"):
+    if len(parts) != 3 or parts[2] not in TYPES or TYPES[parts[2]][2] == "p" \
+            or parts[2] in ("f16", "bf16", "f16x2", "bf16x2"):
         raise unsupported(st.opcode, " (setp.CmpOp.type p, a, b)")
     cmp, ptx_type = parts[1], parts[2]
     table = CMP_FLOAT if TYPES[ptx_type][2] == "f" else CMP_INT
@@ -635,10 +652,12 @@ def cvta(t, st, parts):
         raise unsupported(st.opcode)
     space = ".".join(parts[1:-1])
     if space in ("to.shared", "to.shared::cta"):
-        expr = "::cucc::ptx::to_shared((const void*)(unsigned long long)%s, %s)" % (t.value(a, "u64"), t.site(st.opcode))
+        expr = "::cucc::ptx::to_shared((const void*)(unsigned long long)%s, %s)" % (
+            t.value(a, "u64"), t.site(st.opcode))
         return t.assign(d, "(%s)%s" % (TYPES[width][0], expr), width)
     if space in ("shared", "shared::cta") and width == "u64":
-        expr = "(unsigned long long)::cucc::ptx::from_shared(%s, %s)" % (t.value(a, "u64"), t.site(st.opcode))
+        expr = "(unsigned long long)::cucc::ptx::from_shared(%s, %s)" % (
+            t.value(a, "u64"), t.site(st.opcode))
         return t.assign(d, expr, "u64")
     if space in ("to.global", "global") and width == "u64":
         return t.assign(d, t.value(a, "u64"), "u64")
@@ -678,12 +697,14 @@ def translate(inner, file, line):
         mode = constraint[0] if constraint[:1] in ("=", "+") else ""
         letters = constraint.lstrip("=+").replace("&", "")
         if is_output != bool(mode):
-            raise PtxError("operand %d ('%s'): outputs take '=' or '+', inputs neither" % (i, constraint))
+            raise PtxError("operand %d ('%s'): outputs take '=' or '+', inputs neither"
+                           % (i, constraint))
         if letters == "n" and not is_output:
             regs[i] = Imm(expr)
             continue
         if letters not in CONSTRAINTS:
-            raise PtxError("operand %d: constraint '%s' is not supported (h, r, l, f, d, n)" % (i, constraint))
+            raise PtxError("operand %d: constraint '%s' is not supported (h, r, l, f, d, n)"
+                           % (i, constraint))
         r = Reg("cucc_op%d" % i, CONSTRAINTS[letters])
         regs[i] = r
         if is_output:

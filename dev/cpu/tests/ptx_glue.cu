@@ -15,7 +15,7 @@ struct Results {
     uint32_t shared32, shared32_ref;  // cvta.to.shared + cvt.u32.u64 vs __cvta_generic_to_shared
     int generic_ok, intrinsic_ok;     // cvta.shared back to the pointer; the intrinsic pair
     uint32_t lt, lt_ref, ge, ge_ref;  // predicated movs after setp.lt.s32 / setp.hs.u32
-    uint32_t fne_nan, fne, feq;       // setp.ne.f32 with NaN (ordered: false), ne, eq
+    uint32_t fne_nan, fne, feq, fgt;  // setp.ne.f32 with NaN (ordered: false), ne, eq
     uint32_t sum, sum_ref;            // several instructions, %% registers, comments
     uint32_t rw, immediate;
     long long widened;  // cvt.s64.s32
@@ -64,6 +64,9 @@ __global__ void glue_kernel(Results* out, int a, int b, float nan, float x) {
     asm("{ .reg .pred e; setp.eq.f32 e, %1, %2; mov.u32 %0, 0; @e mov.u32 %0, 1; }"
         : "=r"(r.feq)
         : "f"(x), "f"(x));
+    asm("{ .reg .pred g; setp.gt.f32 g, %1, 0f40000000; mov.u32 %0, 0; @g mov.u32 %0, 1; }"
+        : "=r"(r.fgt)
+        : "f"(x));
     asm volatile(
         "{ .reg .b32 %%t<2>;        // two scratch registers\n\t"
         "mov.b32 %%t0, %1; mov.b32 %%t1, %2;\n\t"
@@ -99,6 +102,7 @@ int main() {
     expect(r.ge == r.ge_ref, "setp.hs.u32 with @p mov");
     expect(r.fne_nan == 0, "setp.ne.f32 is false when an operand is NaN");
     expect(r.fne == 1 && r.feq == 1, "setp.ne.f32 / setp.eq.f32");
+    expect(r.fgt == 1, "setp.gt.f32 against the literal 0f40000000 (2.0)");
     expect(r.sum == r.sum_ref, "%% registers, several instructions, // comments");
     expect(r.rw == 6, "a \"+r\" operand");
     expect(r.immediate == 42, "an \"n\" immediate");
