@@ -56,7 +56,9 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/logger.h"      // the JSONL training log
-#include "llmc/comm.cuh"      // ranks (MPI launch) and the NCCL all-reduce of data parallelism
+#include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
+#include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
+#include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 
 // =============================================================================================
 // Configuration
@@ -72,25 +74,41 @@ struct GPTConfig {
 
 inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
 
+// Limits that keep every size the program computes far from overflow; beyond them a value (a
+// flag, or a checkpoint's configuration) is refused, never attempted.
+constexpr int MAX_SEQ = 1 << 20;    // maxT and T
+constexpr int MAX_VOCAB = 1 << 24;  // V
+constexpr int MAX_LAYERS = 1024, MAX_HEADS = 1024, MAX_CHANNELS = 1 << 17;
+constexpr int MAX_BATCH = 65535;           // attention's grid has one z index per sequence
+constexpr double MAX_ROWS = 2147483647.0;  // B*T: kernels index rows with int
+constexpr int MAX_SAMPLE_LEN = 1 << 20;    // tokens generated per sample
+
 // The message of the first thing wrong with a model config and a micro-batch shape (B, T), or
 // nullptr when it can be built. msg is scratch space for the message.
 inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg, size_t len) {
-    if (c->vocab < 1) snprintf(msg, len, "--vocab must be >= 1 (got %d)", c->vocab);
-    else if (c->layers < 1) snprintf(msg, len, "--layers must be >= 1 (got %d)", c->layers);
-    else if (c->heads < 1) snprintf(msg, len, "--heads must be >= 1 (got %d)", c->heads);
-    else if (c->channels < 1) snprintf(msg, len, "--embd must be >= 1 (got %d)", c->channels);
+    if (c->vocab < 1 || c->vocab > MAX_VOCAB)
+        snprintf(msg, len, "--vocab must be in [1, %d] (got %d)", MAX_VOCAB, c->vocab);
+    else if (c->context < 1 || c->context > MAX_SEQ)
+        snprintf(msg, len, "--context must be in [1, %d] (got %d)", MAX_SEQ, c->context);
+    else if (c->layers < 1 || c->layers > MAX_LAYERS)
+        snprintf(msg, len, "--layers must be in [1, %d] (got %d)", MAX_LAYERS, c->layers);
+    else if (c->heads < 1 || c->heads > MAX_HEADS)
+        snprintf(msg, len, "--heads must be in [1, %d] (got %d)", MAX_HEADS, c->heads);
+    else if (c->channels < 1 || c->channels > MAX_CHANNELS)
+        snprintf(msg, len, "--embd must be in [1, %d] (got %d)", MAX_CHANNELS, c->channels);
     else if (c->channels % c->heads != 0)
         snprintf(msg, len, "--heads %d does not divide --embd %d", c->heads, c->channels);
     else if (int hs = c->channels / c->heads; hs != 32 && hs != 64 && hs != 128)
         snprintf(msg, len, "head size --embd/--heads = %d/%d = %d is not supported (32, 64 or 128)",
                  c->channels, c->heads, hs);
-    else if (B < 1) snprintf(msg, len, "--batch must be >= 1 (got %d)", B);
-    else if (B > 65535)  // attention's grid has one z index per sequence; gridDim.z <= 65535
-        snprintf(msg, len, "--batch must be <= 65535 (got %d)", B);
+    else if (B < 1 || B > MAX_BATCH)
+        snprintf(msg, len, "--batch must be in [1, %d] (got %d)", MAX_BATCH, B);
     else if (T < 1) snprintf(msg, len, "--seq must be >= 1 (got %d)", T);
     else if (c->context < T)
         snprintf(msg, len, "--seq %d is longer than the model's context %d (--context)", T,
                  c->context);
+    else if ((double)B * T > MAX_ROWS)
+        snprintf(msg, len, "--batch %d x --seq %d is more than %.0f rows", B, T, MAX_ROWS);
     else return nullptr;
     return msg;
 }
@@ -309,11 +327,6 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
     }
 }
 
-inline int grid_for(size_t work, int block) {
-    size_t g = ceil_div(work, block);
-    return (int)(g < 65536 ? g : 65536);
-}
-
 inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
                             int B, int T, int C, cudaStream_t stream) {
     const int block = 256;
@@ -416,7 +429,6 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
 // (sum, sum of squared deviations, output) keep the variance accurate; the row stays in L1.
 
 constexpr float LN_EPS = 1e-5f;
-constexpr int ROWS_PER_BLOCK = 8;  // warp-per-row kernels: 8 warps of 32 threads
 
 __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
                                          float* rstd_out, const floatX* a, const floatX* b,
@@ -1538,6 +1550,7 @@ struct GPT {
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
     cudaStream_t stream;
+    DataParallel* dp;  // data-parallel gradient reduction, or nullptr (one process, tests)
 };
 
 inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
@@ -1619,21 +1632,6 @@ inline void gpt_set_params(GPT* m, const float* values) {
     CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
     m->adam_t = 0;
     free(rounded);
-}
-
-// A small seeded generator for host-side initialization and random tokens (splitmix64).
-inline uint64_t rng_next(uint64_t* state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-inline double rng_uniform(uint64_t* state) {
-    return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
-}
-inline double rng_normal(uint64_t* state) {  // Box-Muller
-    double u1 = rng_uniform(state), u2 = rng_uniform(state);
-    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
 }
 
 // GPT-2 initialization from the tensors' init rules (see build_param_layout), from `seed`.
@@ -1774,9 +1772,28 @@ inline void gpt_backward(GPT* m) {
         layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
                            partials, a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
                            layer_param(m, p, l, LN1_W), N, C, true, st);
+        // the key bias gradient is exactly zero (softmax ignores a per-query constant): set it
+        // so, rather than leave the rounding noise of its column sums for AdamW to amplify
+        CUDA_CHECK(cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
+        dp_unit_done(m->dp, L - 1 - l, st);  // the block's gradients are complete
     }
     encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
                      T, C, st);
+    dp_unit_done(m->dp, L, st);
+}
+
+// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
+// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
+// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
+inline void gpt_grad_units(const GPT* m, size_t* begin, size_t* end) {
+    const int L = m->config.layers;
+    for (int l = 0; l < L; l++) {
+        begin[L - 1 - l] = m->layout.tensors[layer_tensor_index(l, 0)].offset;
+        end[L - 1 - l] =
+            l + 1 < L ? m->layout.tensors[layer_tensor_index(l + 1, 0)].offset : m->layout.total;
+    }
+    begin[L] = 0;
+    end[L] = m->layout.tensors[layer_tensor_index(0, 0)].offset;
 }
 
 inline void gpt_zero_grad(GPT* m) {
@@ -1784,8 +1801,9 @@ inline void gpt_zero_grad(GPT* m) {
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
-// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient set to
-// exactly zero: softmax ignores a per-query constant) and returns that mean loss.
+// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient exactly
+// zero), averaged over the data-parallel ranks when m->dp is set, and returns that mean loss
+// (this rank's).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
@@ -1793,12 +1811,10 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
     for (int a = 0; a < A; a++) {
         loss +=
             gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
+        if (m->dp) m->dp->reduce = a == A - 1;  // reduce the sums of the last micro-batch
         gpt_backward(m);
     }
-    const int C = m->config.channels;
-    for (int l = 0; l < m->config.layers; l++)
-        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX),
-                                   m->stream));
+    dp_finish(m->dp, m->stream);
     return loss / A;
 }
 
@@ -1846,18 +1862,6 @@ inline double flops_per_token(const GPTConfig* c, int T) {
     const double C = c->channels, L = c->layers;
     double matmul_params = L * 12.0 * C * C + (double)c->padded_vocab * C;
     return 6.0 * matmul_params + 6.0 * L * C * T;
-}
-
-// Prints "error: <message>" and ends the program with a failure status: the response to bad
-// input (flags, data, checkpoints), which is reported, never worked around.
-[[noreturn]] inline void fatal(const char* format, ...) {
-    va_list args;
-    va_start(args, format);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, format, args);
-    fprintf(stderr, "\n");
-    va_end(args);
-    exit(EXIT_FAILURE);
 }
 
 // =============================================================================================
@@ -2089,8 +2093,9 @@ inline void write_device_section(CheckpointWriter* w, const char* name, const vo
 }
 
 // Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
+// run_config: the section run_config_section() made of this run's configuration.
 inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
-                            const TrainData* d) {
+                            const TrainData* d, const std::vector<char>* run_config) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
@@ -2101,6 +2106,8 @@ inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunSt
     write_device_section(&w, "adam_m", m->adam_m, P * sizeof(float), stage);
     write_device_section(&w, "adam_v", m->adam_v, P * sizeof(float), stage);
     if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
+    if (ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+        fatal("%s", w.error);
     if (d->shards) {
         DataLoaderState ds = dataloader_state(&d->train);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
@@ -2146,22 +2153,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds
     return rs;
 }
 
-// Creates folder `dir` and any missing parents (mkdir -p).
-inline void make_dirs(const char* dir) {
-    char path[CKPT_PATH_BYTES];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char* p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        const char saved = *p;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            fatal("cannot create folder %s: %s", path, strerror(errno));
-        if (saved == '\0') return;
-        *p = saved;
-    }
-}
-
-// The newest complete checkpoint in folder `dir` (none when the folder does not exist).
+// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
 inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
     uint64_t step;
     char err[1024];
@@ -2198,7 +2190,7 @@ inline CheckpointConfig peek_checkpoint_config(const char* path) {
 }
 
 // =============================================================================================
-// Command line: one table of flags; --help prints it.
+// Command line: one table of flags (llmc/flags.h parses, bounds-checks and prints it).
 
 struct TrainConfig {
     GPTConfig model;
@@ -2217,90 +2209,102 @@ struct TrainConfig {
     char resume[512];
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
+    double comm_timeout, bucket_mb;
+    char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
 
-enum FlagType { FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING, FLAG_SWITCH };
-
-struct Flag {
-    const char* name;
-    FlagType type;
-    size_t field;     // offsetof in TrainConfig
-    size_t capacity;  // FLAG_STRING: buffer size
-    const char* help;
-};
-
-#define FIELD(f) offsetof(TrainConfig, f)
+#define FIELD(f) offsetof(TrainConfig, f), 0
 #define STRING_FIELD(f) offsetof(TrainConfig, f), sizeof(TrainConfig::f)
+#define NON_NEGATIVE 0, FLAG_INT_MAX
+#define POSITIVE 1, FLAG_INT_MAX
 static const Flag FLAGS[] = {
-    {"--data", FLAG_STRING, STRING_FIELD(data),
+    {"--data", FLAG_STRING, STRING_FIELD(data), 0, 0, nullptr, FLAG_IDENTITY,
      "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on "
      "*_val*.bin; empty: random tokens"},
-    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer),
+    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), 0, 0, nullptr, FLAG_FREE,
      "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
-    {"--vocab", FLAG_INT, FIELD(model.vocab), 0,
+    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, MAX_VOCAB, nullptr, FLAG_IDENTITY,
      "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
-    {"--context", FLAG_INT, FIELD(model.context), 0,
+    {"--context", FLAG_INT, FIELD(model.context), 0, MAX_SEQ, nullptr, FLAG_IDENTITY,
      "model context maxT, rows of wpe (0: same as --seq)"},
-    {"--layers", FLAG_INT, FIELD(model.layers), 0, "transformer blocks L"},
-    {"--heads", FLAG_INT, FIELD(model.heads), 0,
+    {"--layers", FLAG_INT, FIELD(model.layers), 1, MAX_LAYERS, nullptr, FLAG_IDENTITY,
+     "transformer blocks L"},
+    {"--heads", FLAG_INT, FIELD(model.heads), 1, MAX_HEADS, nullptr, FLAG_IDENTITY,
      "attention heads NH; --embd/--heads must be 32, 64 or 128"},
-    {"--embd", FLAG_INT, FIELD(model.channels), 0, "model width C"},
-    {"--seq", FLAG_INT, FIELD(seq), 0, "sequence length T (<= --context)"},
-    {"--batch", FLAG_INT, FIELD(batch), 0,
+    {"--embd", FLAG_INT, FIELD(model.channels), 1, MAX_CHANNELS, nullptr, FLAG_IDENTITY,
+     "model width C"},
+    {"--seq", FLAG_INT, FIELD(seq), 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
+     "sequence length T (<= --context)"},
+    {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, nullptr, FLAG_PER_RANK,
      "micro-batch: sequences per forward/backward pass on each rank (B)"},
-    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 0,
+    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 1, 1 << 20, nullptr, FLAG_PER_RANK,
      "micro-batches accumulated per optimizer step (A)"},
-    {"--steps", FLAG_INT, FIELD(steps), 0, "optimizer steps K"},
-    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, "peak learning rate"},
-    {"--warmup", FLAG_INT, FIELD(warmup), 0, "linear warmup steps W (0: none)"},
-    {"--schedule", FLAG_STRING, STRING_FIELD(schedule),
-     "learning rate after warmup: cosine, wsd, linear or constant"},
-    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0,
+    {"--steps", FLAG_INT, FIELD(steps), POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
+    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, INFINITY, nullptr, FLAG_IDENTITY, "peak learning rate"},
+    {"--warmup", FLAG_INT, FIELD(warmup), NON_NEGATIVE, nullptr, FLAG_IDENTITY,
+     "linear warmup steps W (0: none)"},
+    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), 0, 0, "cosine|wsd|linear|constant",
+     FLAG_IDENTITY, "learning rate after warmup"},
+    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, 1, nullptr, FLAG_IDENTITY,
      "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
-    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0,
+    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, 1, nullptr, FLAG_IDENTITY,
      "wsd: fraction of the steps spent decaying"},
-    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0,
+    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, INFINITY, nullptr, FLAG_IDENTITY,
      "AdamW decoupled weight decay on 2-D tensors"},
-    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0,
+    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, INFINITY, nullptr, FLAG_IDENTITY,
      "clip the global gradient norm to this (0: off)"},
-    {"--seed", FLAG_INT64, FIELD(seed), 0,
+    {"--seed", FLAG_INT64, FIELD(seed), 0, 9.2e18, nullptr, FLAG_IDENTITY,
      "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
-    {"--val-every", FLAG_INT, FIELD(val_every), 0,
+    {"--val-every", FLAG_INT, FIELD(val_every), NON_NEGATIVE, nullptr, FLAG_FREE,
      "validation loss at step 0, every N steps and at the end (0: never)"},
-    {"--val-steps", FLAG_INT, FIELD(val_steps), 0,
+    {"--val-steps", FLAG_INT, FIELD(val_steps), NON_NEGATIVE, nullptr, FLAG_FREE,
      "validation batches per evaluation (0: the whole split)"},
-    {"--sample-every", FLAG_INT, FIELD(sample_every), 0,
+    {"--sample-every", FLAG_INT, FIELD(sample_every), NON_NEGATIVE, nullptr, FLAG_FREE,
      "print a text sample every N steps and at the end (0: at the end only)"},
-    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, "tokens per sample (0: no samples)"},
-    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0,
+    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, MAX_SAMPLE_LEN, nullptr, FLAG_FREE,
+     "tokens per sample (0: no samples)"},
+    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0, INFINITY, nullptr, FLAG_FREE,
      "sampling temperature (0: always the most likely token)"},
-    {"--top-k", FLAG_INT, FIELD(top_k), 0, "sample from the k most likely tokens (0: from all)"},
-    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), "text the samples continue"},
-    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir),
-     "folder for checkpoints (empty: none are written)"},
-    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), 0,
+    {"--top-k", FLAG_INT, FIELD(top_k), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "sample from the k most likely tokens (0: from all)"},
+    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), 0, 0, nullptr, FLAG_FREE,
+     "text the samples continue"},
+    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), 0, 0, nullptr, FLAG_FREE,
+     "folder for checkpoints, locked for the run (empty: none are written)"},
+    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), NON_NEGATIVE, nullptr, FLAG_FREE,
      "write a checkpoint every N steps and at the end (0: at the end only)"},
-    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), 0,
+    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), NON_NEGATIVE, nullptr, FLAG_FREE,
      "keep the newest N checkpoints (0: all)"},
-    {"--resume", FLAG_STRING, STRING_FIELD(resume),
+    {"--resume", FLAG_STRING, STRING_FIELD(resume), 0, 0, nullptr, FLAG_FREE,
      "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there "
-     "is none)"},
-    {"--log", FLAG_STRING, STRING_FIELD(log),
+     "is none); the checkpoint must be of this run (see README)"},
+    {"--log", FLAG_STRING, STRING_FIELD(log), 0, 0, nullptr, FLAG_FREE,
      "JSONL log of the run, read by scripts/plot.py (empty: none)"},
-    {"--sample", FLAG_STRING, STRING_FIELD(sample),
+    {"--sample", FLAG_STRING, STRING_FIELD(sample), 0, 0, nullptr, FLAG_FREE,
      "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes "
      "from it), continue --prompt by --sample-len tokens, print, exit"},
-    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 0,
+    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 1, INFINITY, nullptr, FLAG_FREE,
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
-    {"--help", FLAG_SWITCH, FIELD(help), 0, "print this help and exit"},
+    {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
+     "seconds a rank waits in a collective before it ends the job (longer than any rank "
+     "works alone: checkpoint writes, samples)"},
+    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
+     "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
+     "as the backward pass has finished it"},
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+     "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
+     "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
+    {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
 };
 #undef FIELD
 #undef STRING_FIELD
+#undef NON_NEGATIVE
+#undef POSITIVE
 constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
 
 inline void train_config_defaults(TrainConfig* tc) {
-    memset(tc, 0, sizeof(*tc));
+    memset(tc, 0, sizeof(*tc));  // also the unused bytes of strings, so configs compare exactly
     tc->model.vocab = 0;
     tc->model.context = 0;
     tc->model.layers = 12;
@@ -2326,158 +2330,120 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->top_k = 40;
     tc->keep_checkpoints = 3;
     tc->peak_flops = 989e12;
+    tc->comm_timeout = 300;
+    tc->bucket_mb = 25;
 }
 
-inline void print_flag_value(FILE* f, const Flag* flag, const TrainConfig* tc) {
-    const char* field = (const char*)tc + flag->field;
-    switch (flag->type) {
-        case FLAG_INT:
-            fprintf(f, "%d", *(const int*)field);
-            break;
-        case FLAG_INT64:
-            fprintf(f, "%lld", *(const long long*)field);
-            break;
-        case FLAG_DOUBLE:
-            fprintf(f, "%g", *(const double*)field);
-            break;
-        case FLAG_STRING:
-            fprintf(f, "\"%s\"", field);
-            break;
-        case FLAG_SWITCH:
-            fprintf(f, "off");
-            break;
+// ---------------------------------------------------------------------------------------------
+// The run's identity in a checkpoint. The section "run_config" holds the value of every flag of
+// role FLAG_IDENTITY (the model, the data, the schedule, the optimizer and its hyperparameters,
+// the seed) as "--name\0value\0" pairs (flag_format's text), and the global batch in sequences
+// as "global-batch\0N\0". --resume compares it with the run being started: those flags and the
+// global batch (ranks x --batch x --grad-accum) must be equal, while the grid, the per-rank
+// split of the batch and the FLAG_FREE flags (--steps, logging, sampling, checkpoint frequency)
+// may change, and leave the checkpoint's bytes as they are. A flag the checkpoint does not
+// record has its default.
+
+inline int64_t global_batch_sequences(const TrainConfig* tc, int ranks) {
+    return (int64_t)ranks * tc->batch * tc->grad_accum;
+}
+
+inline std::vector<char> run_config_section(const TrainConfig* tc, int ranks) {
+    std::vector<char> out;
+    auto put = [&out](const char* text) { out.insert(out.end(), text, text + strlen(text) + 1); };
+    char value[1100];
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (FLAGS[i].role != FLAG_IDENTITY) continue;
+        put(FLAGS[i].name);
+        put(flag_format(&FLAGS[i], tc, value, sizeof(value)));
     }
+    put("global-batch");
+    snprintf(value, sizeof(value), "%lld", (long long)global_batch_sequences(tc, ranks));
+    put(value);
+    return out;
+}
+
+// Refuses (fatal) a checkpoint whose recorded run is not the run tc describes on `ranks` ranks,
+// naming every difference.
+inline void check_run_config(CheckpointReader* r, const TrainConfig* tc, int ranks) {
+    const CkptSectionInfo* info = ckpt_lookup(r, "run_config");
+    if (info == nullptr)
+        fatal(
+            "checkpoint %s records no run configuration (written by an older train_gpt), so it "
+            "cannot be checked against this run; start a fresh run",
+            r->path);
+    std::vector<char> bytes(info->size + 1, '\0');
+    if (ckpt_read_section(r, "run_config", bytes.data(), info->size) != 0) fatal("%s", r->error);
+    TrainConfig stored;
+    train_config_defaults(&stored);
+    long long stored_batch = -1;
+    char msg[512];
+    for (size_t pos = 0; pos < info->size;) {
+        const char* key = bytes.data() + pos;
+        const char* value = key + strlen(key) + 1;
+        pos = (size_t)(value - bytes.data()) + strlen(value) + 1;
+        if (pos > info->size) fatal("checkpoint %s: its run configuration is malformed", r->path);
+        if (strcmp(key, "global-batch") == 0) {
+            stored_batch = atoll(value);
+            continue;
+        }
+        const Flag* flag = flag_find(FLAGS, NUM_FLAGS, key, strlen(key));
+        if (flag == nullptr)
+            fatal(
+                "checkpoint %s records flag '%s', which this train_gpt does not know (written "
+                "by another version?)",
+                r->path, key);
+        if (const char* err = flag_set(flag, &stored, value, msg, sizeof(msg)))
+            fatal("checkpoint %s: its run configuration is malformed: %s", r->path, err);
+    }
+    char diff[4096] = "";
+    int n = flags_differences(FLAGS, NUM_FLAGS, &stored, tc, 1u << FLAG_IDENTITY,
+                              "in the checkpoint", "in this run", diff, sizeof(diff));
+    const long long batch = global_batch_sequences(tc, ranks);
+    if (stored_batch != batch) {
+        n++;
+        const size_t used = strlen(diff);
+        snprintf(diff + used, sizeof(diff) - used,
+                 "\n  global batch (ranks x --batch x --grad-accum): %lld sequences in the "
+                 "checkpoint, %lld in this run (%d x %d x %d)",
+                 stored_batch, batch, ranks, tc->batch, tc->grad_accum);
+    }
+    if (n > 0)
+        fatal(
+            "checkpoint %s is of another run (%d difference%s):%s\n--resume continues the same "
+            "run: its model, data, global batch, schedule and optimizer stay as they were; "
+            "--steps and the logging, sampling and checkpoint flags may change (see README)",
+            r->path, n, n == 1 ? "" : "s", diff);
 }
 
 inline void print_usage(FILE* f, const char* prog) {
     TrainConfig defaults;
     train_config_defaults(&defaults);
     fprintf(f,
-            "usage: %s [--flag value]...   (also --flag=value)\n"
+            "usage: %s [--flag value]...   (also --flag=value; a repeated flag takes its last "
+            "value)\n"
             "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
             "with --sample CHECKPOINT, generates text from a trained model instead.\n"
             "Under mpirun -np N, N ranks (one per GPU) each take --batch sequences of every "
             "batch.\n\nflags:\n",
             prog, PRECISION_NAME);
-    for (int i = 0; i < NUM_FLAGS; i++) {
-        fprintf(f, "  %-18s %s (default ", FLAGS[i].name, FLAGS[i].help);
-        print_flag_value(f, &FLAGS[i], &defaults);
-        fprintf(f, ")\n");
-    }
-}
-// Parses argv into tc (which holds the defaults). Returns an error message or nullptr.
-inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg, size_t len) {
-    for (int i = 1; i < argc; i++) {
-        const char* arg = argv[i];
-        const char* eq = strchr(arg, '=');
-        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-        const Flag* flag = nullptr;
-        for (int j = 0; j < NUM_FLAGS; j++)
-            if (strlen(FLAGS[j].name) == name_len && strncmp(FLAGS[j].name, arg, name_len) == 0)
-                flag = &FLAGS[j];
-        if (flag == nullptr) {
-            snprintf(msg, len, "unknown flag '%s' (see --help)", arg);
-            return msg;
-        }
-        char* field = (char*)tc + flag->field;
-        if (flag->type == FLAG_SWITCH) {
-            if (eq) {
-                snprintf(msg, len, "%s takes no value", flag->name);
-                return msg;
-            }
-            *(int*)field = 1;
-            continue;
-        }
-        const char* value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : nullptr);
-        if (value == nullptr) {
-            snprintf(msg, len, "%s needs a value", flag->name);
-            return msg;
-        }
-        char* end = nullptr;
-        errno = 0;
-        switch (flag->type) {
-            case FLAG_INT: {
-                long v = strtol(value, &end, 10);
-                if (*value == '\0' || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX)
-                    end = nullptr;
-                else *(int*)field = (int)v;
-                break;
-            }
-            case FLAG_INT64: {
-                long long v = strtoll(value, &end, 10);
-                if (*value == '\0' || *end != '\0' || errno != 0) end = nullptr;
-                else *(long long*)field = v;
-                break;
-            }
-            case FLAG_DOUBLE: {
-                double v = strtod(value, &end);
-                if (*value == '\0' || *end != '\0' || errno != 0 || !std::isfinite(v))
-                    end = nullptr;
-                else *(double*)field = v;
-                break;
-            }
-            default: {  // FLAG_STRING
-                if (strlen(value) >= flag->capacity) {
-                    snprintf(msg, len, "%s value is too long (at most %zu characters)", flag->name,
-                             flag->capacity - 1);
-                    return msg;
-                }
-                snprintf(field, flag->capacity, "%s", value);
-                end = (char*)"";
-                break;
-            }
-        }
-        if (end == nullptr) {
-            snprintf(msg, len, "%s: '%s' is not a valid %s", flag->name, value,
-                     flag->type == FLAG_DOUBLE ? "finite number" : "integer");
-            return msg;
-        }
-    }
-    return nullptr;
+    flags_print_usage(f, FLAGS, NUM_FLAGS, &defaults);
 }
 
-// Completes and checks a parsed training config (vocab already resolved). Returns an error
-// message or nullptr.
+// Checks a parsed configuration, in every mode: each flag within its bounds (the table), then
+// what involves several flags. Completes the derived fields (context 0 -> seq, padded vocab;
+// vocab already resolved). Returns an error message or nullptr.
 inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
+    if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
-    if (tc->grad_accum < 1)
-        snprintf(msg, len, "--grad-accum must be >= 1 (got %d)", tc->grad_accum);
-    else if (tc->steps < 1) snprintf(msg, len, "--steps must be >= 1 (got %d)", tc->steps);
-    else if (tc->warmup < 0) snprintf(msg, len, "--warmup must be >= 0 (got %d)", tc->warmup);
-    else if (tc->lr < 0) snprintf(msg, len, "--lr must be >= 0 (got %g)", tc->lr);
-    else if (schedule_from_name(tc->schedule) < 0)
-        snprintf(msg, len, "unknown --schedule '%s' (cosine, wsd, linear or constant)",
-                 tc->schedule);
-    else if (tc->min_lr_frac < 0 || tc->min_lr_frac > 1)
-        snprintf(msg, len, "--min-lr-frac must be in [0, 1] (got %g)", tc->min_lr_frac);
-    else if (tc->decay_frac < 0 || tc->decay_frac > 1)
-        snprintf(msg, len, "--decay-frac must be in [0, 1] (got %g)", tc->decay_frac);
-    else if (tc->weight_decay < 0)
-        snprintf(msg, len, "--weight-decay must be >= 0 (got %g)", tc->weight_decay);
-    else if (tc->grad_clip < 0)
-        snprintf(msg, len, "--grad-clip must be >= 0 (got %g)", tc->grad_clip);
-    else if (tc->peak_flops <= 0)
-        snprintf(msg, len, "--peak-flops must be > 0 (got %g)", tc->peak_flops);
-    else if (tc->seed < 0) snprintf(msg, len, "--seed must be >= 0 (got %lld)", tc->seed);
-    else if (tc->val_every < 0)
-        snprintf(msg, len, "--val-every must be >= 0 (got %d)", tc->val_every);
-    else if (tc->val_steps < 0)
-        snprintf(msg, len, "--val-steps must be >= 0 (got %d)", tc->val_steps);
-    else if (tc->sample_every < 0)
-        snprintf(msg, len, "--sample-every must be >= 0 (got %d)", tc->sample_every);
-    else if (tc->sample_len < 0)
-        snprintf(msg, len, "--sample-len must be >= 0 (got %d)", tc->sample_len);
-    else if (tc->temperature < 0)
-        snprintf(msg, len, "--temperature must be >= 0 (got %g)", tc->temperature);
-    else if (tc->top_k < 0) snprintf(msg, len, "--top-k must be >= 0 (got %d)", tc->top_k);
-    else if (tc->checkpoint_every < 0)
-        snprintf(msg, len, "--checkpoint-every must be >= 0 (got %d)", tc->checkpoint_every);
-    else if (tc->keep_checkpoints < 0)
-        snprintf(msg, len, "--keep-checkpoints must be >= 0 (got %d)", tc->keep_checkpoints);
-    else if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
+    if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
         snprintf(msg, len, "--resume latest needs --checkpoint-dir");
+    else if (tc->sample[0] && (tc->resume[0] || tc->checkpoint_dir[0] || tc->log[0]))
+        snprintf(msg, len,
+                 "--sample only generates text: it takes no --resume, --checkpoint-dir "
+                 "or --log");
     else return nullptr;
     return msg;
 }
@@ -2629,26 +2595,62 @@ inline void check_replicas(const Comm* comm, const GPT* m) {
            comm->dp.size);
 }
 
+// Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
+// launch, a script that differs per node) would issue other collectives and hang, or train
+// something else. Rank 0's resolved configuration goes to every rank, which names each flag
+// where it differs; then all ranks stop together if any differs. Called before any work.
+inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
+    if (comm->world == 1) return;
+    char build[64], root_build[64];  // the same struct layout and precision first
+    snprintf(build, sizeof(build), "%s build, TrainConfig of %zu bytes", PRECISION_NAME,
+             sizeof(TrainConfig));
+    memcpy(root_build, build, sizeof(build));
+    comm_broadcast(&comm->dp, root_build, sizeof(root_build), 0);
+    double other_builds = strcmp(build, root_build) != 0;
+    comm_sum_scalars(&comm->dp, &other_builds, 1);
+    if (other_builds > 0)
+        fatal("rank %d: the ranks run different builds of train_gpt (here: %s; rank 0: %s)",
+              comm->rank, build, root_build);
+    TrainConfig root = *tc;
+    comm_broadcast(&comm->dp, &root, sizeof(root), 0);
+    char diff[4096] = "";
+    const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
+    double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
+                                           "here", diff, sizeof(diff));
+    if (differences > 0)
+        fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
+                diff);
+    comm_sum_scalars(&comm->dp, &differences, 1);
+    if (differences > 0)
+        fatal(
+            "rank %d: the ranks were started with different flags (%g differences; every rank "
+            "must get the same command line)",
+            comm->rank, differences);
+}
+
 // Trains (or samples, with --sample) as one rank of `comm`.
-inline int train_main(const Comm* comm, int argc, char** argv) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
+inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
+    TrainConfig& tc = *config;
     char msg[512];
-    if (const char* err = parse_flags(&tc, argc, argv, msg, sizeof(msg))) fatal("%s", err);
     if (tc.help) {
-        print_usage(stdout, argv[0]);
+        print_usage(stdout, prog);
         return EXIT_SUCCESS;
     }
-    Tokenizer tok;
-    const bool have_tokenizer = load_tokenizer(&tc, &tok);
     if (tc.sample[0] && comm->world > 1)
         fatal("--sample runs as a single process, not under an MPI launcher");
-    if (tc.sample[0]) return sample_main(&tc, have_tokenizer ? &tok : nullptr);
-    if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size)
+    Tokenizer tok;
+    const bool have_tokenizer = load_tokenizer(&tc, &tok);
+    if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size && !tc.sample[0])
         fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab,
               tok.vocab_size);
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
+    check_ranks_agree(comm, &tc);
+    if (tc.sample[0]) {
+        const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
+        if (have_tokenizer) tokenizer_free(&tok);
+        return status;
+    }
     const GPTConfig* c = &tc.model;
     const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
     ScheduleConfig sched = {
@@ -2659,9 +2661,23 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank,
                     comm->dp.size);
     const double unigram = data.unigram;
+    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
+    // it also proves it can be written, before any step is trained.
+    if (tc.checkpoint_dir[0] && comm->rank == 0) {
+        char err[CKPT_ERROR_BYTES];
+        if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
+    }
+    const std::vector<char> run_config = run_config_section(&tc, comm->dp.size);
+
     GPT model;
     gpt_build(&model, c, B, T, (uint64_t)tc.seed);
     gpt_init_random(&model, (uint64_t)tc.seed);
+    DataParallel dp;
+    std::vector<size_t> unit_begin(c->layers + 1), unit_end(c->layers + 1);
+    gpt_grad_units(&model, unit_begin.data(), unit_end.data());
+    dp_init(&dp, &comm->dp, model.grads, unit_begin.data(), unit_end.data(), c->layers + 1,
+            tc.bucket_mb);
+    model.dp = &dp;
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
     // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
@@ -2682,6 +2698,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
                           NUM_CHECKPOINT_FIELDS) != 0)
                 fatal("%s", reader.error);
+            check_run_config(&reader, &tc, comm->dp.size);
             DataLoaderState ds;
             rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
             ckpt_close(&reader);
@@ -2698,7 +2715,6 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         }
     }
     const bool main_rank = comm->rank == 0;
-    if (tc.checkpoint_dir[0] && main_rank) make_dirs(tc.checkpoint_dir);
     Logger lg;
     memset(&lg, 0, sizeof(lg));
     if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
@@ -2733,12 +2749,18 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         auto start = std::chrono::steady_clock::now();
         double loss = gpt_forward_backward(&model, inputs, targets, A);
-        // Data parallel: the gradients become their mean over the ranks before anything reads
-        // them, so the norm, clipping and AdamW see the global batch's gradient on every rank
-        // and the parameters stay identical; the loss becomes the global batch's too.
-        comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
+        // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
+        // so the norm, clipping and AdamW see the global batch's gradient on every rank and the
+        // parameters stay identical; the loss becomes the global batch's too.
         loss = comm_mean(&comm->dp, loss);
         float norm = gpt_grad_norm(&model);
+        // Every rank holds the same loss and norm, so all stop together; the update is not
+        // taken, and the checkpoints on disk stay those of finite steps.
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+            fatal(
+                "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
+                "before the update (try a lower --lr, warmup or --grad-clip)",
+                step + 1, loss, norm);
         double lr = learning_rate(&sched, step);
         gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -2772,7 +2794,8 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         if (tc.checkpoint_dir[0] && main_rank &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
-            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
+            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+                            &run_config);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
     }
@@ -2786,19 +2809,31 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     free(targets);
     train_data_free(&data);
     if (have_tokenizer) tokenizer_free(&tok);
+    dp_free(&dp);
     gpt_free(&model);
     return EXIT_SUCCESS;
 }
 
 #ifndef TRAIN_GPT_NO_MAIN
 int main(int argc, char** argv) {
-    // Ranks first: this selects the process's GPU. Only rank 0 prints (the others' standard
+    // The flags first: they hold the deadline of the collectives (--comm-timeout), which starts
+    // with comm_init's. Errors are reported after comm_init, on every rank.
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    char msg[512], unused[512];
+    const char* parse_error = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg));
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    const bool flags_ok = parse_error == nullptr &&
+                          flags_check(FLAGS, NUM_FLAGS, &tc, unused, sizeof(unused)) == nullptr;
+    // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
-    comm_init(&comm, argc, argv);
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout, tc.rendezvous);
     if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
         fatal("cannot silence rank %d", comm.rank);
-    int status = train_main(&comm, argc, argv);
+    if (parse_error) fatal("%s", parse_error);
+    int status = train_main(&comm, &tc, argv[0]);
     comm_destroy(&comm);
     return status;
 }

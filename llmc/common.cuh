@@ -1,13 +1,15 @@
-// llmc/common.cuh: what every other file needs: the error checks (one per library), the
-// floating-point type of parameters and activations (floatX), a 128-bit packed type for vector
-// loads and stores, warp reductions, and the seeded stochastic rounding used when fp32 values
-// are written into bf16 storage.
+// llmc/common.cuh: what every other file needs: the error checks (one per library) and fatal()
+// for bad input, the floating-point type of parameters and activations (floatX), the launch
+// shapes several kernel families share, a 128-bit packed type for vector loads and stores, warp
+// reductions, the seeded stochastic rounding used when fp32 values are written into bf16
+// storage, and the host's seeded random numbers.
 //
 // floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
 // accumulates in float whatever floatX is.
 #pragma once
 
 #include <cerrno>
+#include <cstdarg>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -64,6 +66,18 @@ inline void* malloc_check(size_t bytes, const char* file, int line) {
 }
 #define MALLOC_CHECK(bytes) malloc_check((bytes), __FILE__, __LINE__)
 
+// Prints "error: <message>" and ends the program with a failure status: the response to bad
+// input (flags, data, checkpoints), which is reported, never worked around.
+[[noreturn]] inline void fatal(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, format, args);
+    fprintf(stderr, "\n");
+    va_end(args);
+    exit(EXIT_FAILURE);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Precision.
 
@@ -84,6 +98,15 @@ inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 // elements: 256 bytes or more (aligned for 128-bit access and cuBLASLt), and a whole number of
 // the 128-element blocks that FP8 scaling and ZeRO sharding split on.
 constexpr size_t TENSOR_ALIGN = 128;
+
+// Launch shapes shared by several kernel families: a grid-stride loop over `work` items gets at
+// most 65536 blocks; warp-per-row kernels run ROWS_PER_BLOCK warps of 32 threads per block.
+inline int grid_for(size_t work, int block) {
+    size_t g = ceil_div(work, block);
+    return (int)(g < 65536 ? g : 65536);
+}
+
+constexpr int ROWS_PER_BLOCK = 8;
 
 // ---------------------------------------------------------------------------------------------
 // Packed128: 16 bytes of T moved with one 128-bit load or store. Pointers must be 16-byte
@@ -158,4 +181,22 @@ __device__ inline void stochastic_round_store(floatX* dst, float v, uint32_t see
     raw.x = (unsigned short)(bits >> 16);
     *dst = __nv_bfloat16(raw);
 #endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host random numbers.
+
+// A small seeded generator for host-side initialization and random tokens (splitmix64).
+inline uint64_t rng_next(uint64_t* state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+inline double rng_uniform(uint64_t* state) {
+    return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+inline double rng_normal(uint64_t* state) {  // Box-Muller
+    double u1 = rng_uniform(state), u2 = rng_uniform(state);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
 }

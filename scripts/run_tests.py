@@ -47,7 +47,7 @@ DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu"]
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py",
                 "scripts/test_attention_ptx.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
-TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py"]
+TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/readme_flags.py --check"]
 RUN_TIMEOUT_S = 600
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 

@@ -18,6 +18,13 @@ tokens, and checks:
    parameter hash, and byte-identical checkpoint files.
 4. Resuming under mpirun -np 2 from a checkpoint (all ranks load the file rank 0 wrote)
    continues exactly: the final checkpoint equals the uninterrupted run's byte for byte.
+5. The gradient buckets and the communication stream (llmc/zero.cuh): one bucket per block
+   (--bucket-mb 0.01) and one for everything give the same parameter hash, also when the CPU
+   runtime runs the streams' work in random orders (CUCC_SCHEDULE=random, several seeds); and a
+   build without the communication stream's wait for the backward pass (-DDP_TEST_DROP_WAIT)
+   gives another result under those orders, so the test sees a missing wait.
+6. The launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK and a --rendezvous folder) gives the
+   mpirun run's parameter hash, and the folder is empty afterwards.
 
 Usage: python3 scripts/test_dp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -208,6 +215,38 @@ def main():
               "bf16: resumed 2-rank run ends with the uninterrupted run's parameter hash")
         same = open(final_checkpoint(resumed, 6), "rb").read() == open(final_checkpoint(ckpt_full, 6), "rb").read()
         check(same, "bf16: resumed 2-rank run writes the uninterrupted run's final checkpoint bytes")
+
+        # 5: buckets and stream order.
+        tiny = shards + ["--batch", "2", "--steps", "2", "--val-every", "0"]
+        out_one, _, _ = train(bf16, 2, workdir, "one_bucket", tiny)
+        reference = param_hash(out_one, 2)
+        drop = os.path.join(workdir, "train_gpt_dropwait")
+        run([os.path.join(ROOT, "dev", "cpu", "cucc"), "-O2", "-std=c++17", "-DMULTI_GPU", "--mpi",
+             "-DDP_TEST_DROP_WAIT", os.path.join(ROOT, "train_gpt.cu"), "-o", drop, "-lcublasLt", "-lnccl"],
+            "build without the communication stream's wait")
+        for seed in (1, 2, 3):
+            env = ["-x", "CUCC_SCHEDULE=random", "-x", f"CUCC_SEED={seed}"]
+            cmd = MPIRUN + env + ["-np", "2", bf16] + MODEL + tiny + ["--bucket-mb", "0.01"]
+            out = run(cmd, f"buckets, random order {seed}")
+            check(param_hash(out, 2) == reference,
+                  f"bf16: a bucket per block, random stream order (seed {seed}): the one-bucket run's hash {reference}")
+            proc = subprocess.run(MPIRUN + env + ["-np", "2", drop] + MODEL + tiny + ["--bucket-mb", "0.01"],
+                                  capture_output=True, text=True, errors="replace", cwd=ROOT)
+            wrong = param_hash(proc.stdout + proc.stderr, 2)
+            check(wrong != reference, f"bf16: without the wait (seed {seed}) the result differs ({wrong or 'replicas disagree'})")
+
+        # 6: the launch by environment variables, with a rendezvous folder.
+        rdv = os.path.join(workdir, "rendezvous")
+        os.makedirs(rdv)
+        procs = []
+        for rank in (1, 0):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
+            procs.append(subprocess.Popen([bf16] + MODEL + tiny + ["--rendezvous", rdv], env=env, cwd=ROOT,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          errors="replace"))
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        check(all(p.returncode == 0 for p in procs) and param_hash(outs[1], 2) == reference and not os.listdir(rdv),
+              f"bf16: the environment launch with --rendezvous gives the mpirun run's hash {reference}, folder left empty")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{'all data-parallel checks passed' if failures == 0 else f'{failures} data-parallel checks FAILED'}")

@@ -310,8 +310,12 @@ def test_reject_checkpoints(bf16, fp32, work, data):
         ("another model (--layers 3)", bf16, ["--resume", "latest", "--layers", "3"],
          r"different model configuration; layers: 2 in the checkpoint, 3 here"),
         ("another width (--embd 64)", bf16, ["--resume", "latest", "--embd", "64"], r"different model configuration; embd"),
-        ("another batch size (--batch 8)", bf16, ["--resume", "latest", "--batch", "8"], r"saved data position does not fit"),
-        ("another seed", bf16, ["--resume", "latest", "--seed", "7"], r"saved data position does not fit"),
+        ("another batch size (--batch 8)", bf16, ["--resume", "latest", "--batch", "8"],
+         r"global batch \(ranks x --batch x --grad-accum\): 4 sequences in the checkpoint, 8 in this run"),
+        ("another seed", bf16, ["--resume", "latest", "--seed", "7"], r"--seed: 1337 in the checkpoint, 7 in this run"),
+        ("another schedule (--lr, --warmup): every difference named", bf16,
+         ["--resume", "latest", "--lr", "1e-3", "--warmup", "3"],
+         r"of another run \(2 differences\):\n  --lr: 0.003 in the checkpoint, 0.001 in this run\n  --warmup: 0 in the checkpoint, 3 in this run"),
         ("the other precision (fp32 build)", fp32, ["--resume", "latest"], r"bytes per weight .*: 2 in the checkpoint, 4 here"),
     ]
     for what, binary, extra, pattern in cases:
@@ -323,12 +327,23 @@ def test_reject_checkpoints(bf16, fp32, work, data):
     # sample mode rejects the same files
     rc, out, _ = run(bf16, ["--sample", os.path.join(bad, "flipped.bin"), "--data", data], work)
     check(rc != 0 and "checksum mismatch" in out, "reject checkpoint: --sample refuses a corrupt file")
-    # a truncated newest file (a crash of a writer that was not atomic) is skipped by latest
-    shutil.copy(os.path.join(bad, "truncated.bin"), os.path.join(ck, "ckpt_step00000018.bin"))
-    rc, out, _ = run(bf16, base + ["--resume", "latest"], work)
-    check(rc == 0 and "skipping checkpoint" in out and "ckpt_step00000016.bin at step 16" in out,
-          "reject checkpoint: --resume latest skips a truncated newest file and continues from step 16",
-          "" if rc == 0 else out[-500:])
+    # a damaged newest file (a crash of a writer that was not atomic, a flipped bit on disk) is
+    # skipped by latest, with a warning naming what is wrong, and the next older one is taken;
+    # --sample DIR does the same
+    for damage, name, why in (("truncated", "truncated.bin", "truncated"),
+                              ("corrupt", "flipped.bin", "checksum mismatch")):
+        for n in os.listdir(ck):  # what the previous round's resumed run wrote after step 16
+            if n.startswith("ckpt_step") and int(n[9:17]) > 16:
+                os.remove(os.path.join(ck, n))
+        shutil.copy(os.path.join(bad, name), os.path.join(ck, "ckpt_step00000018.bin"))
+        rc, out, _ = run(bf16, ["--sample", ck, "--data", data, "--sample-len", "5"], work)
+        check(rc == 0 and "skipping checkpoint" in out and why in out and "step 16" in out,
+              "reject checkpoint: --sample DIR skips a %s newest file and samples step 16" % damage,
+              "" if rc == 0 else out[-500:])
+        rc, out, _ = run(bf16, base + ["--resume", "latest"], work)
+        check(rc == 0 and "skipping checkpoint" in out and why in out and "ckpt_step00000016.bin at step 16" in out,
+              "reject checkpoint: --resume latest skips a %s newest file and continues from step 16" % damage,
+              "" if rc == 0 else out[-500:])
 
 
 def test_reject_data(bf16, work, data):
