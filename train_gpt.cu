@@ -1349,16 +1349,13 @@ void with_head_size(int HS, F f) {
             f(std::integral_constant<int, 128>{});
             break;
         default:
-            fprintf(stderr, "attention: unsupported head size %d\n", HS);
-            exit(EXIT_FAILURE);
+            fatal("attention: unsupported head size %d", HS);
     }
 }
 
 inline void attention_path_check(AttentionPath path) {
-    if (FLOATX_IS_FP32 && path == AttentionPath::tensor_cores) {
-        fprintf(stderr, "attention: the tensor-core kernels need the bf16 build\n");
-        exit(EXIT_FAILURE);
-    }
+    if (FLOATX_IS_FP32 && path == AttentionPath::tensor_cores)
+        fatal("attention: the tensor-core kernels need the bf16 build");
 }
 
 // out (B,T,C), lse (B,NH,T) = causal attention of qkv (B,T,3C).
