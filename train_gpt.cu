@@ -901,10 +901,14 @@ constexpr float LOG2E = 1.4426950408889634f;
 
 template <int HS>
 struct MmaAtt {
-    static constexpr int chunks = HS / 8;                 // 16-byte chunks of a row
-    static constexpr int ksteps = HS / 16;                // k steps of a product over HS
-    static constexpr int fwd_tile = 64;                   // keys per tile, forward
-    static constexpr int bwd_tile = HS == 128 ? 32 : 64;  // streamed rows per tile, backward
+    static constexpr int chunks = HS / 8;   // 16-byte chunks of a row
+    static constexpr int ksteps = HS / 16;  // k steps of a product over HS
+    static constexpr int fwd_tile = 64;     // keys per tile, forward
+    // streamed rows per tile, backward: at HS 128 the dK and dV (or dQ) accumulators take 64 or
+    // 128 registers per lane, so S and dP get 32 columns (16 registers each), not 64, and ptxas
+    // fits every kernel without spills (dev/cuda/attention_ptxas.txt); the backward passes also
+    // read their A fragments (Q, dO, K, V) from shared memory instead of keeping them in registers
+    static constexpr int bwd_tile = HS == 128 ? 32 : 64;
     static constexpr int row_bytes = HS * 2;
 };
 
