@@ -148,24 +148,25 @@ T atom(const Site* site, Space space, uint64_t address, AtomOp op, T b, T c) {
 // A "memory" clobber: the compiler may not move memory accesses across the statement.
 inline void memory_clobber() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
-// Operand values. An asm operand's C++ value becomes a register of its constraint's type ("h"
-// 16-bit, "r" 32-bit, "l" 64-bit integers, "f" float, "d" double): numbers and enums convert,
-// pointers give their address, and any other object of the register's size its bits.
+// Operand values. As nvcc does, a constraint takes only C++ types of its register's kind and
+// size: "h", "r", "l" integers (or enums) of 16, 32, 64 bits, "l" also pointers, "f" float, "d"
+// double. Integers keep their bits (a signed value is the register's two's complement).
+template <class R, class V>
+constexpr bool operand_fits() {
+    if constexpr (std::is_floating_point<R>::value) return std::is_same<R, V>::value;
+    else
+        return (std::is_integral<V>::value || std::is_enum<V>::value ||
+                (std::is_pointer<V>::value && sizeof(R) == 8)) &&
+               sizeof(V) == sizeof(R);
+}
+
 template <class R, class V>
 R reg(const V& v) {
-    if constexpr (std::is_pointer<V>::value) {
-        static_assert(sizeof(R) == sizeof(V), "a pointer operand needs a 64-bit (\"l\") register");
-        return (R)(uintptr_t)v;
-    } else if constexpr (std::is_arithmetic<V>::value || std::is_enum<V>::value) {
-        return static_cast<R>(v);
-    } else {
-        static_assert(sizeof(R) == sizeof(V),
-                      "an asm operand must be a number, an enum, a "
-                      "pointer or an object of its register's size");
-        R r;
-        std::memcpy(&r, &v, sizeof(R));
-        return r;
-    }
+    static_assert(operand_fits<R, V>(),
+                  "asm operand type does not match the type/size its constraint implies (h: 16-bit "
+                  "integer, r: 32-bit integer, l: 64-bit integer or pointer, f: float, d: double)");
+    if constexpr (std::is_pointer<V>::value) return (R)(uintptr_t)v;
+    else return (R)v;
 }
 
 // The bits of a register as another type of the same size (a .b32 register read as .f32 ...).
@@ -177,19 +178,14 @@ To bits(From from) {
     return to;
 }
 
-// Stores a register into the C++ lvalue of an output operand (the inverse of reg).
+// Stores a register into the C++ lvalue of an output operand.
 template <class L, class R>
 void store(L& lvalue, R r) {
-    if constexpr (std::is_pointer<L>::value) {
-        lvalue = (L)(uintptr_t)r;
-    } else if constexpr (std::is_arithmetic<L>::value || std::is_enum<L>::value) {
-        lvalue = static_cast<L>(r);
-    } else {
-        static_assert(sizeof(R) == sizeof(L),
-                      "an asm output must be a number, an enum, a "
-                      "pointer or an object of its register's size");
-        std::memcpy(&lvalue, &r, sizeof(R));
-    }
+    static_assert(operand_fits<R, L>(),
+                  "asm output type does not match the type/size its constraint implies (h: 16-bit "
+                  "integer, r: 32-bit integer, l: 64-bit integer or pointer, f: float, d: double)");
+    if constexpr (std::is_pointer<L>::value) lvalue = (L)(uintptr_t)r;
+    else lvalue = (L)r;
 }
 
 }  // namespace ptx
