@@ -2179,14 +2179,8 @@ inline bool find_checkpoint(const char* spec, char* path, size_t len) {
 // reports what is wrong.
 inline CheckpointConfig peek_checkpoint_config(const char* path) {
     CheckpointConfig cc;
-    memset(&cc, 0, sizeof(cc));
-    FILE* f = fopen(path, "rb");
-    if (f == nullptr) return cc;
-    uint8_t header[CKPT_HEADER_BYTES];
-    if (fread(header, sizeof(header), 1, f) != 1 || ckpt_get_u64(header + 24) != sizeof(cc) ||
-        fread(&cc, sizeof(cc), 1, f) != 1)
-        memset(&cc, 0, sizeof(cc));
-    fclose(f);
+    char err[CKPT_ERROR_BYTES];
+    if (ckpt_peek_config(path, &cc, sizeof(cc), err, sizeof(err)) != 0) memset(&cc, 0, sizeof(cc));
     return cc;
 }
 

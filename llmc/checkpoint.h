@@ -12,14 +12,17 @@ crc is the CRC-32 of every byte of the file before it: the CRC of zlib, PNG and 
 (reflected polynomial 0xEDB88320), written here so there is no library to link (software
 slicing-by-8, 1-2 GB/s on one core). Python checks a file with zlib.crc32(data[:-8]).
 
-Reading (ckpt_open) checks, in this order: the magic, the version, the end marker and the file
-size in the trailer against the real size (a truncated file, or one with bytes appended, has no
-end marker where the trailer should be), the CRC over the whole file (any flipped byte, burst
-errors up to 32 bits are always caught), the section table, and last that the stored
-configuration equals the caller's byte for byte. A configuration mismatch names the fields that
-differ when the caller passes a field table; otherwise it says the checkpoint was written for a
-different model configuration. Compare configurations made only of fixed-size fields with no
-padding, or memset them to zero before filling them, so padding bytes cannot differ.
+Reading (ckpt_open) checks, in this order: that the path is a regular file (a FIFO, a
+directory or a device is refused, never read: fopen_regular in fileio.h), the magic, the
+version, the end marker and the file size in the trailer against the real size (a truncated
+file, or one with bytes appended, has no end marker where the trailer should be), the CRC over
+the whole file (any flipped byte, burst errors up to 32 bits are always caught), the section
+table, and last that the stored configuration equals the caller's byte for byte. A
+configuration mismatch names the fields that differ when the caller passes a field table;
+otherwise it says the checkpoint was written for a different model configuration. Compare
+configurations made only of fixed-size fields with no padding, or memset them to zero before
+filling them, so padding bytes cannot differ. ckpt_peek_config reads the stored configuration
+alone, for a caller that takes the model's shape from the checkpoint before ckpt_open.
 
 Writing is crash safe. The writer streams into a temporary file in the checkpoint directory
 (.ckpt_stepSSSSSSSS.bin.tmpPID, which ckpt_find_latest never picks), computing the CRC as the
@@ -51,7 +54,7 @@ caller prints it and exits non-zero. Running out of host memory exits at once (M
 #include <signal.h>
 #include <unistd.h>
 
-#include "common.cuh"
+#include "fileio.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint files store integers in host order, which must be little-endian");
@@ -561,11 +564,7 @@ inline int ckpt_check_config(CheckpointReader* r, uint64_t config_offset, const 
 inline int ckpt_open_checks(CheckpointReader* r, const void* config, size_t config_size,
                             const CkptField* fields, int num_fields) {
     const char* path = r->path;
-    struct stat st;
-    if (fstat(fileno(r->file), &st) != 0)
-        return ckpt_reader_error(r, "cannot stat checkpoint %s: %s", path, strerror(errno));
-    const uint64_t size = (uint64_t)st.st_size;
-    r->file_size = size;
+    const uint64_t size = r->file_size;
     uint8_t header[CKPT_HEADER_BYTES], trailer[CKPT_TRAILER_BYTES];
     if (ckpt_read_at(r, 0, header, size < CKPT_HEADER_BYTES ? (size_t)size : CKPT_HEADER_BYTES))
         return -1;
@@ -671,14 +670,41 @@ inline int ckpt_open(CheckpointReader* r, const char* path, const void* config, 
                      const CkptField* fields, int num_fields) {
     memset(r, 0, sizeof(*r));
     snprintf(r->path, sizeof(r->path), "%s", path);
-    r->file = fopen(path, "rb");
-    if (r->file == NULL)
-        return ckpt_reader_error(r, "cannot open checkpoint %s: %s", path, strerror(errno));
+    int64_t size;
+    r->file = fopen_regular(path, "checkpoint", &size, r->error, sizeof(r->error));
+    if (r->file == NULL) return -1;
+    r->file_size = (uint64_t)size;
     if (ckpt_open_checks(r, config, config_size, fields, num_fields) != 0) {
         ckpt_close(r);
         return -1;
     }
     return 0;
+}
+
+// The configuration block of the checkpoint at path, read without verifying the file, for a
+// caller that takes the model's shape from the checkpoint (sample mode) and then verifies the
+// whole file with ckpt_open against what it read. Returns 0 with config_size bytes in config
+// when the file starts with a checkpoint header whose configuration has exactly that size; -1
+// with a message in err otherwise.
+inline int ckpt_peek_config(const char* path, void* config, size_t config_size, char* err,
+                            size_t err_size) {
+    int64_t size;
+    FILE* f = fopen_regular(path, "checkpoint", &size, err, err_size);
+    if (f == NULL) return -1;
+    uint8_t header[CKPT_HEADER_BYTES];
+    int rc = -1;
+    if ((uint64_t)size < CKPT_HEADER_BYTES + (uint64_t)config_size ||
+        fread(header, sizeof(header), 1, f) != 1 || memcmp(header, CKPT_MAGIC, 8) != 0)
+        snprintf(err, err_size, "%s is not a checkpoint file, or is truncated", path);
+    else if (ckpt_get_u64(header + 24) != config_size)
+        snprintf(err, err_size,
+                 "checkpoint %s has a %llu-byte configuration, this program's has %zu bytes", path,
+                 (unsigned long long)ckpt_get_u64(header + 24), config_size);
+    else if (config_size > 0 && fread(config, config_size, 1, f) != 1)
+        snprintf(err, err_size, "cannot read checkpoint %s (did it change?)", path);
+    else rc = 0;
+    fclose(f);
+    return rc;
 }
 
 // The section called name of an open checkpoint, or NULL with a message.

@@ -19,8 +19,11 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "fileio.h"  // FOPEN_CHECK, FREAD_CHECK, MALLOC_CHECK, fopen_regular
+
 // ---------------------------------------------------------------------------------------------
-// Error checks: print where and what, then exit. Used on every CUDA and C library call.
+// Error checks: print where and what, then exit. Used on every CUDA and C library call (the C
+// library's, host-only, are in fileio.h).
 
 inline void cuda_check(cudaError_t err, const char* file, int line) {
     if (err != cudaSuccess) {
@@ -32,39 +35,6 @@ inline void cuda_check(cudaError_t err, const char* file, int line) {
 #define CUDA_CHECK(call) cuda_check((call), __FILE__, __LINE__)
 // After a kernel launch: reports a bad launch configuration at the launch site.
 #define CUDA_CHECK_LAUNCH() cuda_check(cudaGetLastError(), __FILE__, __LINE__)
-
-inline FILE* fopen_check(const char* path, const char* mode, const char* file, int line) {
-    FILE* f = fopen(path, mode);
-    if (f == nullptr) {
-        fprintf(stderr, "error at %s:%d: cannot open '%s' (mode %s): %s\n", file, line, path, mode,
-                strerror(errno));
-        exit(EXIT_FAILURE);
-    }
-    return f;
-}
-#define FOPEN_CHECK(path, mode) fopen_check((path), (mode), __FILE__, __LINE__)
-
-inline void fread_check(void* dst, size_t size, size_t count, FILE* f, const char* file, int line) {
-    size_t got = fread(dst, size, count, f);
-    if (got != count) {
-        fprintf(stderr, "error at %s:%d: read %zu of %zu items of %zu bytes (%s)\n", file, line,
-                got, count, size, feof(f) ? "file too short" : strerror(errno));
-        exit(EXIT_FAILURE);
-    }
-}
-#define FREAD_CHECK(dst, size, count, f) \
-    fread_check((dst), (size), (count), (f), __FILE__, __LINE__)
-
-inline void* malloc_check(size_t bytes, const char* file, int line) {
-    void* p = malloc(bytes);
-    if (p == nullptr && bytes > 0) {
-        fprintf(stderr, "error at %s:%d: out of host memory allocating %zu bytes\n", file, line,
-                bytes);
-        exit(EXIT_FAILURE);
-    }
-    return p;
-}
-#define MALLOC_CHECK(bytes) malloc_check((bytes), __FILE__, __LINE__)
 
 // Prints "error: <message>" and ends the program with a failure status: the response to bad
 // input (flags, data, checkpoints), which is reported, never worked around.

@@ -202,9 +202,9 @@ inline const char* flags_check(const Flag* flags, int count, const void* config,
             char value[64];
             flag_format(f, config, value, sizeof(value));
             if (f->max >= (f->type == FLAG_DOUBLE ? INFINITY : FLAG_INT_MAX))
-                snprintf(msg, len, "%s must be >= %g (got %s)", f->name, f->min, value);
+                snprintf(msg, len, "%s must be >= %.15g (got %s)", f->name, f->min, value);
             else
-                snprintf(msg, len, "%s must be in [%g, %g] (got %s)", f->name, f->min, f->max,
+                snprintf(msg, len, "%s must be in [%.15g, %.15g] (got %s)", f->name, f->min, f->max,
                          value);
             return msg;
         }

@@ -41,6 +41,7 @@ out of memory exits at once (MALLOC_CHECK).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.cuh"
@@ -315,6 +316,12 @@ inline int logger_open(Logger* lg, const char* path, int64_t resume_step) {
         return -1;
     }
     snprintf(lg->path, sizeof(lg->path), "%s", path);
+    struct stat st;  // a FIFO would block the open, a directory cannot be written
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(lg->error, sizeof(lg->error), "cannot open log %s: it is %s, not a regular file",
+                 path, file_kind_name(st.st_mode));
+        return -1;
+    }
     int has_header = 0;
     if (resume_step >= 0 && logger_truncate(lg, resume_step, &has_header) != 0) return -1;
     lg->needs_header = !has_header;

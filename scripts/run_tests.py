@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the project's test suite and ends with the line `N passed, N failed`.
 
-Three kinds of tests:
+Four kinds of tests:
 
 1. CUDA test programs (dev/cpu/tests/*.cu, and the kernel harnesses dev/cuda/*.cu). Each is
    built once and run one or more times, as the `//!` directives at the top of the file say:
@@ -21,13 +21,20 @@ Three kinds of tests:
    attention kernels' PTX and registers with nvcc), run when no PATHS are given; each passes when
    it exits 0.
 
-3. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
+3. Fuzz targets (fuzz/*.cc, libFuzzer harnesses of the file parsers, see fuzz/run.py): each
+   runs for FUZZ_SECONDS from its seed corpus under ASan and UBSan, and passes when libFuzzer
+   finds no crash, hang, leak, oversized allocation or sanitizer report. Needs clang and
+   libFuzzer (scripts/setup.sh --test installs them).
+
+4. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
    checks data parallelism (mpirun -np 2 and 3 against one process on the same global batch),
-   scripts/reference.py writes a PyTorch dump for each configuration in
-   GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
+   scripts/test_bad_inputs.py feeds it bad inputs (each must end with its message, a non-zero
+   exit, in bounded time, with no file changed), scripts/reference.py writes a PyTorch dump
+   for each configuration in GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
 Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
+(PATHS: .cu test files and fuzz/*.cc targets, e.g. fuzz/shard.cc)
 """
 import argparse
 import concurrent.futures
@@ -42,12 +49,15 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
-DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu"]
+DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu", "fuzz/*.cc"]
 # Python test scripts: each exits 0 when all its checks pass.
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py",
                 "scripts/test_attention_ptx.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
-TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/readme_flags.py --check"]
+TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_bad_inputs.py",
+                 "scripts/readme_flags.py --check"]
+# Seconds each fuzz target runs in the suite (make fuzz runs them for FUZZ_SECONDS, default 60).
+FUZZ_SECONDS = 5
 RUN_TIMEOUT_S = 600
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 
@@ -196,6 +206,16 @@ def run_cuda_tests(patterns, native, jobs, tally):
             tally.record(f"{test.name}: {command}", verdict(rc, output, want, regex), output, seconds)
 
 
+def run_fuzz_tests(patterns, tally):
+    paths = sorted({p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))
+                    if p.endswith(".cc") and os.path.dirname(p) == os.path.join(ROOT, "fuzz")})
+    for path in paths:
+        name = os.path.splitext(os.path.basename(path))[0]
+        cmd = f"{sys.executable} fuzz/run.py --fresh --seconds {FUZZ_SECONDS} {name}"
+        rc, output, seconds = run_case(cmd, "")
+        tally.record(os.path.relpath(path, ROOT), verdict(rc, output, "pass", None), output, seconds)
+
+
 def run_python_tests(tally):
     for script in PYTHON_TESTS:
         rc, output, seconds = run_case(f"{sys.executable} {script}", "")
@@ -242,6 +262,7 @@ def main():
     tally = Tally()
     t0 = time.time()
     run_cuda_tests(args.patterns or DEFAULT_TESTS, native, args.jobs, tally)
+    run_fuzz_tests(args.patterns or DEFAULT_TESTS, tally)
     if not args.patterns:
         run_python_tests(tally)
     if args.gpt:
