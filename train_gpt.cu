@@ -46,10 +46,12 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "llmc/common.cuh"  // error checks, floatX, Packed128, warp sums, stochastic rounding
 #include "llmc/matmul.cuh"  // matmul(): every matrix product, through cuBLASLt
+#include "llmc/mma.cuh"     // mma.sync, ldmatrix and cp.async: the tensor-core attention
 #include "llmc/norm.cuh"    // the deterministic L2 norm (gradient clipping, Muon)
 #include "llmc/adamw.cuh"   // AdamW's step on one tensor
 #include "llmc/muon.cuh"    // Muon's step on one tensor: momentum, Newton-Schulz, update
@@ -920,17 +922,17 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 template <int HS>
-void attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                          cudaStream_t stream) {
+void attention_forward_cuda_cores(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                                  cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
     attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, qkv, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int HS>
-void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                           const floatX* qkv, const float* lse, int B, int T, int NH,
-                           cudaStream_t stream) {
+void attention_backward_cuda_cores(floatX* dqkv, float* delta, const floatX* dout,
+                                   const floatX* out, const floatX* qkv, const float* lse, int B,
+                                   int T, int NH, cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
     attention_backward_dq_kernel<HS>
         <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
@@ -940,43 +942,527 @@ void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const
     CUDA_CHECK_LAUNCH();
 }
 
-// The head size picks the kernel instantiation; gpt_config_error admits only these three.
-inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                              int HS, cudaStream_t stream) {
+// ---------------------------------------------------------------------------------------------
+// The same attention on tensor cores (bf16 build), FlashAttention-2 style: mma.sync m16n8k16
+// bf16 products with fp32 accumulators (llmc/mma.cuh has the instructions and their fragment
+// layouts). Same layout and outputs as above: out and lse from the forward pass, D = rowsum(dO*O)
+// stored by the dQ pass and read by the dK/dV pass (two passes, so no gradient is summed by
+// atomics).
+// A block of MMA_ATT_WARPS warps owns 64 consecutive rows of one (batch, head): queries in the
+// forward and dQ passes, keys in the dK/dV pass; warp w owns rows 16w..16w+15, the M dimension
+// of its products. The other side (keys and values, or queries and output gradients) streams
+// through shared memory in tiles, double buffered: cp.async fetches tile j+1 while the warps
+// multiply tile j. Every product is a sum of m16n8k16 steps whose A fragments come from
+// registers or ldmatrix and whose B fragments come from ldmatrix of the streamed tile:
+//   forward:  S = Q K^T (A: Q, kept in registers), online softmax on S's accumulator fragments
+//             (each lane holds 2 of the 16 rows: g and g+8, g = lane/4), O += P V with P's
+//             accumulators reused as the A fragments (their layouts coincide).
+//   dQ:       S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K.
+//   dK, dV:   S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+// A row's values are spread over the 4 lanes of its quad (t = lane % 4), so a row max or sum is
+// two xor shuffles. Tiles entirely above the diagonal are never loaded; a warp skips the 16-key
+// (or 16-query) steps none of its rows sees, and only tiles that cross the diagonal or T are
+// masked. Rows past T are zero-filled by cp.async and never stored.
+// Shared tiles hold rows of HS bf16 as 16-byte chunks with chunk c of row r stored at c ^ f(r)
+// (f(r) = r % 8, or (r / 2) % 4 for 4-chunk rows): the eight rows one ldmatrix reads then fall
+// into eight different bank groups.
+#if !defined(ENABLE_FP32)
+constexpr int MMA_ATT_WARPS = 4;
+constexpr int MMA_ATT_THREADS = 32 * MMA_ATT_WARPS;
+constexpr int MMA_ATT_ROWS = 16 * MMA_ATT_WARPS;  // rows a block owns
+constexpr float LOG2E = 1.4426950408889634f;
+
+template <int HS>
+struct MmaAtt {
+    static constexpr int chunks = HS / 8;   // 16-byte chunks of a row
+    static constexpr int ksteps = HS / 16;  // k steps of a product over HS
+    static constexpr int fwd_tile = 64;     // keys per tile, forward
+    // streamed rows per tile, backward: at HS 128 the dK and dV (or dQ) accumulators take 64 or
+    // 128 registers per lane, so S and dP get 32 columns (16 registers each), not 64, and ptxas
+    // fits every kernel without spills (dev/cuda/attention_ptxas.txt); the backward passes also
+    // read their A fragments (Q, dO, K, V) from shared memory instead of keeping them in registers
+    static constexpr int bwd_tile = HS == 128 ? 32 : 64;
+    static constexpr int row_bytes = HS * 2;
+};
+
+// Byte offset of chunk c (elements 8c..8c+7) of row r of a shared tile.
+template <int HS>
+__device__ inline uint32_t att_tile_offset(int r, int c) {
+    constexpr int nc = MmaAtt<HS>::chunks;
+    const int f = nc >= 8 ? (r & 7) : ((r >> 1) & (nc - 1));
+    return (uint32_t)(r * MmaAtt<HS>::row_bytes + (c ^ f) * 16);
+}
+
+// The block copies rows first..first+ROWS-1 of a (T, HS) matrix whose rows are `stride` elements
+// apart into the tile at shared address `tile`; rows >= T become zeros.
+template <int HS, int ROWS>
+__device__ inline void att_tile_load(uint32_t tile, const floatX* m, size_t stride, int first,
+                                     int T) {
+    constexpr int nc = MmaAtt<HS>::chunks;
+    for (int i = threadIdx.x; i < ROWS * nc; i += MMA_ATT_THREADS) {
+        const int r = i / nc, c = i % nc;
+        const bool valid = first + r < T;
+        cp_async_16(tile + att_tile_offset<HS>(r, c), m + (valid ? first + r : 0) * stride + c * 8,
+                    valid);
+    }
+}
+
+// ROWS floats of a (T) vector from `first` into shared memory (zeros past T).
+template <int ROWS>
+__device__ inline void att_vector_load(uint32_t dst, const float* v, int first, int T) {
+    for (int i = threadIdx.x; i < ROWS; i += MMA_ATT_THREADS) {
+        const bool valid = first + i < T;
+        cp_async_4(dst + 4 * i, v + (valid ? first + i : 0), valid);
+    }
+}
+
+// The A fragment of the 16x16 block at (row r0, column k0) of a tile (row-major A).
+template <int HS>
+__device__ inline void att_load_a(uint32_t a[4], uint32_t tile, int r0, int k0) {
+    const int lane = threadIdx.x % 32, m = lane / 8;
+    ldmatrix_x4(a, tile + att_tile_offset<HS>(r0 + (m & 1) * 8 + lane % 8, k0 / 8 + (m >> 1)));
+}
+
+// B fragments of two n-tiles (b[0..1]: n0..n0+7, b[2..3]: n0+8..n0+15) at k0..k0+15 where the
+// tile holds B transposed, rows n and columns k (keys as rows for S = Q K^T).
+template <int HS>
+__device__ inline void att_load_b_nk(uint32_t b[4], uint32_t tile, int n0, int k0) {
+    const int lane = threadIdx.x % 32, m = lane / 8;
+    ldmatrix_x4(b, tile + att_tile_offset<HS>(n0 + (m >> 1) * 8 + lane % 8, k0 / 8 + (m & 1)));
+}
+
+// The same where the tile holds B itself, rows k and columns n (values as rows for O += P V).
+template <int HS>
+__device__ inline void att_load_b_kn(uint32_t b[4], uint32_t tile, int k0, int n0) {
+    const int lane = threadIdx.x % 32, m = lane / 8;
+    ldmatrix_x4_trans(b,
+                      tile + att_tile_offset<HS>(k0 + (m & 1) * 8 + lane % 8, n0 / 8 + (m >> 1)));
+}
+
+// acc[n] (16 x 8 each, NT of them) = A (16 x HS, 16 rows from row r0 of tile a) times the
+// transpose of NT*8 rows of tile b, skipping the 16-column steps from `steps` on.
+template <int HS, int NT>
+__device__ inline void att_mma_abt(float (*acc)[4], uint32_t a, int r0, uint32_t b, int steps) {
+    for (int n = 0; n < NT; n++)
+        for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
+    for (int ks = 0; ks < MmaAtt<HS>::ksteps; ks++) {
+        uint32_t af[4];
+        att_load_a<HS>(af, a, r0, 16 * ks);
+        for (int n2 = 0; n2 < NT / 2; n2++) {
+            if (n2 >= steps) break;
+            uint32_t bf[4];
+            att_load_b_nk<HS>(bf, b, 16 * n2, 16 * ks);
+            mma_bf16_16816(acc[2 * n2], af, bf);
+            mma_bf16_16816(acc[2 * n2 + 1], af, bf + 2);
+        }
+    }
+}
+
+// acc (16 x HS as HS/8 n-tiles) += P (16 x NT*8, as the bf16 pairs p[n][r] of the accumulator
+// layout: row g + 8r, columns 2t, 2t+1 of n-tile n) times NT*8 rows of tile b, k steps from
+// `steps` on skipped.
+template <int HS, int NT>
+__device__ inline void att_mma_pb(float (*acc)[4], const uint32_t (*p)[2], uint32_t b, int steps) {
+    for (int kb = 0; kb < NT / 2; kb++) {
+        if (kb >= steps) break;
+        const uint32_t pa[4] = {p[2 * kb][0], p[2 * kb][1], p[2 * kb + 1][0], p[2 * kb + 1][1]};
+        for (int d2 = 0; d2 < HS / 16; d2++) {
+            uint32_t bf[4];
+            att_load_b_kn<HS>(bf, b, 16 * kb, 16 * d2);
+            mma_bf16_16816(acc[2 * d2], pa, bf);
+            mma_bf16_16816(acc[2 * d2 + 1], pa, bf + 2);
+        }
+    }
+}
+
+// Max or sum over the 4 lanes of a quad (one row of an accumulator fragment).
+__device__ inline float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ inline float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Stores row r (0: g, 1: g + 8) of a 16 x HS accumulator times scale to a row of HS bf16.
+template <int HS>
+__device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, float scale) {
+    const int t = threadIdx.x % 4;
+    for (int d = 0; d < HS / 8; d++) {
+        *reinterpret_cast<__nv_bfloat162*>(row + 8 * d + 2 * t) =
+            __floats2bfloat162_rn(acc[d][2 * r] * scale, acc[d][2 * r + 1] * scale);
+    }
+}
+
+// Forward: a block owns 64 queries (the last query tiles first: they have the most keys), keys
+// and values stream in tiles of 64. Online softmax in base 2: m is the running max of the
+// scores times log2(e), l the running sum of 2^(x - m) (per lane over its columns; the quad
+// adds them at the end).
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+    attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    typedef MmaAtt<HS> A;
+    constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
+    extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
+    const uint32_t q_tile = smem_address(att_smem), kv = q_tile + MMA_ATT_ROWS * A::row_bytes;
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);  // the warp's rows; last key
+    const bool warp_has_rows = wq0 < T;
+    const size_t stride = 3 * (size_t)C;
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;  // k at q + C, v at q + 2C
+    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
+    att_tile_load<HS, BC>(kv, q + C, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, q + 2 * C, stride, 0, T);
+    cp_async_commit();
+    const float scale_log2 = LOG2E / sqrtf((float)HS);
+    uint32_t qf[A::ksteps][4];
+    float o[HS / 8][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int j = 0; j < tiles; j++) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile j is in for every thread; every warp is done with tile j - 1
+        if (j + 1 < tiles) {
+            const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
+            att_tile_load<HS, BC>(next, q + C, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, q + 2 * C, stride, (j + 1) * BC, T);
+        }
+        cp_async_commit();
+        if (j == 0 && warp_has_rows)
+            for (int ks = 0; ks < A::ksteps; ks++)
+                att_load_a<HS>(qf[ks], q_tile, 16 * warp, 16 * ks);
+        const int k0 = j * BC;
+        if (!warp_has_rows || k0 > wlast) continue;  // warp-uniform: no row of the warp sees them
+        const int steps = (wlast - k0) / 16 + 1;     // 16-key steps with a key some row sees
+        const uint32_t k_tile = kv + (j & 1) * 2 * TILE, v_tile = k_tile + TILE;
+        float s[NT][4];
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
+        for (int ks = 0; ks < A::ksteps; ks++)
+            for (int n2 = 0; n2 < NT / 2; n2++) {
+                if (n2 >= steps) break;
+                uint32_t bf[4];
+                att_load_b_nk<HS>(bf, k_tile, 16 * n2, 16 * ks);
+                mma_bf16_16816(s[2 * n2], qf[ks], bf);
+                mma_bf16_16816(s[2 * n2 + 1], qf[ks], bf + 2);
+            }
+        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;  // the tile crosses the diagonal or T
+        float mx[2] = {m[0], m[1]};
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * n + 2 * t + (e & 1), row = wq0 + g + 8 * (e >> 1);
+                const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                s[n][e] = skip ? -INFINITY : s[n][e] * scale_log2;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            }
+        float base[2];
+        for (int r = 0; r < 2; r++) {
+            mx[r] = quad_max(mx[r]);
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // a row with no key yet stays at zero
+            const float correction = exp2f(m[r] - base[r]);
+            m[r] = mx[r];
+            l[r] *= correction;
+            for (int d = 0; d < HS / 8; d++) {
+                o[d][2 * r] *= correction;
+                o[d][2 * r + 1] *= correction;
+            }
+        }
+        uint32_t p[NT][2];
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 2; r++) {
+                const float p0 = exp2f(s[n][2 * r] - base[r]),
+                            p1 = exp2f(s[n][2 * r + 1] - base[r]);
+                l[r] += p0 + p1;
+                p[n][r] = pack_bf16(p0, p1);
+            }
+        att_mma_pb<HS, NT>(o, p, v_tile, steps);
+    }
+    for (int r = 0; r < 2; r++) {
+        const float sum = quad_sum(l[r]);
+        const int row = wq0 + g + 8 * r;
+        if (row >= T) continue;
+        att_store_row<HS>(out + ((size_t)b * T + row) * C + h * HS, o, r, 1.0f / sum);
+        if (t == 0) lse[((size_t)b * NH + h) * T + row] = (m[r] + log2f(sum)) / LOG2E;
+    }
+}
+
+// Backward, pass 1 (dQ): a block owns 64 queries (last ones first), keys and values stream in
+// tiles of bwd_tile. It first computes D = dO . O of its rows (two lanes per row) and stores it
+// for pass 2. P = 2^(x - lse log2(e)) with x the scores times log2(e).
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+    attention_backward_dq_mma_kernel(floatX* dqkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const float* lse, int T,
+                                     int NH) {
+    typedef MmaAtt<HS> A;
+    constexpr int BC = A::bwd_tile, NT = BC / 8, TILE = BC * A::row_bytes,
+                  ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
+    // Q, dO (64 rows each), 2 x (K, V) (BC rows each), lse * log2(e) and D of the 64 queries
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    const uint32_t q_tile = smem_address(att_smem), do_tile = q_tile + ROWS_BYTES,
+                   kv = do_tile + ROWS_BYTES;
+    float* row_lse = (float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
+    float* row_d = row_lse + MMA_ATT_ROWS;
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);
+    const bool warp_has_rows = wq0 < T;
+    const size_t stride = 3 * (size_t)C;
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+    const floatX* dout_bh = dout + (size_t)b * T * C + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * T;
+    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, C, q0, T);
+    att_tile_load<HS, BC>(kv, q + C, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, q + 2 * C, stride, 0, T);
+    cp_async_commit();
+    {  // D of row wq0 + lane/2: each lane of the pair sums half of the row
+        const int r = 16 * warp + lane / 2, row = q0 + r, half = lane % 2;
+        float sum = 0.0f;
+        if (row < T)
+            for (int i = 0; i < HS / 16; i++) {
+                const size_t at = ((size_t)b * T + row) * C + h * HS + half * (HS / 2) + 8 * i;
+                const x128 dov = load128(dout + at), ov = load128(out + at);
+                for (int k = 0; k < x128::size; k++) sum += (float)dov[k] * (float)ov[k];
+            }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        if (half == 0) {
+            row_d[r] = sum;
+            row_lse[r] = row < T ? lse[bh + row] * LOG2E : 0.0f;
+            if (row < T) delta[bh + row] = sum;
+        }
+    }
+    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
+    float dq[HS / 8][4] = {};
+    float lse2[2] = {}, D[2] = {};
+    for (int j = 0; j < tiles; j++) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile j (at j = 0 also Q, dO, lse, D) is in; tile j - 1 is done with
+        if (j + 1 < tiles) {
+            const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
+            att_tile_load<HS, BC>(next, q + C, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, q + 2 * C, stride, (j + 1) * BC, T);
+        }
+        cp_async_commit();
+        if (j == 0)
+            for (int r = 0; r < 2; r++) {
+                lse2[r] = row_lse[16 * warp + g + 8 * r];
+                D[r] = row_d[16 * warp + g + 8 * r];
+            }
+        const int k0 = j * BC;
+        if (!warp_has_rows || k0 > wlast) continue;
+        const int steps = (wlast - k0) / 16 + 1;
+        const uint32_t k_tile = kv + (j & 1) * 2 * TILE, v_tile = k_tile + TILE;
+        float s[NT][4], dp[NT][4];
+        att_mma_abt<HS, NT>(s, q_tile, 16 * warp, k_tile, steps);
+        att_mma_abt<HS, NT>(dp, do_tile, 16 * warp, v_tile, steps);
+        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;
+        uint32_t ds[NT][2];
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 2; r++) {
+                float v[2];
+                for (int c = 0; c < 2; c++) {
+                    const int key = k0 + 8 * n + 2 * t + c, row = wq0 + g + 8 * r;
+                    const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                    const float p = skip ? 0.0f : exp2f(s[n][2 * r + c] * scale_log2 - lse2[r]);
+                    v[c] = p * (dp[n][2 * r + c] - D[r]);
+                }
+                ds[n][r] = pack_bf16(v[0], v[1]);
+            }
+        att_mma_pb<HS, NT>(dq, ds, k_tile, steps);
+    }
+    for (int r = 0; r < 2; r++) {
+        const int row = wq0 + g + 8 * r;
+        if (row < T)
+            att_store_row<HS>(dqkv + ((size_t)b * T + row) * stride + h * HS, dq, r, scale);
+    }
+}
+
+// Backward, pass 2 (dK, dV): a block owns 64 keys; queries from the block's diagonal on stream
+// in tiles of bwd_tile with their output gradients, lse and D (from pass 1).
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+    attention_backward_dkv_mma_kernel(floatX* dqkv, const float* delta, const floatX* dout,
+                                      const floatX* qkv, const float* lse, int T, int NH) {
+    typedef MmaAtt<HS> A;
+    constexpr int BQ = A::bwd_tile, NT = BQ / 8, TILE = BQ * A::row_bytes,
+                  ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
+    // K, V (64 rows each), 2 x (Q, dO) (BQ rows each), 2 x (lse, D) (BQ floats each)
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    const uint32_t k_tile = smem_address(att_smem), v_tile = k_tile + ROWS_BYTES,
+                   qd = v_tile + ROWS_BYTES, vec = qd + 4 * TILE;
+    const float* vectors = (const float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wk0 = k0 + 16 * warp;  // the warp's first key
+    const bool warp_has_rows = wk0 < T;
+    const size_t stride = 3 * (size_t)C;
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+    const floatX* dout_bh = dout + (size_t)b * T * C + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * T;
+    const int first = k0 / BQ, tiles = (T - 1) / BQ + 1 - first;  // queries before k0 see no key
+    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, q + C, stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, q + 2 * C, stride, k0, T);
+    auto load_queries = [&](int i) {  // query tile i into buffer i % 2
+        const int buf = i & 1, qt0 = (first + i) * BQ;
+        att_tile_load<HS, BQ>(qd + buf * 2 * TILE, q, stride, qt0, T);
+        att_tile_load<HS, BQ>(qd + buf * 2 * TILE + TILE, dout_bh, C, qt0, T);
+        att_vector_load<BQ>(vec + buf * 8 * BQ, lse + bh, qt0, T);
+        att_vector_load<BQ>(vec + buf * 8 * BQ + 4 * BQ, delta + bh, qt0, T);
+    };
+    load_queries(0);
+    cp_async_commit();
+    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
+    float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    for (int i = 0; i < tiles; i++) {
+        cp_async_wait<0>();
+        __syncthreads();  // query tile i is in for every thread; tile i - 1 is done with
+        if (i + 1 < tiles) load_queries(i + 1);
+        cp_async_commit();
+        const int qt0 = (first + i) * BQ;
+        if (!warp_has_rows) continue;
+        // 8-query n-tiles lo..hi-1 hold a query >= the warp's first key and < T (lo is even:
+        // wk0 - qt0 is a multiple of 16); 16-query steps lo/2 .. (hi+1)/2 - 1
+        const int lo = max(0, (wk0 - qt0) / 8), hi = min(NT, (T - qt0 + 7) / 8);
+        if (lo >= hi) continue;
+        const int steps = (hi + 1) / 2;
+        const int buf = i & 1;
+        const uint32_t qt = qd + buf * 2 * TILE, dot = qt + TILE;
+        const float* qlse = vectors + buf * 2 * BQ;
+        const float* qd_delta = qlse + BQ;
+        float st[NT][4], dpt[NT][4];
+        att_mma_abt<HS, NT>(st, k_tile, 16 * warp, qt, steps);
+        att_mma_abt<HS, NT>(dpt, v_tile, 16 * warp, dot, steps);
+        const bool masked = qt0 < wk0 + 15 || qt0 + BQ > T;
+        uint32_t pt[NT][2], dst[NT][2];
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 2; r++) {
+                float pv[2], dv2[2];
+                for (int c = 0; c < 2; c++) {
+                    const int col = 8 * n + 2 * t + c, query = qt0 + col, key = wk0 + g + 8 * r;
+                    const bool skip = n < lo || n >= hi || (masked && (query < key || query >= T));
+                    const float p =
+                        skip ? 0.0f : exp2f(st[n][2 * r + c] * scale_log2 - qlse[col] * LOG2E);
+                    pv[c] = p;
+                    dv2[c] = p * (dpt[n][2 * r + c] - qd_delta[col]);
+                }
+                pt[n][r] = pack_bf16(pv[0], pv[1]);
+                dst[n][r] = pack_bf16(dv2[0], dv2[1]);
+            }
+        att_mma_pb<HS, NT>(dv, pt, dot, steps);
+        att_mma_pb<HS, NT>(dk, dst, qt, steps);
+    }
+    for (int r = 0; r < 2; r++) {
+        const int row = wk0 + g + 8 * r;
+        if (row >= T) continue;
+        floatX* drow = dqkv + ((size_t)b * T + row) * stride + h * HS;
+        att_store_row<HS>(drow + C, dk, r, scale);
+        att_store_row<HS>(drow + 2 * C, dv, r, 1.0f);
+    }
+}
+
+// Launches a tensor-core attention kernel with `smem` bytes of dynamic shared memory (more than
+// the default 48 KiB needs the opt-in attribute, set at every launch: it is cheap and keeps no
+// state between calls).
+template <class Kernel, class... Args>
+void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, Args... args) {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<grid, MMA_ATT_THREADS, smem, stream>>>(args...);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+void attention_forward_tensor_cores(floatX* out, float* lse, const floatX* qkv, int B, int T,
+                                    int NH, cudaStream_t stream) {
+    typedef MmaAtt<HS> A;
+    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const size_t smem = (size_t)(MMA_ATT_ROWS + 4 * A::fwd_tile) * A::row_bytes;
+    att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, qkv, T, NH);
+}
+
+template <int HS>
+void attention_backward_tensor_cores(floatX* dqkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const float* lse, int B,
+                                     int T, int NH, cudaStream_t stream) {
+    typedef MmaAtt<HS> A;
+    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const size_t tiles = (size_t)(2 * MMA_ATT_ROWS + 4 * A::bwd_tile) * A::row_bytes;
+    att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4, stream,
+                   dqkv, delta, dout, out, qkv, lse, T, NH);
+    att_launch_mma(attention_backward_dkv_mma_kernel<HS>, grid, tiles + 4 * A::bwd_tile * 4, stream,
+                   dqkv, (const float*)delta, dout, qkv, lse, T, NH);
+}
+#endif
+
+// Which kernels compute attention: tensor cores in the bf16 build, the CUDA-core kernels above
+// in the fp32 build (the exact reference). The dev/cuda harnesses run both.
+enum class AttentionPath { cuda_cores, tensor_cores };
+constexpr AttentionPath ATTENTION_PATH =
+    FLOATX_IS_FP32 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores;
+
+inline const char* attention_path_name(AttentionPath path) {
+    return path == AttentionPath::tensor_cores
+               ? "tensor cores (mma.sync m16n8k16 bf16, FlashAttention-2 style)"
+               : "CUDA cores (fp32 FMA, flash style)";
+}
+
+// Calls f(std::integral_constant<int, HS>{}) for the head sizes gpt_config_error admits.
+template <class F>
+void with_head_size(int HS, F f) {
     switch (HS) {
         case 32:
-            attention_forward_hs<32>(out, lse, qkv, B, T, NH, stream);
+            f(std::integral_constant<int, 32>{});
             break;
         case 64:
-            attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream);
+            f(std::integral_constant<int, 64>{});
             break;
         case 128:
-            attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream);
+            f(std::integral_constant<int, 128>{});
             break;
         default:
-            fprintf(stderr, "attention: unsupported head size %d\n", HS);
-            exit(EXIT_FAILURE);
+            fatal("attention: unsupported head size %d", HS);
     }
+}
+
+inline void attention_path_check(AttentionPath path) {
+    if (FLOATX_IS_FP32 && path == AttentionPath::tensor_cores)
+        fatal("attention: the tensor-core kernels need the bf16 build");
+}
+
+// out (B,T,C), lse (B,NH,T) = causal attention of qkv (B,T,3C).
+inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+    attention_path_check(path);
+    with_head_size(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+#if !defined(ENABLE_FP32)
+        if (path == AttentionPath::tensor_cores)
+            return attention_forward_tensor_cores<H>(out, lse, qkv, B, T, NH, stream);
+#endif
+        attention_forward_cuda_cores<H>(out, lse, qkv, B, T, NH, stream);
+    });
 }
 
 // dqkv (B,T,3C) = gradient of the attention output dout (B,T,C); delta is (B,NH,T) scratch.
 inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
-                               cudaStream_t stream) {
-    switch (HS) {
-        case 32:
-            attention_backward_hs<32>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-            break;
-        case 64:
-            attention_backward_hs<64>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-            break;
-        case 128:
-            attention_backward_hs<128>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-            break;
-        default:
-            fprintf(stderr, "attention: unsupported head size %d\n", HS);
-            exit(EXIT_FAILURE);
-    }
+                               cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+    attention_path_check(path);
+    with_head_size(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+#if !defined(ENABLE_FP32)
+        if (path == AttentionPath::tensor_cores)
+            return attention_backward_tensor_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH,
+                                                      stream);
+#endif
+        attention_backward_cuda_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2731,9 +3217,10 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     const size_t parameters = count_parameters(&model.layout, c);
     printf(
         "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu "
-        "parameters | %s\n",
+        "parameters | %s | attention on %s\n",
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
-        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens");
+        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens",
+        attention_path_name(ATTENTION_PATH));
     if (data.shards)
         printf(
             "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "

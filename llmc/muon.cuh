@@ -34,30 +34,29 @@ workspace sized for the largest matrix unit (MuonWorkspace), not per parameter.
 Determinism: elementwise kernels, the two-pass norm of llmc/norm.cuh and cuBLASLt products with
 fixed algorithms: no atomics, the same bits on any device run and any CPU thread count.
 
-Design note: how ZeRO will shard this table (the next issue, in llmc/zero.cuh beside the
-data-parallel gradient buckets, whose units are whole blocks of this layout). The parameter
-table in train_gpt.cu (ParamTensor) holds, per tensor, what a shard plan is built from: its
-offset in the parameter/gradient/master buffers, its shape, its optimizer, its state_offset in
-that optimizer's state buffers, and for Muon its matrix units (units row blocks of rows/units x
-cols each; a unit is a contiguous element range offset + u * unit_numel, a whole number of
-TENSOR_ALIGN blocks since C is a multiple of 32).
-- AdamW tensors: element-wise, so their state is split by element ranges. The AdamW state
-  buffers are the AdamW tensors back to back (state_offset), and the plan cuts that range into
-  DP-size pieces on TENSOR_ALIGN boundaries; each rank holds m, v and the master weights of
-  its piece, the gradients are reduce-scattered by the same ranges (bucket by bucket) and the
-  updated parameters all-gathered.
+Design note: how ZeRO shards this table (llmc/zero.cuh's shard plan, plan_build, next to the
+data-parallel gradient buckets). The parameter table in train_gpt.cu (ParamTensor) holds, per
+tensor, what the plan is built from: its offset in the parameter/gradient/master buffers, its
+numel and shape, its optimizer, its state_offset in that optimizer's state buffers, and for
+Muon its matrix units (units row blocks of rows/units x cols each; a unit is the contiguous
+element range offset + u * numel/units, a whole number of TENSOR_ALIGN blocks since C is a
+multiple of 32). Each entry becomes a ShardTensor {offset, numel, units, rows, cols} with units
+0 for an AdamW tensor and ParamTensor::units for a Muon one.
+- AdamW tensors are element-wise, so the plan cuts them anywhere: per gradient bucket their
+  elements are packed and split into equal slices, one per rank of the data-parallel group; a
+  rank holds AdamW's m and v (at the tensors' state offsets) and the master weights of its
+  slices only, the gradients are reduce-scattered by slice and the updated parameters
+  all-gathered.
 - Muon tensors: Newton-Schulz needs a whole matrix, so a matrix unit is never split. Each unit
-  is owned whole by one rank of the data-parallel group (owner computes): the plan assigns units
-  to ranks by their Newton-Schulz cost (about ns_steps * (4 m^2 n + 2 m^3) flops for an (m, n)
-  unit, m <= n), largest first onto the least loaded rank, so qkv's three units may land on
-  three ranks. The owner holds the unit's momentum (Muon state is sharded by whole units), gets
-  the unit's reduced gradient (the reduce-scatter's ranges are cut at unit boundaries, the unit
-  reduced to its owner), updates the momentum, runs Newton-Schulz and applies the update to its
-  master weights; the other ranks receive the new parameters in the parameter all-gather (a
-  broadcast from the owner). Each matrix is orthogonalized once per step, on one rank, instead
-  of on every rank after a gather of its momentum.
-So the plan is a list of (element range, owner rank) built from the table alone: AdamW ranges
-split evenly, Muon units whole. muon_update below already works unit by unit on element ranges.
+  is owned whole by one rank (owner computes), assigned by its Newton-Schulz cost (m^2 n for an
+  (m, n) unit, m <= n; 2 products of that size and one of m^3 per step), largest first to the
+  least loaded rank, so qkv's three units may land on three ranks. The owner holds the unit's
+  momentum (Muon state is sharded by whole units), receives the unit's reduced gradient (a
+  reduce to the owner), updates the momentum, runs Newton-Schulz and applies the update to its
+  master weights; the other ranks receive the new parameters by broadcast from the owner. Each
+  matrix is orthogonalized once per step, on one rank, instead of on every rank after a gather
+  of its momentum. muon_update below already works unit by unit on element ranges, so the
+  owner calls it on its own units with the shard's pointers.
 */
 #pragma once
 

@@ -17,8 +17,9 @@ Four kinds of tests:
    Without a GPU the programs are built with dev/cpu/cucc (the CPU runtime); with a GPU
    (nvidia-smi lists one, or --native) they are built with nvcc and cpu-only files are skipped.
 
-2. Python test scripts (PYTHON_TESTS, data preparation and tokenizers), run when no PATHS are
-   given; each passes when it exits 0.
+2. Python test scripts (PYTHON_TESTS: data preparation and tokenizers, the loss plot, the
+   attention kernels' PTX and registers with nvcc), run when no PATHS are given; each passes when
+   it exits 0.
 
 3. Fuzz targets (fuzz/*.cc, libFuzzer harnesses of the file parsers, see fuzz/run.py): each
    runs for FUZZ_SECONDS from its seed corpus under ASan and UBSan, and passes when libFuzzer
@@ -50,7 +51,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
 DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu", "fuzz/*.cc"]
 # Python test scripts: each exits 0 when all its checks pass.
-PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
+PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py",
+                "scripts/test_attention_ptx.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
 TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_bad_inputs.py",
                  "scripts/readme_flags.py --check"]

@@ -6,6 +6,7 @@
 //   launch.cpp  launch validation, function attributes, the OS worker pool that runs grids
 //   memory.cpp  cudaMalloc & co., copies, memsets, the per-device memory limit
 //   stream.cpp  streams, events, the queue of pending work and when it runs
+//   ptx.cpp     the inline PTX subset of cucc/ptx.h: mma, ldmatrix, cp.async, shared addresses
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -81,6 +82,8 @@ struct Grid {
 cudaError_t run_grid(const Grid& grid);
 // Runs one block on the calling OS thread. Returns false if a thread trapped (*trap_error set).
 bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error);
+// Called before each run_block: the inline PTX state of the OS thread (ptx.cpp) follows the block.
+void ptx_block_begin(const Grid& grid);
 
 // Largest dynamic shared memory limit (launch.cpp).
 size_t max_dynamic_smem(const void* kernel_addr);

@@ -67,6 +67,7 @@ void run_blocks(Pool& pool) {
         uint3 idx{(unsigned)(linear % g.grid.x), (unsigned)(linear / g.grid.x % g.grid.y),
                   (unsigned)(linear / ((uint64_t)g.grid.x * g.grid.y))};
         cudaError_t err;
+        ptx_block_begin(g);
         if (!run_block(g, idx, &err)) {
             std::lock_guard<std::mutex> lock(pool.mutex);
             if (!pool.trapped.exchange(true)) pool.trap_error = err;

@@ -12,6 +12,8 @@
 //     shuffles and votes switch between the fibers of the block.
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
+//   - Inline PTX of a documented subset (mma.sync, ldmatrix, cp.async, atom ...) becomes calls of
+//     cucc/ptx.h, whose warp-collective instructions go through warp_exchange below.
 #pragma once
 
 #include <cstddef>
