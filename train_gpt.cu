@@ -2176,8 +2176,8 @@ inline void shard_glob(char* out, size_t len, const char* dir, const char* split
 // Opens the two splits of `dir` (or random tokens when dir is empty) for batches of B x T
 // tokens below `vocab`, and computes the unigram baseline. Bad data ends the program with the
 // loader's message.
-inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, uint64_t seed,
-                            int rank, int world) {
+inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, int A,
+                            uint64_t seed, int rank, int world) {
     memset(d, 0, sizeof(*d));
     d->rank = rank;
     d->world = world;
@@ -2187,9 +2187,9 @@ inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int
     char train_glob[600], val_glob[600];
     shard_glob(train_glob, sizeof(train_glob), dir, "train");
     shard_glob(val_glob, sizeof(val_glob), dir, "val");
-    if (dataloader_init(&d->train, train_glob, B, T, rank, world, vocab, 1, seed) != 0)
+    if (dataloader_init(&d->train, train_glob, B, T, rank, world, A, vocab, 1, seed) != 0)
         fatal("%s", d->train.error);
-    if (dataloader_init(&d->val, val_glob, B, T, rank, world, vocab, 0, seed) != 0)
+    if (dataloader_init(&d->val, val_glob, B, T, rank, world, 1, vocab, 0, seed) != 0)
         fatal("%s", d->val.error);
     char err[1024];
     if (unigram_loss(train_glob, val_glob, vocab, &d->unigram, err, sizeof(err)) != 0)
@@ -2202,10 +2202,10 @@ inline void train_data_free(TrainData* d) {
     dataloader_free(&d->val);
 }
 
-// Fills A micro-batches of this rank's inputs and targets, host (A,B,T). Each micro-batch is the
-// rank's B sequences of a global batch of world x B: the loader's, or random tokens, of which
-// every rank draws the whole global batch and keeps its rows, so that the global batch does not
-// depend on how many ranks share it.
+// Fills A micro-batches of this rank's inputs and targets, host (A,B,T): micro-batch a is the
+// rank's B sequences (a * world + rank) * B ... of the step's global batch of A x world x B,
+// the loader's, or random tokens, of which every rank draws the whole global batch in order and
+// keeps its rows. Either way the global batch does not depend on how the grid splits it.
 inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T,
                             int vocab) {
     const size_t N = (size_t)B * T;
@@ -3150,7 +3150,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
 
     // Data first: a bad shard stops the run before anything is written.
     TrainData data;
-    train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank,
+    train_data_open(&data, tc.data, c->vocab, B, T, A, (uint64_t)tc.seed, comm->dp.rank,
                     comm->dp.size);
     const double unigram = data.unigram;
     // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking

@@ -48,7 +48,7 @@ static bool same_batch(const DataLoader* a, const DataLoader* b) {
 
 static void exercise(const std::string& pattern, const LoaderShape& s) {
     DataLoader dl;
-    if (dataloader_init(&dl, pattern.c_str(), s.B, s.T, s.rank, s.world, s.vocab, s.shuffle, 7) !=
+    if (dataloader_init(&dl, pattern.c_str(), s.B, s.T, s.rank, s.world, 1, s.vocab, s.shuffle, 7) !=
         0) {
         fuzz_check(dl.error[0] != '\0', "dataloader_init failed without a message");
         return;
@@ -65,7 +65,7 @@ static void exercise(const std::string& pattern, const LoaderShape& s) {
     }
     // Restore the saved position into a fresh loader; both must then read the same batch.
     DataLoader again;
-    fuzz_check(dataloader_init(&again, pattern.c_str(), s.B, s.T, s.rank, s.world, s.vocab,
+    fuzz_check(dataloader_init(&again, pattern.c_str(), s.B, s.T, s.rank, s.world, 1, s.vocab,
                                s.shuffle, 7) == 0,
                "the same shards are refused the second time");
     fuzz_check(dataloader_restore(&again, &saved) == 0, "a saved position does not restore");

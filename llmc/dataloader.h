@@ -9,9 +9,12 @@ then N uint16 tokens, nothing after them.
 Samples and batches. A shard of N tokens holds (N - 1) / T samples; sample k is the T + 1
 tokens starting at k * T (inputs = the first T, targets = the last T, i.e. inputs shifted by
 one). Consecutive samples overlap by one token, so every token but the first is a target
-once. A global batch is world * B samples; rank r takes the r-th group of B. A shard gives
-floor(samples / (world * B)) global batches; the samples left over are skipped this epoch
+once. A global batch, the samples of one optimizer step, is G = A * world * B samples (A
+micro-batches of world * B): micro-batch a of rank r takes the (a * world + r)-th group of B.
+A shard gives floor(samples / G) global batches; the samples left over are skipped this epoch
 (they land elsewhere in the next epoch's order). Ranks never read the same sample in an epoch.
+Because the position counts global batches and each one is the same G samples however it is
+split, a run may continue on another grid (another number of ranks, B or A) with the same G.
 
 Order. With shuffling on, every epoch visits the shards in a random order and each shard's
 samples in a random order; both permutations are pure functions of (seed, epoch, shard), made
@@ -55,8 +58,8 @@ A model that has learned nothing about context cannot do better than about this.
 // Everything a checkpoint needs to continue the batch sequence, plus what it depends on
 // (checked on restore, so a checkpoint cannot silently continue on different data or shape).
 typedef struct {
-    uint64_t seed, epoch, shard_pos, batch;                  // position
-    int64_t num_shards, total_tokens, B, T, world, shuffle;  // must match the loader
+    uint64_t seed, epoch, shard_pos, batch, micro;  // position (micro: within the global batch)
+    int64_t num_shards, total_tokens, global_batch, T, shuffle;  // must match the loader
 } DataLoaderState;
 // Only 64-bit fields, no padding: a checkpoint can store the struct as its bytes.
 static_assert(sizeof(DataLoaderState) == 10 * 8, "DataLoaderState must have no padding");
@@ -68,15 +71,17 @@ typedef struct {
 } ShardSet;
 
 typedef struct {
-    int B, T, rank, world, vocab_size, shuffle;
+    int B, T, rank, world, accum, vocab_size, shuffle;  // accum: micro-batches per global batch
     uint64_t seed;
     ShardSet shards;
     int64_t* shard_batches;  // global batches in each shard
     int64_t batches_per_epoch;
-    // position: the next batch is global batch `batch` of shard shard_order[shard_pos]
+    // position: the next batch is micro-batch `micro` of global batch `batch` of shard
+    // shard_order[shard_pos]
     uint64_t epoch;
     int shard_pos;
     int64_t batch;
+    int micro;
     int* shard_order;       // this epoch's order of the shards
     int order_shard;        // shard whose sample order is in sample_order (-1: none yet)
     int64_t* sample_order;  // that shard's samples in this epoch's order
@@ -278,21 +283,22 @@ inline void dataloader_reset(DataLoader* dl) {
     dl->epoch = 0;
     dl->shard_pos = 0;
     dl->batch = 0;
+    dl->micro = 0;
     dataloader_order_shards(dl);
     dataloader_settle(dl);
 }
 
 // Opens the shards matching `pattern` (a glob, e.g. "data/austen/austen_train_*.bin") for rank
-// `rank` of `world`, batches of B x T. shuffle = 0 keeps file order (for validation).
-// Returns 0, or -1 with the reason in dl->error.
+// `rank` of `world`, micro-batches of B x T, `accum` of them per global batch. shuffle = 0
+// keeps file order (for validation). Returns 0, or -1 with the reason in dl->error.
 inline int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world,
-                           int vocab_size, int shuffle, uint64_t seed) {
+                           int accum, int vocab_size, int shuffle, uint64_t seed) {
     memset(dl, 0, sizeof(*dl));
-    if (B < 1 || T < 1 || T == INT_MAX || world < 1 || rank < 0 || rank >= world ||
+    if (B < 1 || T < 1 || T == INT_MAX || world < 1 || rank < 0 || rank >= world || accum < 1 ||
         vocab_size < 1 || vocab_size > 65536) {
         snprintf(dl->error, sizeof(dl->error),
-                 "dataloader: invalid arguments B=%d T=%d rank=%d world=%d vocab=%d", B, T, rank,
-                 world, vocab_size);
+                 "dataloader: invalid arguments B=%d T=%d rank=%d world=%d accum=%d vocab=%d", B, T,
+                 rank, world, accum, vocab_size);
         return -1;
     }
     if (shardset_open(&dl->shards, pattern, vocab_size, NULL, dl->error, sizeof(dl->error)) != 0)
@@ -301,6 +307,7 @@ inline int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     dl->T = T;
     dl->rank = rank;
     dl->world = world;
+    dl->accum = accum;
     dl->vocab_size = vocab_size;
     dl->shuffle = shuffle;
     dl->seed = seed;
@@ -308,7 +315,7 @@ inline int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     dl->shard_batches = (int64_t*)MALLOC_CHECK(dl->shards.count * sizeof(int64_t));
     for (int i = 0; i < dl->shards.count; i++) {
         int64_t samples = dataloader_samples(dl, i);
-        dl->shard_batches[i] = samples / ((int64_t)world * B);
+        dl->shard_batches[i] = samples / ((int64_t)accum * world * B);
         dl->batches_per_epoch += dl->shard_batches[i];
         total_tokens += dl->shards.tokens[i];
         if (samples > max_samples) max_samples = samples;
@@ -322,11 +329,11 @@ inline int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, in
     }
     if (dl->batches_per_epoch == 0) {
         snprintf(dl->error, sizeof(dl->error),
-                 "too little data in %s: %lld tokens in %d shard(s), but one batch needs %d ranks "
-                 "x B=%d samples of T+1=%d tokens from one shard (%lld tokens); use a smaller B or "
-                 "T, or more data",
-                 pattern, (long long)total_tokens, dl->shards.count, world, B, T + 1,
-                 (long long)world * B * T + 1);
+                 "too little data in %s: %lld tokens in %d shard(s), but one batch needs %d "
+                 "micro-batches x %d ranks x B=%d samples of T+1=%d tokens from one shard (%lld "
+                 "tokens); use a smaller B, T or --grad-accum, or more data",
+                 pattern, (long long)total_tokens, dl->shards.count, accum, world, B, T + 1,
+                 (long long)accum * world * B * T + 1);
         dataloader_free(dl);
         return -1;
     }
@@ -367,8 +374,9 @@ inline int dataloader_next_batch(DataLoader* dl) {
         }
         dl->file_shard = shard;
     }
-    // This rank's B samples: positions (batch * world + rank) * B + b of the sample order.
-    int64_t first = (dl->batch * dl->world + dl->rank) * dl->B;
+    // This rank's B samples: positions ((batch * accum + micro) * world + rank) * B + b of the
+    // sample order.
+    int64_t first = ((dl->batch * dl->accum + dl->micro) * dl->world + dl->rank) * dl->B;
     for (int b = 0; b < dl->B; b++) {
         int64_t sample = dl->sample_order[first + b];
         int64_t offset = SHARD_HEADER_BYTES + sample * dl->T * (int64_t)sizeof(uint16_t);
@@ -394,8 +402,11 @@ inline int dataloader_next_batch(DataLoader* dl) {
             dl->targets[b * dl->T + t] = dl->buffer[t + 1];
         }
     }
-    dl->batch++;
-    dataloader_settle(dl);
+    if (++dl->micro == dl->accum) {
+        dl->micro = 0;
+        dl->batch++;
+        dataloader_settle(dl);
+    }
     return 0;
 }
 
@@ -406,31 +417,33 @@ inline DataLoaderState dataloader_state(const DataLoader* dl) {
     s.epoch = dl->epoch;
     s.shard_pos = (uint64_t)dl->shard_pos;
     s.batch = (uint64_t)dl->batch;
+    s.micro = (uint64_t)dl->micro;
     s.num_shards = dl->shards.count;
     for (int i = 0; i < dl->shards.count; i++) s.total_tokens += dl->shards.tokens[i];
-    s.B = dl->B;
+    s.global_batch = (int64_t)dl->accum * dl->world * dl->B;
     s.T = dl->T;
-    s.world = dl->world;
     s.shuffle = dl->shuffle;
     return s;
 }
 
-// Continues from a saved state. Returns 0, or -1 with the reason in dl->error when the state
-// belongs to other data, another batch shape or world size, or names no batch.
+// Continues from a saved state, on any grid with the same global batch. Returns 0, or -1 with
+// the reason in dl->error when the state belongs to other data, another global batch or sample
+// length, is not at the start of a global batch, or names no batch.
 inline int dataloader_restore(DataLoader* dl, const DataLoaderState* s) {
     DataLoaderState now = dataloader_state(dl);
     if (s->seed != now.seed || s->num_shards != now.num_shards ||
-        s->total_tokens != now.total_tokens || s->B != now.B || s->T != now.T ||
-        s->world != now.world || s->shuffle != now.shuffle) {
+        s->total_tokens != now.total_tokens || s->global_batch != now.global_batch ||
+        s->T != now.T || s->shuffle != now.shuffle || s->micro != 0) {
         snprintf(dl->error, sizeof(dl->error),
                  "saved data position does not fit this run: it was for seed %llu, %lld shards "
-                 "with %lld tokens, B=%lld T=%lld world=%lld shuffle=%lld; this run has seed %llu, "
-                 "%lld shards with %lld tokens, B=%lld T=%lld world=%lld shuffle=%lld",
+                 "with %lld tokens, global batch %lld x T=%lld, shuffle=%lld, micro-batch %llu; "
+                 "this run has seed %llu, %lld shards with %lld tokens, global batch %lld x "
+                 "T=%lld, shuffle=%lld",
                  (unsigned long long)s->seed, (long long)s->num_shards, (long long)s->total_tokens,
-                 (long long)s->B, (long long)s->T, (long long)s->world, (long long)s->shuffle,
-                 (unsigned long long)now.seed, (long long)now.num_shards,
-                 (long long)now.total_tokens, (long long)now.B, (long long)now.T,
-                 (long long)now.world, (long long)now.shuffle);
+                 (long long)s->global_batch, (long long)s->T, (long long)s->shuffle,
+                 (unsigned long long)s->micro, (unsigned long long)now.seed,
+                 (long long)now.num_shards, (long long)now.total_tokens,
+                 (long long)now.global_batch, (long long)now.T, (long long)now.shuffle);
         return -1;
     }
     dl->epoch = s->epoch;

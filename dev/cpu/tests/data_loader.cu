@@ -77,8 +77,8 @@ static bool decode_batch(const DataLoader* dl, int rank, std::vector<Sample>* ou
 }
 
 static void must_init(DataLoader* dl, const std::string& pattern, int B, int T, int rank, int world,
-                      int shuffle, uint64_t seed) {
-    if (dataloader_init(dl, pattern.c_str(), B, T, rank, world, VOCAB, shuffle, seed) != 0) {
+                      int shuffle, uint64_t seed, int accum = 1) {
+    if (dataloader_init(dl, pattern.c_str(), B, T, rank, world, accum, VOCAB, shuffle, seed) != 0) {
         fprintf(stderr, "dataloader_init(%s): %s\n", pattern.c_str(), dl->error);
         exit(1);
     }
@@ -93,7 +93,7 @@ static bool next(DataLoader* dl) {
 static void expect_rejected(const std::string& pattern, int B, int T, const char* what,
                             const char* needle) {
     DataLoader dl;
-    int rc = dataloader_init(&dl, pattern.c_str(), B, T, 0, 1, VOCAB, 1, 1);
+    int rc = dataloader_init(&dl, pattern.c_str(), B, T, 0, 1, 1, VOCAB, 1, 1);
     expect(rc != 0 && strstr(dl.error, needle) != NULL, what,
            "rc " + std::to_string(rc) + ", message \"" + (rc != 0 ? dl.error : "") + "\"");
     if (rc == 0) dataloader_free(&dl);
@@ -254,6 +254,54 @@ int main(int argc, char** argv) {
         dataloader_free(&c);
     }
 
+    // 4b. grids with the same global batch G = A x ranks x B = 12 read the same 12 samples
+    // per step; a state saved on one grid continues on another
+    {
+        struct Grid {
+            int A, W, B;
+        };
+        const Grid grids[3] = {{1, 1, 12}, {2, 3, 2}, {3, 2, 2}};
+        std::vector<std::vector<std::set<std::pair<int, int>>>> steps(3);
+        DataLoaderState after_two[3];
+        for (int g = 0; g < 3; g++) {
+            const Grid& G = grids[g];
+            std::vector<DataLoader> dl(G.W);
+            for (int r = 0; r < G.W; r++) must_init(&dl[r], pattern, G.B, T, r, G.W, 1, 9, G.A);
+            for (int step = 0; step < 6; step++) {
+                std::vector<Sample> seen;
+                for (int a = 0; a < G.A; a++)
+                    for (int r = 0; r < G.W; r++) next(&dl[r]) && decode_batch(&dl[r], r, &seen);
+                std::set<std::pair<int, int>> set;
+                for (const Sample& x : seen) set.insert({x.shard, x.index});
+                steps[g].push_back(set);
+                if (step == 1) after_two[g] = dataloader_state(&dl[0]);
+            }
+            for (auto& d : dl) dataloader_free(&d);
+        }
+        expect(steps[0] == steps[1] && steps[0] == steps[2] && steps[0][0].size() == 12,
+               "grids of one global batch (1x1x12, 2x3x2, 3x2x2) read the same samples per step");
+        DataLoader resumed;  // saved on grid 2 after two steps, continued as one rank of 12
+        must_init(&resumed, pattern, 12, T, 0, 1, 1, 9, 1);
+        int rc = dataloader_restore(&resumed, &after_two[2]);
+        bool same = rc == 0;
+        for (int step = 2; same && step < 6; step++) {
+            std::vector<Sample> seen;
+            next(&resumed);
+            decode_batch(&resumed, 0, &seen);
+            std::set<std::pair<int, int>> set;
+            for (const Sample& x : seen) set.insert({x.shard, x.index});
+            same = set == steps[0][step];
+        }
+        expect(same, "a position saved on 3x2x2 continues as 1x1x12", rc ? resumed.error : "");
+        DataLoader other;  // another global batch is refused
+        must_init(&other, pattern, 6, T, 0, 1, 1, 9, 1);
+        rc = dataloader_restore(&other, &after_two[2]);
+        expect(rc != 0 && strstr(other.error, "global batch 12") != NULL,
+               "a position of another global batch is refused", other.error);
+        dataloader_free(&resumed);
+        dataloader_free(&other);
+    }
+
     // 5. unigram loss against the formula, on shards 0, 3 (train) and 4 (val)
     {
         char err[1024] = "";
@@ -348,8 +396,8 @@ int main(int argc, char** argv) {
         if (f != NULL) fclose(f);
         stream.resize(n);
         DataLoader dl;
-        int rc =
-            dataloader_init(&dl, (prepared + "/tiny_train_*.bin").c_str(), 1, 16, 0, 1, 256, 0, 0);
+        int rc = dataloader_init(&dl, (prepared + "/tiny_train_*.bin").c_str(), 1, 16, 0, 1, 1, 256,
+                                 0, 0);
         expect(rc == 0 && n > 0, "opens prepare.py's train shards", rc ? dl.error : "");
         bool same = rc == 0;
         int64_t base = 0, rows = 0;
