@@ -389,14 +389,17 @@ inline void upload_floatX(floatX* dst, const float* src, size_t n) {
 
 // The fp32 parameters: master weights in the bf16 build, the parameters themselves in fp32.
 inline void download_params(float* dst, const GPT* m) {
-    if (m->master)
-        CUDA_CHECK(
-            cudaMemcpy(dst, m->master, m->layout.total * sizeof(float), cudaMemcpyDeviceToHost));
-    else download_floatX(dst, m->params, m->layout.total);
+    if (m->master) {
+        memset(dst, 0, m->layout.total * sizeof(float));  // the alignment gaps
+        gpt_state_download(m, STATE_MASTER, dst);
+    } else {
+        download_floatX(dst, m->params, m->layout.total);
+    }
 }
 
-// The optimizer state on the host: one array per state buffer (STATE_BUFFERS), each holding
-// state_elems floats, a tensor's part at its state_offset.
+// The optimizer state on the host: one array per state buffer (STATE_BUFFERS), each in layout
+// order (layout.total floats, a tensor's part at its offset; zero for the other optimizer's
+// tensors).
 struct HostState {
     std::vector<float> buf[NUM_STATE_BUFFERS];
 };
@@ -407,13 +410,13 @@ static const char* const STATE_RECORDS[NUM_STATE_BUFFERS] = {"adam_m", "adam_v",
 // The state after step k from the dump's records (k < 0: zeros, the state before step 0).
 inline void dump_state_set(const Dump* d, const ParamLayout* layout, int k, HostState* st) {
     for (int b = 0; b < NUM_STATE_BUFFERS; b++) {
-        st->buf[b].assign(state_elems(layout, b), 0.0f);
+        st->buf[b].assign(layout->total, 0.0f);
         for (int i = 0; i < layout->count && k >= 0; i++) {
             const ParamTensor* t = &layout->tensors[i];
             if (t->optimizer != STATE_BUFFERS[b].optimizer) continue;
             char name[160];
             snprintf(name, sizeof(name), "step%d.%s.%s", k, STATE_RECORDS[b], t->name);
-            memcpy(st->buf[b].data() + t->state_offset, dump_array(d, name, DUMP_F32, t->numel),
+            memcpy(st->buf[b].data() + t->offset, dump_array(d, name, DUMP_F32, t->numel),
                    t->numel * sizeof(float));
         }
     }
@@ -421,10 +424,8 @@ inline void dump_state_set(const Dump* d, const ParamLayout* layout, int k, Host
 
 inline void download_state(const GPT* m, HostState* st) {
     for (int b = 0; b < NUM_STATE_BUFFERS; b++) {
-        st->buf[b].resize(state_elems(&m->layout, b));
-        if (!st->buf[b].empty())
-            CUDA_CHECK(cudaMemcpy(st->buf[b].data(), m->opt_state[b],
-                                  st->buf[b].size() * sizeof(float), cudaMemcpyDeviceToHost));
+        st->buf[b].assign(m->layout.total, 0.0f);
+        gpt_state_download(m, b, st->buf[b].data());
     }
 }
 
@@ -433,9 +434,7 @@ inline void download_state(const GPT* m, HostState* st) {
 inline void set_optimizer_state(GPT* m, const float* theta, const HostState* st, int opt_step) {
     gpt_set_params(m, theta);
     for (int b = 0; b < NUM_STATE_BUFFERS; b++)
-        if (!st->buf[b].empty())
-            CUDA_CHECK(cudaMemcpy(m->opt_state[b], st->buf[b].data(),
-                                  st->buf[b].size() * sizeof(float), cudaMemcpyHostToDevice));
+        if (!st->buf[b].empty()) gpt_state_upload(m, b, st->buf[b].data());
     m->opt_step = opt_step;
 }
 
@@ -513,7 +512,7 @@ inline void adamw_allowance(double* allowance, float* grads_scratch, const GPT* 
             max_g = fmax(max_g, fabs(grads_scratch[t->offset + j]));
         const double noise = GRAD_NOISE * max_g * grad_scale;
         for (size_t j = 0; j < t->numel; j++) {
-            double denom = sqrt(v_state[t->state_offset + j] / bias_corr2) + 1e-8;
+            double denom = sqrt(v_state[t->offset + j] / bias_corr2) + 1e-8;
             bool may_flip = denom < SIGN_NOISE * max_g * grad_scale;
             allowance[t->offset + j] = 2.0 * lr * (may_flip ? 1.0 : fmin(1.0, noise / denom));
         }
@@ -660,10 +659,12 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     free(values);
     h = hash_device(h, model.params, P * sizeof(floatX));
     h = hash_device(h, model.grads, P * sizeof(floatX));
-    if (model.master) h = hash_device(h, model.master, P * sizeof(float));
+    if (model.master)
+        h = hash_device(h, model.master,
+                        (model.dp.elem_state + model.dp.unit_state) * sizeof(float));
     for (int b = 0; b < NUM_STATE_BUFFERS; b++)
         if (model.opt_state[b])
-            h = hash_device(h, model.opt_state[b], state_elems(layout, b) * sizeof(float));
+            h = hash_device(h, model.opt_state[b], state_elems(&model, b) * sizeof(float));
     gpt_free(&model);
     return h;
 }
@@ -743,8 +744,8 @@ inline void check_adamw_step(Tally* tally, const Dump* d, const TestSetup* s, co
         snprintf(name, sizeof(name), "step%d.%s.%s", f->k, STATE_RECORDS[q - 1], t->name);
         dumped[q] = (const float*)dump_array(d, name, DUMP_F32, n);
     }
-    const float* m0 = f->before->buf[ADAMW_M].data() + t->state_offset;
-    const float* v0 = f->before->buf[ADAMW_V].data() + t->state_offset;
+    const float* m0 = f->before->buf[ADAMW_M].data() + t->offset;
+    const float* v0 = f->before->buf[ADAMW_V].data() + t->offset;
     for (size_t j = 0; j < n; j++) {
         // the element through AdamW with the exact and with the buffer's gradient
         const size_t o = t->offset + j;
@@ -759,7 +760,7 @@ inline void check_adamw_step(Tally* tally, const Dump* d, const TestSetup* s, co
         e[1][j] = fabs(m_round - m_exact);
         e[2][j] = fabs(v_round - v_exact);
         for (int q = 1; q < 3; q++) {
-            ours[q][j] = f->after->buf[q - 1][t->state_offset + j];
+            ours[q][j] = f->after->buf[q - 1][t->offset + j];
             refs[q][j] = dumped[q][j];
         }
     }
@@ -788,7 +789,7 @@ inline void check_muon_step(Tally* tally, const Dump* d, const TestSetup* s, con
     for (size_t j = 0; j < n; j++) {
         const double g = f->grads[t->offset + j];
         e_b[j] = (1.0 - mu) * fabs((double)(float)(floatX)g - g) * f->grad_scale;
-        ours_b[j] = f->after->buf[MUON_MOMENTUM][t->state_offset + j];
+        ours_b[j] = f->after->buf[MUON_MOMENTUM][t->offset + j];
         ref_b[j] = dumped[j];
     }
     compare_forced(tally, name, ours_b.data(), ref_b.data(), e_b.data(), n);

@@ -167,8 +167,9 @@ struct OptimizerConfig {
     int muon_adjust;           // MuonAdjust (llmc/muon.cuh): the lr's shape adjustment
 };
 
-// The optimizers' state buffers (fp32). Each covers the tensors of one optimizer back to back,
-// a tensor's state at its state_offset; the names are the checkpoint's section names.
+// The optimizers' state buffers (fp32). Each holds the state of the ranges of the parameter
+// layout this rank owns under the shard plan (llmc/zero.cuh) with that optimizer, in the plan's
+// state order (OwnedRange::state); the names are the checkpoint's section names.
 enum StateBuffer { ADAMW_M, ADAMW_V, MUON_MOMENTUM, NUM_STATE_BUFFERS };
 struct StateBufferInfo {
     const char* name;
@@ -183,16 +184,15 @@ struct ParamTensor {
     char name[32];   // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
     int rows, cols;  // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
     size_t numel;
-    size_t offset;        // in elements from the start of the parameter/gradient/master buffers
-    int optimizer;        // OptimizerKind
-    int units;            // Muon: `units` row blocks of (rows / units, cols), each a matrix of
-                          // its own (qkv.w: Q, K and V); 1 otherwise
-    bool decay;           // weight decay applies (2-D tensors only)
-    double lr_scale;      // the optimizer's scheduled lr is multiplied by this: AdamW 1 (the
-                          // whole step); Muon the shape adjustment of one unit (the update
-                          // only: weight decay uses the unadjusted lr, as torch's Muon does)
-    size_t state_offset;  // in elements from the start of its optimizer's state buffers
-    float init_std;       // > 0: drawn from N(0, init_std); else filled with init_value
+    size_t offset;    // in elements from the start of the parameter/gradient/master buffers
+    int optimizer;    // OptimizerKind
+    int units;        // Muon: `units` row blocks of (rows / units, cols), each a matrix of
+                      // its own (qkv.w: Q, K and V); 1 otherwise
+    bool decay;       // weight decay applies (2-D tensors only)
+    double lr_scale;  // the optimizer's scheduled lr is multiplied by this: AdamW 1 (the
+                      // whole step); Muon the shape adjustment of one unit (the update
+                      // only: weight decay uses the unadjusted lr, as torch's Muon does)
+    float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
 };
 
@@ -201,7 +201,6 @@ struct ParamLayout {
     int per_layer;         // tensors of a block: NUM_LAYER_TENSORS, or 2 fewer without QK-norm
     ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.<last>, lnf.w, lnf.b
     size_t total;          // parameter buffer size in elements
-    size_t state_total[NUM_OPTIMIZERS];  // elements of each optimizer's state buffers
 };
 
 // Index in ParamLayout::tensors of the embeddings, a block's tensor and the final layernorm.
@@ -219,7 +218,6 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
     layout->per_layer = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
     layout->count = 2 + layout->per_layer * L + 2;
     layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
-    memset(layout->state_total, 0, sizeof(layout->state_total));
     size_t offset = 0;
     int index = 0;
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
@@ -235,11 +233,9 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
         t->decay = cols > 0;
         t->lr_scale =
             optimizer == OPT_MUON ? muon_lr_scale(opt->muon_adjust, rows / units, cols) : 1.0;
-        t->state_offset = layout->state_total[optimizer];
         t->init_std = init_std;
         t->init_value = init_value;
         offset += round_up(t->numel, TENSOR_ALIGN);
-        layout->state_total[optimizer] += round_up(t->numel, TENSOR_ALIGN);
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
     add("wte", c->padded_vocab, C, std, 0.0f, OPT_ADAMW, 1);
@@ -1728,9 +1724,25 @@ inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, fl
 // The model: parameters, gradients and optimizer state in the table above, activations for
 // micro-batches of B x T tokens.
 
+// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
+// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
+// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
+inline void gpt_grad_units(const ParamLayout* layout, int L, size_t* begin, size_t* end) {
+    for (int l = 0; l < L; l++) {
+        begin[L - 1 - l] = layout->tensors[layer_tensor_index(layout, l, 0)].offset;
+        end[L - 1 - l] = l + 1 < L ? layout->tensors[layer_tensor_index(layout, l + 1, 0)].offset
+                                   : layout->total;
+    }
+    begin[L] = 0;
+    end[L] = layout->tensors[layer_tensor_index(layout, 0, 0)].offset;
+}
+
 // Bytes of device memory the model state holds, counted as it is allocated.
 struct StateBytes {
-    size_t params, grads, master, optimizer;  // optimizer: every buffer of opt_state
+    size_t params, grads, master, optimizer;  // optimizer: every buffer of opt_state; grads:
+                                              // what is kept between steps (the gradient
+                                              // buffer, the reduced shard under ZeRO)
+    size_t buckets;                           // data parallel: buckets in flight (ZeRO)
     size_t muon_workspace;                    // Newton-Schulz scratch (not per parameter)
 };
 
@@ -1760,7 +1772,7 @@ struct GPT {
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
     cudaStream_t stream;
-    DataParallel* dp;  // data-parallel gradient reduction, or nullptr (one process, tests)
+    DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
 };
 
 inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
@@ -1770,9 +1782,56 @@ inline floatX* layer_param(const GPT* m, floatX* base, int layer, int which) {
     return param_tensor(m, base, layer_tensor_index(&m->layout, layer, which));
 }
 
-// Elements of state buffer `which` (STATE_BUFFERS).
-inline size_t state_elems(const ParamLayout* layout, int which) {
-    return layout->state_total[STATE_BUFFERS[which].optimizer];
+// Elements of state buffer `which` (STATE_BUFFERS): AdamW's cover the element-wise ranges this
+// rank owns, Muon's the matrix units.
+inline size_t state_elems(const GPT* m, int which) {
+    return STATE_BUFFERS[which].optimizer == OPT_ADAMW ? m->dp.elem_state : m->dp.unit_state;
+}
+
+// The master weights of an owned range: the element-wise ones first, then the units'.
+inline size_t master_index(const GPT* m, const OwnedRange* o) {
+    return (o->unit ? m->dp.elem_state : 0) + o->state;
+}
+
+// Host copies of the state in layout order (a tensor's part at its offset in the parameter
+// layout; the ranges of other ranks and of the other optimizer left as they are), for
+// initialization, tests and checkpoints: which is a StateBuffer or STATE_MASTER.
+constexpr int STATE_MASTER = NUM_STATE_BUFFERS;
+
+inline float* state_buffer(const GPT* m, int which) {
+    return which == STATE_MASTER ? m->master : m->opt_state[which];
+}
+
+// Whether state `which` has a part for range r, and where in its buffer.
+inline bool state_index(const GPT* m, int which, const OwnedRange* r, size_t* at) {
+    if (which == STATE_MASTER) *at = master_index(m, r);
+    else if (r->unit != (STATE_BUFFERS[which].optimizer == OPT_MUON)) return false;
+    else *at = r->state;
+    return true;
+}
+
+inline void gpt_state_download(const GPT* m, int which, float* layout_values) {
+    float* dev = state_buffer(m, which);
+    if (dev == nullptr) return;
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        size_t at;
+        const OwnedRange* r = &m->dp.owned[i];
+        if (state_index(m, which, r, &at))
+            CUDA_CHECK(cudaMemcpy(layout_values + r->offset, dev + at, r->n * sizeof(float),
+                                  cudaMemcpyDeviceToHost));
+    }
+}
+
+inline void gpt_state_upload(GPT* m, int which, const float* layout_values) {
+    float* dev = state_buffer(m, which);
+    if (dev == nullptr) return;
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        size_t at;
+        const OwnedRange* r = &m->dp.owned[i];
+        if (state_index(m, which, r, &at))
+            CUDA_CHECK(cudaMemcpy(dev + at, layout_values + r->offset, r->n * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+    }
 }
 
 // cudaMalloc of `bytes` bytes set to zero (nullptr for none), counted into *held.
@@ -1786,8 +1845,22 @@ T* device_zeros(size_t bytes, size_t* held) {
     return (T*)p;
 }
 
+// The data-parallel side of a model: its group, the ZeRO stage (0 to 2, llmc/zero.cuh) and the
+// gradient bucket size.
+struct DataParallelConfig {
+    const CommGroup* group;
+    int zero;
+    double bucket_mb;
+};
+
+// A model of one process (tests, sampling): a group of one, stage 0.
+inline DataParallelConfig single_process() {
+    static const CommGroup one = {0, 1, 0, 300.0};
+    return DataParallelConfig{&one, 0, 25.0};
+}
+
 inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
-                      uint64_t seed) {
+                      uint64_t seed, DataParallelConfig par = single_process()) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
     m->opt = *opt;
@@ -1799,11 +1872,27 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     const size_t P = m->layout.total;
     StateBytes* held = &m->state_bytes;
     m->params = device_zeros<floatX>(P * sizeof(floatX), &held->params);
-    m->grads = device_zeros<floatX>(P * sizeof(floatX), &held->grads);
-    if (!FLOATX_IS_FP32) m->master = device_zeros<float>(P * sizeof(float), &held->master);
+    // ZeRO-2 keeps no whole gradient: the backward pass writes into the buckets' buffers
+    if (par.zero < 2 || par.group->size == 1)
+        m->grads = device_zeros<floatX>(P * sizeof(floatX), &held->grads);
+    // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
+    // (Muon), and the backward pass's units of gradients.
+    std::vector<ShardTensor> shard_tensors(m->layout.count);
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* t = &m->layout.tensors[i];
+        shard_tensors[i] = ShardTensor{t->offset, t->numel, t->optimizer == OPT_MUON ? t->units : 0,
+                                       t->rows, t->cols};
+    }
+    std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
+    gpt_grad_units(&m->layout, config->layers, unit_begin.data(), unit_end.data());
+    dp_init(&m->dp, par.group, par.zero, m->grads, unit_begin.data(), unit_end.data(),
+            config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, &held->grads);
+    held->buckets = m->dp.bytes_buckets;
+    if (!FLOATX_IS_FP32)
+        m->master = device_zeros<float>((m->dp.elem_state + m->dp.unit_state) * sizeof(float),
+                                        &held->master);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
-        m->opt_state[i] =
-            device_zeros<float>(state_elems(&m->layout, i) * sizeof(float), &held->optimizer);
+        m->opt_state[i] = device_zeros<float>(state_elems(m, i) * sizeof(float), &held->optimizer);
     // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
@@ -1837,8 +1926,9 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
 
 inline void gpt_free(GPT* m) {
     matmul_free(&m->mm);
+    dp_free(&m->dp);
     CUDA_CHECK(cudaFree(m->params));
-    CUDA_CHECK(cudaFree(m->grads));
+    if (m->grads) CUDA_CHECK(cudaFree(m->grads));
     if (m->master) CUDA_CHECK(cudaFree(m->master));
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         if (m->opt_state[i]) CUDA_CHECK(cudaFree(m->opt_state[i]));
@@ -1865,11 +1955,10 @@ inline void gpt_set_params(GPT* m, const float* values) {
     floatX* rounded = (floatX*)MALLOC_CHECK(P * sizeof(floatX));
     for (size_t i = 0; i < P; i++) rounded[i] = (floatX)values[i];
     CUDA_CHECK(cudaMemcpy(m->params, rounded, P * sizeof(floatX), cudaMemcpyHostToDevice));
-    if (m->master)
-        CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
+    gpt_state_upload(m, STATE_MASTER, values);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         if (m->opt_state[i])
-            CUDA_CHECK(cudaMemset(m->opt_state[i], 0, state_elems(&m->layout, i) * sizeof(float)));
+            CUDA_CHECK(cudaMemset(m->opt_state[i], 0, state_elems(m, i) * sizeof(float)));
     m->opt_step = 0;
     free(rounded);
 }
@@ -1990,81 +2079,74 @@ inline void gpt_backward(GPT* m) {
     Activations* a = &m->acts;
     cudaStream_t st = m->stream;
     floatX* p = m->params;
-    floatX* g = m->grads;
     float* partials = a->col_partials;
+    // Gradients go where the data-parallel machinery wants them (llmc/zero.cuh): the gradient
+    // buffer, or at ZeRO-2 the buffer of the tensor's bucket. Unit L-1-l is block l (the last
+    // with the final LayerNorm), unit L the embeddings.
+    auto grad = [m](int index, int unit) {
+        return dp_grad(&m->dp, m->grads, unit, m->layout.tensors[index].offset);
+    };
+    auto layer_grad = [&](int l, int which) {
+        return grad(layer_tensor_index(&m->layout, l, which), L - 1 - l);
+    };
 
     // lm head (tied to wte): dlnf = dlogits @ wte, dwte += dlogits^T @ lnf
-    linear_backward(&m->mm, a->dbtc, param_tensor(m, g, WTE), nullptr, partials, a->logits, a->lnf,
+    linear_backward(&m->mm, a->dbtc, grad(WTE, L), nullptr, partials, a->logits, a->lnf,
                     param_tensor(m, p, WTE), N, C, c->padded_vocab);
     const floatX* last_residual = a->layers[L - 1].residual3;
-    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(&m->layout, 0)),
-                       param_tensor(m, g, lnf_index(&m->layout, 1)), partials, a->dbtc,
-                       last_residual, a->lnf_mean, a->lnf_rstd,
-                       param_tensor(m, p, lnf_index(&m->layout, 0)), N, C, false, st);
+    layernorm_backward(a->dresidual, grad(lnf_index(&m->layout, 0), 0),
+                       grad(lnf_index(&m->layout, 1), 0), partials, a->dbtc, last_residual,
+                       a->lnf_mean, a->lnf_rstd, param_tensor(m, p, lnf_index(&m->layout, 0)), N, C,
+                       false, st);
     for (int l = L - 1; l >= 0; l--) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
+        dp_unit_begin(&m->dp, L - 1 - l, st);
         // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
-        linear_backward(&m->mm, a->dfch, layer_param(m, g, l, FCPROJ_W),
-                        layer_param(m, g, l, FCPROJ_B), partials, a->dresidual, la->fch_gelu,
-                        layer_param(m, p, l, FCPROJ_W), N, 4 * C, C);
+        linear_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B), partials,
+                        a->dresidual, la->fch_gelu, layer_param(m, p, l, FCPROJ_W), N, 4 * C, C);
         gelu_backward(a->dfch, la->fch, (size_t)N * 4 * C, st);
-        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, FC_W), layer_param(m, g, l, FC_B),
-                        partials, a->dfch, la->ln2, layer_param(m, p, l, FC_W), N, C, 4 * C);
-        layernorm_backward(a->dresidual, layer_param(m, g, l, LN2_W), layer_param(m, g, l, LN2_B),
-                           partials, a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd,
+        linear_backward(&m->mm, a->dbtc, layer_grad(l, FC_W), layer_grad(l, FC_B), partials,
+                        a->dfch, la->ln2, layer_param(m, p, l, FC_W), N, C, 4 * C);
+        layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials,
+                           a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd,
                            layer_param(m, p, l, LN2_W), N, C, true, st);
         // residual2 = residual + attention
-        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, ATTPROJ_W),
-                        layer_param(m, g, l, ATTPROJ_B), partials, a->dresidual, la->atty,
-                        layer_param(m, p, l, ATTPROJ_W), N, C, C);
+        linear_backward(&m->mm, a->dbtc, layer_grad(l, ATTPROJ_W), layer_grad(l, ATTPROJ_B),
+                        partials, a->dresidual, la->atty, layer_param(m, p, l, ATTPROJ_W), N, C, C);
         attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
                            st);
         if (c->qk_norm)
-            qk_norm_backward(a->dqkv, layer_param(m, g, l, Q_NORM_W),
-                             layer_param(m, g, l, K_NORM_W), partials, la->qk_raw, la->qk_rstd,
-                             layer_param(m, p, l, Q_NORM_W), layer_param(m, p, l, K_NORM_W), N, NH,
-                             HS, st);
-        linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, QKV_W), layer_param(m, g, l, QKV_B),
-                        partials, a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
-        layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
-                           partials, a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
+            qk_norm_backward(a->dqkv, layer_grad(l, Q_NORM_W), layer_grad(l, K_NORM_W), partials,
+                             la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
+                             layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
+        linear_backward(&m->mm, a->dbtc, layer_grad(l, QKV_W), layer_grad(l, QKV_B), partials,
+                        a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
+        layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials,
+                           a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
                            layer_param(m, p, l, LN1_W), N, C, true, st);
         // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
         // constant): set it so, rather than leave the rounding noise of its column sums for
         // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient)
         if (!c->qk_norm)
-            CUDA_CHECK(cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
-        dp_unit_done(m->dp, L - 1 - l, st);  // the block's gradients are complete
+            CUDA_CHECK(cudaMemsetAsync(layer_grad(l, QKV_B) + C, 0, C * sizeof(floatX), st));
+        dp_unit_done(&m->dp, L - 1 - l, st);  // the block's gradients are complete
     }
-    encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
-                     T, C, st);
-    dp_unit_done(m->dp, L, st);
+    dp_unit_begin(&m->dp, L, st);
+    encoder_backward(grad(WTE, L), grad(WPE, L), a->dresidual, &m->buckets, B, T, C, st);
+    dp_unit_done(&m->dp, L, st);
 }
 
-// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
-// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
-// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
-inline void gpt_grad_units(const GPT* m, size_t* begin, size_t* end) {
-    const int L = m->config.layers;
-    for (int l = 0; l < L; l++) {
-        begin[L - 1 - l] = m->layout.tensors[layer_tensor_index(&m->layout, l, 0)].offset;
-        end[L - 1 - l] = l + 1 < L
-                             ? m->layout.tensors[layer_tensor_index(&m->layout, l + 1, 0)].offset
-                             : m->layout.total;
-    }
-    begin[L] = 0;
-    end[L] = m->layout.tensors[layer_tensor_index(&m->layout, 0, 0)].offset;
-}
-
-inline void gpt_zero_grad(GPT* m) {
-    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->stream));
+inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it is taken
+    if (m->grads)
+        CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->stream));
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
-// Leaves the gradient of the mean micro-batch objective in m->grads (without QK-norm the key
-// bias gradient exactly zero), averaged over the data-parallel ranks when m->dp is set, and
-// returns the mean cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
+// Leaves the gradient of the mean micro-batch objective, averaged over the data-parallel ranks
+// (without QK-norm the key bias gradient exactly zero), where m->dp keeps it: in m->grads at
+// ZeRO-0, and for the ranges this rank owns in its reduced shard otherwise; returns the mean
+// cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
                                    double* z_loss = nullptr) {
     const int N = m->B * m->T;
@@ -2075,23 +2157,17 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
         loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N,
                             1.0f / ((float)N * A), &z);
         z_sum += z;
-        if (m->dp) m->dp->reduce = a == A - 1;  // reduce the sums of the last micro-batch
+        dp_backward_begin(&m->dp, a == A - 1, a == 0, m->stream);
         gpt_backward(m);
     }
-    dp_finish(m->dp, m->stream);
+    dp_finish(&m->dp, m->stream);
     if (z_loss) *z_loss = z_sum / A;
     return loss / A;
 }
 
-// The global L2 norm of the gradients (the alignment gaps hold zeros).
-inline float gpt_grad_norm(GPT* m) {
-    global_norm(m->acts.norm, m->acts.norm_partials, m->grads, m->layout.total, m->stream);
-    float norm;
-    CUDA_CHECK(
-        cudaMemcpyAsync(&norm, m->acts.norm, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
-    CUDA_CHECK(cudaStreamSynchronize(m->stream));
-    return norm;
-}
+// The global L2 norm of the gradients, summed over the shard plan (llmc/zero.cuh): the same bits
+// on every rank and at every ZeRO stage.
+inline float gpt_grad_norm(GPT* m) { return dp_grad_norm(&m->dp, m->stream); }
 
 // Clipping as torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is < 1.
 inline double clip_scale(double norm, double clip) {
@@ -2110,9 +2186,10 @@ inline void step_learning_rates(const ScheduleConfig* sched, double muon_peak, i
     lr[OPT_MUON] = learning_rate(&muon, step);
 }
 
-// One optimizer step: a loop over the parameter table, each tensor through its optimizer at its
-// optimizer's scheduled lr (times the tensor's lr_scale), with the gradients scaled by
-// grad_scale (clipping).
+// One optimizer step: a loop over the ranges of the parameter table this rank owns (everything
+// at ZeRO-0), each through its tensor's optimizer at the optimizer's scheduled lr (times the
+// tensor's lr_scale), with the gradients scaled by grad_scale (clipping); then, under ZeRO, the
+// updated parameters go from their owners to every rank.
 inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
     m->opt_step++;
     const OptimizerConfig* o = &m->opt;
@@ -2120,13 +2197,14 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
         (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
     const MuonHyper muon = {lr[OPT_MUON],     o->muon_momentum, o->muon_nesterov != 0,
                             o->muon_ns_steps, grad_scale,       seed};
-    for (int i = 0; i < m->layout.count; i++) {
-        const ParamTensor* t = &m->layout.tensors[i];
-        floatX* params = m->params + t->offset;
-        float* master = m->master ? m->master + t->offset : nullptr;
-        const floatX* grads = m->grads + t->offset;
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        const ParamTensor* t = &m->layout.tensors[r->tensor];
+        floatX* params = m->params + r->offset;
+        float* master = m->master ? m->master + master_index(m, r) : nullptr;
+        const floatX* grads = dp_owned_grad(&m->dp, r);
         const double wd = t->decay ? o->weight_decay : 0.0;
-        if (t->optimizer == OPT_ADAMW) {
+        if (!r->unit) {
             // AdamW's lr_scale scales its whole step, decay included (a parameter group's lr)
             const AdamWHyper adamw = {lr[OPT_ADAMW] * t->lr_scale,
                                       o->beta1,
@@ -2135,15 +2213,15 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
                                       grad_scale,
                                       m->opt_step,
                                       seed};
-            adamw_update(params, master, grads, m->opt_state[ADAMW_M] + t->state_offset,
-                         m->opt_state[ADAMW_V] + t->state_offset, t->numel, t->offset, wd, &adamw,
-                         m->stream);
-        } else {
-            muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + t->state_offset,
-                        t->rows, t->cols, t->units, t->offset, t->lr_scale, wd, &muon, &m->muon,
+            adamw_update(params, master, grads, m->opt_state[ADAMW_M] + r->state,
+                         m->opt_state[ADAMW_V] + r->state, r->n, r->offset, wd, &adamw, m->stream);
+        } else {  // one matrix unit, whole
+            muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + r->state,
+                        t->rows / t->units, t->cols, 1, r->offset, t->lr_scale, wd, &muon, &m->muon,
                         &m->mm, m->stream);
         }
     }
+    dp_gather_params(&m->dp, m->params, m->stream);
 }
 
 // Training FLOPs per token: 6 per parameter of the matmuls (forward 2, backward 4) plus the
@@ -2374,27 +2452,16 @@ struct RunState {            // section "run"
 // Device tensors go to and from the file through a host buffer of this size.
 constexpr size_t CHECKPOINT_STAGE_BYTES = (size_t)16 << 20;
 
-inline void write_device_section(CheckpointWriter* w, const char* name, const void* src,
-                                 size_t bytes, uint8_t* stage) {
-    if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
-    for (size_t done = 0; done < bytes;) {
-        size_t n = std::min(bytes - done, CHECKPOINT_STAGE_BYTES);
-        CUDA_CHECK(cudaMemcpy(stage, (const uint8_t*)src + done, n, cudaMemcpyDeviceToHost));
-        if (ckpt_section_write(w, stage, n) != 0) fatal("%s", w->error);
-        done += n;
-    }
-}
-
 // Section "layout": the parameter table, one record per tensor in table order. A resumed run's
 // table must equal it record for record, which refuses a checkpoint of another model or
 // optimizer by the name of the first tensor that differs, before any state is read.
 struct LayoutRecord {  // 64 bytes, no padding
     char name[32];
     int32_t rows, cols;
-    int32_t optimizer;      // OptimizerKind
-    int32_t units;          // Muon matrix units
-    uint64_t offset;        // in the parameter, gradient and master buffers (elements)
-    uint64_t state_offset;  // in its optimizer's state buffers (elements)
+    int32_t optimizer;  // OptimizerKind
+    int32_t units;      // Muon matrix units
+    uint64_t offset;    // in the parameter layout (elements)
+    uint64_t numel;
 };
 static_assert(sizeof(LayoutRecord) == 64, "LayoutRecord has padding");
 
@@ -2407,53 +2474,98 @@ inline LayoutRecord layout_record_of(const ParamTensor* t) {
     rec.optimizer = t->optimizer;
     rec.units = t->units;
     rec.offset = t->offset;
-    rec.state_offset = t->state_offset;
+    rec.numel = t->numel;
     return rec;
 }
 
-// Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
-// run_config: the section run_config_section() made of this run's configuration.
-inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
-                            const TrainData* d, const std::vector<char>* run_config) {
+// Section "owned" of a shard: the ranges of the layout it holds, in its writer's state order.
+// The shard's other sections hold, range after range: "params" and "master" every range's
+// elements, each optimizer's state buffer the ranges of that optimizer's tensors.
+struct OwnedRecord {  // 32 bytes, no padding
+    uint64_t tensor, offset, n, unit;
+};
+
+// Streams into section `name` the parts of device buffer `base` (elem bytes per element) that
+// this rank's owned ranges select: index(range, &at) says whether a range has a part, at which
+// element of base.
+template <class Index>
+void write_owned_section(CheckpointWriter* w, const GPT* m, const char* name, const void* base,
+                         size_t elem, Index index, uint8_t* stage) {
+    size_t bytes = 0, at;
+    for (int i = 0; i < m->dp.owned_count; i++)
+        if (index(&m->dp.owned[i], &at)) bytes += m->dp.owned[i].n * elem;
+    if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        if (!index(r, &at)) continue;
+        for (size_t done = 0; done < r->n * elem;) {
+            const size_t n = std::min(r->n * elem - done, CHECKPOINT_STAGE_BYTES);
+            CUDA_CHECK(cudaMemcpy(stage, (const uint8_t*)base + at * elem + done, n,
+                                  cudaMemcpyDeviceToHost));
+            if (ckpt_section_write(w, stage, n) != 0) fatal("%s", w->error);
+            done += n;
+        }
+    }
+}
+
+// This rank's shard of the checkpoint of `step`, as shard number `shard`.
+inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
-    const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
     CheckpointWriter w;
+    if (ckpt_writer_begin_file(&w, dir, step, shard, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    std::vector<OwnedRecord> records;
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        records.push_back(OwnedRecord{(uint64_t)r->tensor, r->offset, r->n, (uint64_t)r->unit});
+    }
+    if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
+        fatal("%s", w.error);
+    auto params_at = [](const OwnedRange* r, size_t* at) {
+        *at = r->offset;
+        return true;
+    };
+    write_owned_section(&w, m, "params", m->params, sizeof(floatX), params_at, stage);
+    for (int which = 0; which <= STATE_MASTER; which++) {
+        if (state_buffer(m, which) == nullptr) continue;
+        auto at = [m, which](const OwnedRange* r, size_t* i) {
+            return state_index(m, which, r, i);
+        };
+        write_owned_section(&w, m, which == STATE_MASTER ? "master" : STATE_BUFFERS[which].name,
+                            state_buffer(m, which), sizeof(float), at, stage);
+    }
+    if (ckpt_writer_commit(&w, 0) != 0) fatal("%s", w.error);
+    free(stage);
+}
+
+// Writes the checkpoint of rs->step into dir and keeps the newest `keep` (0: all): every rank
+// with state of its own (ZeRO: every rank; stage 0: rank 0, which holds everything) writes its
+// shard, then rank 0 the manifest (the model's table, the run state and identity, the data
+// position, the number of shards), which commits it. Every rank of the group calls it.
+inline void save_checkpoint(const GPT* m, const CommGroup* group, const char* dir, int keep,
+                            const RunState* rs, const TrainData* d,
+                            const std::vector<char>* run_config) {
+    const int shards = m->dp.stage > 0 ? group->size : 1;
+    if (m->dp.stage > 0 || group->rank == 0) save_shard(m, dir, rs->step, group->rank);
+    comm_barrier(group, "the barrier before a checkpoint's manifest (every shard written)");
+    if (group->rank != 0) return;
+    const CheckpointConfig cc = checkpoint_config_of(&m->config);
+    CheckpointWriter w;
     if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
-    write_device_section(&w, "params", m->params, P * sizeof(floatX), stage);
-    if (m->master) write_device_section(&w, "master", m->master, P * sizeof(float), stage);
-    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
-        write_device_section(&w, STATE_BUFFERS[i].name, m->opt_state[i],
-                             state_elems(&m->layout, i) * sizeof(float), stage);
     std::vector<LayoutRecord> records(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) records[i] = layout_record_of(&m->layout.tensors[i]);
+    const uint64_t shard_count = (uint64_t)shards;
     if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
-        0)
-        fatal("%s", w.error);
-    if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
-    if (ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+            0 ||
+        ckpt_write_section(&w, "shards", &shard_count, sizeof(shard_count)) != 0 ||
+        ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0 ||
+        ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
         fatal("%s", w.error);
     if (d->shards) {
         DataLoaderState ds = dataloader_state(&d->train);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
     }
     if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
-    free(stage);
-}
-
-inline void read_device_section(CheckpointReader* r, const char* name, void* dst, size_t bytes,
-                                uint8_t* stage) {
-    const CkptSectionInfo* s = ckpt_lookup(r, name);
-    if (s == nullptr) fatal("%s", r->error);
-    if (s->size != bytes)
-        fatal("checkpoint %s: section '%s' has %llu bytes, this model needs %zu", r->path, name,
-              (unsigned long long)s->size, bytes);
-    for (size_t done = 0; done < bytes;) {
-        size_t n = std::min(bytes - done, CHECKPOINT_STAGE_BYTES);
-        if (ckpt_read_section_part(r, name, done, stage, n) != 0) fatal("%s", r->error);
-        CUDA_CHECK(cudaMemcpy((uint8_t*)dst + done, stage, n, cudaMemcpyHostToDevice));
-        done += n;
-    }
 }
 
 inline bool checkpoint_has_section(const CheckpointReader* r, const char* name) {
@@ -2510,13 +2622,13 @@ inline void check_layout(const CheckpointReader* r, const std::vector<LayoutReco
                 "checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
                 "here",
                 r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
-        if (s->offset != t->offset || s->state_offset != t->state_offset ||
-            (size_t)i >= stored.size() || s != &stored[i])
+        if (s->offset != t->offset || s->numel != t->numel || (size_t)i >= stored.size() ||
+            s != &stored[i])
             fatal(
-                "checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu, state "
-                "offset %llu) than here (entry %d, offset %zu, state offset %zu)",
-                r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset,
-                (unsigned long long)s->state_offset, i, t->offset, t->state_offset);
+                "checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu) than here "
+                "(entry %d, offset %zu)",
+                r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset, i,
+                t->offset);
     }
     if (stored.size() != (size_t)layout->count)
         fatal(
@@ -2525,25 +2637,119 @@ inline void check_layout(const CheckpointReader* r, const std::vector<LayoutReco
             r->path, stored[layout->count].name);
 }
 
-// Loads the checkpoint of an open reader (verified against m's config by ckpt_open) into m and
-// returns its run state; the training loader's state goes to *ds when ds is not nullptr.
-inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds) {
-    check_layout(r, read_layout(r), &m->layout);
+// One shard of a checkpoint being read: its reader and its ranges, each with where its elements
+// start in "params"/"master" (all) and in its optimizer's state buffers (kind).
+struct ShardSource {
+    CheckpointReader r;
+    std::vector<OwnedRecord> ranges;
+    std::vector<uint64_t> at_all, at_kind;
+};
+
+// Loads the checkpoint of an open manifest (verified against m's config by ckpt_open) into m
+// and returns its run state; the training loader's state goes to *ds when ds is not nullptr.
+// The checkpoint may come from any grid and ZeRO stage: the parameters are read whole from its
+// shards, and each range this rank owns now from the shard ranges that overlap it (the layout
+// is checked equal first, so offsets mean the same in both), so a run re-shards on load.
+inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderState* ds) {
+    check_layout(manifest, read_layout(manifest), &m->layout);
+    const int64_t shard_count = ckpt_shard_count(manifest);
+    if (shard_count < 0) fatal("%s", manifest->error);
+    if (shard_count == 0)
+        fatal(
+            "checkpoint %s is one file, written before checkpoints had shards (an older "
+            "train_gpt): this program cannot resume or sample it; start a new run",
+            manifest->path);
+    char dir[CKPT_PATH_BYTES];
+    snprintf(dir, sizeof(dir), "%s", manifest->path);
+    if (char* slash = strrchr(dir, '/')) *slash = '\0';
+    else snprintf(dir, sizeof(dir), ".");
+    const CheckpointConfig cc = checkpoint_config_of(&m->config);
     const size_t P = m->layout.total;
-    uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
-    read_device_section(r, "params", m->params, P * sizeof(floatX), stage);
-    if (m->master) read_device_section(r, "master", m->master, P * sizeof(float), stage);
-    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
-        read_device_section(r, STATE_BUFFERS[i].name, m->opt_state[i],
-                            state_elems(&m->layout, i) * sizeof(float), stage);
-    free(stage);
+    std::vector<floatX> params(P, (floatX)0.0f);
+    std::vector<std::vector<float>> state(STATE_MASTER + 1);
+    for (int which = 0; which <= STATE_MASTER; which++)
+        if (state_buffer(m, which))
+            state[which].assign(
+                which == STATE_MASTER ? m->dp.elem_state + m->dp.unit_state : state_elems(m, which),
+                0.0f);
+    size_t params_read = 0, owned_read = 0, owned_total = 0;
+    for (int i = 0; i < m->dp.owned_count; i++) owned_total += m->dp.owned[i].n;
+    for (int64_t k = 0; k < shard_count; k++) {
+        ShardSource src;
+        char path[CKPT_PATH_BYTES];
+        ckpt_shard_name(path, sizeof(path), dir, manifest->step, (int)k);
+        if (ckpt_open(&src.r, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+            fatal("%s", src.r.error);
+        const CkptSectionInfo* info = ckpt_lookup(&src.r, "owned");
+        if (info == nullptr || info->size % sizeof(OwnedRecord) != 0)
+            fatal("checkpoint shard %s has no valid 'owned' section", path);
+        src.ranges.resize(info->size / sizeof(OwnedRecord));
+        if (ckpt_read_section(&src.r, "owned", src.ranges.data(), info->size) != 0)
+            fatal("%s", src.r.error);
+        uint64_t all = 0, kind[2] = {0, 0};
+        for (const OwnedRecord& o : src.ranges) {
+            if (o.tensor >= (uint64_t)m->layout.count || o.unit > 1 ||
+                o.offset < m->layout.tensors[o.tensor].offset ||
+                o.offset + o.n >
+                    m->layout.tensors[o.tensor].offset + m->layout.tensors[o.tensor].numel)
+                fatal("checkpoint shard %s holds a range outside its tensor", path);
+            src.at_all.push_back(all);
+            src.at_kind.push_back(kind[o.unit]);
+            all += o.n;
+            kind[o.unit] += o.n;
+        }
+        // the parameters, whole, from every shard
+        for (size_t j = 0; j < src.ranges.size(); j++) {
+            const OwnedRecord& o = src.ranges[j];
+            if (ckpt_read_section_part(&src.r, "params", src.at_all[j] * sizeof(floatX),
+                                       params.data() + o.offset, o.n * sizeof(floatX)) != 0)
+                fatal("%s", src.r.error);
+            params_read += o.n;
+        }
+        // the state of each range this rank owns, from the overlapping ranges of the shard
+        for (int i = 0; i < m->dp.owned_count; i++) {
+            const OwnedRange* mine = &m->dp.owned[i];
+            for (size_t j = 0; j < src.ranges.size(); j++) {
+                const OwnedRecord& o = src.ranges[j];
+                const size_t lo = std::max<size_t>(mine->offset, o.offset),
+                             hi = std::min<size_t>(mine->offset + mine->n, o.offset + o.n);
+                if (lo >= hi || (int)o.tensor != mine->tensor) continue;
+                owned_read += hi - lo;
+                for (int which = 0; which <= STATE_MASTER; which++) {
+                    size_t at;
+                    if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
+                    const bool all_ranges = which == STATE_MASTER;
+                    const uint64_t from =
+                        (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
+                    const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
+                    if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
+                                               state[which].data() + at + (lo - mine->offset),
+                                               (hi - lo) * sizeof(float)) != 0)
+                        fatal("%s", src.r.error);
+                }
+            }
+        }
+        ckpt_close(&src.r);
+    }
+    size_t numel = 0;
+    for (int i = 0; i < m->layout.count; i++) numel += m->layout.tensors[i].numel;
+    if (params_read != numel || owned_read != owned_total)
+        fatal(
+            "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
+            "the %zu elements of state this rank needs (shards missing, or of another run?)",
+            manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
+    CUDA_CHECK(cudaMemcpy(m->params, params.data(), P * sizeof(floatX), cudaMemcpyHostToDevice));
+    for (int which = 0; which <= STATE_MASTER; which++)
+        if (!state[which].empty())
+            CUDA_CHECK(cudaMemcpy(state_buffer(m, which), state[which].data(),
+                                  state[which].size() * sizeof(float), cudaMemcpyHostToDevice));
     RunState rs;
-    if (ckpt_read_section(r, "run", &rs, sizeof(rs)) != 0) fatal("%s", r->error);
-    if (ds && ckpt_read_section(r, "data", ds, sizeof(*ds)) != 0)
-        fatal("%s (was it written by a run on random tokens?)", r->error);
-    if (rs.step != r->step)
+    if (ckpt_read_section(manifest, "run", &rs, sizeof(rs)) != 0) fatal("%s", manifest->error);
+    if (ds && ckpt_read_section(manifest, "data", ds, sizeof(*ds)) != 0)
+        fatal("%s (was it written by a run on random tokens?)", manifest->error);
+    if (rs.step != manifest->step)
         fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
-              r->path, (unsigned long long)r->step, (unsigned long long)rs.step);
+              manifest->path, (unsigned long long)manifest->step, (unsigned long long)rs.step);
     m->opt_step = (int)rs.opt_step;
     m->seed = rs.rounding_seed;
     return rs;
@@ -2607,6 +2813,7 @@ struct TrainConfig {
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
     double comm_timeout, bucket_mb;
+    int zero;              // ZeRO stage
     char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
@@ -2707,6 +2914,9 @@ static const Flag FLAGS[] = {
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
      "seconds a rank waits in a collective before it ends the job (longer than any rank "
      "works alone: checkpoint writes, samples)"},
+    {"--zero", FLAG_INT, FIELD(zero), 0, 2, nullptr, FLAG_FREE,
+     "ZeRO stage over the data-parallel ranks: 0 every rank holds everything, 1 the optimizer "
+     "state and master weights are sharded, 2 the gradients too"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
      "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
      "as the backward pass has finished it"},
@@ -2999,7 +3209,9 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "grads", (int64_t)held->grads);
     logger_int(lg, "master", (int64_t)held->master);
     logger_int(lg, "optimizer", (int64_t)held->optimizer);
+    if (held->buckets > 0) logger_int(lg, "buckets", (int64_t)held->buckets);
     logger_object_end(lg);
+    logger_int(lg, "zero", tc->zero);
     if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
@@ -3087,6 +3299,35 @@ inline void print_state_bytes(const GPT* m) {
     printf("\n");
 }
 
+// Each rank's model state as allocated (a line per rank, printed by rank 0), next to what the
+// ZeRO formulas give for mixed-precision AdamW (bf16 weights and gradients, fp32 master weights
+// and moments: 16 bytes per parameter Psi): stage 0 16 Psi, 1 4 Psi + 12 Psi / N, 2 2 Psi + 14
+// Psi / N. The counts differ from the formula by the alignment gaps of the parameter layout
+// (every tensor on 128 elements), the slices' padding (64 elements per bucket), the reduced
+// gradient shard of stage 1 (2 Psi / N), and Muon's 12 bytes per parameter; the buffers of
+// buckets in flight are reported apart.
+inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
+    const StateBytes* h = &m->state_bytes;
+    double mine[5] = {(double)h->params, (double)h->grads, (double)h->master, (double)h->optimizer,
+                      (double)h->buckets};
+    std::vector<double> all(5 * group->size);
+    comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
+    const double MiB = 1024.0 * 1024.0, N = group->size, P = (double)parameters;
+    const double formula[3] = {16 * P, 4 * P + 12 * P / N, 2 * P + 14 * P / N};
+    printf(
+        "ZeRO stage %d over %d rank(s); formula for AdamW in bf16: %.2f MiB of model state per "
+        "rank (Psi = %zu)\n",
+        m->dp.stage, group->size, formula[m->dp.stage] / MiB, parameters);
+    for (int r = 0; r < group->size; r++) {
+        const double* b = &all[5 * r];
+        printf(
+            "  rank %d: params %.2f + grads %.2f + master %.2f + optimizer %.2f = %.2f MiB, "
+            "buckets in flight %.2f MiB\n",
+            r, b[0] / MiB, b[1] / MiB, b[2] / MiB, b[3] / MiB, (b[0] + b[1] + b[2] + b[3]) / MiB,
+            b[4] / MiB);
+    }
+}
+
 // Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
 // launch, a script that differs per node) would issue other collectives and hang, or train
 // something else. Rank 0's resolved configuration goes to every rank, which names each flag
@@ -3163,15 +3404,10 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
 
     GPT model;
     const OptimizerConfig opt = optimizer_config_of(&tc);
-    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed);
+    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed,
+              DataParallelConfig{&comm->dp, tc.zero, tc.bucket_mb});
     model.z_loss_coef = tc.z_loss;
     gpt_init_random(&model, (uint64_t)tc.seed);
-    DataParallel dp;
-    std::vector<size_t> unit_begin(c->layers + 1), unit_end(c->layers + 1);
-    gpt_grad_units(&model, unit_begin.data(), unit_end.data());
-    dp_init(&dp, &comm->dp, model.grads, unit_begin.data(), unit_end.data(), c->layers + 1,
-            tc.bucket_mb);
-    model.dp = &dp;
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
     // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
@@ -3228,6 +3464,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
             unigram);
     print_state_bytes(&model);
+    print_rank_state_bytes(&model, &comm->dp, parameters);
     if (lg.file && lg.needs_header)
         log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model.state_bytes);
     const bool validate = data.shards && tc.val_every > 0;
@@ -3297,10 +3534,10 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);
         if (sample && main_rank && ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
             run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
-        if (tc.checkpoint_dir[0] && main_rank &&
+        if (tc.checkpoint_dir[0] &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
-            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+            save_checkpoint(&model, &comm->dp, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
                             &run_config);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
@@ -3315,7 +3552,6 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     free(targets);
     train_data_free(&data);
     if (have_tokenizer) tokenizer_free(&tok);
-    dp_free(&dp);
     gpt_free(&model);
     return EXIT_SUCCESS;
 }

@@ -222,6 +222,7 @@ typedef struct {
     uint64_t bytes_written;  // everything so far, = the offset of the next byte
     uint32_t crc;            // CRC of those bytes
     uint64_t section_count;
+    int shard;                           // a shard file (no pruning at its commit)
     char section_name[CKPT_NAME_BYTES];  // the section being written
     uint64_t section_left;               // bytes it still expects
     char (*names)[CKPT_NAME_BYTES];      // every section name so far (no duplicates)
@@ -274,8 +275,14 @@ inline int ckpt_writer_put(CheckpointWriter* w, const void* data, size_t n) {
     return 0;
 }
 
-inline int ckpt_writer_begin(CheckpointWriter* w, const char* dir, uint64_t step,
-                             const void* config, size_t config_size) {
+// The file of rank `rank`'s shard of the checkpoint of `step` (see "Sharded checkpoints").
+inline void ckpt_shard_name(char* out, size_t size, const char* dir, uint64_t step, int rank) {
+    snprintf(out, size, "%s/ckpt_step%08llu.rank%05d.bin", dir, (unsigned long long)step, rank);
+}
+
+// Opens a checkpoint file for writing: the manifest of `step` (rank < 0), or rank `rank`'s shard.
+inline int ckpt_writer_begin_file(CheckpointWriter* w, const char* dir, uint64_t step, int rank,
+                                  const void* config, size_t config_size) {
     memset(w, 0, sizeof(*w));
     if (strlen(dir) >= CKPT_DIR_BYTES) {
         snprintf(w->error, sizeof(w->error), "checkpoint directory name too long: %s", dir);
@@ -283,9 +290,11 @@ inline int ckpt_writer_begin(CheckpointWriter* w, const char* dir, uint64_t step
     }
     snprintf(w->dir, sizeof(w->dir), "%s", dir);
     w->step = step;
-    ckpt_final_name(w->final_path, sizeof(w->final_path), dir, step);
-    snprintf(w->tmp_path, sizeof(w->tmp_path), "%s/.ckpt_step%08llu.bin.tmp%ld", dir,
-             (unsigned long long)step, (long)getpid());
+    w->shard = rank >= 0;
+    if (rank < 0) ckpt_final_name(w->final_path, sizeof(w->final_path), dir, step);
+    else ckpt_shard_name(w->final_path, sizeof(w->final_path), dir, step, rank);
+    const char* base = strrchr(w->final_path, '/') + 1;
+    snprintf(w->tmp_path, sizeof(w->tmp_path), "%s/.%s.tmp%ld", dir, base, (long)getpid());
     struct stat st;
     if (stat(dir, &st) != 0) {
         snprintf(w->error, sizeof(w->error), "checkpoint directory %s: %s", dir, strerror(errno));
@@ -308,6 +317,12 @@ inline int ckpt_writer_begin(CheckpointWriter* w, const char* dir, uint64_t step
     ckpt_put_u64(header + 24, config_size);
     if (ckpt_writer_put(w, header, sizeof(header)) != 0) return -1;
     return ckpt_writer_put(w, config, config_size);
+}
+
+// The checkpoint file of `step` itself (its manifest, when it has shards).
+inline int ckpt_writer_begin(CheckpointWriter* w, const char* dir, uint64_t step,
+                             const void* config, size_t config_size) {
+    return ckpt_writer_begin_file(w, dir, step, -1, config, config_size);
 }
 
 inline int ckpt_section_begin(CheckpointWriter* w, const char* name, size_t size) {
@@ -361,6 +376,35 @@ inline int ckpt_write_section(CheckpointWriter* w, const char* name, const void*
     return ckpt_section_write(w, data, size);
 }
 
+// Deletes the shard files of the checkpoint of `step` in dir (ckpt_stepSSSSSSSS.rankRRRRR.bin),
+// or, with step UINT64_MAX, every shard file whose manifest does not exist (a save that died
+// before its manifest). Returns 0, or -1 with a message.
+inline int ckpt_remove_shards(const char* dir, uint64_t step, char* err, size_t err_size) {
+    DIR* d = opendir(dir);
+    if (d == NULL) {
+        snprintf(err, err_size, "cannot list checkpoint folder %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (struct dirent* e; rc == 0 && (e = readdir(d)) != NULL;) {
+        unsigned long long s;
+        int rank, used = 0;
+        if (sscanf(e->d_name, "ckpt_step%8llu.rank%5d.bin%n", &s, &rank, &used) != 2 ||
+            e->d_name[used] != '\0')
+            continue;
+        char manifest[CKPT_PATH_BYTES], path[CKPT_PATH_BYTES + sizeof(e->d_name)];
+        ckpt_final_name(manifest, sizeof(manifest), dir, s);
+        if (step == UINT64_MAX ? access(manifest, F_OK) == 0 : s != step) continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            snprintf(err, err_size, "cannot delete checkpoint shard %s: %s", path, strerror(errno));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 // Deletes committed checkpoints older than w->step beyond the newest keep_last (which count
 // the new one). Checkpoints with a larger step than the new one are left alone, and so are
 // temporary files: a writer never deletes what another may be writing (the folder lock's
@@ -376,12 +420,13 @@ inline int ckpt_prune(CheckpointWriter* w, int keep_last) {
     for (size_t i = 0; i + keep_older < older && rc == 0; i++) {
         char path[CKPT_PATH_BYTES];
         ckpt_final_name(path, sizeof(path), w->dir, steps[i]);
-        if (unlink(path) != 0) {
+        if (unlink(path) != 0) {  // the manifest first: without it the shards are no checkpoint
             snprintf(w->error, sizeof(w->error),
                      "checkpoint %s was written, but the old checkpoint %s cannot be deleted: %s",
                      w->final_path, path, strerror(errno));
             rc = -1;
         }
+        if (rc == 0) rc = ckpt_remove_shards(w->dir, steps[i], w->error, sizeof(w->error));
     }
     free(steps);
     if (rc == 0) rc = ckpt_fsync_dir(w->dir, w->error, sizeof(w->error));
@@ -420,7 +465,7 @@ inline int ckpt_writer_commit(CheckpointWriter* w, int keep_last) {
         return -1;
     }
     if (ckpt_fsync_dir(w->dir, w->error, sizeof(w->error)) != 0) return -1;
-    return ckpt_prune(w, keep_last);
+    return w->shard ? 0 : ckpt_prune(w, keep_last);  // a shard commits nothing by itself
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -747,6 +792,54 @@ inline int ckpt_read_section_part(CheckpointReader* r, const char* name, uint64_
 }
 
 // ---------------------------------------------------------------------------------------------
+// Sharded checkpoints. A checkpoint may be a manifest plus shard files: every rank that holds
+// state writes its shard, ckpt_stepSSSSSSSS.rankRRRRR.bin, atomically like any checkpoint file
+// (ckpt_writer_begin_file with its rank); once all are committed, rank 0 writes the manifest,
+// ckpt_stepSSSSSSSS.bin, whose section "shards" holds the number of shard files (uint64), and
+// only the manifest commits the checkpoint: a save that dies earlier leaves shards without a
+// manifest, which are no checkpoint (the folder lock's next holder deletes them). Pruning a
+// checkpoint deletes its manifest, then its shards.
+
+// The number of shards the open manifest r lists (0 for a checkpoint of one file), or -1.
+inline int64_t ckpt_shard_count(CheckpointReader* r) {
+    for (uint64_t i = 0; i < r->section_count; i++) {
+        if (strcmp(r->sections[i].name, "shards") != 0) continue;
+        uint64_t n = 0;
+        if (ckpt_read_section(r, "shards", &n, sizeof(n)) != 0) return -1;
+        return (int64_t)n;
+    }
+    return 0;
+}
+
+// Checks the integrity of every shard the open manifest r lists (ckpt_open with no config).
+// Returns 0, or -1 with the first problem in r->error.
+inline int ckpt_shards_intact(CheckpointReader* r) {
+    const int64_t n = ckpt_shard_count(r);
+    if (n < 0) return -1;
+    char dir[CKPT_PATH_BYTES];
+    snprintf(dir, sizeof(dir), "%s", r->path);
+    char* slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof(dir), ".");
+    for (int64_t k = 0; k < n; k++) {
+        char shard[CKPT_PATH_BYTES];
+        ckpt_shard_name(shard, sizeof(shard), dir, r->step, (int)k);
+        CheckpointReader sr;
+        if (ckpt_open(&sr, shard, NULL, 0, NULL, 0) != 0) {
+            snprintf(r->error, sizeof(r->error), "its shard %lld: %s", (long long)k, sr.error);
+            return -1;
+        }
+        const int same_step = sr.step == r->step;
+        ckpt_close(&sr);
+        if (!same_step) {
+            snprintf(r->error, sizeof(r->error), "its shard %s is of another step", shard);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The newest intact checkpoint in dir: returns 1 with its path and step, 0 when there is none
 // (also when dir does not exist), -1 with a message when dir cannot be read. Intact means every
 // check of ckpt_open but the configuration (the CRC included): a newer file that fails them is
@@ -762,7 +855,7 @@ inline int ckpt_find_latest(const char* dir, char* path, size_t path_size, uint6
         char candidate[CKPT_PATH_BYTES];
         ckpt_final_name(candidate, sizeof(candidate), dir, steps[i]);
         CheckpointReader r;
-        if (ckpt_open(&r, candidate, NULL, 0, NULL, 0) == 0) {
+        if (ckpt_open(&r, candidate, NULL, 0, NULL, 0) == 0 && ckpt_shards_intact(&r) == 0) {
             ckpt_close(&r);
             snprintf(path, path_size, "%s", candidate);
             *step = steps[i];
@@ -975,7 +1068,8 @@ inline int ckpt_lock_take(CkptLock* lk, const char* dir, char* err, size_t err_s
     if (rc != 0) return -1;
     lk->held = 1;
     if (ckpt_fsync_dir(dir, err, err_size) != 0 ||
-        ckpt_remove_stale_temporaries(dir, err, err_size) != 0) {
+        ckpt_remove_stale_temporaries(dir, err, err_size) != 0 ||
+        ckpt_remove_shards(dir, UINT64_MAX, err, err_size) != 0) {
         unlink(lk->path);
         lk->held = 0;
         return -1;

@@ -83,6 +83,22 @@ inline void mpi_check(int err, const char* file, int line) {
 // pieces of this size.
 constexpr size_t COMM_SCRATCH_BYTES = (size_t)64 << 10;
 
+enum CommKind {
+    COMM_ALL_REDUCE,
+    COMM_REDUCE_SCATTER,
+    COMM_ALL_GATHER,
+    COMM_REDUCE,
+    COMM_BROADCAST,
+    NUM_COMM_KINDS
+};
+static const char* const COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all_reduce", "reduce_scatter",
+                                                            "all_gather", "reduce", "broadcast"};
+
+struct CommTraffic {
+    double bytes[NUM_COMM_KINDS];  // sent by this rank, as above, since the last reset
+    long long calls[NUM_COMM_KINDS];
+};
+
 struct CommGroup {
     int rank, size;    // this process's place in the group
     int world_rank;    // and in the whole job, for messages
@@ -92,6 +108,7 @@ struct CommGroup {
     cudaStream_t host_stream;  // the host collectives' stream
     uint8_t* scratch;          // COMM_SCRATCH_BYTES of device memory for them
 #endif
+    CommTraffic* traffic;  // the device collectives' bytes (nullptr: not counted)
 };
 
 enum LaunchKind { LAUNCH_NONE, LAUNCH_MPI, LAUNCH_ENV };
@@ -227,6 +244,7 @@ inline void comm_single_process(Comm* comm, double timeout_s) {
 // Gives g its NCCL communicator and the buffers of its host collectives.
 inline void comm_group_attach(CommGroup* g, ncclComm_t nccl) {
     g->nccl = nccl;
+    g->traffic = (CommTraffic*)calloc(1, sizeof(CommTraffic));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->host_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMalloc(&g->scratch, COMM_SCRATCH_BYTES));
 }
@@ -462,6 +480,8 @@ inline void comm_group_free(CommGroup* g) {
         g->nccl = nullptr;
         CUDA_CHECK(cudaFree(g->scratch));
         CUDA_CHECK(cudaStreamDestroy(g->host_stream));
+        free(g->traffic);
+        g->traffic = nullptr;
     }
 #else
     (void)g;
@@ -501,26 +521,37 @@ inline void comm_split(const CommGroup* parent, int color, int key, CommGroup* o
 }
 
 // ---------------------------------------------------------------------------------------------
-// Device collectives: in place on `buf` (n elements, device memory), queued on `stream` after
-// the work already there. Gradients are averaged over the dp group with comm_allreduce_avg.
+// Device collectives, queued on `stream` after the work already there, each counted in the
+// group's traffic (CommTraffic) as the bytes a rank sends when a ring carries it (nccl-tests'
+// bus-bandwidth convention): with S the bytes of the whole (unsharded) buffer and N ranks,
+// all-reduce 2(N-1)/N S, reduce-scatter and all-gather (N-1)/N S, reduce and broadcast S.
+// average: ncclAvg (the mean over the ranks), else ncclSum.
+
+inline void comm_count(const CommGroup* g, CommKind kind, size_t whole_bytes) {
+    if (g->traffic == nullptr) return;
+    const double n = g->size;
+    const double factor = kind == COMM_ALL_REDUCE                                  ? 2 * (n - 1) / n
+                          : kind == COMM_REDUCE_SCATTER || kind == COMM_ALL_GATHER ? (n - 1) / n
+                                                                                   : 1.0;
+    g->traffic->bytes[kind] += factor * (double)whole_bytes;
+    g->traffic->calls[kind]++;
+}
 
 #ifdef MULTI_GPU
 inline ncclDataType_t nccl_type_of(const float*) { return ncclFloat32; }
 inline ncclDataType_t nccl_type_of(const __nv_bfloat16*) { return ncclBfloat16; }
 #endif
 
+// In place on buf (n elements).
 template <class T>  // float or __nv_bfloat16
 void comm_allreduce(const CommGroup* g, T* buf, size_t n, bool average, cudaStream_t stream) {
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;
+    comm_count(g, COMM_ALL_REDUCE, n * sizeof(T));
     NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type_of(buf), average ? ncclAvg : ncclSum, g->nccl,
                              stream));
 #else
-    (void)g;
-    (void)buf;
-    (void)n;
-    (void)average;
-    (void)stream;
+    (void)g, (void)buf, (void)n, (void)average, (void)stream;
 #endif
 }
 template <class T>
@@ -530,6 +561,83 @@ void comm_allreduce_avg(const CommGroup* g, T* buf, size_t n, cudaStream_t strea
 template <class T>
 void comm_allreduce_sum(const CommGroup* g, T* buf, size_t n, cudaStream_t stream) {
     comm_allreduce(g, buf, n, false, stream);
+}
+
+// recv (count elements) = the reduction of every rank's send[rank * count .. +count).
+template <class T>
+void comm_reduce_scatter(const CommGroup* g, const T* send, T* recv, size_t count, bool average,
+                         cudaStream_t stream) {
+#ifdef MULTI_GPU
+    if (g->nccl == nullptr) {
+        if (send != recv)
+            CUDA_CHECK(
+                cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+        return;
+    }
+    comm_count(g, COMM_REDUCE_SCATTER, count * g->size * sizeof(T));
+    NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type_of(send), average ? ncclAvg : ncclSum,
+                                 g->nccl, stream));
+#else
+    if (send != recv)
+        CUDA_CHECK(
+            cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    (void)g, (void)average;
+#endif
+}
+
+// recv[r * count .. +count) = rank r's send (count elements); in place when
+// send == recv + rank * count.
+template <class T>
+void comm_allgather(const CommGroup* g, const T* send, T* recv, size_t count, cudaStream_t stream) {
+#ifdef MULTI_GPU
+    if (g->nccl == nullptr) {
+        if (send != recv)
+            CUDA_CHECK(
+                cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+        return;
+    }
+    comm_count(g, COMM_ALL_GATHER, count * g->size * sizeof(T));
+    NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type_of(send), g->nccl, stream));
+#else
+    if (send != recv)
+        CUDA_CHECK(
+            cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    (void)g;
+#endif
+}
+
+// recv on rank `root` (n elements) = the reduction of every rank's send; recv is not used on
+// the other ranks.
+template <class T>
+void comm_reduce(const CommGroup* g, const T* send, T* recv, size_t n, int root, bool average,
+                 cudaStream_t stream) {
+#ifdef MULTI_GPU
+    if (g->nccl == nullptr) {
+        if (send != recv)
+            CUDA_CHECK(
+                cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+        return;
+    }
+    comm_count(g, COMM_REDUCE, n * sizeof(T));
+    NCCL_CHECK(ncclReduce(send, recv, n, nccl_type_of(send), average ? ncclAvg : ncclSum, root,
+                          g->nccl, stream));
+#else
+    if (send != recv)
+        CUDA_CHECK(cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    (void)g, (void)root, (void)average;
+#endif
+}
+
+// buf (n elements) of rank `root` to every rank, in place.
+template <class T>
+void comm_broadcast_device(const CommGroup* g, T* buf, size_t n, int root, cudaStream_t stream) {
+#ifdef MULTI_GPU
+    if (g->nccl == nullptr) return;
+    comm_count(g, COMM_BROADCAST, n * sizeof(T));
+    NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_type_of(buf), root, g->nccl, stream));
+#else
+    (void)g, (void)buf, (void)n, (void)root, (void)stream;
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,130 +1,68 @@
-// llmc/zero.cuh: data parallelism: the gradients of every rank's part of the batch are reduced
-// over the data-parallel group, in buckets, on a communication stream of their own, while the
-// backward pass goes on computing the gradients of earlier layers.
+// llmc/zero.cuh: data parallelism and ZeRO. Every rank of the data-parallel group computes the
+// gradients of its part of the batch; they are reduced over the group, in buckets, on a
+// communication stream of their own while the backward pass goes on; then the optimizer state
+// is either held by every rank (stage 0) or sharded over the group (ZeRO):
+//   stage 0  every rank holds everything; each bucket is all-reduced; every rank takes the
+//            whole step (4 + 12 bytes per parameter in the bf16 build: 16 Psi);
+//   stage 1  the optimizer state and the fp32 master weights are sharded: each rank receives
+//            the reduced gradient of the part it owns (reduce-scatter), updates that part, and
+//            the updated parameters are all-gathered (4 Psi + 12 Psi / N, plus the owned part
+//            of the reduced gradient, 2 Psi / N);
+//   stage 2  the gradients too: the backward pass writes each bucket into a buffer of its own,
+//            reduce-scattered (every micro-batch, accumulated into the owned gradient shard)
+//            and reused, so no rank holds a whole gradient (2 Psi + 14 Psi / N, plus the
+//            in-flight buckets).
 //
 // Gradient units and buckets. The backward pass finishes the gradients of the model in a fixed
 // order of units: the last block (with the final LayerNorm, whose gradient is done just before
 // it), then each block down to the first, then the embeddings (wte, which the lm head also
 // writes at the very start, and wpe). Every unit is one contiguous range of the parameter
 // layout, and consecutive units are adjacent ranges, so a bucket, a run of consecutive units of
-// at least --bucket-mb megabytes (the last one takes what is left), is one contiguous range too.
-// When the backward pass has finished the last unit of a bucket (dp_unit_done, called by the
-// model after each unit), the compute stream records an event, the communication stream waits
-// for it and reduces the bucket; before the optimizer reads any gradient the compute stream
-// waits for the last bucket's event (dp_finish): the buckets are reduced in order on one
-// stream, so that event follows them all.
+// at least --bucket-mb MiB (the last one takes what is left), is one contiguous range too. When
+// the backward pass has finished the last unit of a bucket (dp_unit_done, called by the model
+// after each unit), the compute stream records an event, the communication stream waits for it
+// and reduces the bucket; before the optimizer reads any gradient the compute stream waits for
+// the last bucket's event (dp_finish): the buckets are reduced in order on one stream, so that
+// event follows them all. With several micro-batches per step, stages 0 and 1 sum the
+// gradients locally and reduce during the last backward pass only; stage 2 has nowhere to keep
+// a whole gradient, so it reduces every micro-batch (the traffic says so).
 //
-// Gradient accumulation: with several micro-batches per step, the gradients are summed locally
-// and only the last micro-batch's backward pass reduces them (dp->reduce is set for it).
+// The shard plan (plan_build, below) says which rank owns what: element-wise tensors (AdamW)
+// are cut into equal slices per bucket, matrix units (Muon) are owned whole. The optimizer
+// state of rank r is its slices bucket after bucket, then its units; at stage 0 every rank
+// holds the state of all ranks, the same way, so one update routine serves every stage.
 //
-// Determinism: each element is reduced by the same collective whatever the bucket it is in
-// (NCCL reduces element-wise; the CPU NCCL in rank order), so buckets change when the bytes
-// travel, not the bits.
+// The gradient norm (clipping) is a sum over the plan: per rank, its slices and its units in
+// state order, each a fixed two-pass sum of squares; the ranks' sums are added in rank order.
+// At stage 0 one rank computes all of them, at stages 1 and 2 each rank its own: the same
+// arithmetic, so stages 0, 1 and 2 (at one micro-batch per step) give the same bits (the CPU
+// NCCL reduces every collective in rank order; a GPU's NCCL picks its algorithms itself).
 #pragma once
 
 #include <algorithm>
 #include <vector>
 
 #include "comm.cuh"
-
-struct GradBucket {
-    size_t begin, end;  // element range of the parameter layout
-    int last_unit;      // the backward pass's unit whose completion closes it
-    cudaEvent_t done;   // recorded on the communication stream after its collective
-};
-
-struct DataParallel {
-    const CommGroup* group;
-    cudaStream_t stream;  // the communication stream
-    floatX* grads;        // the gradient buffer, in the parameter layout
-    int count;            // buckets, in the order the backward pass completes them
-    GradBucket* buckets;
-    int* closing;          // per unit: the bucket it closes, or -1
-    cudaEvent_t computed;  // recorded on the compute stream when a bucket's gradients are done
-    bool reduce;           // reduce during this backward pass (the step's last micro-batch)
-};
-
-// Builds the buckets from the units' ranges in the order the backward pass finishes them
-// (unit_begin/unit_end: n_units element ranges; each unit's range adjacent to the next one's).
-inline void dp_init(DataParallel* dp, const CommGroup* group, floatX* grads,
-                    const size_t* unit_begin, const size_t* unit_end, int n_units,
-                    double bucket_mb) {
-    memset(dp, 0, sizeof(*dp));
-    dp->group = group;
-    dp->grads = grads;
-    dp->buckets = (GradBucket*)MALLOC_CHECK(n_units * sizeof(GradBucket));
-    dp->closing = (int*)MALLOC_CHECK(n_units * sizeof(int));
-    const size_t bucket_elems = (size_t)(bucket_mb * 1048576.0 / sizeof(floatX));
-    size_t lo = unit_begin[0], hi = unit_end[0];
-    for (int u = 0; u < n_units; u++) {
-        lo = std::min(lo, unit_begin[u]);
-        hi = std::max(hi, unit_end[u]);
-        dp->closing[u] = -1;
-        if (hi - lo >= bucket_elems || u == n_units - 1) {
-            dp->closing[u] = dp->count;
-            dp->buckets[dp->count++] = GradBucket{lo, hi, u, nullptr};
-            if (u + 1 < n_units) lo = unit_begin[u + 1], hi = unit_end[u + 1];
-        }
-    }
-    if (group->size == 1) return;  // nothing to reduce: no streams or events
-    CUDA_CHECK(cudaStreamCreateWithFlags(&dp->stream, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&dp->computed, cudaEventDisableTiming));
-    for (int b = 0; b < dp->count; b++)
-        CUDA_CHECK(cudaEventCreateWithFlags(&dp->buckets[b].done, cudaEventDisableTiming));
-}
-
-inline void dp_free(DataParallel* dp) {
-    if (dp->group->size > 1) {
-        for (int b = 0; b < dp->count; b++) CUDA_CHECK(cudaEventDestroy(dp->buckets[b].done));
-        CUDA_CHECK(cudaEventDestroy(dp->computed));
-        CUDA_CHECK(cudaStreamDestroy(dp->stream));
-    }
-    free(dp->buckets);
-    free(dp->closing);
-}
-
-// The backward pass has queued the last kernel writing unit `unit`'s gradients on `compute`:
-// when that closes a bucket, its reduction starts on the communication stream once the
-// gradients are written. Called by the model after every unit, on every micro-batch.
-inline void dp_unit_done(DataParallel* dp, int unit, cudaStream_t compute) {
-    if (dp == nullptr || !dp->reduce || dp->group->size == 1 || dp->closing[unit] < 0) return;
-    GradBucket* b = &dp->buckets[dp->closing[unit]];
-    CUDA_CHECK(cudaEventRecord(dp->computed, compute));
-#ifndef DP_TEST_DROP_WAIT  // the test of the stream structure builds without this wait
-    CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->computed, 0));
-#endif
-    comm_allreduce_avg(dp->group, dp->grads + b->begin, b->end - b->begin, dp->stream);
-    CUDA_CHECK(cudaEventRecord(b->done, dp->stream));
-}
-
-// Makes `compute` wait for every bucket's reduction, and the host for the collectives (with the
-// group's deadline). Called after the last micro-batch's backward pass, before the gradients
-// are read.
-inline void dp_finish(DataParallel* dp, cudaStream_t compute) {
-    if (dp == nullptr || dp->group->size == 1) return;
-    CUDA_CHECK(cudaStreamWaitEvent(compute, dp->buckets[dp->count - 1].done, 0));
-    comm_sync(dp->group, dp->stream, "the all-reduce of the gradients (NCCL)");
-}
+#include "norm.cuh"
 
 // =============================================================================================
-// The shard plan: which rank of the data-parallel group owns which parameters under ZeRO, built
-// once from the parameter table and the buckets above.
+// The shard plan.
 //
-// Element-wise tensors (AdamW) may be cut anywhere. In each bucket their elements are packed
-// in layout order (pieces: runs of whole tensors, without the alignment gaps) and the packed
-// sequence is cut into `ranks` equal slices (the last ones padded with zeros), slice r owned by
-// rank r: a reduce-scatter over the packed bucket hands each rank the reduced gradient of its
-// slice, and an all-gather of the slices rebuilds the updated parameters everywhere. A rank's
-// slices, bucket after bucket, are its element-wise shard: the optimizer state and master
-// weights it holds. The cut of a slice into runs of one tensor each is its list of segments.
+// Element-wise tensors may be cut anywhere. In each bucket their elements are packed in layout
+// order (pieces: whole tensors, without the alignment gaps) and the packed sequence is cut into
+// `ranks` equal slices (the last ones padded with zeros), slice r owned by rank r: a
+// reduce-scatter over the packed bucket hands each rank the reduced gradient of its slice, and
+// an all-gather of the slices rebuilds the updated parameters everywhere. The cut of a slice
+// into runs of one tensor each is its list of segments.
 //
 // Matrix units (Muon: Newton-Schulz needs a whole matrix) are never cut: each is owned whole by
 // one rank, chosen largest first for the least loaded rank by Newton-Schulz cost (m^2 n for an
 // (m, n) unit with m <= n), ties to the lowest rank, so the work is balanced and the choice
 // depends on the table and the group size only. A unit's gradient is reduced to its owner
-// (ncclReduce), the owner updates it, and broadcasts the new parameters (ncclBroadcast).
+// (ncclReduce), the owner updates it, and broadcasts the new parameters (ncclBroadcast): S
+// bytes each way where a slice costs (N-1)/N S, the price of whole matrices.
 //
-// Every rank builds the same plan for every rank; plan_segments(plan, r) is rank r's part.
+// Every rank builds the same plan for every rank.
 
 struct ShardTensor {  // a tensor as the plan sees it
     size_t offset, numel;
@@ -139,13 +77,6 @@ struct ShardPiece {  // a run of element-wise elements of one tensor, in packed 
     size_t n;
 };
 
-struct ShardSegment {  // the part of a piece one rank owns
-    int tensor;
-    size_t offset;  // in the layout
-    size_t shard;   // in the owner's element-wise shard
-    size_t n;
-};
-
 struct ShardUnit {  // a matrix unit, owned whole
     int tensor, unit;
     size_t offset, n;  // in the layout
@@ -156,7 +87,7 @@ struct ShardUnit {  // a matrix unit, owned whole
 struct ShardBucket {
     size_t packed;  // element-wise elements in the bucket
     size_t slice;   // elements per rank of the packed sequence (padded)
-    size_t shard;   // where each rank's slice of this bucket starts in its shard
+    size_t shard;   // where each rank's slice of this bucket starts in its element-wise shard
     int piece_first, piece_count;
     int unit_first, unit_count;
 };
@@ -173,25 +104,101 @@ struct ShardPlan {
     size_t* unit_shard;  // per rank: elements of the units it owns
 };
 
-// Slices are cut on multiples of this many elements (16-byte accesses, and NCCL's fast path).
+// Slices and units start on multiples of this many elements (16-byte accesses, NCCL's fast path).
 constexpr size_t SHARD_ALIGN = 64;
 
-// Builds the plan of tensors[0..n) (layout order) over the buckets of dp for `ranks` ranks.
-inline void plan_build(ShardPlan* plan, const DataParallel* dp, const ShardTensor* tensors, int n,
-                       int ranks) {
+// =============================================================================================
+// Data parallelism.
+
+struct GradBucket {
+    size_t begin, end;  // element range of the parameter layout
+    int first_unit, last_unit;
+    cudaEvent_t done;  // recorded on the communication stream after its collectives
+};
+
+// A copy of n elements from src[from] to dst[to] (packing and unpacking buckets).
+struct CopyRun {
+    size_t to, from, n;
+};
+
+// What the plan gives one rank: a run of the layout it owns and where its state is.
+struct OwnedRange {
+    int tensor;
+    size_t offset;  // in the layout
+    size_t state;   // in the element-wise state (unit == false) or the unit state
+    size_t n;
+    bool unit;  // a matrix unit (its optimizer needs it whole)
+};
+
+// A run of gradients the norm sums, of rank `rank`.
+struct NormItem {
+    const floatX* grads;
+    size_t n;
+    int rank, blocks;
+};
+
+struct DataParallel {
+    const CommGroup* group;
+    int stage;            // 0, 1 or 2 (see the top)
+    int me;               // this rank in the group
+    cudaStream_t stream;  // the communication stream
+    floatX* grads;        // the gradient buffer (stages 0 and 1), in the parameter layout
+    int count;            // buckets, in the order the backward pass completes them
+    GradBucket* buckets;
+    int* bucket_of;        // per unit: its bucket
+    cudaEvent_t computed;  // recorded on the compute stream when a bucket's gradients are done
+    bool reduce;           // reduce during this backward pass
+    bool first_micro;      // stage 2: the step's first micro-batch (reduce into, not onto)
+    ShardPlan plan;
+    // what this rank updates and keeps the state of (stage 0: everything), in state order
+    OwnedRange* owned;
+    int owned_count;
+    size_t elem_state, unit_state;  // elements of the two kinds of state
+    // stages 1 and 2
+    floatX* grad_shard;    // reduced gradients of the owned state: elem_state + unit_state
+    floatX* staging;       // one packed bucket (ranks x slice), then the next
+    floatX* accumulate;    // stage 2: a slice or unit reduced before it is added to grad_shard
+    CopyRun* runs;         // device: per bucket, packing runs then this rank's parameter runs
+    CopyRun* unpack_runs;  // device: at the packing runs' indices, the way back (packed -> layout)
+    int* pack_first;       // per bucket: first packing run (count + 1 entries)
+    int* param_first;      // per bucket: first parameter run of this rank (count + 1 entries)
+    // stage 2: the buffers the backward pass writes gradients into
+    floatX* slots[2];   // buckets 0 .. count-2 alternate between two
+    floatX* last_slot;  // the last bucket (with wte, written from the start) has its own
+    bool* prepared;     // per bucket: zeroed for this micro-batch
+    // the gradient norm
+    NormItem* norm_items;  // device
+    int norm_item_count, norm_max_blocks;
+    float* norm_partials;   // (items, norm_max_blocks)
+    float* norm_rank_sums;  // (ranks) device
+    size_t bytes_buckets;   // memory of the buffers that hold buckets in flight
+};
+
+// The units rank `owner` owns, in the order of its unit shard.
+inline std::vector<ShardUnit*> plan_units_of(const ShardPlan* plan, int owner) {
+    std::vector<ShardUnit*> out;
+    for (int i = 0; i < plan->unit_count; i++)
+        if (plan->units[i].owner == owner) out.push_back(&plan->units[i]);
+    std::sort(out.begin(), out.end(),
+              [](const ShardUnit* a, const ShardUnit* b) { return a->shard < b->shard; });
+    return out;
+}
+
+// Builds the plan of tensors[0..n) (layout order) over the buckets for `ranks` ranks.
+inline void plan_build(ShardPlan* plan, const GradBucket* buckets, int bucket_count,
+                       const ShardTensor* tensors, int n, int ranks) {
     memset(plan, 0, sizeof(*plan));
     plan->ranks = ranks;
-    plan->bucket_count = dp->count;
-    plan->buckets = (ShardBucket*)MALLOC_CHECK(dp->count * sizeof(ShardBucket));
-    plan->pieces = (ShardPiece*)MALLOC_CHECK(n * sizeof(ShardPiece));
+    plan->bucket_count = bucket_count;
+    plan->buckets = (ShardBucket*)MALLOC_CHECK(bucket_count * sizeof(ShardBucket));
+    plan->pieces = (ShardPiece*)MALLOC_CHECK((n + 1) * sizeof(ShardPiece));
     int total_units = 0;
     for (int i = 0; i < n; i++) total_units += tensors[i].units;
     plan->units = (ShardUnit*)MALLOC_CHECK((total_units + 1) * sizeof(ShardUnit));
     plan->unit_shard = (size_t*)MALLOC_CHECK(ranks * sizeof(size_t));
-    std::vector<double> load(ranks, 0.0);
     for (int r = 0; r < ranks; r++) plan->unit_shard[r] = 0;
-    for (int b = 0; b < dp->count; b++) {
-        const GradBucket* g = &dp->buckets[b];
+    for (int b = 0; b < bucket_count; b++) {
+        const GradBucket* g = &buckets[b];
         ShardBucket* sb = &plan->buckets[b];
         memset(sb, 0, sizeof(*sb));
         sb->piece_first = plan->piece_count;
@@ -204,10 +211,9 @@ inline void plan_build(ShardPlan* plan, const DataParallel* dp, const ShardTenso
                 sb->packed += t->numel;
                 continue;
             }
-            for (int u = 0; u < t->units; u++) {
-                const size_t un = t->numel / t->units;
+            const size_t un = t->numel / t->units;
+            for (int u = 0; u < t->units; u++)
                 plan->units[plan->unit_count++] = ShardUnit{i, u, t->offset + u * un, un, -1, 0};
-            }
         }
         sb->piece_count = plan->piece_count - sb->piece_first;
         sb->unit_count = plan->unit_count - sb->unit_first;
@@ -221,11 +227,12 @@ inline void plan_build(ShardPlan* plan, const DataParallel* dp, const ShardTenso
     for (int i = 0; i < plan->unit_count; i++) order[i] = i;
     auto cost = [&](int i) {
         const ShardTensor* t = &tensors[plan->units[i].tensor];
-        const double m = std::min(t->rows / t->units, t->cols),
-                     k = std::max(t->rows / t->units, t->cols);
+        const double rows = t->rows / t->units, m = std::min<double>(rows, t->cols),
+                     k = std::max<double>(rows, t->cols);
         return m * m * k;
     };
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost(a) > cost(b); });
+    std::vector<double> load(ranks, 0.0);
     for (int i : order) {
         int best = 0;
         for (int r = 1; r < ranks; r++)
@@ -247,9 +254,10 @@ inline void plan_free(ShardPlan* plan) {
     free(plan->unit_shard);
 }
 
-// Rank r's element-wise segments, bucket after bucket (the order of its shard).
-inline std::vector<ShardSegment> plan_segments(const ShardPlan* plan, int r) {
-    std::vector<ShardSegment> segs;
+// Rank r's element-wise part: runs of one tensor each, bucket after bucket (the order of its
+// shard); state = the run's place in the rank's element-wise shard.
+inline std::vector<OwnedRange> plan_segments(const ShardPlan* plan, int r) {
+    std::vector<OwnedRange> segs;
     for (int b = 0; b < plan->bucket_count; b++) {
         const ShardBucket* sb = &plan->buckets[b];
         const size_t lo = r * sb->slice, hi = std::min((r + 1) * sb->slice, sb->packed);
@@ -258,9 +266,405 @@ inline std::vector<ShardSegment> plan_segments(const ShardPlan* plan, int r) {
             const size_t a = std::max(lo, piece->packed),
                          z = std::min(hi, piece->packed + piece->n);
             if (a >= z) continue;
-            segs.push_back(ShardSegment{piece->tensor, piece->offset + (a - piece->packed),
-                                        sb->shard + (a - lo), z - a});
+            segs.push_back(OwnedRange{piece->tensor, piece->offset + (a - piece->packed),
+                                      sb->shard + (a - lo), z - a, false});
         }
     }
     return segs;
+}
+
+// Everything rank r owns, in its state order: its element-wise segments, then its units.
+inline std::vector<OwnedRange> plan_owned(const ShardPlan* plan, int r) {
+    std::vector<OwnedRange> owned = plan_segments(plan, r);
+    for (const ShardUnit* u : plan_units_of(plan, r))
+        owned.push_back(OwnedRange{u->tensor, u->offset, u->shard, u->n, true});
+    return owned;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels: copying runs (packing a bucket, unpacking it) and adding a reduced part onto the
+// accumulated one. A block owns one run (blockIdx.y) and strides through it.
+
+__global__ void copy_runs_kernel(floatX* dst, const floatX* src, const CopyRun* runs) {
+    const CopyRun r = runs[blockIdx.y];
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < r.n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[r.to + i] = src[r.from + i];
+}
+
+inline void copy_runs(floatX* dst, const floatX* src, const CopyRun* runs, int count,
+                      cudaStream_t stream) {
+    if (count == 0) return;
+    copy_runs_kernel<<<dim3(64, count), 256, 0, stream>>>(dst, src, runs);
+    CUDA_CHECK_LAUNCH();
+}
+
+__global__ void add_into_kernel(floatX* dst, const floatX* add, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = (floatX)((float)dst[i] + (float)add[i]);
+}
+
+inline void add_into(floatX* dst, const floatX* add, size_t n, cudaStream_t stream) {
+    add_into_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dst, add, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The norm: partials[item * max_blocks + block] = the sum of squares of the elements of item
+// `item` that block `block` of its `blocks` covers (grid-stride); then rank_sums[r] = the
+// partials of rank r's items, added in item and block order by one thread.
+__global__ void norm_items_kernel(float* partials, const NormItem* items, int max_blocks) {
+    __shared__ float warp_sums[NORM_THREADS / 32];
+    const NormItem it = items[blockIdx.y];
+    if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
+    float acc = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)NORM_THREADS + threadIdx.x; i < it.n;
+         i += (size_t)it.blocks * NORM_THREADS) {
+        const float v = (float)it.grads[i];
+        acc += v * v;
+    }
+    acc = warp_sum(acc);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+    __syncthreads();  // every warp's sum is in shared memory
+    if (threadIdx.x == 0) {
+        float total = 0.0f;
+        for (int w = 0; w < NORM_THREADS / 32; w++) total += warp_sums[w];
+        partials[(size_t)blockIdx.y * max_blocks + blockIdx.x] = total;
+    }
+}
+
+__global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
+                                      const NormItem* items, int count, int max_blocks, int ranks) {
+    for (int r = 0; r < ranks; r++) rank_sums[r] = 0.0f;
+    for (int i = 0; i < count; i++)
+        for (int b = 0; b < items[i].blocks; b++)
+            rank_sums[items[i].rank] += partials[(size_t)i * max_blocks + b];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Set-up.
+
+template <class T>
+T* dp_device_copy(const std::vector<T>& host) {
+    T* dev = nullptr;
+    if (host.empty()) return nullptr;
+    CUDA_CHECK(cudaMalloc(&dev, host.size() * sizeof(T)));
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return dev;
+}
+
+template <class T>
+T* dp_device_alloc(size_t elems, size_t* held) {
+    T* p = nullptr;
+    if (elems == 0) return nullptr;
+    CUDA_CHECK(cudaMalloc(&p, elems * sizeof(T)));
+    CUDA_CHECK(cudaMemset(p, 0, elems * sizeof(T)));
+    *held += elems * sizeof(T);
+    return p;
+}
+
+// Builds the buckets from the units' ranges in the order the backward pass finishes them
+// (unit_begin/unit_end: n_units element ranges, each adjacent to the next one's), the plan of
+// tensors[0..n_tensors) and this rank's part. grads: the full gradient buffer (stages 0 and
+// 1), nullptr at stage 2. The buffers it allocates are counted into bytes_buckets (in flight)
+// and *grad_bytes (the reduced gradient shard, kept between steps).
+inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX* grads,
+                    const size_t* unit_begin, const size_t* unit_end, int n_units,
+                    const ShardTensor* tensors, int n_tensors, double bucket_mb,
+                    size_t* grad_bytes) {
+    memset(dp, 0, sizeof(*dp));
+    dp->group = group;
+    dp->stage = group->size == 1 ? 0 : stage;  // one rank: nothing to shard
+    dp->me = group->rank;
+    dp->grads = grads;
+    dp->buckets = (GradBucket*)MALLOC_CHECK(n_units * sizeof(GradBucket));
+    dp->bucket_of = (int*)MALLOC_CHECK(n_units * sizeof(int));
+    const size_t bucket_elems = (size_t)(bucket_mb * 1048576.0 / sizeof(floatX));
+    size_t lo = unit_begin[0], hi = unit_end[0];
+    int first = 0;
+    for (int u = 0; u < n_units; u++) {
+        lo = std::min(lo, unit_begin[u]);
+        hi = std::max(hi, unit_end[u]);
+        dp->bucket_of[u] = dp->count;
+        if (hi - lo >= bucket_elems || u == n_units - 1) {
+            dp->buckets[dp->count++] = GradBucket{lo, hi, first, u, nullptr};
+            if (u + 1 < n_units) lo = unit_begin[u + 1], hi = unit_end[u + 1], first = u + 1;
+        }
+    }
+    // The plan is over the whole group at every stage (the norm follows it); stage 0 owns
+    // every rank's part, one after the other.
+    const int ranks = group->size;
+    plan_build(&dp->plan, dp->buckets, dp->count, tensors, n_tensors, ranks);
+    std::vector<OwnedRange> owned;
+    for (int r = 0; r < ranks; r++) {
+        if (dp->stage > 0 && r != dp->me) continue;
+        for (OwnedRange o : plan_owned(&dp->plan, r)) {
+            o.state += o.unit ? dp->unit_state : dp->elem_state;
+            owned.push_back(o);
+        }
+        dp->elem_state += dp->plan.elem_shard;
+        dp->unit_state += dp->plan.unit_shard[r];
+    }
+    dp->owned_count = (int)owned.size();
+    dp->owned = (OwnedRange*)MALLOC_CHECK((owned.size() + 1) * sizeof(OwnedRange));
+    std::copy(owned.begin(), owned.end(), dp->owned);
+    if (dp->stage > 0) {
+        dp->grad_shard = dp_device_alloc<floatX>(dp->elem_state + dp->unit_state, grad_bytes);
+        size_t staging = 0, largest_unit = 0, largest_bucket = 0;
+        for (int b = 0; b < dp->count; b++) {
+            staging = std::max(staging, dp->plan.buckets[b].slice * ranks);
+            if (b + 1 < dp->count)
+                largest_bucket =
+                    std::max(largest_bucket, dp->buckets[b].end - dp->buckets[b].begin);
+        }
+        for (int i = 0; i < dp->plan.unit_count; i++)
+            largest_unit = std::max(largest_unit, dp->plan.units[i].n);
+        dp->staging = dp_device_alloc<floatX>(staging, &dp->bytes_buckets);
+        if (dp->stage == 2) {
+            size_t slice = 0;
+            for (int b = 0; b < dp->count; b++) slice = std::max(slice, dp->plan.buckets[b].slice);
+            dp->accumulate =
+                dp_device_alloc<floatX>(std::max(slice, largest_unit), &dp->bytes_buckets);
+            for (int s = 0; s < 2 && dp->count > 1; s++)
+                dp->slots[s] = dp_device_alloc<floatX>(largest_bucket, &dp->bytes_buckets);
+            const GradBucket* last = &dp->buckets[dp->count - 1];
+            dp->last_slot = dp_device_alloc<floatX>(last->end - last->begin, &dp->bytes_buckets);
+            dp->prepared = (bool*)calloc(dp->count, sizeof(bool));
+        }
+        // per bucket: the packing runs (layout -> packed), then this rank's parameter runs
+        // (layout -> its slice of the packed bucket)
+        std::vector<CopyRun> runs, unpack;
+        dp->pack_first = (int*)MALLOC_CHECK((dp->count + 1) * sizeof(int));
+        dp->param_first = (int*)MALLOC_CHECK((dp->count + 1) * sizeof(int));
+        for (int b = 0; b < dp->count; b++) {
+            const ShardBucket* sb = &dp->plan.buckets[b];
+            dp->pack_first[b] = (int)runs.size();
+            unpack.resize(runs.size());  // unpack runs sit at the packing runs' indices
+            const size_t src_base = dp->stage == 2 ? dp->buckets[b].begin : 0;
+            for (int p = sb->piece_first; p < sb->piece_first + sb->piece_count; p++) {
+                const ShardPiece* piece = &dp->plan.pieces[p];
+                runs.push_back(CopyRun{piece->packed, piece->offset - src_base, piece->n});
+                unpack.push_back(CopyRun{piece->offset, piece->packed, piece->n});
+            }
+            dp->param_first[b] = (int)runs.size();
+            for (const OwnedRange& o : owned)
+                if (!o.unit && o.state >= sb->shard && o.state < sb->shard + sb->slice)
+                    runs.push_back(
+                        CopyRun{dp->me * sb->slice + (o.state - sb->shard), o.offset, o.n});
+        }
+        dp->pack_first[dp->count] = dp->param_first[dp->count] = (int)runs.size();
+        unpack.resize(runs.size());
+        dp->runs = dp_device_copy(runs);
+        dp->unpack_runs = dp_device_copy(unpack);
+    }
+    // the norm's items: every rank's owned runs in state order (stage 0), or this rank's
+    std::vector<NormItem> items;
+    for (int r = 0; r < ranks; r++) {
+        if (dp->stage > 0 && r != dp->me) continue;
+        for (const OwnedRange& o : plan_owned(&dp->plan, r)) {
+            const floatX* g = dp->stage == 0
+                                  ? grads + o.offset
+                                  : dp->grad_shard + (o.unit ? dp->elem_state : 0) + o.state;
+            const int blocks = norm_blocks_for(o.n);
+            items.push_back(NormItem{g, o.n, r, blocks});
+            dp->norm_max_blocks = std::max(dp->norm_max_blocks, blocks);
+        }
+    }
+    dp->norm_item_count = (int)items.size();
+    dp->norm_items = dp_device_copy(items);
+    size_t unused = 0;
+    dp->norm_partials = dp_device_alloc<float>(items.size() * dp->norm_max_blocks + 1, &unused);
+    dp->norm_rank_sums = dp_device_alloc<float>(ranks, &unused);
+    if (group->size == 1) return;  // nothing to reduce: no streams or events
+    CUDA_CHECK(cudaStreamCreateWithFlags(&dp->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&dp->computed, cudaEventDisableTiming));
+    for (int b = 0; b < dp->count; b++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&dp->buckets[b].done, cudaEventDisableTiming));
+}
+
+inline void dp_free(DataParallel* dp) {
+    if (dp->group->size > 1) {
+        for (int b = 0; b < dp->count; b++) CUDA_CHECK(cudaEventDestroy(dp->buckets[b].done));
+        CUDA_CHECK(cudaEventDestroy(dp->computed));
+        CUDA_CHECK(cudaStreamDestroy(dp->stream));
+    }
+    void* device[] = {dp->grad_shard,  dp->staging,       dp->accumulate,    dp->runs,
+                      dp->unpack_runs, dp->slots[0],      dp->slots[1],      dp->last_slot,
+                      dp->norm_items,  dp->norm_partials, dp->norm_rank_sums};
+    for (void* p : device)
+        if (p) CUDA_CHECK(cudaFree(p));
+    free(dp->buckets);
+    free(dp->bucket_of);
+    free(dp->pack_first);
+    free(dp->param_first);
+    free(dp->prepared);
+    plan_free(&dp->plan);
+    free(dp->owned);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The backward pass's side.
+
+// The buffer the gradients of bucket b are written into, addressed by layout offset - begin
+// (stage 2), and the buffer layout offsets address directly otherwise.
+inline floatX* dp_bucket_buffer(const DataParallel* dp, int b) {
+    return b == dp->count - 1 ? dp->last_slot : dp->slots[b % 2];
+}
+
+// Where the backward pass writes the gradient of the tensor at layout offset `offset`, which
+// belongs to unit `unit`.
+inline floatX* dp_grad(const DataParallel* dp, floatX* grads, int unit, size_t offset) {
+    if (dp == nullptr || dp->stage < 2) return grads + offset;
+    const int b = dp->bucket_of[unit];
+    return dp_bucket_buffer(dp, b) + (offset - dp->buckets[b].begin);
+}
+
+// Stage 2: before the backward pass writes into bucket b's buffer, the buffer must be free
+// (the reduce-scatter of the bucket that used it before is done) and zero.
+inline void dp_prepare_bucket(DataParallel* dp, int b, cudaStream_t compute) {
+    if (dp->prepared[b]) return;
+    if (b != dp->count - 1 && b >= 2)
+        CUDA_CHECK(cudaStreamWaitEvent(compute, dp->buckets[b - 2].done, 0));
+    const GradBucket* g = &dp->buckets[b];
+    CUDA_CHECK(
+        cudaMemsetAsync(dp_bucket_buffer(dp, b), 0, (g->end - g->begin) * sizeof(floatX), compute));
+    dp->prepared[b] = true;
+}
+
+// Called before the backward pass of every micro-batch writes its first gradient (the lm head's
+// into wte, in the last bucket, and the final LayerNorm's, in the first).
+inline void dp_backward_begin(DataParallel* dp, bool last_micro, bool first_micro,
+                              cudaStream_t compute) {
+    if (dp == nullptr) return;
+    dp->reduce = dp->stage == 2 || last_micro;
+    dp->first_micro = first_micro;
+    if (dp->stage < 2) return;
+    // the previous micro-batch's reductions read the buffers about to be zeroed: the last one
+    // done (on the communication stream, in order) means all are
+    CUDA_CHECK(cudaStreamWaitEvent(compute, dp->buckets[dp->count - 1].done, 0));
+    for (int b = 0; b < dp->count; b++) dp->prepared[b] = false;
+    dp_prepare_bucket(dp, dp->count - 1, compute);
+    dp_prepare_bucket(dp, 0, compute);
+}
+
+// Called before the backward pass of unit `unit` writes its gradients.
+inline void dp_unit_begin(DataParallel* dp, int unit, cudaStream_t compute) {
+    if (dp == nullptr || dp->stage < 2) return;
+    dp_prepare_bucket(dp, dp->bucket_of[unit], compute);
+}
+
+// Reduces bucket b on the communication stream: stage 0 all-reduces its range in place; stages
+// 1 and 2 pack its element-wise pieces (then zeros) into the staging buffer and reduce-scatter
+// it, each rank's slice landing in (or, after the first micro-batch of stage 2, added onto)
+// its gradient shard, and reduce each matrix unit to its owner the same way.
+inline void dp_reduce_bucket(DataParallel* dp, int b) {
+    const GradBucket* g = &dp->buckets[b];
+    const ShardBucket* sb = &dp->plan.buckets[b];
+    cudaStream_t s = dp->stream;
+    if (dp->stage == 0) {
+        comm_allreduce_avg(dp->group, dp->grads + g->begin, g->end - g->begin, s);
+        return;
+    }
+    // the runs' sources are layout offsets (stage 1) or offsets in the bucket's buffer (stage 2)
+    const floatX* src = dp->stage == 2 ? dp_bucket_buffer(dp, b) : dp->grads;
+    const size_t src_base = dp->stage == 2 ? g->begin : 0;
+    copy_runs(dp->staging, src, dp->runs + dp->pack_first[b],
+              dp->param_first[b] - dp->pack_first[b], s);
+    const size_t padded = sb->slice * dp->group->size;
+    if (padded > sb->packed)
+        CUDA_CHECK(cudaMemsetAsync(dp->staging + sb->packed, 0,
+                                   (padded - sb->packed) * sizeof(floatX), s));
+    const bool onto = dp->stage == 2 && !dp->first_micro;
+    floatX* mine = dp->grad_shard + sb->shard;
+    comm_reduce_scatter(dp->group, dp->staging, onto ? dp->accumulate : mine, sb->slice, true, s);
+    if (onto) add_into(mine, dp->accumulate, sb->slice, s);
+    for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
+        const ShardUnit* u = &dp->plan.units[i];
+        const floatX* send = src + (u->offset - src_base);
+        floatX* owned = dp->grad_shard + dp->elem_state + u->shard;
+        // the receive buffer matters on the owner only
+        floatX* recv = u->owner != dp->me ? (floatX*)send : onto ? dp->accumulate : owned;
+        comm_reduce(dp->group, send, recv, u->n, u->owner, true, s);
+        if (u->owner == dp->me && onto) add_into(owned, dp->accumulate, u->n, s);
+    }
+}
+
+// The backward pass has queued the last kernel writing unit `unit`'s gradients on `compute`:
+// when that closes a bucket, its reduction starts on the communication stream once the
+// gradients are written. Called by the model after every unit, on every micro-batch.
+inline void dp_unit_done(DataParallel* dp, int unit, cudaStream_t compute) {
+    if (dp == nullptr || !dp->reduce || dp->group->size == 1) return;
+    const int b = dp->bucket_of[unit];
+    if (dp->buckets[b].last_unit != unit) return;
+    CUDA_CHECK(cudaEventRecord(dp->computed, compute));
+#ifndef DP_TEST_DROP_WAIT  // the test of the stream structure builds without this wait
+    CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->computed, 0));
+#endif
+    dp_reduce_bucket(dp, b);
+    CUDA_CHECK(cudaEventRecord(dp->buckets[b].done, dp->stream));
+}
+
+// Makes `compute` wait for every bucket's reduction, and the host for the collectives (with the
+// group's deadline). Called after the last micro-batch's backward pass, before the gradients
+// are read.
+inline void dp_finish(DataParallel* dp, cudaStream_t compute) {
+    if (dp == nullptr || dp->group->size == 1) return;
+    CUDA_CHECK(cudaStreamWaitEvent(compute, dp->buckets[dp->count - 1].done, 0));
+    comm_sync(dp->group, dp->stream, "the reduction of the gradients (NCCL)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The optimizer's side.
+
+// The reduced gradient of an owned range: in the full buffer (stage 0) or the shard.
+inline const floatX* dp_owned_grad(const DataParallel* dp, const OwnedRange* o) {
+    if (dp->stage == 0) return dp->grads + o->offset;
+    return dp->grad_shard + (o->unit ? dp->elem_state : 0) + o->state;
+}
+
+// ||gradient|| over the plan (see the top), the same bits on every rank.
+inline float dp_grad_norm(DataParallel* dp, cudaStream_t compute) {
+    const int ranks = dp->group->size;
+    if (dp->norm_item_count > 0) {
+        norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), NORM_THREADS, 0,
+                            compute>>>(dp->norm_partials, dp->norm_items, dp->norm_max_blocks);
+        CUDA_CHECK_LAUNCH();
+    }
+    norm_rank_sums_kernel<<<1, 1, 0, compute>>>(dp->norm_rank_sums, dp->norm_partials,
+                                                dp->norm_items, dp->norm_item_count,
+                                                dp->norm_max_blocks, ranks);
+    CUDA_CHECK_LAUNCH();
+    std::vector<float> sums(ranks);
+    CUDA_CHECK(cudaMemcpyAsync(sums.data(), dp->norm_rank_sums, ranks * sizeof(float),
+                               cudaMemcpyDeviceToHost, compute));
+    CUDA_CHECK(cudaStreamSynchronize(compute));
+    if (dp->stage > 0) {  // each rank has its own sum: gather them
+        const float mine = sums[dp->me];
+        comm_allgather_host(dp->group, &mine, sizeof(float), sums.data(),
+                            "the gradient norm's partial sums");
+    }
+    float total = 0.0f;
+    for (int r = 0; r < ranks; r++) total += sums[r];
+    return sqrtf(total);
+}
+
+// After the update (stages 1 and 2): every rank's updated slices and units to every rank, on
+// `compute`: per bucket, this rank's slice packed into the staging buffer, an in-place
+// all-gather, the whole bucket unpacked; each unit broadcast from its owner.
+inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t compute) {
+    if (dp->stage == 0) return;
+    for (int b = 0; b < dp->count; b++) {
+        const ShardBucket* sb = &dp->plan.buckets[b];
+        copy_runs(dp->staging, params, dp->runs + dp->param_first[b],
+                  dp->pack_first[b + 1] - dp->param_first[b], compute);
+        comm_allgather(dp->group, dp->staging + dp->me * sb->slice, dp->staging, sb->slice,
+                       compute);
+        copy_runs(params, dp->staging, dp->unpack_runs + dp->pack_first[b],
+                  dp->param_first[b] - dp->pack_first[b], compute);
+        for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
+            const ShardUnit* u = &dp->plan.units[i];
+            comm_broadcast_device(dp->group, params + u->offset, u->n, u->owner, compute);
+        }
+    }
+    comm_sync(dp->group, compute, "the all-gather of the updated parameters (NCCL)");
 }

@@ -43,6 +43,7 @@ import types
 import zlib
 
 import test_e2e
+from testlib import checkpoint_files, manifest_names
 from test_e2e import TINY, check, make_text, write_shard
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,12 +108,18 @@ def tokenizer_with(index, value):
     return make
 
 
-def checkpoint_file(name, edit):
-    """{case}/NAME: the fixture's step-4 checkpoint passed through edit(bytes) -> bytes."""
+def checkpoint_file(name, edit, shard_edit=None):
+    """{case}/NAME: the fixture's step-4 checkpoint's manifest passed through edit(bytes) ->
+    bytes, with its shard beside it (passed through shard_edit, if given)."""
     def setup(case):
-        data = open(FIXTURE["ckpt"], "rb").read()
+        files = checkpoint_files(FIXTURE["ckpt"])
+        data = open(files[0], "rb").read()
         with open(os.path.join(case, name), "wb") as f:
             f.write(edit(data))
+        for shard in files[1:]:
+            data = open(shard, "rb").read()
+            with open(os.path.join(case, os.path.basename(shard)), "wb") as f:
+                f.write(shard_edit(data) if shard_edit else data)
     return setup
 
 
@@ -220,14 +227,21 @@ CASES = [
     Case("a --resume file with a flipped bit", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
          r"checkpoint \S+c.bin is corrupted: checksum mismatch", setup=checkpoint_file("c.bin", flip)),
     Case("a truncated --sample file", ["--data", "{data}", "--sample", "{case}/c.bin", "--prompt", "The"],
-         r"checkpoint \S+c.bin is truncated", setup=checkpoint_file("c.bin", lambda d: d[:5000])),
+         r"checkpoint \S+c.bin is truncated", setup=checkpoint_file("c.bin", lambda d: d[:-100])),
     Case("a --resume file that is a shard", ["--data", "{data}", "--resume", "{data}/data_val_000000.bin"] + RUN,
          r"data_val_000000.bin is not a checkpoint file"),
-    Case("a --resume file lacking a section (CRC resealed)",
+    Case("a --resume file whose shard lacks a section (CRC resealed)",
          ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
-         r"checkpoint \S+c.bin has no section 'optimizer.adamw.v'",
-         setup=checkpoint_file("c.bin", resealed(rename_section("optimizer.adamw.v",
-                                                                "optimizer.adamw.x")))),
+         r"checkpoint \S+rank00000.bin has no section 'optimizer.adamw.v'",
+         setup=checkpoint_file("c.bin", lambda d: d, resealed(rename_section("optimizer.adamw.v",
+                                                                             "optimizer.adamw.x")))),
+    Case("a --resume file whose shard is missing", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"cannot open checkpoint \S+rank00000.bin: No such file",
+         setup=lambda case: (checkpoint_file("c.bin", lambda d: d)(case),
+                             os.remove(os.path.join(case, "ckpt_step00000004.rank00000.bin")))),
+    Case("a --resume file whose shard has a flipped bit", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"checkpoint \S+rank00000.bin is corrupted: checksum mismatch",
+         setup=checkpoint_file("c.bin", lambda d: d, flip)),
     Case("a --resume file of another model", ["--data", "{data}", "--resume", "{ckpt}", "--steps", "6",
                                                "--val-every", "0", "--sample-len", "0"] + TINY + ["--layers", "1"],
          r"different model configuration; layers: 2 in the checkpoint, 1 here"),
@@ -418,8 +432,8 @@ def test_running_jobs(bin_dir, work):
           "two runs on one checkpoint folder: the second is refused at start, naming the first's pid",
           second.stderr.strip().splitlines()[-1] if second.stderr.strip() else "(no output)")
     names = sorted(os.listdir(ck))
-    check(first.returncode == 0 and "step    60/60" in text and names == ["ckpt_step00000020.bin", "ckpt_step00000040.bin",
-                                                                        "ckpt_step00000060.bin"],
+    want = sorted("ckpt_step%08d%s.bin" % (step, part) for step in (20, 40, 60) for part in ("", ".rank00000"))
+    check(first.returncode == 0 and "step    60/60" in text and names == want,
           "two runs on one checkpoint folder: the first finishes intact, its checkpoints and no lock left", str(names))
 
     for how, sig in (("stopped (SIGSTOP)", signal.SIGSTOP), ("killed (SIGKILL)", signal.SIGKILL)):
@@ -465,7 +479,7 @@ def make_fixture(bin_dir, work):
                         "--checkpoint-dir", ck, "--checkpoint-every", "2", "--log", log,
                         "--val-every", "0", "--sample-len", "0"] + TINY,
                        capture_output=True, text=True, cwd=work, timeout=300)
-    names = sorted(os.listdir(ck)) if os.path.isdir(ck) else []
+    names = manifest_names(ck) if os.path.isdir(ck) else []
     if not check(p.returncode == 0 and names == ["ckpt_step00000002.bin", "ckpt_step00000004.bin"],
                  "fixture: a 4-step run leaves checkpoints at steps 2 and 4 and a log",
                  (p.stdout + p.stderr)[-800:] if p.returncode else ""):

@@ -42,6 +42,8 @@ import tempfile
 
 import numpy as np
 
+from testlib import checkpoint_array, checkpoint_files, checkpoint_hash
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "32",
@@ -115,20 +117,6 @@ def logged_values(records):
     return out
 
 
-def read_checkpoint(path):
-    """The sections of a checkpoint file (format: llmc/checkpoint.h) as {name: bytes}."""
-    data = open(path, "rb").read()
-    magic, _version, _step, config_bytes = struct.unpack_from("<8sQQQ", data, 0)
-    assert magic == b"GPT-CKPT", path
-    pos, sections = 32 + config_bytes, {}
-    while pos < len(data) - 32:
-        name = data[pos:pos + 64].rstrip(b"\0").decode()
-        (size,) = struct.unpack_from("<Q", data, pos + 64)
-        sections[name] = data[pos + 72:pos + 72 + size]
-        pos += 72 + size
-    return sections
-
-
 def final_checkpoint(folder, step):
     return os.path.join(folder, "ckpt_step%08d.bin" % step)
 
@@ -139,7 +127,8 @@ def param_hash(out, ranks):
 
 
 def section(path, name):
-    return np.frombuffer(read_checkpoint(path)[name], dtype=np.float32).astype(np.float64)
+    """Section `name` of a checkpoint of the fp32 build, in layout order, as float64."""
+    return checkpoint_array(path, name).astype(np.float64)
 
 
 def rel_err(a, b):
@@ -161,7 +150,7 @@ def compare_with_single(bin_dir, workdir, ranks, batch, accum, extra, steps, lab
     # g, and Muon's momentum (1 - mu) g.
     first_dp, first_one = final_checkpoint(ckpt_dp, 1), final_checkpoint(ckpt_one, 1)
     for name in ("optimizer.adamw.m", "optimizer.adamw.v", "optimizer.muon.momentum"):
-        if not read_checkpoint(first_one)[name]:
+        if not section(first_one, name).any():
             continue  # no Muon tensors
         err = rel_err(section(first_dp, name), section(first_one, name))
         check(err <= GRAD_RTOL, f"{label}: step 1 {name} (the averaged gradient) relative norm error {err:.2e} <= {GRAD_RTOL:.0e}")
@@ -206,7 +195,7 @@ def main():
         h_plain, h_np1 = param_hash(out_plain, 1), param_hash(out_np1, 1)
         check(h_plain is not None and h_plain == h_np1, f"bf16: the same parameter hash ({h_plain} vs {h_np1})")
         for step in (3, 6):
-            same = open(final_checkpoint(ckpt_plain, step), "rb").read() == open(final_checkpoint(ckpt_np1, step), "rb").read()
+            same = checkpoint_hash(final_checkpoint(ckpt_plain, step)) == checkpoint_hash(final_checkpoint(ckpt_np1, step))
             check(same, f"bf16: mpirun -np 1 writes the same checkpoint bytes at step {step}")
 
         # 4: resume on 2 ranks from the step-3 checkpoint of a 2-rank run.
@@ -215,11 +204,12 @@ def main():
         check(param_hash(out_full, 2) is not None, "bf16, shards: parameters bit-identical on both ranks")
         resumed = os.path.join(workdir, "resumed2_ckpt")
         os.makedirs(resumed)
-        shutil.copy(final_checkpoint(ckpt_full, 3), resumed)
+        for path in checkpoint_files(final_checkpoint(ckpt_full, 3)):
+            shutil.copy(path, resumed)
         out_res, _, _ = train(bf16, 2, workdir, "resumed2", two + ["--resume", "latest"])
         check("resuming from" in out_res and param_hash(out_res, 2) == param_hash(out_full, 2),
               "bf16: resumed 2-rank run ends with the uninterrupted run's parameter hash")
-        same = open(final_checkpoint(resumed, 6), "rb").read() == open(final_checkpoint(ckpt_full, 6), "rb").read()
+        same = checkpoint_hash(final_checkpoint(resumed, 6)) == checkpoint_hash(final_checkpoint(ckpt_full, 6))
         check(same, "bf16: resumed 2-rank run writes the uninterrupted run's final checkpoint bytes")
 
         # 5: buckets and stream order.

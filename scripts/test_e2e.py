@@ -47,6 +47,8 @@ import time
 import types
 import zlib
 
+from testlib import checkpoint_array, checkpoint_files, checkpoint_hash, checkpoint_sections, manifest_names
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAILED = []
 
@@ -96,21 +98,6 @@ def checkpoint_crc_ok(path):
         data = f.read()
     return len(data) >= 64 and data[-32:-24] == b"CKPT-END" and \
         struct.unpack("<Q", data[-8:])[0] == zlib.crc32(data[:-8])
-
-
-def checkpoint_sections(path):
-    """{name: bytes} of a checkpoint file (format: llmc/checkpoint.h), and its config bytes."""
-    with open(path, "rb") as f:
-        data = f.read()
-    config_bytes = struct.unpack("<Q", data[24:32])[0]
-    config = data[32:32 + config_bytes]
-    pos, end, sections = 32 + config_bytes, len(data) - 32, {}
-    while pos < end:
-        name = data[pos:pos + 64].split(b"\0")[0].decode()
-        size = struct.unpack("<Q", data[pos + 64:pos + 72])[0]
-        sections[name] = data[pos + 72:pos + 72 + size]
-        pos += 72 + size
-    return config, sections
 
 
 def read_shard(path):
@@ -199,9 +186,12 @@ def test_run(bf16, work, data):
           "val %s samples %s" % (vals, samples))
     losses = [d["val_loss"] for d in lines if "val_loss" in d]
     check(losses[-1] < losses[0] - 0.5, "run: validation loss falls", "%.3f -> %.3f" % (losses[0], losses[-1]))
-    names = sorted(os.listdir(ck))
+    names = manifest_names(ck)
     check(names == ["ckpt_step%08d.bin" % s for s in range(2, 17, 2)], "run: checkpoints every 2 steps", str(names))
-    check(all(checkpoint_crc_ok(os.path.join(ck, n)) for n in names), "run: every checkpoint's CRC-32 matches zlib's")
+    check(sorted(os.listdir(ck)) == sorted(names + [n[:-4] + ".rank00000.bin" for n in names]),
+          "run: each checkpoint is a manifest and one shard (one process)", str(sorted(os.listdir(ck))))
+    check(all(checkpoint_crc_ok(f) for n in names for f in checkpoint_files(os.path.join(ck, n))),
+          "run: every checkpoint file's CRC-32 matches zlib's")
     png = os.path.join(work, "run.png")
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot.py"), log, "--out", png],
                        capture_output=True, text=True)
@@ -213,8 +203,10 @@ def test_run(bf16, work, data):
                             "--keep-checkpoints", "2", "--val-every", "0", "--sample-len", "0",
                             "--resume", "latest"] + TINY, work)
     check(rc == 0 and "no checkpoint in" in out, "run: --resume latest without a checkpoint starts at step 0")
-    check(rc == 0 and sorted(os.listdir(ck2)) == ["ckpt_step00000006.bin", "ckpt_step00000008.bin"],
-          "run: --keep-checkpoints 2 keeps the newest two", str(sorted(os.listdir(ck2))) if rc == 0 else out[-500:])
+    kept = sorted(os.listdir(ck2)) if os.path.isdir(ck2) else []
+    check(rc == 0 and kept == ["ckpt_step00000006.bin", "ckpt_step00000006.rank00000.bin",
+                               "ckpt_step00000008.bin", "ckpt_step00000008.rank00000.bin"],
+          "run: --keep-checkpoints 2 keeps the newest two, with their shards", str(kept) if rc == 0 else out[-500:])
 
 
 def test_resume(binary, name, label, work, data, kill, extra=()):
@@ -254,7 +246,8 @@ def test_resume(binary, name, label, work, data, kill, extra=()):
           "%d and %d steps; first difference at %s" % (len(la), len(lb),
                                                         next((i + 1 for i, (x, y) in enumerate(zip(la, lb)) if x != y), None)))
     check(a == b, "resume (%s): whole log identical (val losses, lrs, norms, samples) but timing" % label)
-    check(sha(os.path.join(full_ck, "ckpt_step00000016.bin")) == sha(os.path.join(ck, "ckpt_step00000016.bin")),
+    check(checkpoint_hash(os.path.join(full_ck, "ckpt_step00000016.bin")) ==
+          checkpoint_hash(os.path.join(ck, "ckpt_step00000016.bin")),
           "resume (%s): final checkpoint byte-identical (weights, optimizer, rng, data position)" % label)
 
 
@@ -285,11 +278,12 @@ def test_crash_during_write(bf16, work, data):
     if not check(caught is not None, "crash: SIGKILL while a checkpoint is being written",
                  "files at the kill: %s" % caught if caught else "no write in progress caught in 3 runs"):
         return
-    finals = [n for n in caught if n.startswith("ckpt_step")]
-    check(all(checkpoint_crc_ok(os.path.join(ck, n)) for n in finals),
+    finals = [n for n in caught if n.startswith("ckpt_step") and ".rank" not in n]
+    check(all(checkpoint_crc_ok(f) for n in finals for f in checkpoint_files(os.path.join(ck, n))),
           "crash: every committed checkpoint is intact", str(finals))
     rc, out, _ = run(bf16, big + ["--checkpoint-dir", ck, "--resume", "latest"], work)
-    check(rc == 0 and sha(os.path.join(full, "ckpt_step00000005.bin")) == sha(os.path.join(ck, "ckpt_step00000005.bin")),
+    check(rc == 0 and checkpoint_hash(os.path.join(full, "ckpt_step00000005.bin")) ==
+          checkpoint_hash(os.path.join(ck, "ckpt_step00000005.bin")),
           "crash: resumed run ends byte-identical to the uninterrupted one",
           re.search(r"resuming from \S+", out).group(0) if "resuming" in out else out[-800:])
 
@@ -311,21 +305,32 @@ def write_checkpoint(path, step, config, sections):
 def test_optimizers(bf16, work, data):
     """After test_run and test_resume(..., OPTIMIZER_FLAGS): the log header's state_bytes, the
     z-loss lines, and the checkpoints of another optimizer, QK-norm setting or format."""
-    # TINY's model: C = 32, 2 layers; the Muon matrices hold 3C^2 + C^2 + 4C^2 + 4C^2 = 12 C^2
-    # elements per layer (multiples of 128: no alignment gaps), everything else is AdamW's
-    C, L = 32, 2
-    muon_elems = 12 * C * C * L
+    # TINY's model (byte vocabulary 256, T = 64, C = 32, 2 layers, 1 head), tensor by tensor: the
+    # parameter layout puts each on a multiple of 128 elements (llmc/common.cuh TENSOR_ALIGN); the
+    # optimizer state holds the elements alone, packed: AdamW's in one bucket (the default
+    # --bucket-mb holds this model whole) rounded up to 64 (llmc/zero.cuh SHARD_ALIGN), Muon's
+    # matrix units each rounded up to 64 (q, k, v: three units of C x C).
+    V, T, C, L = 256, 64, 32, 2
+    def up(n, k):
+        return (n + k - 1) // k * k
     for log, muon, what in ((os.path.join(work, "run.jsonl"), False, "AdamW"),
                             (os.path.join(work, "muon_full.jsonl"), True, "Muon")):
-        header = read_log(log)[0]
-        held = header.get("state_bytes", {})
-        P = held.get("params", 0) // 2  # bf16 weights: 2 bytes
-        muon_p = muon_elems if muon else 0
-        want = {"params": 2 * P, "grads": 2 * P, "master": 4 * P,
-                "optimizer": 8 * (P - muon_p) + 4 * muon_p}
-        check(P > 0 and held == want,
-              "optimizers: log header state_bytes of the %s run (16 bytes per AdamW parameter, 12 per "
-              "Muon parameter)" % what, "got %s, want %s" % (held, want))
+        layer = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+        matrices = {2: [C * C] * 3, 4: [C * C], 8: [4 * C * C], 10: [4 * C * C]}
+        if muon:
+            layer += [C, C]  # QK-norm's scales (the Muon run has --qk-norm)
+        tensors = [V * C, T * C] + layer * L + [C, C]
+        total = sum(up(n, 128) for n in tensors)
+        muon_units = [u for i in matrices for u in matrices[i]] * L if muon else []
+        adamw = sum(tensors) - sum(muon_units)
+        elem, unit = up(adamw, 64), sum(up(u, 64) for u in muon_units)
+        want = {"params": 2 * total, "grads": 2 * total, "master": 4 * (elem + unit),
+                "optimizer": 8 * elem + 4 * unit}
+        held = read_log(log)[0].get("state_bytes", {})
+        check(held == want,
+              "optimizers: log header state_bytes of the %s run (bf16: 2 + 2 bytes per weight "
+              "and gradient, 4 + 8 per AdamW parameter, 4 + 4 per Muon parameter)" % what,
+              "got %s, want %s" % (held, want))
     # the same bits on any number of CPU threads (CUCC_THREADS; a GPU run ignores it)
     hashes = []
     for threads in ("1", "3"):
@@ -353,13 +358,16 @@ def test_optimizers(bf16, work, data):
         check(rc != 0 and re.search(pattern, out) is not None, "optimizers: refuses a checkpoint %s" % what,
               out.strip().splitlines()[-1] if out.strip() else "(no output)")
     check(tree_hashes(ck) == before, "optimizers: the checkpoints are unchanged after the refusals")
-    # A checkpoint as written before the parameter table: AdamW's moments over the whole layout
-    # as adam_m / adam_v, no layout section (made here from an AdamW checkpoint, where the two
-    # layouts hold the same bytes).
-    config, sections = checkpoint_sections(os.path.join(work, "run_ck", "ckpt_step00000016.bin"))
+    # A checkpoint as written before the parameter table: one file, AdamW's moments over the
+    # whole layout as adam_m / adam_v, no layout section (made here from an AdamW checkpoint's
+    # manifest and shard; the moments' bytes are not what the old format held, which the refusal
+    # never reads).
+    manifest = os.path.join(work, "run_ck", "ckpt_step00000016.bin")
+    config, sections = checkpoint_sections(manifest)
+    sections.update(checkpoint_sections(checkpoint_files(manifest)[1])[1])
     old_names = {"optimizer.adamw.m": "adam_m", "optimizer.adamw.v": "adam_v"}
     old = [(old_names.get(n, n), b) for n, b in sections.items()
-           if n not in ("layout", "optimizer.muon.momentum")]
+           if n not in ("layout", "shards", "owned", "optimizer.muon.momentum")]
     old_path = os.path.join(work, "before_table.bin")
     write_checkpoint(old_path, 16, config, old)
     for mode in (["--resume", old_path] + RUN_FLAGS + ["--steps", "20"], ["--sample", old_path]):
@@ -496,11 +504,11 @@ def test_sample(bf16, fp32, work, data):
         return
     generated = raw.split(b"---\n", 1)[1][:-1].replace(b"<|endoftext|>", b"\0")
     tokens = [0] + list(generated)  # byte tokenizer: token = byte, documents start with token 0
-    config, sections = checkpoint_sections(path)
+    config, _ = checkpoint_sections(path)
     V, Vp, maxT, L, NH, C, wbytes = struct.unpack("<7i", config)
     cfg = types.SimpleNamespace(vocab=V, context=maxT, layers=L, heads=NH, embd=C, qk_norm=False,
                                 z_loss=0.0)
-    flat = torch.frombuffer(bytearray(sections["params"]), dtype=torch.float32)
+    flat = torch.from_numpy(checkpoint_array(path, "params").copy())
     params, offset = {}, 0
     for name, shape in reference.param_shapes(cfg):
         n = 1
