@@ -18,15 +18,36 @@
 //
 // Deadlock: when no thread is runnable but some have not exited, nothing can ever complete;
 // the runtime prints what every group of threads waits on and exits with code 1.
+//
+// Warp-synchronous calls wait for the non-exited lanes of their mask, as the PTX ISA words it
+// for shfl.sync, vote.sync, match.sync and bar.warp.sync on sm_70+ ("wait until all non-exited
+// threads corresponding to membermask have executed" it): a lane that has exited, or does not
+// exist in a partial last warp, is not waited for. A value read from such a lane is undefined
+// in CUDA; here a shuffle then returns the caller's own value and a vote counts the lane as
+// absent (see warp_exchange in cucc/runtime.h). A lane named in the mask that waits somewhere
+// else is a deadlock, reported as above.
+//
+// Convergence: __activemask() (and so cooperative_groups::coalesced_threads()) returns the lanes
+// of the warp that are at the same __activemask call site together. A lane calling it waits
+// until every other live lane of its warp is waiting somewhere (a barrier, a warp call, an
+// __activemask) or has exited; then the lanes at each call site (file and line) get the mask of
+// that group. Lanes that took different branches reach different sites and get their own
+// masks, as a GPU executes the two sides of a divergent branch one after the other. A helper
+// function called from two divergent branches is one site here (its file and line), so both
+// groups get the mask of the union; pass the caller's site through (cooperative_groups does)
+// to tell them apart.
 #include <boost/context/detail/fcontext.hpp>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,7 +84,7 @@ struct Exchange {
 };
 
 // A thread's record is only written once it starts (threads not started yet have no state).
-enum class State : uint8_t { Runnable, Running, AtBarrier, InWarpCall, Exited };
+enum class State : uint8_t { Runnable, Running, AtBarrier, InWarpCall, AtActiveMask, Exited };
 
 struct Thread {
     fcontext_t ctx;  // saved context while suspended
@@ -76,12 +97,16 @@ struct Thread {
     int count_result;    // threads whose predicate was non-zero
     int all_result;      // 1 if that is every thread that arrived
     Exchange* exchange;  // warp call it waits in, or the last one whose data it may still read
+    unsigned active_mask;  // __activemask's result, written when its group is released
+    uint64_t grid_syncs;   // this_grid().sync() calls it has passed
 };
 
 struct Warp {
     Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
     int open_count;
-    unsigned live;  // lanes that exist and have not exited
+    unsigned live;      // lanes that exist and have not exited
+    unsigned blocked;   // live lanes waiting (barrier, warp call, __activemask)
+    unsigned at_mask;   // lanes waiting in __activemask
 };
 
 struct Worker;
@@ -113,6 +138,7 @@ struct Block {
     bool trapped;
     cudaError_t trap_error;
     uint64_t rng;
+    uint64_t grid_syncs_done;  // this_grid().sync() rounds this block has completed
 };
 
 thread_local Block* tls_block;  // the block this OS thread is running, or null
@@ -254,6 +280,7 @@ inline void set_thread_idx(const Block& b, int i) {
 
 void make_runnable(Block& b, int i) {
     b.threads[i].state = State::Runnable;
+    b.warps[i / 32].blocked &= ~(1u << (i % 32));
     b.ring[(b.ring_head + b.ring_count) % kMaxThreadsPerBlock] = i;
     b.ring_count++;
 }
@@ -290,6 +317,7 @@ inline void start_thread(Block& b, int i, char* stack) {
     Thread& t = b.threads[i];
     t.state = State::Running;
     t.exchange = nullptr;
+    t.grid_syncs = 0;
     t.stack = stack;
     b.current = i;
     set_thread_idx(b, i);
@@ -317,14 +345,15 @@ WaitDescription describe_wait(const Block& b, int i) {
             return {"waits", "wait", buf};
         case State::InWarpCall: {
             const Exchange* e = t.exchange;
-            unsigned missing = e->mask & ~e->arrived;
-            unsigned exited_missing = missing & ~b.warps[i / 32].live;
+            unsigned missing = e->mask & b.warps[i / 32].live & ~e->arrived;
             snprintf(buf, sizeof buf,
-                     "in a warp-synchronous call of warp %d with mask 0x%08x for lanes "
-                     "0x%08x (of which 0x%08x exited or do not exist)",
-                     i / 32, e->mask, missing, exited_missing);
+                     "in a warp-synchronous call of warp %d with mask 0x%08x for lanes 0x%08x",
+                     i / 32, e->mask, missing);
             return {"waits", "wait", buf};
         }
+        case State::AtActiveMask:
+            snprintf(buf, sizeof buf, "at __activemask (%s:%d)", t.file, t.line);
+            return {"waits", "wait", buf};
         default:
             return {"is", "are", "still runnable"};
     }
@@ -403,12 +432,61 @@ void check_barrier(Block& b) {
     b.barrier_arrived = 0;
 }
 
+// Releases the lanes of a warp call once every non-exited lane of its mask has arrived.
+bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
+    if (e->mask & w.live & ~e->arrived) return false;
+    for (int k = 0; k < w.open_count; k++) {
+        if (w.open[k] == e) {
+            w.open[k] = w.open[--w.open_count];
+            break;
+        }
+    }
+    for (unsigned m = e->arrived; m; m &= m - 1) make_runnable(b, 32 * warp + __builtin_ctz(m));
+    return true;
+}
+
+// Once every live lane of the warp waits or has exited, the lanes waiting in __activemask get
+// the mask of the lanes at their call site.
+void check_convergence(Block& b, int warp) {
+    Warp& w = b.warps[warp];
+    if (!w.at_mask || (w.live & ~w.blocked)) return;
+    unsigned left = w.at_mask;
+    while (left) {
+        const Thread& first = b.threads[32 * warp + __builtin_ctz(left)];
+        unsigned group = 0;
+        for (unsigned m = left; m; m &= m - 1) {
+            const Thread& t = b.threads[32 * warp + __builtin_ctz(m)];
+            if (t.line == first.line && (t.file == first.file || strcmp(t.file, first.file) == 0))
+                group |= m & -m;
+        }
+        for (unsigned m = group; m; m &= m - 1) {
+            int i = 32 * warp + __builtin_ctz(m);
+            b.threads[i].active_mask = group;
+            make_runnable(b, i);
+        }
+        left &= ~group;
+    }
+    w.at_mask = 0;
+}
+
+// Thread i stops to wait (state `how`); its warp may now be able to converge.
+void block_thread(Block& b, int i, State how) {
+    b.threads[i].state = how;
+    b.warps[i / 32].blocked |= 1u << (i % 32);
+}
+
 void thread_exited(Block& b, int i) {
     Thread& t = b.threads[i];
     t.state = State::Exited;
     b.exited++;
     release_exchange(*b.worker, t);
-    b.warps[i / 32].live &= ~(1u << (i % 32));
+    int warp = i / 32;
+    Warp& w = b.warps[warp];
+    w.live &= ~(1u << (i % 32));
+    // Warp calls that waited only for this lane complete without it.
+    for (int k = w.open_count - 1; k >= 0; k--)
+        if (k < w.open_count) complete_exchange(b, w, warp, w.open[k]);
+    check_convergence(b, warp);
     check_barrier(b);
 }
 
@@ -438,7 +516,7 @@ void fiber_main(transfer_t t) {
 int barrier(int predicate, const char* file, int line, const char* what) {
     Block& b = current_block(what);
     Thread& t = b.threads[b.current];
-    t.state = State::AtBarrier;
+    block_thread(b, b.current, State::AtBarrier);
     t.file = file;
     t.line = line;
     t.predicate = predicate != 0;
@@ -453,6 +531,7 @@ int barrier(int predicate, const char* file, int line, const char* what) {
         b.barrier_count += t.predicate;
         check_barrier(b);
     }
+    check_convergence(b, b.current / 32);
     wait_here(b);
     return t.count_result;
 }
@@ -480,10 +559,12 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     b.next_start = 0;
     b.barrier_arrived = 0;
     b.trapped = false;
+    b.grid_syncs_done = 0;
     for (int k = 0; k < (n + 31) / 32; k++) {
         int lanes = n - 32 * k < 32 ? n - 32 * k : 32;
         b.warps[k].open_count = 0;
         b.warps[k].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+        b.warps[k].blocked = b.warps[k].at_mask = 0;
     }
     if (config().random) {
         uint64_t linear = block_idx.x + (uint64_t)grid.grid.x *
@@ -540,11 +621,11 @@ int syncthreads_or(int predicate, const char* file, int line) {
     return barrier(predicate, file, line, "__syncthreads_or") != 0;
 }
 
-const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
     Block& b = current_block("a warp-synchronous function");
-    int i = b.current, lane = i % 32;
+    int i = b.current, lane = i % 32, warp = i / 32;
     Thread& t = b.threads[i];
-    Warp& w = b.warps[i / 32];
+    Warp& w = b.warps[warp];
     if (!(mask & (1u << lane)))
         fatal(
             "kernel %s: thread %d calls a warp-synchronous function with mask 0x%08x, which "
@@ -578,25 +659,97 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
     e->arrived |= 1u << lane;
     e->refs++;
     t.exchange = e;
-    t.state = State::InWarpCall;
-    if (e->arrived == mask) {
-        for (int k = 0; k < w.open_count; k++) {
-            if (w.open[k] == e) {
-                w.open[k] = w.open[--w.open_count];
-                break;
-            }
-        }
-        for (unsigned m = mask; m; m &= m - 1) make_runnable(b, i - lane + __builtin_ctz(m));
-    }
+    block_thread(b, i, State::InWarpCall);
+    if (!complete_exchange(b, w, warp, e)) check_convergence(b, warp);
     wait_here(b);
+    if (arrived) *arrived = e->arrived;
     return e->data;
 }
 
-void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0); }
+void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
 
-unsigned active_mask() {
+unsigned active_mask(const char* file, int line) {
     Block& b = current_block("__activemask");
-    return b.warps[b.current / 32].live;
+    int i = b.current, warp = i / 32;
+    Thread& t = b.threads[i];
+    block_thread(b, i, State::AtActiveMask);
+    t.file = file;
+    t.line = line;
+    b.warps[warp].at_mask |= 1u << (i % 32);
+    check_convergence(b, warp);
+    wait_here(b);
+    return t.active_mask;
+}
+
+// this_grid().sync() across the blocks of a cooperative grid, each on its own OS thread.
+struct GridBarrier {
+    std::mutex mutex;
+    std::condition_variable released;
+    uint64_t blocks = 0;    // blocks of the grid
+    uint64_t expected = 0;  // blocks that have not finished
+    uint64_t arrived = 0;
+    uint64_t generation = 0;
+};
+
+std::shared_ptr<GridBarrier> new_grid_barrier(uint64_t nblocks) {
+    auto g = std::make_shared<GridBarrier>();
+    g->blocks = g->expected = nblocks;
+    return g;
+}
+
+void reset_grid_barrier(const Grid& grid) {
+    std::lock_guard<std::mutex> lock(grid.barrier->mutex);
+    grid.barrier->expected = grid.barrier->blocks;
+    grid.barrier->arrived = 0;
+}
+
+// Under the barrier's mutex: lets the waiting blocks go if every unfinished block is there.
+static void release_if_complete(GridBarrier& g) {
+    if (g.arrived > 0 && g.arrived >= g.expected) {
+        g.arrived = 0;
+        g.generation++;
+        g.released.notify_all();
+    }
+}
+
+void grid_block_finished(const Grid& grid) {
+    std::lock_guard<std::mutex> lock(grid.barrier->mutex);
+    grid.barrier->expected--;
+    release_if_complete(*grid.barrier);
+}
+
+bool grid_is_cooperative() { return tls_block && tls_block->grid->cooperative; }
+
+// The block's threads meet at a barrier at the call site; the first of them to go on holds its
+// OS thread (and so the whole block) until every block has arrived; then all meet again, so no
+// thread of the block runs ahead of the grid.
+void grid_sync(const char* file, int line) {
+    Block& b = current_block("this_grid().sync()");
+    if (!b.grid->cooperative)
+        fatal("kernel %s calls this_grid().sync() but was not launched cooperatively "
+              "(cudaLaunchCooperativeKernel, or the cooperative launch attribute); CUDA makes "
+              "that an error",
+              b.grid->name);
+    barrier(1, file, line, "this_grid().sync()");
+    Thread& t = b.threads[b.current];
+    if (++t.grid_syncs > b.grid_syncs_done) {
+        b.grid_syncs_done++;
+        GridBarrier& g = *b.grid->barrier;
+        std::unique_lock<std::mutex> lock(g.mutex);
+        uint64_t generation = g.generation;
+        g.arrived++;
+        release_if_complete(g);
+        int minutes = 0;
+        while (g.generation == generation) {
+            if (g.released.wait_for(lock, std::chrono::seconds(60)) == std::cv_status::timeout)
+                fprintf(stderr,
+                        "cucc: kernel %s, block (%u,%u,%u) has waited %d min at "
+                        "this_grid().sync() (%s:%d): %llu of %llu blocks arrived\n",
+                        b.grid->name, b.idx.x, b.idx.y, b.idx.z, ++minutes, file, line,
+                        (unsigned long long)g.arrived, (unsigned long long)g.expected);
+        }
+    }
+    barrier(1, file, line, "this_grid().sync()");
 }
 
 void trap(cudaError_t error, const char* message) {

@@ -94,20 +94,25 @@ inline int shuffle_source(int lane, Shuffle mode, int b, int width) {
 template <class T>
 struct shuffleable : std::is_trivially_copyable<T> {};
 
+// A source lane that did not take part (it exited) has no value to give: CUDA leaves the result
+// undefined; the caller gets its own value.
 template <class T>
 T shuffle(unsigned mask, T var, Shuffle mode, int b, int width) {
     static_assert(shuffleable<T>::value, "a shuffled type must be trivially copyable");
     int src = shuffle_source(lane_id(), mode, b, width);
-    const char* slots = static_cast<const char*>(warp_exchange(mask, &var, sizeof(T)));
+    unsigned arrived;
+    const char* slots = static_cast<const char*>(warp_exchange(mask, &var, sizeof(T), &arrived));
+    if (!(arrived >> src & 1u)) return var;
     T out;
     std::memcpy(&out, slots + src * sizeof(T), sizeof(T));
     return out;
 }
 
-// Every lane of mask deposits one value; returns a pointer to the 32 slots (see runtime.h).
+// Every non-exited lane of mask deposits one value; returns a pointer to the 32 slots and, in
+// *arrived, the lanes that took part (see runtime.h).
 template <class T>
-const T* warp_values(unsigned mask, T value) {
-    return static_cast<const T*>(warp_exchange(mask, &value, sizeof(T)));
+const T* warp_values(unsigned mask, T value, unsigned* arrived) {
+    return static_cast<const T*>(warp_exchange(mask, &value, sizeof(T), arrived));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,7 +174,10 @@ inline int __syncthreads_or(int predicate, const char* file = __builtin_FILE(),
     return cucc::syncthreads_or(predicate, file, line);
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { cucc::syncwarp(mask); }
-inline unsigned __activemask() { return cucc::active_mask(); }
+// The call site tells apart the lanes of the two sides of a divergent branch (see runtime.h).
+inline unsigned __activemask(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cucc::active_mask(file, line);
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -193,44 +201,55 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::bfly, lane_mask, width);
 }
 
+// Votes count the non-exited lanes of mask (an exited lane's bit is 0 in a ballot).
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
-    const int* p = cucc::warp_values(mask, predicate != 0 ? 1 : 0);
+    unsigned arrived;
+    const int* p = cucc::warp_values(mask, predicate != 0 ? 1 : 0, &arrived);
     unsigned ballot = 0;
     for (int lane = 0; lane < 32; lane++)
-        if ((mask >> lane & 1u) && p[lane]) ballot |= 1u << lane;
+        if ((arrived >> lane & 1u) && p[lane]) ballot |= 1u << lane;
     return ballot;
 }
 inline int __any_sync(unsigned mask, int predicate) { return __ballot_sync(mask, predicate) != 0; }
 inline int __all_sync(unsigned mask, int predicate) {
-    return __ballot_sync(mask, predicate) == mask;
+    unsigned arrived;
+    const int* p = cucc::warp_values(mask, predicate != 0 ? 1 : 0, &arrived);
+    for (int lane = 0; lane < 32; lane++)
+        if ((arrived >> lane & 1u) && !p[lane]) return 0;
+    return 1;
 }
-
 // Lanes of mask holding the same value as the caller.
 template <class T>
 unsigned __match_any_sync(unsigned mask, T value) {
-    const T* v = cucc::warp_values(mask, value);
+    unsigned arrived;
+    const T* v = cucc::warp_values(mask, value, &arrived);
     unsigned same = 0;
     for (int lane = 0; lane < 32; lane++)
-        if ((mask >> lane & 1u) && std::memcmp(&v[lane], &value, sizeof(T)) == 0)
+        if ((arrived >> lane & 1u) && std::memcmp(&v[lane], &value, sizeof(T)) == 0)
             same |= 1u << lane;
     return same;
 }
 template <class T>
 unsigned __match_all_sync(unsigned mask, T value, int* pred) {
-    unsigned same = __match_any_sync(mask, value);
-    *pred = same == mask;
-    return same == mask ? mask : 0u;
+    unsigned arrived;
+    const T* v = cucc::warp_values(mask, value, &arrived);
+    bool all = true;
+    for (int lane = 0; lane < 32; lane++)
+        if ((arrived >> lane & 1u) && std::memcmp(&v[lane], &value, sizeof(T)) != 0) all = false;
+    *pred = all;
+    return all ? mask : 0u;
 }
 
 // Warp reductions over the lanes of mask (sm_80 __reduce_*_sync).
 namespace cucc {
 template <class T, class Op>
 T warp_reduce(unsigned mask, T value, Op op) {
-    const T* v = cucc::warp_values(mask, value);
+    unsigned arrived;
+    const T* v = cucc::warp_values(mask, value, &arrived);
     bool first = true;
     T acc = value;
     for (int lane = 0; lane < 32; lane++) {
-        if (!(mask >> lane & 1u)) continue;
+        if (!(arrived >> lane & 1u)) continue;
         acc = first ? v[lane] : op(acc, v[lane]);
         first = false;
     }
