@@ -45,6 +45,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -83,8 +84,52 @@ struct Exchange {
     alignas(64) unsigned char data[32 * kMaxExchangeBytes];
 };
 
+// One collective of a tile larger than a warp (thread_block_tile<64> and up): the non-exited
+// threads first..first+count-1 of the block deposit a value each, as in an Exchange.
+struct GroupCall {
+    unsigned first, count, bytes;
+    unsigned arrived_count;
+    uint32_t arrived[kMaxThreadsPerBlock / 32];  // bit t % 32 of word t / 32: thread first + t
+    int refs;
+    GroupCall* next_free;
+    alignas(64) unsigned char data[kMaxThreadsPerBlock * kMaxExchangeBytes];
+};
+
+// Records recycled through a free list (warp calls, group calls).
+template <class T>
+struct RecordPool {
+    std::vector<std::unique_ptr<T>> all;
+    T* free_list = nullptr;
+    T* take() {
+        if (!free_list) {
+            all.push_back(std::make_unique<T>());
+            all.back()->next_free = nullptr;
+            free_list = all.back().get();
+        }
+        T* r = free_list;
+        free_list = r->next_free;
+        return r;
+    }
+    void give(T* r) {
+        r->next_free = free_list;
+        free_list = r;
+    }
+    void reclaim_all() {
+        free_list = nullptr;
+        for (auto& r : all) give(r.get());
+    }
+};
+
 // A thread's record is only written once it starts (threads not started yet have no state).
-enum class State : uint8_t { Runnable, Running, AtBarrier, InWarpCall, AtActiveMask, Exited };
+enum class State : uint8_t {
+    Runnable,
+    Running,
+    AtBarrier,
+    InWarpCall,
+    InGroupCall,
+    AtActiveMask,
+    Exited
+};
 
 struct Thread {
     fcontext_t ctx;  // saved context while suspended
@@ -97,6 +142,7 @@ struct Thread {
     int count_result;    // threads whose predicate was non-zero
     int all_result;      // 1 if that is every thread that arrived
     Exchange* exchange;  // warp call it waits in, or the last one whose data it may still read
+    GroupCall* group;    // the same for tile collectives
     unsigned active_mask;  // __activemask's result, written when its group is released
     uint64_t grid_syncs;   // this_grid().sync() calls it has passed
 };
@@ -122,6 +168,7 @@ struct Block {
     int current;  // linear index of the running thread
     Thread threads[kMaxThreadsPerBlock];
     Warp warps[kMaxWarps];
+    std::vector<GroupCall*> open_groups;  // tile collectives some threads wait in
     // Runnable threads: a FIFO ring of released threads, then the not-yet-started ones:
     // next_start..nthreads-1, or start_order[next_start..] under CUCC_SCHEDULE=random.
     int ring[kMaxThreadsPerBlock];
@@ -150,8 +197,8 @@ struct Worker {
     size_t stack_bytes = 0, page = 0;
     unsigned char* smem = nullptr;  // dynamic shared memory of the running block
     size_t smem_capacity = 0;
-    std::vector<std::unique_ptr<Exchange>> exchanges;
-    Exchange* free_exchanges = nullptr;
+    RecordPool<Exchange> exchanges;
+    RecordPool<GroupCall> groups;
 
     ~Worker() {
         // exit() called inside a kernel runs this on one of these stacks: leave them mapped.
@@ -246,25 +293,13 @@ char* take_stack(Worker& w) {
     return (char*)p;
 }
 
-Exchange* new_exchange(Worker& w) {
-    if (!w.free_exchanges) {
-        w.exchanges.push_back(std::make_unique<Exchange>());
-        w.exchanges.back()->next_free = nullptr;
-        w.free_exchanges = w.exchanges.back().get();
-    }
-    Exchange* e = w.free_exchanges;
-    w.free_exchanges = e->next_free;
-    return e;
-}
-
 void release_exchange(Worker& w, Thread& t) {
     Exchange* e = t.exchange;
-    if (!e) return;
     t.exchange = nullptr;
-    if (--e->refs == 0) {
-        e->next_free = w.free_exchanges;
-        w.free_exchanges = e;
-    }
+    if (e && --e->refs == 0) w.exchanges.give(e);
+    GroupCall* g = t.group;
+    t.group = nullptr;
+    if (g && --g->refs == 0) w.groups.give(g);
 }
 
 // Sets the built-in threadIdx of thread i (blockIdx/blockDim/gridDim are set per block).
@@ -317,6 +352,7 @@ inline void start_thread(Block& b, int i, char* stack) {
     Thread& t = b.threads[i];
     t.state = State::Running;
     t.exchange = nullptr;
+    t.group = nullptr;
     t.grid_syncs = 0;
     t.stack = stack;
     b.current = i;
@@ -349,6 +385,13 @@ WaitDescription describe_wait(const Block& b, int i) {
             snprintf(buf, sizeof buf,
                      "in a warp-synchronous call of warp %d with mask 0x%08x for lanes 0x%08x",
                      i / 32, e->mask, missing);
+            return {"waits", "wait", buf};
+        }
+        case State::InGroupCall: {
+            const GroupCall* g = t.group;
+            snprintf(buf, sizeof buf,
+                     "in a collective of the %u-thread tile of threads %u-%u (%u of them arrived)",
+                     g->count, g->first, g->first + g->count - 1, g->arrived_count);
             return {"waits", "wait", buf};
         }
         case State::AtActiveMask:
@@ -445,6 +488,19 @@ bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
     return true;
 }
 
+// Releases a tile collective once every non-exited thread of its range has arrived.
+bool complete_group(Block& b, GroupCall* g) {
+    for (unsigned t = 0; t < g->count; t += 32) {
+        unsigned thread = g->first + t;  // tiles larger than a warp are whole warps
+        if (thread >= (unsigned)b.nthreads) break;  // the block ends inside the tile
+        if (b.warps[thread / 32].live & ~g->arrived[t / 32]) return false;
+    }
+    b.open_groups.erase(std::find(b.open_groups.begin(), b.open_groups.end(), g));
+    for (unsigned t = 0; t < g->count; t++)
+        if (g->arrived[t / 32] >> (t % 32) & 1u) make_runnable(b, (int)(g->first + t));
+    return true;
+}
+
 // Once every live lane of the warp waits or has exited, the lanes waiting in __activemask get
 // the mask of the lanes at their call site.
 void check_convergence(Block& b, int warp) {
@@ -486,6 +542,9 @@ void thread_exited(Block& b, int i) {
     // Warp calls that waited only for this lane complete without it.
     for (int k = w.open_count - 1; k >= 0; k--)
         if (k < w.open_count) complete_exchange(b, w, warp, w.open[k]);
+    std::vector<GroupCall*> open = b.open_groups;
+    for (GroupCall* g : open)
+        if (i >= (int)g->first && i < (int)(g->first + g->count)) complete_group(b, g);
     check_convergence(b, warp);
     check_barrier(b);
 }
@@ -560,6 +619,7 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     b.barrier_arrived = 0;
     b.trapped = false;
     b.grid_syncs_done = 0;
+    b.open_groups.clear();
     for (int k = 0; k < (n + 31) / 32; k++) {
         int lanes = n - 32 * k < 32 ? n - 32 * k : 32;
         b.warps[k].open_count = 0;
@@ -594,11 +654,8 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     if (!b.trapped) return true;
     // The block was abandoned midway: every stack and warp record is free again.
     w.free_stacks = w.all_stacks;
-    w.free_exchanges = nullptr;
-    for (auto& e : w.exchanges) {
-        e->next_free = w.free_exchanges;
-        w.free_exchanges = e.get();
-    }
+    w.exchanges.reclaim_all();
+    w.groups.reclaim_all();
     *trap_error = b.trap_error;
     return false;
 }
@@ -644,7 +701,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
         }
     }
     if (!e) {
-        e = new_exchange(*b.worker);
+        e = b.worker->exchanges.take();
         e->mask = mask;
         e->arrived = 0;
         e->bytes = (unsigned)bytes;
@@ -667,6 +724,47 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
 }
 
 void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
+
+const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
+                           const uint32_t** arrived) {
+    Block& b = current_block("a thread_block_tile collective");
+    int i = b.current;
+    Thread& t = b.threads[i];
+    if ((unsigned)i < first || (unsigned)i >= first + count || first % 32 || count % 32)
+        fatal("kernel %s: thread %d takes part in a collective of threads %u-%u", b.grid->name,
+              i, first, first + count - 1);
+    if (bytes > kMaxExchangeBytes)
+        fatal("tile collective of %zu bytes per thread (at most %zu)", bytes, kMaxExchangeBytes);
+    release_exchange(*b.worker, t);
+    unsigned rank = (unsigned)i - first;
+    GroupCall* g = nullptr;
+    for (GroupCall* o : b.open_groups)
+        if (o->first == first && o->count == count && o->bytes == bytes &&
+            !(o->arrived[rank / 32] >> (rank % 32) & 1u)) {
+            g = o;
+            break;
+        }
+    if (!g) {
+        g = b.worker->groups.take();
+        g->first = first;
+        g->count = count;
+        g->bytes = (unsigned)bytes;
+        g->arrived_count = 0;
+        g->refs = 0;
+        memset(g->arrived, 0, sizeof g->arrived);
+        b.open_groups.push_back(g);
+    }
+    memcpy(g->data + rank * bytes, value, bytes);
+    g->arrived[rank / 32] |= 1u << (rank % 32);
+    g->arrived_count++;
+    g->refs++;
+    t.group = g;
+    block_thread(b, i, State::InGroupCall);
+    if (!complete_group(b, g)) check_convergence(b, i / 32);
+    wait_here(b);
+    if (arrived) *arrived = g->arrived;
+    return g->data;
+}
 
 unsigned active_mask(const char* file, int line) {
     Block& b = current_block("__activemask");

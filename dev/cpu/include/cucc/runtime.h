@@ -153,6 +153,11 @@ bool grid_is_cooperative();
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived);
 // __syncwarp(mask): a warp_exchange of nothing.
 void syncwarp(unsigned mask);
+// The same for a tile larger than a warp: threads first..first+count-1 of the block (in linear
+// order) exchange `bytes` (at most 32) bytes each; thread first+r's value is at offset r*bytes
+// and bit r of the bitmap *arrived (32-bit words) says whether it took part (it had not exited).
+const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
+                           const uint32_t** arrived);
 // __activemask(): the lanes of the caller's warp at this call site (file:line) together; the
 // call waits until every other live lane of the warp waits somewhere or has exited (see
 // block.cpp: convergence).

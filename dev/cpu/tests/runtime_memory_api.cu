@@ -1,0 +1,224 @@
+// Memory entry points beyond cudaMalloc, as the CUDA runtime documents them:
+//   - managed memory: written by the host and a kernel alike, cudaPointerGetAttributes says
+//     managed, cudaMemAdvise and cudaMemPrefetchAsync with CUDA 13's cudaMemLocation (and their
+//     errors), cudaStreamAttachMemAsync, cudaMallocManaged(0) refused;
+//   - cudaHostRegister / cudaHostUnregister / cudaHostGetDevicePointer / cudaHostGetFlags and
+//     their errors (overlap, not registered);
+//   - cudaMallocPitch + cudaMemcpy2D + cudaMemset2D (and the async forms), cudaMemcpy3D and
+//     cudaMemset3D on pitched memory, with pitch errors;
+//   - zero-byte copies, also at the end of an allocation, succeed; a bad direction does not.
+// Every expected value is computed here.
+//! cpu-only
+//! run: ./prog => pass /all memory API checks passed/
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include "test_util.h"
+
+static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
+    char line[256];
+    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
+             cudaGetErrorName(got));
+    expect(got == want, line);
+    cudaGetLastError();
+}
+
+__global__ void triple_kernel(int* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 3;
+}
+
+static cudaMemLocation location(cudaMemLocationType type, int id) {
+    cudaMemLocation l;
+    l.type = type;
+    l.id = id;
+    return l;
+}
+
+static void managed() {
+    const int n = 1000;
+    int* m;
+    CUDA_CHECK(cudaMallocManaged(&m, n * sizeof(int)));
+    for (int i = 0; i < n; i++) m[i] = i;
+    CUDA_CHECK(cudaMemAdvise(m, n * sizeof(int), cudaMemAdviseSetReadMostly,
+                             location(cudaMemLocationTypeDevice, 0)));
+    CUDA_CHECK(cudaMemAdvise(m, n * sizeof(int), cudaMemAdviseSetPreferredLocation,
+                             location(cudaMemLocationTypeDevice, 1)));
+    CUDA_CHECK(
+        cudaMemPrefetchAsync(m, n * sizeof(int), location(cudaMemLocationTypeDevice, 0), 0, 0));
+    triple_kernel<<<(n + 127) / 128, 128>>>(m, n);
+    CUDA_CHECK(
+        cudaMemPrefetchAsync(m, n * sizeof(int), location(cudaMemLocationTypeHost, 0), 0, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    bool ok = true;
+    for (int i = 0; i < n; i++) ok &= m[i] == 3 * i;
+    cudaPointerAttributes attr;
+    CUDA_CHECK(cudaPointerGetAttributes(&attr, m + 10));
+    expect(ok && attr.type == cudaMemoryTypeManaged && attr.devicePointer == m + 10 &&
+               attr.hostPointer == m + 10,
+           "managed memory: host writes, kernel triples, host reads; attributes say managed");
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    CUDA_CHECK(cudaStreamAttachMemAsync(s, m, 0, cudaMemAttachSingle));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    expect_error(cudaStreamAttachMemAsync(s, m, 12, cudaMemAttachSingle), cudaErrorInvalidValue,
+                 "attaching part of a managed allocation");
+    CUDA_CHECK(cudaStreamDestroy(s));
+
+    std::vector<int> host(16);
+    expect_error(cudaMemAdvise(host.data(), 64, cudaMemAdviseSetReadMostly,
+                               location(cudaMemLocationTypeDevice, 0)),
+                 cudaErrorInvalidValue, "cudaMemAdvise on pageable memory");
+    expect_error(cudaMemAdvise(m, n * sizeof(int), cudaMemAdviseSetPreferredLocation,
+                               location(cudaMemLocationTypeDevice, 8)),
+                 cudaErrorInvalidDevice, "a preferred location on device 8");
+    expect_error(cudaMemAdvise(m, n * sizeof(int), (cudaMemoryAdvise)9,
+                               location(cudaMemLocationTypeDevice, 0)),
+                 cudaErrorInvalidValue, "advice 9");
+    expect_error(
+        cudaMemPrefetchAsync(m, n * sizeof(int) + 4, location(cudaMemLocationTypeDevice, 0), 0, 0),
+        cudaErrorInvalidValue, "a prefetch past the end of the allocation");
+    expect_error(cudaMemPrefetchAsync(m, 4, location(cudaMemLocationTypeDevice, 0), 1, 0),
+                 cudaErrorInvalidValue, "a prefetch with flags");
+    void* z = (void*)1;
+    expect_error(cudaMallocManaged(&z, 0), cudaErrorInvalidValue, "cudaMallocManaged(0)");
+    expect_error(cudaMallocManaged(&z, 16, 7), cudaErrorInvalidValue, "managed flags 7");
+    size_t free0, free1, total;
+    CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    CUDA_CHECK(cudaFree(m));
+    CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+    expect(free0 == free1, "managed memory does not count against the device's memory");
+}
+
+static void registered() {
+    const int n = 4096;
+    std::vector<int> buf(n, 0), other(n, 0);
+    CUDA_CHECK(cudaHostRegister(buf.data(), n * sizeof(int), cudaHostRegisterMapped));
+    expect_error(cudaHostRegister(buf.data() + 100, 64, 0), cudaErrorHostMemoryAlreadyRegistered,
+                 "registering part of a registered range");
+    void* dev = nullptr;
+    CUDA_CHECK(cudaHostGetDevicePointer(&dev, buf.data(), 0));
+    unsigned flags = 0;
+    expect_error(cudaHostGetFlags(&flags, buf.data()), cudaErrorInvalidValue,
+                 "cudaHostGetFlags of registered (not cudaHostAlloc'ed) memory");
+    cudaPointerAttributes attr;
+    CUDA_CHECK(cudaPointerGetAttributes(&attr, buf.data() + 3));
+    expect(dev == buf.data() && attr.type == cudaMemoryTypeHost,
+           "registered memory: its device pointer is its address; attributes say host");
+
+    // An asynchronous copy into registered memory returns before it ran (it is page-locked).
+    int* d;
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(int)));
+    CUDA_CHECK(cudaMemset(d, 0x11, n * sizeof(int)));
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    CUDA_CHECK(cudaMemcpyAsync(buf.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    expect(buf[n - 1] == 0x11111111, "an async copy into registered memory, after a sync");
+    CUDA_CHECK(cudaHostUnregister(buf.data()));
+    expect_error(cudaHostUnregister(buf.data()), cudaErrorHostMemoryNotRegistered,
+                 "unregistering twice");
+    expect_error(cudaHostUnregister(other.data()), cudaErrorHostMemoryNotRegistered,
+                 "unregistering memory never registered");
+    expect_error(cudaHostRegister(nullptr, 64, 0), cudaErrorInvalidValue, "registering null");
+    int* pinned;
+    CUDA_CHECK(cudaHostAlloc(&pinned, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+    CUDA_CHECK(cudaHostGetFlags(&flags, pinned));
+    expect(flags == (cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostGetFlags");
+    CUDA_CHECK(cudaFreeHost(pinned));
+    CUDA_CHECK(cudaStreamDestroy(s));
+    CUDA_CHECK(cudaFree(d));
+}
+
+static void pitched() {
+    const int w = 100, h = 7;  // ints
+    int* d;
+    size_t pitch = 0;
+    CUDA_CHECK(cudaMallocPitch(&d, &pitch, w * sizeof(int), h));
+    expect(pitch >= w * sizeof(int) && pitch % 512 == 0, "cudaMallocPitch rounds rows to 512 bytes",
+           std::to_string(pitch) + " bytes");
+    std::vector<int> src(w * h), back(w * h, -1);
+    for (int i = 0; i < w * h; i++) src[i] = i * 13 - 5;
+    CUDA_CHECK(cudaMemset2D(d, pitch, 0, pitch, h));
+    CUDA_CHECK(cudaMemcpy2D(d, pitch, src.data(), w * sizeof(int), w * sizeof(int), h,
+                            cudaMemcpyHostToDevice));
+    // Columns 10..19 of every row set to 0x7f bytes, asynchronously.
+    CUDA_CHECK(cudaMemset2DAsync((char*)d + 10 * sizeof(int), pitch, 0x7f, 10 * sizeof(int), h, 0));
+    CUDA_CHECK(cudaMemcpy2DAsync(back.data(), w * sizeof(int), d, pitch, w * sizeof(int), h,
+                                 cudaMemcpyDeviceToHost, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    int wrong = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            wrong += back[y * w + x] != (x >= 10 && x < 20 ? 0x7f7f7f7f : src[y * w + x]);
+    expect(wrong == 0, "cudaMemcpy2D / cudaMemset2D(Async) on pitched memory",
+           std::to_string(wrong) + " wrong");
+    expect_error(cudaMemcpy2D(d, 16, src.data(), w * sizeof(int), w * sizeof(int), h,
+                              cudaMemcpyHostToDevice),
+                 cudaErrorInvalidPitchValue, "a destination pitch smaller than the width");
+    expect_error(cudaMemcpy2D(d, pitch, src.data(), w * sizeof(int), w * sizeof(int), h + 1,
+                              cudaMemcpyHostToDevice),
+                 cudaErrorInvalidValue, "a 2D copy past the end of the allocation");
+
+    // 3D: a 4 x 3 x 2 box of ints at (x=2 ints, y=1, z=0) of a pitched 3D allocation.
+    cudaExtent extent = make_cudaExtent(16 * sizeof(int), 4, 3);
+    cudaPitchedPtr vol;
+    CUDA_CHECK(cudaMalloc3D(&vol, extent));
+    CUDA_CHECK(cudaMemset3D(vol, 0, extent));
+    std::vector<int> box(4 * 3 * 2);
+    for (size_t i = 0; i < box.size(); i++) box[i] = (int)i + 1;
+    cudaMemcpy3DParms p = {};
+    p.srcPtr = make_cudaPitchedPtr(box.data(), 4 * sizeof(int), 4, 3);
+    p.dstPtr = vol;
+    p.dstPos = make_cudaPos(2 * sizeof(int), 1, 0);
+    p.extent = make_cudaExtent(4 * sizeof(int), 3, 2);
+    p.kind = cudaMemcpyHostToDevice;
+    CUDA_CHECK(cudaMemcpy3D(&p));
+    std::vector<int> all(16 * 4 * 3, -1);
+    cudaMemcpy3DParms q = {};
+    q.srcPtr = vol;
+    q.dstPtr = make_cudaPitchedPtr(all.data(), 16 * sizeof(int), 16, 4);
+    q.extent = extent;
+    q.kind = cudaMemcpyDeviceToHost;
+    CUDA_CHECK(cudaMemcpy3D(&q));
+    wrong = 0;
+    for (int z = 0; z < 3; z++)
+        for (int y = 0; y < 4; y++)
+            for (int x = 0; x < 16; x++) {
+                bool in = x >= 2 && x < 6 && y >= 1 && y < 4 && z < 2;
+                int want = in ? box[(z * 3 + (y - 1)) * 4 + (x - 2)] : 0;
+                wrong += all[(z * 4 + y) * 16 + x] != want;
+            }
+    expect(wrong == 0, "cudaMalloc3D, cudaMemset3D and cudaMemcpy3D of a box",
+           std::to_string(wrong) + " wrong");
+    CUDA_CHECK(cudaFree(vol.ptr));
+    CUDA_CHECK(cudaFree(d));
+}
+
+static void zero_bytes() {
+    int* d;
+    CUDA_CHECK(cudaMalloc(&d, 64));
+    int h = 0;
+    cudaError_t results[] = {
+        cudaMemcpy(d + 16, &h, 0, cudaMemcpyHostToDevice),
+        cudaMemcpy(&h, d + 16, 0, cudaMemcpyDeviceToHost),
+        cudaMemcpyAsync(d + 16, d, 0, cudaMemcpyDeviceToDevice, 0),
+        cudaMemset(d + 16, 0, 0),
+        cudaMemcpy2D(d + 16, 64, &h, 64, 0, 4, cudaMemcpyHostToDevice),
+    };
+    int failed = 0;
+    for (cudaError_t e : results) failed += e != cudaSuccess;
+    expect(failed == 0, "zero-byte copies and memsets at the end of an allocation succeed",
+           std::to_string(failed) + " failed");
+    expect_error(cudaMemcpy(d, &h, 0, (cudaMemcpyKind)9), cudaErrorInvalidMemcpyDirection,
+                 "a zero-byte copy in direction 9");
+    CUDA_CHECK(cudaFree(d));
+}
+
+int main() {
+    managed();
+    registered();
+    pitched();
+    zero_bytes();
+    return test_report("memory API");
+}
