@@ -6,6 +6,8 @@
 //   block.cpp   one block on one OS thread: fibers, __syncthreads, warp exchanges, deadlocks
 //   launch.cpp  launch validation, function attributes, the OS worker pool that runs grids
 //   memory.cpp  cudaMalloc & co., copies, memsets, the per-device memory limit
+//   pools.cpp   stream-ordered allocation (cudaMallocAsync, cudaFreeAsync) and memory pools
+//   graph.cpp   CUDA graphs: nodes, instantiation, launch, update (capture is in stream.cpp)
 //   stream.cpp  streams, events, the queue of pending work and when it runs
 #pragma once
 
@@ -133,6 +135,8 @@ size_t default_memory_limit();
 // (for stream-ordered frees, which run as stream work).
 cudaError_t allocate_device(void** ptr, size_t size);
 cudaError_t free_device_now(void* ptr);
+// A freed pointer leaves the counts of the pool it came from, if any (pools.cpp).
+void forget_pool_allocation(void* ptr);
 // The ops of graph memcpy and memset nodes (checked as the matching API calls check them).
 cudaError_t memcpy_node_op(const cudaMemcpy3DParms* p, StreamOp* op);
 cudaError_t memcpy_1d_node_op(void* dst, const void* src, size_t count, cudaMemcpyKind kind,

@@ -291,6 +291,7 @@ bool take_allocation(void* ptr, std::initializer_list<MemoryKind> kinds, Allocat
     *out = it->second;
     if (out->kind == MemoryKind::Device) m.used[out->device] -= rounded_bytes(out->size);
     m.allocations.erase(it);
+    forget_pool_allocation(ptr);
     return true;
 }
 
@@ -549,6 +550,7 @@ void free_all_device_memory(int device) {
     for (auto it = m.allocations.begin(); it != m.allocations.end();) {
         if (it->second.kind == MemoryKind::Device && it->second.device == device) {
             unmap_memory(it->second);
+            forget_pool_allocation((void*)it->first);
             it = m.allocations.erase(it);
         } else {
             ++it;

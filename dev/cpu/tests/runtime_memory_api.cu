@@ -6,7 +6,10 @@
 //     their errors (overlap, not registered);
 //   - cudaMallocPitch + cudaMemcpy2D + cudaMemset2D (and the async forms), cudaMemcpy3D and
 //     cudaMemset3D on pitched memory, with pitch errors;
-//   - zero-byte copies, also at the end of an allocation, succeed; a bad direction does not.
+//   - zero-byte copies, also at the end of an allocation, succeed; a bad direction does not;
+//   - stream-ordered allocation: cudaMallocAsync / cudaFreeAsync on a stream, the default and
+//     a created pool with their attributes (used memory and its high-water mark), and refusal
+//     on a capturing stream.
 // Every expected value is computed here.
 //! cpu-only
 //! run: ./prog => pass /all memory API checks passed/
@@ -215,7 +218,64 @@ static void zero_bytes() {
     CUDA_CHECK(cudaFree(d));
 }
 
+static void stream_ordered() {
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    cudaMemPool_t def, cur;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    CUDA_CHECK(cudaDeviceGetMemPool(&cur, 0));
+    int* a;
+    const int n = 1000;
+    CUDA_CHECK(cudaMallocAsync(&a, n * sizeof(int), s));
+    CUDA_CHECK(cudaMemsetAsync(a, 0, n * sizeof(int), s));
+    uint64_t used = 0, high = 0;
+    CUDA_CHECK(cudaMemPoolGetAttribute(def, cudaMemPoolAttrUsedMemCurrent, &used));
+    CUDA_CHECK(cudaFreeAsync(a, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    uint64_t after = 1;
+    CUDA_CHECK(cudaMemPoolGetAttribute(def, cudaMemPoolAttrUsedMemCurrent, &after));
+    CUDA_CHECK(cudaMemPoolGetAttribute(def, cudaMemPoolAttrUsedMemHigh, &high));
+    expect(def == cur && used == n * sizeof(int) && after == 0 && high == n * sizeof(int),
+           "cudaMallocAsync / cudaFreeAsync from the default pool; used memory and its peak");
+
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    cudaMemPool_t pool;
+    CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    uint64_t threshold = 1 << 20, got = 0;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &got));
+    CUDA_CHECK(cudaDeviceSetMemPool(0, pool));
+    CUDA_CHECK(cudaMallocAsync(&a, 64, s));
+    CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+    CUDA_CHECK(cudaFreeAsync(a, s));
+    void* b;
+    CUDA_CHECK(cudaMallocFromPoolAsync(&b, 128, def, s));
+    CUDA_CHECK(cudaMemPoolGetAttribute(def, cudaMemPoolAttrUsedMemCurrent, &after));
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaDeviceSetMemPool(0, def));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    expect(got == threshold && used == 64 && after == 128,
+           "a created pool: release threshold kept, current pool, cudaMallocFromPoolAsync");
+    uint64_t one = 1;
+    expect_error(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &one),
+                 cudaErrorInvalidValue, "setting a high-water mark to anything but 0");
+    CUDA_CHECK(cudaMemPoolDestroy(pool));
+    expect_error(cudaMemPoolDestroy(def), cudaErrorInvalidValue, "destroying a default pool");
+
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    expect_error(cudaMallocAsync(&a, 64, s), cudaErrorStreamCaptureUnsupported,
+                 "cudaMallocAsync on a capturing stream");
+    cudaGraph_t g;
+    expect_error(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated,
+                 "the capture after it");
+    CUDA_CHECK(cudaStreamDestroy(s));
+}
+
 int main() {
+    stream_ordered();
     managed();
     registered();
     pitched();
