@@ -12,6 +12,17 @@
 //     shuffles and votes switch between the fibers of the block.
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
+//   - A cooperative launch (cudaLaunchCooperativeKernel) runs every block at once, each on an
+//     OS thread of its own, so this_grid().sync() can hold them all (see grid_sync).
+//   - Launches that name a kernel by address with a `void**` argument array go through the
+//     kernel registry (register_kernel below).
+//   - Warp-synchronous calls wait for the non-exited lanes of their mask; __activemask() gives
+//     the lanes at the same call site together (see warp_exchange and active_mask).
+//   - Stream capture records stream work into graphs that replay it (see StreamOp); device
+//     memory is committed host memory bounded by what the machine has (memory.cpp).
+// Where each piece lives: dev/cpu/runtime/internal.h lists the runtime's files; the CPU
+// cuBLASLt and legacy cuBLAS are dev/cpu/cublaslt (one matmul implementation serves both), the
+// CPU NCCL dev/cpu/nccl (nccl_internal.h describes its shared-file transport).
 #pragma once
 
 #include <cstddef>
@@ -55,7 +66,8 @@ namespace cucc {
 // decltype(__cucc_bounds_NAME(a...))::value; } as bound: overload resolution at the launch
 // picks the companion of the kernel the launch calls, template arguments included.
 // Not modelled: static __shared__ variables do not count against the shared memory limit
-// (only the launch's dynamic bytes do), and cudaFuncGetAttributes does not report the bound.
+// (only the launch's dynamic bytes do). cudaFuncGetAttributes reports the bound of registered
+// non-template kernels.
 using KernelBody = std::function<void()>;
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, unsigned max_threads, KernelBody thread_body);
