@@ -49,7 +49,7 @@ inline unsigned lane_of_rank(unsigned mask, unsigned rank) {
 // Any group, by value. kind_ says which; a tile is described by its size, a coalesced group by
 // its lanes.
 class thread_group {
-public:
+  public:
     unsigned long long thread_rank() const {
         switch (kind_) {
             case kBlock:
@@ -73,7 +73,7 @@ public:
     }
     unsigned get_type() const { return kind_; }
 
-protected:
+  protected:
     enum Kind : unsigned { kBlock = 1, kTile = 2, kCoalesced = 3 };
     thread_group(Kind kind, unsigned tile, unsigned mask) : kind_(kind), tile_(tile), mask_(mask) {}
     // For tiles: the first thread (block rank) of this thread's tile, and for tiles of up to
@@ -95,7 +95,7 @@ template <unsigned MaxBlockSize = 1024, unsigned TileCommunicationSize = 8>
 struct block_tile_memory {};
 
 class thread_block : public thread_group {
-public:
+  public:
     thread_block() : thread_group(kBlock, 0, 0) {}
     dim3 group_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
     dim3 thread_index() const { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
@@ -117,7 +117,7 @@ class thread_block_tile : public thread_group {
     static_assert(N >= 1 && N <= 1024 && (N & (N - 1)) == 0,
                   "tile sizes are powers of two from 1 to 1024");
 
-public:
+  public:
     thread_block_tile() : thread_group(kTile, N, 0) {}
     template <class OtherParent>
     thread_block_tile(const thread_block_tile<N, OtherParent>&) : thread_group(kTile, N, 0) {}
@@ -188,7 +188,7 @@ public:
             cucc::group_exchange(tile_first(), N, &value, sizeof(T), arrived));
     }
 
-private:
+  private:
     unsigned first_lane() const { return (details::block_rank() & 31u) / N * N; }
     // Threads of the tile for which flag holds.
     unsigned count(bool flag) const {
@@ -208,7 +208,7 @@ thread_block_tile<N, Parent> tiled_partition(const Parent&) {
 
 // The lanes of a warp that run together; ranks follow lane order.
 class coalesced_group : public thread_group {
-public:
+  public:
     explicit coalesced_group(unsigned mask) : thread_group(kCoalesced, 0, mask) {}
     unsigned thread_rank() const { return __popc(mask_ & ((1u << cucc::lane_id()) - 1u)); }
     unsigned size() const { return __popc(mask_); }
@@ -250,7 +250,7 @@ public:
         meta_size_ = size;
     }
 
-private:
+  private:
     // Every lane asks for a possibly different rank: one shuffle by lane index.
     template <class T>
     T shfl_to(T var, unsigned rank) const {
@@ -310,7 +310,7 @@ coalesced_group binary_partition(const Group& g, bool predicate) {
 
 // The whole grid. sync() needs a cooperative launch.
 class grid_group {
-public:
+  public:
     bool is_valid() const { return cucc::grid_is_cooperative(); }
     void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
         cucc::grid_sync(file, line);

@@ -151,8 +151,8 @@ struct CommState {
     struct UserOp {
         bool live;
         ncclDataType_t type;
-        bool device;           // ncclScalarDevice: read from scalar_ptr when the call runs
-        uint64_t value;        // ncclScalarHostImmediate: the scalar's bytes
+        bool device;     // ncclScalarDevice: read from scalar_ptr when the call runs
+        uint64_t value;  // ncclScalarHostImmediate: the scalar's bytes
         const void* scalar_ptr;
     };
     std::vector<UserOp> ops;

@@ -139,10 +139,10 @@ struct Thread {
     const char* file;
     int line;
     int predicate;
-    int count_result;    // threads whose predicate was non-zero
-    int all_result;      // 1 if that is every thread that arrived
-    Exchange* exchange;  // warp call it waits in, or the last one whose data it may still read
-    GroupCall* group;    // the same for tile collectives
+    int count_result;      // threads whose predicate was non-zero
+    int all_result;        // 1 if that is every thread that arrived
+    Exchange* exchange;    // warp call it waits in, or the last one whose data it may still read
+    GroupCall* group;      // the same for tile collectives
     unsigned active_mask;  // __activemask's result, written when its group is released
     uint64_t grid_syncs;   // this_grid().sync() calls it has passed
 };
@@ -150,9 +150,9 @@ struct Thread {
 struct Warp {
     Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
     int open_count;
-    unsigned live;      // lanes that exist and have not exited
-    unsigned blocked;   // live lanes waiting (barrier, warp call, __activemask)
-    unsigned at_mask;   // lanes waiting in __activemask
+    unsigned live;     // lanes that exist and have not exited
+    unsigned blocked;  // live lanes waiting (barrier, warp call, __activemask)
+    unsigned at_mask;  // lanes waiting in __activemask
 };
 
 struct Worker;
@@ -491,7 +491,7 @@ bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
 // Releases a tile collective once every non-exited thread of its range has arrived.
 bool complete_group(Block& b, GroupCall* g) {
     for (unsigned t = 0; t < g->count; t += 32) {
-        unsigned thread = g->first + t;  // tiles larger than a warp are whole warps
+        unsigned thread = g->first + t;             // tiles larger than a warp are whole warps
         if (thread >= (unsigned)b.nthreads) break;  // the block ends inside the tile
         if (b.warps[thread / 32].live & ~g->arrived[t / 32]) return false;
     }
@@ -731,8 +731,8 @@ const void* group_exchange(unsigned first, unsigned count, const void* value, si
     int i = b.current;
     Thread& t = b.threads[i];
     if ((unsigned)i < first || (unsigned)i >= first + count || first % 32 || count % 32)
-        fatal("kernel %s: thread %d takes part in a collective of threads %u-%u", b.grid->name,
-              i, first, first + count - 1);
+        fatal("kernel %s: thread %d takes part in a collective of threads %u-%u", b.grid->name, i,
+              first, first + count - 1);
     if (bytes > kMaxExchangeBytes)
         fatal("tile collective of %zu bytes per thread (at most %zu)", bytes, kMaxExchangeBytes);
     release_exchange(*b.worker, t);
@@ -824,10 +824,11 @@ bool grid_is_cooperative() { return tls_block && tls_block->grid->cooperative; }
 void grid_sync(const char* file, int line) {
     Block& b = current_block("this_grid().sync()");
     if (!b.grid->cooperative)
-        fatal("kernel %s calls this_grid().sync() but was not launched cooperatively "
-              "(cudaLaunchCooperativeKernel, or the cooperative launch attribute); CUDA makes "
-              "that an error",
-              b.grid->name);
+        fatal(
+            "kernel %s calls this_grid().sync() but was not launched cooperatively "
+            "(cudaLaunchCooperativeKernel, or the cooperative launch attribute); CUDA makes "
+            "that an error",
+            b.grid->name);
     barrier(1, file, line, "this_grid().sync()");
     Thread& t = b.threads[b.current];
     if (++t.grid_syncs > b.grid_syncs_done) {

@@ -373,10 +373,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 // steer how a GPU's host thread waits; the CPU runtime records them for cudaGetDeviceFlags.
 cudaError_t cudaSetDeviceFlags(unsigned int flags) {
     unsigned schedule = flags & cudaDeviceScheduleMask;
-    if ((flags & ~(unsigned)cudaDeviceMask) || (schedule != cudaDeviceScheduleAuto &&
-                                                 schedule != cudaDeviceScheduleSpin &&
-                                                 schedule != cudaDeviceScheduleYield &&
-                                                 schedule != cudaDeviceScheduleBlockingSync))
+    if ((flags & ~(unsigned)cudaDeviceMask) ||
+        (schedule != cudaDeviceScheduleAuto && schedule != cudaDeviceScheduleSpin &&
+         schedule != cudaDeviceScheduleYield && schedule != cudaDeviceScheduleBlockingSync))
         return api_return(cudaErrorInvalidValue);
     ApiLock lock;
     devices()[current_device()].flags = flags;
@@ -455,11 +454,10 @@ cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pci_bus_id_in) {
     if (!device || !pci_bus_id_in) return api_return(cudaErrorInvalidValue);
     unsigned domain = 0, bus = 0, slot = 0, function = 0;
     char end = 0;
-    bool parsed = sscanf(pci_bus_id_in, "%x:%x:%x.%x%c", &domain, &bus, &slot, &function, &end) ==
-                      4 ||
-                  sscanf(pci_bus_id_in, "%x:%x:%x%c", &domain, &bus, &slot, &end) == 3 ||
-                  (domain = 0, sscanf(pci_bus_id_in, "%x:%x.%x%c", &bus, &slot, &function, &end) ==
-                                   3);
+    bool parsed =
+        sscanf(pci_bus_id_in, "%x:%x:%x.%x%c", &domain, &bus, &slot, &function, &end) == 4 ||
+        sscanf(pci_bus_id_in, "%x:%x:%x%c", &domain, &bus, &slot, &end) == 3 ||
+        (domain = 0, sscanf(pci_bus_id_in, "%x:%x.%x%c", &bus, &slot, &function, &end) == 3);
     if (!parsed) return api_return(cudaErrorInvalidValue);
     for (int d = 0; d < config().devices; d++) {
         if (domain == 0 && bus == (unsigned)(kPciBusBase + d) && slot == 0 && function == 0) {
@@ -534,9 +532,7 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) {
-    return api_return(synchronize_device(current_device()));
-}
+cudaError_t cudaDeviceSynchronize(void) { return api_return(synchronize_device(current_device())); }
 
 // Finishes the device's queued work (so kernel printf output appears, as CUDA flushes it at
 // reset), then frees its memory and streams and forgets function attributes, device flags,

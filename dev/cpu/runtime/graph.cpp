@@ -96,13 +96,14 @@ NodeLaunch op_launch(StreamOp op) {
 cudaError_t kernel_launch(const cudaKernelNodeParams* p, NodeLaunch* out) {
     if (!p) return cudaErrorInvalidValue;
     if (p->extra) {
-        fprintf(stderr, "cucc: kernel node parameters in the `extra` form are not supported; "
-                        "pass kernelParams\n");
+        fprintf(stderr,
+                "cucc: kernel node parameters in the `extra` form are not supported; "
+                "pass kernelParams\n");
         return cudaErrorNotSupported;
     }
     StreamOp op;
-    cudaError_t err = kernel_op(p->func, p->gridDim, p->blockDim, p->kernelParams,
-                                p->sharedMemBytes, &op);
+    cudaError_t err =
+        kernel_op(p->func, p->gridDim, p->blockDim, p->kernelParams, p->sharedMemBytes, &op);
     if (err == cudaSuccess) *out = op_launch(std::move(op));
     return err;
 }
@@ -461,8 +462,7 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* node, cudaGraph_t graph,
     ApiLock lock;
     if (!valid_graph(child) || child == graph) return api_return(cudaErrorInvalidValue);
     CUgraphNode_st* made = nullptr;
-    cudaError_t err =
-        add_node(node, graph, deps, num_deps, cudaGraphNodeTypeGraph, nullptr, &made);
+    cudaError_t err = add_node(node, graph, deps, num_deps, cudaGraphNodeTypeGraph, nullptr, &made);
     if (made) {
         made->child = new_graph();
         clone_into(child, made->child);
@@ -616,10 +616,9 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) 
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long flags) {
-    unsigned long long known = cudaGraphInstantiateFlagAutoFreeOnLaunch |
-                               cudaGraphInstantiateFlagUpload |
-                               cudaGraphInstantiateFlagDeviceLaunch |
-                               cudaGraphInstantiateFlagUseNodePriority;
+    unsigned long long known =
+        cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
+        cudaGraphInstantiateFlagDeviceLaunch | cudaGraphInstantiateFlagUseNodePriority;
     if (!exec || (flags & ~known)) return api_return(cudaErrorInvalidValue);
     ApiLock lock;
     if (!valid_graph(graph)) return api_return(cudaErrorInvalidValue);
@@ -754,9 +753,9 @@ cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char* path, unsigned
     if (!valid_graph(graph) || !path) return api_return(cudaErrorInvalidValue);
     FILE* f = fopen(path, "w");
     if (!f) return api_return(cudaErrorOperatingSystem);
-    static const char* names[] = {"kernel",      "memcpy",      "memset",     "host",
-                                  "graph",       "empty",       "wait event", "event record",
-                                  "ext signal",  "ext wait",    "mem alloc",  "mem free",
+    static const char* names[] = {"kernel",     "memcpy",   "memset",     "host",
+                                  "graph",      "empty",    "wait event", "event record",
+                                  "ext signal", "ext wait", "mem alloc",  "mem free",
                                   "conditional"};
     std::map<cudaGraphNode_t, size_t> id;
     fprintf(f, "digraph cuda_graph {\n");

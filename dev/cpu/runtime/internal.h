@@ -148,6 +148,8 @@ cudaError_t memset_node_op(const cudaMemsetParams* p, StreamOp* op);
 // Resolves a handle (0, cudaStreamLegacy, cudaStreamPerThread or a created stream) and checks
 // it; *out is an internal handle that stream_enqueue accepts. False for an invalid handle.
 bool resolve_stream(cudaStream_t stream, cudaStream_t* out);
+// Whether the stream (an internal handle from resolve_stream) records into a capture.
+bool stream_is_capturing(cudaStream_t stream);
 // Enqueues op and runs work until op has finished (a synchronous call such as cudaMemcpy).
 cudaError_t enqueue_and_wait(cudaStream_t stream, StreamOp op);
 // Runs work until every stream of the device is empty; returns the device's sticky error.

@@ -238,16 +238,15 @@ int resident_blocks(int block_size, size_t smem) {
 }
 
 cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                    unsigned max_threads, bool cooperative, KernelBody thread_body,
-                    StreamOp* out) {
+                    unsigned max_threads, bool cooperative, KernelBody thread_body, StreamOp* out) {
     static std::atomic<uint64_t> launches{0};
     int device = current_device();
     cudaError_t err = sticky_error(device);
     if (err == cudaSuccess) err = check_launch(kernel_addr, grid, block, smem, max_threads);
     if (err != cudaSuccess) return err;
-    if (cooperative && (uint64_t)grid.x * grid.y * grid.z >
-                           (uint64_t)resident_blocks((int)(block.x * block.y * block.z), smem) *
-                               kMultiprocessors)
+    if (cooperative &&
+        (uint64_t)grid.x * grid.y * grid.z >
+            (uint64_t)resident_blocks((int)(block.x * block.y * block.z), smem) * kMultiprocessors)
         return cudaErrorCooperativeLaunchTooLarge;
     auto g = std::make_shared<Grid>(
         Grid{name, std::move(thread_body), grid, block, smem, launches++, device, cooperative});
@@ -357,8 +356,8 @@ cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {
 // Resident blocks per SM of an H100: limited by threads (2048), blocks (32) and shared memory
 // (228 KiB per SM, 1 KiB reserved per block). Registers are not modelled.
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* num_blocks,
-                                                                   const void* func,
-                                                                   int block_size, size_t smem,
+                                                                   const void* func, int block_size,
+                                                                   size_t smem,
                                                                    unsigned int flags) {
     if (!num_blocks || block_size <= 0 || block_size > kMaxThreadsPerBlock ||
         (flags & ~(unsigned)cudaOccupancyDisableCachingOverride))
@@ -419,8 +418,8 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
             case cudaLaunchAttributeClusterDimension:
             case cudaLaunchAttributePreferredClusterDimension: {
                 unsigned cx = a.val.clusterDim.x, cy = a.val.clusterDim.y, cz = a.val.clusterDim.z;
-                if (cx == 0 || cy == 0 || cz == 0 || cx * cy * cz > 8 ||
-                    config->gridDim.x % cx || config->gridDim.y % cy || config->gridDim.z % cz)
+                if (cx == 0 || cy == 0 || cz == 0 || cx * cy * cz > 8 || config->gridDim.x % cx ||
+                    config->gridDim.y % cy || config->gridDim.z % cz)
                     return api_return(cudaErrorInvalidValue);
                 break;
             }
@@ -445,9 +444,8 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
                 return api_return(cudaErrorInvalidValue);
         }
     }
-    cudaError_t err = registry_launch("cudaLaunchKernelEx", func, config->gridDim,
-                                      config->blockDim, args, config->dynamicSmemBytes,
-                                      config->stream, cooperative);
+    cudaError_t err = registry_launch("cudaLaunchKernelEx", func, config->gridDim, config->blockDim,
+                                      args, config->dynamicSmemBytes, config->stream, cooperative);
     for (cudaEvent_t e : completion_events)
         if (err == cudaSuccess) err = api_return(record_event(e, config->stream));
     return err;

@@ -36,8 +36,8 @@
 // stream and wait for it. The asynchronous ones follow CUDA's documented host behaviour for
 // pageable (not page-locked) host memory: a copy from pageable memory to the device takes a
 // snapshot of the source before returning, and a copy from the device to pageable memory
-// returns only once it is done; so neither can be captured into a graph
-// (cudaErrorStreamCaptureUnsupported, as in CUDA). A copy of 0 bytes (or a 2D/3D copy with a
+// returns only once it is done. Captured into a graph, any asynchronous copy becomes a memcpy
+// node that reads its source when the graph runs. A copy of 0 bytes (or a 2D/3D copy with a
 // zero extent) only checks its direction and succeeds, wherever its pointers point. cudaFree
 // and cudaFreeHost first finish all queued work, since it may still use the memory (CUDA's
 // cudaFree synchronizes too).
@@ -155,8 +155,8 @@ CgroupFiles find_cgroup() {
         std::stringstream tail(line.substr(dash + 3));
         std::string fstype, source, super;
         tail >> fstype >> source >> super;
-        bool v1 = fstype == "cgroup" && have_v1 && ("," + super + ",").find(",memory,") !=
-                                                       std::string::npos;
+        bool v1 = fstype == "cgroup" && have_v1 &&
+                  ("," + super + ",").find(",memory,") != std::string::npos;
         bool v2 = fstype == "cgroup2" && have_v2 && !have_v1;
         if (!v1 && !v2) continue;
         std::string path = v1 ? v1_path : v2_path;
@@ -403,6 +403,10 @@ cudaError_t copy(void* dst, const void* src, const Region& r, cudaMemcpyKind kin
     if (err != cudaSuccess || r.empty()) return err;
     cudaStream_t s;
     if (!resolve_stream(stream, &s)) return cudaErrorInvalidResourceHandle;
+    // Captured into a graph, a copy is a memcpy node: it reads and writes its memory, pageable
+    // or not, when the graph runs.
+    if (!synchronous && stream_is_capturing(s))
+        return stream_enqueue(s, copy_op(dst, src, r, "cudaMemcpyAsync"));
     bool src_pageable = !is_device(src, r.src_span()) && !is_known_host(src, r.src_span());
     bool dst_pageable = !is_device(dst, r.dst_span()) && !is_known_host(dst, r.dst_span());
     if (synchronous || dst_pageable) {
@@ -414,7 +418,8 @@ cudaError_t copy(void* dst, const void* src, const Region& r, cudaMemcpyKind kin
     // Snapshot the source now, packed; the copy reads the snapshot when it runs.
     size_t w = r.width, h = r.height;
     auto snapshot = std::make_shared<std::vector<char>>(w * h * r.depth);
-    copy_region(snapshot->data(), (const char*)src, Region{w, h, r.depth, w, w * h, r.spitch, r.sslice});
+    copy_region(snapshot->data(), (const char*)src,
+                Region{w, h, r.depth, w, w * h, r.spitch, r.sslice});
     Region packed{w, h, r.depth, r.dpitch, r.dslice, w, w * h};
     char* d = (char*)dst;
     StreamOp op{"cudaMemcpyAsync", nullptr, [=] { copy_region(d, snapshot->data(), packed); }};
@@ -479,8 +484,8 @@ cudaError_t region_3d(const cudaMemcpy3DParms* p, void** dst, const void** src, 
     if (e.depth > 1 && (dp.ysize < e.height || sp.ysize < e.height)) return cudaErrorInvalidValue;
     *dst = (char*)dp.ptr + (p->dstPos.z * dp.ysize + p->dstPos.y) * dp.pitch + p->dstPos.x;
     *src = (const char*)sp.ptr + (p->srcPos.z * sp.ysize + p->srcPos.y) * sp.pitch + p->srcPos.x;
-    *r = Region{e.width, e.height, e.depth, dp.pitch, dp.pitch * dp.ysize, sp.pitch,
-                sp.pitch * sp.ysize};
+    *r = Region{e.width,  e.height,           e.depth, dp.pitch, dp.pitch * dp.ysize,
+                sp.pitch, sp.pitch * sp.ysize};
     return cudaSuccess;
 }
 

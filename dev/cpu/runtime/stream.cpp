@@ -90,8 +90,8 @@ struct Stream {
     uint64_t submitted = 0, done = 0;
     bool running = false;  // its first op was taken off and is running now
     bool destroyed = false;
-    Capture* capture = nullptr;              // the capture it records into, if any
-    std::vector<cudaGraphNode_t> frontier;   // while capturing: what the next node depends on
+    Capture* capture = nullptr;             // the capture it records into, if any
+    std::vector<cudaGraphNode_t> frontier;  // while capturing: what the next node depends on
     bool blocking() const {
         return kind != StreamKind::Created || !(flags & cudaStreamNonBlocking);
     }
@@ -376,6 +376,12 @@ bool resolve_stream(cudaStream_t stream, cudaStream_t* out) {
     return s != nullptr;
 }
 
+bool stream_is_capturing(cudaStream_t stream) {
+    ApiLock lock;
+    Stream* s = lookup(stream);
+    return s && s->capture;
+}
+
 cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op) {
     bool overflow;
     {
@@ -494,9 +500,8 @@ cudaError_t wait_event(cudaStream_t stream, cudaEvent_t event) {
     Event* e = lookup_event(event);
     if (!s || !e) return cudaErrorInvalidResourceHandle;
     StreamState& st = state();
-    bool live_capture =
-        e->capture && std::find(st.captures.begin(), st.captures.end(), e->capture) !=
-                          st.captures.end();
+    bool live_capture = e->capture && std::find(st.captures.begin(), st.captures.end(),
+                                                e->capture) != st.captures.end();
     if (e->capture && !live_capture) return cudaErrorStreamCaptureIsolation;
     if (live_capture) {
         Capture* c = e->capture;
@@ -767,8 +772,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
     if (s->kind != StreamKind::Created) return api_return(cudaErrorStreamCaptureUnsupported);
     if (s->capture) return api_return(cudaErrorIllegalState);
     StreamState& st = state();
-    Capture* c = new Capture{st.next_capture_id++, new_graph(), mode, std::this_thread::get_id(),
-                             s, false, {s}};
+    Capture* c = new Capture{
+        st.next_capture_id++, new_graph(), mode, std::this_thread::get_id(), s, false, {s}};
     st.captures.push_back(c);
     s->capture = c;
     s->frontier.clear();
@@ -851,8 +856,8 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatu
 cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t* nodes,
                                                 const cudaGraphEdgeData* edges, size_t count,
                                                 unsigned int flags) {
-    if ((count > 0 && !nodes) || (flags != cudaStreamAddCaptureDependencies &&
-                                  flags != cudaStreamSetCaptureDependencies))
+    if ((count > 0 && !nodes) ||
+        (flags != cudaStreamAddCaptureDependencies && flags != cudaStreamSetCaptureDependencies))
         return api_return(cudaErrorInvalidValue);
     for (size_t i = 0; edges && i < count; i++)
         if (edges[i].from_port || edges[i].to_port || edges[i].type)
@@ -871,9 +876,9 @@ cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNo
 }
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
-    if (!mode || (*mode != cudaStreamCaptureModeGlobal &&
-                  *mode != cudaStreamCaptureModeThreadLocal &&
-                  *mode != cudaStreamCaptureModeRelaxed))
+    if (!mode ||
+        (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+         *mode != cudaStreamCaptureModeRelaxed))
         return api_return(cudaErrorInvalidValue);
     std::swap(*mode, tls_capture_mode);
     return cudaSuccess;

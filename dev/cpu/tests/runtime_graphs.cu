@@ -2,9 +2,10 @@
 //   - stream capture records work instead of running it (kernels, copies, memsets, host
 //     functions, a fork into a second stream and the join back through events); the
 //     instantiated graph replays it in order at every launch; capture status and info queries;
+//   - captured copies of pageable memory read and write it when the graph runs;
 //   - capture errors: synchronizing a capturing stream, cudaMalloc in global mode (allowed in
-//     relaxed mode and after cudaThreadExchangeStreamCaptureMode), a copy from pageable memory,
-//     the legacy stream meeting a capturing blocking stream, an unjoined fork, ending on another
+//     relaxed mode and after cudaThreadExchangeStreamCaptureMode), the legacy stream meeting a
+//     capturing blocking stream, an unjoined fork, ending on another
 //     stream, waiting on uncaptured work, capturing the legacy stream or twice;
 //   - graphs built by hand: memset, kernel (void** arguments), 1D copy, host and child graph
 //     nodes with dependencies; queries (nodes, roots, edges, types); a cycle is refused at
@@ -175,10 +176,23 @@ static void capture_errors() {
     CUDA_CHECK(cudaGraphDestroy(g));
     CUDA_CHECK(cudaFree(p));
 
+    // Copies of pageable memory become memcpy nodes that read and write it when the graph runs.
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    expect_error(cudaMemcpyAsync(d, pageable.data(), 64 * sizeof(int), cudaMemcpyHostToDevice, s),
-                 cudaErrorStreamCaptureUnsupported, "a copy from pageable memory in a capture");
-    expect_end(s, cudaErrorStreamCaptureInvalidated, "after it");
+    CUDA_CHECK(cudaMemcpyAsync(d, pageable.data(), 64 * sizeof(int), cudaMemcpyHostToDevice, s));
+    add_kernel<<<1, 64, 0, s>>>(d, 64, 1);
+    std::vector<int> back(64, -1);
+    CUDA_CHECK(cudaMemcpyAsync(back.data(), d, 64 * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    for (int i = 0; i < 64; i++) pageable[i] = 3 * i;  // after the capture, before the launch
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CUDA_CHECK(cudaGraphLaunch(exec, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    bool read_at_launch = true;
+    for (int i = 0; i < 64; i++) read_at_launch &= back[i] == 3 * i + 1;
+    expect(read_at_launch, "captured copies of pageable memory read and write it at the launch");
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(g));
 
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     add_kernel<<<1, 64>>>(d, 64, 1);  // the legacy stream would wait for the capturing stream

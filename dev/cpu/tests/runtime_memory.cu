@@ -68,8 +68,7 @@ static void copies() {
     CUDA_CHECK(cudaMalloc(&b, n * sizeof(int)));
     size_t free1;
     CUDA_CHECK(cudaMemGetInfo(&free1, &total));
-    expect(free0 - free1 >= 2 * n * sizeof(int) &&
-               free0 - free1 <= 2 * n * sizeof(int) + 512,
+    expect(free0 - free1 >= 2 * n * sizeof(int) && free0 - free1 <= 2 * n * sizeof(int) + 512,
            "cudaMemGetInfo counts the two allocations");
     expect(((size_t)a % 256) == 0 && ((size_t)b % 256) == 0, "allocations are 256-byte aligned");
     expect(cucc::is_device_pointer(a + 5) && !cucc::is_device_pointer(h.data()) &&

@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
         int h[32];
         CUDA_CHECK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
         int wrong = h[31] != 0;  // lane 31 wrote nothing
-        for (int lane = 0; lane < 31; lane++) wrong += h[lane] != 100 + (lane == 30 ? 30 : lane ^ 1);
+        for (int lane = 0; lane < 31; lane++)
+            wrong += h[lane] != 100 + (lane == 30 ? 30 : lane ^ 1);
         printf("exited lane: %s (%d wrong)\n", wrong ? "wrong" : "right", wrong);
         return wrong ? 1 : 0;
     }

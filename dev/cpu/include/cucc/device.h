@@ -677,6 +677,10 @@ inline long long clock64() {
 }
 inline void __nanosleep(unsigned) { sched_yield(); }
 inline bool __isGlobal(const void* p) { return cucc::is_device_pointer(p); }
+// Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization): kernels of
+// a stream run one after the other here, so the previous grid is always complete.
+inline void cudaGridDependencySynchronize() {}
+inline void cudaTriggerProgrammaticLaunchCompletion() {}
 // Both stop the grid and leave cudaErrorLaunchFailure for the next synchronization.
 [[noreturn]] inline void __trap() { cucc::trap(cudaErrorLaunchFailure, "__trap() called"); }
 [[noreturn]] inline void __brkpt() { cucc::trap(cudaErrorLaunchFailure, "__brkpt() called"); }

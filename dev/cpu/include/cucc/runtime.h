@@ -119,8 +119,8 @@ KernelBody bind_kernel(const void* kernel, void** args) {
 }
 template <class... P>
 bool register_kernel(void (*kernel)(P...), const char* name, unsigned max_threads = 0) {
-    register_kernel_binder(reinterpret_cast<const void*>(kernel), name, max_threads,
-                           sizeof...(P), &bind_kernel<P...>);
+    register_kernel_binder(reinterpret_cast<const void*>(kernel), name, max_threads, sizeof...(P),
+                           &bind_kernel<P...>);
     return true;
 }
 template <class... P>
