@@ -36,7 +36,13 @@
 // function called from two divergent branches is one site here (its file and line), so both
 // groups get the mask of the union; pass the caller's site through (cooperative_groups does)
 // to tell them apart.
+//
+// A failed assert() in device code traps the grid with cudaErrorAssert, as on a GPU: this file
+// defines glibc's __assert_fail, which the program's assert() calls; outside a kernel it prints
+// glibc's message and aborts, as glibc's own does.
 #include <boost/context/detail/fcontext.hpp>
+#include <assert.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -863,3 +869,15 @@ void trap(cudaError_t error, const char* message) {
 }
 
 }  // namespace cucc
+
+// Replaces glibc's: in a kernel, a failed assert() stops the grid with cudaErrorAssert, and the
+// message names the block and thread, as CUDA's does.
+extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line,
+                              const char* function) noexcept {
+    char message[1024];
+    snprintf(message, sizeof message, "%s:%u: %s: Assertion `%s' failed.", file, line, function,
+             assertion);
+    if (cucc::tls_block) cucc::trap(cudaErrorAssert, message);
+    fprintf(stderr, "%s: %s\n", program_invocation_short_name, message);
+    abort();
+}

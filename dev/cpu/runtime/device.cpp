@@ -127,7 +127,7 @@ void fill_properties(cudaDeviceProp* p, int device) {
     p->cooperativeLaunch = 1;
     p->sharedMemPerBlockOptin = kMaxSmemPerBlockOptin;
     p->maxBlocksPerMultiProcessor = kMaxBlocksPerMultiprocessor;
-    p->accessPolicyMaxWindowSize = 134213632;
+    p->accessPolicyMaxWindowSize = kAccessPolicyMaxWindowSize;
     p->reservedSharedMemPerBlock = kReservedSmemPerBlock;
     p->hostRegisterSupported = 1;
     p->sparseCudaArraySupported = 1;
@@ -164,7 +164,7 @@ bool attribute_value(const cudaDeviceProp& p, int a, int* v) {
         case cudaDevAttrWarpSize: *v = p.warpSize; break;
         case cudaDevAttrMaxPitch: *v = (int)p.memPitch; break;
         case cudaDevAttrMaxRegistersPerBlock: *v = p.regsPerBlock; break;
-        case cudaDevAttrClockRate: *v = 1980000; break;  // kHz (H100 SXM boost clock)
+        case cudaDevAttrClockRate: *v = kClockRateKHz; break;
         case cudaDevAttrTextureAlignment: *v = (int)p.textureAlignment; break;
         case cudaDevAttrGpuOverlap: *v = p.asyncEngineCount > 0; break;
         case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;

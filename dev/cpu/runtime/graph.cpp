@@ -13,6 +13,10 @@
 // them); an executable graph keeps its own copies, so changing or destroying the graph after
 // instantiation does not change it. cudaGraphExecUpdate and cudaGraph*NodeSetParams replace the
 // launch functions of nodes that keep their place in the topology.
+// The CUDA 12 generic calls (cudaGraphAddNode, cudaGraphNodeSetParams,
+// cudaGraphExecNodeSetParams) take every node type's parameters in one union and go through the
+// typed call of the node's type. Memory allocation/free, conditional and external semaphore
+// nodes are not supported (cudaErrorNotSupported, with a message naming the node type).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -248,6 +252,66 @@ cudaError_t node_set(cudaGraphNode_t node, cudaGraphNodeType type, Make make) {
     return err;
 }
 
+// The typed forms of the generic (V2) parameters.
+cudaKernelNodeParams kernel_params(const cudaKernelNodeParamsV2& p) {
+    return cudaKernelNodeParams{p.func,           p.gridDim,      p.blockDim,
+                                p.sharedMemBytes, p.kernelParams, p.extra};
+}
+cudaMemsetParams memset_params(const cudaMemsetParamsV2& p) {
+    return cudaMemsetParams{p.dst, p.pitch, p.value, p.elementSize, p.width, p.height};
+}
+cudaHostNodeParams host_params(const cudaHostNodeParamsV2& p) {
+    return cudaHostNodeParams{p.fn, p.userData};
+}
+
+// What cudaGraphAddNode and the generic set calls do not handle: says which node type it was.
+cudaError_t unsupported_node(const char* api, cudaGraphNodeType type) {
+    fprintf(
+        stderr, "cucc: %s: graph nodes of type %d (%s) are not supported by the CPU runtime\n", api,
+        (int)type,
+        type == cudaGraphNodeTypeMemAlloc      ? "memory allocation"
+        : type == cudaGraphNodeTypeMemFree     ? "memory free"
+        : type == cudaGraphNodeTypeConditional ? "conditional"
+        : type == cudaGraphNodeTypeGraph       ? "child graph"
+        : type == cudaGraphNodeTypeExtSemaphoreSignal || type == cudaGraphNodeTypeExtSemaphoreWait
+            ? "external semaphore"
+            : "unknown");
+    return cudaErrorNotSupported;
+}
+
+// Event record and wait nodes: the launch that records or waits on `event`.
+NodeLaunch event_launch(cudaGraphNodeType type, cudaEvent_t event) {
+    if (type == cudaGraphNodeTypeEventRecord)
+        return [event](cudaStream_t s) { return record_event(event, s); };
+    return [event](cudaStream_t s) { return wait_event(s, event); };
+}
+
+// The event of an event record or wait node, in the graph or in an executable graph.
+cudaError_t set_node_event(cudaGraphNode_t node, cudaGraphNodeType type, cudaEvent_t event) {
+    if (!event) return cudaErrorInvalidValue;
+    ApiLock lock;
+    cudaError_t err = node_set(node, type, [&](NodeLaunch* l) {
+        *l = event_launch(type, event);
+        return cudaSuccess;
+    });
+    if (err == cudaSuccess) node->event = event;
+    return err;
+}
+cudaError_t set_exec_event(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraphNodeType type,
+                           cudaEvent_t event) {
+    if (!event) return cudaErrorInvalidValue;
+    return exec_set(exec, node, type, [&](NodeLaunch* l) {
+        *l = event_launch(type, event);
+        return cudaSuccess;
+    });
+}
+cudaError_t get_node_event(cudaGraphNode_t node, cudaGraphNodeType type, cudaEvent_t* event) {
+    ApiLock lock;
+    if (!event || !valid_node(node) || node->type != type) return cudaErrorInvalidValue;
+    *event = node->event;
+    return cudaSuccess;
+}
+
 }  // namespace
 
 cudaGraph_t new_graph() {
@@ -275,6 +339,11 @@ void delete_graph(cudaGraph_t graph) {
         if (n->child) delete_graph(n->child);
     live_graphs().erase(graph);
     delete graph;
+}
+
+bool graph_is_live(cudaGraph_t graph) {
+    ApiLock lock;
+    return valid_graph(graph);
 }
 
 bool graph_has_node(cudaGraph_t graph, cudaGraphNode_t node) {
@@ -483,7 +552,7 @@ cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t* node, cudaGraph_t graph
                                         cudaEvent_t event) {
     if (!event) return api_return(cudaErrorInvalidValue);
     ApiLock lock;
-    NodeLaunch launch = [event](cudaStream_t s) { return record_event(event, s); };
+    NodeLaunch launch = event_launch(cudaGraphNodeTypeEventRecord, event);
     CUgraphNode_st* made = nullptr;
     cudaError_t err =
         add_node(node, graph, deps, num_deps, cudaGraphNodeTypeEventRecord, launch, &made);
@@ -496,12 +565,33 @@ cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                       cudaEvent_t event) {
     if (!event) return api_return(cudaErrorInvalidValue);
     ApiLock lock;
-    NodeLaunch launch = [event](cudaStream_t s) { return wait_event(s, event); };
+    NodeLaunch launch = event_launch(cudaGraphNodeTypeWaitEvent, event);
     CUgraphNode_st* made = nullptr;
     cudaError_t err =
         add_node(node, graph, deps, num_deps, cudaGraphNodeTypeWaitEvent, launch, &made);
     if (made) made->event = event;
     return api_return(err);
+}
+
+cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t* event) {
+    return api_return(get_node_event(node, cudaGraphNodeTypeEventRecord, event));
+}
+cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
+    return api_return(set_node_event(node, cudaGraphNodeTypeEventRecord, event));
+}
+cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t* event) {
+    return api_return(get_node_event(node, cudaGraphNodeTypeWaitEvent, event));
+}
+cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) {
+    return api_return(set_node_event(node, cudaGraphNodeTypeWaitEvent, event));
+}
+cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                 cudaEvent_t event) {
+    return api_return(set_exec_event(exec, node, cudaGraphNodeTypeEventRecord, event));
+}
+cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                               cudaEvent_t event) {
+    return api_return(set_exec_event(exec, node, cudaGraphNodeTypeWaitEvent, event));
 }
 
 cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from,
@@ -745,6 +835,103 @@ cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t
                                            const cudaHostNodeParams* params) {
     return api_return(exec_set(exec, node, cudaGraphNodeTypeHost,
                                [&](NodeLaunch* l) { return host_launch(params, l); }));
+}
+
+cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                             const cudaGraphEdgeData* edges, size_t num_deps,
+                             cudaGraphNodeParams* p) {
+    if (!p) return api_return(cudaErrorInvalidValue);
+    for (size_t i = 0; edges && i < num_deps; i++)
+        if (edges[i].from_port || edges[i].to_port || edges[i].type)
+            return api_return(cudaErrorNotSupported);
+    switch (p->type) {
+        case cudaGraphNodeTypeKernel: {
+            cudaKernelNodeParams k = kernel_params(p->kernel);
+            return cudaGraphAddKernelNode(node, graph, deps, num_deps, &k);
+        }
+        case cudaGraphNodeTypeMemcpy:
+            if (p->memcpy.flags) return api_return(cudaErrorInvalidValue);  // must be zero
+            return cudaGraphAddMemcpyNode(node, graph, deps, num_deps, &p->memcpy.copyParams);
+        case cudaGraphNodeTypeMemset: {
+            cudaMemsetParams m = memset_params(p->memset);
+            return cudaGraphAddMemsetNode(node, graph, deps, num_deps, &m);
+        }
+        case cudaGraphNodeTypeHost: {
+            cudaHostNodeParams h = host_params(p->host);
+            return cudaGraphAddHostNode(node, graph, deps, num_deps, &h);
+        }
+        case cudaGraphNodeTypeGraph:
+            // Moving the child graph into the node (cudaGraphChildGraphOwnershipMove) would
+            // make the caller's handle the node's; only the default copy is supported.
+            if (p->graph.ownership != cudaGraphChildGraphOwnershipClone)
+                return api_return(unsupported_node("cudaGraphAddNode", p->type));
+            return cudaGraphAddChildGraphNode(node, graph, deps, num_deps, p->graph.graph);
+        case cudaGraphNodeTypeEmpty:
+            return cudaGraphAddEmptyNode(node, graph, deps, num_deps);
+        case cudaGraphNodeTypeEventRecord:
+            return cudaGraphAddEventRecordNode(node, graph, deps, num_deps, p->eventRecord.event);
+        case cudaGraphNodeTypeWaitEvent:
+            return cudaGraphAddEventWaitNode(node, graph, deps, num_deps, p->eventWait.event);
+        default:
+            return api_return(unsupported_node("cudaGraphAddNode", p->type));
+    }
+}
+
+cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, cudaGraphNodeParams* p) {
+    {
+        ApiLock lock;
+        if (!p || !valid_node(node) || node->type != p->type)
+            return api_return(cudaErrorInvalidValue);
+    }
+    switch (p->type) {
+        case cudaGraphNodeTypeKernel: {
+            cudaKernelNodeParams k = kernel_params(p->kernel);
+            return cudaGraphKernelNodeSetParams(node, &k);
+        }
+        case cudaGraphNodeTypeMemcpy:
+            return cudaGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
+        case cudaGraphNodeTypeMemset: {
+            cudaMemsetParams m = memset_params(p->memset);
+            return cudaGraphMemsetNodeSetParams(node, &m);
+        }
+        case cudaGraphNodeTypeHost: {
+            cudaHostNodeParams h = host_params(p->host);
+            return cudaGraphHostNodeSetParams(node, &h);
+        }
+        case cudaGraphNodeTypeEventRecord:
+            return api_return(set_node_event(node, p->type, p->eventRecord.event));
+        case cudaGraphNodeTypeWaitEvent:
+            return api_return(set_node_event(node, p->type, p->eventWait.event));
+        default:
+            return api_return(unsupported_node("cudaGraphNodeSetParams", p->type));
+    }
+}
+
+cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                       cudaGraphNodeParams* p) {
+    if (!p) return api_return(cudaErrorInvalidValue);
+    switch (p->type) {
+        case cudaGraphNodeTypeKernel: {
+            cudaKernelNodeParams k = kernel_params(p->kernel);
+            return cudaGraphExecKernelNodeSetParams(exec, node, &k);
+        }
+        case cudaGraphNodeTypeMemcpy:
+            return cudaGraphExecMemcpyNodeSetParams(exec, node, &p->memcpy.copyParams);
+        case cudaGraphNodeTypeMemset: {
+            cudaMemsetParams m = memset_params(p->memset);
+            return cudaGraphExecMemsetNodeSetParams(exec, node, &m);
+        }
+        case cudaGraphNodeTypeHost: {
+            cudaHostNodeParams h = host_params(p->host);
+            return cudaGraphExecHostNodeSetParams(exec, node, &h);
+        }
+        case cudaGraphNodeTypeEventRecord:
+            return api_return(set_exec_event(exec, node, p->type, p->eventRecord.event));
+        case cudaGraphNodeTypeWaitEvent:
+            return api_return(set_exec_event(exec, node, p->type, p->eventWait.event));
+        default:
+            return api_return(unsupported_node("cudaGraphExecNodeSetParams", p->type));
+    }
 }
 
 // A Graphviz description: one line per node (its type), one per edge.

@@ -48,6 +48,7 @@ constexpr int kMaxThreadsPerMultiprocessor = 2048;
 constexpr int kMaxBlocksPerMultiprocessor = 32;
 constexpr size_t kSmemPerMultiprocessor = 228 * 1024;
 constexpr size_t kReservedSmemPerBlock = 1024;
+constexpr int kAccessPolicyMaxWindowSize = 134213632;  // bytes (cudaAccessPolicyWindow)
 
 // ---------------------------------------------------------------------------------------------
 // Errors. Every API function returns through api_return, which records a failure as this host
@@ -173,6 +174,7 @@ cudaGraph_t new_graph();
 cudaGraphNode_t add_graph_node(cudaGraph_t graph, cudaGraphNodeType type, NodeLaunch launch,
                                const std::vector<cudaGraphNode_t>& deps);
 void delete_graph(cudaGraph_t graph);
+bool graph_is_live(cudaGraph_t graph);
 bool graph_has_node(cudaGraph_t graph, cudaGraphNode_t node);
 
 }  // namespace cucc

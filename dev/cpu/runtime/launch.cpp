@@ -284,6 +284,16 @@ cudaError_t registry_launch(const char* api, const void* func, dim3 grid, dim3 b
 
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, unsigned max_threads, KernelBody thread_body) {
+    // A launch through a function pointer (`table[i]<<<...>>>`): cucc could not tell which
+    // kernel it calls, the registry can, by the pointer's value.
+    if (kernel_addr && max_threads == 0) {
+        ApiLock lock;
+        auto k = registry().find(kernel_addr);
+        if (k != registry().end()) {
+            name = k->second.name;
+            max_threads = k->second.max_threads;
+        }
+    }
     StreamOp op;
     cudaError_t err =
         grid_op(name, kernel_addr, grid, block, smem, max_threads, false, thread_body, &op);

@@ -838,36 +838,46 @@ cudaError_t cudaGetSymbolAddress(void** dev_ptr, const void* symbol) {
     return cudaSuccess;
 }
 
-static cudaError_t symbol_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
-                               cudaMemcpyKind symbol_side_kind, cudaStream_t stream,
-                               bool synchronous) {
+// A copy of count bytes at offset into the symbol; dst or src (the other side) is its address.
+// The C++ overloads register the variable first (cucc/runtime_cxx.h), so its size is known and a
+// copy past its end fails, as in CUDA.
+static cudaError_t symbol_copy(const void* symbol, size_t offset, void* dst, const void* src,
+                               size_t count, cudaMemcpyKind kind, cudaMemcpyKind symbol_side_kind,
+                               cudaStream_t stream, bool synchronous) {
     if (!dst || !src) return cudaErrorInvalidSymbol;
     if (kind != symbol_side_kind && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
         return cudaErrorInvalidMemcpyDirection;
+    {
+        ApiLock lock;
+        auto it = memory().symbols.find((uintptr_t)symbol);
+        if (it != memory().symbols.end() &&
+            (offset > it->second.size || count > it->second.size - offset))
+            return cudaErrorInvalidValue;
+    }
     return copy(dst, src, linear(count), cudaMemcpyDefault, stream, synchronous);
 }
 
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                                cudaMemcpyKind kind) {
-    return api_return(symbol_copy((char*)symbol + offset, src, count, kind, cudaMemcpyHostToDevice,
-                                  cudaStreamLegacy, true));
+    return api_return(symbol_copy(symbol, offset, (char*)symbol + offset, src, count, kind,
+                                  cudaMemcpyHostToDevice, cudaStreamLegacy, true));
 }
 
 cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count,
                                     size_t offset, cudaMemcpyKind kind, cudaStream_t stream) {
-    return api_return(symbol_copy((char*)symbol + offset, src, count, kind, cudaMemcpyHostToDevice,
-                                  stream, false));
+    return api_return(symbol_copy(symbol, offset, (char*)symbol + offset, src, count, kind,
+                                  cudaMemcpyHostToDevice, stream, false));
 }
 
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
                                  cudaMemcpyKind kind) {
-    return api_return(symbol_copy(dst, (const char*)symbol + offset, count, kind,
+    return api_return(symbol_copy(symbol, offset, dst, (const char*)symbol + offset, count, kind,
                                   cudaMemcpyDeviceToHost, cudaStreamLegacy, true));
 }
 
 cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
                                       cudaMemcpyKind kind, cudaStream_t stream) {
-    return api_return(symbol_copy(dst, (const char*)symbol + offset, count, kind,
+    return api_return(symbol_copy(symbol, offset, dst, (const char*)symbol + offset, count, kind,
                                   cudaMemcpyDeviceToHost, stream, false));
 }
 

@@ -26,6 +26,8 @@
 // keeps its frontier, the nodes the next one depends on. An event recorded on a capturing stream
 // remembers the frontier (it does not become a node); a stream waiting on such an event joins
 // the capture with that frontier (fork) or, already in it, adds it (join).
+// cudaStreamBeginCaptureToGraph captures into the caller's graph instead, the first nodes
+// depending on the given ones; the caller keeps that graph whatever the capture's outcome.
 // cudaStreamEndCapture on the stream that began it returns the graph, once every stream that
 // joined has been joined back (its frontier lies in what the origin depends on), else
 // cudaErrorStreamCaptureUnjoined. Errors CUDA documents: work on the legacy stream while a
@@ -54,6 +56,10 @@ namespace {
 
 constexpr uint64_t kMaxPending = 1024;  // queued ops past which an enqueue runs ready work
 constexpr int kLeastPriority = 0, kGreatestPriority = -5;
+// A requested priority outside the range is clamped to it, as CUDA does.
+int clamp_priority(int priority) {
+    return std::max(kGreatestPriority, std::min(kLeastPriority, priority));
+}
 
 struct Stream;
 
@@ -66,6 +72,7 @@ struct Capture {
     Stream* origin;
     bool invalidated = false;
     std::vector<Stream*> streams;  // every stream in it, the origin first
+    bool user_graph = false;       // cudaStreamBeginCaptureToGraph: the caller owns the graph
 };
 
 struct Dep {
@@ -90,7 +97,11 @@ struct Stream {
     uint64_t submitted = 0, done = 0;
     bool running = false;  // its first op was taken off and is running now
     bool destroyed = false;
-    Capture* capture = nullptr;             // the capture it records into, if any
+    Capture* capture = nullptr;              // the capture it records into, if any
+    cudaAccessPolicyWindow access_policy{};  // stream attributes: hints, stored and reported
+    cudaSynchronizationPolicy sync_policy = cudaSyncPolicyAuto;
+    cudaLaunchMemSyncDomainMap domain_map{0, 1};
+    cudaLaunchMemSyncDomain domain = cudaLaunchMemSyncDomainDefault;
     std::vector<cudaGraphNode_t> frontier;  // while capturing: what the next node depends on
     bool blocking() const {
         return kind != StreamKind::Created || !(flags & cudaStreamNonBlocking);
@@ -361,7 +372,7 @@ bool stream_idle(const Stream* s) { return s->queue.empty() && !s->running; }
 cudaError_t create_stream(cudaStream_t* out, unsigned flags, int priority) {
     if (!out || (flags & ~(unsigned)cudaStreamNonBlocking)) return cudaErrorInvalidValue;
     // CUDA clamps priorities to the device's range.
-    priority = std::max(kGreatestPriority, std::min(kLeastPriority, priority));
+    priority = clamp_priority(priority);
     ApiLock lock;
     *out = (cudaStream_t)new_stream(current_device(), StreamKind::Created, flags, priority);
     return cudaSuccess;
@@ -601,6 +612,91 @@ cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
     return cudaSuccess;
 }
 
+// Stream attributes. The L2 access policy window, synchronization policy and memory
+// synchronization domains are performance hints with no effect here; they are checked as CUDA
+// documents, kept, and reported back. Priority is the stream's priority (clamped to the range).
+cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr,
+                                   const cudaStreamAttrValue* value) {
+    if (!value) return api_return(cudaErrorInvalidValue);
+    ApiLock lock;
+    Stream* s = lookup(stream);
+    if (!s) return api_return(cudaErrorInvalidResourceHandle);
+    switch (attr) {
+        case cudaLaunchAttributeAccessPolicyWindow: {
+            const cudaAccessPolicyWindow& w = value->accessPolicyWindow;
+            if (w.num_bytes > (size_t)kAccessPolicyMaxWindowSize || !(w.hitRatio >= 0.0f) ||
+                w.hitRatio > 1.0f)
+                return api_return(cudaErrorInvalidValue);
+            s->access_policy = w;
+            return cudaSuccess;
+        }
+        case cudaLaunchAttributeSynchronizationPolicy:
+            if (value->syncPolicy < cudaSyncPolicyAuto ||
+                value->syncPolicy > cudaSyncPolicyBlockingSync)
+                return api_return(cudaErrorInvalidValue);
+            s->sync_policy = value->syncPolicy;
+            return cudaSuccess;
+        case cudaLaunchAttributePriority:
+            s->priority = clamp_priority(value->priority);
+            return cudaSuccess;
+        case cudaLaunchAttributeMemSyncDomainMap:
+            s->domain_map = value->memSyncDomainMap;
+            return cudaSuccess;
+        case cudaLaunchAttributeMemSyncDomain:
+            if (value->memSyncDomain != cudaLaunchMemSyncDomainDefault &&
+                value->memSyncDomain != cudaLaunchMemSyncDomainRemote)
+                return api_return(cudaErrorInvalidValue);
+            s->domain = value->memSyncDomain;
+            return cudaSuccess;
+        default:
+            return api_return(cudaErrorInvalidValue);  // not an attribute of streams
+    }
+}
+
+cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr,
+                                   cudaStreamAttrValue* value) {
+    if (!value) return api_return(cudaErrorInvalidValue);
+    ApiLock lock;
+    Stream* s = lookup(stream);
+    if (!s) return api_return(cudaErrorInvalidResourceHandle);
+    switch (attr) {
+        case cudaLaunchAttributeAccessPolicyWindow:
+            value->accessPolicyWindow = s->access_policy;
+            break;
+        case cudaLaunchAttributeSynchronizationPolicy:
+            value->syncPolicy = s->sync_policy;
+            break;
+        case cudaLaunchAttributePriority:
+            value->priority = s->priority;
+            break;
+        case cudaLaunchAttributeMemSyncDomainMap:
+            value->memSyncDomainMap = s->domain_map;
+            break;
+        case cudaLaunchAttributeMemSyncDomain:
+            value->memSyncDomain = s->domain;
+            break;
+        default:
+            return api_return(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) {
+    ApiLock lock;
+    Stream* d = lookup(dst);
+    Stream* s = lookup(src);
+    if (!d || !s) return api_return(cudaErrorInvalidResourceHandle);
+    d->access_policy = s->access_policy;
+    d->sync_policy = s->sync_policy;
+    d->priority = s->priority;
+    d->domain_map = s->domain_map;
+    d->domain = s->domain;
+    return cudaSuccess;
+}
+
+// Persisting L2 lines are a hint the CPU has nothing to reset for.
+cudaError_t cudaCtxResetPersistingL2Cache() { return cudaSuccess; }
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     Stream* s;
     {
@@ -762,22 +858,50 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // ---------------------------------------------------------------------------------------------
 // Stream capture.
 
-cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+// Begins a capture into `graph` (a new one when null) whose first nodes depend on deps.
+static cudaError_t begin_capture(cudaStream_t stream, cudaGraph_t graph,
+                                 const cudaGraphNode_t* deps, const cudaGraphEdgeData* edges,
+                                 size_t num_deps, cudaStreamCaptureMode mode) {
     if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
         mode != cudaStreamCaptureModeRelaxed)
-        return api_return(cudaErrorInvalidValue);
+        return cudaErrorInvalidValue;
     ApiLock lock;
     Stream* s = lookup(stream);
-    if (!s) return api_return(cudaErrorInvalidResourceHandle);
-    if (s->kind != StreamKind::Created) return api_return(cudaErrorStreamCaptureUnsupported);
-    if (s->capture) return api_return(cudaErrorIllegalState);
+    if (!s) return cudaErrorInvalidResourceHandle;
+    if (s->kind != StreamKind::Created) return cudaErrorStreamCaptureUnsupported;
+    if (s->capture) return cudaErrorIllegalState;
+    if (graph && !graph_is_live(graph)) return cudaErrorInvalidValue;
+    if (num_deps > 0 && (!graph || !deps)) return cudaErrorInvalidValue;
+    for (size_t i = 0; i < num_deps; i++) {
+        if (!graph_has_node(graph, deps[i])) return cudaErrorInvalidValue;
+        if (edges && (edges[i].from_port || edges[i].to_port || edges[i].type))
+            return cudaErrorNotSupported;
+    }
     StreamState& st = state();
-    Capture* c = new Capture{
-        st.next_capture_id++, new_graph(), mode, std::this_thread::get_id(), s, false, {s}};
+    Capture* c = new Capture{st.next_capture_id++,
+                             graph ? graph : new_graph(),
+                             mode,
+                             std::this_thread::get_id(),
+                             s,
+                             false,
+                             {s},
+                             graph != nullptr};
     st.captures.push_back(c);
     s->capture = c;
-    s->frontier.clear();
+    s->frontier.assign(deps, deps + num_deps);
     return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    return api_return(begin_capture(stream, nullptr, nullptr, nullptr, 0, mode));
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                          const cudaGraphNode_t* deps,
+                                          const cudaGraphEdgeData* edges, size_t num_deps,
+                                          cudaStreamCaptureMode mode) {
+    if (!graph) return api_return(cudaErrorInvalidValue);
+    return api_return(begin_capture(stream, graph, deps, edges, num_deps, mode));
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
@@ -814,7 +938,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
                       : unjoined     ? cudaErrorStreamCaptureUnjoined
                                      : cudaSuccess;
     if (err == cudaSuccess) *graph = c->graph;
-    else delete_graph(c->graph);
+    else if (!c->user_graph) delete_graph(c->graph);
     end_capture(c);
     return api_return(err);
 }

@@ -6,13 +6,16 @@
 //   - coalesced groups: tiled_partition of one, labeled_partition and binary_partition of a
 //     tile, ballot and reduce over them;
 //   - the sm_80 warp reductions __reduce_{add,min,max}_sync (int and unsigned) and
-//     __reduce_{and,or,xor}_sync with full and partial masks, and __match_any/all_sync.
+//     __reduce_{and,or,xor}_sync with full and partial masks, and __match_any/all_sync;
+//   - cg::memcpy_async into shared memory by a block and by 32-thread tiles, byte counts that
+//     are not multiples of 16, double-buffered with wait_prior<1> and wait.
 // The host computes every expected value from each thread's rank.
 //! run: ./prog => pass /all tile checks passed/
 //! run: CUCC_SCHEDULE=random CUCC_SEED=2 ./prog => pass /all tile checks passed/
 #include <cstdio>
 #include <vector>
 #include <cooperative_groups.h>
+#include <cooperative_groups/memcpy_async.h>
 #include <cooperative_groups/reduce.h>
 #include <cooperative_groups/scan.h>
 #include "test_util.h"
@@ -142,6 +145,70 @@ static void big_tiles(int block) {
     CUDA_CHECK(cudaFree(d));
 }
 
+// Each block sums `chunks` chunks of `chunk` ints staged through two shared buffers; each tile
+// of 32 also copies its own 37-int slice and sums it. out[block] = block sum, out[grid + t] =
+// sum of tile t's slice.
+__global__ void memcpy_async_kernel(const int* in, int* out, int chunk, int chunks) {
+    extern __shared__ int stage[];  // 2 * chunk ints, then 37 ints per tile
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+    const int* src = in + (size_t)blockIdx.x * chunk * chunks;
+    cg::memcpy_async(block, stage, src, sizeof(int) * chunk);
+    int sum = 0;
+    for (int c = 0; c < chunks; c++) {
+        if (c + 1 < chunks) {
+            cg::memcpy_async(block, stage + (c + 1) % 2 * chunk, src + (size_t)(c + 1) * chunk,
+                             sizeof(int) * chunk);
+            cg::wait_prior<1>(block);
+        } else {
+            cg::wait(block);
+        }
+        for (int i = block.thread_rank(); i < chunk; i += block.size())
+            sum += stage[c % 2 * chunk + i];
+        block.sync();  // the buffer is refilled next iteration
+    }
+    atomicAdd(&out[blockIdx.x], sum);
+    int* mine = stage + 2 * chunk + tile.meta_group_rank() * 37;
+    int t = blockIdx.x * tile.meta_group_size() + tile.meta_group_rank();
+    cg::memcpy_async(tile, mine, in + (size_t)t * 37, sizeof(int) * 37);
+    cg::wait(tile);
+    int v = tile.thread_rank() < 5 ? mine[32 + tile.thread_rank()] : 0;
+    v += mine[tile.thread_rank()];
+    v = cg::reduce(tile, v, cg::plus<int>());
+    if (tile.thread_rank() == 0) out[gridDim.x + t] = v;
+}
+
+static void memcpy_async_copies() {
+    const int blocks = 3, threads = 96, chunk = 250, chunks = 5;  // 1000-byte chunks
+    const int n = blocks * chunk * chunks, tiles = blocks * threads / 32;
+    std::vector<int> h(n), out(blocks + tiles);
+    for (int i = 0; i < n; i++) h[i] = input_of(i);
+    int *d_in, *d_out;
+    CUDA_CHECK(cudaMalloc(&d_in, n * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&d_out, out.size() * sizeof(int)));
+    CUDA_CHECK(cudaMemcpy(d_in, h.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(d_out, 0, out.size() * sizeof(int)));
+    size_t smem = (2 * chunk + threads / 32 * 37) * sizeof(int);
+    memcpy_async_kernel<<<blocks, threads, smem>>>(d_in, d_out, chunk, chunks);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(out.data(), d_out, out.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    int wrong = 0;
+    for (int b = 0; b < blocks; b++) {
+        int want = 0;
+        for (int i = b * chunk * chunks; i < (b + 1) * chunk * chunks; i++) want += h[i];
+        wrong += out[b] != want;
+    }
+    for (int t = 0; t < tiles; t++) {
+        int want = 0;
+        for (int i = t * 37; i < t * 37 + 37; i++) want += h[i];
+        wrong += out[blocks + t] != want;
+    }
+    expect(wrong == 0, "cg::memcpy_async by a block (double-buffered) and by tiles",
+           std::to_string(wrong) + " wrong");
+    CUDA_CHECK(cudaFree(d_in));
+    CUDA_CHECK(cudaFree(d_out));
+}
+
 static void thread_group_function() {
     int* d;
     CUDA_CHECK(cudaMalloc(&d, 512 * sizeof(int)));
@@ -264,5 +331,6 @@ int main() {
     thread_group_function();
     partitions();
     warp_reductions();
+    memcpy_async_copies();
     return test_report("tile");
 }

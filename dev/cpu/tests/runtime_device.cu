@@ -6,11 +6,16 @@
 //   - cudaSetDeviceFlags / cudaGetDeviceFlags, cudaDeviceSetLimit / GetLimit (H100 defaults),
 //     cache and shared memory configuration, cudaDeviceGetPCIBusId and its inverse, peer access
 //     and its errors, P2P attributes, cudaChooseDevice, cudaInitDevice, the profiler calls, and
-//     cudaDeviceReset restoring the defaults.
+//     cudaDeviceReset restoring the defaults;
+//   - clock64() in a kernel counts cycles of the reported cudaDevAttrClockRate: the count
+//     across a 100 ms host sleep, divided by the rate, lies between 100 ms and the host's
+//     own measure of the interval.
 //! cpu-only
 //! run: ./prog => pass /all device checks passed/
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <set>
 #include <vector>
 #include <cuda_profiler_api.h>
@@ -348,8 +353,35 @@ static void ids_and_peers() {
            "cudaProfilerStart/Stop; driver and runtime versions");
 }
 
+__global__ void read_clock(long long* out) { *out = clock64(); }
+
+static void clock_rate() {
+    int khz;
+    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    long long* d;
+    CUDA_CHECK(cudaMalloc(&d, 2 * sizeof(long long)));
+    auto t0 = std::chrono::steady_clock::now();
+    read_clock<<<1, 1>>>(d);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    read_clock<<<1, 1>>>(d + 1);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    double host_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    long long c[2];
+    CUDA_CHECK(cudaMemcpy(c, d, sizeof c, cudaMemcpyDeviceToHost));
+    double clock_ms = (double)(c[1] - c[0]) / khz;
+    char detail[128];
+    snprintf(detail, sizeof detail, "%.1f ms by clock64 at %d kHz, %.1f ms by the host", clock_ms,
+             khz, host_ms);
+    expect(clock_ms >= 100.0 && clock_ms <= host_ms, "clock64 counts at cudaDevAttrClockRate",
+           detail);
+    CUDA_CHECK(cudaFree(d));
+}
+
 int main() {
     attributes();
+    clock_rate();
     flags_and_limits();
     ids_and_peers();
     return test_report("device");

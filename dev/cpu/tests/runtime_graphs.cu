@@ -10,7 +10,11 @@
 //   - graphs built by hand: memset, kernel (void** arguments), 1D copy, host and child graph
 //     nodes with dependencies; queries (nodes, roots, edges, types); a cycle is refused at
 //     instantiation; cudaGraphExecKernelNodeSetParams and cudaGraphExecUpdate change an
-//     instantiated graph; event record nodes time a launch.
+//     instantiated graph; event record nodes time a launch;
+//   - the CUDA 12 generic calls: cudaGraphAddNode (memset, kernel, memcpy, host, event record
+//     and wait nodes), cudaGraphNodeSetParams, cudaGraphExecNodeSetParams, the typed event
+//     node getters/setters; a type mismatch and a memory allocation node are refused;
+//     cudaStreamBeginCaptureToGraph appends captured work to an existing graph after a node.
 // Every expected value is computed here from the operations issued.
 //! cpu-only
 //! run: ./prog => pass /all graph checks passed/
@@ -367,9 +371,136 @@ static void built_graphs() {
     CUDA_CHECK(cudaFreeHost(pinned));
 }
 
+static void generic_api() {
+    const int n = 128;
+    int *d, *pinned;
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(int)));
+    CUDA_CHECK(cudaMallocHost(&pinned, n * sizeof(int)));
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaGraphCreate(&graph, 0));
+    cudaEvent_t ev, ev2;
+    CUDA_CHECK(cudaEventCreate(&ev));
+    CUDA_CHECK(cudaEventCreate(&ev2));
+
+    cudaGraphNodeParams mp = {};
+    mp.type = cudaGraphNodeTypeMemset;
+    mp.memset.dst = d;
+    mp.memset.value = 3;
+    mp.memset.elementSize = 4;
+    mp.memset.width = n;
+    mp.memset.height = 1;
+    cudaGraphNode_t set, add, rec, wait, copy, host;
+    CUDA_CHECK(cudaGraphAddNode(&set, graph, nullptr, nullptr, 0, &mp));
+    int nn = n, v = 4, calls = 0;
+    void* args[] = {&d, &nn, &v};
+    cudaGraphNodeParams kp = {};
+    kp.type = cudaGraphNodeTypeKernel;
+    kp.kernel.func = (void*)add_kernel;
+    kp.kernel.gridDim = dim3(1);
+    kp.kernel.blockDim = dim3(n);
+    kp.kernel.kernelParams = args;
+    CUDA_CHECK(cudaGraphAddNode(&add, graph, &set, nullptr, 1, &kp));
+    cudaGraphNodeParams rp = {};
+    rp.type = cudaGraphNodeTypeEventRecord;
+    rp.eventRecord.event = ev;
+    CUDA_CHECK(cudaGraphAddNode(&rec, graph, &add, nullptr, 1, &rp));
+    cudaGraphNodeParams wp = {};
+    wp.type = cudaGraphNodeTypeWaitEvent;
+    wp.eventWait.event = ev;
+    CUDA_CHECK(cudaGraphAddNode(&wait, graph, &rec, nullptr, 1, &wp));
+    cudaGraphNodeParams cp = {};
+    cp.type = cudaGraphNodeTypeMemcpy;
+    cp.memcpy.copyParams.srcPtr = make_cudaPitchedPtr(d, n * sizeof(int), n, 1);
+    cp.memcpy.copyParams.dstPtr = make_cudaPitchedPtr(pinned, n * sizeof(int), n, 1);
+    cp.memcpy.copyParams.extent = make_cudaExtent(n * sizeof(int), 1, 1);
+    cp.memcpy.copyParams.kind = cudaMemcpyDeviceToHost;
+    CUDA_CHECK(cudaGraphAddNode(&copy, graph, &wait, nullptr, 1, &cp));
+    cudaGraphNodeParams hp = {};
+    hp.type = cudaGraphNodeTypeHost;
+    hp.host.fn = count_call;
+    hp.host.userData = &calls;
+    CUDA_CHECK(cudaGraphAddNode(&host, graph, &copy, nullptr, 1, &hp));
+    cudaGraphNodeType type;
+    CUDA_CHECK(cudaGraphNodeGetType(wait, &type));
+    cudaEvent_t got_event = nullptr;
+    CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(rec, &got_event));
+    expect(type == cudaGraphNodeTypeWaitEvent && got_event == ev,
+           "cudaGraphAddNode: node types and events as given");
+
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphLaunch(exec, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    bool ok = calls == 1;
+    for (int i = 0; i < n; i++) ok &= pinned[i] == 3 + 4;
+    expect(ok, "generic memset, kernel, event, copy and host nodes run in order",
+           "pinned[0] = " + std::to_string(pinned[0]));
+
+    v = 10;
+    CUDA_CHECK(cudaGraphExecNodeSetParams(exec, add, &kp));
+    rp.eventRecord.event = ev2;
+    CUDA_CHECK(cudaGraphExecNodeSetParams(exec, rec, &rp));
+    CUDA_CHECK(cudaGraphLaunch(exec, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    float ms = -1;  // elapsed time needs both events recorded: ev2 only was by the new node
+    cudaError_t recorded = cudaEventElapsedTime(&ms, ev2, ev2);
+    expect(pinned[5] == 3 + 10 && recorded == cudaSuccess && calls == 2,
+           "cudaGraphExecNodeSetParams: new kernel arguments, a new event recorded",
+           std::to_string(pinned[5]) + ", " + cudaGetErrorName(recorded));
+    v = -1;
+    CUDA_CHECK(cudaGraphNodeSetParams(add, &kp));
+    CUDA_CHECK(cudaGraphEventWaitNodeSetEvent(wait, ev2));
+    CUDA_CHECK(cudaGraphEventWaitNodeGetEvent(wait, &got_event));
+    cudaGraphExec_t exec2;
+    CUDA_CHECK(cudaGraphInstantiate(&exec2, graph, 0));
+    CUDA_CHECK(cudaGraphLaunch(exec2, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    expect(pinned[5] == 3 - 1 && got_event == ev2,
+           "cudaGraphNodeSetParams and the event node setters change the graph",
+           std::to_string(pinned[5]));
+    expect_error(cudaGraphNodeSetParams(add, &mp), cudaErrorInvalidValue,
+                 "cudaGraphNodeSetParams with another node type");
+    cudaGraphNodeParams alloc = {};
+    alloc.type = cudaGraphNodeTypeMemAlloc;
+    cudaGraphNode_t none;
+    expect_error(cudaGraphAddNode(&none, graph, nullptr, nullptr, 0, &alloc), cudaErrorNotSupported,
+                 "a memory allocation node");
+
+    // Capturing into the graph: two kernels after the host node.
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    CUDA_CHECK(
+        cudaStreamBeginCaptureToGraph(s, graph, &host, nullptr, 1, cudaStreamCaptureModeGlobal));
+    scale_kernel<<<1, n, 0, s>>>(d, n, 5);
+    CUDA_CHECK(cudaMemcpyAsync(pinned, d, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+    cudaGraph_t captured = nullptr;
+    CUDA_CHECK(cudaStreamEndCapture(s, &captured));
+    size_t count = 0, deps = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    size_t roots = 0;
+    CUDA_CHECK(cudaGraphGetRootNodes(graph, nullptr, &roots));
+    cudaGraphExec_t exec3;
+    CUDA_CHECK(cudaGraphInstantiate(&exec3, graph, 0));
+    CUDA_CHECK(cudaGraphLaunch(exec3, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaGraphNodeGetDependentNodes(host, nullptr, nullptr, &deps));
+    expect(captured == graph && count == 8 && roots == 1 && deps == 1 && pinned[9] == (3 - 1) * 5,
+           "cudaStreamBeginCaptureToGraph appends to the graph after the given node",
+           std::to_string(count) + " nodes, pinned[9] = " + std::to_string(pinned[9]));
+
+    for (cudaGraphExec_t e : {exec, exec2, exec3}) CUDA_CHECK(cudaGraphExecDestroy(e));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(s));
+    CUDA_CHECK(cudaEventDestroy(ev));
+    CUDA_CHECK(cudaEventDestroy(ev2));
+    CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFreeHost(pinned));
+}
+
 int main() {
     capture_and_replay();
     capture_errors();
     built_graphs();
+    generic_api();
     return test_report("graph");
 }

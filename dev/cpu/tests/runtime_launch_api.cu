@@ -6,6 +6,9 @@
 //   - __launch_bounds__ is enforced on these launches and reported by cudaFuncGetAttributes;
 //   - a kernel that shares its name with a host function launches with <<<>>> and keeps its
 //     cudaFuncSetAttribute limit (cucc takes its address through the kernel's signature);
+//   - <<<>>> launches through function pointers (`table[i]<<<...>>>`, `(*fp)<<<...>>>`, a
+//     struct member, a call returning a pointer), which still enforce the __launch_bounds__ of
+//     the kernel the pointer holds;
 //   - occupancy: cudaOccupancyMaxActiveBlocksPerMultiprocessor, ...AvailableDynamicSMemPerBlock,
 //     and the toolkit's cudaOccupancyMaxPotentialBlockSize on top of them (H100: 2048 threads,
 //     32 blocks and 228 KiB of shared memory per SM, 1 KiB reserved per block);
@@ -164,6 +167,40 @@ static void void_pointer_launches() {
     CUDA_CHECK(cudaFree(f));
 }
 
+typedef void (*set_fn)(int*, int);
+struct Launcher {
+    set_fn fn;
+};
+static set_fn pick_set_kernel(int) { return set_kernel; }
+
+// Launches through function pointer expressions: the value decides which kernel runs.
+static void pointer_launches() {
+    int* d;
+    CUDA_CHECK(cudaMalloc(&d, 4 * sizeof(int)));
+    set_fn table[2] = {set_kernel, set_kernel};
+    int h[4];
+    for (int i = 0; i < 2; i++) table[i]<<<1, 4>>>(d, 10 * i);
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    expect(h[0] == 10 && h[3] == 13, "table[i]<<<...>>>");
+    set_fn fp = set_kernel;
+    (*fp)<<<1, 4>>>(d, 20);
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    expect(h[0] == 20 && h[3] == 23, "(*fp)<<<...>>>");
+    Launcher l{set_kernel};
+    Launcher* lp = &l;
+    lp->fn<<<1, 4>>>(d, 30);
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    expect(h[0] == 30 && h[3] == 33, "lp->fn<<<...>>>");
+    pick_set_kernel(0)<<<1, 4>>>(d, 40);
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    expect(h[0] == 40 && h[3] == 43, "pick(0)<<<...>>>");
+    void (*bounded)(int*) = bounded_kernel;
+    bounded<<<1, 128>>>(d);
+    expect_error(cudaGetLastError(), cudaErrorLaunchOutOfResources,
+                 "128 threads through a pointer to a __launch_bounds__(64) kernel");
+    CUDA_CHECK(cudaFree(d));
+}
+
 static void occupancy() {
     int n;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, set_kernel, 256, 0));
@@ -234,6 +271,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     void_pointer_launches();
+    pointer_launches();
     occupancy();
     cooperative();
     return test_report("launch API");

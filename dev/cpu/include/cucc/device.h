@@ -394,29 +394,32 @@ inline unsigned long long atomicXor(unsigned long long* a, unsigned long long v)
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);
 }
 
-// Block- and system-scoped forms: every atomic here is already atomic system-wide.
-template <class T, class V>
-T atomicAdd_block(T* a, V v) {
-    return atomicAdd(a, v);
-}
-template <class T, class V>
-T atomicAdd_system(T* a, V v) {
-    return atomicAdd(a, v);
-}
-template <class T, class V>
-T atomicMax_block(T* a, V v) {
-    return atomicMax(a, v);
-}
-template <class T, class V>
-T atomicMin_block(T* a, V v) {
-    return atomicMin(a, v);
-}
-template <class T, class V>
-T atomicExch_block(T* a, V v) {
-    return atomicExch(a, v);
-}
+// Block- and system-scoped forms (atomicAdd_block, atomicCAS_system, ...): every atomic here is
+// already atomic system-wide, so each forwards to the unscoped one.
+#define CUCC_SCOPED_ATOMIC(op, scope) \
+    template <class T, class V>       \
+    T op##scope(T* a, V v) {          \
+        return op(a, v);              \
+    }
+#define CUCC_SCOPED_ATOMICS(op) CUCC_SCOPED_ATOMIC(op, _block) CUCC_SCOPED_ATOMIC(op, _system)
+CUCC_SCOPED_ATOMICS(atomicAdd)
+CUCC_SCOPED_ATOMICS(atomicSub)
+CUCC_SCOPED_ATOMICS(atomicExch)
+CUCC_SCOPED_ATOMICS(atomicMax)
+CUCC_SCOPED_ATOMICS(atomicMin)
+CUCC_SCOPED_ATOMICS(atomicInc)
+CUCC_SCOPED_ATOMICS(atomicDec)
+CUCC_SCOPED_ATOMICS(atomicAnd)
+CUCC_SCOPED_ATOMICS(atomicOr)
+CUCC_SCOPED_ATOMICS(atomicXor)
+#undef CUCC_SCOPED_ATOMICS
+#undef CUCC_SCOPED_ATOMIC
 template <class T, class V>
 T atomicCAS_block(T* a, V c, V v) {
+    return atomicCAS(a, c, v);
+}
+template <class T, class V>
+T atomicCAS_system(T* a, V c, V v) {
     return atomicCAS(a, c, v);
 }
 
@@ -670,10 +673,14 @@ void __stwt(T* p, typename cucc::identity<T>::type v) {
 
 // ---------------------------------------------------------------------------------------------
 // Miscellaneous
+// Cycles of the clock cudaDevAttrClockRate reports, from real time, so that a kernel that spins
+// for clockRate * ms cycles spins for ms milliseconds.
 inline long long clock64() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+    const long long mhz = cucc::kClockRateKHz / 1000;
+    return ns / 1000 * mhz + ns % 1000 * mhz / 1000;
 }
 inline void __nanosleep(unsigned) { sched_yield(); }
 inline bool __isGlobal(const void* p) { return cucc::is_device_pointer(p); }

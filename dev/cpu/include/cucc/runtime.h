@@ -49,6 +49,10 @@ constexpr int warpSize = 32;
 
 namespace cucc {
 
+// The simulated device's SM clock (cudaDevAttrClockRate, kHz; an H100 SXM's boost clock):
+// clock64() counts cycles of it in real time.
+constexpr int kClockRateKHz = 1980000;
+
 // ---------------------------------------------------------------------------------------------
 // Kernel launch.
 // name:        the kernel's name as written at the launch site (for error messages).
