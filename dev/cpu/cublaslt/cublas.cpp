@@ -2,7 +2,8 @@
 // trainers and CUDA samples use it: the handle and its settings, the host/device copy helpers,
 // Level-1 (axpy, scal, dot, nrm2, asum, amax, amin, copy, swap) and Level-2 (gemv) routines in
 // single and double precision, geam, and every gemm: S/D/H gemm, their strided and
-// pointer-array batched forms, cublasGemmEx, cublasGemmStridedBatchedEx and cublasGemmBatchedEx.
+// pointer-array batched forms, cublasSgemmEx, cublasGemmEx, cublasGemmStridedBatchedEx and
+// cublasGemmBatchedEx.
 //
 // Matrices are column-major, as in BLAS. Each call first checks its arguments with the errors
 // cuBLAS documents (CUBLAS_STATUS_NOT_INITIALIZED for a bad handle; CUBLAS_STATUS_INVALID_VALUE
@@ -798,6 +799,16 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     return gemm("cublasGemmEx", h,
                 strided(ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0,
                         1, compute, algo));
+}
+// cublasSgemm with lower-precision matrices: float scalars and float computation, which is
+// cublasGemmEx with CUBLAS_COMPUTE_32F (and the same type combinations).
+cublasStatus_t cublasSgemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                             int n, int k, const float* alpha, const void* A, cudaDataType at,
+                             int lda, const void* B, cudaDataType bt, int ldb, const float* beta,
+                             void* C, cudaDataType ct, int ldc) {
+    return gemm("cublasSgemmEx", h,
+                strided(ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0,
+                        1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
                                           cublasOperation_t tb, int m, int n, int k,

@@ -231,14 +231,16 @@ void remove_stale_files(const std::string& dir) {
         std::string name = e->d_name;
         if (name.compare(0, prefix, kFilePrefix) != 0 || name.size() < prefix + name_chars)
             continue;
+        // A communicator's name (32 hex digits; files of other cucc versions may add more)
+        // has no '.': the control file is cucc-nccl-<comm>, a data file cucc-nccl-<comm>.<pid>-...
         std::string path = dir + "/" + name;
-        if (name.size() == prefix + name_chars) {
+        size_t dot = name.find('.', prefix);
+        if (dot == std::string::npos) {
             if (stale_control_file(path)) unlink(path.c_str());
             continue;
         }
-        // A data file: cucc-nccl-<comm>.<pid>-...
-        if (name[prefix + name_chars] != '.') continue;
-        int pid = atoi(name.c_str() + prefix + name_chars + 1);
+        if (dot < prefix + name_chars) continue;
+        int pid = atoi(name.c_str() + dot + 1);
         if (pid > 0 && !process_alive(pid)) unlink(path.c_str());
     }
     closedir(d);

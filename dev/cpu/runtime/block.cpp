@@ -2,8 +2,8 @@
 //
 // Fibers use boost.context's low-level fcontext API (make_fcontext/jump_fcontext): a switch
 // saves a few callee-saved registers and swaps stack pointers, about 5 ns, with no syscall.
-// Each fiber has its own mmap'ed stack with a guard page below it; stacks are pooled per OS
-// thread and reused by every block that thread runs.
+// Each fiber has its own mmap'ed stack with a guard page below it (up to a budget of mappings,
+// see take_stack); stacks are pooled per OS thread and reused by every block that thread runs.
 //
 // Scheduling inside a block: a thread runs until it must wait (a barrier or a warp-synchronous
 // call whose partners have not all arrived) or exits. Then the same fiber picks the next thread
@@ -47,6 +47,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -283,6 +284,24 @@ Block& current_block(const char* what) {
     return *b;
 }
 
+// Stacks with a guard page, process-wide. Each costs the kernel two memory mappings; past a
+// quarter of vm.max_map_count (8k stacks by default), stacks come without one, so that a
+// cooperative grid of thousands of co-resident blocks (blocks per SM x 132 SMs, each block on
+// its own OS thread with all its threads suspended at this_grid().sync()) still fits.
+std::atomic<size_t> guarded_stacks{0};
+
+size_t guard_budget() {
+    static const size_t budget = [] {
+        size_t max_maps = 65530;
+        if (FILE* f = fopen("/proc/sys/vm/max_map_count", "r")) {
+            if (fscanf(f, "%zu", &max_maps) != 1) max_maps = 65530;
+            fclose(f);
+        }
+        return max_maps / 4 / 2;
+    }();
+    return budget;
+}
+
 char* take_stack(Worker& w) {
     if (!w.free_stacks.empty()) {
         char* s = w.free_stacks.back();
@@ -294,7 +313,8 @@ char* take_stack(Worker& w) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fatal("cannot map a %zu-byte fiber stack", total);
     // Guard page at the low end: a stack overflow faults instead of corrupting a neighbour.
-    if (mprotect(p, w.page, PROT_NONE) != 0) fatal("cannot protect a fiber stack guard page");
+    if (guarded_stacks.fetch_add(1) < guard_budget() && mprotect(p, w.page, PROT_NONE) != 0)
+        fatal("cannot protect a fiber stack guard page");
     w.all_stacks.push_back((char*)p);
     return (char*)p;
 }

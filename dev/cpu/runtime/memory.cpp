@@ -1,5 +1,7 @@
 // memory.cpp: device, pinned, registered and managed memory; 1D, 2D and 3D copies and memsets;
-// the memory hints (cudaMemAdvise, cudaMemPrefetchAsync, cudaStreamAttachMemAsync).
+// the memory hints (cudaMemAdvise, cudaMemPrefetchAsync, cudaStreamAttachMemAsync) and the
+// queries of them (cudaMemRangeGetAttribute(s)): hints change nothing about where memory is (it
+// is all host memory) but are recorded per byte range and reported back as CUDA documents.
 //
 // Device memory is ordinary host memory recorded in a table of live allocations, so the runtime
 // can tell device pointers from host pointers and check that a copy stays inside its allocation.
@@ -69,14 +71,26 @@ constexpr size_t kMiB = (size_t)1 << 20;
 constexpr size_t kCheckedAllocation = kMiB;  // allocations this large re-check the machine
 constexpr size_t kPitchAlignment = 512;      // cudaMallocPitch rounds rows to this (bytes)
 
+// One cudaMemAdvise or cudaMemPrefetchAsync on a managed range, kept for
+// cudaMemRangeGetAttribute. `what` is the attribute it changes: ReadMostly (set or unset),
+// PreferredLocation (set: location; unset), AccessedBy (set or unset for device location.id)
+// or LastPrefetchLocation (set: location).
+struct RangeHint {
+    uintptr_t begin, end;
+    cudaMemRangeAttribute what;
+    bool set;
+    cudaMemLocation location;
+};
+
 struct MemoryState {
     std::map<uintptr_t, Allocation> allocations;  // by start address
     std::map<uintptr_t, Allocation> symbols;      // registered __device__ variables, by start
     std::vector<size_t> used;                     // device bytes allocated, per device
+    std::vector<RangeHint> hints;                 // in the order they were given
 };
 
 MemoryState& memory() {
-    static auto* m = new MemoryState{{}, {}, std::vector<size_t>(config().devices, 0)};
+    static auto* m = new MemoryState{{}, {}, std::vector<size_t>(config().devices, 0), {}};
     return *m;
 }
 
@@ -292,6 +306,12 @@ bool take_allocation(void* ptr, std::initializer_list<MemoryKind> kinds, Allocat
     if (out->kind == MemoryKind::Device) m.used[out->device] -= rounded_bytes(out->size);
     m.allocations.erase(it);
     forget_pool_allocation(ptr);
+    // Hints on freed managed memory would otherwise apply to a later allocation there.
+    uintptr_t begin = out->begin, end = out->begin + out->size;
+    m.hints.erase(
+        std::remove_if(m.hints.begin(), m.hints.end(),
+                       [&](const RangeHint& h) { return h.begin < end && h.end > begin; }),
+        m.hints.end());
     return true;
 }
 
@@ -516,6 +536,120 @@ bool valid_location(const cudaMemLocation& l) {
             return l.id == 0;  // one NUMA node
         default:
             return false;
+    }
+}
+
+// Records a hint; earlier ones of the same attribute (and device, for AccessedBy) that it
+// covers entirely can no longer show, so they go (a prefetch every iteration keeps one record).
+void add_hint(const RangeHint& h) {
+    std::vector<RangeHint>& hints = memory().hints;
+    hints.erase(std::remove_if(hints.begin(), hints.end(),
+                               [&](const RangeHint& o) {
+                                   return o.what == h.what && o.begin >= h.begin &&
+                                          o.end <= h.end &&
+                                          (h.what != cudaMemRangeAttributeAccessedBy ||
+                                           o.location.id == h.location.id);
+                               }),
+                hints.end());
+    hints.push_back(h);
+}
+
+// The state of one attribute over [begin, end): the hints that cover it, replayed in order,
+// piece by piece between the boundaries of the hints. For a location attribute, *location is
+// the one every piece has (type cudaMemLocationTypeInvalid when a piece has none or they
+// differ); for ReadMostly, *all says whether every piece has it; for AccessedBy of `device`,
+// the same.
+void range_state(uintptr_t begin, uintptr_t end, cudaMemRangeAttribute what, int device, bool* all,
+                 cudaMemLocation* location) {
+    const std::vector<RangeHint>& hints = memory().hints;
+    std::vector<uintptr_t> cuts{begin, end};
+    for (const RangeHint& h : hints) {
+        if (h.what != what) continue;
+        if (h.begin > begin && h.begin < end) cuts.push_back(h.begin);
+        if (h.end > begin && h.end < end) cuts.push_back(h.end);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    *all = true;
+    bool first = true;
+    *location = cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+    for (size_t i = 0; i + 1 < cuts.size(); i++) {
+        if (cuts[i] == cuts[i + 1]) continue;
+        bool on = false;
+        cudaMemLocation here{cudaMemLocationTypeInvalid, 0};
+        for (const RangeHint& h : hints) {
+            if (h.what != what || h.begin > cuts[i] || h.end < cuts[i + 1]) continue;
+            if (what == cudaMemRangeAttributeAccessedBy && h.location.id != device) continue;
+            on = h.set;
+            here = h.set ? h.location : cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+        }
+        *all = *all && on;
+        if (first) *location = here;
+        else if (here.type != location->type || here.id != location->id)
+            *location = cudaMemLocation{cudaMemLocationTypeInvalid, 0};
+        first = false;
+    }
+}
+
+// A location as the int the older attributes give: a device id, cudaCpuDeviceId for the host,
+// cudaInvalidDeviceId for none.
+int location_device(const cudaMemLocation& l) {
+    return l.type == cudaMemLocationTypeDevice    ? l.id
+           : l.type == cudaMemLocationTypeInvalid ? cudaInvalidDeviceId
+                                                  : cudaCpuDeviceId;
+}
+
+cudaError_t range_attribute(void* data, size_t size, cudaMemRangeAttribute attribute,
+                            const void* dev_ptr, size_t count) {
+    if (!data || count == 0 || !is_managed(dev_ptr, count)) return cudaErrorInvalidValue;
+    bool int_sized = size == sizeof(int);
+    uintptr_t begin = (uintptr_t)dev_ptr, end = begin + count;
+    bool all;
+    cudaMemLocation l;
+    ApiLock lock;
+    switch (attribute) {
+        case cudaMemRangeAttributeReadMostly:
+            if (!int_sized) return cudaErrorInvalidValue;
+            range_state(begin, end, attribute, 0, &all, &l);
+            *(int*)data = all ? 1 : 0;
+            return cudaSuccess;
+        case cudaMemRangeAttributeAccessedBy: {
+            if (size == 0 || size % sizeof(int)) return cudaErrorInvalidValue;
+            int* out = (int*)data;
+            size_t n = size / sizeof(int), k = 0;
+            for (int d = 0; d < config().devices && k < n; d++) {
+                range_state(begin, end, attribute, d, &all, &l);
+                if (all) out[k++] = d;
+            }
+            while (k < n) out[k++] = cudaInvalidDeviceId;
+            return cudaSuccess;
+        }
+        case cudaMemRangeAttributePreferredLocation:
+        case cudaMemRangeAttributeLastPrefetchLocation:
+        case cudaMemRangeAttributePreferredLocationType:
+        case cudaMemRangeAttributePreferredLocationId:
+        case cudaMemRangeAttributeLastPrefetchLocationType:
+        case cudaMemRangeAttributeLastPrefetchLocationId: {
+            bool preferred = attribute == cudaMemRangeAttributePreferredLocation ||
+                             attribute == cudaMemRangeAttributePreferredLocationType ||
+                             attribute == cudaMemRangeAttributePreferredLocationId;
+            range_state(begin, end,
+                        preferred ? cudaMemRangeAttributePreferredLocation
+                                  : cudaMemRangeAttributeLastPrefetchLocation,
+                        0, &all, &l);
+            if (attribute == cudaMemRangeAttributePreferredLocationType ||
+                attribute == cudaMemRangeAttributeLastPrefetchLocationType) {
+                if (size != sizeof(cudaMemLocationType)) return cudaErrorInvalidValue;
+                *(cudaMemLocationType*)data = l.type;
+                return cudaSuccess;
+            }
+            if (!int_sized) return cudaErrorInvalidValue;
+            bool id = attribute == cudaMemRangeAttributePreferredLocationId ||
+                      attribute == cudaMemRangeAttributeLastPrefetchLocationId;
+            *(int*)data = id ? l.id : location_device(l);
+            return cudaSuccess;
+        }
+        default:
+            return cudaErrorInvalidValue;
     }
 }
 
@@ -799,9 +933,24 @@ cudaError_t cudaMemAdvise(const void* dev_ptr, size_t count, cudaMemoryAdvise ad
     if (needs_location && !valid_location(location))
         return api_return(location.type == cudaMemLocationTypeDevice ? cudaErrorInvalidDevice
                                                                      : cudaErrorInvalidValue);
+    // Accessed-by names a processor that maps the range: a device (the host always can).
+    bool accessed_by =
+        advice == cudaMemAdviseSetAccessedBy || advice == cudaMemAdviseUnsetAccessedBy;
+    if (accessed_by && location.type != cudaMemLocationTypeDevice) return cudaSuccess;
+    cudaMemRangeAttribute what =
+        advice <= cudaMemAdviseUnsetReadMostly          ? cudaMemRangeAttributeReadMostly
+        : advice <= cudaMemAdviseUnsetPreferredLocation ? cudaMemRangeAttributePreferredLocation
+                                                        : cudaMemRangeAttributeAccessedBy;
+    bool set = advice == cudaMemAdviseSetReadMostly ||
+               advice == cudaMemAdviseSetPreferredLocation || advice == cudaMemAdviseSetAccessedBy;
+    ApiLock lock;
+    uintptr_t begin = (uintptr_t)dev_ptr;
+    add_hint(RangeHint{begin, begin + count, what, set, location});
     return cudaSuccess;
 }
 
+// The prefetch moves nothing (all memory is host memory); its location is recorded for
+// cudaMemRangeGetAttribute, as CUDA records the requested location at the call.
 cudaError_t cudaMemPrefetchAsync(const void* dev_ptr, size_t count, cudaMemLocation location,
                                  unsigned int flags, cudaStream_t stream) {
     if (flags != 0 || !is_managed(dev_ptr, count)) return api_return(cudaErrorInvalidValue);
@@ -810,7 +959,31 @@ cudaError_t cudaMemPrefetchAsync(const void* dev_ptr, size_t count, cudaMemLocat
                                                                      : cudaErrorInvalidValue);
     StreamOp op{"cudaMemPrefetchAsync", nullptr, nullptr};
     op.node_type = cudaGraphNodeTypeEmpty;
-    return api_return(stream_enqueue(stream, std::move(op)));
+    cudaError_t err = stream_enqueue(stream, std::move(op));
+    if (err == cudaSuccess) {
+        ApiLock lock;
+        uintptr_t begin = (uintptr_t)dev_ptr;
+        add_hint(RangeHint{begin, begin + count, cudaMemRangeAttributeLastPrefetchLocation, true,
+                           location});
+    }
+    return api_return(err);
+}
+
+cudaError_t cudaMemRangeGetAttribute(void* data, size_t data_size, cudaMemRangeAttribute attribute,
+                                     const void* dev_ptr, size_t count) {
+    return api_return(range_attribute(data, data_size, attribute, dev_ptr, count));
+}
+
+cudaError_t cudaMemRangeGetAttributes(void** data, size_t* data_sizes,
+                                      cudaMemRangeAttribute* attributes, size_t num_attributes,
+                                      const void* dev_ptr, size_t count) {
+    if (num_attributes > 0 && (!data || !data_sizes || !attributes))
+        return api_return(cudaErrorInvalidValue);
+    for (size_t i = 0; i < num_attributes; i++)
+        if (cudaError_t err =
+                range_attribute(data[i], data_sizes[i], attributes[i], dev_ptr, count))
+            return api_return(err);
+    return cudaSuccess;
 }
 
 // length 0 means the whole allocation, which is also the only other length CUDA accepts for

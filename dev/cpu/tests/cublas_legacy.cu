@@ -1,6 +1,7 @@
 // The legacy cuBLAS API (cublas_v2.h, linked with -lcublas), against float64 loops on the host:
 //   - cublasSgemm / Dgemm / Hgemm for every transpose pair and odd sizes with lda > rows;
-//     cublasGemmEx with fp32, bf16 and fp16 inputs (fp32 or same-type outputs, fp32 compute);
+//     cublasGemmEx and cublasSgemmEx with fp32, bf16 and fp16 inputs (fp32 or same-type
+//     outputs, fp32 compute);
 //     strided-batched and pointer-array batched forms; alpha and beta in device memory;
 //   - the handle: stream, pointer and math modes, workspace, version, status names; a gemm
 //     captured into a CUDA graph replays;
@@ -127,10 +128,12 @@ static int count_wrong(const Gemm& g, const Data<TA, TC>& d, const std::vector<T
 
 const char* op_name(cublasOperation_t op) { return op == CUBLAS_OP_N ? "N" : "T"; }
 
-// Every transpose pair of S, D and H gemm and GemmEx on bf16 / fp16 / fp32 data.
+// Every transpose pair of S, D and H gemm and GemmEx (or SgemmEx: sgemm_ex) on bf16 / fp16 /
+// fp32 data.
 template <class TA, class TC>
 static void gemm_case(cublasHandle_t h, const char* what, cudaDataType_t at, cudaDataType_t ct,
-                      cublasComputeType_t compute, double accumulate_eps, double output_eps) {
+                      cublasComputeType_t compute, double accumulate_eps, double output_eps,
+                      bool sgemm_ex = false) {
     cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T};
     int wrong = 0, cases = 0;
     for (cublasOperation_t ta : ops)
@@ -142,7 +145,11 @@ static void gemm_case(cublasHandle_t h, const char* what, cudaDataType_t at, cud
             TA *A = device_copy(d.a), *B = device_copy(d.b);
             TC* C = device_copy(d.c);
             cublasStatus_t s;
-            if (at == CUDA_R_32F && ct == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F) {
+            if (sgemm_ex) {
+                float alpha = (float)g.alpha, beta = (float)g.beta;
+                s = cublasSgemmEx(h, ta, tb, g.m, g.n, g.k, &alpha, A, at, g.lda, B, at, g.ldb,
+                                  &beta, C, ct, g.ldc);
+            } else if (at == CUDA_R_32F && ct == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F) {
                 float alpha = (float)g.alpha, beta = (float)g.beta;
                 s = cublasSgemm(h, ta, tb, g.m, g.n, g.k, &alpha, (const float*)A, g.lda,
                                 (const float*)B, g.ldb, &beta, (float*)C, g.ldc);
@@ -464,6 +471,10 @@ int main() {
                              CUBLAS_COMPUTE_32F, 0x1p-22, 0);
     gemm_case<float, float>(h, "cublasGemmEx fp32 with CUBLAS_COMPUTE_32F_FAST_TF32", CUDA_R_32F,
                             CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 0x1p-22, 0);
+    gemm_case<__half, float>(h, "cublasSgemmEx fp16 -> fp32", CUDA_R_16F, CUDA_R_32F,
+                             CUBLAS_COMPUTE_32F, 0x1p-22, 0, true);
+    gemm_case<__nv_bfloat16, __nv_bfloat16>(h, "cublasSgemmEx bf16 -> bf16", CUDA_R_16BF,
+                                            CUDA_R_16BF, CUBLAS_COMPUTE_32F, 0x1p-22, 0x1p-8, true);
     batched(h);
     handle_settings(h);
     level1_and_2(h);

@@ -93,6 +93,16 @@ static void survivor() {
 }
 
 static void stale() {
+    // A process that dies while it waits for the second rank of a new communicator. It starts
+    // first: the cleanup it does when it attaches must run before there is anything to clean.
+    ncclUniqueId lonely;
+    NCCL_CHECK(ncclGetUniqueId(&lonely));
+    pid_t creator = fork();
+    if (creator == 0) {
+        join(lonely, 2, 0);
+        _exit(0);
+    }
+    for (int i = 0; i < 2000 && files().empty(); i++) usleep(5000);
     // Rank 0 sends a message rank 1 never receives, then both are killed.
     ncclUniqueId id;
     NCCL_CHECK(ncclGetUniqueId(&id));
@@ -110,17 +120,9 @@ static void stale() {
             raise(SIGKILL);
         }
     }
-    // A process that dies while it waits for the second rank of a new communicator.
-    ncclUniqueId lonely;
-    NCCL_CHECK(ncclGetUniqueId(&lonely));
-    pid_t creator = fork();
-    if (creator == 0) {
-        join(lonely, 2, 0);
-        _exit(0);
-    }
-    for (int i = 0; i < 2000 && files().size() < 2; i++) usleep(5000);
+    for (pid_t p : ranks) waitpid(p, nullptr, 0);
     kill(creator, SIGKILL);
-    for (pid_t p : {ranks[0], ranks[1], creator}) waitpid(p, nullptr, 0);
+    waitpid(creator, nullptr, 0);
     size_t left = files().size();
     expect(left >= 2, "killed ranks left a message file and a control file", listing());
 

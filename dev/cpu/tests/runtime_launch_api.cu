@@ -6,13 +6,15 @@
 //   - __launch_bounds__ is enforced on these launches and reported by cudaFuncGetAttributes;
 //   - a kernel that shares its name with a host function launches with <<<>>> and keeps its
 //     cudaFuncSetAttribute limit (cucc takes its address through the kernel's signature);
+//   - a namespaced kernel (named like a host function, with __launch_bounds__) launched
+//     unqualified through a using-declaration;
 //   - <<<>>> launches through function pointers (`table[i]<<<...>>>`, `(*fp)<<<...>>>`, a
 //     struct member, a call returning a pointer), which still enforce the __launch_bounds__ of
 //     the kernel the pointer holds;
 //   - occupancy: cudaOccupancyMaxActiveBlocksPerMultiprocessor, ...AvailableDynamicSMemPerBlock,
 //     and the toolkit's cudaOccupancyMaxPotentialBlockSize on top of them (H100: 2048 threads,
 //     32 blocks and 228 KiB of shared memory per SM, 1 KiB reserved per block);
-//   - cooperative launches: this_grid().sync() across 12 blocks, the co-residency limit
+//   - cooperative launches: this_grid().sync() across 12 and 1056 blocks, the co-residency limit
 //     (cudaErrorCooperativeLaunchTooLarge), and grid.sync() in a kernel not launched
 //     cooperatively is an error.
 //! cpu-only
@@ -167,6 +169,14 @@ static void void_pointer_launches() {
     CUDA_CHECK(cudaFree(f));
 }
 
+// A kernel in a namespace, launched unqualified through a using-declaration, with a host
+// function of the same name beside it and a __launch_bounds__.
+namespace launch_ns {
+__global__ void __launch_bounds__(32) ns_fill(int* out, int v) { out[threadIdx.x] = v; }
+void ns_fill(int* out) { out[0] = -1; }
+}  // namespace launch_ns
+using launch_ns::ns_fill;
+
 typedef void (*set_fn)(int*, int);
 struct Launcher {
     set_fn fn;
@@ -194,6 +204,12 @@ static void pointer_launches() {
     pick_set_kernel(0)<<<1, 4>>>(d, 40);
     CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     expect(h[0] == 40 && h[3] == 43, "pick(0)<<<...>>>");
+    ns_fill<<<1, 4>>>(d, 50);
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    expect(h[0] == 50 && h[3] == 50, "a namespaced kernel launched through a using-declaration");
+    ns_fill<<<1, 64>>>(d, 51);
+    expect_error(cudaGetLastError(), cudaErrorLaunchOutOfResources,
+                 "64 threads for its __launch_bounds__(32)");
     void (*bounded)(int*) = bounded_kernel;
     bounded<<<1, 128>>>(d);
     expect_error(cudaGetLastError(), cudaErrorLaunchOutOfResources,
@@ -228,8 +244,9 @@ static void occupancy() {
                  cudaErrorInvalidValue, "occupancy of 0-thread blocks");
 }
 
-static void cooperative() {
-    const int blocks = 12, threads = 64, n = blocks * threads;
+// grid_sum_kernel launched cooperatively twice on `blocks` blocks of `threads`.
+static void cooperative_sum(int blocks, int threads) {
+    const int n = blocks * threads;
     std::vector<int> in(n);
     int want = 0;
     for (int i = 0; i < n; i++) want += in[i] = i % 17 - 3;
@@ -246,20 +263,34 @@ static void cooperative() {
         int total, valid;
         CUDA_CHECK(cudaMemcpy(&total, d_total, sizeof(int), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(&valid, d_valid, sizeof(int), cudaMemcpyDeviceToHost));
-        expect(total == want && valid == 100 + blocks,
-               round ? "cooperative launch again (the grid barrier starts afresh)"
-                     : "cooperative launch: 12 blocks meet at this_grid().sync()",
+        char what[128];
+        snprintf(what, sizeof what,
+                 "cooperative launch%s: %d blocks of %d meet at this_grid().sync()",
+                 round ? " again (the grid barrier starts afresh)" : "", blocks, threads);
+        expect(total == want && valid == 100 + blocks, what,
                std::to_string(total) + " (want " + std::to_string(want) + ")");
     }
+    CUDA_CHECK(cudaFree(d_in));
+    CUDA_CHECK(cudaFree(d_partial));
+    CUDA_CHECK(cudaFree(d_total));
+    CUDA_CHECK(cudaFree(d_valid));
+}
+
+// Cooperative grids: a small one, one of 1056 co-resident blocks (8 per SM, 67584 threads all
+// suspended at once at the grid barrier: more fiber stacks than the process may give guard
+// pages), and one that cannot be co-resident.
+static void cooperative() {
+    cooperative_sum(12, 64);
+    cooperative_sum(8 * 132, 64);
+    int* d;
+    CUDA_CHECK(cudaMalloc(&d, 4096));
+    int *d_in = d, *d_partial = d + 256, *d_total = d + 512, *d_valid = d + 513;
     int per_sm;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_sum_kernel, 1024, 0));
     void* args[] = {&d_in, &d_partial, &d_total, &d_valid};
     expect_error(cudaLaunchCooperativeKernel((void*)grid_sum_kernel, per_sm * 132 + 1, 1024, args),
                  cudaErrorCooperativeLaunchTooLarge, "a cooperative grid larger than fits");
-    CUDA_CHECK(cudaFree(d_in));
-    CUDA_CHECK(cudaFree(d_partial));
-    CUDA_CHECK(cudaFree(d_total));
-    CUDA_CHECK(cudaFree(d_valid));
+    CUDA_CHECK(cudaFree(d));
 }
 
 int main(int argc, char** argv) {

@@ -1,7 +1,9 @@
 // Memory entry points beyond cudaMalloc, as the CUDA runtime documents them:
 //   - managed memory: written by the host and a kernel alike, cudaPointerGetAttributes says
 //     managed, cudaMemAdvise and cudaMemPrefetchAsync with CUDA 13's cudaMemLocation (and their
-//     errors), cudaStreamAttachMemAsync, cudaMallocManaged(0) refused;
+//     errors), cudaMemRangeGetAttribute(s) reading the hints back over whole and partial
+//     ranges (read-mostly, preferred location, accessed-by, last prefetch location, the
+//     location type/id forms), cudaStreamAttachMemAsync, cudaMallocManaged(0) refused;
 //   - cudaHostRegister / cudaHostUnregister / cudaHostGetDevicePointer / cudaHostGetFlags and
 //     their errors (overlap, not registered);
 //   - cudaMallocPitch + cudaMemcpy2D + cudaMemset2D (and the async forms), cudaMemcpy3D and
@@ -38,6 +40,70 @@ static cudaMemLocation location(cudaMemLocationType type, int id) {
     return l;
 }
 
+// The hints managed() gave m (bytes long): read-mostly and preferred location device 1 on all
+// of it, the last prefetch to the host. Then more hints on parts of it.
+static void range_attributes(int* m, size_t bytes) {
+    int read_mostly = -1, preferred = -7, prefetched = -7, ids[3] = {7, 7, 7};
+    cudaMemLocationType type = cudaMemLocationTypeHostNuma;
+    CUDA_CHECK(
+        cudaMemRangeGetAttribute(&read_mostly, 4, cudaMemRangeAttributeReadMostly, m, bytes));
+    CUDA_CHECK(
+        cudaMemRangeGetAttribute(&preferred, 4, cudaMemRangeAttributePreferredLocation, m, bytes));
+    CUDA_CHECK(cudaMemRangeGetAttribute(&prefetched, 4, cudaMemRangeAttributeLastPrefetchLocation,
+                                        m, bytes));
+    CUDA_CHECK(cudaMemRangeGetAttribute(&type, sizeof type,
+                                        cudaMemRangeAttributeLastPrefetchLocationType, m, bytes));
+    expect(
+        read_mostly == 1 && preferred == 1 && prefetched == cudaCpuDeviceId &&
+            type == cudaMemLocationTypeHost,
+        "cudaMemRangeGetAttribute: read-mostly, preferred device 1, last prefetched to the host");
+    // Part of the range: unset read-mostly on the first 100 bytes, accessed-by device 0 on all,
+    // device 2 on the second half, a prefetch of the second half to device 0.
+    CUDA_CHECK(cudaMemAdvise(m, 100, cudaMemAdviseUnsetReadMostly,
+                             location(cudaMemLocationTypeDevice, 0)));
+    CUDA_CHECK(cudaMemAdvise(m, bytes, cudaMemAdviseSetAccessedBy,
+                             location(cudaMemLocationTypeDevice, 0)));
+    CUDA_CHECK(cudaMemAdvise((char*)m + bytes / 2, bytes / 2, cudaMemAdviseSetAccessedBy,
+                             location(cudaMemLocationTypeDevice, 2)));
+    CUDA_CHECK(cudaMemPrefetchAsync((char*)m + bytes / 2, bytes / 2,
+                                    location(cudaMemLocationTypeDevice, 0), 0, 0));
+    int whole_rm, tail_rm, whole_prefetch, tail_prefetch, tail_ids[3];
+    CUDA_CHECK(cudaMemRangeGetAttribute(&whole_rm, 4, cudaMemRangeAttributeReadMostly, m, bytes));
+    CUDA_CHECK(cudaMemRangeGetAttribute(&tail_rm, 4, cudaMemRangeAttributeReadMostly,
+                                        (char*)m + 100, bytes - 100));
+    CUDA_CHECK(cudaMemRangeGetAttribute(&whole_prefetch, 4,
+                                        cudaMemRangeAttributeLastPrefetchLocation, m, bytes));
+    CUDA_CHECK(cudaMemRangeGetAttribute(&tail_prefetch, 4,
+                                        cudaMemRangeAttributeLastPrefetchLocation,
+                                        (char*)m + bytes / 2, bytes / 2));
+    CUDA_CHECK(
+        cudaMemRangeGetAttribute(ids, sizeof ids, cudaMemRangeAttributeAccessedBy, m, bytes));
+    CUDA_CHECK(cudaMemRangeGetAttribute(tail_ids, sizeof tail_ids, cudaMemRangeAttributeAccessedBy,
+                                        (char*)m + bytes / 2, bytes / 2));
+    expect(whole_rm == 0 && tail_rm == 1 && whole_prefetch == cudaInvalidDeviceId &&
+               tail_prefetch == 0 && ids[0] == 0 && ids[1] == cudaInvalidDeviceId &&
+               ids[2] == cudaInvalidDeviceId && tail_ids[0] == 0 && tail_ids[1] == 2 &&
+               tail_ids[2] == cudaInvalidDeviceId,
+           "partial ranges: all pages must agree, accessed-by lists devices set on all of it");
+    int id = -1;
+    cudaMemLocationType ptype;
+    CUDA_CHECK(cudaMemAdvise(m, bytes, cudaMemAdviseUnsetPreferredLocation,
+                             location(cudaMemLocationTypeDevice, 0)));
+    void* data[] = {&ptype, &id};
+    size_t sizes[] = {sizeof ptype, sizeof id};
+    cudaMemRangeAttribute attrs[] = {cudaMemRangeAttributePreferredLocationType,
+                                     cudaMemRangeAttributeLastPrefetchLocationId};
+    CUDA_CHECK(cudaMemRangeGetAttributes(data, sizes, attrs, 2, (char*)m + bytes / 2, bytes / 2));
+    expect(ptype == cudaMemLocationTypeInvalid && id == 0,
+           "cudaMemRangeGetAttributes: preferred location unset, prefetch location id");
+    expect_error(cudaMemRangeGetAttribute(&id, 8, cudaMemRangeAttributeReadMostly, m, bytes),
+                 cudaErrorInvalidValue, "a read-mostly query with 8 bytes of data");
+    int pageable[4];
+    expect_error(cudaMemRangeGetAttribute(&id, 4, cudaMemRangeAttributeReadMostly, pageable,
+                                          sizeof pageable),
+                 cudaErrorInvalidValue, "a range query on memory that is not managed");
+}
+
 static void managed() {
     const int n = 1000;
     int* m;
@@ -67,6 +133,8 @@ static void managed() {
     expect_error(cudaStreamAttachMemAsync(s, m, 12, cudaMemAttachSingle), cudaErrorInvalidValue,
                  "attaching part of a managed allocation");
     CUDA_CHECK(cudaStreamDestroy(s));
+
+    range_attributes(m, n * sizeof(int));
 
     std::vector<int> host(16);
     expect_error(cudaMemAdvise(host.data(), 64, cudaMemAdviseSetReadMostly,

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <algorithm>
 #include <assert.h>
 #include <chrono>
 #include <climits>
@@ -582,7 +583,9 @@ inline long long __mul64hi(long long x, long long y) { return (long long)((__int
 inline unsigned long long __umul64hi(unsigned long long x, unsigned long long y) {
     return (unsigned long long)((unsigned __int128)x * y >> 64);
 }
-inline unsigned __sad(int x, int y, unsigned z) { return z + (unsigned)(x > y ? x - y : y - x); }
+inline unsigned __sad(int x, int y, unsigned z) {
+    return z + (x > y ? (unsigned)x - (unsigned)y : (unsigned)y - (unsigned)x);
+}
 inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
 inline int __hadd(int x, int y) { return (int)(((long long)x + y) >> 1); }
 inline int __rhadd(int x, int y) { return (int)(((long long)x + y + 1) >> 1); }
@@ -620,6 +623,116 @@ inline int __dp4a(int a, int b, int c) {
 inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
     for (int i = 0; i < 4; i++) c += (a >> 8 * i & 0xffu) * (b >> 8 * i & 0xffu);
     return c;
+}
+// Dot product of the two 16-bit halves of a with two bytes of b (the low two: _lo, the high
+// two: _hi), plus an accumulator.
+inline int __dp2a_lo(int a, int b, int c) {
+    for (int i = 0; i < 2; i++) c += (short)(a >> 16 * i) * (signed char)(b >> 8 * i);
+    return c;
+}
+inline int __dp2a_hi(int a, int b, int c) {
+    for (int i = 0; i < 2; i++) c += (short)(a >> 16 * i) * (signed char)(b >> (16 + 8 * i));
+    return c;
+}
+inline unsigned __dp2a_lo(unsigned a, unsigned b, unsigned c) {
+    for (int i = 0; i < 2; i++) c += (a >> 16 * i & 0xffffu) * (b >> 8 * i & 0xffu);
+    return c;
+}
+inline unsigned __dp2a_hi(unsigned a, unsigned b, unsigned c) {
+    for (int i = 0; i < 2; i++) c += (a >> 16 * i & 0xffffu) * (b >> (16 + 8 * i) & 0xffu);
+    return c;
+}
+
+// SIMD intrinsics on the two halfwords (suffix 2) or four bytes (suffix 4) of a 32-bit word:
+// each lane computed alone, in int, then wrapped, saturated or compared as the name says
+// (ss: signed saturation, us: unsigned saturation; vcmp gives all ones per true lane, vset 1).
+namespace cucc {
+template <int Lanes>
+struct simd_lanes {
+    static constexpr int bits = 32 / Lanes;
+    static constexpr unsigned mask = Lanes == 2 ? 0xffffu : 0xffu;
+    static constexpr int smin = -(1 << (bits - 1)), smax = (1 << (bits - 1)) - 1;
+    static int s(unsigned v, int i) {  // lane i, sign-extended
+        int x = (int)(v >> bits * i & mask);
+        return x > smax ? x - (int)mask - 1 : x;
+    }
+    static int u(unsigned v, int i) { return (int)(v >> bits * i & mask); }
+    static int sat_s(int x) { return x < smin ? smin : x > smax ? smax : x; }
+    static int sat_u(int x) { return x < 0 ? 0 : x > (int)mask ? (int)mask : x; }
+    // f(lane of a, lane of b) for every lane, each result wrapped to the lane's width.
+    template <class F>
+    static unsigned map(unsigned a, unsigned b, F f) {
+        unsigned r = 0;
+        for (int i = 0; i < Lanes; i++) r |= ((unsigned)f(a, b, i) & mask) << bits * i;
+        return r;
+    }
+};
+}  // namespace cucc
+#define CUCC_SIMD_BINARY(name, expr)                                             \
+    inline unsigned name##2(unsigned a, unsigned b) {                            \
+        using L = cucc::simd_lanes<2>;                                           \
+        return L::map(a, b, [](unsigned a, unsigned b, int i) { return expr; }); \
+    }                                                                            \
+    inline unsigned name##4(unsigned a, unsigned b) {                            \
+        using L = cucc::simd_lanes<4>;                                           \
+        return L::map(a, b, [](unsigned a, unsigned b, int i) { return expr; }); \
+    }
+#define CUCC_SIMD_UNARY(name, expr)                                            \
+    inline unsigned name##2(unsigned a) {                                      \
+        using L = cucc::simd_lanes<2>;                                         \
+        return L::map(a, 0, [](unsigned a, unsigned, int i) { return expr; }); \
+    }                                                                          \
+    inline unsigned name##4(unsigned a) {                                      \
+        using L = cucc::simd_lanes<4>;                                         \
+        return L::map(a, 0, [](unsigned a, unsigned, int i) { return expr; }); \
+    }
+// A comparison: vcmp gives the lane all ones, vset gives it 1, where the comparison holds.
+#define CUCC_SIMD_COMPARE(suffix, expr)               \
+    CUCC_SIMD_BINARY(__vcmp##suffix, (expr) ? -1 : 0) \
+    CUCC_SIMD_BINARY(__vset##suffix, (expr) ? 1 : 0)
+CUCC_SIMD_BINARY(__vadd, L::u(a, i) + L::u(b, i))
+CUCC_SIMD_BINARY(__vsub, L::u(a, i) - L::u(b, i))
+CUCC_SIMD_BINARY(__vaddss, L::sat_s(L::s(a, i) + L::s(b, i)))
+CUCC_SIMD_BINARY(__vsubss, L::sat_s(L::s(a, i) - L::s(b, i)))
+CUCC_SIMD_BINARY(__vaddus, L::sat_u(L::u(a, i) + L::u(b, i)))
+CUCC_SIMD_BINARY(__vsubus, L::sat_u(L::u(a, i) - L::u(b, i)))
+CUCC_SIMD_BINARY(__vabsdiffs, abs(L::s(a, i) - L::s(b, i)))
+CUCC_SIMD_BINARY(__vabsdiffu, abs(L::u(a, i) - L::u(b, i)))
+CUCC_SIMD_BINARY(__vavgu, (L::u(a, i) + L::u(b, i) + 1) >> 1)
+CUCC_SIMD_BINARY(__vhaddu, (L::u(a, i) + L::u(b, i)) >> 1)
+CUCC_SIMD_BINARY(__vmaxs, std::max(L::s(a, i), L::s(b, i)))
+CUCC_SIMD_BINARY(__vmaxu, std::max(L::u(a, i), L::u(b, i)))
+CUCC_SIMD_BINARY(__vmins, std::min(L::s(a, i), L::s(b, i)))
+CUCC_SIMD_BINARY(__vminu, std::min(L::u(a, i), L::u(b, i)))
+CUCC_SIMD_UNARY(__vabs, abs(L::s(a, i)))
+CUCC_SIMD_UNARY(__vabsss, L::sat_s(abs(L::s(a, i))))
+CUCC_SIMD_UNARY(__vneg, -L::s(a, i))
+CUCC_SIMD_UNARY(__vnegss, L::sat_s(-L::s(a, i)))
+CUCC_SIMD_COMPARE(eq, L::u(a, i) == L::u(b, i))
+CUCC_SIMD_COMPARE(ne, L::u(a, i) != L::u(b, i))
+CUCC_SIMD_COMPARE(ges, L::s(a, i) >= L::s(b, i))
+CUCC_SIMD_COMPARE(geu, L::u(a, i) >= L::u(b, i))
+CUCC_SIMD_COMPARE(gts, L::s(a, i) > L::s(b, i))
+CUCC_SIMD_COMPARE(gtu, L::u(a, i) > L::u(b, i))
+CUCC_SIMD_COMPARE(les, L::s(a, i) <= L::s(b, i))
+CUCC_SIMD_COMPARE(leu, L::u(a, i) <= L::u(b, i))
+CUCC_SIMD_COMPARE(lts, L::s(a, i) < L::s(b, i))
+CUCC_SIMD_COMPARE(ltu, L::u(a, i) < L::u(b, i))
+#undef CUCC_SIMD_COMPARE
+#undef CUCC_SIMD_UNARY
+#undef CUCC_SIMD_BINARY
+// Sums over the lanes of |a - b| (signed or unsigned lanes).
+inline unsigned __vsads2(unsigned a, unsigned b) {
+    return (__vabsdiffs2(a, b) & 0xffffu) + (__vabsdiffs2(a, b) >> 16);
+}
+inline unsigned __vsadu2(unsigned a, unsigned b) {
+    return (__vabsdiffu2(a, b) & 0xffffu) + (__vabsdiffu2(a, b) >> 16);
+}
+inline unsigned __vsads4(unsigned a, unsigned b) {
+    return __dp4a(__vabsdiffs4(a, b), 0x01010101u, 0u);
+}
+inline unsigned __vsadu4(unsigned a, unsigned b) {
+    return __dp4a(__vabsdiffu4(a, b), 0x01010101u, 0u);
 }
 
 // ---------------------------------------------------------------------------------------------
