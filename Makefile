@@ -5,8 +5,9 @@
 #   make test       the whole suite: natively when a GPU is visible, else on the CPU runtime
 #   make train      setup, data, build and the default training run (scripts/train_austen.sh)
 #   make dev-cuda   the kernel harnesses in dev/cuda; make bench runs their GPU benchmarks
+#   make fuzz       the libFuzzer harnesses of the file parsers (fuzz/), FUZZ_SECONDS each
 # Variables: GPU_ARCH (nvcc -gencode flags), NO_MULTI_GPU=1 (build without NCCL/MPI),
-#            CUDA_HOME (default /usr/local/cuda).
+#            CUDA_HOME (default /usr/local/cuda), FUZZ_SECONDS (default 60), FUZZ_CXX (clang++).
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 GPU_ARCH  ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
@@ -34,7 +35,8 @@ TEST_SOURCES = test_gpt.cu $(SOURCES)
 GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
 CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))
 
-.PHONY: all cpu test train dev-cuda bench check-gpu-deps check-cpu-deps check-python-deps clean
+.PHONY: all cpu test train dev-cuda bench fuzz check-gpu-deps check-cpu-deps check-python-deps \
+        check-fuzz-deps clean
 all: check-gpu-deps $(GPU_BINARIES)
 
 train_gpt: $(SOURCES)
@@ -72,6 +74,20 @@ dev-cuda:
 bench:
 	$(MAKE) -C dev/cuda bench GPU_ARCH="$(GPU_ARCH)"
 
+# Fuzzing: each fuzz/NAME.cc is a libFuzzer harness of one parser of llmc/, built host-only
+# with clang under AddressSanitizer and UndefinedBehaviorSanitizer into build/fuzz/NAME.
+# fuzz/run.py makes the seed corpora with the project's own tools and runs every harness for
+# FUZZ_SECONDS (the suite runs each for a few seconds).
+FUZZ_CXX     ?= $(firstword $(shell command -v clang++-14 clang++ 2>/dev/null) clang++)
+FUZZ_FLAGS    = -std=c++17 -O1 -g -Wall -Wextra -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=all
+FUZZ_SECONDS ?= 60
+build/fuzz/%: fuzz/%.cc $(wildcard fuzz/*.h) $(wildcard llmc/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) $< -o $@
+fuzz: check-fuzz-deps
+	python3 fuzz/run.py --seconds $(FUZZ_SECONDS)
+
 # The suite runs natively when nvidia-smi lists a GPU, otherwise through the CPU runtime.
 HAVE_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
 ifeq ($(HAVE_GPU),1)
@@ -94,6 +110,9 @@ check-cpu-deps:
 	$(call require,test -f /usr/include/boost/context/fiber.hpp,boost.context,apt-get install libboost-context-dev)
 	$(call require,test -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h -o -f /usr/include/cblas.h,OpenBLAS,apt-get install libopenblas-dev)
 	$(call require,which mpicxx,Open MPI,apt-get install openmpi-bin libopenmpi-dev)
+check-fuzz-deps:
+	$(call require,command -v $(FUZZ_CXX),clang (libFuzzer),apt-get install clang-14 libclang-rt-14-dev (or scripts/setup.sh --test))
+	$(call require,echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, long) { return 0; }' | $(FUZZ_CXX) -fsanitize=fuzzer -x c++ - -o /dev/null,libFuzzer's runtime (libclang_rt.fuzzer),apt-get install libclang-rt-14-dev (or scripts/setup.sh --test))
 check-python-deps:
 	$(call require,python3 -c 'import torch',PyTorch,pip install torch numpy)
 

@@ -1,30 +1,32 @@
 /*
 train_gpt.cu: trains a GPT-2-style language model on one GPU or many, in one readable file.
 
-It holds, top to bottom: the model configuration; the layout of the parameter and activation
-buffers; every layer's forward and backward kernel (embedding, layernorm, flash-style causal
-attention, GELU, the fused softmax/cross-entropy classifier); the forward pass, the backward
-pass and the AdamW update; then the run around them: batches from token shards, validation,
-text samples, checkpoints, the log, the command line, and a --sample mode that generates text
-from a checkpoint. Matrix multiplies go to cuBLASLt (llmc/matmul.cuh), the optimizer kernels
-live in llmc/adamw.cuh; data, tokenizer, checkpoint files and the log have a header each in
-llmc/.
+It holds, top to bottom: the model configuration; the parameter table (the layout of every
+tensor, and which optimizer updates it with what learning rate and weight decay) and the
+activation layout; every layer's forward and backward kernel (embedding, layernorm, flash-style
+causal attention, QK-norm, GELU, the fused softmax/cross-entropy/z-loss classifier); the forward
+pass, the backward pass and the update, a loop over the parameter table; then the run around
+them: batches from token shards, validation, text samples, checkpoints, the log, the command
+line, and a --sample mode that generates text from a checkpoint. Matrix multiplies go to
+cuBLASLt (llmc/matmul.cuh), the optimizer kernels live in llmc/adamw.cuh and llmc/muon.cuh;
+data, tokenizer, checkpoint files and the log have a header each in llmc/.
 
 Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU and reads its own part
 of each global batch (llmc/comm.cuh). The gradients are averaged over the ranks before the
-norm, clipping and AdamW read them, so every rank takes the same step and keeps bit-identical
-parameters (checked by a hash at the end); printed losses are the global batch's. Only rank 0
-prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0 picks.
+norm, clipping and the optimizers read them, so every rank takes the same step and keeps
+bit-identical parameters (checked by a hash at the end); printed losses are the global batch's. Only
+rank 0 prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0
+picks.
 
-Resuming: a checkpoint holds everything the step depends on (weights, master weights, AdamW
-state and step count, the rounding seed, the loader's position, the generators), so a run that
-is killed and resumed from its last checkpoint prints the same losses, bit for bit, as one
+Resuming: a checkpoint holds everything the step depends on (weights, master weights, the
+optimizers' state and step count, the rounding seed, the loader's position, the generators), so a
+run that is killed and resumed from its last checkpoint prints the same losses, bit for bit, as one
 that never stopped.
 
 Precision: floatX (llmc/common.cuh) is bf16 by default and fp32 with -DENABLE_FP32. In the bf16
-build parameters, gradients and activations are bf16, the optimizer keeps fp32 master weights
-and moments, every kernel accumulates in fp32, and parameters are written back from the master
-weights with seeded stochastic rounding.
+build parameters, gradients and activations are bf16, the optimizers keep fp32 master weights
+and fp32 state (AdamW's moments, Muon's momentum), every kernel accumulates in fp32, and parameters
+are written back from the master weights with seeded stochastic rounding.
 
 Determinism: there are no floating-point atomics. Every sum over many threads has a fixed
 order (warp butterflies, per-chunk partial sums added in chunk order, embedding gradients
@@ -44,17 +46,23 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "llmc/common.cuh"  // error checks, floatX, Packed128, warp sums, stochastic rounding
 #include "llmc/matmul.cuh"  // matmul(): every matrix product, through cuBLASLt
-#include "llmc/adamw.cuh"   // fused AdamW kernel and the deterministic global grad norm
+#include "llmc/mma.cuh"     // mma.sync, ldmatrix and cp.async: the tensor-core attention
+#include "llmc/norm.cuh"    // the deterministic L2 norm (gradient clipping, Muon)
+#include "llmc/adamw.cuh"   // AdamW's step on one tensor
+#include "llmc/muon.cuh"    // Muon's step on one tensor: momentum, Newton-Schulz, update
 #include "llmc/schedule.h"  // learning-rate schedules
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/tokenizer.h"   // token ids <-> text: decodes samples, encodes prompts
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/logger.h"      // the JSONL training log
-#include "llmc/comm.cuh"      // ranks (MPI launch) and the NCCL all-reduce of data parallelism
+#include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
+#include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
+#include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 
 // =============================================================================================
 // Configuration
@@ -66,39 +74,59 @@ struct GPTConfig {
     int layers;        // L
     int heads;         // NH
     int channels;      // C; the head size is HS = C / NH
+    int qk_norm;       // 1: RMSNorm of each head's q and k, with learned scales (--qk-norm)
 };
 
 inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
 
+// Limits that keep every size the program computes far from overflow; beyond them a value (a
+// flag, or a checkpoint's configuration) is refused, never attempted.
+constexpr int MAX_SEQ = 1 << 20;    // maxT and T
+constexpr int MAX_VOCAB = 1 << 24;  // V
+constexpr int MAX_LAYERS = 1024, MAX_HEADS = 1024, MAX_CHANNELS = 1 << 17;
+constexpr int MAX_BATCH = 65535;           // attention's grid has one z index per sequence
+constexpr double MAX_ROWS = 2147483647.0;  // B*T: kernels index rows with int
+constexpr int MAX_SAMPLE_LEN = 1 << 20;    // tokens generated per sample
+
 // The message of the first thing wrong with a model config and a micro-batch shape (B, T), or
 // nullptr when it can be built. msg is scratch space for the message.
 inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg, size_t len) {
-    if (c->vocab < 1) snprintf(msg, len, "--vocab must be >= 1 (got %d)", c->vocab);
-    else if (c->layers < 1) snprintf(msg, len, "--layers must be >= 1 (got %d)", c->layers);
-    else if (c->heads < 1) snprintf(msg, len, "--heads must be >= 1 (got %d)", c->heads);
-    else if (c->channels < 1) snprintf(msg, len, "--embd must be >= 1 (got %d)", c->channels);
+    if (c->vocab < 1 || c->vocab > MAX_VOCAB)
+        snprintf(msg, len, "--vocab must be in [1, %d] (got %d)", MAX_VOCAB, c->vocab);
+    else if (c->context < 1 || c->context > MAX_SEQ)
+        snprintf(msg, len, "--context must be in [1, %d] (got %d)", MAX_SEQ, c->context);
+    else if (c->layers < 1 || c->layers > MAX_LAYERS)
+        snprintf(msg, len, "--layers must be in [1, %d] (got %d)", MAX_LAYERS, c->layers);
+    else if (c->heads < 1 || c->heads > MAX_HEADS)
+        snprintf(msg, len, "--heads must be in [1, %d] (got %d)", MAX_HEADS, c->heads);
+    else if (c->channels < 1 || c->channels > MAX_CHANNELS)
+        snprintf(msg, len, "--embd must be in [1, %d] (got %d)", MAX_CHANNELS, c->channels);
     else if (c->channels % c->heads != 0)
         snprintf(msg, len, "--heads %d does not divide --embd %d", c->heads, c->channels);
     else if (int hs = c->channels / c->heads; hs != 32 && hs != 64 && hs != 128)
         snprintf(msg, len, "head size --embd/--heads = %d/%d = %d is not supported (32, 64 or 128)",
                  c->channels, c->heads, hs);
-    else if (B < 1) snprintf(msg, len, "--batch must be >= 1 (got %d)", B);
-    else if (B > 65535)  // attention's grid has one z index per sequence; gridDim.z <= 65535
-        snprintf(msg, len, "--batch must be <= 65535 (got %d)", B);
+    else if (B < 1 || B > MAX_BATCH)
+        snprintf(msg, len, "--batch must be in [1, %d] (got %d)", MAX_BATCH, B);
     else if (T < 1) snprintf(msg, len, "--seq must be >= 1 (got %d)", T);
     else if (c->context < T)
         snprintf(msg, len, "--seq %d is longer than the model's context %d (--context)", T,
                  c->context);
+    else if ((double)B * T > MAX_ROWS)
+        snprintf(msg, len, "--batch %d x --seq %d is more than %.0f rows", B, T, MAX_ROWS);
     else return nullptr;
     return msg;
 }
 
 // =============================================================================================
-// Parameter layout: every parameter tensor lives in one buffer, in the order below, each
-// starting on a multiple of TENSOR_ALIGN elements (the gap is zero and stays zero: its
-// gradient is zero, so AdamW leaves it alone). Gradients, fp32 master weights and the AdamW
-// moments use the same layout in buffers of their own, so a tensor's offset addresses it in
-// all of them, and a later ZeRO shard or FP8 128-block never straddles two tensors.
+// The parameter table: every parameter tensor lives in one buffer, in the order below, each
+// starting on a multiple of TENSOR_ALIGN elements (the gap is zero and stays zero: its gradient
+// is zero, so the optimizers leave it alone). Gradients and fp32 master weights use the same
+// layout in buffers of their own, so a tensor's offset addresses it in all of them, and a later
+// ZeRO shard or FP8 128-block never straddles two tensors. Each entry also names the optimizer
+// that updates the tensor, whether weight decay applies and its learning-rate multiplier (the
+// update, gpt_update, is a loop over the table), and where its state lies in that optimizer's
+// state buffers, which hold only that optimizer's tensors, back to back.
 
 enum LayerTensor {  // a block's tensors, in layout order
     LN1_W,
@@ -113,75 +141,130 @@ enum LayerTensor {  // a block's tensors, in layout order
     FC_B,
     FCPROJ_W,
     FCPROJ_B,
+    Q_NORM_W,  // QK-norm's scales (--qk-norm only): the last two, so a block without them
+    K_NORM_W,  // is the first NUM_LAYER_TENSORS - 2
     NUM_LAYER_TENSORS
 };
 static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
-    "ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
-    "ln2.w", "ln2.b", "mlp.fc.w",   "mlp.fc.b",   "mlp.proj.w",  "mlp.proj.b"};
+    "ln1.w",       "ln1.b",      "attn.qkv.w",    "attn.qkv.b",   "attn.proj.w",
+    "attn.proj.b", "ln2.w",      "ln2.b",         "mlp.fc.w",     "mlp.fc.b",
+    "mlp.proj.w",  "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w"};
+
+enum OptimizerKind { OPT_ADAMW = 0, OPT_MUON = 1, NUM_OPTIMIZERS };
+static const char* const OPTIMIZER_NAMES[NUM_OPTIMIZERS] = {"adamw", "muon"};
+
+// Which optimizer takes which tensors, and the settings of each (the peak learning rates are
+// the schedules', in the training loop). kind OPT_MUON puts the hidden matrices (attn.qkv.w,
+// attn.proj.w, mlp.fc.w, mlp.proj.w) on Muon; wte (also the lm head), wpe, the biases and the
+// norm scales stay on AdamW.
+struct OptimizerConfig {
+    int kind;                  // OPT_ADAMW: AdamW for every tensor; OPT_MUON: see above
+    double weight_decay;       // decoupled, on 2-D tensors, with the optimizer's unadjusted lr
+    double beta1, beta2, eps;  // AdamW
+    double muon_momentum;      // mu
+    int muon_nesterov;         // 1: Nesterov momentum
+    int muon_ns_steps;         // Newton-Schulz iterations
+    int muon_adjust;           // MuonAdjust (llmc/muon.cuh): the lr's shape adjustment
+};
+
+// The optimizers' state buffers (fp32). Each covers the tensors of one optimizer back to back,
+// a tensor's state at its state_offset; the names are the checkpoint's section names.
+enum StateBuffer { ADAMW_M, ADAMW_V, MUON_MOMENTUM, NUM_STATE_BUFFERS };
+struct StateBufferInfo {
+    const char* name;
+    int optimizer;  // whose tensors it holds
+};
+static const StateBufferInfo STATE_BUFFERS[NUM_STATE_BUFFERS] = {
+    {"optimizer.adamw.m", OPT_ADAMW},
+    {"optimizer.adamw.v", OPT_ADAMW},
+    {"optimizer.muon.momentum", OPT_MUON}};
 
 struct ParamTensor {
     char name[32];   // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
     int rows, cols;  // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
     size_t numel;
-    size_t offset;   // in elements from the start of the buffer
-    bool decay;      // weight decay applies (2-D tensors only)
-    float init_std;  // > 0: drawn from N(0, init_std); else filled with init_value
+    size_t offset;        // in elements from the start of the parameter/gradient/master buffers
+    int optimizer;        // OptimizerKind
+    int units;            // Muon: `units` row blocks of (rows / units, cols), each a matrix of
+                          // its own (qkv.w: Q, K and V); 1 otherwise
+    bool decay;           // weight decay applies (2-D tensors only)
+    double lr_scale;      // the optimizer's scheduled lr is multiplied by this: AdamW 1 (the
+                          // whole step); Muon the shape adjustment of one unit (the update
+                          // only: weight decay uses the unadjusted lr, as torch's Muon does)
+    size_t state_offset;  // in elements from the start of its optimizer's state buffers
+    float init_std;       // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
 };
 
 struct ParamLayout {
-    int count;             // 2 + NUM_LAYER_TENSORS * L + 2 tensors
-    ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.mlp.proj.b, lnf.w, lnf.b
-    size_t total;          // buffer size in elements
+    int count;             // 2 + per_layer * L + 2 tensors
+    int per_layer;         // tensors of a block: NUM_LAYER_TENSORS, or 2 fewer without QK-norm
+    ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.<last>, lnf.w, lnf.b
+    size_t total;          // parameter buffer size in elements
+    size_t state_total[NUM_OPTIMIZERS];  // elements of each optimizer's state buffers
 };
 
 // Index in ParamLayout::tensors of the embeddings, a block's tensor and the final layernorm.
 constexpr int WTE = 0, WPE = 1;
-inline int layer_tensor_index(int layer, int which) {
-    return 2 + layer * NUM_LAYER_TENSORS + which;
+inline int layer_tensor_index(const ParamLayout* layout, int layer, int which) {
+    return 2 + layer * layout->per_layer + which;
 }
-inline int lnf_index(const GPTConfig* c, int which /* 0 weight, 1 bias */) {
-    return 2 + c->layers * NUM_LAYER_TENSORS + which;
+inline int lnf_index(const ParamLayout* layout, int which /* 0 weight, 1 bias */) {
+    return layout->count - 2 + which;
 }
 
-inline void build_param_layout(ParamLayout* layout, const GPTConfig* c) {
-    const int C = c->channels, L = c->layers;
-    layout->count = 2 + NUM_LAYER_TENSORS * L + 2;
+inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
+                               const OptimizerConfig* opt) {
+    const int C = c->channels, L = c->layers, HS = C / c->heads;
+    layout->per_layer = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
+    layout->count = 2 + layout->per_layer * L + 2;
     layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
+    memset(layout->state_total, 0, sizeof(layout->state_total));
     size_t offset = 0;
     int index = 0;
-    auto add = [&](const char* name, int rows, int cols, float init_std, float init_value) {
+    auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
+                   int optimizer, int units) {
         ParamTensor* t = &layout->tensors[index++];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->rows = rows;
         t->cols = cols;
         t->numel = (size_t)rows * (cols > 0 ? cols : 1);
         t->offset = offset;
+        t->optimizer = optimizer;
+        t->units = units;
         t->decay = cols > 0;
+        t->lr_scale =
+            optimizer == OPT_MUON ? muon_lr_scale(opt->muon_adjust, rows / units, cols) : 1.0;
+        t->state_offset = layout->state_total[optimizer];
         t->init_std = init_std;
         t->init_value = init_value;
         offset += round_up(t->numel, TENSOR_ALIGN);
+        layout->state_total[optimizer] += round_up(t->numel, TENSOR_ALIGN);
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
-    add("wte", c->padded_vocab, C, std, 0.0f);
-    add("wpe", c->context, C, std, 0.0f);
+    add("wte", c->padded_vocab, C, std, 0.0f, OPT_ADAMW, 1);
+    add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1);
     for (int l = 0; l < L; l++) {
-        // (rows, cols, init std, init value) of each block tensor, in LayerTensor order
-        const int shapes[NUM_LAYER_TENSORS][2] = {{C, 0},     {C, 0},     {3 * C, C}, {3 * C, 0},
-                                                  {C, C},     {C, 0},     {C, 0},     {C, 0},
-                                                  {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}};
-        for (int j = 0; j < NUM_LAYER_TENSORS; j++) {
+        // (rows, cols) of each block tensor, in LayerTensor order
+        const int shapes[NUM_LAYER_TENSORS][2] = {
+            {C, 0}, {C, 0},     {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},  {C, 0},
+            {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}, {HS, 0}, {HS, 0}};
+        for (int j = 0; j < layout->per_layer; j++) {
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
-            bool is_matrix = shapes[j][1] > 0, is_ln_weight = (j == LN1_W || j == LN2_W);
-            float tensor_std = !is_matrix                          ? 0.0f
-                               : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
-                                                                   : std;
-            add(name, shapes[j][0], shapes[j][1], tensor_std, is_ln_weight ? 1.0f : 0.0f);
+            const bool is_matrix = shapes[j][1] > 0;
+            const bool is_gain = j == LN1_W || j == LN2_W || j == Q_NORM_W || j == K_NORM_W;
+            const float tensor_std = !is_matrix                          ? 0.0f
+                                     : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
+                                                                         : std;
+            // every matrix of a block is a hidden matrix: Muon's when it is chosen
+            const int optimizer = is_matrix && opt->kind == OPT_MUON ? OPT_MUON : OPT_ADAMW;
+            add(name, shapes[j][0], shapes[j][1], tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
+                optimizer == OPT_MUON && j == QKV_W ? 3 : 1);
         }
     }
-    add("lnf.w", C, 0, 0.0f, 1.0f);
-    add("lnf.b", C, 0, 0.0f, 0.0f);
+    add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1);
+    add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1);
     layout->total = offset;
 }
 
@@ -201,7 +284,9 @@ struct LayerActivations {
     floatX* ln1;        // (B,T,C)  ln1 output
     float* ln1_mean;    // (B,T)
     float* ln1_rstd;    // (B,T)
-    floatX* qkv;        // (B,T,3C) [q | k | v], each (NH, HS)
+    floatX* qkv;        // (B,T,3C) [q | k | v], each (NH, HS); q and k QK-normed in place
+    floatX* qk_raw;     // (B,T,2C) [q | k] before QK-norm (--qk-norm only, else nullptr)
+    float* qk_rstd;     // (B,T,2,NH) 1/rms of each head's q and k (--qk-norm only)
     floatX* atty;       // (B,T,C)  attention output, heads side by side
     float* lse;         // (B,NH,T) log-sum-exp of each query's attention scores
     floatX* residual2;  // (B,T,C)  block input + attention projection
@@ -221,6 +306,7 @@ struct Activations {
     float* lnf_rstd;           // (B,T)
     floatX* logits;            // (B,T,Vp); the classifier overwrites it with dlogits
     float* losses;             // (B,T) cross-entropy of each position
+    float* z_losses;           // (B,T) z-loss of each position: coef * (log Z)^2
     floatX* proj_out;          // (B,T,C) attn.proj / mlp.proj output before the residual add
     // backward scratch, reused by every layer
     floatX* dresidual;     // (B,T,C) gradient of the residual stream
@@ -255,6 +341,12 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
         take_tensor(&la->ln1_mean, fbase, &fc, N);
         take_tensor(&la->ln1_rstd, fbase, &fc, N);
         take_tensor(&la->qkv, xbase, &xc, N * 3 * C);
+        la->qk_raw = nullptr;
+        la->qk_rstd = nullptr;
+        if (c->qk_norm) {
+            take_tensor(&la->qk_raw, xbase, &xc, N * 2 * C);
+            take_tensor(&la->qk_rstd, fbase, &fc, N * 2 * NH);
+        }
         take_tensor(&la->atty, xbase, &xc, N * C);
         take_tensor(&la->lse, fbase, &fc, N * NH);
         take_tensor(&la->residual2, xbase, &xc, N * C);
@@ -270,6 +362,7 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
     take_tensor(&a->lnf_rstd, fbase, &fc, N);
     take_tensor(&a->logits, xbase, &xc, N * c->padded_vocab);
     take_tensor(&a->losses, fbase, &fc, N);
+    take_tensor(&a->z_losses, fbase, &fc, N);
     take_tensor(&a->proj_out, xbase, &xc, N * C);
     take_tensor(&a->dresidual, xbase, &xc, N * C);
     take_tensor(&a->dbtc, xbase, &xc, N * C);
@@ -305,11 +398,6 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
         for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)tok[k] + (float)pos[k]);
         store128(out + row * C + c, o);
     }
-}
-
-inline int grid_for(size_t work, int block) {
-    size_t g = ceil_div(work, block);
-    return (int)(g < 65536 ? g : 65536);
 }
 
 inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
@@ -414,7 +502,6 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
 // (sum, sum of squared deviations, output) keep the variance accurate; the row stays in L1.
 
 constexpr float LN_EPS = 1e-5f;
-constexpr int ROWS_PER_BLOCK = 8;  // warp-per-row kernels: 8 warps of 32 threads
 
 __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
                                          float* rstd_out, const floatX* a, const floatX* b,
@@ -835,17 +922,17 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 template <int HS>
-void attention_forward_hs(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                          cudaStream_t stream) {
+void attention_forward_cuda_cores(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                                  cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
     attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, qkv, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int HS>
-void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                           const floatX* qkv, const float* lse, int B, int T, int NH,
-                           cudaStream_t stream) {
+void attention_backward_cuda_cores(floatX* dqkv, float* delta, const floatX* dout,
+                                   const floatX* out, const floatX* qkv, const float* lse, int B,
+                                   int T, int NH, cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
     attention_backward_dq_kernel<HS>
         <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
@@ -855,43 +942,527 @@ void attention_backward_hs(floatX* dqkv, float* delta, const floatX* dout, const
     CUDA_CHECK_LAUNCH();
 }
 
-// The head size picks the kernel instantiation; gpt_config_error admits only these three.
-inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                              int HS, cudaStream_t stream) {
+// ---------------------------------------------------------------------------------------------
+// The same attention on tensor cores (bf16 build), FlashAttention-2 style: mma.sync m16n8k16
+// bf16 products with fp32 accumulators (llmc/mma.cuh has the instructions and their fragment
+// layouts). Same layout and outputs as above: out and lse from the forward pass, D = rowsum(dO*O)
+// stored by the dQ pass and read by the dK/dV pass (two passes, so no gradient is summed by
+// atomics).
+// A block of MMA_ATT_WARPS warps owns 64 consecutive rows of one (batch, head): queries in the
+// forward and dQ passes, keys in the dK/dV pass; warp w owns rows 16w..16w+15, the M dimension
+// of its products. The other side (keys and values, or queries and output gradients) streams
+// through shared memory in tiles, double buffered: cp.async fetches tile j+1 while the warps
+// multiply tile j. Every product is a sum of m16n8k16 steps whose A fragments come from
+// registers or ldmatrix and whose B fragments come from ldmatrix of the streamed tile:
+//   forward:  S = Q K^T (A: Q, kept in registers), online softmax on S's accumulator fragments
+//             (each lane holds 2 of the 16 rows: g and g+8, g = lane/4), O += P V with P's
+//             accumulators reused as the A fragments (their layouts coincide).
+//   dQ:       S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K.
+//   dK, dV:   S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+// A row's values are spread over the 4 lanes of its quad (t = lane % 4), so a row max or sum is
+// two xor shuffles. Tiles entirely above the diagonal are never loaded; a warp skips the 16-key
+// (or 16-query) steps none of its rows sees, and only tiles that cross the diagonal or T are
+// masked. Rows past T are zero-filled by cp.async and never stored.
+// Shared tiles hold rows of HS bf16 as 16-byte chunks with chunk c of row r stored at c ^ f(r)
+// (f(r) = r % 8, or (r / 2) % 4 for 4-chunk rows): the eight rows one ldmatrix reads then fall
+// into eight different bank groups.
+#if !defined(ENABLE_FP32)
+constexpr int MMA_ATT_WARPS = 4;
+constexpr int MMA_ATT_THREADS = 32 * MMA_ATT_WARPS;
+constexpr int MMA_ATT_ROWS = 16 * MMA_ATT_WARPS;  // rows a block owns
+constexpr float LOG2E = 1.4426950408889634f;
+
+template <int HS>
+struct MmaAtt {
+    static constexpr int chunks = HS / 8;   // 16-byte chunks of a row
+    static constexpr int ksteps = HS / 16;  // k steps of a product over HS
+    static constexpr int fwd_tile = 64;     // keys per tile, forward
+    // streamed rows per tile, backward: at HS 128 the dK and dV (or dQ) accumulators take 64 or
+    // 128 registers per lane, so S and dP get 32 columns (16 registers each), not 64, and ptxas
+    // fits every kernel without spills (dev/cuda/attention_ptxas.txt); the backward passes also
+    // read their A fragments (Q, dO, K, V) from shared memory instead of keeping them in registers
+    static constexpr int bwd_tile = HS == 128 ? 32 : 64;
+    static constexpr int row_bytes = HS * 2;
+};
+
+// Byte offset of chunk c (elements 8c..8c+7) of row r of a shared tile.
+template <int HS>
+__device__ inline uint32_t att_tile_offset(int r, int c) {
+    constexpr int nc = MmaAtt<HS>::chunks;
+    const int f = nc >= 8 ? (r & 7) : ((r >> 1) & (nc - 1));
+    return (uint32_t)(r * MmaAtt<HS>::row_bytes + (c ^ f) * 16);
+}
+
+// The block copies rows first..first+ROWS-1 of a (T, HS) matrix whose rows are `stride` elements
+// apart into the tile at shared address `tile`; rows >= T become zeros.
+template <int HS, int ROWS>
+__device__ inline void att_tile_load(uint32_t tile, const floatX* m, size_t stride, int first,
+                                     int T) {
+    constexpr int nc = MmaAtt<HS>::chunks;
+    for (int i = threadIdx.x; i < ROWS * nc; i += MMA_ATT_THREADS) {
+        const int r = i / nc, c = i % nc;
+        const bool valid = first + r < T;
+        cp_async_16(tile + att_tile_offset<HS>(r, c), m + (valid ? first + r : 0) * stride + c * 8,
+                    valid);
+    }
+}
+
+// ROWS floats of a (T) vector from `first` into shared memory (zeros past T).
+template <int ROWS>
+__device__ inline void att_vector_load(uint32_t dst, const float* v, int first, int T) {
+    for (int i = threadIdx.x; i < ROWS; i += MMA_ATT_THREADS) {
+        const bool valid = first + i < T;
+        cp_async_4(dst + 4 * i, v + (valid ? first + i : 0), valid);
+    }
+}
+
+// The A fragment of the 16x16 block at (row r0, column k0) of a tile (row-major A).
+template <int HS>
+__device__ inline void att_load_a(uint32_t a[4], uint32_t tile, int r0, int k0) {
+    const int lane = threadIdx.x % 32, m = lane / 8;
+    ldmatrix_x4(a, tile + att_tile_offset<HS>(r0 + (m & 1) * 8 + lane % 8, k0 / 8 + (m >> 1)));
+}
+
+// B fragments of two n-tiles (b[0..1]: n0..n0+7, b[2..3]: n0+8..n0+15) at k0..k0+15 where the
+// tile holds B transposed, rows n and columns k (keys as rows for S = Q K^T).
+template <int HS>
+__device__ inline void att_load_b_nk(uint32_t b[4], uint32_t tile, int n0, int k0) {
+    const int lane = threadIdx.x % 32, m = lane / 8;
+    ldmatrix_x4(b, tile + att_tile_offset<HS>(n0 + (m >> 1) * 8 + lane % 8, k0 / 8 + (m & 1)));
+}
+
+// The same where the tile holds B itself, rows k and columns n (values as rows for O += P V).
+template <int HS>
+__device__ inline void att_load_b_kn(uint32_t b[4], uint32_t tile, int k0, int n0) {
+    const int lane = threadIdx.x % 32, m = lane / 8;
+    ldmatrix_x4_trans(b,
+                      tile + att_tile_offset<HS>(k0 + (m & 1) * 8 + lane % 8, n0 / 8 + (m >> 1)));
+}
+
+// acc[n] (16 x 8 each, NT of them) = A (16 x HS, 16 rows from row r0 of tile a) times the
+// transpose of NT*8 rows of tile b, skipping the 16-column steps from `steps` on.
+template <int HS, int NT>
+__device__ inline void att_mma_abt(float (*acc)[4], uint32_t a, int r0, uint32_t b, int steps) {
+    for (int n = 0; n < NT; n++)
+        for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
+    for (int ks = 0; ks < MmaAtt<HS>::ksteps; ks++) {
+        uint32_t af[4];
+        att_load_a<HS>(af, a, r0, 16 * ks);
+        for (int n2 = 0; n2 < NT / 2; n2++) {
+            if (n2 >= steps) break;
+            uint32_t bf[4];
+            att_load_b_nk<HS>(bf, b, 16 * n2, 16 * ks);
+            mma_bf16_16816(acc[2 * n2], af, bf);
+            mma_bf16_16816(acc[2 * n2 + 1], af, bf + 2);
+        }
+    }
+}
+
+// acc (16 x HS as HS/8 n-tiles) += P (16 x NT*8, as the bf16 pairs p[n][r] of the accumulator
+// layout: row g + 8r, columns 2t, 2t+1 of n-tile n) times NT*8 rows of tile b, k steps from
+// `steps` on skipped.
+template <int HS, int NT>
+__device__ inline void att_mma_pb(float (*acc)[4], const uint32_t (*p)[2], uint32_t b, int steps) {
+    for (int kb = 0; kb < NT / 2; kb++) {
+        if (kb >= steps) break;
+        const uint32_t pa[4] = {p[2 * kb][0], p[2 * kb][1], p[2 * kb + 1][0], p[2 * kb + 1][1]};
+        for (int d2 = 0; d2 < HS / 16; d2++) {
+            uint32_t bf[4];
+            att_load_b_kn<HS>(bf, b, 16 * kb, 16 * d2);
+            mma_bf16_16816(acc[2 * d2], pa, bf);
+            mma_bf16_16816(acc[2 * d2 + 1], pa, bf + 2);
+        }
+    }
+}
+
+// Max or sum over the 4 lanes of a quad (one row of an accumulator fragment).
+__device__ inline float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ inline float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Stores row r (0: g, 1: g + 8) of a 16 x HS accumulator times scale to a row of HS bf16.
+template <int HS>
+__device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, float scale) {
+    const int t = threadIdx.x % 4;
+    for (int d = 0; d < HS / 8; d++) {
+        *reinterpret_cast<__nv_bfloat162*>(row + 8 * d + 2 * t) =
+            __floats2bfloat162_rn(acc[d][2 * r] * scale, acc[d][2 * r + 1] * scale);
+    }
+}
+
+// Forward: a block owns 64 queries (the last query tiles first: they have the most keys), keys
+// and values stream in tiles of 64. Online softmax in base 2: m is the running max of the
+// scores times log2(e), l the running sum of 2^(x - m) (per lane over its columns; the quad
+// adds them at the end).
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+    attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    typedef MmaAtt<HS> A;
+    constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
+    extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
+    const uint32_t q_tile = smem_address(att_smem), kv = q_tile + MMA_ATT_ROWS * A::row_bytes;
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);  // the warp's rows; last key
+    const bool warp_has_rows = wq0 < T;
+    const size_t stride = 3 * (size_t)C;
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;  // k at q + C, v at q + 2C
+    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
+    att_tile_load<HS, BC>(kv, q + C, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, q + 2 * C, stride, 0, T);
+    cp_async_commit();
+    const float scale_log2 = LOG2E / sqrtf((float)HS);
+    uint32_t qf[A::ksteps][4];
+    float o[HS / 8][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int j = 0; j < tiles; j++) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile j is in for every thread; every warp is done with tile j - 1
+        if (j + 1 < tiles) {
+            const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
+            att_tile_load<HS, BC>(next, q + C, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, q + 2 * C, stride, (j + 1) * BC, T);
+        }
+        cp_async_commit();
+        if (j == 0 && warp_has_rows)
+            for (int ks = 0; ks < A::ksteps; ks++)
+                att_load_a<HS>(qf[ks], q_tile, 16 * warp, 16 * ks);
+        const int k0 = j * BC;
+        if (!warp_has_rows || k0 > wlast) continue;  // warp-uniform: no row of the warp sees them
+        const int steps = (wlast - k0) / 16 + 1;     // 16-key steps with a key some row sees
+        const uint32_t k_tile = kv + (j & 1) * 2 * TILE, v_tile = k_tile + TILE;
+        float s[NT][4];
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
+        for (int ks = 0; ks < A::ksteps; ks++)
+            for (int n2 = 0; n2 < NT / 2; n2++) {
+                if (n2 >= steps) break;
+                uint32_t bf[4];
+                att_load_b_nk<HS>(bf, k_tile, 16 * n2, 16 * ks);
+                mma_bf16_16816(s[2 * n2], qf[ks], bf);
+                mma_bf16_16816(s[2 * n2 + 1], qf[ks], bf + 2);
+            }
+        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;  // the tile crosses the diagonal or T
+        float mx[2] = {m[0], m[1]};
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * n + 2 * t + (e & 1), row = wq0 + g + 8 * (e >> 1);
+                const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                s[n][e] = skip ? -INFINITY : s[n][e] * scale_log2;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            }
+        float base[2];
+        for (int r = 0; r < 2; r++) {
+            mx[r] = quad_max(mx[r]);
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];  // a row with no key yet stays at zero
+            const float correction = exp2f(m[r] - base[r]);
+            m[r] = mx[r];
+            l[r] *= correction;
+            for (int d = 0; d < HS / 8; d++) {
+                o[d][2 * r] *= correction;
+                o[d][2 * r + 1] *= correction;
+            }
+        }
+        uint32_t p[NT][2];
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 2; r++) {
+                const float p0 = exp2f(s[n][2 * r] - base[r]),
+                            p1 = exp2f(s[n][2 * r + 1] - base[r]);
+                l[r] += p0 + p1;
+                p[n][r] = pack_bf16(p0, p1);
+            }
+        att_mma_pb<HS, NT>(o, p, v_tile, steps);
+    }
+    for (int r = 0; r < 2; r++) {
+        const float sum = quad_sum(l[r]);
+        const int row = wq0 + g + 8 * r;
+        if (row >= T) continue;
+        att_store_row<HS>(out + ((size_t)b * T + row) * C + h * HS, o, r, 1.0f / sum);
+        if (t == 0) lse[((size_t)b * NH + h) * T + row] = (m[r] + log2f(sum)) / LOG2E;
+    }
+}
+
+// Backward, pass 1 (dQ): a block owns 64 queries (last ones first), keys and values stream in
+// tiles of bwd_tile. It first computes D = dO . O of its rows (two lanes per row) and stores it
+// for pass 2. P = 2^(x - lse log2(e)) with x the scores times log2(e).
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+    attention_backward_dq_mma_kernel(floatX* dqkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const float* lse, int T,
+                                     int NH) {
+    typedef MmaAtt<HS> A;
+    constexpr int BC = A::bwd_tile, NT = BC / 8, TILE = BC * A::row_bytes,
+                  ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
+    // Q, dO (64 rows each), 2 x (K, V) (BC rows each), lse * log2(e) and D of the 64 queries
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    const uint32_t q_tile = smem_address(att_smem), do_tile = q_tile + ROWS_BYTES,
+                   kv = do_tile + ROWS_BYTES;
+    float* row_lse = (float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
+    float* row_d = row_lse + MMA_ATT_ROWS;
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);
+    const bool warp_has_rows = wq0 < T;
+    const size_t stride = 3 * (size_t)C;
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+    const floatX* dout_bh = dout + (size_t)b * T * C + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * T;
+    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, C, q0, T);
+    att_tile_load<HS, BC>(kv, q + C, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, q + 2 * C, stride, 0, T);
+    cp_async_commit();
+    {  // D of row wq0 + lane/2: each lane of the pair sums half of the row
+        const int r = 16 * warp + lane / 2, row = q0 + r, half = lane % 2;
+        float sum = 0.0f;
+        if (row < T)
+            for (int i = 0; i < HS / 16; i++) {
+                const size_t at = ((size_t)b * T + row) * C + h * HS + half * (HS / 2) + 8 * i;
+                const x128 dov = load128(dout + at), ov = load128(out + at);
+                for (int k = 0; k < x128::size; k++) sum += (float)dov[k] * (float)ov[k];
+            }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        if (half == 0) {
+            row_d[r] = sum;
+            row_lse[r] = row < T ? lse[bh + row] * LOG2E : 0.0f;
+            if (row < T) delta[bh + row] = sum;
+        }
+    }
+    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
+    float dq[HS / 8][4] = {};
+    float lse2[2] = {}, D[2] = {};
+    for (int j = 0; j < tiles; j++) {
+        cp_async_wait<0>();
+        __syncthreads();  // tile j (at j = 0 also Q, dO, lse, D) is in; tile j - 1 is done with
+        if (j + 1 < tiles) {
+            const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
+            att_tile_load<HS, BC>(next, q + C, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, q + 2 * C, stride, (j + 1) * BC, T);
+        }
+        cp_async_commit();
+        if (j == 0)
+            for (int r = 0; r < 2; r++) {
+                lse2[r] = row_lse[16 * warp + g + 8 * r];
+                D[r] = row_d[16 * warp + g + 8 * r];
+            }
+        const int k0 = j * BC;
+        if (!warp_has_rows || k0 > wlast) continue;
+        const int steps = (wlast - k0) / 16 + 1;
+        const uint32_t k_tile = kv + (j & 1) * 2 * TILE, v_tile = k_tile + TILE;
+        float s[NT][4], dp[NT][4];
+        att_mma_abt<HS, NT>(s, q_tile, 16 * warp, k_tile, steps);
+        att_mma_abt<HS, NT>(dp, do_tile, 16 * warp, v_tile, steps);
+        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;
+        uint32_t ds[NT][2];
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 2; r++) {
+                float v[2];
+                for (int c = 0; c < 2; c++) {
+                    const int key = k0 + 8 * n + 2 * t + c, row = wq0 + g + 8 * r;
+                    const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                    const float p = skip ? 0.0f : exp2f(s[n][2 * r + c] * scale_log2 - lse2[r]);
+                    v[c] = p * (dp[n][2 * r + c] - D[r]);
+                }
+                ds[n][r] = pack_bf16(v[0], v[1]);
+            }
+        att_mma_pb<HS, NT>(dq, ds, k_tile, steps);
+    }
+    for (int r = 0; r < 2; r++) {
+        const int row = wq0 + g + 8 * r;
+        if (row < T)
+            att_store_row<HS>(dqkv + ((size_t)b * T + row) * stride + h * HS, dq, r, scale);
+    }
+}
+
+// Backward, pass 2 (dK, dV): a block owns 64 keys; queries from the block's diagonal on stream
+// in tiles of bwd_tile with their output gradients, lse and D (from pass 1).
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+    attention_backward_dkv_mma_kernel(floatX* dqkv, const float* delta, const floatX* dout,
+                                      const floatX* qkv, const float* lse, int T, int NH) {
+    typedef MmaAtt<HS> A;
+    constexpr int BQ = A::bwd_tile, NT = BQ / 8, TILE = BQ * A::row_bytes,
+                  ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
+    // K, V (64 rows each), 2 x (Q, dO) (BQ rows each), 2 x (lse, D) (BQ floats each)
+    extern __shared__ __align__(16) unsigned char att_smem[];
+    const uint32_t k_tile = smem_address(att_smem), v_tile = k_tile + ROWS_BYTES,
+                   qd = v_tile + ROWS_BYTES, vec = qd + 4 * TILE;
+    const float* vectors = (const float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
+    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wk0 = k0 + 16 * warp;  // the warp's first key
+    const bool warp_has_rows = wk0 < T;
+    const size_t stride = 3 * (size_t)C;
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+    const floatX* dout_bh = dout + (size_t)b * T * C + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * T;
+    const int first = k0 / BQ, tiles = (T - 1) / BQ + 1 - first;  // queries before k0 see no key
+    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, q + C, stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, q + 2 * C, stride, k0, T);
+    auto load_queries = [&](int i) {  // query tile i into buffer i % 2
+        const int buf = i & 1, qt0 = (first + i) * BQ;
+        att_tile_load<HS, BQ>(qd + buf * 2 * TILE, q, stride, qt0, T);
+        att_tile_load<HS, BQ>(qd + buf * 2 * TILE + TILE, dout_bh, C, qt0, T);
+        att_vector_load<BQ>(vec + buf * 8 * BQ, lse + bh, qt0, T);
+        att_vector_load<BQ>(vec + buf * 8 * BQ + 4 * BQ, delta + bh, qt0, T);
+    };
+    load_queries(0);
+    cp_async_commit();
+    const float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * LOG2E;
+    float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    for (int i = 0; i < tiles; i++) {
+        cp_async_wait<0>();
+        __syncthreads();  // query tile i is in for every thread; tile i - 1 is done with
+        if (i + 1 < tiles) load_queries(i + 1);
+        cp_async_commit();
+        const int qt0 = (first + i) * BQ;
+        if (!warp_has_rows) continue;
+        // 8-query n-tiles lo..hi-1 hold a query >= the warp's first key and < T (lo is even:
+        // wk0 - qt0 is a multiple of 16); 16-query steps lo/2 .. (hi+1)/2 - 1
+        const int lo = max(0, (wk0 - qt0) / 8), hi = min(NT, (T - qt0 + 7) / 8);
+        if (lo >= hi) continue;
+        const int steps = (hi + 1) / 2;
+        const int buf = i & 1;
+        const uint32_t qt = qd + buf * 2 * TILE, dot = qt + TILE;
+        const float* qlse = vectors + buf * 2 * BQ;
+        const float* qd_delta = qlse + BQ;
+        float st[NT][4], dpt[NT][4];
+        att_mma_abt<HS, NT>(st, k_tile, 16 * warp, qt, steps);
+        att_mma_abt<HS, NT>(dpt, v_tile, 16 * warp, dot, steps);
+        const bool masked = qt0 < wk0 + 15 || qt0 + BQ > T;
+        uint32_t pt[NT][2], dst[NT][2];
+        for (int n = 0; n < NT; n++)
+            for (int r = 0; r < 2; r++) {
+                float pv[2], dv2[2];
+                for (int c = 0; c < 2; c++) {
+                    const int col = 8 * n + 2 * t + c, query = qt0 + col, key = wk0 + g + 8 * r;
+                    const bool skip = n < lo || n >= hi || (masked && (query < key || query >= T));
+                    const float p =
+                        skip ? 0.0f : exp2f(st[n][2 * r + c] * scale_log2 - qlse[col] * LOG2E);
+                    pv[c] = p;
+                    dv2[c] = p * (dpt[n][2 * r + c] - qd_delta[col]);
+                }
+                pt[n][r] = pack_bf16(pv[0], pv[1]);
+                dst[n][r] = pack_bf16(dv2[0], dv2[1]);
+            }
+        att_mma_pb<HS, NT>(dv, pt, dot, steps);
+        att_mma_pb<HS, NT>(dk, dst, qt, steps);
+    }
+    for (int r = 0; r < 2; r++) {
+        const int row = wk0 + g + 8 * r;
+        if (row >= T) continue;
+        floatX* drow = dqkv + ((size_t)b * T + row) * stride + h * HS;
+        att_store_row<HS>(drow + C, dk, r, scale);
+        att_store_row<HS>(drow + 2 * C, dv, r, 1.0f);
+    }
+}
+
+// Launches a tensor-core attention kernel with `smem` bytes of dynamic shared memory (more than
+// the default 48 KiB needs the opt-in attribute, set at every launch: it is cheap and keeps no
+// state between calls).
+template <class Kernel, class... Args>
+void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, Args... args) {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<grid, MMA_ATT_THREADS, smem, stream>>>(args...);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+void attention_forward_tensor_cores(floatX* out, float* lse, const floatX* qkv, int B, int T,
+                                    int NH, cudaStream_t stream) {
+    typedef MmaAtt<HS> A;
+    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const size_t smem = (size_t)(MMA_ATT_ROWS + 4 * A::fwd_tile) * A::row_bytes;
+    att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, qkv, T, NH);
+}
+
+template <int HS>
+void attention_backward_tensor_cores(floatX* dqkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const float* lse, int B,
+                                     int T, int NH, cudaStream_t stream) {
+    typedef MmaAtt<HS> A;
+    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const size_t tiles = (size_t)(2 * MMA_ATT_ROWS + 4 * A::bwd_tile) * A::row_bytes;
+    att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4, stream,
+                   dqkv, delta, dout, out, qkv, lse, T, NH);
+    att_launch_mma(attention_backward_dkv_mma_kernel<HS>, grid, tiles + 4 * A::bwd_tile * 4, stream,
+                   dqkv, (const float*)delta, dout, qkv, lse, T, NH);
+}
+#endif
+
+// Which kernels compute attention: tensor cores in the bf16 build, the CUDA-core kernels above
+// in the fp32 build (the exact reference). The dev/cuda harnesses run both.
+enum class AttentionPath { cuda_cores, tensor_cores };
+constexpr AttentionPath ATTENTION_PATH =
+    FLOATX_IS_FP32 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores;
+
+inline const char* attention_path_name(AttentionPath path) {
+    return path == AttentionPath::tensor_cores
+               ? "tensor cores (mma.sync m16n8k16 bf16, FlashAttention-2 style)"
+               : "CUDA cores (fp32 FMA, flash style)";
+}
+
+// Calls f(std::integral_constant<int, HS>{}) for the head sizes gpt_config_error admits.
+template <class F>
+void with_head_size(int HS, F f) {
     switch (HS) {
         case 32:
-            attention_forward_hs<32>(out, lse, qkv, B, T, NH, stream);
+            f(std::integral_constant<int, 32>{});
             break;
         case 64:
-            attention_forward_hs<64>(out, lse, qkv, B, T, NH, stream);
+            f(std::integral_constant<int, 64>{});
             break;
         case 128:
-            attention_forward_hs<128>(out, lse, qkv, B, T, NH, stream);
+            f(std::integral_constant<int, 128>{});
             break;
         default:
-            fprintf(stderr, "attention: unsupported head size %d\n", HS);
-            exit(EXIT_FAILURE);
+            fatal("attention: unsupported head size %d", HS);
     }
+}
+
+inline void attention_path_check(AttentionPath path) {
+    if (FLOATX_IS_FP32 && path == AttentionPath::tensor_cores)
+        fatal("attention: the tensor-core kernels need the bf16 build");
+}
+
+// out (B,T,C), lse (B,NH,T) = causal attention of qkv (B,T,3C).
+inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+    attention_path_check(path);
+    with_head_size(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+#if !defined(ENABLE_FP32)
+        if (path == AttentionPath::tensor_cores)
+            return attention_forward_tensor_cores<H>(out, lse, qkv, B, T, NH, stream);
+#endif
+        attention_forward_cuda_cores<H>(out, lse, qkv, B, T, NH, stream);
+    });
 }
 
 // dqkv (B,T,3C) = gradient of the attention output dout (B,T,C); delta is (B,NH,T) scratch.
 inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
-                               cudaStream_t stream) {
-    switch (HS) {
-        case 32:
-            attention_backward_hs<32>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-            break;
-        case 64:
-            attention_backward_hs<64>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-            break;
-        case 128:
-            attention_backward_hs<128>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-            break;
-        default:
-            fprintf(stderr, "attention: unsupported head size %d\n", HS);
-            exit(EXIT_FAILURE);
-    }
+                               cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+    attention_path_check(path);
+    with_head_size(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+#if !defined(ENABLE_FP32)
+        if (path == AttentionPath::tensor_cores)
+            return attention_backward_tensor_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH,
+                                                      stream);
+#endif
+        attention_backward_cuda_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -941,15 +1512,136 @@ inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t s
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fused classifier: softmax, cross-entropy and dlogits of each row (b,t) of the (N, Vp)
+// QK-norm (--qk-norm): RMSNorm of every head's query and key over its HS dimensions, with a
+// learned per-dimension scale (q_norm.w for the queries, k_norm.w for the keys, shared by the
+// heads of a layer), eps 1e-6:  y = x * r * w,  r = 1 / sqrt(mean(x^2) + eps). It runs on the
+// qkv buffer in place, between the qkv projection and attention (whose 1/sqrt(HS) softmax scale
+// comes after it), so the attention kernels read normalized q and k and know nothing of it.
+// The forward pass keeps x (qk_raw) and r (qk_rstd) for the backward pass, which turns the
+// attention's dq, dk into the gradients of the projection's q, k, in place in dqkv.
+// A "vector" is one head's q or k of one row: vector v = (row * 2 + part) * NH + head, part 0 q
+// and 1 k. A group of G = HS / x128::size lanes (4 to 32, aligned in the warp) owns a vector,
+// one 16-byte pack per lane, and sums over the group with warp_group_sum.
+
+constexpr float QK_NORM_EPS = 1e-6f;
+constexpr int QK_NORM_THREADS = 256;
+
+__global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
+                                       const floatX* k_w, int N, int NH, int HS) {
+    const int G = HS / x128::size;
+    const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
+    const int c = (int)(t % G) * x128::size;
+    // lanes past the last vector join the shuffles with zeros and store nothing
+    const bool valid = v < (size_t)N * 2 * NH;
+    const int C = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
+    const size_t row = v / (2 * NH);
+    const size_t at = part * C + h * HS + c;
+    const x128 x = valid ? load128(qkv + (size_t)row * 3 * C + at) : x128{};
+    float sq = 0.0f;
+    for (int k = 0; k < x128::size; k++) sq += (float)x[k] * (float)x[k];
+    const float r = 1.0f / sqrtf(warp_group_sum(sq, G) / HS + QK_NORM_EPS);
+    if (!valid) return;
+    const x128 w = load128((part == 0 ? q_w : k_w) + c);
+    x128 y;
+    for (int k = 0; k < x128::size; k++) y[k] = (floatX)((float)x[k] * r * (float)w[k]);
+    store128(raw + (size_t)row * 2 * C + at, x);
+    store128(qkv + (size_t)row * 3 * C + at, y);
+    if (c == 0) rstd[v] = r;
+}
+
+// Input gradient, in place: dy (the attention's dq or dk) becomes, with xhat = x * r and
+// g = dy * w,  dx = r * (g - xhat * mean(g * xhat)).
+__global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const float* rstd,
+                                        const floatX* q_w, const floatX* k_w, int N, int NH,
+                                        int HS) {
+    const int G = HS / x128::size;
+    const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
+    const int c = (int)(t % G) * x128::size;
+    const bool valid = v < (size_t)N * 2 * NH;
+    const int C = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
+    const size_t row = v / (2 * NH);
+    const size_t at = part * C + h * HS + c;
+    floatX* dx = dqkv + (size_t)row * 3 * C + at;
+    const x128 dy = valid ? load128(dx) : x128{};
+    const x128 x = valid ? load128(raw + (size_t)row * 2 * C + at) : x128{};
+    const x128 w = load128((part == 0 ? q_w : k_w) + c);
+    const float r = valid ? rstd[v] : 0.0f;
+    float g[x128::size], xhat[x128::size], sum_gx = 0.0f;
+    for (int k = 0; k < x128::size; k++) {
+        g[k] = (float)dy[k] * (float)w[k];
+        xhat[k] = (float)x[k] * r;
+        sum_gx += g[k] * xhat[k];
+    }
+    const float mean_gx = warp_group_sum(sum_gx, G) / HS;
+    if (!valid) return;
+    x128 out;
+    for (int k = 0; k < x128::size; k++) out[k] = (floatX)(r * (g[k] - xhat[k] * mean_gx));
+    store128(dx, out);
+}
+
+// Scale gradients, without atomics, in column_sums' two steps: a thread owns dimension i of
+// part (q or k) and a chunk of COLUMN_CHUNK (row, head) pairs j = row * NH + head and writes
+// partials[(chunk * 2 + part) * HS + i] = sum dy * xhat; column_finish_kernel then adds the
+// chunks in order, its weight slot (0) going to dq_w and its bias slot (1) to dk_w.
+__global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
+                                              const floatX* raw, const float* rstd, int N, int NH,
+                                              int HS) {
+    const int i = threadIdx.x % HS, part = threadIdx.x / HS, C = NH * HS;
+    const size_t first = (size_t)blockIdx.x * COLUMN_CHUNK;
+    const size_t vectors = (size_t)N * NH;  // (row, head) pairs
+    const size_t end = first + COLUMN_CHUNK < vectors ? first + COLUMN_CHUNK : vectors;
+    float sum = 0.0f;
+    for (size_t j = first; j < end; j++) {
+        const size_t row = j / NH;
+        const int h = (int)(j % NH);
+        const float r = rstd[((size_t)row * 2 + part) * NH + h];
+        const size_t at = part * C + h * HS + i;
+        sum += (float)dqkv[(size_t)row * 3 * C + at] * ((float)raw[(size_t)row * 2 * C + at] * r);
+    }
+    partials[((size_t)blockIdx.x * 2 + part) * HS + i] = sum;
+}
+
+inline void qk_norm_forward(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
+                            const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
+    const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
+    qk_norm_forward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0, stream>>>(
+        qkv, raw, rstd, q_w, k_w, N, NH, HS);
+    CUDA_CHECK_LAUNCH();
+}
+
+// dq_w, dk_w += the scale gradients; dqkv's q and k parts become the gradients before QK-norm.
+// partials: ceil(N*NH / COLUMN_CHUNK) * 2 * HS floats, which col_partials' ceil(N /
+// COLUMN_CHUNK) * 2 * 4C always covers.
+inline void qk_norm_backward(floatX* dqkv, floatX* dq_w, floatX* dk_w, float* partials,
+                             const floatX* raw, const float* rstd, const floatX* q_w,
+                             const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
+    const int n_chunks = (int)ceil_div((size_t)N * NH, COLUMN_CHUNK);
+    // the scale gradients read dy, so they go first
+    qk_norm_scale_partials_kernel<<<n_chunks, 2 * HS, 0, stream>>>(partials, dqkv, raw, rstd, N, NH,
+                                                                   HS);
+    CUDA_CHECK_LAUNCH();
+    column_finish_kernel<<<(int)ceil_div(HS, 32), 32 * COLUMN_FINISH_WARPS, 0, stream>>>(
+        dq_w, dk_w, partials, n_chunks, HS);
+    CUDA_CHECK_LAUNCH();
+    const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
+    qk_norm_backward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0,
+                              stream>>>(dqkv, raw, rstd, q_w, k_w, N, NH, HS);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused classifier: softmax, cross-entropy, z-loss and dlogits of each row (b,t) of the (N, Vp)
 // logits, in one kernel that never stores probabilities. Columns V..Vp-1 (vocabulary padding)
 // are outside the softmax. One warp per row: pass 1 keeps a running max and a running sum of
-// exponentials per lane (online softmax) and merges the lanes; pass 2, when dloss > 0,
-// overwrites the logits with dlogits = dloss * (softmax - onehot(target)) and the padding
-// columns with 0. dloss folds in the loss normalization 1/(B*T*A).
+// exponentials per lane (online softmax) and merges the lanes, which gives log Z = log(sum
+// exp); the row's cross-entropy is log Z - logit[target] and its z-loss z_coef * (log Z)^2.
+// Pass 2, when dloss > 0, overwrites the logits with the gradient of their sum,
+//   dlogits = dloss * (softmax * (1 + 2 z_coef log Z) - onehot(target)),
+// and the padding columns with 0. dloss folds in the loss normalization 1/(B*T*A).
 
-__global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, int N,
-                                        int V, int Vp, float dloss) {
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
+                                        const int* targets, int N, int V, int Vp, float dloss,
+                                        float z_coef) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= N) return;
@@ -982,14 +1674,19 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
         s = (s > 0.0f ? s * expf(m - m_new) : 0.0f) + (s2 > 0.0f ? s2 * expf(m2 - m_new) : 0.0f);
         m = m_new;
     }
-    if (lane == 0) losses[row] = logf(s) + m - target_logit;
+    const float log_z = logf(s) + m;
+    if (lane == 0) {
+        losses[row] = log_z - target_logit;
+        z_losses[row] = z_coef * log_z * log_z;
+    }
     if (dloss == 0.0f) return;
-    const float inv_s = 1.0f / s;
+    // softmax times the z-loss factor; exactly 1/s without z-loss
+    const float scale = 1.0f / s * (1.0f + 2.0f * z_coef * log_z);
     for (int p = lane; p < packs; p += 32) {
         x128 v = load128(x + p * x128::size), d;
         for (int k = 0; k < x128::size; k++) {
             int col = p * x128::size + k;
-            float prob = col < V ? expf((float)v[k] - m) * inv_s : 0.0f;
+            float prob = col < V ? expf((float)v[k] - m) * scale : 0.0f;
             float grad = col < V ? (prob - (col == target ? 1.0f : 0.0f)) * dloss : 0.0f;
             d[k] = (floatX)grad;
         }
@@ -997,10 +1694,10 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
     }
 }
 
-inline void fused_classifier(floatX* logits, float* losses, const int* targets, int N, int V,
-                             int Vp, float dloss, cudaStream_t stream) {
+inline void fused_classifier(floatX* logits, float* losses, float* z_losses, const int* targets,
+                             int N, int V, int Vp, float dloss, float z_coef, cudaStream_t stream) {
     fused_classifier_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
-        logits, losses, targets, N, V, Vp, dloss);
+        logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1028,18 +1725,26 @@ inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, fl
 }
 
 // =============================================================================================
-// The model: parameters, gradients and optimizer state in the layout above, activations for
+// The model: parameters, gradients and optimizer state in the table above, activations for
 // micro-batches of B x T tokens.
+
+// Bytes of device memory the model state holds, counted as it is allocated.
+struct StateBytes {
+    size_t params, grads, master, optimizer;  // optimizer: every buffer of opt_state
+    size_t muon_workspace;                    // Newton-Schulz scratch (not per parameter)
+};
 
 struct GPT {
     GPTConfig config;
+    OptimizerConfig opt;
     int B, T;  // micro-batch shape the activations are sized for
     ParamLayout layout;
     floatX* params;  // layout.total elements each
     floatX* grads;
-    float* master;  // fp32 master weights (bf16 build only; nullptr in fp32)
-    float* adam_m;
-    float* adam_v;
+    float* master;                        // fp32 master weights (bf16 build only; else nullptr)
+    float* opt_state[NUM_STATE_BUFFERS];  // STATE_BUFFERS; nullptr when it covers no tensor
+    MuonWorkspace muon;                   // Newton-Schulz scratch (empty without Muon tensors)
+    StateBytes state_bytes;
     Activations acts;
     floatX* acts_x;  // the activation buffers
     float* acts_f;
@@ -1048,38 +1753,67 @@ struct GPT {
     int* targets;             // (B,T)
     TokenBuckets buckets;     // inputs grouped by token, for the wte gradient
     float* host_losses;       // (B,T)
-    int adam_t;               // AdamW steps taken
+    float* host_z_losses;     // (B,T)
+    double z_loss_coef;       // the z-loss coefficient of the objective (0: off)
+    int opt_step;             // optimizer steps taken (AdamW's bias correction, rounding seeds)
     uint64_t seed;            // stochastic rounding seeds derive from it
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
     cudaStream_t stream;
+    DataParallel* dp;  // data-parallel gradient reduction, or nullptr (one process, tests)
 };
 
 inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
     return base + m->layout.tensors[index].offset;
 }
 inline floatX* layer_param(const GPT* m, floatX* base, int layer, int which) {
-    return param_tensor(m, base, layer_tensor_index(layer, which));
+    return param_tensor(m, base, layer_tensor_index(&m->layout, layer, which));
 }
 
-inline void gpt_build(GPT* m, const GPTConfig* config, int B, int T, uint64_t seed) {
+// Elements of state buffer `which` (STATE_BUFFERS).
+inline size_t state_elems(const ParamLayout* layout, int which) {
+    return layout->state_total[STATE_BUFFERS[which].optimizer];
+}
+
+// cudaMalloc of `bytes` bytes set to zero (nullptr for none), counted into *held.
+template <class T>
+T* device_zeros(size_t bytes, size_t* held) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    *held += bytes;
+    return (T*)p;
+}
+
+inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
+                      uint64_t seed) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
+    m->opt = *opt;
     m->B = B;
     m->T = T;
     m->seed = seed;
     m->stream = 0;
-    build_param_layout(&m->layout, config);
+    build_param_layout(&m->layout, config, opt);
     const size_t P = m->layout.total;
-    CUDA_CHECK(cudaMalloc(&m->params, P * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&m->grads, P * sizeof(floatX)));
-    if (!FLOATX_IS_FP32) CUDA_CHECK(cudaMalloc(&m->master, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&m->adam_m, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&m->adam_v, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->params, 0, P * sizeof(floatX)));
-    CUDA_CHECK(cudaMemset(m->grads, 0, P * sizeof(floatX)));
-    CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
+    StateBytes* held = &m->state_bytes;
+    m->params = device_zeros<floatX>(P * sizeof(floatX), &held->params);
+    m->grads = device_zeros<floatX>(P * sizeof(floatX), &held->grads);
+    if (!FLOATX_IS_FP32) m->master = device_zeros<float>(P * sizeof(float), &held->master);
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        m->opt_state[i] =
+            device_zeros<float>(state_elems(&m->layout, i) * sizeof(float), &held->optimizer);
+    // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n
+    size_t matrix_elems = 0, gram_elems = 0;
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* t = &m->layout.tensors[i];
+        if (t->optimizer != OPT_MUON) continue;
+        const size_t short_side = (size_t)std::min(t->rows / t->units, t->cols);
+        matrix_elems = std::max(matrix_elems, t->numel / t->units);
+        gram_elems = std::max(gram_elems, short_side * short_side);
+    }
+    held->muon_workspace = muon_workspace_init(&m->muon, matrix_elems, gram_elems);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
     layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
@@ -1097,6 +1831,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, int B, int T, uint64_t se
     CUDA_CHECK(cudaMalloc(&m->buckets.pos, N * sizeof(int)));
     m->buckets.host = (int*)MALLOC_CHECK((3 * (size_t)N + 1) * sizeof(int));
     m->host_losses = (float*)MALLOC_CHECK(N * sizeof(float));
+    m->host_z_losses = (float*)MALLOC_CHECK(N * sizeof(float));
     matmul_init(&m->mm, m->stream);
 }
 
@@ -1105,8 +1840,9 @@ inline void gpt_free(GPT* m) {
     CUDA_CHECK(cudaFree(m->params));
     CUDA_CHECK(cudaFree(m->grads));
     if (m->master) CUDA_CHECK(cudaFree(m->master));
-    CUDA_CHECK(cudaFree(m->adam_m));
-    CUDA_CHECK(cudaFree(m->adam_v));
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        if (m->opt_state[i]) CUDA_CHECK(cudaFree(m->opt_state[i]));
+    muon_workspace_free(&m->muon);
     CUDA_CHECK(cudaFree(m->acts_x));
     CUDA_CHECK(cudaFree(m->acts_f));
     CUDA_CHECK(cudaFree(m->inputs));
@@ -1116,6 +1852,7 @@ inline void gpt_free(GPT* m) {
     CUDA_CHECK(cudaFree(m->buckets.pos));
     free(m->buckets.host);
     free(m->host_losses);
+    free(m->host_z_losses);
     free(m->acts.layers);
     free(m->layout.tensors);
 }
@@ -1130,25 +1867,11 @@ inline void gpt_set_params(GPT* m, const float* values) {
     CUDA_CHECK(cudaMemcpy(m->params, rounded, P * sizeof(floatX), cudaMemcpyHostToDevice));
     if (m->master)
         CUDA_CHECK(cudaMemcpy(m->master, values, P * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(m->adam_m, 0, P * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->adam_v, 0, P * sizeof(float)));
-    m->adam_t = 0;
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        if (m->opt_state[i])
+            CUDA_CHECK(cudaMemset(m->opt_state[i], 0, state_elems(&m->layout, i) * sizeof(float)));
+    m->opt_step = 0;
     free(rounded);
-}
-
-// A small seeded generator for host-side initialization and random tokens (splitmix64).
-inline uint64_t rng_next(uint64_t* state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-inline double rng_uniform(uint64_t* state) {
-    return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
-}
-inline double rng_normal(uint64_t* state) {  // Box-Muller
-    double u1 = rng_uniform(state), u2 = rng_uniform(state);
-    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
 }
 
 // GPT-2 initialization from the tensors' init rules (see build_param_layout), from `seed`.
@@ -1172,12 +1895,13 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 
 // ---------------------------------------------------------------------------------------------
 // Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
-// classifier also leaves dloss * d(loss of each position)/d(logits) in acts.logits for
-// gpt_backward. Returns the mean loss over the B*T positions.
+// classifier also leaves dloss * d(objective of each position)/d(logits) in acts.logits for
+// gpt_backward, the objective being the cross-entropy plus m->z_loss_coef * (log Z)^2. Returns
+// the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
 // B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
 // uses the front of every activation buffer; the backward pass needs the full shape.
 inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
-                                int T) {
+                                int T, double* z_loss = nullptr) {
     const GPTConfig* c = &m->config;
     const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
     const int L = c->layers;
@@ -1211,6 +1935,9 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
         linear_forward(&m->mm, la->qkv, la->ln1, layer_param(m, p, l, QKV_W),
                        layer_param(m, p, l, QKV_B), N, C, 3 * C);
+        if (c->qk_norm)
+            qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
+                            layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
         attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
         linear_forward(&m->mm, a->proj_out, la->atty, layer_param(m, p, l, ATTPROJ_W),
                        layer_param(m, p, l, ATTPROJ_B), N, C, C);
@@ -1226,23 +1953,32 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         layernorm_forward(
             la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
             last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
-            last ? param_tensor(m, p, lnf_index(c, 0)) : layer_param(m, p, l + 1, LN1_W),
-            last ? param_tensor(m, p, lnf_index(c, 1)) : layer_param(m, p, l + 1, LN1_B), N, C, st);
+            last ? param_tensor(m, p, lnf_index(&m->layout, 0)) : layer_param(m, p, l + 1, LN1_W),
+            last ? param_tensor(m, p, lnf_index(&m->layout, 1)) : layer_param(m, p, l + 1, LN1_B),
+            N, C, st);
     }
     linear_forward(&m->mm, a->logits, a->lnf, param_tensor(m, p, WTE), nullptr, N, C,
                    c->padded_vocab);
-    fused_classifier(a->logits, a->losses, m->targets, N, c->vocab, c->padded_vocab, dloss, st);
+    fused_classifier(a->logits, a->losses, a->z_losses, m->targets, N, c->vocab, c->padded_vocab,
+                     dloss, (float)m->z_loss_coef, st);
 
     CUDA_CHECK(
         cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, a->z_losses, N * sizeof(float),
+                               cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += m->host_losses[i];
+    double sum = 0.0, z_sum = 0.0;
+    for (int i = 0; i < N; i++) {
+        sum += m->host_losses[i];
+        z_sum += m->host_z_losses[i];
+    }
+    if (z_loss) *z_loss = z_sum / N;
     return sum / N;
 }
 
-inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss) {
-    return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T);
+inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss,
+                          double* z_loss = nullptr) {
+    return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
 }
 
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
@@ -1261,10 +1997,10 @@ inline void gpt_backward(GPT* m) {
     linear_backward(&m->mm, a->dbtc, param_tensor(m, g, WTE), nullptr, partials, a->logits, a->lnf,
                     param_tensor(m, p, WTE), N, C, c->padded_vocab);
     const floatX* last_residual = a->layers[L - 1].residual3;
-    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(c, 0)),
-                       param_tensor(m, g, lnf_index(c, 1)), partials, a->dbtc, last_residual,
-                       a->lnf_mean, a->lnf_rstd, param_tensor(m, p, lnf_index(c, 0)), N, C, false,
-                       st);
+    layernorm_backward(a->dresidual, param_tensor(m, g, lnf_index(&m->layout, 0)),
+                       param_tensor(m, g, lnf_index(&m->layout, 1)), partials, a->dbtc,
+                       last_residual, a->lnf_mean, a->lnf_rstd,
+                       param_tensor(m, p, lnf_index(&m->layout, 0)), N, C, false, st);
     for (int l = L - 1; l >= 0; l--) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
@@ -1284,14 +2020,41 @@ inline void gpt_backward(GPT* m) {
                         layer_param(m, p, l, ATTPROJ_W), N, C, C);
         attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
                            st);
+        if (c->qk_norm)
+            qk_norm_backward(a->dqkv, layer_param(m, g, l, Q_NORM_W),
+                             layer_param(m, g, l, K_NORM_W), partials, la->qk_raw, la->qk_rstd,
+                             layer_param(m, p, l, Q_NORM_W), layer_param(m, p, l, K_NORM_W), N, NH,
+                             HS, st);
         linear_backward(&m->mm, a->dbtc, layer_param(m, g, l, QKV_W), layer_param(m, g, l, QKV_B),
                         partials, a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
         layernorm_backward(a->dresidual, layer_param(m, g, l, LN1_W), layer_param(m, g, l, LN1_B),
                            partials, a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
                            layer_param(m, p, l, LN1_W), N, C, true, st);
+        // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
+        // constant): set it so, rather than leave the rounding noise of its column sums for
+        // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient)
+        if (!c->qk_norm)
+            CUDA_CHECK(cudaMemsetAsync(layer_param(m, g, l, QKV_B) + C, 0, C * sizeof(floatX), st));
+        dp_unit_done(m->dp, L - 1 - l, st);  // the block's gradients are complete
     }
     encoder_backward(param_tensor(m, g, WTE), param_tensor(m, g, WPE), a->dresidual, &m->buckets, B,
                      T, C, st);
+    dp_unit_done(m->dp, L, st);
+}
+
+// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
+// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
+// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
+inline void gpt_grad_units(const GPT* m, size_t* begin, size_t* end) {
+    const int L = m->config.layers;
+    for (int l = 0; l < L; l++) {
+        begin[L - 1 - l] = m->layout.tensors[layer_tensor_index(&m->layout, l, 0)].offset;
+        end[L - 1 - l] = l + 1 < L
+                             ? m->layout.tensors[layer_tensor_index(&m->layout, l + 1, 0)].offset
+                             : m->layout.total;
+    }
+    begin[L] = 0;
+    end[L] = m->layout.tensors[layer_tensor_index(&m->layout, 0, 0)].offset;
 }
 
 inline void gpt_zero_grad(GPT* m) {
@@ -1299,21 +2062,24 @@ inline void gpt_zero_grad(GPT* m) {
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
-// Leaves the gradient of the mean micro-batch loss in m->grads (the key bias gradient set to
-// exactly zero: softmax ignores a per-query constant) and returns that mean loss.
-inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A) {
+// Leaves the gradient of the mean micro-batch objective in m->grads (without QK-norm the key
+// bias gradient exactly zero), averaged over the data-parallel ranks when m->dp is set, and
+// returns the mean cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
+inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
+                                   double* z_loss = nullptr) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
-    double loss = 0.0;
+    double loss = 0.0, z_sum = 0.0;
     for (int a = 0; a < A; a++) {
-        loss +=
-            gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N, 1.0f / ((float)N * A));
+        double z = 0.0;
+        loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N,
+                            1.0f / ((float)N * A), &z);
+        z_sum += z;
+        if (m->dp) m->dp->reduce = a == A - 1;  // reduce the sums of the last micro-batch
         gpt_backward(m);
     }
-    const int C = m->config.channels;
-    for (int l = 0; l < m->config.layers; l++)
-        CUDA_CHECK(cudaMemsetAsync(layer_param(m, m->grads, l, QKV_B) + C, 0, C * sizeof(floatX),
-                                   m->stream));
+    dp_finish(m->dp, m->stream);
+    if (z_loss) *z_loss = z_sum / A;
     return loss / A;
 }
 
@@ -1334,23 +2100,49 @@ inline double clip_scale(double norm, double clip) {
     return s < 1.0 ? s : 1.0;
 }
 
-// One AdamW step over every tensor (betas 0.9/0.95, eps 1e-8; weight decay on 2-D tensors).
-inline void gpt_update(GPT* m, double lr, double weight_decay, double grad_scale) {
-    m->adam_t++;
-    AdamWHyper h;
-    h.lr = lr;
-    h.beta1 = 0.9;
-    h.beta2 = 0.95;
-    h.eps = 1e-8;
-    h.grad_scale = grad_scale;
-    h.t = m->adam_t;
-    h.seed = hash_u32((uint32_t)m->seed ^
-                      hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->adam_t)));
+// The scheduled learning rate of each optimizer at `step`: one schedule, two peaks (--lr for
+// AdamW, --muon-lr for Muon), so the schedule scales both alike.
+inline void step_learning_rates(const ScheduleConfig* sched, double muon_peak, int step,
+                                double lr[NUM_OPTIMIZERS]) {
+    ScheduleConfig muon = *sched;
+    muon.lr = muon_peak;
+    lr[OPT_ADAMW] = learning_rate(sched, step);
+    lr[OPT_MUON] = learning_rate(&muon, step);
+}
+
+// One optimizer step: a loop over the parameter table, each tensor through its optimizer at its
+// optimizer's scheduled lr (times the tensor's lr_scale), with the gradients scaled by
+// grad_scale (clipping).
+inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
+    m->opt_step++;
+    const OptimizerConfig* o = &m->opt;
+    const uint32_t seed = hash_u32(
+        (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
+    const MuonHyper muon = {lr[OPT_MUON],     o->muon_momentum, o->muon_nesterov != 0,
+                            o->muon_ns_steps, grad_scale,       seed};
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        adamw_update(m->params + t->offset, m->master ? m->master + t->offset : nullptr,
-                     m->grads + t->offset, m->adam_m + t->offset, m->adam_v + t->offset, t->numel,
-                     t->offset, t->decay ? weight_decay : 0.0, &h, m->stream);
+        floatX* params = m->params + t->offset;
+        float* master = m->master ? m->master + t->offset : nullptr;
+        const floatX* grads = m->grads + t->offset;
+        const double wd = t->decay ? o->weight_decay : 0.0;
+        if (t->optimizer == OPT_ADAMW) {
+            // AdamW's lr_scale scales its whole step, decay included (a parameter group's lr)
+            const AdamWHyper adamw = {lr[OPT_ADAMW] * t->lr_scale,
+                                      o->beta1,
+                                      o->beta2,
+                                      o->eps,
+                                      grad_scale,
+                                      m->opt_step,
+                                      seed};
+            adamw_update(params, master, grads, m->opt_state[ADAMW_M] + t->state_offset,
+                         m->opt_state[ADAMW_V] + t->state_offset, t->numel, t->offset, wd, &adamw,
+                         m->stream);
+        } else {
+            muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + t->state_offset,
+                        t->rows, t->cols, t->units, t->offset, t->lr_scale, wd, &muon, &m->muon,
+                        &m->mm, m->stream);
+        }
     }
 }
 
@@ -1361,18 +2153,6 @@ inline double flops_per_token(const GPTConfig* c, int T) {
     const double C = c->channels, L = c->layers;
     double matmul_params = L * 12.0 * C * C + (double)c->padded_vocab * C;
     return 6.0 * matmul_params + 6.0 * L * C * T;
-}
-
-// Prints "error: <message>" and ends the program with a failure status: the response to bad
-// input (flags, data, checkpoints), which is reported, never worked around.
-[[noreturn]] inline void fatal(const char* format, ...) {
-    va_list args;
-    va_start(args, format);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, format, args);
-    fprintf(stderr, "\n");
-    va_end(args);
-    exit(EXIT_FAILURE);
 }
 
 // =============================================================================================
@@ -1555,8 +2335,10 @@ inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int
 // =============================================================================================
 // Checkpoints (llmc/checkpoint.h: written atomically, checksummed, the newest N kept). One holds
 // what a run needs to continue bit for bit: the parameters as the forward pass reads them, the
-// fp32 master weights (bf16 build), AdamW's m and v, the step and AdamW's step count, the seed
-// of stochastic rounding, the generators of samples and random tokens, and the training
+// fp32 master weights (bf16 build), the optimizers' state buffers (sections named as in
+// STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
+// parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the
+// seed of stochastic rounding, the generators of samples and random tokens, and the training
 // loader's position. Its configuration block, compared byte for byte on load, is the model's
 // shape and precision; the loader's saved state checks the data, B, T and the seed itself.
 
@@ -1583,7 +2365,7 @@ inline CheckpointConfig checkpoint_config_of(const GPTConfig* c) {
 
 struct RunState {            // section "run"
     uint64_t step;           // optimizer steps done
-    uint64_t adam_t;         // AdamW's step count (bias correction, stochastic rounding)
+    uint64_t opt_step;       // GPT::opt_step (AdamW's bias correction, stochastic rounding)
     uint64_t rounding_seed;  // GPT::seed, from which each step's rounding seed derives
     uint64_t sample_rng;     // generator of the samples printed during training
     uint64_t token_rng;      // generator of random tokens (no --data)
@@ -1603,9 +2385,36 @@ inline void write_device_section(CheckpointWriter* w, const char* name, const vo
     }
 }
 
+// Section "layout": the parameter table, one record per tensor in table order. A resumed run's
+// table must equal it record for record, which refuses a checkpoint of another model or
+// optimizer by the name of the first tensor that differs, before any state is read.
+struct LayoutRecord {  // 64 bytes, no padding
+    char name[32];
+    int32_t rows, cols;
+    int32_t optimizer;      // OptimizerKind
+    int32_t units;          // Muon matrix units
+    uint64_t offset;        // in the parameter, gradient and master buffers (elements)
+    uint64_t state_offset;  // in its optimizer's state buffers (elements)
+};
+static_assert(sizeof(LayoutRecord) == 64, "LayoutRecord has padding");
+
+inline LayoutRecord layout_record_of(const ParamTensor* t) {
+    LayoutRecord rec;
+    memset(&rec, 0, sizeof(rec));
+    snprintf(rec.name, sizeof(rec.name), "%s", t->name);
+    rec.rows = t->rows;
+    rec.cols = t->cols;
+    rec.optimizer = t->optimizer;
+    rec.units = t->units;
+    rec.offset = t->offset;
+    rec.state_offset = t->state_offset;
+    return rec;
+}
+
 // Writes DIR/ckpt_stepSSSSSSSS.bin for rs->step and keeps the newest `keep` (0: all).
+// run_config: the section run_config_section() made of this run's configuration.
 inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunState* rs,
-                            const TrainData* d) {
+                            const TrainData* d, const std::vector<char>* run_config) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
@@ -1613,9 +2422,17 @@ inline void save_checkpoint(const GPT* m, const char* dir, int keep, const RunSt
     if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
     write_device_section(&w, "params", m->params, P * sizeof(floatX), stage);
     if (m->master) write_device_section(&w, "master", m->master, P * sizeof(float), stage);
-    write_device_section(&w, "adam_m", m->adam_m, P * sizeof(float), stage);
-    write_device_section(&w, "adam_v", m->adam_v, P * sizeof(float), stage);
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        write_device_section(&w, STATE_BUFFERS[i].name, m->opt_state[i],
+                             state_elems(&m->layout, i) * sizeof(float), stage);
+    std::vector<LayoutRecord> records(m->layout.count);
+    for (int i = 0; i < m->layout.count; i++) records[i] = layout_record_of(&m->layout.tensors[i]);
+    if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
+        0)
+        fatal("%s", w.error);
     if (ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0) fatal("%s", w.error);
+    if (ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+        fatal("%s", w.error);
     if (d->shards) {
         DataLoaderState ds = dataloader_state(&d->train);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
@@ -1639,15 +2456,86 @@ inline void read_device_section(CheckpointReader* r, const char* name, void* dst
     }
 }
 
+inline bool checkpoint_has_section(const CheckpointReader* r, const char* name) {
+    for (uint64_t i = 0; i < r->section_count; i++)
+        if (strcmp(r->sections[i].name, name) == 0) return true;
+    return false;
+}
+
+// The layout section of an open checkpoint. A checkpoint from before the parameter table
+// (AdamW's moments as adam_m/adam_v over every tensor, no layout) is refused here, by name.
+inline std::vector<LayoutRecord> read_layout(CheckpointReader* r) {
+    if (!checkpoint_has_section(r, "layout")) {
+        if (checkpoint_has_section(r, "adam_m"))
+            fatal(
+                "checkpoint %s was written before optimizer state had a layout (it holds "
+                "adam_m/adam_v for every tensor and no 'layout' section); this program cannot "
+                "resume or sample it: start a new run, or use the build that wrote it",
+                r->path);
+        fatal("checkpoint %s has no 'layout' section", r->path);
+    }
+    const CkptSectionInfo* s = ckpt_lookup(r, "layout");
+    if (s->size % sizeof(LayoutRecord) != 0)
+        fatal("checkpoint %s: its layout section has %llu bytes, not whole %zu-byte records",
+              r->path, (unsigned long long)s->size, sizeof(LayoutRecord));
+    std::vector<LayoutRecord> records(s->size / sizeof(LayoutRecord));
+    if (ckpt_read_section(r, "layout", records.data(), s->size) != 0) fatal("%s", r->error);
+    for (LayoutRecord& rec : records) rec.name[sizeof(rec.name) - 1] = '\0';
+    return records;
+}
+
+inline const char* optimizer_name(int32_t kind) {
+    return kind >= 0 && kind < NUM_OPTIMIZERS ? OPTIMIZER_NAMES[kind] : "an unknown optimizer";
+}
+
+// Refuses (fatal) a checkpoint whose layout is not this model's table, naming the first tensor
+// that differs and how.
+inline void check_layout(const CheckpointReader* r, const std::vector<LayoutRecord>& stored,
+                         const ParamLayout* layout) {
+    for (int i = 0; i < layout->count; i++) {
+        const ParamTensor* t = &layout->tensors[i];
+        const LayoutRecord* s = nullptr;
+        for (const LayoutRecord& rec : stored)
+            if (strcmp(rec.name, t->name) == 0) s = &rec;
+        if (s == nullptr)
+            fatal(
+                "checkpoint %s holds no tensor %s, which this model has (another model: "
+                "--qk-norm?)",
+                r->path, t->name);
+        if (s->optimizer != t->optimizer)
+            fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
+                  r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
+        if (s->rows != t->rows || s->cols != t->cols || s->units != t->units)
+            fatal(
+                "checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
+                "here",
+                r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
+        if (s->offset != t->offset || s->state_offset != t->state_offset ||
+            (size_t)i >= stored.size() || s != &stored[i])
+            fatal(
+                "checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu, state "
+                "offset %llu) than here (entry %d, offset %zu, state offset %zu)",
+                r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset,
+                (unsigned long long)s->state_offset, i, t->offset, t->state_offset);
+    }
+    if (stored.size() != (size_t)layout->count)
+        fatal(
+            "checkpoint %s holds tensor %s, which this model does not have (another model: "
+            "--qk-norm?)",
+            r->path, stored[layout->count].name);
+}
+
 // Loads the checkpoint of an open reader (verified against m's config by ckpt_open) into m and
 // returns its run state; the training loader's state goes to *ds when ds is not nullptr.
 inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds) {
+    check_layout(r, read_layout(r), &m->layout);
     const size_t P = m->layout.total;
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
     read_device_section(r, "params", m->params, P * sizeof(floatX), stage);
     if (m->master) read_device_section(r, "master", m->master, P * sizeof(float), stage);
-    read_device_section(r, "adam_m", m->adam_m, P * sizeof(float), stage);
-    read_device_section(r, "adam_v", m->adam_v, P * sizeof(float), stage);
+    for (int i = 0; i < NUM_STATE_BUFFERS; i++)
+        read_device_section(r, STATE_BUFFERS[i].name, m->opt_state[i],
+                            state_elems(&m->layout, i) * sizeof(float), stage);
     free(stage);
     RunState rs;
     if (ckpt_read_section(r, "run", &rs, sizeof(rs)) != 0) fatal("%s", r->error);
@@ -1656,27 +2544,12 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* r, DataLoaderState* ds
     if (rs.step != r->step)
         fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
               r->path, (unsigned long long)r->step, (unsigned long long)rs.step);
-    m->adam_t = (int)rs.adam_t;
+    m->opt_step = (int)rs.opt_step;
     m->seed = rs.rounding_seed;
     return rs;
 }
 
-// Creates folder `dir` and any missing parents (mkdir -p).
-inline void make_dirs(const char* dir) {
-    char path[CKPT_PATH_BYTES];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char* p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        const char saved = *p;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            fatal("cannot create folder %s: %s", path, strerror(errno));
-        if (saved == '\0') return;
-        *p = saved;
-    }
-}
-
-// The newest complete checkpoint in folder `dir` (none when the folder does not exist).
+// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
 inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
     uint64_t step;
     char err[1024];
@@ -1701,19 +2574,13 @@ inline bool find_checkpoint(const char* spec, char* path, size_t len) {
 // reports what is wrong.
 inline CheckpointConfig peek_checkpoint_config(const char* path) {
     CheckpointConfig cc;
-    memset(&cc, 0, sizeof(cc));
-    FILE* f = fopen(path, "rb");
-    if (f == nullptr) return cc;
-    uint8_t header[CKPT_HEADER_BYTES];
-    if (fread(header, sizeof(header), 1, f) != 1 || ckpt_get_u64(header + 24) != sizeof(cc) ||
-        fread(&cc, sizeof(cc), 1, f) != 1)
-        memset(&cc, 0, sizeof(cc));
-    fclose(f);
+    char err[CKPT_ERROR_BYTES];
+    if (ckpt_peek_config(path, &cc, sizeof(cc), err, sizeof(err)) != 0) memset(&cc, 0, sizeof(cc));
     return cc;
 }
 
 // =============================================================================================
-// Command line: one table of flags; --help prints it.
+// Command line: one table of flags (llmc/flags.h parses, bounds-checks and prints it).
 
 struct TrainConfig {
     GPTConfig model;
@@ -1721,6 +2588,13 @@ struct TrainConfig {
     long long seed;
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
+    char optimizer[16];  // "adamw" or "muon"
+    double muon_lr;      // 0: --lr (muon_peak_lr); kept as given, so a resumed run that changes
+                         // --lr alone differs from its checkpoint in --lr alone
+    double muon_momentum;
+    int muon_nesterov, muon_ns_steps;
+    char muon_adjust[24];
+    double z_loss;   // the z-loss coefficient (0: off)
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -1732,90 +2606,123 @@ struct TrainConfig {
     char resume[512];
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
+    double comm_timeout, bucket_mb;
+    char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
 
-enum FlagType { FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING, FLAG_SWITCH };
-
-struct Flag {
-    const char* name;
-    FlagType type;
-    size_t field;     // offsetof in TrainConfig
-    size_t capacity;  // FLAG_STRING: buffer size
-    const char* help;
-};
-
-#define FIELD(f) offsetof(TrainConfig, f)
+#define FIELD(f) offsetof(TrainConfig, f), 0
 #define STRING_FIELD(f) offsetof(TrainConfig, f), sizeof(TrainConfig::f)
+#define NON_NEGATIVE 0, FLAG_INT_MAX
+#define POSITIVE 1, FLAG_INT_MAX
 static const Flag FLAGS[] = {
-    {"--data", FLAG_STRING, STRING_FIELD(data),
+    {"--data", FLAG_STRING, STRING_FIELD(data), 0, 0, nullptr, FLAG_IDENTITY,
      "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on "
      "*_val*.bin; empty: random tokens"},
-    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer),
+    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), 0, 0, nullptr, FLAG_FREE,
      "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
-    {"--vocab", FLAG_INT, FIELD(model.vocab), 0,
+    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, MAX_VOCAB, nullptr, FLAG_IDENTITY,
      "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
-    {"--context", FLAG_INT, FIELD(model.context), 0,
+    {"--context", FLAG_INT, FIELD(model.context), 0, MAX_SEQ, nullptr, FLAG_IDENTITY,
      "model context maxT, rows of wpe (0: same as --seq)"},
-    {"--layers", FLAG_INT, FIELD(model.layers), 0, "transformer blocks L"},
-    {"--heads", FLAG_INT, FIELD(model.heads), 0,
+    {"--layers", FLAG_INT, FIELD(model.layers), 1, MAX_LAYERS, nullptr, FLAG_IDENTITY,
+     "transformer blocks L"},
+    {"--heads", FLAG_INT, FIELD(model.heads), 1, MAX_HEADS, nullptr, FLAG_IDENTITY,
      "attention heads NH; --embd/--heads must be 32, 64 or 128"},
-    {"--embd", FLAG_INT, FIELD(model.channels), 0, "model width C"},
-    {"--seq", FLAG_INT, FIELD(seq), 0, "sequence length T (<= --context)"},
-    {"--batch", FLAG_INT, FIELD(batch), 0,
+    {"--embd", FLAG_INT, FIELD(model.channels), 1, MAX_CHANNELS, nullptr, FLAG_IDENTITY,
+     "model width C"},
+    {"--seq", FLAG_INT, FIELD(seq), 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
+     "sequence length T (<= --context)"},
+    {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, nullptr, FLAG_PER_RANK,
      "micro-batch: sequences per forward/backward pass on each rank (B)"},
-    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 0,
+    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 1, 1 << 20, nullptr, FLAG_PER_RANK,
      "micro-batches accumulated per optimizer step (A)"},
-    {"--steps", FLAG_INT, FIELD(steps), 0, "optimizer steps K"},
-    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, "peak learning rate"},
-    {"--warmup", FLAG_INT, FIELD(warmup), 0, "linear warmup steps W (0: none)"},
-    {"--schedule", FLAG_STRING, STRING_FIELD(schedule),
-     "learning rate after warmup: cosine, wsd, linear or constant"},
-    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0,
+    {"--steps", FLAG_INT, FIELD(steps), POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
+    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, INFINITY, nullptr, FLAG_IDENTITY, "peak learning rate"},
+    {"--warmup", FLAG_INT, FIELD(warmup), NON_NEGATIVE, nullptr, FLAG_IDENTITY,
+     "linear warmup steps W (0: none)"},
+    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), 0, 0, "cosine|wsd|linear|constant",
+     FLAG_IDENTITY, "learning rate after warmup"},
+    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, 1, nullptr, FLAG_IDENTITY,
      "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
-    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0,
+    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, 1, nullptr, FLAG_IDENTITY,
      "wsd: fraction of the steps spent decaying"},
-    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0,
-     "AdamW decoupled weight decay on 2-D tensors"},
-    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0,
+    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "decoupled weight decay on 2-D tensors (AdamW's and Muon's, with the unadjusted lr)"},
+    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, INFINITY, nullptr, FLAG_IDENTITY,
      "clip the global gradient norm to this (0: off)"},
-    {"--seed", FLAG_INT64, FIELD(seed), 0,
+    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), 0, 0, "adamw|muon", FLAG_IDENTITY,
+     "adamw: AdamW for every tensor (betas 0.9/0.95, eps 1e-8); muon: Muon for the hidden "
+     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest"},
+    {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "Muon's peak learning rate, scaled by the schedule as --lr is (0: --lr)"},
+    {"--muon-momentum", FLAG_DOUBLE, FIELD(muon_momentum), 0, 1, nullptr, FLAG_IDENTITY,
+     "Muon's momentum mu (the buffer is an average: buf += (1-mu)(g - buf))"},
+    {"--muon-nesterov", FLAG_INT, FIELD(muon_nesterov), 0, 1, nullptr, FLAG_IDENTITY,
+     "1: Nesterov momentum (orthogonalize g + mu (buf - g)); 0: orthogonalize buf"},
+    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), 0, 99, nullptr, FLAG_IDENTITY,
+     "Newton-Schulz iterations (quintic, coefficients 3.4445, -4.7750, 2.0315)"},
+    {"--muon-adjust", FLAG_STRING, STRING_FIELD(muon_adjust), 0, 0, "original|match_rms_adamw",
+     FLAG_IDENTITY,
+     "Muon's lr per matrix of A output x B input features: original sqrt(max(1, A/B)); "
+     "match_rms_adamw 0.2 sqrt(max(A, B)), so AdamW's lr and weight decay carry over"},
+    {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), 0, 0, nullptr, FLAG_IDENTITY,
+     "RMSNorm of each head's q and k (eps 1e-6) with learned per-dimension scales, before the "
+     "softmax scale"},
+    {"--z-loss", FLAG_DOUBLE, FIELD(z_loss), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "z-loss coefficient: adds COEF * (log Z)^2 per position to the objective (0: off; 1e-4 "
+     "is the usual value); train_loss stays the cross-entropy"},
+    {"--seed", FLAG_INT64, FIELD(seed), 0, 9.2e18, nullptr, FLAG_IDENTITY,
      "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
-    {"--val-every", FLAG_INT, FIELD(val_every), 0,
+    {"--val-every", FLAG_INT, FIELD(val_every), NON_NEGATIVE, nullptr, FLAG_FREE,
      "validation loss at step 0, every N steps and at the end (0: never)"},
-    {"--val-steps", FLAG_INT, FIELD(val_steps), 0,
+    {"--val-steps", FLAG_INT, FIELD(val_steps), NON_NEGATIVE, nullptr, FLAG_FREE,
      "validation batches per evaluation (0: the whole split)"},
-    {"--sample-every", FLAG_INT, FIELD(sample_every), 0,
+    {"--sample-every", FLAG_INT, FIELD(sample_every), NON_NEGATIVE, nullptr, FLAG_FREE,
      "print a text sample every N steps and at the end (0: at the end only)"},
-    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, "tokens per sample (0: no samples)"},
-    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0,
+    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, MAX_SAMPLE_LEN, nullptr, FLAG_FREE,
+     "tokens per sample (0: no samples)"},
+    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0, INFINITY, nullptr, FLAG_FREE,
      "sampling temperature (0: always the most likely token)"},
-    {"--top-k", FLAG_INT, FIELD(top_k), 0, "sample from the k most likely tokens (0: from all)"},
-    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), "text the samples continue"},
-    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir),
-     "folder for checkpoints (empty: none are written)"},
-    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), 0,
+    {"--top-k", FLAG_INT, FIELD(top_k), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "sample from the k most likely tokens (0: from all)"},
+    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), 0, 0, nullptr, FLAG_FREE,
+     "text the samples continue"},
+    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), 0, 0, nullptr, FLAG_FREE,
+     "folder for checkpoints, locked for the run (empty: none are written)"},
+    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), NON_NEGATIVE, nullptr, FLAG_FREE,
      "write a checkpoint every N steps and at the end (0: at the end only)"},
-    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), 0,
+    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), NON_NEGATIVE, nullptr, FLAG_FREE,
      "keep the newest N checkpoints (0: all)"},
-    {"--resume", FLAG_STRING, STRING_FIELD(resume),
+    {"--resume", FLAG_STRING, STRING_FIELD(resume), 0, 0, nullptr, FLAG_FREE,
      "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there "
-     "is none)"},
-    {"--log", FLAG_STRING, STRING_FIELD(log),
+     "is none); the checkpoint must be of this run (see README)"},
+    {"--log", FLAG_STRING, STRING_FIELD(log), 0, 0, nullptr, FLAG_FREE,
      "JSONL log of the run, read by scripts/plot.py (empty: none)"},
-    {"--sample", FLAG_STRING, STRING_FIELD(sample),
+    {"--sample", FLAG_STRING, STRING_FIELD(sample), 0, 0, nullptr, FLAG_FREE,
      "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes "
      "from it), continue --prompt by --sample-len tokens, print, exit"},
-    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 0,
+    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 1, INFINITY, nullptr, FLAG_FREE,
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
-    {"--help", FLAG_SWITCH, FIELD(help), 0, "print this help and exit"},
+    {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
+     "seconds a rank waits in a collective before it ends the job (longer than any rank "
+     "works alone: checkpoint writes, samples)"},
+    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
+     "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
+     "as the backward pass has finished it"},
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+     "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
+     "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
+    {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
 };
 #undef FIELD
 #undef STRING_FIELD
+#undef NON_NEGATIVE
+#undef POSITIVE
 constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
 
 inline void train_config_defaults(TrainConfig* tc) {
-    memset(tc, 0, sizeof(*tc));
+    memset(tc, 0, sizeof(*tc));  // also the unused bytes of strings, so configs compare exactly
     tc->model.vocab = 0;
     tc->model.context = 0;
     tc->model.layers = 12;
@@ -1828,6 +2735,13 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->lr = 6e-4;
     tc->warmup = 0;
     snprintf(tc->schedule, sizeof(tc->schedule), "cosine");
+    snprintf(tc->optimizer, sizeof(tc->optimizer), "adamw");
+    tc->muon_lr = 0.0;
+    tc->muon_momentum = 0.95;
+    tc->muon_nesterov = 1;
+    tc->muon_ns_steps = 5;
+    snprintf(tc->muon_adjust, sizeof(tc->muon_adjust), "match_rms_adamw");
+    tc->z_loss = 0.0;
     tc->min_lr_frac = 0.1;
     tc->decay_frac = 0.2;
     tc->weight_decay = 0.1;
@@ -1841,160 +2755,143 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->top_k = 40;
     tc->keep_checkpoints = 3;
     tc->peak_flops = 989e12;
+    tc->comm_timeout = 300;
+    tc->bucket_mb = 25;
 }
 
-inline void print_flag_value(FILE* f, const Flag* flag, const TrainConfig* tc) {
-    const char* field = (const char*)tc + flag->field;
-    switch (flag->type) {
-        case FLAG_INT:
-            fprintf(f, "%d", *(const int*)field);
-            break;
-        case FLAG_INT64:
-            fprintf(f, "%lld", *(const long long*)field);
-            break;
-        case FLAG_DOUBLE:
-            fprintf(f, "%g", *(const double*)field);
-            break;
-        case FLAG_STRING:
-            fprintf(f, "\"%s\"", field);
-            break;
-        case FLAG_SWITCH:
-            fprintf(f, "off");
-            break;
+// ---------------------------------------------------------------------------------------------
+// The run's identity in a checkpoint. The section "run_config" holds the value of every flag of
+// role FLAG_IDENTITY (the model, the data, the schedule, the optimizer and its hyperparameters,
+// the seed) as "--name\0value\0" pairs (flag_format's text), and the global batch in sequences
+// as "global-batch\0N\0". --resume compares it with the run being started: those flags and the
+// global batch (ranks x --batch x --grad-accum) must be equal, while the grid, the per-rank
+// split of the batch and the FLAG_FREE flags (--steps, logging, sampling, checkpoint frequency)
+// may change, and leave the checkpoint's bytes as they are. A flag the checkpoint does not
+// record has its default.
+
+inline int64_t global_batch_sequences(const TrainConfig* tc, int ranks) {
+    return (int64_t)ranks * tc->batch * tc->grad_accum;
+}
+
+inline std::vector<char> run_config_section(const TrainConfig* tc, int ranks) {
+    std::vector<char> out;
+    auto put = [&out](const char* text) { out.insert(out.end(), text, text + strlen(text) + 1); };
+    char value[1100];
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (FLAGS[i].role != FLAG_IDENTITY) continue;
+        put(FLAGS[i].name);
+        put(flag_format(&FLAGS[i], tc, value, sizeof(value)));
     }
+    put("global-batch");
+    snprintf(value, sizeof(value), "%lld", (long long)global_batch_sequences(tc, ranks));
+    put(value);
+    return out;
+}
+
+// Refuses (fatal) a checkpoint whose recorded run is not the run tc describes on `ranks` ranks,
+// naming every difference.
+inline void check_run_config(CheckpointReader* r, const TrainConfig* tc, int ranks) {
+    const CkptSectionInfo* info = ckpt_lookup(r, "run_config");
+    if (info == nullptr)
+        fatal(
+            "checkpoint %s records no run configuration (written by an older train_gpt), so it "
+            "cannot be checked against this run; start a fresh run",
+            r->path);
+    std::vector<char> bytes(info->size + 1, '\0');
+    if (ckpt_read_section(r, "run_config", bytes.data(), info->size) != 0) fatal("%s", r->error);
+    TrainConfig stored;
+    train_config_defaults(&stored);
+    long long stored_batch = -1;
+    char msg[512];
+    for (size_t pos = 0; pos < info->size;) {
+        const char* key = bytes.data() + pos;
+        const char* value = key + strlen(key) + 1;
+        pos = (size_t)(value - bytes.data()) + strlen(value) + 1;
+        if (pos > info->size) fatal("checkpoint %s: its run configuration is malformed", r->path);
+        if (strcmp(key, "global-batch") == 0) {
+            stored_batch = atoll(value);
+            continue;
+        }
+        const Flag* flag = flag_find(FLAGS, NUM_FLAGS, key, strlen(key));
+        if (flag == nullptr)
+            fatal(
+                "checkpoint %s records flag '%s', which this train_gpt does not know (written "
+                "by another version?)",
+                r->path, key);
+        if (const char* err = flag_set(flag, &stored, value, msg, sizeof(msg)))
+            fatal("checkpoint %s: its run configuration is malformed: %s", r->path, err);
+    }
+    char diff[4096] = "";
+    int n = flags_differences(FLAGS, NUM_FLAGS, &stored, tc, 1u << FLAG_IDENTITY,
+                              "in the checkpoint", "in this run", diff, sizeof(diff));
+    const long long batch = global_batch_sequences(tc, ranks);
+    if (stored_batch != batch) {
+        n++;
+        const size_t used = strlen(diff);
+        snprintf(diff + used, sizeof(diff) - used,
+                 "\n  global batch (ranks x --batch x --grad-accum): %lld sequences in the "
+                 "checkpoint, %lld in this run (%d x %d x %d)",
+                 stored_batch, batch, ranks, tc->batch, tc->grad_accum);
+    }
+    if (n > 0)
+        fatal(
+            "checkpoint %s is of another run (%d difference%s):%s\n--resume continues the same "
+            "run: its model, data, global batch, schedule and optimizer stay as they were; "
+            "--steps and the logging, sampling and checkpoint flags may change (see README)",
+            r->path, n, n == 1 ? "" : "s", diff);
 }
 
 inline void print_usage(FILE* f, const char* prog) {
     TrainConfig defaults;
     train_config_defaults(&defaults);
     fprintf(f,
-            "usage: %s [--flag value]...   (also --flag=value)\n"
+            "usage: %s [--flag value]...   (also --flag=value; a repeated flag takes its last "
+            "value)\n"
             "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
             "with --sample CHECKPOINT, generates text from a trained model instead.\n"
             "Under mpirun -np N, N ranks (one per GPU) each take --batch sequences of every "
             "batch.\n\nflags:\n",
             prog, PRECISION_NAME);
-    for (int i = 0; i < NUM_FLAGS; i++) {
-        fprintf(f, "  %-18s %s (default ", FLAGS[i].name, FLAGS[i].help);
-        print_flag_value(f, &FLAGS[i], &defaults);
-        fprintf(f, ")\n");
-    }
-}
-// Parses argv into tc (which holds the defaults). Returns an error message or nullptr.
-inline const char* parse_flags(TrainConfig* tc, int argc, char** argv, char* msg, size_t len) {
-    for (int i = 1; i < argc; i++) {
-        const char* arg = argv[i];
-        const char* eq = strchr(arg, '=');
-        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-        const Flag* flag = nullptr;
-        for (int j = 0; j < NUM_FLAGS; j++)
-            if (strlen(FLAGS[j].name) == name_len && strncmp(FLAGS[j].name, arg, name_len) == 0)
-                flag = &FLAGS[j];
-        if (flag == nullptr) {
-            snprintf(msg, len, "unknown flag '%s' (see --help)", arg);
-            return msg;
-        }
-        char* field = (char*)tc + flag->field;
-        if (flag->type == FLAG_SWITCH) {
-            if (eq) {
-                snprintf(msg, len, "%s takes no value", flag->name);
-                return msg;
-            }
-            *(int*)field = 1;
-            continue;
-        }
-        const char* value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : nullptr);
-        if (value == nullptr) {
-            snprintf(msg, len, "%s needs a value", flag->name);
-            return msg;
-        }
-        char* end = nullptr;
-        errno = 0;
-        switch (flag->type) {
-            case FLAG_INT: {
-                long v = strtol(value, &end, 10);
-                if (*value == '\0' || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX)
-                    end = nullptr;
-                else *(int*)field = (int)v;
-                break;
-            }
-            case FLAG_INT64: {
-                long long v = strtoll(value, &end, 10);
-                if (*value == '\0' || *end != '\0' || errno != 0) end = nullptr;
-                else *(long long*)field = v;
-                break;
-            }
-            case FLAG_DOUBLE: {
-                double v = strtod(value, &end);
-                if (*value == '\0' || *end != '\0' || errno != 0 || !std::isfinite(v))
-                    end = nullptr;
-                else *(double*)field = v;
-                break;
-            }
-            default: {  // FLAG_STRING
-                if (strlen(value) >= flag->capacity) {
-                    snprintf(msg, len, "%s value is too long (at most %zu characters)", flag->name,
-                             flag->capacity - 1);
-                    return msg;
-                }
-                snprintf(field, flag->capacity, "%s", value);
-                end = (char*)"";
-                break;
-            }
-        }
-        if (end == nullptr) {
-            snprintf(msg, len, "%s: '%s' is not a valid %s", flag->name, value,
-                     flag->type == FLAG_DOUBLE ? "finite number" : "integer");
-            return msg;
-        }
-    }
-    return nullptr;
+    flags_print_usage(f, FLAGS, NUM_FLAGS, &defaults);
 }
 
-// Completes and checks a parsed training config (vocab already resolved). Returns an error
-// message or nullptr.
+// Checks a parsed configuration, in every mode: each flag within its bounds (the table), then
+// what involves several flags. Completes the derived fields (context 0 -> seq, padded vocab;
+// vocab already resolved). Returns an error message or nullptr.
 inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
+    if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
-    if (tc->grad_accum < 1)
-        snprintf(msg, len, "--grad-accum must be >= 1 (got %d)", tc->grad_accum);
-    else if (tc->steps < 1) snprintf(msg, len, "--steps must be >= 1 (got %d)", tc->steps);
-    else if (tc->warmup < 0) snprintf(msg, len, "--warmup must be >= 0 (got %d)", tc->warmup);
-    else if (tc->lr < 0) snprintf(msg, len, "--lr must be >= 0 (got %g)", tc->lr);
-    else if (schedule_from_name(tc->schedule) < 0)
-        snprintf(msg, len, "unknown --schedule '%s' (cosine, wsd, linear or constant)",
-                 tc->schedule);
-    else if (tc->min_lr_frac < 0 || tc->min_lr_frac > 1)
-        snprintf(msg, len, "--min-lr-frac must be in [0, 1] (got %g)", tc->min_lr_frac);
-    else if (tc->decay_frac < 0 || tc->decay_frac > 1)
-        snprintf(msg, len, "--decay-frac must be in [0, 1] (got %g)", tc->decay_frac);
-    else if (tc->weight_decay < 0)
-        snprintf(msg, len, "--weight-decay must be >= 0 (got %g)", tc->weight_decay);
-    else if (tc->grad_clip < 0)
-        snprintf(msg, len, "--grad-clip must be >= 0 (got %g)", tc->grad_clip);
-    else if (tc->peak_flops <= 0)
-        snprintf(msg, len, "--peak-flops must be > 0 (got %g)", tc->peak_flops);
-    else if (tc->seed < 0) snprintf(msg, len, "--seed must be >= 0 (got %lld)", tc->seed);
-    else if (tc->val_every < 0)
-        snprintf(msg, len, "--val-every must be >= 0 (got %d)", tc->val_every);
-    else if (tc->val_steps < 0)
-        snprintf(msg, len, "--val-steps must be >= 0 (got %d)", tc->val_steps);
-    else if (tc->sample_every < 0)
-        snprintf(msg, len, "--sample-every must be >= 0 (got %d)", tc->sample_every);
-    else if (tc->sample_len < 0)
-        snprintf(msg, len, "--sample-len must be >= 0 (got %d)", tc->sample_len);
-    else if (tc->temperature < 0)
-        snprintf(msg, len, "--temperature must be >= 0 (got %g)", tc->temperature);
-    else if (tc->top_k < 0) snprintf(msg, len, "--top-k must be >= 0 (got %d)", tc->top_k);
-    else if (tc->checkpoint_every < 0)
-        snprintf(msg, len, "--checkpoint-every must be >= 0 (got %d)", tc->checkpoint_every);
-    else if (tc->keep_checkpoints < 0)
-        snprintf(msg, len, "--keep-checkpoints must be >= 0 (got %d)", tc->keep_checkpoints);
-    else if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
+    if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
         snprintf(msg, len, "--resume latest needs --checkpoint-dir");
+    else if (tc->sample[0] && (tc->resume[0] || tc->checkpoint_dir[0] || tc->log[0]))
+        snprintf(msg, len,
+                 "--sample only generates text: it takes no --resume, --checkpoint-dir "
+                 "or --log");
     else return nullptr;
     return msg;
+}
+
+// Muon's peak learning rate: --muon-lr, or --lr when it is 0.
+inline double muon_peak_lr(const TrainConfig* tc) {
+    return tc->muon_lr > 0.0 ? tc->muon_lr : tc->lr;
+}
+
+// The optimizer settings of a checked configuration.
+inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
+    OptimizerConfig o;
+    o.kind = strcmp(tc->optimizer, "muon") == 0 ? OPT_MUON : OPT_ADAMW;
+    o.weight_decay = tc->weight_decay;
+    o.beta1 = 0.9;
+    o.beta2 = 0.95;
+    o.eps = 1e-8;
+    o.muon_momentum = tc->muon_momentum;
+    o.muon_nesterov = tc->muon_nesterov;
+    o.muon_ns_steps = tc->muon_ns_steps;
+    o.muon_adjust = strcmp(tc->muon_adjust, "original") == 0 ? MUON_ADJUST_ORIGINAL
+                                                             : MUON_ADJUST_MATCH_RMS_ADAMW;
+    return o;
 }
 
 // Loads the tokenizer of --tokenizer, or else of --data (DIR/tokenizer.bin). Returns false when
@@ -2034,8 +2931,17 @@ inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
     if (c.vocab != tok->vocab_size)
         fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab,
               tok->vocab_size);
+    // The config block holds the shape; the layout section says whether the model has QK-norm's
+    // scales and which optimizer's state the file holds (needed to read it in full).
+    OptimizerConfig opt = optimizer_config_of(tc);
+    char q_norm_name[32];
+    snprintf(q_norm_name, sizeof(q_norm_name), "h0.%s", LAYER_TENSOR_NAMES[Q_NORM_W]);
+    for (const LayoutRecord& rec : read_layout(&reader)) {
+        if (strcmp(rec.name, q_norm_name) == 0) c.qk_norm = 1;
+        if (rec.optimizer == OPT_MUON) opt.kind = OPT_MUON;
+    }
     GPT model;
-    gpt_build(&model, &c, 1, c.context, 0);
+    gpt_build(&model, &c, &opt, 1, c.context, 0);
     RunState rs = load_checkpoint(&model, &reader, nullptr);
     ckpt_close(&reader);
     printf(
@@ -2061,9 +2967,10 @@ constexpr bool ON_GPU = false;  // built by dev/cpu/cucc: the CPU runtime, where
 constexpr bool ON_GPU = true;
 #endif
 
-// The log's first line: the run's configuration and the baseline plot.py draws.
+// The log's first line: the run's configuration, the bytes of model state it holds and the
+// baseline plot.py draws.
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
-                       int ranks) {
+                       int ranks, const StateBytes* held) {
     const GPTConfig* c = &tc->model;
     logger_begin(lg);
     logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
@@ -2082,7 +2989,17 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_float(lg, "lr", (float)tc->lr);
     logger_int(lg, "warmup", tc->warmup);
     logger_string(lg, "schedule", tc->schedule, strlen(tc->schedule));
+    logger_string(lg, "optimizer", tc->optimizer, strlen(tc->optimizer));
+    if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)muon_peak_lr(tc));
+    logger_int(lg, "qk_norm", c->qk_norm);
+    logger_float(lg, "z_loss", (float)tc->z_loss);
     logger_int(lg, "seed", tc->seed);
+    logger_object_begin(lg, "state_bytes");  // as allocated
+    logger_int(lg, "params", (int64_t)held->params);
+    logger_int(lg, "grads", (int64_t)held->grads);
+    logger_int(lg, "master", (int64_t)held->master);
+    logger_int(lg, "optimizer", (int64_t)held->optimizer);
+    logger_object_end(lg);
     if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
@@ -2144,26 +3061,88 @@ inline void check_replicas(const Comm* comm, const GPT* m) {
            comm->dp.size);
 }
 
+// The startup report's line on the model state: the bytes each buffer holds (as allocated) and
+// what a parameter costs under each optimizer (weights, gradients, master weights and state).
+inline void print_state_bytes(const GPT* m) {
+    const StateBytes* h = &m->state_bytes;
+    const double MiB = 1024.0 * 1024.0;
+    printf("model state: params %.2f MiB, grads %.2f MiB, master %.2f MiB, optimizer %.2f MiB",
+           h->params / MiB, h->grads / MiB, h->master / MiB, h->optimizer / MiB);
+    for (int o = 0; o < NUM_OPTIMIZERS; o++) {
+        int tensors = 0;
+        size_t params = 0, bytes = 2 * sizeof(floatX) + (m->master ? sizeof(float) : 0);
+        for (int i = 0; i < m->layout.count; i++) {
+            if (m->layout.tensors[i].optimizer != o) continue;
+            tensors++;
+            params += m->layout.tensors[i].numel;
+        }
+        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
+            if (STATE_BUFFERS[b].optimizer == o) bytes += sizeof(float);
+        if (tensors > 0)
+            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o], tensors,
+                   params, bytes);
+    }
+    if (h->muon_workspace > 0)
+        printf(" | Newton-Schulz workspace %.2f MiB", h->muon_workspace / MiB);
+    printf("\n");
+}
+
+// Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
+// launch, a script that differs per node) would issue other collectives and hang, or train
+// something else. Rank 0's resolved configuration goes to every rank, which names each flag
+// where it differs; then all ranks stop together if any differs. Called before any work.
+inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
+    if (comm->world == 1) return;
+    char build[64], root_build[64];  // the same struct layout and precision first
+    snprintf(build, sizeof(build), "%s build, TrainConfig of %zu bytes", PRECISION_NAME,
+             sizeof(TrainConfig));
+    memcpy(root_build, build, sizeof(build));
+    comm_broadcast(&comm->dp, root_build, sizeof(root_build), 0);
+    double other_builds = strcmp(build, root_build) != 0;
+    comm_sum_scalars(&comm->dp, &other_builds, 1);
+    if (other_builds > 0)
+        fatal("rank %d: the ranks run different builds of train_gpt (here: %s; rank 0: %s)",
+              comm->rank, build, root_build);
+    TrainConfig root = *tc;
+    comm_broadcast(&comm->dp, &root, sizeof(root), 0);
+    char diff[4096] = "";
+    const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
+    double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
+                                           "here", diff, sizeof(diff));
+    if (differences > 0)
+        fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
+                diff);
+    comm_sum_scalars(&comm->dp, &differences, 1);
+    if (differences > 0)
+        fatal(
+            "rank %d: the ranks were started with different flags (%g differences; every rank "
+            "must get the same command line)",
+            comm->rank, differences);
+}
+
 // Trains (or samples, with --sample) as one rank of `comm`.
-inline int train_main(const Comm* comm, int argc, char** argv) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
+inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
+    TrainConfig& tc = *config;
     char msg[512];
-    if (const char* err = parse_flags(&tc, argc, argv, msg, sizeof(msg))) fatal("%s", err);
     if (tc.help) {
-        print_usage(stdout, argv[0]);
+        print_usage(stdout, prog);
         return EXIT_SUCCESS;
     }
-    Tokenizer tok;
-    const bool have_tokenizer = load_tokenizer(&tc, &tok);
     if (tc.sample[0] && comm->world > 1)
         fatal("--sample runs as a single process, not under an MPI launcher");
-    if (tc.sample[0]) return sample_main(&tc, have_tokenizer ? &tok : nullptr);
-    if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size)
+    Tokenizer tok;
+    const bool have_tokenizer = load_tokenizer(&tc, &tok);
+    if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size && !tc.sample[0])
         fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab,
               tok.vocab_size);
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
+    check_ranks_agree(comm, &tc);
+    if (tc.sample[0]) {
+        const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
+        if (have_tokenizer) tokenizer_free(&tok);
+        return status;
+    }
     const GPTConfig* c = &tc.model;
     const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
     ScheduleConfig sched = {
@@ -2174,9 +3153,25 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     train_data_open(&data, tc.data, c->vocab, B, T, (uint64_t)tc.seed, comm->dp.rank,
                     comm->dp.size);
     const double unigram = data.unigram;
+    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
+    // it also proves it can be written, before any step is trained.
+    if (tc.checkpoint_dir[0] && comm->rank == 0) {
+        char err[CKPT_ERROR_BYTES];
+        if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
+    }
+    const std::vector<char> run_config = run_config_section(&tc, comm->dp.size);
+
     GPT model;
-    gpt_build(&model, c, B, T, (uint64_t)tc.seed);
+    const OptimizerConfig opt = optimizer_config_of(&tc);
+    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed);
+    model.z_loss_coef = tc.z_loss;
     gpt_init_random(&model, (uint64_t)tc.seed);
+    DataParallel dp;
+    std::vector<size_t> unit_begin(c->layers + 1), unit_end(c->layers + 1);
+    gpt_grad_units(&model, unit_begin.data(), unit_end.data());
+    dp_init(&dp, &comm->dp, model.grads, unit_begin.data(), unit_end.data(), c->layers + 1,
+            tc.bucket_mb);
+    model.dp = &dp;
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
 
     // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
@@ -2197,6 +3192,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
                           NUM_CHECKPOINT_FIELDS) != 0)
                 fatal("%s", reader.error);
+            check_run_config(&reader, &tc, comm->dp.size);
             DataLoaderState ds;
             rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
             ckpt_close(&reader);
@@ -2213,7 +3209,6 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         }
     }
     const bool main_rank = comm->rank == 0;
-    if (tc.checkpoint_dir[0] && main_rank) make_dirs(tc.checkpoint_dir);
     Logger lg;
     memset(&lg, 0, sizeof(lg));
     if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
@@ -2222,16 +3217,19 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     const size_t parameters = count_parameters(&model.layout, c);
     printf(
         "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu "
-        "parameters | %s\n",
+        "parameters | %s | attention on %s\n",
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
-        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens");
+        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens",
+        attention_path_name(ATTENTION_PATH));
     if (data.shards)
         printf(
             "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
             "%.4f\n",
             (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
             unigram);
-    if (lg.file && lg.needs_header) log_header(&lg, &tc, parameters, unigram, comm->dp.size);
+    print_state_bytes(&model);
+    if (lg.file && lg.needs_header)
+        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model.state_bytes);
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
     if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);
@@ -2246,22 +3244,36 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     for (int step = (int)rs.step; step < tc.steps; step++) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         auto start = std::chrono::steady_clock::now();
-        double loss = gpt_forward_backward(&model, inputs, targets, A);
-        // Data parallel: the gradients become their mean over the ranks before anything reads
-        // them, so the norm, clipping and AdamW see the global batch's gradient on every rank
-        // and the parameters stay identical; the loss becomes the global batch's too.
-        comm_allreduce_avg(&comm->dp, model.grads, model.layout.total, model.stream);
+        double z_loss = 0.0;
+        double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
+        // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
+        // so the norm, clipping and the optimizers see the global batch's gradient on every rank
+        // and the parameters stay identical; the losses become the global batch's too.
         loss = comm_mean(&comm->dp, loss);
+        z_loss = comm_mean(&comm->dp, z_loss);
         float norm = gpt_grad_norm(&model);
-        double lr = learning_rate(&sched, step);
-        gpt_update(&model, lr, tc.weight_decay, clip_scale(norm, tc.grad_clip));
+        // Every rank holds the same loss and norm, so all stop together; the update is not
+        // taken, and the checkpoints on disk stay those of finite steps.
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+            fatal(
+                "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
+                "before the update (try a lower --lr, warmup or --grad-clip)",
+                step + 1, loss, norm);
+        double lrs[NUM_OPTIMIZERS];
+        step_learning_rates(&sched, muon_peak_lr(&tc), step, lrs);
+        const double lr = lrs[OPT_ADAMW];
+        gpt_update(&model, lrs, clip_scale(norm, tc.grad_clip));
         CUDA_CHECK(cudaDeviceSynchronize());
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->dp.size);
         const int done = step + 1;
-        printf("step %5d/%d | loss %.6f | lr %.4e | norm %.4f | %.1f ms | %.0f tok/s", done,
-               tc.steps, loss, lr, norm, seconds * 1e3, tokens_per_step / seconds);
+        printf("step %5d/%d | loss %.6f", done, tc.steps, loss);
+        if (tc.z_loss > 0.0) printf(" | z-loss %.6f", z_loss);
+        printf(" | lr %.4e", lr);
+        if (opt.kind == OPT_MUON) printf(" | muon lr %.4e", lrs[OPT_MUON]);
+        printf(" | norm %.4f | %.1f ms | %.0f tok/s", norm, seconds * 1e3,
+               tokens_per_step / seconds);
         if (ON_GPU) printf(" | MFU %.1f%%", mfu);
         printf("\n");
         fflush(stdout);
@@ -2269,7 +3281,9 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             logger_begin(&lg);
             logger_int(&lg, "step", done);
             logger_float(&lg, "train_loss", (float)loss);
+            if (tc.z_loss > 0.0) logger_float(&lg, "z_loss", (float)z_loss);
             logger_float(&lg, "lr", (float)lr);
+            if (opt.kind == OPT_MUON) logger_float(&lg, "muon_lr", (float)lrs[OPT_MUON]);
             logger_float(&lg, "grad_norm", norm);
             logger_float(&lg, "ms", (float)(seconds * 1e3));
             logger_float(&lg, "tok_per_s", (float)(tokens_per_step / seconds));
@@ -2277,7 +3291,7 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
             if (logger_end(&lg) != 0) fatal("%s", lg.error);
         }
         rs.step = (uint64_t)done;
-        rs.adam_t = (uint64_t)model.adam_t;
+        rs.opt_step = (uint64_t)model.opt_step;
         const bool last = done == tc.steps;
         if (validate && (done % tc.val_every == 0 || last))
             val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);
@@ -2286,7 +3300,8 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
         if (tc.checkpoint_dir[0] && main_rank &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
-            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data);
+            save_checkpoint(&model, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+                            &run_config);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
     }
@@ -2300,19 +3315,31 @@ inline int train_main(const Comm* comm, int argc, char** argv) {
     free(targets);
     train_data_free(&data);
     if (have_tokenizer) tokenizer_free(&tok);
+    dp_free(&dp);
     gpt_free(&model);
     return EXIT_SUCCESS;
 }
 
 #ifndef TRAIN_GPT_NO_MAIN
 int main(int argc, char** argv) {
-    // Ranks first: this selects the process's GPU. Only rank 0 prints (the others' standard
+    // The flags first: they hold the deadline of the collectives (--comm-timeout), which starts
+    // with comm_init's. Errors are reported after comm_init, on every rank.
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    char msg[512], unused[512];
+    const char* parse_error = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg));
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    const bool flags_ok = parse_error == nullptr &&
+                          flags_check(FLAGS, NUM_FLAGS, &tc, unused, sizeof(unused)) == nullptr;
+    // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
     // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
     Comm comm;
-    comm_init(&comm, argc, argv);
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout, tc.rendezvous);
     if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
         fatal("cannot silence rank %d", comm.rank);
-    int status = train_main(&comm, argc, argv);
+    if (parse_error) fatal("%s", parse_error);
+    int status = train_main(&comm, &tc, argv[0]);
     comm_destroy(&comm);
     return status;
 }

@@ -1,6 +1,6 @@
-// llmc/adamw.cuh: the optimizer step: the global gradient norm (a deterministic two-pass
-// reduction) and AdamW as one fused kernel (gradient scaling for clipping, moment updates, bias
-// correction, decoupled weight decay, the fp32 master weight and the rounded floatX copy).
+// llmc/adamw.cuh: AdamW's step on one tensor as one fused kernel (gradient scaling for clipping,
+// moment updates, bias correction, decoupled weight decay, the fp32 master weight and the rounded
+// floatX copy). train_gpt.cu's parameter table decides which tensors it updates.
 //
 // AdamW follows torch.optim.AdamW (the reference): with g = grad * grad_scale,
 //   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
@@ -63,47 +63,5 @@ inline void adamw_update(floatX* params, float* master, const floatX* grads, flo
     const int block = 256;
     int grid = (int)(ceil_div(n, block) < 4096 ? ceil_div(n, block) : 4096);
     adamw_kernel<<<grid, block, 0, stream>>>(params, master, grads, m, v, n, offset, s);
-    CUDA_CHECK_LAUNCH();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Global L2 norm of a gradient buffer, in two passes so the summation order is fixed: pass 1
-// has NORM_BLOCKS blocks, each summing the squares of a fixed set of elements (grid-stride)
-// into partials[block]; pass 2 is one thread adding the partials in order. The result depends
-// only on the buffer, never on the device or the number of CPU threads.
-
-constexpr int NORM_BLOCKS = 128;
-constexpr int NORM_THREADS = 512;
-
-__global__ void norm_squared_partials_kernel(float* partials, const floatX* grads, size_t n) {
-    __shared__ float warp_sums[NORM_THREADS / 32];
-    float acc = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)NORM_THREADS + threadIdx.x; i < n;
-         i += (size_t)NORM_BLOCKS * NORM_THREADS) {
-        float g = (float)grads[i];
-        acc += g * g;
-    }
-    acc = warp_sum(acc);
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
-    __syncthreads();  // every warp's sum is in shared memory
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
-        for (int w = 0; w < NORM_THREADS / 32; w++) total += warp_sums[w];
-        partials[blockIdx.x] = total;
-    }
-}
-
-__global__ void norm_finish_kernel(float* norm, const float* partials) {
-    float total = 0.0f;
-    for (int b = 0; b < NORM_BLOCKS; b++) total += partials[b];
-    *norm = sqrtf(total);
-}
-
-// Writes ||grads|| to *norm (device); `partials` holds NORM_BLOCKS floats of scratch.
-inline void global_norm(float* norm, float* partials, const floatX* grads, size_t n,
-                        cudaStream_t stream) {
-    norm_squared_partials_kernel<<<NORM_BLOCKS, NORM_THREADS, 0, stream>>>(partials, grads, n);
-    CUDA_CHECK_LAUNCH();
-    norm_finish_kernel<<<1, 1, 0, stream>>>(norm, partials);
     CUDA_CHECK_LAUNCH();
 }

@@ -12,14 +12,17 @@ crc is the CRC-32 of every byte of the file before it: the CRC of zlib, PNG and 
 (reflected polynomial 0xEDB88320), written here so there is no library to link (software
 slicing-by-8, 1-2 GB/s on one core). Python checks a file with zlib.crc32(data[:-8]).
 
-Reading (ckpt_open) checks, in this order: the magic, the version, the end marker and the file
-size in the trailer against the real size (a truncated file, or one with bytes appended, has no
-end marker where the trailer should be), the CRC over the whole file (any flipped byte, burst
-errors up to 32 bits are always caught), the section table, and last that the stored
-configuration equals the caller's byte for byte. A configuration mismatch names the fields that
-differ when the caller passes a field table; otherwise it says the checkpoint was written for a
-different model configuration. Compare configurations made only of fixed-size fields with no
-padding, or memset them to zero before filling them, so padding bytes cannot differ.
+Reading (ckpt_open) checks, in this order: that the path is a regular file (a FIFO, a
+directory or a device is refused, never read: fopen_regular in fileio.h), the magic, the
+version, the end marker and the file size in the trailer against the real size (a truncated
+file, or one with bytes appended, has no end marker where the trailer should be), the CRC over
+the whole file (any flipped byte, burst errors up to 32 bits are always caught), the section
+table, and last that the stored configuration equals the caller's byte for byte. A
+configuration mismatch names the fields that differ when the caller passes a field table;
+otherwise it says the checkpoint was written for a different model configuration. Compare
+configurations made only of fixed-size fields with no padding, or memset them to zero before
+filling them, so padding bytes cannot differ. ckpt_peek_config reads the stored configuration
+alone, for a caller that takes the model's shape from the checkpoint before ckpt_open.
 
 Writing is crash safe. The writer streams into a temporary file in the checkpoint directory
 (.ckpt_stepSSSSSSSS.bin.tmpPID, which ckpt_find_latest never picks), computing the CRC as the
@@ -27,9 +30,9 @@ bytes go by; commit writes the trailer, then fflush + fsync + close, renames the
 final name (atomic: a reader sees the old file or the complete new one, never a mix, and an
 existing checkpoint is never modified in place), and fsyncs the directory so the rename itself
 survives a power cut. Only after that does keep_last delete older checkpoints. Any failure
-removes the temporary file and leaves every committed checkpoint as it was. One writer per
-directory: commit deletes temporary files left in it by crashed runs, and with several ranks
-each needs its own directory (or rank 0 writes alone).
+removes the temporary file and leaves every committed checkpoint as it was. One run per
+directory: the folder lock (at the end of this file) keeps a second run out, and its holder
+deletes the temporary files crashed runs left.
 
 Errors: every function returns 0 on success (ckpt_find_latest: 1 found, 0 none) and -1 on
 failure with a message in the struct's error field (or err) naming the file and the cause; the
@@ -48,9 +51,10 @@ caller prints it and exits non-zero. Running out of host memory exits at once (M
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <signal.h>
 #include <unistd.h>
 
-#include "common.cuh"
+#include "fileio.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint files store integers in host order, which must be little-endian");
@@ -358,8 +362,9 @@ inline int ckpt_write_section(CheckpointWriter* w, const char* name, const void*
 }
 
 // Deletes committed checkpoints older than w->step beyond the newest keep_last (which count
-// the new one), and temporary files that crashed writers left behind. Checkpoints with a
-// larger step than the new one are left alone.
+// the new one). Checkpoints with a larger step than the new one are left alone, and so are
+// temporary files: a writer never deletes what another may be writing (the folder lock's
+// holder removes crashed writers' leftovers when it takes the folder).
 inline int ckpt_prune(CheckpointWriter* w, int keep_last) {
     uint64_t* steps;
     size_t count;
@@ -379,24 +384,6 @@ inline int ckpt_prune(CheckpointWriter* w, int keep_last) {
         }
     }
     free(steps);
-    DIR* d = opendir(w->dir);
-    if (d == NULL) {
-        snprintf(w->error, sizeof(w->error), "cannot list checkpoint directory %s: %s", w->dir,
-                 strerror(errno));
-        return -1;
-    }
-    for (struct dirent* e; rc == 0 && (e = readdir(d)) != NULL;) {
-        if (strncmp(e->d_name, ".ckpt_step", 10) != 0 || strstr(e->d_name, ".bin.tmp") == NULL)
-            continue;
-        char path[CKPT_PATH_BYTES + sizeof(e->d_name)];
-        snprintf(path, sizeof(path), "%s/%s", w->dir, e->d_name);
-        if (unlink(path) != 0) {
-            snprintf(w->error, sizeof(w->error), "cannot delete stale temporary file %s: %s", path,
-                     strerror(errno));
-            rc = -1;
-        }
-    }
-    closedir(d);
     if (rc == 0) rc = ckpt_fsync_dir(w->dir, w->error, sizeof(w->error));
     return rc;
 }
@@ -577,11 +564,7 @@ inline int ckpt_check_config(CheckpointReader* r, uint64_t config_offset, const 
 inline int ckpt_open_checks(CheckpointReader* r, const void* config, size_t config_size,
                             const CkptField* fields, int num_fields) {
     const char* path = r->path;
-    struct stat st;
-    if (fstat(fileno(r->file), &st) != 0)
-        return ckpt_reader_error(r, "cannot stat checkpoint %s: %s", path, strerror(errno));
-    const uint64_t size = (uint64_t)st.st_size;
-    r->file_size = size;
+    const uint64_t size = r->file_size;
     uint8_t header[CKPT_HEADER_BYTES], trailer[CKPT_TRAILER_BYTES];
     if (ckpt_read_at(r, 0, header, size < CKPT_HEADER_BYTES ? (size_t)size : CKPT_HEADER_BYTES))
         return -1;
@@ -671,6 +654,7 @@ inline int ckpt_open_checks(CheckpointReader* r, const void* config, size_t conf
                                  "section",
                                  path, (unsigned long long)(data_end - pos));
 
+    if (config == NULL) return 0;  // integrity only (ckpt_find_latest)
     if (stored_config != config_size)
         return ckpt_reader_error(r,
                                  "checkpoint %s was written for a different model "
@@ -680,19 +664,47 @@ inline int ckpt_open_checks(CheckpointReader* r, const void* config, size_t conf
 }
 
 // Opens and verifies the checkpoint at path against the caller's configuration (fields may be
-// NULL with num_fields 0). On failure the reader is closed already.
+// NULL with num_fields 0; config NULL checks the file's integrity only). On failure the reader
+// is closed already.
 inline int ckpt_open(CheckpointReader* r, const char* path, const void* config, size_t config_size,
                      const CkptField* fields, int num_fields) {
     memset(r, 0, sizeof(*r));
     snprintf(r->path, sizeof(r->path), "%s", path);
-    r->file = fopen(path, "rb");
-    if (r->file == NULL)
-        return ckpt_reader_error(r, "cannot open checkpoint %s: %s", path, strerror(errno));
+    int64_t size;
+    r->file = fopen_regular(path, "checkpoint", &size, r->error, sizeof(r->error));
+    if (r->file == NULL) return -1;
+    r->file_size = (uint64_t)size;
     if (ckpt_open_checks(r, config, config_size, fields, num_fields) != 0) {
         ckpt_close(r);
         return -1;
     }
     return 0;
+}
+
+// The configuration block of the checkpoint at path, read without verifying the file, for a
+// caller that takes the model's shape from the checkpoint (sample mode) and then verifies the
+// whole file with ckpt_open against what it read. Returns 0 with config_size bytes in config
+// when the file starts with a checkpoint header whose configuration has exactly that size; -1
+// with a message in err otherwise.
+inline int ckpt_peek_config(const char* path, void* config, size_t config_size, char* err,
+                            size_t err_size) {
+    int64_t size;
+    FILE* f = fopen_regular(path, "checkpoint", &size, err, err_size);
+    if (f == NULL) return -1;
+    uint8_t header[CKPT_HEADER_BYTES];
+    int rc = -1;
+    if ((uint64_t)size < CKPT_HEADER_BYTES + (uint64_t)config_size ||
+        fread(header, sizeof(header), 1, f) != 1 || memcmp(header, CKPT_MAGIC, 8) != 0)
+        snprintf(err, err_size, "%s is not a checkpoint file, or is truncated", path);
+    else if (ckpt_get_u64(header + 24) != config_size)
+        snprintf(err, err_size,
+                 "checkpoint %s has a %llu-byte configuration, this program's has %zu bytes", path,
+                 (unsigned long long)ckpt_get_u64(header + 24), config_size);
+    else if (config_size > 0 && fread(config, config_size, 1, f) != 1)
+        snprintf(err, err_size, "cannot read checkpoint %s (did it change?)", path);
+    else rc = 0;
+    fclose(f);
+    return rc;
 }
 
 // The section called name of an open checkpoint, or NULL with a message.
@@ -735,30 +747,10 @@ inline int ckpt_read_section_part(CheckpointReader* r, const char* name, uint64_
 }
 
 // ---------------------------------------------------------------------------------------------
-// The newest complete checkpoint in dir: returns 1 with its path and step, 0 when there is none
-// (also when dir does not exist), -1 with a message when dir cannot be read. "Complete" is the
-// cheap check (magic, end marker, size); ckpt_open verifies everything. A file that fails it is
-// skipped with a warning on stderr and the next older one is taken.
-
-inline int ckpt_looks_complete(const char* path, char* why, size_t why_size) {
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(why, why_size, "%s", strerror(errno));
-        return 0;
-    }
-    uint8_t header[CKPT_HEADER_BYTES], trailer[CKPT_TRAILER_BYTES];
-    struct stat st;
-    int ok = fstat(fileno(f), &st) == 0 &&
-             (uint64_t)st.st_size >= CKPT_HEADER_BYTES + CKPT_TRAILER_BYTES &&
-             fread(header, sizeof(header), 1, f) == 1 &&
-             fseeko(f, st.st_size - CKPT_TRAILER_BYTES, SEEK_SET) == 0 &&
-             fread(trailer, sizeof(trailer), 1, f) == 1 && memcmp(header, CKPT_MAGIC, 8) == 0 &&
-             memcmp(trailer, CKPT_END_MARKER, 8) == 0 &&
-             ckpt_get_u64(trailer + 16) == (uint64_t)st.st_size;
-    fclose(f);
-    if (!ok) snprintf(why, why_size, "not a complete checkpoint (truncated or damaged)");
-    return ok;
-}
+// The newest intact checkpoint in dir: returns 1 with its path and step, 0 when there is none
+// (also when dir does not exist), -1 with a message when dir cannot be read. Intact means every
+// check of ckpt_open but the configuration (the CRC included): a newer file that fails them is
+// skipped with a warning on stderr naming what is wrong, and the next older one is taken.
 
 inline int ckpt_find_latest(const char* dir, char* path, size_t path_size, uint64_t* step,
                             char* err, size_t err_size) {
@@ -767,16 +759,250 @@ inline int ckpt_find_latest(const char* dir, char* path, size_t path_size, uint6
     if (ckpt_list(dir, &steps, &count, err, err_size) != 0) return -1;
     int found = 0;
     for (size_t i = count; i-- > 0 && !found;) {
-        char candidate[CKPT_PATH_BYTES], why[256];
+        char candidate[CKPT_PATH_BYTES];
         ckpt_final_name(candidate, sizeof(candidate), dir, steps[i]);
-        if (ckpt_looks_complete(candidate, why, sizeof(why))) {
+        CheckpointReader r;
+        if (ckpt_open(&r, candidate, NULL, 0, NULL, 0) == 0) {
+            ckpt_close(&r);
             snprintf(path, path_size, "%s", candidate);
             *step = steps[i];
             found = 1;
         } else {
-            fprintf(stderr, "warning: skipping checkpoint %s: %s\n", candidate, why);
+            fprintf(stderr, "warning: skipping checkpoint %s: %s; trying the next older one\n",
+                    candidate, r.error);
         }
     }
     free(steps);
     return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The folder lock: one run at a time owns a checkpoint folder. Two runs writing into one folder
+// would prune each other's files and resume from each other's checkpoints, so the run takes the
+// lock at start (before it trains a step) and holds it until it exits. Taking it also proves
+// the folder can be written: a read-only mount or a path that is not a folder is reported
+// before any work.
+//
+// The lock is the file DIR/train_gpt.lock, holding "host H", "pid P" and "start S" (the
+// process's start time in clock ticks since boot, /proc/P/stat field 22, which tells a reused
+// pid from the original). It is made atomically: the content goes to a temporary file first,
+// which link() then names DIR/train_gpt.lock, failing if that exists. A lock that exists is
+// stale only when it names this host and no process with that pid and start time runs here;
+// then it is moved aside (rename, atomic), re-read to make sure it is the one judged stale, and
+// deleted. A lock of another host is never judged stale: on a folder shared by several nodes a
+// live job elsewhere cannot be seen from here, so the message says which host holds it and how
+// to remove a lock whose job is known to be gone.
+//
+// The holder also deletes the temporary files that crashed writers left in the folder: no
+// other writer can be active while it holds the lock.
+
+#define CKPT_LOCK_NAME "train_gpt.lock"
+
+typedef struct {
+    int held;
+    char path[CKPT_PATH_BYTES];  // DIR/train_gpt.lock
+    char content[256];           // what this process wrote into it
+} CkptLock;
+
+// mkdir -p: creates dir and any missing parents. Returns 0, or -1 with a message.
+inline int ckpt_make_dirs(const char* dir, char* err, size_t err_size) {
+    char path[CKPT_PATH_BYTES];
+    if (strlen(dir) >= CKPT_DIR_BYTES) {
+        snprintf(err, err_size, "checkpoint folder name too long: %s", dir);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char* p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        const char saved = *p;
+        *p = '\0';
+        struct stat st;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, err_size, "cannot create folder %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, err_size, "checkpoint folder %s: %s is not a folder", dir, path);
+            return -1;
+        }
+        if (saved == '\0') return 0;
+        *p = saved;
+    }
+}
+
+// This process's start time (field 22 of /proc/self/stat), 0 where /proc is missing.
+inline unsigned long long ckpt_process_start(long pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE* f = fopen(path, "r");
+    if (f == NULL) return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
+    unsigned long long start = 0;
+    // after ") " come fields 3 (state) .. 21, then 22: starttime
+    if (p == NULL || sscanf(p + 2,
+                            "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                            "%*s %*s %*s %*s %llu",
+                            &start) != 1)
+        return 0;
+    return start;
+}
+
+// The holder named in a lock's content: returns 1 when the fields parse.
+inline int ckpt_lock_parse(const char* content, char* host, size_t host_size, long* pid,
+                           unsigned long long* start) {
+    char h[256];
+    if (sscanf(content, "host %255s pid %ld start %llu", h, pid, start) != 3) return 0;
+    snprintf(host, host_size, "%s", h);
+    return 1;
+}
+
+// Reads up to size-1 bytes of a small file into buf (NUL-terminated). Returns 0, or -1 (errno).
+inline int ckpt_read_small(const char* path, char* buf, size_t size) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    int saved = errno;
+    close(fd);
+    if (n < 0) {
+        errno = saved;
+        return -1;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+// Whether the lock content names a process of this host that no longer runs.
+inline int ckpt_lock_is_stale(const char* content, const char* my_host) {
+    char host[256];
+    long pid;
+    unsigned long long start;
+    if (!ckpt_lock_parse(content, host, sizeof(host), &pid, &start)) return 0;
+    if (strcmp(host, my_host) != 0) return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+    const unsigned long long now_start = ckpt_process_start(pid);
+    return now_start != 0 && start != 0 && now_start != start;  // the pid was reused
+}
+
+// Deletes the temporary files crashed writers left in dir (.ckpt_step*.bin.tmp*).
+inline int ckpt_remove_stale_temporaries(const char* dir, char* err, size_t err_size) {
+    DIR* d = opendir(dir);
+    if (d == NULL) {
+        snprintf(err, err_size, "cannot list checkpoint folder %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (struct dirent* e; rc == 0 && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, ".ckpt_step", 10) != 0 || strstr(e->d_name, ".bin.tmp") == NULL)
+            continue;
+        char path[CKPT_PATH_BYTES + sizeof(e->d_name)];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            snprintf(err, err_size, "cannot delete stale temporary file %s: %s", path,
+                     strerror(errno));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+// Creates dir if needed and takes its lock. Returns 0, or -1 with a message (the folder cannot
+// be created or written, or another run holds it: the message names the holder).
+inline int ckpt_lock_take(CkptLock* lk, const char* dir, char* err, size_t err_size) {
+    memset(lk, 0, sizeof(*lk));
+    if (ckpt_make_dirs(dir, err, err_size) != 0) return -1;
+    char host[256] = "unknown";
+    gethostname(host, sizeof(host) - 1);
+    const long pid = (long)getpid();
+    snprintf(lk->path, sizeof(lk->path), "%s/%s", dir, CKPT_LOCK_NAME);
+    snprintf(lk->content, sizeof(lk->content), "host %s pid %ld start %llu\n", host, pid,
+             ckpt_process_start(pid));
+    char tmp[CKPT_PATH_BYTES + 64], aside[CKPT_PATH_BYTES + 64];
+    snprintf(tmp, sizeof(tmp), "%s/.%s.new%ld", dir, CKPT_LOCK_NAME, pid);
+    snprintf(aside, sizeof(aside), "%s/.%s.stale%ld", dir, CKPT_LOCK_NAME, pid);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const size_t n = strlen(lk->content);
+    if (fd < 0 || write(fd, lk->content, n) != (ssize_t)n || fsync(fd) != 0) {
+        snprintf(err, err_size, "checkpoint folder %s is not writable: %s", dir, strerror(errno));
+        if (fd >= 0) close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    close(fd);
+    int rc = -1;
+    for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
+        if (link(tmp, lk->path) == 0) {
+            rc = 0;
+            break;
+        }
+        if (errno != EEXIST) {
+            snprintf(err, err_size, "cannot create the lock %s: %s", lk->path, strerror(errno));
+            break;
+        }
+        char holder[256];
+        if (ckpt_read_small(lk->path, holder, sizeof(holder)) != 0) continue;  // just released
+        if (!ckpt_lock_is_stale(holder, host)) {
+            char h[256] = "?";
+            long p = 0;
+            unsigned long long s = 0;
+            ckpt_lock_parse(holder, h, sizeof(h), &p, &s);
+            snprintf(err, err_size,
+                     "checkpoint folder %s is in use by another run: process %ld on host %s "
+                     "holds %s. Give this run its own --checkpoint-dir, or wait for that run to "
+                     "end%s",
+                     dir, p, h, lk->path,
+                     strcmp(h, host) == 0
+                         ? ""
+                         : " (a lock held from another host is never taken over: delete the "
+                           "file if that run is known to be gone)");
+            break;
+        }
+        char moved[256];
+        if (rename(lk->path, aside) != 0) continue;  // someone else moved it first
+        if (ckpt_read_small(aside, moved, sizeof(moved)) == 0 && strcmp(moved, holder) == 0) {
+            unlink(aside);
+            fprintf(stderr, "note: removed the stale lock of a run that no longer runs (%.*s)\n",
+                    (int)strcspn(holder, "\n"), holder);
+        } else if (link(aside, lk->path) != 0 || unlink(aside) != 0) {
+            snprintf(err, err_size, "the lock %s changed while it was being taken over", lk->path);
+            break;
+        }
+    }
+    unlink(tmp);
+    if (rc != 0) return -1;
+    lk->held = 1;
+    if (ckpt_fsync_dir(dir, err, err_size) != 0 ||
+        ckpt_remove_stale_temporaries(dir, err, err_size) != 0) {
+        unlink(lk->path);
+        lk->held = 0;
+        return -1;
+    }
+    return 0;
+}
+
+// Releases the lock if this process holds it (and it still holds this process's content).
+inline void ckpt_lock_release(CkptLock* lk) {
+    if (!lk->held) return;
+    char now[256];
+    if (ckpt_read_small(lk->path, now, sizeof(now)) == 0 && strcmp(now, lk->content) == 0)
+        unlink(lk->path);
+    lk->held = 0;
+}
+
+// The lock of a process: ckpt_lock_for_process takes it and releases it when the process exits
+// (exit(), fatal() included), so an error leaves no lock behind; a killed process's lock is
+// judged stale by the next taker. One folder per process: the lock lives in this static.
+inline CkptLock* ckpt_process_lock() {
+    static CkptLock lock;
+    return &lock;
+}
+inline void ckpt_release_process_lock() { ckpt_lock_release(ckpt_process_lock()); }
+
+inline int ckpt_lock_for_process(const char* dir, char* err, size_t err_size) {
+    if (ckpt_lock_take(ckpt_process_lock(), dir, err, err_size) != 0) return -1;
+    atexit(ckpt_release_process_lock);
+    return 0;
 }

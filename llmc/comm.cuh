@@ -1,32 +1,50 @@
 // llmc/comm.cuh: the processes of a run and the collectives between them. One process drives
-// one GPU; processes are started by an MPI launcher (mpirun -np 8 ./train_gpt ..., or
-// mpirun -H a:8,b:8 -np 16 across nodes). MPI only starts them and carries small host values
-// (the NCCL id, scalars for the log, broadcasts, barriers); gradients travel through NCCL on
-// the GPU's stream.
+// one GPU. Processes are started by a launcher, in one of three ways, and find each other here:
+//   - an MPI launcher (mpirun -np 8 ./train_gpt ..., mpirun -H a:8,b:8 ..., srun --mpi=pmi2):
+//     rank, world and the node-local rank come from MPI, and MPI carries the NCCL id;
+//   - a launcher that only sets environment variables, torchrun-style (RANK, WORLD_SIZE,
+//     LOCAL_RANK) or Slurm's srun without an MPI plugin (SLURM_PROCID, SLURM_NTASKS,
+//     SLURM_LOCALID): the NCCL id travels through files in a folder every rank can read
+//     (--rendezvous DIR, see comm_rendezvous);
+//   - no launcher: a single process, rank 0 of 1, that makes no MPI or NCCL call; collectives
+//     over one rank leave their data as it is.
+// After start-up everything goes through NCCL: device collectives on the caller's stream, and
+// the small host values (scalars for the log, broadcasts of configurations, barriers) through
+// a scratch buffer on a stream of their own, so that the same code serves every launch.
 //
-// Groups. A CommGroup is a set of ranks that run collectives together, with an MPI and an NCCL
+// Groups. A CommGroup is a set of ranks that run collectives together, with an NCCL
 // communicator. Today there is one, `dp` (data parallel: every rank holds the same parameters
-// and reads its own part of each batch), spanning all ranks. Tensor parallelism adds a `tp`
-// group: comm_split() cuts a group into sub-groups (ncclCommSplit + MPI_Comm_split), e.g.
-// color = rank / tp for tp and color = rank % tp for dp, and ZeRO shards over `dp`.
+// and reads its own part of each batch), spanning all ranks. comm_split() cuts a group into
+// sub-groups (ncclCommSplit), e.g. color = rank / tp for tensor-parallel groups of consecutive
+// ranks and color = rank % tp for data-parallel ones.
 //
-// Builds and launches:
-// - built with -DMULTI_GPU (the Makefile adds it, with MPI's flags and -lnccl, when the MPI and
-//   NCCL headers exist) and launched by an MPI launcher: MPI_Init, one rank per process, the
-//   GPU of the process's rank within its node (MPI_COMM_TYPE_SHARED), an NCCL communicator
-//   over all ranks;
-// - run without a launcher, or built without -DMULTI_GPU: a single process, rank 0 of 1, that
-//   makes no MPI or NCCL call; collectives over one rank leave their data as it is. A binary
-//   built without -DMULTI_GPU refuses to run as one of several ranks instead of training
-//   alone.
+// Builds: with -DMULTI_GPU (the Makefile adds it, with MPI's flags and -lnccl, when the MPI and
+// NCCL headers exist); a binary built without it refuses to run as one of several ranks
+// instead of training alone.
 //
 // Determinism: NCCL gives every rank of an all-reduce the same bits (the CPU NCCL of dev/cpu
 // also reduces in rank order, so runs repeat exactly); host scalars are gathered and summed in
-// rank order on every rank, so they too are the same bits everywhere whatever MPI's algorithm.
+// rank order on every rank, so they too are the same bits everywhere.
+//
+// Timeouts: no collective waits forever. A rank that dies is noticed by an MPI launcher, which
+// ends the job; a rank that hangs (stopped, deadlocked, or started with other flags and so
+// making other calls) would leave the others waiting in their next collective. So every wait
+// for another rank has a deadline, `timeout_s` seconds (--comm-timeout) from its start: device
+// collectives are awaited by polling the stream and NCCL's asynchronous error (comm_sync), the
+// start-up by polling files or MPI requests. A rank that reaches the deadline prints which
+// collective it was waiting in and ends the whole job (ncclCommAbort, then MPI_Abort under
+// MPI; a plain exit otherwise, after which the other ranks time out in turn). The deadline must
+// exceed the longest time one rank works while the others wait for it (rank 0 writing a
+// checkpoint or a sample).
 //
 // Errors: NCCL_CHECK and MPI_CHECK print the file, line and the library's message and end the
-// process; the MPI launcher then ends the other ranks.
+// process.
 #pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -61,81 +79,360 @@ inline void mpi_check(int err, const char* file, int line) {
 #define MPI_CHECK(call) mpi_check((call), __FILE__, __LINE__)
 #endif
 
+// Bytes of the device buffer that carries a group's host collectives; larger broadcasts go in
+// pieces of this size.
+constexpr size_t COMM_SCRATCH_BYTES = (size_t)64 << 10;
+
 struct CommGroup {
-    int rank, size;  // this process's place in the group
+    int rank, size;    // this process's place in the group
+    int world_rank;    // and in the whole job, for messages
+    double timeout_s;  // deadline of every wait for the group's other ranks
 #ifdef MULTI_GPU
-    MPI_Comm mpi;     // host collectives; MPI_COMM_NULL in a single-process run
-    ncclComm_t nccl;  // device collectives; nullptr in a single-process run
+    ncclComm_t nccl;           // nullptr in a single-process run
+    cudaStream_t host_stream;  // the host collectives' stream
+    uint8_t* scratch;          // COMM_SCRATCH_BYTES of device memory for them
 #endif
 };
+
+enum LaunchKind { LAUNCH_NONE, LAUNCH_MPI, LAUNCH_ENV };
 
 struct Comm {
     int rank, world;              // this process among all of them
     int local_rank, local_world;  // among the processes of its node: local_rank is its GPU
-    bool launched;                // started by an MPI launcher (MPI is initialized)
-    CommGroup dp;                 // data parallel: all ranks
+    LaunchKind launch;
+    CommGroup dp;  // data parallel: all ranks
 };
+
+// ---------------------------------------------------------------------------------------------
+// What the launcher says.
+
+inline int launcher_env_int(const char* name, int fallback) {
+    const char* value = getenv(name);
+    if (value == nullptr || *value == '\0') return fallback;
+    char* end = nullptr;
+    long v = strtol(value, &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX) {
+        fprintf(stderr, "error: the launcher's %s=%s is not a rank number\n", name, value);
+        exit(EXIT_FAILURE);
+    }
+    return (int)v;
+}
 
 // The number of processes an MPI launcher says it started (Open MPI, or any PMI launcher:
 // MPICH's hydra, Slurm's srun --mpi=pmi2), 0 without one. PMIx-only launchers set PMIX_RANK.
-inline int launcher_world_size() {
+inline int mpi_launcher_world_size() {
     const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
     for (const char* var : vars)
-        if (const char* value = getenv(var)) return atoi(value);
+        if (getenv(var)) return launcher_env_int(var, 0);
     return getenv("PMIX_RANK") ? 1 : 0;
 }
 
-inline void comm_single_process(Comm* comm) {
-    comm->rank = 0;
-    comm->world = 1;
-    comm->local_rank = 0;
-    comm->local_world = 1;
-    comm->launched = false;
-    comm->dp.rank = 0;
-    comm->dp.size = 1;
-#ifdef MULTI_GPU
-    comm->dp.mpi = MPI_COMM_NULL;
-    comm->dp.nccl = nullptr;
-#endif
+// Rank, world and local rank from a launcher that sets them in the environment (torchrun's
+// names first, then Slurm's). Returns false when neither set is there.
+inline bool env_launch(int* rank, int* world, int* local_rank) {
+    const char* sets[2][3] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                              {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
+    for (auto& names : sets) {
+        if (!getenv(names[0]) || !getenv(names[1])) continue;
+        *rank = launcher_env_int(names[0], 0);
+        *world = launcher_env_int(names[1], 0);
+        *local_rank = launcher_env_int(names[2], 0);
+        if (*world < 1 || *rank >= *world) {
+            fprintf(stderr, "error: the launcher says rank %d of %d (%s, %s)\n", *rank, *world,
+                    names[0], names[1]);
+            exit(EXIT_FAILURE);
+        }
+        return true;
+    }
+    return false;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Waiting with a deadline.
+
+inline double comm_now_s() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+// Sleeps a little longer each time it is called in one wait (50 us doubling to 2 ms), so a
+// short wait answers fast and a long one costs little CPU.
+inline void comm_backoff(long* sleep_ns) {
+    timespec t = {0, *sleep_ns};
+    nanosleep(&t, nullptr);
+    *sleep_ns = *sleep_ns * 2 < 2000000 ? *sleep_ns * 2 : 2000000;
+}
+
+// The end of a collective that did not finish in time: says so and ends the whole job.
+[[noreturn]] inline void comm_timed_out(const CommGroup* g, const char* what) {
+    fprintf(stderr,
+            "error: rank %d: %s did not finish within %g s (--comm-timeout): another rank died, "
+            "hangs, or is busy for longer than that; ending the job\n",
+            g->world_rank, what, g->timeout_s);
+    fflush(stderr);
+#ifdef MULTI_GPU
+    if (g->nccl) ncclCommAbort(g->nccl);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+#endif
+    exit(EXIT_FAILURE);
+}
+
+// Waits until the work queued on `stream` (collectives of g included) is done, or ends the job
+// when a collective of g fails or does not finish by the deadline. Without an NCCL
+// communicator it is cudaStreamSynchronize.
+inline void comm_sync(const CommGroup* g, cudaStream_t stream, const char* what) {
+#ifdef MULTI_GPU
+    if (g->nccl) {
+        const double deadline = comm_now_s() + g->timeout_s;
+        long sleep_ns = 50000;
+        for (;;) {
+            cudaError_t status = cudaStreamQuery(stream);
+            if (status == cudaSuccess) return;
+            if (status != cudaErrorNotReady) CUDA_CHECK(status);
+            ncclResult_t async = ncclSuccess;
+            NCCL_CHECK(ncclCommGetAsyncError(g->nccl, &async));
+            if (async != ncclSuccess && async != ncclInProgress) {
+                fprintf(stderr, "error: rank %d: NCCL failed during %s: %s (%s)\n", g->world_rank,
+                        what, ncclGetErrorString(async), ncclGetLastError(g->nccl));
+                comm_timed_out(g, what);
+            }
+            if (comm_now_s() > deadline) comm_timed_out(g, what);
+            comm_backoff(&sleep_ns);
+        }
+    }
+#else
+    (void)g;
+    (void)what;
+#endif
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up.
+
+inline void comm_single_process(Comm* comm, double timeout_s) {
+    memset(comm, 0, sizeof(*comm));
+    comm->world = 1;
+    comm->local_world = 1;
+    comm->launch = LAUNCH_NONE;
+    comm->dp.size = 1;
+    comm->dp.timeout_s = timeout_s;
+}
+
+#ifdef MULTI_GPU
+// Gives g its NCCL communicator and the buffers of its host collectives.
+inline void comm_group_attach(CommGroup* g, ncclComm_t nccl) {
+    g->nccl = nccl;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->host_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc(&g->scratch, COMM_SCRATCH_BYTES));
+}
+
+// The NCCL id under MPI: rank 0 makes it, MPI_Ibcast carries it (polled with the deadline).
+inline void comm_id_by_mpi(const Comm* comm, ncclUniqueId* id) {
+    if (comm->rank == 0) NCCL_CHECK(ncclGetUniqueId(id));
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibcast(id, sizeof(*id), MPI_BYTE, 0, MPI_COMM_WORLD, &request));
+    const double deadline = comm_now_s() + comm->dp.timeout_s;
+    long sleep_ns = 50000;
+    for (int done = 0;;) {
+        MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (comm_now_s() > deadline)
+            comm_timed_out(&comm->dp, "the broadcast of the NCCL id at start-up (MPI)");
+        comm_backoff(&sleep_ns);
+    }
+}
+
+// The rendezvous of an environment launch, through files in `dir` (a folder every rank can
+// read and write, shared by all nodes). Files are named after the job: the launcher's job id
+// (SLURM_JOB_ID and SLURM_STEP_ID, else TORCHELASTIC_RUN_ID, else MASTER_ADDR and MASTER_PORT)
+// and the world size, so jobs sharing the folder do not meet each other's files.
+//   1. every rank r writes DIR/NAME.rank<r> (host and pid), atomically (temporary + rename);
+//   2. rank 0 waits until all ranks' files exist (so every rank is alive and about to join),
+//      then writes the NCCL id into DIR/NAME.id, atomically;
+//   3. every other rank waits for DIR/NAME.id and reads the id;
+//   4. after ncclCommInitRank, which returns once all ranks joined, rank 0 removes the files.
+// Each wait has the deadline; rank 0 names the ranks that never arrived. A job killed during
+// its start-up leaves files that the next rank 0 of the same job name overwrites; a rank > 0
+// that starts before that rank 0 could read such a stale id and would then fail in
+// ncclCommInitRank: give each job its own name (the launcher's job id) or folder.
+struct Rendezvous {
+    char base[4096];  // DIR/train_gpt_rendezvous_<job>_w<world>
+};
+
+inline void rendezvous_name(Rendezvous* rv, const char* dir, int world) {
+    char job[256] = "";
+    if (getenv("SLURM_JOB_ID"))
+        snprintf(job, sizeof(job), "slurm%s.%s", getenv("SLURM_JOB_ID"),
+                 getenv("SLURM_STEP_ID") ? getenv("SLURM_STEP_ID") : "0");
+    else if (getenv("TORCHELASTIC_RUN_ID"))
+        snprintf(job, sizeof(job), "run%s", getenv("TORCHELASTIC_RUN_ID"));
+    else if (getenv("MASTER_ADDR") && getenv("MASTER_PORT"))
+        snprintf(job, sizeof(job), "%s.%s", getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
+    else snprintf(job, sizeof(job), "job");
+    for (char* p = job; *p; p++)  // a file name: letters, digits, '.', '-' only
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '-'))
+            *p = '_';
+    snprintf(rv->base, sizeof(rv->base), "%s/train_gpt_rendezvous_%s_w%d", dir, job, world);
+}
+
+// Writes bytes to path atomically (a temporary file, then rename). Ends the process on failure.
+inline void rendezvous_write(const char* path, const void* data, size_t n) {
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, data, n) != (ssize_t)n || fsync(fd) != 0 || close(fd) != 0 ||
+        rename(tmp, path) != 0) {
+        fprintf(stderr,
+                "error: cannot write the rendezvous file %s: %s (--rendezvous must be a "
+                "folder every rank can write)\n",
+                path, strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+}
+
+inline bool rendezvous_read(const char* path, void* data, size_t n) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return false;
+    ssize_t got = read(fd, data, n);
+    close(fd);
+    return got == (ssize_t)n;
+}
+
+inline void comm_id_by_files(const Comm* comm, const char* dir, ncclUniqueId* id) {
+    Rendezvous rv;
+    rendezvous_name(&rv, dir, comm->world);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "error: rank %d: --rendezvous %s is not a folder\n", comm->rank, dir);
+        exit(EXIT_FAILURE);
+    }
+    char path[4200], mine[256];
+    snprintf(path, sizeof(path), "%s.rank%d", rv.base, comm->rank);
+    char host[128] = "?";
+    gethostname(host, sizeof(host) - 1);
+    const int mine_len = snprintf(mine, sizeof(mine), "host %s pid %ld\n", host, (long)getpid());
+    rendezvous_write(path, mine, (size_t)mine_len);
+    const double deadline = comm_now_s() + comm->dp.timeout_s;
+    char id_path[4200];
+    snprintf(id_path, sizeof(id_path), "%s.id", rv.base);
+    long sleep_ns = 50000;
+    if (comm->rank == 0) {
+        for (int r = 1; r < comm->world;) {
+            snprintf(path, sizeof(path), "%s.rank%d", rv.base, r);
+            if (access(path, F_OK) == 0) {
+                r++;
+                continue;
+            }
+            if (comm_now_s() > deadline) {
+                fprintf(stderr, "error: rank 0: ranks %d", r);
+                for (int q = r + 1; q < comm->world; q++) {
+                    snprintf(path, sizeof(path), "%s.rank%d", rv.base, q);
+                    if (access(path, F_OK) != 0) fprintf(stderr, ", %d", q);
+                }
+                fprintf(stderr,
+                        " of %d did not arrive at the rendezvous in %s within %g s "
+                        "(--comm-timeout)\n",
+                        comm->world, dir, comm->dp.timeout_s);
+                exit(EXIT_FAILURE);
+            }
+            comm_backoff(&sleep_ns);
+        }
+        NCCL_CHECK(ncclGetUniqueId(id));
+        rendezvous_write(id_path, id, sizeof(*id));
+        return;
+    }
+    while (!rendezvous_read(id_path, id, sizeof(*id))) {
+        if (comm_now_s() > deadline) {
+            fprintf(stderr,
+                    "error: rank %d: no NCCL id from rank 0 in %s within %g s "
+                    "(--comm-timeout): is rank 0 running, with the same --rendezvous folder "
+                    "(shared by every node)?\n",
+                    comm->rank, id_path, comm->dp.timeout_s);
+            exit(EXIT_FAILURE);
+        }
+        comm_backoff(&sleep_ns);
+    }
+}
+
+inline void comm_rendezvous_cleanup(const Comm* comm, const char* dir) {
+    Rendezvous rv;
+    rendezvous_name(&rv, dir, comm->world);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s.id", rv.base);
+    unlink(path);
+    for (int r = 0; r < comm->world; r++) {
+        snprintf(path, sizeof(path), "%s.rank%d", rv.base, r);
+        unlink(path);
+    }
+}
+#endif
+
+inline void comm_barrier(const CommGroup* g, const char* what);
+
 // Sets up this process's place in the run and selects its GPU. Call first in main, before any
-// other CUDA call.
-inline void comm_init(Comm* comm, int argc, char** argv) {
-    comm_single_process(comm);
-    const int launched_ranks = launcher_world_size();
+// other CUDA call. Every wait for the other ranks, from here on, ends after timeout_s seconds.
+// rendezvous: the folder of an environment launch (nullptr or "" when there is none).
+inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const char* rendezvous) {
+    comm_single_process(comm, timeout_s);
+    int env_rank = 0, env_world = 1, env_local = 0;
+    const int mpi_ranks = mpi_launcher_world_size();
+    const bool by_env = mpi_ranks == 0 && env_launch(&env_rank, &env_world, &env_local);
 #ifndef MULTI_GPU
     (void)argc;
     (void)argv;
-    if (launched_ranks > 1) {
+    (void)rendezvous;
+    if (mpi_ranks > 1 || (by_env && env_world > 1)) {
         fprintf(stderr,
                 "error: started as one of %d ranks, but this binary was built without "
                 "multi-GPU support (-DMULTI_GPU, NCCL and MPI): build it where nccl.h and "
                 "mpicxx exist, or run a single process\n",
-                launched_ranks);
+                mpi_ranks > 1 ? mpi_ranks : env_world);
         exit(EXIT_FAILURE);
     }
 #else
-    if (launched_ranks == 0) return;
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    // Errors come back as codes, so MPI_CHECK can say where they happened.
-    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    comm->launched = true;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
-    MPI_Comm node;  // the ranks that share this node's memory, i.e. its GPUs
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL,
-                                  &node));
-    MPI_CHECK(MPI_Comm_rank(node, &comm->local_rank));
-    MPI_CHECK(MPI_Comm_size(node, &comm->local_world));
-    MPI_CHECK(MPI_Comm_free(&node));
+    if (mpi_ranks > 0) {
+        MPI_CHECK(MPI_Init(&argc, &argv));
+        // Errors come back as codes, so MPI_CHECK can say where they happened.
+        MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+        comm->launch = LAUNCH_MPI;
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
+        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
+        MPI_Comm node;  // the ranks that share this node's memory, i.e. its GPUs
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank,
+                                      MPI_INFO_NULL, &node));
+        MPI_CHECK(MPI_Comm_rank(node, &comm->local_rank));
+        MPI_CHECK(MPI_Comm_size(node, &comm->local_world));
+        MPI_CHECK(MPI_Comm_free(&node));
+    } else if (by_env && env_world > 1) {  // one rank started this way is a single process
+        comm->launch = LAUNCH_ENV;
+        comm->rank = env_rank;
+        comm->world = env_world;
+        comm->local_rank = env_local;
+        comm->local_world =
+            launcher_env_int("LOCAL_WORLD_SIZE", launcher_env_int("SLURM_NTASKS_PER_NODE", 0));
+        if (rendezvous == nullptr || rendezvous[0] == '\0') {
+            fprintf(stderr,
+                    "error: rank %d of %d was started without MPI (by environment variables): "
+                    "give every rank --rendezvous DIR, a folder all of them can write, where "
+                    "they meet\n",
+                    comm->rank, comm->world);
+            exit(EXIT_FAILURE);
+        }
+    }
+    if (comm->launch == LAUNCH_NONE) return;
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     if (comm->local_rank >= devices) {
         fprintf(stderr,
                 "error: rank %d is process %d of %d on its node, but the node has %d GPUs: "
-                "start at most one process per GPU (mpirun -H host:%d,...)\n",
-                comm->rank, comm->local_rank + 1, comm->local_world, devices, devices);
+                "start at most one process per GPU\n",
+                comm->rank, comm->local_rank + 1, comm->local_world, devices);
         exit(EXIT_FAILURE);
     }
     CUDA_CHECK(cudaSetDevice(comm->local_rank));
@@ -143,11 +440,17 @@ inline void comm_init(Comm* comm, int argc, char** argv) {
     CommGroup* dp = &comm->dp;
     dp->rank = comm->rank;
     dp->size = comm->world;
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dp->mpi));
+    dp->world_rank = comm->rank;
     ncclUniqueId id;  // rank 0 makes the id that names the communicator; everyone joins it
-    if (comm->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, dp->mpi));
-    NCCL_CHECK(ncclCommInitRank(&dp->nccl, dp->size, id, dp->rank));
+    if (comm->launch == LAUNCH_MPI) comm_id_by_mpi(comm, &id);
+    else comm_id_by_files(comm, rendezvous, &id);
+    ncclComm_t nccl;
+    NCCL_CHECK(ncclCommInitRank(&nccl, dp->size, id, dp->rank));
+    comm_group_attach(dp, nccl);
+    if (comm->launch == LAUNCH_ENV) {
+        comm_barrier(dp, "the barrier after the rendezvous");  // every rank has read the id
+        if (comm->rank == 0) comm_rendezvous_cleanup(comm, rendezvous);
+    }
 #endif
 }
 
@@ -157,8 +460,9 @@ inline void comm_group_free(CommGroup* g) {
         NCCL_CHECK(ncclCommFinalize(g->nccl));  // waits for the group's queued collectives
         NCCL_CHECK(ncclCommDestroy(g->nccl));
         g->nccl = nullptr;
+        CUDA_CHECK(cudaFree(g->scratch));
+        CUDA_CHECK(cudaStreamDestroy(g->host_stream));
     }
-    if (g->mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&g->mpi));
 #else
     (void)g;
 #endif
@@ -168,26 +472,29 @@ inline void comm_group_free(CommGroup* g) {
 inline void comm_destroy(Comm* comm) {
     comm_group_free(&comm->dp);
 #ifdef MULTI_GPU
-    if (comm->launched) MPI_CHECK(MPI_Finalize());
+    if (comm->launch == LAUNCH_MPI) MPI_CHECK(MPI_Finalize());
 #endif
-    comm->launched = false;
+    comm->launch = LAUNCH_NONE;
 }
 
 // Splits `parent` into groups of the ranks that pass the same color (>= 0); ranks are numbered
 // in the order of (key, parent rank). Every rank of parent must call it.
 inline void comm_split(const CommGroup* parent, int color, int key, CommGroup* out) {
-    out->rank = 0;
+    memset(out, 0, sizeof(*out));
     out->size = 1;
+    out->world_rank = parent->world_rank;
+    out->timeout_s = parent->timeout_s;
 #ifdef MULTI_GPU
-    out->mpi = MPI_COMM_NULL;
-    out->nccl = nullptr;
     if (parent->nccl == nullptr) return;
-    MPI_CHECK(MPI_Comm_split(parent->mpi, color, key, &out->mpi));
-    MPI_CHECK(MPI_Comm_rank(out->mpi, &out->rank));
-    MPI_CHECK(MPI_Comm_size(out->mpi, &out->size));
-    NCCL_CHECK(ncclCommSplit(parent->nccl, color, key, &out->nccl, nullptr));
+    // ncclCommSplit blocks until the ranks of parent join: a barrier with a deadline first
+    // shows that every one has come this far.
+    comm_barrier(parent, "the barrier before splitting a communicator");
+    ncclComm_t nccl;
+    NCCL_CHECK(ncclCommSplit(parent->nccl, color, key, &nccl, nullptr));
+    NCCL_CHECK(ncclCommUserRank(nccl, &out->rank));
+    NCCL_CHECK(ncclCommCount(nccl, &out->size));
+    comm_group_attach(out, nccl);
 #else
-    (void)parent;
     (void)color;
     (void)key;
 #endif
@@ -226,25 +533,51 @@ void comm_allreduce_sum(const CommGroup* g, T* buf, size_t n, cudaStream_t strea
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host collectives: small values, synchronous. Every rank of the group must call them.
+// Host collectives: small values, synchronous, through the group's scratch buffer. Every rank
+// of the group must call them.
+
+// all[r * bytes .. (r+1) * bytes) becomes rank r's `mine` on every rank (all: size * bytes).
+inline void comm_allgather_host(const CommGroup* g, const void* mine, size_t bytes, void* all,
+                                const char* what) {
+    if (g->size == 1) {
+        memmove(all, mine, bytes);
+        return;
+    }
+#ifdef MULTI_GPU
+    if (bytes * g->size > COMM_SCRATCH_BYTES) {
+        fprintf(stderr,
+                "error: %s: %zu bytes from each of %d ranks do not fit the %zu-byte "
+                "scratch buffer\n",
+                what, bytes, g->size, COMM_SCRATCH_BYTES);
+        exit(EXIT_FAILURE);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(g->scratch + g->rank * bytes, mine, bytes, cudaMemcpyHostToDevice,
+                               g->host_stream));
+    NCCL_CHECK(ncclAllGather(g->scratch + g->rank * bytes, g->scratch, bytes, ncclUint8, g->nccl,
+                             g->host_stream));
+    // a copy into pageable host memory would wait for the collective without a deadline: it
+    // comes after the timed wait, on the idle stream
+    comm_sync(g, g->host_stream, what);
+    CUDA_CHECK(
+        cudaMemcpyAsync(all, g->scratch, bytes * g->size, cudaMemcpyDeviceToHost, g->host_stream));
+    CUDA_CHECK(cudaStreamSynchronize(g->host_stream));
+#else
+    (void)what;
+#endif
+}
 
 // values[0..count) become their sums over the ranks, added in rank order (the same bits on
 // every rank).
 inline void comm_sum_scalars(const CommGroup* g, double* values, int count) {
-#ifdef MULTI_GPU
-    if (g->mpi == MPI_COMM_NULL) return;
+    if (g->size == 1) return;
     std::vector<double> all((size_t)count * g->size);
-    MPI_CHECK(MPI_Allgather(values, count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE, g->mpi));
+    comm_allgather_host(g, values, count * sizeof(double), all.data(),
+                        "a sum of host values over the ranks");
     for (int i = 0; i < count; i++) {
         double sum = 0.0;
         for (int r = 0; r < g->size; r++) sum += all[(size_t)r * count + i];
         values[i] = sum;
     }
-#else
-    (void)g;
-    (void)values;
-    (void)count;
-#endif
 }
 
 // The mean of `value` over the ranks of g (e.g. each rank's loss on its part of the batch).
@@ -256,13 +589,19 @@ inline double comm_mean(const CommGroup* g, double value) {
 // Copies `bytes` of host memory at buf from rank `root` of g to every other rank.
 inline void comm_broadcast(const CommGroup* g, void* buf, size_t bytes, int root) {
 #ifdef MULTI_GPU
-    if (g->mpi == MPI_COMM_NULL) return;
-    if (bytes > (size_t)INT32_MAX) {
-        fprintf(stderr, "error: comm_broadcast of %zu bytes: at most %d at a time\n", bytes,
-                INT32_MAX);
-        exit(EXIT_FAILURE);
+    if (g->nccl == nullptr) return;
+    for (size_t done = 0; done < bytes; done += COMM_SCRATCH_BYTES) {
+        const size_t n = bytes - done < COMM_SCRATCH_BYTES ? bytes - done : COMM_SCRATCH_BYTES;
+        uint8_t* part = (uint8_t*)buf + done;
+        if (g->rank == root)
+            CUDA_CHECK(
+                cudaMemcpyAsync(g->scratch, part, n, cudaMemcpyHostToDevice, g->host_stream));
+        NCCL_CHECK(
+            ncclBroadcast(g->scratch, g->scratch, n, ncclUint8, root, g->nccl, g->host_stream));
+        comm_sync(g, g->host_stream, "a broadcast of host data");  // before the copy, as above
+        CUDA_CHECK(cudaMemcpyAsync(part, g->scratch, n, cudaMemcpyDeviceToHost, g->host_stream));
+        CUDA_CHECK(cudaStreamSynchronize(g->host_stream));
     }
-    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi));
 #else
     (void)g;
     (void)buf;
@@ -271,13 +610,12 @@ inline void comm_broadcast(const CommGroup* g, void* buf, size_t bytes, int root
 #endif
 }
 
-// Returns once every rank of g has called it.
-inline void comm_barrier(const CommGroup* g) {
-#ifdef MULTI_GPU
-    if (g->mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Barrier(g->mpi));
-#else
-    (void)g;
-#endif
+// Returns once every rank of g has called it; `what` names it in a timeout's message.
+inline void comm_barrier(const CommGroup* g, const char* what) {
+    if (g->size == 1) return;
+    std::vector<uint8_t> all(g->size);
+    const uint8_t here = 1;
+    comm_allgather_host(g, &here, 1, all.data(), what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,13 +645,8 @@ inline uint64_t device_buffer_hash(const void* buf, size_t bytes, cudaStream_t s
 // on every rank). Returns true when all are equal.
 inline bool comm_replicas_agree(const CommGroup* g, const void* buf, size_t bytes, uint64_t* hashes,
                                 cudaStream_t stream) {
-    hashes[0] = device_buffer_hash(buf, bytes, stream);
-#ifdef MULTI_GPU
-    if (g->mpi != MPI_COMM_NULL) {
-        const uint64_t mine = hashes[0];
-        MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, g->mpi));
-    }
-#endif
+    const uint64_t mine = device_buffer_hash(buf, bytes, stream);
+    comm_allgather_host(g, &mine, sizeof(mine), hashes, "the replica check (parameter hashes)");
     for (int r = 1; r < g->size; r++)
         if (hashes[r] != hashes[0]) return false;
     return true;

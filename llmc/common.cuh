@@ -1,13 +1,15 @@
-// llmc/common.cuh: what every other file needs: the error checks (one per library), the
-// floating-point type of parameters and activations (floatX), a 128-bit packed type for vector
-// loads and stores, warp reductions, and the seeded stochastic rounding used when fp32 values
-// are written into bf16 storage.
+// llmc/common.cuh: what every other file needs: the error checks (one per library) and fatal()
+// for bad input, the floating-point type of parameters and activations (floatX), the launch
+// shapes several kernel families share, a 128-bit packed type for vector loads and stores, warp
+// reductions, the seeded stochastic rounding used when fp32 values are written into bf16
+// storage, and the host's seeded random numbers.
 //
 // floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
 // accumulates in float whatever floatX is.
 #pragma once
 
 #include <cerrno>
+#include <cstdarg>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,8 +19,11 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "fileio.h"  // FOPEN_CHECK, FREAD_CHECK, MALLOC_CHECK, fopen_regular
+
 // ---------------------------------------------------------------------------------------------
-// Error checks: print where and what, then exit. Used on every CUDA and C library call.
+// Error checks: print where and what, then exit. Used on every CUDA and C library call (the C
+// library's, host-only, are in fileio.h).
 
 inline void cuda_check(cudaError_t err, const char* file, int line) {
     if (err != cudaSuccess) {
@@ -31,38 +36,17 @@ inline void cuda_check(cudaError_t err, const char* file, int line) {
 // After a kernel launch: reports a bad launch configuration at the launch site.
 #define CUDA_CHECK_LAUNCH() cuda_check(cudaGetLastError(), __FILE__, __LINE__)
 
-inline FILE* fopen_check(const char* path, const char* mode, const char* file, int line) {
-    FILE* f = fopen(path, mode);
-    if (f == nullptr) {
-        fprintf(stderr, "error at %s:%d: cannot open '%s' (mode %s): %s\n", file, line, path, mode,
-                strerror(errno));
-        exit(EXIT_FAILURE);
-    }
-    return f;
+// Prints "error: <message>" and ends the program with a failure status: the response to bad
+// input (flags, data, checkpoints), which is reported, never worked around.
+[[noreturn]] inline void fatal(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, format, args);
+    fprintf(stderr, "\n");
+    va_end(args);
+    exit(EXIT_FAILURE);
 }
-#define FOPEN_CHECK(path, mode) fopen_check((path), (mode), __FILE__, __LINE__)
-
-inline void fread_check(void* dst, size_t size, size_t count, FILE* f, const char* file, int line) {
-    size_t got = fread(dst, size, count, f);
-    if (got != count) {
-        fprintf(stderr, "error at %s:%d: read %zu of %zu items of %zu bytes (%s)\n", file, line,
-                got, count, size, feof(f) ? "file too short" : strerror(errno));
-        exit(EXIT_FAILURE);
-    }
-}
-#define FREAD_CHECK(dst, size, count, f) \
-    fread_check((dst), (size), (count), (f), __FILE__, __LINE__)
-
-inline void* malloc_check(size_t bytes, const char* file, int line) {
-    void* p = malloc(bytes);
-    if (p == nullptr && bytes > 0) {
-        fprintf(stderr, "error at %s:%d: out of host memory allocating %zu bytes\n", file, line,
-                bytes);
-        exit(EXIT_FAILURE);
-    }
-    return p;
-}
-#define MALLOC_CHECK(bytes) malloc_check((bytes), __FILE__, __LINE__)
 
 // ---------------------------------------------------------------------------------------------
 // Precision.
@@ -84,6 +68,15 @@ inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 // elements: 256 bytes or more (aligned for 128-bit access and cuBLASLt), and a whole number of
 // the 128-element blocks that FP8 scaling and ZeRO sharding split on.
 constexpr size_t TENSOR_ALIGN = 128;
+
+// Launch shapes shared by several kernel families: a grid-stride loop over `work` items gets at
+// most 65536 blocks; warp-per-row kernels run ROWS_PER_BLOCK warps of 32 threads per block.
+inline int grid_for(size_t work, int block) {
+    size_t g = ceil_div(work, block);
+    return (int)(g < 65536 ? g : 65536);
+}
+
+constexpr int ROWS_PER_BLOCK = 8;
 
 // ---------------------------------------------------------------------------------------------
 // Packed128: 16 bytes of T moved with one 128-bit load or store. Pointers must be 16-byte
@@ -117,10 +110,17 @@ __device__ inline void store128(T* p, const Packed128<T>& v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Warp reductions over all 32 lanes (xor butterfly: every lane ends with the same bits).
+// Warp reductions (xor butterfly: every lane of the group ends with the same bits).
 
 __device__ inline float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+// The sum over each aligned group of `width` lanes (a power of two up to 32; the whole warp
+// calls it): every lane of a group ends with the group's sum.
+__device__ inline float warp_group_sum(float v, int width) {
+    for (int offset = width / 2; offset > 0; offset /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
 }
 __device__ inline float warp_max(float v) {
@@ -158,4 +158,22 @@ __device__ inline void stochastic_round_store(floatX* dst, float v, uint32_t see
     raw.x = (unsigned short)(bits >> 16);
     *dst = __nv_bfloat16(raw);
 #endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host random numbers.
+
+// A small seeded generator for host-side initialization and random tokens (splitmix64).
+inline uint64_t rng_next(uint64_t* state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+inline double rng_uniform(uint64_t* state) {
+    return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+inline double rng_normal(uint64_t* state) {  // Box-Muller
+    double u1 = rng_uniform(state), u2 = rng_uniform(state);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
 }

@@ -20,11 +20,13 @@ batch): saving and restoring it continues the exact same sequence of batches, an
 rank computes the same permutations without talking to the others. With shuffling off
 (validation), shards and samples go in file order, and dataloader_reset() rewinds.
 
-Errors. dataloader_init checks every shard up front - magic, version, size against the
-header's token count (truncated or trailing bytes), every token below the vocabulary size -
-and that the shards hold at least one global batch. Failures return -1 with a message in
-dl->error naming the file and the problem; the caller prints it and exits non-zero. Running
-out of memory exits at once (MALLOC_CHECK).
+Errors. dataloader_init checks every shard up front - a regular file (a FIFO, a directory or
+a device matched by the pattern is refused, never read: fopen_regular in fileio.h), magic,
+version, size against the header's token count (truncated or trailing bytes), every token
+below the vocabulary size - and that the shards hold at least one global batch. Opening a
+shard again for its batches checks its size again, so one replaced since the start is
+reported. Failures return -1 with a message in dl->error naming the file and the problem; the
+caller prints it and exits non-zero. Running out of memory exits at once (MALLOC_CHECK).
 
 Unigram baseline: cross-entropy of the validation tokens under the train split's token
 frequencies with add-one smoothing, in nats per token:
@@ -36,13 +38,14 @@ A model that has learned nothing about context cannot do better than about this.
 
 #include <errno.h>
 #include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "fileio.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -92,20 +95,17 @@ typedef struct {
 // counts when counts is not NULL. Returns 0, or -1 with a message in err.
 inline int shard_scan(const char* path, int vocab_size, int64_t* tokens_out, int64_t* counts,
                       char* err, size_t err_size) {
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(err, err_size, "cannot open shard %s: %s", path, strerror(errno));
-        return -1;
-    }
+    int64_t file_size;
+    FILE* f = fopen_regular(path, "shard", &file_size, err, err_size);
+    if (f == NULL) return -1;
     int32_t header[SHARD_HEADER_INTS];
     int rc = -1;
-    int64_t file_size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) file_size = ftell(f);
-    if (file_size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        snprintf(err, err_size, "cannot read shard %s", path);
-    } else if (file_size < SHARD_HEADER_BYTES || fread(header, sizeof(header), 1, f) != 1) {
+    if (file_size < SHARD_HEADER_BYTES) {
         snprintf(err, err_size, "shard %s is truncated: %lld bytes, the header alone is %lld", path,
                  (long long)file_size, (long long)SHARD_HEADER_BYTES);
+    } else if (fread(header, sizeof(header), 1, f) != 1) {
+        snprintf(err, err_size, "cannot read shard %s: %s", path,
+                 ferror(f) ? strerror(errno) : "it ended before its header (did it change?)");
     } else if (header[0] != SHARD_MAGIC) {
         snprintf(err, err_size,
                  "%s is not a token shard (magic %d, expected %d); write shards with "
@@ -126,7 +126,8 @@ inline int shard_scan(const char* path, int vocab_size, int64_t* tokens_out, int
                  path, header[2], (long long)expect, (long long)file_size);
     } else {
         rc = 0;
-        const int64_t CHUNK = 1 << 20;
+        // Tokens read at a time: the whole shard, up to 2^20.
+        const int64_t CHUNK = header[2] < (1 << 20) ? header[2] + 1 : (1 << 20);
         uint16_t* chunk = (uint16_t*)MALLOC_CHECK(CHUNK * sizeof(uint16_t));
         for (int64_t done = 0; done < header[2] && rc == 0;) {
             int64_t n = header[2] - done < CHUNK ? header[2] - done : CHUNK;
@@ -287,8 +288,8 @@ inline void dataloader_reset(DataLoader* dl) {
 inline int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world,
                            int vocab_size, int shuffle, uint64_t seed) {
     memset(dl, 0, sizeof(*dl));
-    if (B < 1 || T < 1 || world < 1 || rank < 0 || rank >= world || vocab_size < 1 ||
-        vocab_size > 65536) {
+    if (B < 1 || T < 1 || T == INT_MAX || world < 1 || rank < 0 || rank >= world ||
+        vocab_size < 1 || vocab_size > 65536) {
         snprintf(dl->error, sizeof(dl->error),
                  "dataloader: invalid arguments B=%d T=%d rank=%d world=%d vocab=%d", B, T, rank,
                  world, vocab_size);
@@ -353,13 +354,18 @@ inline int dataloader_next_batch(DataLoader* dl) {
     }
     if (dl->file_shard != shard) {
         if (dl->file != NULL) fclose(dl->file);
-        dl->file = fopen(path, "rb");
-        dl->file_shard = dl->file != NULL ? shard : -1;
-        if (dl->file == NULL) {
-            snprintf(dl->error, sizeof(dl->error), "cannot open shard %s: %s", path,
-                     strerror(errno));
+        dl->file_shard = -1;
+        int64_t size;
+        dl->file = fopen_regular(path, "shard", &size, dl->error, sizeof(dl->error));
+        if (dl->file == NULL) return -1;
+        const int64_t expect = SHARD_HEADER_BYTES + 2 * dl->shards.tokens[shard];
+        if (size != expect) {
+            snprintf(dl->error, sizeof(dl->error),
+                     "shard %s changed since the start: it has %lld bytes, it had %lld", path,
+                     (long long)size, (long long)expect);
             return -1;
         }
+        dl->file_shard = shard;
     }
     // This rank's B samples: positions (batch * world + rank) * B + b of the sample order.
     int64_t first = (dl->batch * dl->world + dl->rank) * dl->B;

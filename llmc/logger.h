@@ -13,7 +13,8 @@ depends on it. The header holds whatever the trainer puts there (plot.py draws a
 "unigram_val_loss" when present).
 
 A line is built with logger_begin, then logger_int / logger_float / logger_string for each
-key, then logger_end, which writes the whole line with one fwrite and flushes it.
+key (logger_object_begin / logger_object_end around the keys of a nested object), then
+logger_end, which writes the whole line with one fwrite and flushes it.
 - Floats are written with the fewest digits that read back as the same float (0.1f is "0.1");
   NaN and infinities, which JSON cannot express, are written as null.
 - Strings may hold any bytes (decoded model output can be invalid UTF-8): quote, backslash and
@@ -41,6 +42,7 @@ out of memory exits at once (MALLOC_CHECK).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.cuh"
@@ -51,7 +53,8 @@ typedef struct {
     int needs_header;  // set by logger_open: the file is new, the caller writes the header first
     char* line;        // the line being built (logger_begin .. logger_end)
     size_t line_len, line_cap;
-    int line_fields;             // keys in it so far, for the commas
+    int line_fields;             // keys in it (or in the open nested object) so far, for commas
+    int outer_fields;            // the line's keys while a nested object is open
     char error[2 * 4096 + 256];  // room for two paths
 } Logger;
 
@@ -185,6 +188,20 @@ inline void logger_string(Logger* lg, const char* key, const void* bytes, size_t
     logger_append(lg, "\"", 1);
 }
 
+// A nested object as the value of `key`: logger_object_begin, its keys, logger_object_end.
+// One level deep (the header's "state_bytes").
+inline void logger_object_begin(Logger* lg, const char* key) {
+    logger_key(lg, key);
+    logger_append(lg, "{", 1);
+    lg->outer_fields = lg->line_fields;
+    lg->line_fields = 0;
+}
+
+inline void logger_object_end(Logger* lg) {
+    logger_append(lg, "}", 1);
+    lg->line_fields = lg->outer_fields;
+}
+
 // Ends the line and writes it out, flushed.
 inline int logger_end(Logger* lg) {
     logger_append(lg, "}\n", 2);
@@ -315,6 +332,12 @@ inline int logger_open(Logger* lg, const char* path, int64_t resume_step) {
         return -1;
     }
     snprintf(lg->path, sizeof(lg->path), "%s", path);
+    struct stat st;  // a FIFO would block the open, a directory cannot be written
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(lg->error, sizeof(lg->error), "cannot open log %s: it is %s, not a regular file",
+                 path, file_kind_name(st.st_mode));
+        return -1;
+    }
     int has_header = 0;
     if (resume_step >= 0 && logger_truncate(lg, resume_step, &has_header) != 0) return -1;
     lg->needs_header = !has_header;

@@ -1,6 +1,7 @@
-// llmc/matmul.cuh: every matrix multiply of the model goes through matmul() below, one call of
-// cuBLASLt with fp32 accumulation (no TF32), an optional bias epilogue and optional accumulation
-// into the output.
+// llmc/matmul.cuh: every matrix multiply of the program goes through matmul_general() below,
+// one call of cuBLASLt with fp32 accumulation (no TF32): D = alpha op(A) op(B) + beta C with an
+// optional bias epilogue. The model's layers call it as matmul() (alpha 1, optional accumulation
+// into the output); Muon's Newton-Schulz iteration (llmc/muon.cuh) uses alpha, beta and C.
 //
 // cuBLASLt is column-major. A row-major (R, K) matrix is the same memory as a column-major
 // (K, R) matrix, its transpose; the row-major callers in train_gpt.cu pick the transpose flags
@@ -126,15 +127,18 @@ inline const cublasLtMatmulAlgo_t* matmul_algo(MatmulContext* ctx, cublasLtMatmu
     return &ctx->algos[slot].algo;
 }
 
-// Column-major D (m, n) = op(A) op(B) [+ bias broadcast along n] [+ D if accumulate].
-// op(A) is (m, k): A is stored (k, m) if trans_a, else (m, k). op(B) is (k, n): B is stored
-// (n, k) if trans_b, else (k, n). Leading dimensions are the stored row counts (packed).
-// bias has m elements (one per row of D) or is nullptr. a, b and d MATMUL_ALIGN_BYTES aligned.
-inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX* b,
-                   const floatX* bias, int m, int n, int k, bool trans_a, bool trans_b,
-                   bool accumulate) {
+// Column-major D (m, n) = alpha op(A) op(B) [+ bias broadcast along n] + beta C, the general
+// form every product below is. op(A) is (m, k): A is stored (k, m) if trans_a, else (m, k).
+// op(B) is (k, n): B is stored (n, k) if trans_b, else (k, n). C (nullptr when beta is 0) has
+// D's shape and may be D itself. Leading dimensions are the stored row counts (packed). bias has
+// m elements (one per row of D) or is nullptr. The sum is formed in fp32 and rounded to floatX
+// once. a, b, c and d MATMUL_ALIGN_BYTES aligned.
+inline void matmul_general(MatmulContext* ctx, floatX* d, const floatX* a, const floatX* b,
+                           const floatX* c, const floatX* bias, float alpha, float beta, int m,
+                           int n, int k, bool trans_a, bool trans_b) {
     assert((uintptr_t)a % MATMUL_ALIGN_BYTES == 0 && (uintptr_t)b % MATMUL_ALIGN_BYTES == 0 &&
-           (uintptr_t)d % MATMUL_ALIGN_BYTES == 0);
+           (uintptr_t)c % MATMUL_ALIGN_BYTES == 0 && (uintptr_t)d % MATMUL_ALIGN_BYTES == 0);
+    assert(c != nullptr || beta == 0.0f);
     cublasLtMatmulDesc_t desc;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -151,6 +155,7 @@ inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX*
                                                     sizeof(bias)));
     }
 
+    // C, when given, is laid out as D (cuBLASLt's rule for C == D, kept for every C)
     cublasLtMatrixLayout_t layout_a, layout_b, layout_d;
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_a, CUBLAS_FLOATX, trans_a ? k : m,
                                             trans_a ? m : k, trans_a ? k : m));
@@ -161,13 +166,20 @@ inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX*
     const cublasLtMatmulAlgo_t* algo =
         matmul_algo(ctx, desc, layout_a, layout_b, layout_d, m, n, k, trans_a, trans_b, epilogue);
 
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a, layout_a, b, layout_b, &beta, d,
-                                layout_d, d, layout_d, algo, ctx->workspace, ctx->workspace_size,
-                                ctx->stream));
+    CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a, layout_a, b, layout_b, &beta,
+                                c ? c : d, layout_d, d, layout_d, algo, ctx->workspace,
+                                ctx->workspace_size, ctx->stream));
 
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_a));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_b));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_d));
     CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+}
+
+// The model's products: D = op(A) op(B) [+ bias] [+ D if accumulate].
+inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX* b,
+                   const floatX* bias, int m, int n, int k, bool trans_a, bool trans_b,
+                   bool accumulate) {
+    matmul_general(ctx, d, a, b, accumulate ? d : nullptr, bias, 1.0f, accumulate ? 1.0f : 0.0f, m,
+                   n, k, trans_a, trans_b);
 }

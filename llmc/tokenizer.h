@@ -13,8 +13,10 @@ Two kinds, as in dev/data/tokenizer.py, whose docstring defines the file format:
      taken one at a time as "other" symbols.
   2. each piece starts as one token per byte and the adjacent pair with the lowest merge rank
      is merged, every occurrence left to right, until no adjacent pair is a merge.
-Errors (missing file, wrong magic or version, truncation, inconsistent tables) make
-tokenizer_load return -1 with a message in tok->error; the caller prints it and exits.
+Errors (missing file, not a regular file, wrong magic or version, truncation, inconsistent
+tables) make tokenizer_load return -1 with a message in tok->error; the caller prints it and
+exits. The header's counts are checked against the file's size before anything is allocated
+for them.
 Running out of memory exits at once (MALLOC_CHECK).
 */
 #pragma once
@@ -25,7 +27,7 @@ Running out of memory exits at once (MALLOC_CHECK).
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "fileio.h"
 
 #define TOKENIZER_MAGIC 20250917
 #define TOKENIZER_VERSION 1
@@ -181,75 +183,107 @@ inline int tokenizer_validate(Tokenizer* tok, const char* path) {
     return 0;
 }
 
-// Loads a tokenizer file. Returns 0, or -1 with the reason in tok->error.
-inline int tokenizer_load(Tokenizer* tok, const char* path) {
-    memset(tok, 0, sizeof(*tok));
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(tok->error, sizeof(tok->error), "cannot open tokenizer file %s: %s", path,
-                 strerror(errno));
-        return -1;
-    }
-    uint8_t* data = NULL;
-    size_t size = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long end = ftell(f);
-        if (end >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-            size = (size_t)end;
-            data = (uint8_t*)MALLOC_CHECK(size + 1);
-            if (fread(data, 1, size, f) != size) {
-                free(data);
-                data = NULL;
-            }
-        }
-    }
-    fclose(f);
-    if (data == NULL) {
-        snprintf(tok->error, sizeof(tok->error), "cannot read tokenizer file %s", path);
-        return -1;
-    }
-    TokenizerCursor c = {data, size, 0};
-    int32_t h[TOKENIZER_HEADER_INTS];
-    int rc = tokenizer_take(tok, &c, h, sizeof(h), "the header", path);
-    if (rc == 0 && h[0] != TOKENIZER_MAGIC) {
+// Checks the header h of a file of `size` bytes: magic, version, kind, counts in range, and the
+// counts against the size (the tables they announce must fit the file, and the longest tables
+// they allow must not be shorter than it), so nothing is allocated for a count the file cannot
+// hold.
+inline int tokenizer_check_header(Tokenizer* tok, const int32_t* h, int64_t size,
+                                  const char* path) {
+    if (h[0] != TOKENIZER_MAGIC) {
         snprintf(tok->error, sizeof(tok->error),
                  "%s is not a tokenizer file (magic %d, expected %d); write one with "
                  "dev/data/prepare.py",
                  path, h[0], TOKENIZER_MAGIC);
-        rc = -1;
-    } else if (rc == 0 && h[1] != TOKENIZER_VERSION) {
+        return -1;
+    }
+    if (h[1] != TOKENIZER_VERSION) {
         snprintf(tok->error, sizeof(tok->error),
                  "tokenizer file %s has version %d, this program reads version %d", path, h[1],
                  TOKENIZER_VERSION);
-        rc = -1;
-    } else if (rc == 0 &&
-               ((h[2] != TOKENIZER_KIND_BYTE && h[2] != TOKENIZER_KIND_GPT2) || h[3] <= 0 ||
-                h[3] > 65536 || h[4] < 0 || h[4] >= h[3] || h[5] < 0 || h[6] < 0)) {
+        return -1;
+    }
+    if ((h[2] != TOKENIZER_KIND_BYTE && h[2] != TOKENIZER_KIND_GPT2) || h[3] <= 0 || h[3] > 65536 ||
+        h[4] < 0 || h[4] >= h[3] || h[5] < 0 || h[6] < 0) {
         snprintf(tok->error, sizeof(tok->error),
                  "tokenizer file %s has an invalid header (kind %d, vocab %d, eot %d, merges %d, "
                  "ranges %d)",
                  path, h[2], h[3], h[4], h[5], h[6]);
-        rc = -1;
+        return -1;
     }
-    if (rc == 0) {
-        tok->kind = h[2];
-        tok->vocab_size = h[3];
-        tok->eot = h[4];
-        tok->num_merges = h[5];
-        tok->num_ranges = h[6];
-        // Token bytes can never exceed the file size, which bounds this allocation.
-        tok->token_offset = (uint32_t*)MALLOC_CHECK((tok->vocab_size + 1) * sizeof(uint32_t));
-        tok->token_data = (uint8_t*)MALLOC_CHECK(size);
-        tok->token_offset[0] = 0;
-        for (int i = 0; i < tok->vocab_size && rc == 0; i++) {
-            uint16_t n = 0;
-            rc = tokenizer_take(tok, &c, &n, 2, "a token length", path);
-            if (rc == 0)
-                rc = tokenizer_take(tok, &c, tok->token_data + tok->token_offset[i], n,
-                                    "token bytes", path);
-            tok->token_offset[i + 1] = tok->token_offset[i] + n;
-        }
+    // Every count is below 2^31, so these sums cannot overflow.
+    const int64_t least = (int64_t)TOKENIZER_HEADER_INTS * 4 + 2 * (int64_t)h[3] +
+                          (int64_t)sizeof(BpeMerge) * h[5] + (int64_t)sizeof(CodePointRange) * h[6];
+    const int64_t most = least + (int64_t)UINT16_MAX * h[3];  // every token 65535 bytes long
+    if (size < least || size > most) {
+        snprintf(tok->error, sizeof(tok->error),
+                 "tokenizer file %s %s: its header says %d tokens, %d merges and %d code point "
+                 "ranges (%lld to %lld bytes), the file has %lld bytes",
+                 path, size < least ? "is truncated" : "has unexpected bytes after its tables",
+                 h[3], h[5], h[6], (long long)least, (long long)most, (long long)size);
+        return -1;
     }
+    return 0;
+}
+
+// Loads a tokenizer file. Returns 0, or -1 with the reason in tok->error.
+inline int tokenizer_load(Tokenizer* tok, const char* path) {
+    memset(tok, 0, sizeof(*tok));
+    int64_t file_size;
+    FILE* f = fopen_regular(path, "tokenizer file", &file_size, tok->error, sizeof(tok->error));
+    if (f == NULL) return -1;
+    int32_t h[TOKENIZER_HEADER_INTS];
+    const size_t header_bytes = sizeof(h);
+    if (file_size < (int64_t)header_bytes) {
+        snprintf(tok->error, sizeof(tok->error),
+                 "tokenizer file %s is truncated: %lld bytes, the header alone is %zu", path,
+                 (long long)file_size, header_bytes);
+        fclose(f);
+        return -1;
+    }
+    if (fread(h, header_bytes, 1, f) != 1) {
+        snprintf(tok->error, sizeof(tok->error), "cannot read tokenizer file %s: %s", path,
+                 ferror(f) ? strerror(errno) : "it ended before its header (did it change?)");
+        fclose(f);
+        return -1;
+    }
+    if (tokenizer_check_header(tok, h, file_size, path) != 0) {
+        fclose(f);
+        return -1;
+    }
+    // The whole file in memory (its size is what the header allows), parsed by a cursor.
+    const size_t size = (size_t)file_size;
+    uint8_t* data = (uint8_t*)MALLOC_CHECK(size);
+    memcpy(data, h, header_bytes);
+    const bool read_ok =
+        fread(data + header_bytes, 1, size - header_bytes, f) == size - header_bytes;
+    fclose(f);
+    if (!read_ok) {
+        snprintf(tok->error, sizeof(tok->error), "cannot read tokenizer file %s (did it change?)",
+                 path);
+        free(data);
+        return -1;
+    }
+    TokenizerCursor c = {data, size, header_bytes};
+    tok->kind = h[2];
+    tok->vocab_size = h[3];
+    tok->eot = h[4];
+    tok->num_merges = h[5];
+    tok->num_ranges = h[6];
+    // Token bytes can never exceed the file size, which bounds this allocation; at most 65536
+    // tokens of 65535 bytes, so the offsets fit in uint32.
+    tok->token_offset = (uint32_t*)MALLOC_CHECK((tok->vocab_size + 1) * sizeof(uint32_t));
+    tok->token_data = (uint8_t*)MALLOC_CHECK(size);
+    tok->token_offset[0] = 0;
+    int rc = 0;
+    for (int i = 0; i < tok->vocab_size && rc == 0; i++) {
+        uint16_t n = 0;
+        rc = tokenizer_take(tok, &c, &n, 2, "a token length", path);
+        if (rc == 0)
+            rc = tokenizer_take(tok, &c, tok->token_data + tok->token_offset[i], n, "token bytes",
+                                path);
+        tok->token_offset[i + 1] = tok->token_offset[i] + n;
+    }
+    // The header check bounded both tables by the file size: these allocations are too.
     if (rc == 0) {
         tok->merges = (BpeMerge*)MALLOC_CHECK((size_t)tok->num_merges * sizeof(BpeMerge) + 1);
         rc = tokenizer_take(tok, &c, tok->merges, (size_t)tok->num_merges * sizeof(BpeMerge),

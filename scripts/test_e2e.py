@@ -14,6 +14,12 @@ What it checks, each against something computed here independently of train_gpt:
   crash      SIGKILL while a checkpoint is being written (a bigger model, so the write takes
              a while): every committed checkpoint stays valid and the resumed run still ends
              bit-identical
+  optimizers Muon, QK-norm and z-loss together: resumed bit-identical (bf16 build), the same
+             bits on 1 and 3 CPU threads; the log
+             header's state_bytes equal what the parameter table implies (16 bytes per AdamW
+             parameter, 12 per Muon parameter in the bf16 build) and the z-loss is logged; a
+             checkpoint of another optimizer, of another QK-norm setting, and one written before
+             the parameter table (adam_m/adam_v over every tensor, no layout) are refused by name
   reject     corrupt, truncated, foreign and mismatched checkpoints, and bad shards (magic,
              version, truncation, token >= vocab, empty or missing split) end with a clear
              message and a non-zero exit, leaving the checkpoints and the log unchanged
@@ -211,15 +217,17 @@ def test_run(bf16, work, data):
           "run: --keep-checkpoints 2 keeps the newest two", str(sorted(os.listdir(ck2))) if rc == 0 else out[-500:])
 
 
-def test_resume(binary, name, label, work, data, kill):
+def test_resume(binary, name, label, work, data, kill, extra=()):
     """An uninterrupted run against one stopped after step 8 (SIGKILL, or a run whose later
-    checkpoints and log lines are dropped), then resumed with --resume latest."""
+    checkpoints and log lines are dropped), then resumed with --resume latest; extra: more
+    flags for both."""
     full_ck, full_log = os.path.join(work, name + "_full_ck"), os.path.join(work, name + "_full.jsonl")
-    rc, out, _ = run(binary, ["--data", data, "--checkpoint-dir", full_ck, "--log", full_log] + RUN_FLAGS, work)
+    flags = RUN_FLAGS + list(extra)
+    rc, out, _ = run(binary, ["--data", data, "--checkpoint-dir", full_ck, "--log", full_log] + flags, work)
     if not check(rc == 0, "resume (%s): uninterrupted run" % label, out[-1000:] if rc else ""):
         return
     ck, log = os.path.join(work, name + "_ck"), os.path.join(work, name + ".jsonl")
-    args = [binary, "--data", data, "--checkpoint-dir", ck, "--log", log] + RUN_FLAGS
+    args = [binary, "--data", data, "--checkpoint-dir", ck, "--log", log] + flags
     if kill:
         proc = subprocess.Popen(args, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen = wait_for(proc, lambda: os.path.exists(os.path.join(ck, "ckpt_step00000008.bin")), 120)
@@ -286,6 +294,81 @@ def test_crash_during_write(bf16, work, data):
           re.search(r"resuming from \S+", out).group(0) if "resuming" in out else out[-800:])
 
 
+OPTIMIZER_FLAGS = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-3"]
+MUON_TENSORS = ("attn.qkv.w", "attn.proj.w", "mlp.fc.w", "mlp.proj.w")
+
+
+def write_checkpoint(path, step, config, sections):
+    """A checkpoint file (format: llmc/checkpoint.h) of the given config bytes and sections."""
+    body = b"GPT-CKPT" + struct.pack("<QQQ", 1, step, len(config)) + config
+    for name, data in sections:
+        body += name.encode().ljust(64, b"\0") + struct.pack("<Q", len(data)) + data
+    size = len(body) + 32
+    body += b"CKPT-END" + struct.pack("<QQ", len(sections), size)
+    open(path, "wb").write(body + struct.pack("<Q", zlib.crc32(body)))
+
+
+def test_optimizers(bf16, work, data):
+    """After test_run and test_resume(..., OPTIMIZER_FLAGS): the log header's state_bytes, the
+    z-loss lines, and the checkpoints of another optimizer, QK-norm setting or format."""
+    # TINY's model: C = 32, 2 layers; the Muon matrices hold 3C^2 + C^2 + 4C^2 + 4C^2 = 12 C^2
+    # elements per layer (multiples of 128: no alignment gaps), everything else is AdamW's
+    C, L = 32, 2
+    muon_elems = 12 * C * C * L
+    for log, muon, what in ((os.path.join(work, "run.jsonl"), False, "AdamW"),
+                            (os.path.join(work, "muon_full.jsonl"), True, "Muon")):
+        header = read_log(log)[0]
+        held = header.get("state_bytes", {})
+        P = held.get("params", 0) // 2  # bf16 weights: 2 bytes
+        muon_p = muon_elems if muon else 0
+        want = {"params": 2 * P, "grads": 2 * P, "master": 4 * P,
+                "optimizer": 8 * (P - muon_p) + 4 * muon_p}
+        check(P > 0 and held == want,
+              "optimizers: log header state_bytes of the %s run (16 bytes per AdamW parameter, 12 per "
+              "Muon parameter)" % what, "got %s, want %s" % (held, want))
+    # the same bits on any number of CPU threads (CUCC_THREADS; a GPU run ignores it)
+    hashes = []
+    for threads in ("1", "3"):
+        p = subprocess.run([bf16, "--data", data, "--steps", "4", "--val-every", "0", "--sample-len", "0"]
+                           + TINY + OPTIMIZER_FLAGS, cwd=work, capture_output=True, text=True,
+                           env=dict(os.environ, CUCC_THREADS=threads))
+        m = re.search(r"parameter hash (\S+)", p.stdout)
+        hashes.append(m.group(1) if p.returncode == 0 and m else None)
+    check(hashes[0] is not None and hashes[0] == hashes[1],
+          "optimizers: Muon + QK-norm + z-loss give the same parameters on 1 and 3 CPU threads", str(hashes))
+    lines = read_log(os.path.join(work, "muon_full.jsonl"))
+    z = [d.get("z_loss") for d in lines[1:] if "train_loss" in d]
+    check(len(z) == 16 and all(v is not None and 0 < v < 0.1 for v in z),
+          "optimizers: a z_loss on every step line (1e-3 (log Z)^2: about 0.03 at log Z ~ log 256)",
+          str(z[:3]))
+    ck = os.path.join(work, "muon_full_ck")
+    base = ["--data", data, "--checkpoint-dir", ck] + RUN_FLAGS + ["--steps", "20"]
+    before = tree_hashes(ck)
+    cases = [("of the other optimizer (AdamW resuming Muon)", ["--qk-norm", "--z-loss", "1e-3"],
+              r"h0\.attn\.qkv\.w is updated by muon there, by adamw here|--optimizer"),
+             ("without QK-norm's tensors", ["--optimizer", "muon", "--z-loss", "1e-3"],
+              r"holds tensor h0\.attn\.q_norm\.w, which this model does not have|--qk-norm")]
+    for what, extra, pattern in cases:
+        rc, out, _ = run(bf16, base + extra + ["--resume", "latest"], work)
+        check(rc != 0 and re.search(pattern, out) is not None, "optimizers: refuses a checkpoint %s" % what,
+              out.strip().splitlines()[-1] if out.strip() else "(no output)")
+    check(tree_hashes(ck) == before, "optimizers: the checkpoints are unchanged after the refusals")
+    # A checkpoint as written before the parameter table: AdamW's moments over the whole layout
+    # as adam_m / adam_v, no layout section (made here from an AdamW checkpoint, where the two
+    # layouts hold the same bytes).
+    config, sections = checkpoint_sections(os.path.join(work, "run_ck", "ckpt_step00000016.bin"))
+    old_names = {"optimizer.adamw.m": "adam_m", "optimizer.adamw.v": "adam_v"}
+    old = [(old_names.get(n, n), b) for n, b in sections.items()
+           if n not in ("layout", "optimizer.muon.momentum")]
+    old_path = os.path.join(work, "before_table.bin")
+    write_checkpoint(old_path, 16, config, old)
+    for mode in (["--resume", old_path] + RUN_FLAGS + ["--steps", "20"], ["--sample", old_path]):
+        rc, out, _ = run(bf16, ["--data", data] + mode, work)
+        check(rc != 0 and "written before optimizer state had a layout" in out,
+              "optimizers: %s refuses a checkpoint from before the parameter table" % mode[0],
+              out.strip().splitlines()[-1] if out.strip() else "(no output)")
+
+
 def test_reject_checkpoints(bf16, fp32, work, data):
     src = os.path.join(work, "run_ck")
     ck, log = os.path.join(work, "rej_ck"), os.path.join(work, "rej.jsonl")
@@ -310,8 +393,12 @@ def test_reject_checkpoints(bf16, fp32, work, data):
         ("another model (--layers 3)", bf16, ["--resume", "latest", "--layers", "3"],
          r"different model configuration; layers: 2 in the checkpoint, 3 here"),
         ("another width (--embd 64)", bf16, ["--resume", "latest", "--embd", "64"], r"different model configuration; embd"),
-        ("another batch size (--batch 8)", bf16, ["--resume", "latest", "--batch", "8"], r"saved data position does not fit"),
-        ("another seed", bf16, ["--resume", "latest", "--seed", "7"], r"saved data position does not fit"),
+        ("another batch size (--batch 8)", bf16, ["--resume", "latest", "--batch", "8"],
+         r"global batch \(ranks x --batch x --grad-accum\): 4 sequences in the checkpoint, 8 in this run"),
+        ("another seed", bf16, ["--resume", "latest", "--seed", "7"], r"--seed: 1337 in the checkpoint, 7 in this run"),
+        ("another schedule (--lr, --warmup): every difference named", bf16,
+         ["--resume", "latest", "--lr", "1e-3", "--warmup", "3"],
+         r"of another run \(2 differences\):\n  --lr: 0.003 in the checkpoint, 0.001 in this run\n  --warmup: 0 in the checkpoint, 3 in this run"),
         ("the other precision (fp32 build)", fp32, ["--resume", "latest"], r"bytes per weight .*: 2 in the checkpoint, 4 here"),
     ]
     for what, binary, extra, pattern in cases:
@@ -323,12 +410,23 @@ def test_reject_checkpoints(bf16, fp32, work, data):
     # sample mode rejects the same files
     rc, out, _ = run(bf16, ["--sample", os.path.join(bad, "flipped.bin"), "--data", data], work)
     check(rc != 0 and "checksum mismatch" in out, "reject checkpoint: --sample refuses a corrupt file")
-    # a truncated newest file (a crash of a writer that was not atomic) is skipped by latest
-    shutil.copy(os.path.join(bad, "truncated.bin"), os.path.join(ck, "ckpt_step00000018.bin"))
-    rc, out, _ = run(bf16, base + ["--resume", "latest"], work)
-    check(rc == 0 and "skipping checkpoint" in out and "ckpt_step00000016.bin at step 16" in out,
-          "reject checkpoint: --resume latest skips a truncated newest file and continues from step 16",
-          "" if rc == 0 else out[-500:])
+    # a damaged newest file (a crash of a writer that was not atomic, a flipped bit on disk) is
+    # skipped by latest, with a warning naming what is wrong, and the next older one is taken;
+    # --sample DIR does the same
+    for damage, name, why in (("truncated", "truncated.bin", "truncated"),
+                              ("corrupt", "flipped.bin", "checksum mismatch")):
+        for n in os.listdir(ck):  # what the previous round's resumed run wrote after step 16
+            if n.startswith("ckpt_step") and int(n[9:17]) > 16:
+                os.remove(os.path.join(ck, n))
+        shutil.copy(os.path.join(bad, name), os.path.join(ck, "ckpt_step00000018.bin"))
+        rc, out, _ = run(bf16, ["--sample", ck, "--data", data, "--sample-len", "5"], work)
+        check(rc == 0 and "skipping checkpoint" in out and why in out and "step 16" in out,
+              "reject checkpoint: --sample DIR skips a %s newest file and samples step 16" % damage,
+              "" if rc == 0 else out[-500:])
+        rc, out, _ = run(bf16, base + ["--resume", "latest"], work)
+        check(rc == 0 and "skipping checkpoint" in out and why in out and "ckpt_step00000016.bin at step 16" in out,
+              "reject checkpoint: --resume latest skips a %s newest file and continues from step 16" % damage,
+              "" if rc == 0 else out[-500:])
 
 
 def test_reject_data(bf16, work, data):
@@ -400,7 +498,8 @@ def test_sample(bf16, fp32, work, data):
     tokens = [0] + list(generated)  # byte tokenizer: token = byte, documents start with token 0
     config, sections = checkpoint_sections(path)
     V, Vp, maxT, L, NH, C, wbytes = struct.unpack("<7i", config)
-    cfg = types.SimpleNamespace(vocab=V, context=maxT, layers=L, heads=NH, embd=C)
+    cfg = types.SimpleNamespace(vocab=V, context=maxT, layers=L, heads=NH, embd=C, qk_norm=False,
+                                z_loss=0.0)
     flat = torch.frombuffer(bytearray(sections["params"]), dtype=torch.float32)
     params, offset = {}, 0
     for name, shape in reference.param_shapes(cfg):
@@ -411,7 +510,7 @@ def test_sample(bf16, fp32, work, data):
         offset += (n + 127) // 128 * 128  # TENSOR_ALIGN in llmc/common.cuh
     with torch.no_grad():
         idx = torch.tensor([tokens[:-1]], dtype=torch.int64)
-        logits, _ = reference.forward_loss(params, cfg, idx, idx)
+        logits, _, _ = reference.forward_loss(params, cfg, idx, idx)
     logits = logits[0]
     start = 1 + len(prompt)
     worst = 0.0
@@ -484,6 +583,9 @@ def main():
         test_resume(bf16, "bf16", "bf16, SIGKILL", work, data, kill=True)
         test_resume(fp32, "fp32", "fp32, stopped at step 8", work, data, kill=False)
         test_crash_during_write(bf16, work, data)
+        test_resume(bf16, "muon", "bf16, Muon + QK-norm + z-loss, stopped at step 8", work, data,
+                    kill=False, extra=OPTIMIZER_FLAGS)
+        test_optimizers(bf16, work, data)
         test_reject_checkpoints(bf16, fp32, work, data)
         test_reject_data(bf16, work, data)
         test_sample(bf16, fp32, work, data)

@@ -7,8 +7,12 @@
   chunk at the end, and a plausible size for a drawn figure;
 - the default output name is the log's with .png; a log with only val lines still plots;
 - malformed logs fail with a message naming the line (bad JSON, a non-object, a line without
-  a step after the header, a step that is not an integer, a loss that is not a number), and
-  so do a missing file, a binary file and a log with nothing to plot;
+  a step after the header, a step that is not an integer, a loss that is not a number, a
+  corrupt last line that ends with a newline), and so do a missing file, a binary file and a
+  log with nothing to plot;
+- a last line cut short (no newline; cut inside the JSON or inside a UTF-8 character) is
+  skipped with a warning naming it and the rest plots; a whole last line without its newline
+  is plotted, without a warning;
 - without matplotlib (an import that fails, forced with a stub package on PYTHONPATH) it says
   to pip install matplotlib.
 Plain script: prints one line per check and `N passed, N failed`; exits 1 on any failure.
@@ -109,6 +113,8 @@ def run_checks(tmp):
         ("a loss that is a string", good[:2] + ['{"step": 1, "train_loss": "2.0"}'],
          ":3: \"train_loss\" is '2.0', not a number"),
         ("nothing to plot", [good[0], '{"step": 1, "lr": 0.1}'], "no train_loss or val_loss"),
+        ("a corrupt last line with its newline", good + ['{"step": 9, "train_lo'],
+         ":%d: not valid JSON" % (len(good) + 1)),
     ]
     for what, lines, message in bad_logs:
         path = os.path.join(tmp, "bad.jsonl")
@@ -116,6 +122,32 @@ def run_checks(tmp):
         rc, output = run_plot([path, "--out", os.path.join(tmp, "bad.png")])
         check(rc != 0 and "plot.py: error:" in output and message in output and
               "Traceback" not in output, "rejects %s" % what, output.strip())
+    whole = "".join(line + "\n" for line in good).encode()
+    sample_line = json.dumps({"step": 4, "sample": "caf\u00e9 \u2019"}, ensure_ascii=False).encode()
+    cut_logs = [
+        ("inside the JSON", whole + b'{"step": 5, "train_loss": 2.'),
+        ("inside a UTF-8 character", whole + sample_line[:sample_line.index(b"\xe2") + 2]),
+    ]
+    for what, data in cut_logs:
+        path = os.path.join(tmp, "cut.jsonl")
+        with open(path, "wb") as f:
+            f.write(data)
+        png = os.path.join(tmp, "cut.png")
+        rc, output = run_plot([path, "--out", png])
+        check(rc == 0 and "warning: %s:%d: skipping the last line, cut short" % (path, len(good) + 1)
+              in output and not png_problems(png, 900, 700),
+              "skips a last line cut %s, with a warning, and plots the rest" % what, output.strip())
+    path = os.path.join(tmp, "no_newline.jsonl")
+    with open(path, "wb") as f:
+        f.write(whole + b'{"step": 5, "train_loss": "x"}')
+    rc, output = run_plot([path, "--out", os.path.join(tmp, "nl.png")])
+    check(rc != 0 and ":%d: \"train_loss\" is 'x'" % (len(good) + 1) in output,
+          "reads a whole last line without its newline (its bad value is an error)", output.strip())
+    with open(path, "wb") as f:
+        f.write(whole + b'{"step": 5, "train_loss": 2.5}')
+    rc, output = run_plot([path, "--out", os.path.join(tmp, "nl.png")])
+    check(rc == 0 and "warning" not in output, "plots a whole last line without its newline",
+          output.strip())
     rc, output = run_plot([os.path.join(tmp, "absent.jsonl")])
     check(rc != 0 and "cannot read log" in output and "No such file" in output,
           "rejects a missing file", output.strip())

@@ -14,7 +14,9 @@
 #   a GPU: the bf16 build, GPT-2's BPE tokenizer and a 51 M-parameter model (8 layers, 512 wide;
 #     half of it the 50257 x 512 token embedding). Not yet run on a GPU: the sizes are a guess.
 # Environment: OUT (default out/austen_cpu or out/austen_gpu), RESUME=1 (continue from the
-# newest checkpoint in OUT instead of starting over), STEPS (override the step count).
+# newest checkpoint in OUT instead of starting over), STEPS (override the step count),
+# OPTIMIZER (adamw, the default, or muon: Muon for the hidden matrices at the same --lr, which
+# --muon-adjust match_rms_adamw carries over).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,7 +72,7 @@ mkdir -p "$OUT"
 
 echo "== training (output in $OUT)"
 START=$(date +%s)
-"$BINARY" --data "$DATA" "${MODEL[@]}" "${RUN[@]}" --prompt "It is a truth universally acknowledged" \
+"$BINARY" --data "$DATA" "${MODEL[@]}" "${RUN[@]}" --optimizer "${OPTIMIZER:-adamw}" --prompt "It is a truth universally acknowledged" \
     --checkpoint-dir "$OUT/checkpoints" --keep-checkpoints 2 --log "$OUT/log.jsonl" "${RESUME_FLAGS[@]}"
 echo "== trained in $(($(date +%s) - START)) s"
 

@@ -7,22 +7,29 @@
 // rounded as the forward pass stores them, so this check does not depend on a forward kernel.
 // Variants:
 //   1  one thread per query for dq, then one thread per key for dk and dv, all from global memory
-//   2  train_gpt.cu attention_backward: a dq pass over key tiles and a dk/dv pass over query
-//      tiles, 64 rows per block, tiles in shared memory
+//   2  train_gpt.cu attention_backward on CUDA cores: a dq pass over key tiles and a dk/dv pass
+//      over query tiles, tiles in shared memory (the fp32 build's path)
+//   3  train_gpt.cu attention_backward on tensor cores (bf16 build only, the bf16 build's path):
+//      the same two passes as FlashAttention-2 style mma.sync products; checked against the
+//      float64 reference and against variant 2
 // Usage: ./attention_backward [variant] [--bench] [--small]
+// --bench times every variant on the shapes scripts/gpu_check.sh compares with PyTorch (see
+// bench_shapes in attention_reference.h).
 // Built with -DATT_LANE_DIMS=16, the GPU's row split, also on the CPU runtime (whose trainer
 // build splits rows in 32s; see ATT_LANE_DIMS in train_gpt.cu), so both splits are checked.
 //! cucc: -lcublasLt -DATT_LANE_DIMS=16
 //! run: ./prog --small => pass /all checks passed/
-//! run: ./prog --small --bench => pass /bench attention_backward variant 2: [\s\S]*all checks passed/
+//! run: ./prog --small --bench => pass /bench attention_backward B1 NH2 T64 HS64 variant 2: [\s\S]*variant 3: [\s\S]*all checks passed/
 #define TRAIN_GPT_NO_MAIN
 #include "../../train_gpt.cu"
 #include "common.h"
 #include "attention_reference.h"
 
-static const char* const VARIANTS[] = {"thread per query (dq), then thread per key (dk, dv)",
-                                       "train_gpt.cu attention_backward (flash style, two passes)"};
-constexpr int NUM_VARIANTS = 2;
+static const char* const VARIANTS[] = {
+    "thread per query (dq), then thread per key (dk, dv)",
+    "train_gpt.cu attention_backward, CUDA cores (flash style, two passes)",
+    "train_gpt.cu attention_backward, tensor cores (FlashAttention-2 style, mma.sync)"};
+constexpr int NUM_VARIANTS = FLOATX_IS_FP32 ? 2 : 3;
 constexpr int MAX_HS = 128;
 
 // Variant 1, dq: thread i owns query t of head h of sequence b, i = (b*NH + h)*T + t.
@@ -106,7 +113,8 @@ static void launch(int variant, int block_size, const Buffers* d, AttentionShape
         CUDA_CHECK_LAUNCH();
     } else {
         attention_backward(d->dqkv, d->delta, d->dout, d->out, d->qkv, d->lse, sh.B, sh.T, sh.NH,
-                           sh.HS, 0);
+                           sh.HS, 0,
+                           variant == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
     }
 }
 
@@ -187,6 +195,11 @@ static void reference(const Inputs* in, AttentionShape sh, std::vector<double>* 
 
 // float arithmetic: within ~1e-6 of the scale (about 16 ulps); dqkv is floatX, rounded once.
 static const Tolerance TOL = {1e-6, FLOATX_ROUNDOFF};
+// Tensor cores multiply P and dS rounded to bf16 (each off by at most 2^-9 of itself; dS is
+// formed from the unrounded P and dP), which moves each term of the scale by at most 2^-9 of it.
+static const Tolerance TOL_MMA = {1e-6 + 0x1p-9, FLOATX_ROUNDOFF};
+// Variant 3 against variant 2: each is within its bound of the exact value.
+static const Tolerance TOL_VS_2 = {TOL.atol + TOL_MMA.atol, 2 * FLOATX_ROUNDOFF};
 
 static Buffers upload(const Inputs* in) {
     return {device_copy(in->qkv),  device_copy(in->out),
@@ -205,17 +218,25 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     reference(&in, sh, &ref, &scale);
     Buffers d = upload(&in);
     int failures = 0;
+    std::vector<double> dqkv2;  // variant 2's result, compared with variant 3's
     for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
+        if (!variant_selected(o, v) && !(v == 2 && variant_selected(o, 3))) continue;
         const std::vector<int> block_sizes =
             v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
         for (int block_size : block_sizes) {
             CUDA_CHECK(cudaMemset(d.dqkv, 0xff, in.qkv.size() * sizeof(floatX)));
             launch(v, block_size, &d, sh);
             CUDA_CHECK(cudaDeviceSynchronize());
+            const std::vector<float> dqkv = host_floats(d.dqkv, in.qkv.size());
+            if (v == 2) {
+                dqkv2.assign(dqkv.begin(), dqkv.end());
+                if (!variant_selected(o, 2)) continue;
+            }
             printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS,
                    block_size);
-            failures += !check_close("dqkv", host_floats(d.dqkv, in.qkv.size()), ref, scale, TOL);
+            bool ok = check_close("dqkv", dqkv, ref, scale, v == 3 ? TOL_MMA : TOL);
+            if (v == 3) ok &= check_close("dqkv vs 2", dqkv, dqkv2, scale, TOL_VS_2);
+            failures += !ok;
         }
     }
     free_buffers(&d);
@@ -223,25 +244,24 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
 }
 
 static void bench(const Options* o) {
-    const AttentionShape sh =
-        o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
-    char shape[128];
-    snprintf(shape, sizeof(shape),
-             "B %d T %d NH %d HS %d (GPT-2 124M); FLOPs counted as 2.5x forward", sh.B, sh.T, sh.NH,
-             sh.HS);
-    print_bench_intro(shape);
-    Inputs in = make_inputs(sh, 7);
-    Buffers d = upload(&in);
-    bench_variants(o, "attention_backward", VARIANTS, NUM_VARIANTS, 0.0,
-                   2.5 * attention_forward_flops(sh), [&](int v) { launch(v, 128, &d, sh); });
-    free_buffers(&d);
+    for (AttentionShape sh : bench_shapes(o)) {
+        const std::string label = bench_label("attention_backward", sh);
+        print_bench_intro((label + "; FLOPs counted as 2.5x forward").c_str());
+        Inputs in = make_inputs(sh, 7);
+        Buffers d = upload(&in);
+        bench_variants(
+            o, label.c_str(), VARIANTS, NUM_VARIANTS, 0.0, 2.5 * attention_forward_flops(sh),
+            [&](int v) { launch(v, 128, &d, sh); }, bench_first_variant(o));
+        free_buffers(&d);
+    }
 }
 
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("attention_backward");
-    std::vector<AttentionShape> shapes = {
-        {1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
+    std::vector<AttentionShape> shapes = {{1, 1, 1, 32},   {2, 37, 2, 32},  {1, 70, 2, 64},
+                                          {2, 65, 1, 128}, {1, 100, 3, 64}, {1, 150, 1, 128},
+                                          {1, 200, 1, 32}};
     if (!o.small)
         shapes.insert(shapes.end(), {{2, 256, 12, 64}, {1, 333, 4, 128}, {2, 512, 4, 32}});
     int failures = 0;

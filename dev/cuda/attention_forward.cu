@@ -6,14 +6,20 @@
 // out (B,T,C), head h at columns h*HS; lse (B,NH,T) float.
 // Variants:
 //   1  one thread per (b, h, query): a max pass, then an exp-sum pass, all from global memory
-//   2  train_gpt.cu attention_forward: flash style, HS/ATT_LANE_DIMS lanes per query (256 threads
-//      per block), keys streamed through shared memory in tiles with an online softmax
+//   2  train_gpt.cu attention_forward on CUDA cores: flash style, HS/ATT_LANE_DIMS lanes per
+//      query (256 threads per block), keys streamed through shared memory in tiles with an online
+//      softmax (the fp32 build's path)
+//   3  train_gpt.cu attention_forward on tensor cores (bf16 build only, the bf16 build's path):
+//      FlashAttention-2 style, mma.sync m16n8k16, cp.async double buffering; checked against the
+//      float64 reference and against variant 2
 // Usage: ./attention_forward [variant] [--bench] [--small]
+// --bench times every variant on the shapes scripts/gpu_check.sh compares with PyTorch (causal,
+// B x NH x T = 8 x 12 x 1024 and 4 x 16 x 2048, HS 64 and 128; --small: one small shape).
 // Built with -DATT_LANE_DIMS=16, the GPU's row split, also on the CPU runtime (whose trainer
 // build splits rows in 32s; see ATT_LANE_DIMS in train_gpt.cu), so both splits are checked.
 //! cucc: -lcublasLt -DATT_LANE_DIMS=16
 //! run: ./prog --small => pass /all checks passed/
-//! run: ./prog --small --bench => pass /bench attention_forward variant 2: [\s\S]*all checks passed/
+//! run: ./prog --small --bench => pass /bench attention_forward B1 NH2 T64 HS64 variant 2: [\s\S]*variant 3: [\s\S]*all checks passed/
 #define TRAIN_GPT_NO_MAIN
 #include "../../train_gpt.cu"
 #include "common.h"
@@ -21,8 +27,9 @@
 
 static const char* const VARIANTS[] = {
     "one thread per query, two passes over the keys",
-    "train_gpt.cu attention_forward (flash style, shared-memory key tiles)"};
-constexpr int NUM_VARIANTS = 2;
+    "train_gpt.cu attention_forward, CUDA cores (flash style, shared-memory key tiles)",
+    "train_gpt.cu attention_forward, tensor cores (FlashAttention-2 style, mma.sync)"};
+constexpr int NUM_VARIANTS = FLOATX_IS_FP32 ? 2 : 3;
 constexpr int MAX_HS = 128;
 
 // Variant 1: thread i owns query t of head h of sequence b, i = (b*NH + h)*T + t.
@@ -55,20 +62,28 @@ __global__ void attention_forward_naive_kernel(floatX* out, float* lse, const fl
     lse[i] = m + logf(l);
 }
 
-static void launch(int variant, int block_size, floatX* out, float* lse, const floatX* qkv,
+static void launch(int v, int block_size, floatX* out, float* lse, const floatX* qkv,
                    AttentionShape sh) {
-    if (variant == 1) {
+    if (v == 1) {
         attention_forward_naive_kernel<<<(int)ceil_div((size_t)sh.B * sh.NH * sh.T, block_size),
                                          block_size>>>(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS);
         CUDA_CHECK_LAUNCH();
     } else {
-        attention_forward(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS, 0);
+        attention_forward(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS, 0,
+                          v == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
     }
 }
 
 // float arithmetic: within ~1e-6 of the scale (about 16 ulps); out is floatX, rounded once.
 static const Tolerance TOL_OUT = {1e-6, FLOATX_ROUNDOFF};
 static const Tolerance TOL_LSE = {1e-6, 0.0};
+// Tensor cores multiply P, rounded to bf16 (each p off by at most 2^-9 of itself), with V and
+// divide by the sum of the unrounded p: out moves by at most 2^-9 sum_s p_s |v_s| <= 2^-9 scale
+// more. lse is summed in float as in variant 2.
+static const Tolerance TOL_OUT_MMA = {1e-6 + 0x1p-9, FLOATX_ROUNDOFF};
+// Variant 3 against variant 2: each is within its bound of the exact value.
+static const Tolerance TOL_OUT_VS_2 = {TOL_OUT.atol + TOL_OUT_MMA.atol, 2 * FLOATX_ROUNDOFF};
+static const Tolerance TOL_LSE_VS_2 = {2 * TOL_LSE.atol, 0.0};
 
 // Checks every selected variant on one shape; returns the failure count.
 static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
@@ -81,8 +96,9 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     floatX* d_out = device_poisoned<floatX>(n_out);
     float* d_lse = device_poisoned<float>(n_lse);
     int failures = 0;
+    std::vector<double> out2, lse2;  // variant 2's results, compared with variant 3's
     for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(o, v)) continue;
+        if (!variant_selected(o, v) && !(v == 2 && variant_selected(o, 3))) continue;
         const std::vector<int> block_sizes =
             v == 1 ? std::vector<int>{32, 128, 512} : std::vector<int>{0};
         for (int block_size : block_sizes) {
@@ -90,11 +106,22 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
             CUDA_CHECK(cudaMemset(d_lse, 0xff, n_lse * sizeof(float)));
             launch(v, block_size, d_out, d_lse, d_qkv, sh);
             CUDA_CHECK(cudaDeviceSynchronize());
+            const std::vector<float> out = host_floats(d_out, n_out),
+                                     lse = host_floats(d_lse, n_lse);
+            if (v == 2) {
+                out2.assign(out.begin(), out.end());
+                lse2.assign(lse.begin(), lse.end());
+                if (!variant_selected(o, 2)) continue;
+            }
             printf("  variant %d B %d T %d NH %d HS %d block %d\n", v, sh.B, sh.T, sh.NH, sh.HS,
                    block_size);
-            bool ok =
-                check_close("out", host_floats(d_out, n_out), ref.out, ref.out_scale, TOL_OUT);
-            ok &= check_close("lse", host_floats(d_lse, n_lse), ref.lse, ref.lse_scale, TOL_LSE);
+            const Tolerance tol_out = v == 3 ? TOL_OUT_MMA : TOL_OUT;
+            bool ok = check_close("out", out, ref.out, ref.out_scale, tol_out);
+            ok &= check_close("lse", lse, ref.lse, ref.lse_scale, TOL_LSE);
+            if (v == 3) {
+                ok &= check_close("out vs 2", out, out2, ref.out_scale, TOL_OUT_VS_2);
+                ok &= check_close("lse vs 2", lse, lse2, ref.lse_scale, TOL_LSE_VS_2);
+            }
             failures += !ok;
         }
     }
@@ -103,26 +130,27 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
 }
 
 static void bench(const Options* o) {
-    const AttentionShape sh =
-        o->small ? AttentionShape{1, 64, 2, 64} : AttentionShape{4, 1024, 12, 64};
-    char shape[128];
-    snprintf(shape, sizeof(shape), "B %d T %d NH %d HS %d (GPT-2 124M)", sh.B, sh.T, sh.NH, sh.HS);
-    print_bench_intro(shape);
-    uint64_t rng = 7;
-    const size_t n_out = (size_t)sh.B * sh.T * sh.NH * sh.HS;
-    floatX* d_qkv = device_copy(random_floatx(n_out * 3, &rng, -2.0f, 2.0f));
-    floatX* d_out = device_poisoned<floatX>(n_out);
-    float* d_lse = device_poisoned<float>((size_t)sh.B * sh.NH * sh.T);
-    bench_variants(o, "attention_forward", VARIANTS, NUM_VARIANTS, 0.0, attention_forward_flops(sh),
-                   [&](int v) { launch(v, 128, d_out, d_lse, d_qkv, sh); });
-    device_free({d_qkv, d_out, d_lse});
+    for (AttentionShape sh : bench_shapes(o)) {
+        const std::string label = bench_label("attention_forward", sh);
+        print_bench_intro(label.c_str());
+        uint64_t rng = 7;
+        const size_t n_out = (size_t)sh.B * sh.T * sh.NH * sh.HS;
+        floatX* d_qkv = device_copy(random_floatx(n_out * 3, &rng, -2.0f, 2.0f));
+        floatX* d_out = device_poisoned<floatX>(n_out);
+        float* d_lse = device_poisoned<float>((size_t)sh.B * sh.NH * sh.T);
+        bench_variants(
+            o, label.c_str(), VARIANTS, NUM_VARIANTS, 0.0, attention_forward_flops(sh),
+            [&](int v) { launch(v, 128, d_out, d_lse, d_qkv, sh); }, bench_first_variant(o));
+        device_free({d_qkv, d_out, d_lse});
+    }
 }
 
 int main(int argc, char** argv) {
     Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("attention_forward");
-    std::vector<AttentionShape> shapes = {
-        {1, 1, 1, 32}, {2, 37, 2, 32}, {1, 70, 2, 64}, {2, 65, 1, 128}, {1, 100, 3, 64}};
+    std::vector<AttentionShape> shapes = {{1, 1, 1, 32},   {2, 37, 2, 32},  {1, 70, 2, 64},
+                                          {2, 65, 1, 128}, {1, 100, 3, 64}, {1, 150, 1, 128},
+                                          {1, 200, 1, 32}};
     if (!o.small)
         shapes.insert(shapes.end(), {{2, 512, 12, 64}, {1, 777, 4, 128}, {2, 1024, 4, 32}});
     int failures = 0;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 struct AttentionShape {
@@ -19,6 +20,25 @@ struct AttentionShape {
 // The backward pass is counted as 2.5 times this (five such matmuls), the usual accounting.
 inline double attention_forward_flops(AttentionShape sh) {
     return 4.0 * sh.B * sh.NH * sh.HS * ((double)sh.T * (sh.T + 1) / 2);
+}
+
+// The benchmark shapes: those scripts/gpu_check.sh compares with PyTorch's
+// scaled_dot_product_attention (causal; B x NH x T = 8 x 12 x 1024 and 4 x 16 x 2048, HS 64 and
+// 128), or one small shape.
+inline std::vector<AttentionShape> bench_shapes(const Options* o) {
+    if (o->small) return {{1, 64, 2, 64}};
+    return {{8, 1024, 12, 64}, {8, 1024, 12, 128}, {4, 2048, 16, 64}, {4, 2048, 16, 128}};
+}
+
+// The naive variant 1 is a correctness reference: at the full benchmark sizes it is only timed
+// when asked for by number.
+inline int bench_first_variant(const Options* o) { return o->small || o->variant == 1 ? 1 : 2; }
+
+// "attention_forward B8 NH12 T1024 HS64": the harness name of a benchmark line, shape included.
+inline std::string bench_label(const char* harness, AttentionShape sh) {
+    char s[128];
+    snprintf(s, sizeof s, "%s B%d NH%d T%d HS%d", harness, sh.B, sh.NH, sh.T, sh.HS);
+    return s;
 }
 
 struct AttentionReference {

@@ -239,12 +239,12 @@ inline void print_bench(const char* harness, int variant, const char* name, floa
                bytes / (ms * 1e-3) / 1e9, name);
 }
 
-// Times every variant the options select (launch(v) enqueues one run of variant v) and prints its
-// line.
+// Times every variant from first_variant on that the options select (launch(v) enqueues one run
+// of variant v) and prints its line.
 template <class Launch>
 void bench_variants(const Options* o, const char* harness, const char* const* names, int n_variants,
-                    double bytes, double flops, Launch launch) {
-    for (int v = 1; v <= n_variants; v++) {
+                    double bytes, double flops, Launch launch, int first_variant = 1) {
+    for (int v = first_variant; v <= n_variants; v++) {
         if (!variant_selected(o, v)) continue;
         float ms = time_ms([&] { launch(v); }, bench_warmup(), bench_repeats());
         print_bench(harness, v, names[v - 1], ms, bytes, flops);

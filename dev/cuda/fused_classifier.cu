@@ -1,10 +1,11 @@
-// dev/cuda/fused_classifier.cu: the fused softmax + cross-entropy + dlogits kernel, checked
-// against a float64 host reference and timed. For each row n of the (N, Vp) logits, over the
-// first V columns (the rest is vocabulary padding):
-//   loss_n = log(sum_c exp(x_c)) - x_target;  with dloss > 0 the logits are overwritten by
-//   dlogits_c = dloss * (softmax(x)_c - [c == target]) and the padding columns by 0;
-//   with dloss = 0 only the losses are written and the logits are left as they were.
-// Layout: logits (N, Vp) row-major floatX; targets (N) int; losses (N) float.
+// dev/cuda/fused_classifier.cu: the fused softmax + cross-entropy + z-loss + dlogits kernel,
+// checked against a float64 host reference and timed. For each row n of the (N, Vp) logits, over
+// the first V columns (the rest is vocabulary padding), with log Z = log(sum_c exp(x_c)):
+//   loss_n = log Z - x_target;  z_n = z_coef * (log Z)^2;  with dloss > 0 the logits are
+//   overwritten by dlogits_c = dloss * (softmax(x)_c (1 + 2 z_coef log Z) - [c == target]) (the
+//   gradient of loss_n + z_n) and the padding columns by 0; with dloss = 0 only the losses are
+//   written and the logits are left as they were. Every shape runs with z_coef 0 and 0.02.
+// Layout: logits (N, Vp) row-major floatX; targets (N) int; losses, z_losses (N) float.
 // Variants:
 //   1  one thread per row: a max pass, a sum pass and a write pass over global memory
 //   2  train_gpt.cu fused_classifier: one warp per row, online softmax, 128-bit loads
@@ -22,8 +23,9 @@ static const char* const VARIANTS[] = {
 constexpr int NUM_VARIANTS = 2;
 
 // Variant 1: thread `row` owns one row of logits.
-__global__ void fused_classifier_row_kernel(floatX* logits, float* losses, const int* targets,
-                                            int N, int V, int Vp, float dloss) {
+__global__ void fused_classifier_row_kernel(floatX* logits, float* losses, float* z_losses,
+                                            const int* targets, int N, int V, int Vp, float dloss,
+                                            float z_coef) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     floatX* x = logits + (size_t)row * Vp;
@@ -32,34 +34,37 @@ __global__ void fused_classifier_row_kernel(floatX* logits, float* losses, const
     float sum = 0.0f;
     for (int c = 0; c < V; c++) sum += expf((float)x[c] - m);
     const int target = targets[row];
-    losses[row] = m + logf(sum) - (float)x[target];
+    const float log_z = m + logf(sum);
+    losses[row] = log_z - (float)x[target];
+    z_losses[row] = z_coef * log_z * log_z;
     if (dloss == 0.0f) return;
     for (int c = 0; c < Vp; c++) {
-        float p = c < V ? expf((float)x[c] - m) / sum : 0.0f;
+        float p = c < V ? expf((float)x[c] - m) / sum * (1.0f + 2.0f * z_coef * log_z) : 0.0f;
         x[c] = (floatX)(c < V ? dloss * (p - (c == target ? 1.0f : 0.0f)) : 0.0f);
     }
 }
 
-static void launch(int variant, int block_size, floatX* logits, float* losses, const int* targets,
-                   int N, int V, int Vp, float dloss) {
+static void launch(int variant, int block_size, floatX* logits, float* losses, float* z_losses,
+                   const int* targets, int N, int V, int Vp, float dloss, float z_coef) {
     if (variant == 1) {
         fused_classifier_row_kernel<<<(int)ceil_div(N, block_size), block_size>>>(
-            logits, losses, targets, N, V, Vp, dloss);
+            logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef);
         CUDA_CHECK_LAUNCH();
     } else {
-        fused_classifier(logits, losses, targets, N, V, Vp, dloss, 0);
+        fused_classifier(logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef, 0);
     }
 }
 
 struct Reference {
-    std::vector<double> loss, loss_scale, dlogits, dlogits_scale;
+    std::vector<double> loss, loss_scale, z, z_scale, dlogits, dlogits_scale;
 };
 
 // Float64 reference. A float sum of V positive terms is off by ~2^-24 sqrt(V) relative (random
 // walk), which moves log(sum) and every probability by that much: the scales carry sqrt(V) next
-// to the magnitudes of the terms.
+// to the magnitudes of the terms (log Z's error, sqrt(V) + |m|, carried through the z-loss and
+// its factor on the probabilities).
 static Reference reference(const std::vector<floatX>& logits, const std::vector<int>& targets,
-                           int N, int V, int Vp, double dloss) {
+                           int N, int V, int Vp, double dloss, double z_coef) {
     Reference r;
     r.dlogits.assign((size_t)N * Vp, 0.0);
     r.dlogits_scale.assign((size_t)N * Vp, 0.0);
@@ -69,13 +74,18 @@ static Reference reference(const std::vector<floatX>& logits, const std::vector<
         for (int c = 0; c < V; c++) m = std::max(m, (double)(float)x[c]);
         for (int c = 0; c < V; c++) sum += exp((double)(float)x[c] - m);
         const int target = targets[row];
-        r.loss.push_back(m + log(sum) - (float)x[target]);
-        r.loss_scale.push_back(sqrt((double)V) + fabs(m) + fabs((double)(float)x[target]));
+        const double log_z = m + log(sum), lse_err = sqrt((double)V) + fabs(m);
+        const double z_factor = 1.0 + 2.0 * z_coef * log_z;
+        r.loss.push_back(log_z - (float)x[target]);
+        r.loss_scale.push_back(lse_err + fabs((double)(float)x[target]));
+        r.z.push_back(z_coef * log_z * log_z);
+        r.z_scale.push_back(z_coef * (2.0 * fabs(log_z) * lse_err + log_z * log_z));
         for (int c = 0; c < V; c++) {
             double p = exp((double)(float)x[c] - m) / sum, onehot = c == target ? 1.0 : 0.0;
-            r.dlogits[(size_t)row * Vp + c] = dloss * (p - onehot);
+            r.dlogits[(size_t)row * Vp + c] = dloss * (p * z_factor - onehot);
             r.dlogits_scale[(size_t)row * Vp + c] =
-                dloss * (p * (sqrt((double)V) + fabs((float)x[c] - m)) + onehot);
+                dloss * (p * (sqrt((double)V) + fabs((float)x[c] - m)) * fabs(z_factor) +
+                         p * 2.0 * z_coef * lse_err + onehot);
         }
     }
     return r;
@@ -100,18 +110,20 @@ static void make_inputs(int N, int V, int Vp, uint64_t seed, std::vector<floatX>
     }
 }
 
-// Checks every selected variant on one shape, with and without dlogits; returns the failure count.
-static int check_shape(const Options* o, int N, int V, uint64_t seed) {
+// Checks every selected variant on one shape, with and without dlogits, at one z-loss
+// coefficient; returns the failure count.
+static int check_shape(const Options* o, int N, int V, double z_coef, uint64_t seed) {
     const int Vp = padded_vocab_of(V);
     const double dloss = 1.0 / N;
     std::vector<floatX> logits;
     std::vector<int> targets;
     make_inputs(N, V, Vp, seed, &logits, &targets);
-    Reference ref = reference(logits, targets, N, V, Vp, dloss);
+    Reference ref = reference(logits, targets, N, V, Vp, dloss, z_coef);
     std::vector<double> unchanged = to_double(logits);
     floatX* d_logits = device_copy(logits);
     int* d_targets = device_copy(targets);
     float* d_losses = device_poisoned<float>(N);
+    float* d_z_losses = device_poisoned<float>(N);
     int failures = 0;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
@@ -122,13 +134,16 @@ static int check_shape(const Options* o, int N, int V, uint64_t seed) {
                 CUDA_CHECK(cudaMemcpy(d_logits, logits.data(), logits.size() * sizeof(floatX),
                                       cudaMemcpyHostToDevice));
                 CUDA_CHECK(cudaMemset(d_losses, 0xff, N * sizeof(float)));
-                launch(v, block_size, d_logits, d_losses, d_targets, N, V, Vp,
-                       backward ? (float)dloss : 0.0f);
+                CUDA_CHECK(cudaMemset(d_z_losses, 0xff, N * sizeof(float)));
+                launch(v, block_size, d_logits, d_losses, d_z_losses, d_targets, N, V, Vp,
+                       backward ? (float)dloss : 0.0f, (float)z_coef);
                 CUDA_CHECK(cudaDeviceSynchronize());
-                printf("  variant %d N %d V %d Vp %d dloss %g block %d\n", v, N, V, Vp,
-                       backward ? dloss : 0.0, block_size);
+                printf("  variant %d N %d V %d Vp %d dloss %g z-loss %g block %d\n", v, N, V, Vp,
+                       backward ? dloss : 0.0, z_coef, block_size);
                 bool ok = check_close("loss", host_floats(d_losses, N), ref.loss, ref.loss_scale,
                                       TOL_LOSS);
+                ok &= check_close("z-loss", host_floats(d_z_losses, N), ref.z, ref.z_scale,
+                                  z_coef > 0.0 ? TOL_LOSS : TOL_EXACT);
                 std::vector<float> after = host_floats(d_logits, logits.size());
                 if (backward)
                     ok &=
@@ -137,7 +152,7 @@ static int check_shape(const Options* o, int N, int V, uint64_t seed) {
                 failures += !ok;
             }
     }
-    device_free({d_logits, d_targets, d_losses});
+    device_free({d_logits, d_targets, d_losses, d_z_losses});
     return failures;
 }
 
@@ -153,12 +168,13 @@ static void bench(const Options* o) {
     floatX* d_logits = device_copy(logits);
     int* d_targets = device_copy(targets);
     float* d_losses = device_poisoned<float>(N);
+    float* d_z_losses = device_poisoned<float>(N);
     // read the logits once, write the dlogits once (each run starts from the last one's dlogits)
     const double bytes = 2.0 * N * Vp * sizeof(floatX);
     bench_variants(o, "fused_classifier", VARIANTS, NUM_VARIANTS, bytes, 0.0, [&](int v) {
-        launch(v, 256, d_logits, d_losses, d_targets, N, V, Vp, 1.0f / N);
+        launch(v, 256, d_logits, d_losses, d_z_losses, d_targets, N, V, Vp, 1.0f / N, 1e-4f);
     });
-    device_free({d_logits, d_targets, d_losses});
+    device_free({d_logits, d_targets, d_losses, d_z_losses});
 }
 
 int main(int argc, char** argv) {
@@ -171,7 +187,8 @@ int main(int argc, char** argv) {
     if (!o.small) shapes.insert(shapes.end(), {{1024, 50257}, {300, 32000}});
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++)
-        failures += check_shape(&o, shapes[s].N, shapes[s].V, 500 + s);
+        for (double z_coef : {0.0, 0.02})
+            failures += check_shape(&o, shapes[s].N, shapes[s].V, z_coef, 500 + s);
     if (o.bench) bench(&o);
     return finish("fused_classifier", failures);
 }

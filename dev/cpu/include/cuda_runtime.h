@@ -16,4 +16,5 @@
 #include <cucc/runtime.h>
 #include <cucc/runtime_cxx.h>
 #include <cucc/device.h>
+#include <cucc/ptx.h>
 #endif

@@ -1,3 +1,5 @@
-// mma.h (CPU runtime shadow): tensor-core WMMA has no CPU implementation in cucc.
+// mma.h (CPU runtime shadow): the nvcuda::wmma API has no CPU implementation in cucc. The
+// tensor-core instructions themselves run as inline PTX (mma.sync, ldmatrix: cucc/ptx.h).
 #pragma once
-#error "cucc: tensor-core wmma/mma (mma.h) has no CPU equivalent; guard it with #ifdef __CUDA_ARCH__ and give a portable fallback"
+#error \
+    "cucc: nvcuda::wmma (mma.h) is not supported by the CPU runtime; it runs tensor-core code written with inline PTX mma.sync and ldmatrix (dev/cpu/include/cucc/ptx.h)"

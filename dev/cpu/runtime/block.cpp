@@ -624,6 +624,7 @@ int barrier(int predicate, const char* file, int line, const char* what) {
 }  // namespace
 
 bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
+    ptx_block_begin(grid);
     if (!tls_worker) {
         tls_worker = std::make_unique<Worker>();
         tls_worker->page = (size_t)sysconf(_SC_PAGESIZE);

@@ -9,6 +9,7 @@
 //   pools.cpp   stream-ordered allocation (cudaMallocAsync, cudaFreeAsync) and memory pools
 //   graph.cpp   CUDA graphs: nodes, instantiation, launch, update (capture is in stream.cpp)
 //   stream.cpp  streams, events, the queue of pending work and when it runs
+//   ptx.cpp     the inline PTX subset of cucc/ptx.h: mma, ldmatrix, cp.async, shared addresses
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -107,6 +108,8 @@ void grid_block_finished(const Grid& grid);
 cudaError_t run_grid(const Grid& grid);
 // Runs one block on the calling OS thread. Returns false if a thread trapped (*trap_error set).
 bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error);
+// Called by run_block first: the inline PTX state of the OS thread (ptx.cpp) follows the block.
+void ptx_block_begin(const Grid& grid);
 
 // The op of a kernel launch through the registry (cudaLaunchKernel's arguments), for graph
 // kernel nodes (launch.cpp).

@@ -6,12 +6,17 @@
 // - keep_last N keeps the newest N up to the new step, never touches newer steps, 0 keeps all;
 //   committing a step again replaces that checkpoint;
 // - a writer killed (SIGKILL, in a child process) in the middle of a checkpoint leaves only a
-//   temporary file: find_latest still returns the previous checkpoint, which opens intact, and
-//   the next commit deletes the leftover;
+//   temporary file: find_latest still returns the previous checkpoint, which opens intact; a
+//   commit leaves the leftover alone (it could be another writer's), taking the folder lock
+//   deletes it;
 // - failures (missing directory, a file instead of a directory, the file size limit hit in the
 //   middle of a section, the final name taken by a directory, a directory without write
 //   permission at begin and at commit) return a message with the path and the errno text, and
-//   leave every committed checkpoint intact and findable.
+//   leave every committed checkpoint intact and findable;
+// - the folder lock: taken, refused to a second taker with the holder's host and pid, released;
+//   a lock whose process died (SIGKILL) or whose pid now belongs to another process (start
+//   time differs) is taken over; a lock of another host never is; a folder that is a file or
+//   cannot be written is refused when the lock is taken.
 // Every checkpoint's content is derived from its step, so each survivor is checked in full.
 // Host code only.
 //! run: ./prog build/cpu/tests/ckpt_commit_dir => pass /all checkpoint commit checks passed/
@@ -154,6 +159,18 @@ static void test_keep_last(const std::string& dir) {
     for (const char* name : decoys) remove((dir + "/" + name).c_str());
 }
 
+// Taking (and releasing) the folder lock deletes what crashed writers left.
+static void remove_leftovers_by_locking(const std::string& dir) {
+    CkptLock lock;
+    char err[CKPT_ERROR_BYTES] = "";
+    int rc = ckpt_lock_take(&lock, dir.c_str(), err, sizeof(err));
+    ckpt_lock_release(&lock);
+    bool none = true;
+    for (const auto& n : listing(dir)) none = none && n.find(".tmp") == std::string::npos;
+    expect(rc == 0 && none, "taking the folder lock deletes the leftover temporary files",
+           std::string(err) + " [" + join(listing(dir)) + "]");
+}
+
 static void test_crash(const std::string& dir) {
     std::set<std::string> before = listing(dir);
     pid_t pid = fork();
@@ -182,8 +199,11 @@ static void test_crash(const std::string& dir) {
            "find_latest ignores it: step 70, intact");
     std::string err;
     int rc = write_checkpoint(dir, 80, 0, &err);
-    expect(rc == 0 && listing(dir) == names_of({60, 70, 80}) && checkpoint_intact(dir, 80),
-           "the next commit deletes the leftover", err + " [" + join(listing(dir)) + "]");
+    std::set<std::string> with_leftover = names_of({60, 70, 80});
+    with_leftover.insert(leftover);
+    expect(rc == 0 && listing(dir) == with_leftover && checkpoint_intact(dir, 80),
+           "the next commit leaves the leftover alone", err + " [" + join(listing(dir)) + "]");
+    remove_leftovers_by_locking(dir);
 }
 
 // After a failed write: the committed checkpoints are all there, intact, and nothing else.
@@ -268,9 +288,92 @@ static void test_failed_commits(const std::string& dir) {
     expect(latest(dir, &step) == 1 && step == 80 && checkpoint_intact(dir, 80),
            "find_latest still returns step 80, intact");
     rc = write_checkpoint(dir, 90, 2, &err);
+    remove_leftovers_by_locking(dir);
     expect(rc == 0 && listing(dir) == names_of({80, 90}) && checkpoint_intact(dir, 90),
-           "a later commit succeeds, prunes, and removes the leftover",
+           "a later commit succeeds and prunes; the lock removes the leftover",
            err + " [" + join(listing(dir)) + "]");
+}
+
+static std::string lock_path(const std::string& dir) { return dir + "/" + CKPT_LOCK_NAME; }
+
+static void write_file(const std::string& path, const std::string& text) {
+    FILE* f = fopen(path.c_str(), "wb");
+    if (f) {
+        fputs(text.c_str(), f);
+        fclose(f);
+    }
+}
+
+static std::string this_host() {
+    char host[256] = "unknown";
+    gethostname(host, sizeof(host) - 1);
+    return host;
+}
+
+static void test_lock(const std::string& base) {
+    const std::string dir = base + "/locked/sub";  // created, parents too, by the lock
+    char err[CKPT_ERROR_BYTES] = "";
+    CkptLock a, b;
+    int rc = ckpt_lock_take(&a, dir.c_str(), err, sizeof(err));
+    expect(rc == 0 && a.held && access(lock_path(dir).c_str(), F_OK) == 0,
+           "the lock is taken (the folder is created)", err);
+    rc = ckpt_lock_take(&b, dir.c_str(), err, sizeof(err));
+    char pid[32];
+    snprintf(pid, sizeof(pid), "process %ld", (long)getpid());
+    expect(rc != 0 && !b.held && contains(err, "in use by another run") && contains(err, pid) &&
+               contains(err, this_host().c_str()),
+           "a second taker is refused, naming the holder's pid and host", err);
+    ckpt_lock_release(&a);
+    expect(access(lock_path(dir).c_str(), F_OK) != 0, "release removes the lock");
+
+    // A holder killed without releasing: its lock names a dead process of this host.
+    pid_t child = fork();
+    if (child == 0) {
+        CkptLock c;
+        char e[CKPT_ERROR_BYTES];
+        if (ckpt_lock_take(&c, dir.c_str(), e, sizeof(e)) == 0) raise(SIGKILL);
+        _exit(3);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    expect(WIFSIGNALED(status) && access(lock_path(dir).c_str(), F_OK) == 0,
+           "a killed holder leaves its lock behind");
+    rc = ckpt_lock_take(&a, dir.c_str(), err, sizeof(err));
+    expect(rc == 0 && a.held, "a dead process's lock is taken over", err);
+    ckpt_lock_release(&a);
+
+    // This process's pid with another start time: the pid was reused by a new process.
+    char content[256];
+    snprintf(content, sizeof(content), "host %s pid %ld start 1\n", this_host().c_str(),
+             (long)getpid());
+    write_file(lock_path(dir), content);
+    rc = ckpt_lock_take(&a, dir.c_str(), err, sizeof(err));
+    expect(rc == 0 && a.held, "a lock whose pid now names another process is taken over", err);
+    ckpt_lock_release(&a);
+
+    // Another host: never judged stale, whatever its pid.
+    write_file(lock_path(dir), "host some-other-node pid 999999 start 5\n");
+    rc = ckpt_lock_take(&a, dir.c_str(), err, sizeof(err));
+    expect(rc != 0 && contains(err, "some-other-node") && contains(err, "never taken over"),
+           "a lock held from another host is refused", err);
+    unlink(lock_path(dir).c_str());
+
+    write_file(base + "/plainfile", "x");
+    rc = ckpt_lock_take(&a, (base + "/plainfile").c_str(), err, sizeof(err));
+    expect(rc != 0 && contains(err, "is not a folder"), "a file as the folder is refused", err);
+    rc = ckpt_lock_take(&a, (base + "/plainfile/below").c_str(), err, sizeof(err));
+    expect(rc != 0 && contains(err, "plainfile"), "a folder below a file is refused", err);
+
+    const uid_t NOBODY = 65534;  // root ignores permissions: try as user nobody
+    const bool root = geteuid() == 0;
+    chmod(dir.c_str(), 0555);
+    if (root && seteuid(NOBODY) != 0) exit(1);
+    rc = ckpt_lock_take(&a, dir.c_str(), err, sizeof(err));
+    if (root && seteuid(0) != 0) exit(1);
+    chmod(dir.c_str(), 0755);
+    expect(rc != 0 && (contains(err, "not writable") || contains(err, "cannot create")) &&
+               contains(err, "Permission denied"),
+           "a folder that cannot be written is refused when the lock is taken", err);
 }
 
 int main(int argc, char** argv) {
@@ -278,5 +381,6 @@ int main(int argc, char** argv) {
     test_keep_last(dir);
     test_crash(dir);
     test_failed_commits(dir);
+    test_lock(dir);
     return test_report("checkpoint commit");
 }

@@ -11,7 +11,10 @@
 // - another version, another file type, malformed tables (with a valid CRC) are rejected;
 // - a different configuration is rejected, naming the fields that differ when given a table;
 // - a missing section, a wrong size, an out-of-range part, and writer misuse (duplicate or bad
-//   names, too many or too few bytes) give errors and leave no temporary file.
+//   names, too many or too few bytes) give errors and leave no temporary file;
+// - a FIFO (without blocking) or a directory is refused by ckpt_open and ckpt_peek_config and
+//   skipped by ckpt_find_latest; ckpt_peek_config reads the configuration and refuses one of
+//   another size or a cut file.
 // Host code only.
 //! run: ./prog build/cpu/tests/ckpt_format_dir => pass /all checkpoint format checks passed/
 
@@ -20,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 #include "../../../llmc/checkpoint.h"
@@ -437,6 +442,52 @@ static void test_writer_misuse(const std::string& dir) {
     expect(rc == 0 && count_temp_files(dir.c_str()) == 0, "abort removes the temporary file");
 }
 
+// Files that are not regular are refused before they are read, by every reader: ckpt_open,
+// ckpt_peek_config and ckpt_find_latest (which skips them). A FIFO must not block the open
+// (SIGALRM ends a hang as a failure).
+static void test_special_files(const std::string& dir) {
+    alarm(60);
+    std::string special = dir + "/special";
+    mkdir(special.c_str(), 0755);
+    std::string good = write_small(special, 1);
+    std::string fifo = special + "/ckpt_step00000002.bin",
+                folder = special + "/ckpt_step00000003.bin";
+    mkfifo(fifo.c_str(), 0644);
+    mkdir(folder.c_str(), 0755);
+    const char* fifo_kind = "it is a FIFO (named pipe), not a regular file";
+    const char* folder_kind = "it is a directory, not a regular file";
+    std::string e = open_error(fifo);
+    expect(contains(e, ("cannot open checkpoint " + fifo).c_str()) && contains(e, fifo_kind),
+           "ckpt_open refuses a FIFO, without blocking", e);
+    e = open_error(folder);
+    expect(contains(e, folder_kind), "ckpt_open refuses a directory", e);
+    uint64_t step = 0;
+    char path[CKPT_PATH_BYTES], err[CKPT_ERROR_BYTES] = "";
+    int found = ckpt_find_latest(special.c_str(), path, sizeof(path), &step, err, sizeof(err));
+    expect(found == 1 && step == 1 && good == path,
+           "ckpt_find_latest skips a FIFO and a directory under checkpoint names (warnings above)");
+
+    // Each call before its check: the order in which a call's arguments are evaluated is
+    // unspecified, and the message is one of them.
+    TestConfig peeked, want = base_config();
+    int rc = ckpt_peek_config(good.c_str(), &peeked, sizeof(peeked), err, sizeof(err));
+    expect(rc == 0 && memcmp(&peeked, &want, sizeof(want)) == 0,
+           "ckpt_peek_config reads the stored configuration", rc == 0 ? "" : err);
+    rc = ckpt_peek_config(good.c_str(), &peeked, sizeof(peeked) - 4, err, sizeof(err));
+    expect(rc != 0 && contains(err, "has a 40-byte configuration, this program's has 36 bytes"),
+           "ckpt_peek_config refuses a configuration of another size", err);
+    rc = ckpt_peek_config(fifo.c_str(), &peeked, sizeof(peeked), err, sizeof(err));
+    expect(rc != 0 && contains(err, fifo_kind), "ckpt_peek_config refuses a FIFO, without blocking",
+           err);
+    std::vector<uint8_t> bytes = read_file(good);
+    std::string cut = dir + "/cut.bin";
+    write_file(cut, std::vector<uint8_t>(bytes.begin(), bytes.begin() + 50));
+    rc = ckpt_peek_config(cut.c_str(), &peeked, sizeof(peeked), err, sizeof(err));
+    expect(rc != 0 && contains(err, "is not a checkpoint file, or is truncated"),
+           "ckpt_peek_config refuses a file cut in its configuration", err);
+    alarm(0);
+}
+
 int main(int argc, char** argv) {
     std::string dir = directory_argument(argc, argv, "SCRATCH_DIR", true);
     test_crc();
@@ -444,5 +495,6 @@ int main(int argc, char** argv) {
     test_corruption(dir);
     test_config_mismatch(dir);
     test_writer_misuse(dir);
+    test_special_files(dir);
     return test_report("checkpoint format");
 }

@@ -2,6 +2,7 @@
 // - strings: quote, backslash, control characters and DEL escaped; valid UTF-8 kept; each
 //   maximal ill-formed subsequence replaced by one U+FFFD (expected strings written out here);
 // - numbers: shortest form that reads back as the same float, null for NaN and infinities;
+// - keys and commas, also inside a nested object;
 // - 3000 random byte strings and floats checked by Python's own json module against
 //   bytes.decode("utf-8", "replace") and the float's bits (an independent decoder);
 // - resuming at step 5 after a crash that cut a line short keeps the header and the complete
@@ -85,6 +86,15 @@ static void test_escaping() {
     std::string line(scratch.line, scratch.line_len);
     expect(line == "{\"step\":12,\"loss\":2.5,\"k\\\"ey\":\"v\",\"neg\":-7",
            "keys, commas, integers", line);
+    logger_begin(&scratch);
+    logger_int(&scratch, "a", 1);
+    logger_object_begin(&scratch, "bytes");
+    logger_int(&scratch, "p", 2);
+    logger_int(&scratch, "q", 3);
+    logger_object_end(&scratch);
+    logger_int(&scratch, "b", 4);
+    line.assign(scratch.line, scratch.line_len);
+    expect(line == "{\"a\":1,\"bytes\":{\"p\":2,\"q\":3},\"b\":4", "a nested object", line);
     struct Num {
         float v;
         const char* text;

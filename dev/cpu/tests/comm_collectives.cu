@@ -12,7 +12,14 @@
 // - comm_split by parity, keys reversing the order: group rank and size as MPI_Comm_split
 //   defines them, and a sum over each half equals the sum of that half's ranks;
 // - comm_replicas_agree: true on identical buffers, false when one byte of one rank differs
-//   (the last byte of an odd-sized buffer: the hash must see the zero-padded tail word).
+//   (the last byte of an odd-sized buffer: the hash must see the zero-padded tail word);
+// - timeouts: with `--hang host|device` the last rank stops (SIGSTOP to itself) and the others
+//   wait for it in a host collective (comm_mean) or a device all-reduce (comm_sync); each must
+//   give up after --timeout seconds with a message naming the collective and end the whole job;
+// - the launch by environment variables (torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Slurm's
+//   SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) with a --rendezvous folder: the same checks, the
+//   folder empty afterwards; a rank that never arrives and a rank 0 that never publishes the id
+//   end with a message naming who is missing; no folder is an error.
 // Multi-rank runs need one GPU per rank, hence cpu-only; comm_single.cu includes this file to
 // run the same checks on a build without -DMULTI_GPU.
 //! cucc: -DMULTI_GPU --mpi -lnccl
@@ -22,8 +29,16 @@
 //! run: mpirun -np 2 ./prog => pass /all comm checks passed on 2 ranks/
 //! run: mpirun -np 3 ./prog => pass /all comm checks passed on 3 ranks/
 //! run: CUCC_DEVICES=2 mpirun -np 3 ./prog => fail /rank 2 is process 3 of 3 on its node, but the node has 2 GPUs/
+//! run: timeout 60 mpirun -np 2 ./prog --timeout 1 --hang host => fail /rank 0: a sum of host values over the ranks did not finish within 1 s \(--comm-timeout\)/
+//! run: timeout 60 mpirun -np 3 ./prog --timeout 1 --hang device => fail /rank [01]: the test's all-reduce did not finish within 1 s \(--comm-timeout\)/
+//! run: d=$(mktemp -d) && (RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 ./prog --rendezvous $d & RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 ./prog --rendezvous $d & RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 ./prog --rendezvous $d; s=$?; wait; test $s = 0 && test -z "$(ls $d)") => pass /all comm checks passed on 3 ranks \(launched: yes, by environment variables\)/
+//! run: d=$(mktemp -d) && (SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_JOB_ID=7 ./prog --rendezvous $d & SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=7 ./prog --rendezvous $d) => pass /all comm checks passed on 2 ranks/
+//! run: d=$(mktemp -d) && RANK=0 WORLD_SIZE=3 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 0: ranks 1, 2 of 3 did not arrive at the rendezvous in .* within 1 s/
+//! run: d=$(mktemp -d) && RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 1: no NCCL id from rank 0 in .* within 1 s/
+//! run: RANK=1 WORLD_SIZE=2 ./prog => fail /give every rank --rendezvous DIR/
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,10 +143,10 @@ static void check_broadcast_and_barrier(const Comm* c) {
     snprintf(want, sizeof(want), "rank %d says hello", root);
     expect(memcmp(text, want, sizeof(want)) == 0, "comm_broadcast from the last rank", 0, 1);
 
-    comm_barrier(&c->dp);
+    comm_barrier(&c->dp, "the test's barrier");
     auto start = std::chrono::steady_clock::now();
     if (c->rank == 0) usleep(300000);
-    comm_barrier(&c->dp);
+    comm_barrier(&c->dp, "the test's barrier");
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     expect(waited >= 0.25, "comm_barrier waits for the slowest rank (seconds)", waited, 0.3);
 }
@@ -188,31 +203,66 @@ static void check_replicas(const Comm* c) {
     CUDA_CHECK(cudaFree(dev));
 }
 
+// The last rank stops itself; the others wait for it in a collective that must time out.
+static void hang(Comm* c, const char* where) {
+    if (c->rank == c->world - 1) raise(SIGSTOP);
+    if (strcmp(where, "host") == 0) {
+        comm_mean(&c->dp, 1.0);
+    } else {
+        float* buf;
+        CUDA_CHECK(cudaMalloc(&buf, 1024 * sizeof(float)));
+        comm_allreduce_sum(&c->dp, buf, 1024, (cudaStream_t)0);
+        comm_sync(&c->dp, (cudaStream_t)0, "the test's all-reduce");
+    }
+    printf("rank %d: the collective returned although a rank is stopped\n", c->rank);
+    exit(0);
+}
+
 int main(int argc, char** argv) {
+    // [--rendezvous DIR] [--timeout SECONDS] [--hang host|device]
+    const char* rendezvous = nullptr;
+    const char* hang_in = nullptr;
+    double timeout = 60.0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--rendezvous") == 0) rendezvous = argv[i + 1];
+        else if (strcmp(argv[i], "--timeout") == 0) timeout = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--hang") == 0) hang_in = argv[i + 1];
+    }
     Comm c;
-    comm_init(&c, argc, argv);
+    comm_init(&c, argc, argv, timeout, rendezvous);
     g_rank = c.rank;
-    const int launched_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
+    if (hang_in) hang(&c, hang_in);
+    // What the launcher said: Open MPI's variables, or torchrun's, or Slurm's.
+    const bool slurm = getenv("SLURM_NTASKS") != nullptr;
+    const int env_world = slurm ? env_int("SLURM_NTASKS", 1) : env_int("WORLD_SIZE", 1);
+    const bool by_env = getenv("OMPI_COMM_WORLD_SIZE") == nullptr && env_world > 1;
+    const int launched_world = by_env ? env_world : env_int("OMPI_COMM_WORLD_SIZE", 0);
+    const int launched_rank = !by_env ? env_int("OMPI_COMM_WORLD_RANK", 0)
+                              : slurm ? env_int("SLURM_PROCID", 0)
+                                      : env_int("RANK", 0);
+    const int local_rank = !by_env ? env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0)
+                           : slurm ? env_int("SLURM_LOCALID", 0)
+                                   : env_int("LOCAL_RANK", 0);
 #ifdef MULTI_GPU
     const bool launched = launched_world > 0;
-    const char* build = "";
+    const char* build = by_env ? ", by environment variables" : "";
     int mpi_initialized = 0;
     MPI_CHECK(MPI_Initialized(&mpi_initialized));
-    expect(mpi_initialized == launched, "MPI initialized exactly when launched", mpi_initialized,
-           launched);
+    expect(mpi_initialized == (launched && !by_env), "MPI initialized exactly when launched by MPI",
+           mpi_initialized, launched && !by_env);
 #else
     const bool launched = false;  // a single-process build never starts MPI
     const char* build = ", single-process build";
 #endif
-    expect(c.launched == launched, "launched", c.launched, launched);
+    const LaunchKind kind = !launched ? LAUNCH_NONE : by_env ? LAUNCH_ENV : LAUNCH_MPI;
+    expect(c.launch == kind, "launch kind", c.launch, kind);
     expect(c.world == (launched ? launched_world : 1), "world", c.world,
            launched ? launched_world : 1);
-    expect(c.rank == env_int("OMPI_COMM_WORLD_RANK", 0), "rank", c.rank,
-           env_int("OMPI_COMM_WORLD_RANK", 0));
-    const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    expect(c.rank == launched_rank, "rank", c.rank, launched_rank);
     expect(c.local_rank == local_rank, "local rank", c.local_rank, local_rank);
-    expect(c.local_world == env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1), "local world", c.local_world,
-           env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
+    if (!by_env)
+        expect(c.local_world == env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1), "local world",
+               c.local_world, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
     expect(c.dp.rank == c.rank && c.dp.size == c.world, "dp group spans every rank", c.dp.size,
            c.world);
     int device = -1;

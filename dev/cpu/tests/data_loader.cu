@@ -8,7 +8,9 @@
 //   of the single-process batches);
 // - saving the state and restoring it into a new loader continues bit-exactly, across epochs;
 // - bad inputs are rejected with a message: wrong magic, wrong version, truncated, trailing
-//   bytes, a token >= vocab, no files, an empty split, less than one batch, a foreign state;
+//   bytes, a token >= vocab, no files, an empty split, less than one batch, a foreign state,
+//   a FIFO (without blocking), a directory (alone or matched with a shard), a 0-byte file, a
+//   shard that changed size since the start;
 // - the unigram loss equals the formula computed here from the token counts;
 // - shards written by dev/data/prepare.py read back as the tokens Python wrote.
 // Host code only: the CPU runtime and nvcc build it alike.
@@ -306,6 +308,36 @@ int main(int argc, char** argv) {
     expect_rejected(bad + "/small.bin", 13, 8, "rejects less data than one batch",
                     "too little data");
     expect_rejected(bad + "/small.bin", 0, 8, "rejects B = 0", "invalid arguments");
+    // Files that are not regular are refused before they are read, and a FIFO must not block
+    // the open (SIGALRM ends a hang as a failure).
+    alarm(60);
+    mkfifo((bad + "/fifo.bin").c_str(), 0644);  // EEXIST on a rerun: the FIFO is there
+    expect_rejected(bad + "/fifo.bin", 1, 8, "rejects a FIFO as a shard, without blocking",
+                    "fifo.bin: it is a FIFO (named pipe), not a regular file");
+    mkdir((bad + "/dir.bin").c_str(), 0755);
+    expect_rejected(bad + "/dir.bin", 1, 8, "rejects a directory as a shard",
+                    "dir.bin: it is a directory, not a regular file");
+    alarm(0);
+    write_shard(bad + "/mixed_0.bin", t100);
+    mkdir((bad + "/mixed_1.bin").c_str(), 0755);
+    expect_rejected(bad + "/mixed_*.bin", 1, 8, "rejects a pattern that also matches a directory",
+                    ("cannot open shard " + bad + "/mixed_1.bin: it is a directory").c_str());
+    fclose(fopen((bad + "/zero.bin").c_str(), "wb"));
+    expect_rejected(bad + "/zero.bin", 1, 8, "rejects a file of 0 bytes",
+                    "truncated: 0 bytes, the header alone is 1024");
+    // A shard that changes size after the start is reported when it is next opened.
+    {
+        write_shard(bad + "/changing.bin", t100);
+        DataLoader dl;
+        must_init(&dl, bad + "/changing.bin", 1, 8, 0, 1, 0, 1);
+        write_shard(bad + "/changing.bin", positional_tokens(0, 120));
+        int rc = dataloader_next_batch(&dl);
+        expect(rc != 0 && strstr(dl.error,
+                                 "changed since the start: it has 1264 bytes, it had "
+                                 "1224") != NULL,
+               "reports a shard that changed size since the start", dl.error);
+        dataloader_free(&dl);
+    }
 
     // 7. shards written by prepare.py (byte tokenizer, 1000-token shards) read back exactly
     {

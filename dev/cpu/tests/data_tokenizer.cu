@@ -2,15 +2,18 @@
 // against tiktoken by dev/data/test_tokenizer.py): every case that dev/data/make_fixture.py
 // writes (tricky strings, random strings, invalid UTF-8, all of Jane Austen) must encode to
 // the same ids and decode back to the same bytes. Then damaged tokenizer files (wrong magic,
-// wrong version, truncated anywhere, trailing bytes, a merge that does not spell its result)
-// must be rejected with a message saying what is wrong.
+// wrong version, truncated anywhere, trailing bytes, a merge that does not spell its result,
+// counts the file cannot hold) and files that are not regular (a FIFO, without blocking; a
+// directory) must be rejected with a message saying what is wrong.
 // Host code only: the CPU runtime and nvcc build it alike.
 //! run: python3 dev/data/make_fixture.py --what tokenizer --out build/cpu/tests/data_tokenizer_fixture && ./prog build/cpu/tests/data_tokenizer_fixture => pass /all \d+ cases match/
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 #include "../../../llmc/tokenizer.h"
@@ -184,9 +187,36 @@ int main(int argc, char** argv) {
     expect_rejected(bad_path, d, "rejects an invalid code point class", "code point range");
     expect_rejected(bad_path, "", "rejects an empty file", "truncated");
     Tokenizer tok;
-    expect(tokenizer_load(&tok, (dir + "/no_such_file.tok").c_str()) != 0 &&
-               strstr(tok.error, "cannot open") != NULL,
-           "rejects a missing file", tok.error);
+    // Counts the file cannot hold are refused before anything is allocated for them (the
+    // message comes from the header check, which runs before the first allocation).
+    d = good;
+    set_i32(&d, 20, INT32_MAX);
+    expect_rejected(bad_path, d, "rejects a merge count the file cannot hold, before allocating",
+                    "is truncated: its header says 50257 tokens, 2147483647 merges");
+    d = good;
+    set_i32(&d, 24, INT32_MAX);
+    expect_rejected(bad_path, d, "rejects a range count the file cannot hold, before allocating",
+                    "is truncated: its header says 50257 tokens, 50000 merges and 2147483647");
+    expect_rejected(bad_path, good.substr(0, 64), "rejects a header with no tables after it",
+                    "is truncated: its header says 50257 tokens");
+    // Not regular files: refused before they are read; a FIFO must not block the open.
+    alarm(60);
+    std::string fifo = dir + "/fifo.tok", folder = dir + "/folder.tok";
+    mkfifo(fifo.c_str(), 0644);  // EEXIST on a rerun: the FIFO is there
+    mkdir(folder.c_str(), 0755);
+    for (const std::string& path : {fifo, folder}) {
+        int rc = tokenizer_load(&tok, path.c_str());
+        const char* kind = path == fifo ? "it is a FIFO (named pipe), not a regular file"
+                                        : "it is a directory, not a regular file";
+        expect(rc != 0 && strstr(tok.error, ("cannot open tokenizer file " + path).c_str()) &&
+                   strstr(tok.error, kind) != NULL,
+               path == fifo ? "rejects a FIFO, without blocking" : "rejects a directory",
+               tok.error);
+    }
+    alarm(0);
+    int rc = tokenizer_load(&tok, (dir + "/no_such_file.tok").c_str());
+    expect(rc != 0 && strstr(tok.error, "cannot open") != NULL, "rejects a missing file",
+           tok.error);
 
     if (test_report("tokenizer") != 0) return 1;
     printf("all %d cases match\n", cases);

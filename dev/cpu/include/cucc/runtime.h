@@ -20,6 +20,8 @@
 //     the lanes at the same call site together (see warp_exchange and active_mask).
 //   - Stream capture records stream work into graphs that replay it (see StreamOp); device
 //     memory is committed host memory bounded by what the machine has (memory.cpp).
+//   - Inline PTX of a documented subset (mma.sync, ldmatrix, cp.async, atom ...) becomes calls of
+//     cucc/ptx.h, whose warp-collective instructions go through warp_exchange below.
 // Where each piece lives: dev/cpu/runtime/internal.h lists the runtime's files; the CPU
 // cuBLASLt and legacy cuBLAS are dev/cpu/cublaslt (one matmul implementation serves both), the
 // CPU NCCL dev/cpu/nccl (nccl_internal.h describes its shared-file transport).

@@ -1,0 +1,238 @@
+/*
+llmc/muon.cuh: Muon's step on one tensor: momentum, Newton-Schulz orthogonalization and the
+update, as torch.optim.Muon (PyTorch >= 2.9) defines them. train_gpt.cu's parameter table
+decides which tensors it updates (the hidden matrices: attn.qkv.w, attn.proj.w, mlp.fc.w,
+mlp.proj.w) and in how many matrix units (attn.qkv.w is three: Q, K and V are orthogonalized as
+separate C x C matrices).
+
+The step, for one matrix unit G of shape (A, B) (A = rows = output features), with the gradient
+g = grad * grad_scale (clipping), momentum mu, learning rate lr (the schedule's, unadjusted) and
+weight decay wd:
+    buf = lerp(buf, g, 1 - mu)                        buf + (1-mu)(g - buf): an average, not a sum
+    u   = nesterov ? lerp(g, buf, mu) : buf          g + mu (buf - g)
+    O   = NS(u)
+    p   = p (1 - lr wd) - lr * adjust(A, B) * O       decoupled decay with the unadjusted lr
+    adjust: original sqrt(max(1, A/B)); match_rms_adamw 0.2 sqrt(max(A, B)) (so AdamW's lr and
+    weight decay carry over)
+lerp is PyTorch's: start + w (end - start) for |w| < 0.5, else end - (end - start)(1 - w), each
+with one fused multiply-add as its vectorized CPU kernel computes it.
+NS(u): X = u as floatX, transposed to (B, A) when A > B (so X is never taller than wide);
+X /= max(||X||_F, 1e-7) (the norm rounded to floatX, as torch's bf16 tensor holds it); then
+ns_steps times, with (a, b, c) = (3.4445, -4.7750, 2.0315):
+    gram = X X^T;  poly = b gram + c gram gram;  X = a X + poly X
+and the result transposed back. Every product goes through matmul_general() (llmc/matmul.cuh,
+cuBLASLt): floatX operands and result, fp32 accumulation, alpha/beta applied before the one
+rounding. So the bf16 build runs Newton-Schulz in bf16 with fp32 accumulation, as torch does
+(its _zeropower_via_newtonschulz casts to bfloat16), and the fp32 build in fp32. The momentum
+buffer is fp32 in both builds; in the bf16 build p is the fp32 master weight and the bf16 copy is
+written from it with stochastic rounding keyed by the element's global offset.
+
+Memory: the model state of a Muon tensor is 12 bytes per parameter in the bf16 build (bf16 weight
+2, bf16 gradient 2, fp32 master 4, fp32 momentum 4) against AdamW's 16; Newton-Schulz adds a
+workspace sized for the largest matrix unit (MuonWorkspace), not per parameter.
+
+Determinism: elementwise kernels, the two-pass norm of llmc/norm.cuh and cuBLASLt products with
+fixed algorithms: no atomics, the same bits on any device run and any CPU thread count.
+
+Design note: how ZeRO shards this table (llmc/zero.cuh's shard plan, plan_build, next to the
+data-parallel gradient buckets). The parameter table in train_gpt.cu (ParamTensor) holds, per
+tensor, what the plan is built from: its offset in the parameter/gradient/master buffers, its
+numel and shape, its optimizer, its state_offset in that optimizer's state buffers, and for
+Muon its matrix units (units row blocks of rows/units x cols each; a unit is the contiguous
+element range offset + u * numel/units, a whole number of TENSOR_ALIGN blocks since C is a
+multiple of 32). Each entry becomes a ShardTensor {offset, numel, units, rows, cols} with units
+0 for an AdamW tensor and ParamTensor::units for a Muon one.
+- AdamW tensors are element-wise, so the plan cuts them anywhere: per gradient bucket their
+  elements are packed and split into equal slices, one per rank of the data-parallel group; a
+  rank holds AdamW's m and v (at the tensors' state offsets) and the master weights of its
+  slices only, the gradients are reduce-scattered by slice and the updated parameters
+  all-gathered.
+- Muon tensors: Newton-Schulz needs a whole matrix, so a matrix unit is never split. Each unit
+  is owned whole by one rank (owner computes), assigned by its Newton-Schulz cost (m^2 n for an
+  (m, n) unit, m <= n; 2 products of that size and one of m^3 per step), largest first to the
+  least loaded rank, so qkv's three units may land on three ranks. The owner holds the unit's
+  momentum (Muon state is sharded by whole units), receives the unit's reduced gradient (a
+  reduce to the owner), updates the momentum, runs Newton-Schulz and applies the update to its
+  master weights; the other ranks receive the new parameters by broadcast from the owner. Each
+  matrix is orthogonalized once per step, on one rank, instead of on every rank after a gather
+  of its momentum. muon_update below already works unit by unit on element ranges, so the
+  owner calls it on its own units with the shard's pointers.
+*/
+#pragma once
+
+#include <algorithm>
+
+#include "common.cuh"
+#include "matmul.cuh"
+#include "norm.cuh"
+
+// torch.optim.Muon's defaults: the quintic Newton-Schulz coefficients, the norm's floor.
+constexpr float NS_A = 3.4445f, NS_B = -4.7750f, NS_C = 2.0315f;
+constexpr float MUON_EPS = 1e-7f;
+
+enum MuonAdjust { MUON_ADJUST_ORIGINAL = 0, MUON_ADJUST_MATCH_RMS_ADAMW = 1 };
+static const char* const MUON_ADJUST_NAMES[] = {"original", "match_rms_adamw"};
+
+// The lr multiplier of a matrix unit of shape (A, B), A = output features (torch's _adjust_lr).
+inline double muon_lr_scale(int adjust, int A, int B) {
+    if (adjust == MUON_ADJUST_ORIGINAL) return sqrt(std::max(1.0, (double)A / B));
+    return 0.2 * sqrt((double)std::max(A, B));
+}
+
+struct MuonHyper {
+    double lr;        // the scheduled Muon lr, before the shape adjustment (weight decay uses it)
+    double momentum;  // mu
+    bool nesterov;
+    int ns_steps;
+    double grad_scale;  // multiplies every gradient (gradient clipping)
+    uint32_t seed;      // stochastic rounding seed of this step
+};
+
+// Newton-Schulz scratch, sized for the largest matrix unit; one per process.
+struct MuonWorkspace {
+    floatX* x;            // (m, n), m <= n: the iterate
+    floatX* x_next;       // (m, n): the next iterate
+    floatX* gram;         // (m, m): X X^T
+    floatX* poly;         // (m, m): b gram + c gram gram
+    float* norm;          // ||X||, then NORM_BLOCKS partial sums
+    size_t matrix_elems;  // capacity of x and x_next
+    size_t gram_elems;    // capacity of gram and poly
+};
+
+// Allocates the workspace (nothing when matrix_elems is 0) and returns the bytes it holds.
+inline size_t muon_workspace_init(MuonWorkspace* ws, size_t matrix_elems, size_t gram_elems) {
+    memset(ws, 0, sizeof(*ws));
+    if (matrix_elems == 0) return 0;
+    ws->matrix_elems = matrix_elems;
+    ws->gram_elems = gram_elems;
+    CUDA_CHECK(cudaMalloc(&ws->x, matrix_elems * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&ws->x_next, matrix_elems * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&ws->gram, gram_elems * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&ws->poly, gram_elems * sizeof(floatX)));
+    CUDA_CHECK(cudaMalloc(&ws->norm, (1 + NORM_BLOCKS) * sizeof(float)));
+    return 2 * (matrix_elems + gram_elems) * sizeof(floatX) + (1 + NORM_BLOCKS) * sizeof(float);
+}
+
+inline void muon_workspace_free(MuonWorkspace* ws) {
+    if (ws->matrix_elems == 0) return;
+    CUDA_CHECK(cudaFree(ws->x));
+    CUDA_CHECK(cudaFree(ws->x_next));
+    CUDA_CHECK(cudaFree(ws->gram));
+    CUDA_CHECK(cudaFree(ws->poly));
+    CUDA_CHECK(cudaFree(ws->norm));
+}
+
+// PyTorch's lerp (ATen's vectorized CPU kernel): one fused multiply-add from the nearer end.
+__device__ inline float torch_lerp(float start, float end, float weight) {
+    const float diff = end - start;
+    return fabsf(weight) < 0.5f ? fmaf(weight, diff, start) : fmaf(weight - 1.0f, diff, end);
+}
+
+// One thread per element of a (rows, cols) matrix unit (grid-stride; i = r * cols + c): the
+// momentum update and the Newton-Schulz input u, written to x as floatX, at (c, r) of a
+// (cols, rows) matrix when transpose is set. one_minus_mu is 1 - mu formed in double, as torch
+// forms its lerp weight from the Python float.
+__global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads, int rows, int cols,
+                                     bool transpose, float mu, float one_minus_mu, bool nesterov,
+                                     float grad_scale) {
+    const size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float g = (float)grads[i] * grad_scale;
+        const float b = torch_lerp(buf[i], g, one_minus_mu);
+        buf[i] = b;
+        const float u = nesterov ? torch_lerp(g, b, mu) : b;
+        const size_t r = i / cols, c = i % cols;
+        x[transpose ? c * rows + r : i] = (floatX)u;
+    }
+}
+
+// x /= max(||x||, MUON_EPS), the norm and its clamp held as floatX (torch's bf16 scalars).
+__global__ void muon_normalize_kernel(floatX* x, size_t n, const float* norm) {
+    const float s = (float)(floatX)fmaxf((float)(floatX)*norm, MUON_EPS);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = (floatX)((float)x[i] / s);
+}
+
+// One thread per element of a (rows, cols) matrix unit: decoupled weight decay, then the step
+// along the orthogonalized update o (read at (c, r) of a (cols, rows) matrix when transposed).
+// params/master point at the unit; offset is its global offset (the rounding noise index).
+__global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o, int rows,
+                                  int cols, bool transpose, float decay_factor, float step,
+                                  uint32_t seed, size_t offset) {
+    const size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / cols, c = i % cols;
+        const float u = (float)o[transpose ? c * rows + r : i];
+        float p = master ? master[i] : (float)params[i];
+        p *= decay_factor;      // param.mul_(1 - lr * wd)
+        p = fmaf(-step, u, p);  // param.add_(update, alpha=-adjusted_lr)
+        if (master) master[i] = p;
+        stochastic_round_store(&params[i], p, seed, offset + i);
+    }
+}
+
+// Orthogonalizes the (m, n) matrix in ws->x (m <= n), as torch's _zeropower_via_newtonschulz
+// does after its transpose: normalization by the Frobenius norm, then `steps` quintic
+// iterations. Returns the buffer holding the result (ws->x or ws->x_next).
+//
+// cuBLASLt is column-major: the memory of a row-major (R, K) matrix is the column-major (K, R)
+// matrix, its transpose. With Xc = X^T (the memory of X), gram^T = gram's memory and so on:
+//   gram = X X^T            ->  gram^T   = Xc^T Xc                  (m, m), k = n
+//   poly = b gram + c gram^2 ->  poly^T  = c gram^T gram^T + b gram^T (m, m), k = m
+//   X'   = a X + poly X      ->  X'^T    = Xc poly^T + a Xc          (n, m), k = m
+inline const floatX* newton_schulz(MuonWorkspace* ws, MatmulContext* mm, int m, int n, int steps,
+                                   cudaStream_t stream) {
+    const size_t numel = (size_t)m * n;
+    l2_norm(ws->norm, ws->norm + 1, ws->x, numel, norm_blocks_for(numel), stream);
+    const int block = 256;
+    muon_normalize_kernel<<<grid_for(numel, block), block, 0, stream>>>(ws->x, numel, ws->norm);
+    CUDA_CHECK_LAUNCH();
+    floatX* x = ws->x;
+    floatX* next = ws->x_next;
+    for (int s = 0; s < steps; s++) {
+        matmul_general(mm, ws->gram, x, x, nullptr, nullptr, 1.0f, 0.0f, m, m, n, true, false);
+        matmul_general(mm, ws->poly, ws->gram, ws->gram, ws->gram, nullptr, NS_C, NS_B, m, m, m,
+                       false, false);
+        matmul_general(mm, next, x, ws->poly, x, nullptr, 1.0f, NS_A, n, m, m, false, false);
+        std::swap(x, next);
+    }
+    return x;
+}
+
+// Updates one Muon tensor of shape (rows, cols), made of `units` matrix units of
+// (rows / units, cols) each, orthogonalized one by one. params/master/grads/momentum point at
+// the tensor (master nullptr in the fp32 build); offset is its offset in the parameter buffer;
+// lr_scale its shape adjustment (muon_lr_scale of one unit).
+inline void muon_update(floatX* params, float* master, const floatX* grads, float* momentum,
+                        int rows, int cols, int units, size_t offset, double lr_scale,
+                        double weight_decay, const MuonHyper* h, MuonWorkspace* ws,
+                        MatmulContext* mm, cudaStream_t stream) {
+    const int unit_rows = rows / units;
+    const bool transpose = unit_rows > cols;  // the iterate is (m, n) with m <= n
+    const int m = transpose ? cols : unit_rows, n = transpose ? unit_rows : cols;
+    const size_t unit = (size_t)unit_rows * cols;
+    if (unit > ws->matrix_elems || (size_t)m * m > ws->gram_elems) {
+        fprintf(stderr, "muon_update: a (%d, %d) matrix unit does not fit the workspace\n",
+                unit_rows, cols);
+        exit(EXIT_FAILURE);
+    }
+    const float decay_factor = (float)(1.0 - h->lr * weight_decay);
+    const float step = (float)(h->lr * lr_scale);
+    const int block = 256;
+    const int grid = grid_for(unit, block);
+    for (int u = 0; u < units; u++) {
+        const size_t at = u * unit;
+        muon_momentum_kernel<<<grid, block, 0, stream>>>(
+            ws->x, momentum + at, grads + at, unit_rows, cols, transpose, (float)h->momentum,
+            (float)(1.0 - h->momentum), h->nesterov, (float)h->grad_scale);
+        CUDA_CHECK_LAUNCH();
+        const floatX* o = newton_schulz(ws, mm, m, n, h->ns_steps, stream);
+        muon_apply_kernel<<<grid, block, 0, stream>>>(params + at, master ? master + at : nullptr,
+                                                      o, unit_rows, cols, transpose, decay_factor,
+                                                      step, h->seed, offset + at);
+        CUDA_CHECK_LAUNCH();
+    }
+}

@@ -1,0 +1,63 @@
+// llmc/norm.cuh: the L2 norm of a floatX buffer as a deterministic two-pass reduction: the
+// global gradient norm (clipping) and the Frobenius norm that Muon's Newton-Schulz iteration
+// normalizes by (llmc/muon.cuh).
+#pragma once
+
+#include "common.cuh"
+
+// L2 norm of a buffer, in two passes so the summation order is fixed: pass 1 has `blocks`
+// blocks, each summing the squares of a fixed set of elements (grid-stride) into
+// partials[block]; pass 2 is one thread adding the partials in order. The result depends only on
+// the buffer and the block count, never on the device or the number of CPU threads. The
+// gradient norm always uses NORM_BLOCKS; a smaller buffer (one of Muon's matrices) takes
+// norm_blocks_for(n), which keeps the thread count in proportion to the work.
+
+constexpr int NORM_BLOCKS = 128;
+constexpr int NORM_THREADS = 512;
+constexpr int NORM_ELEMS_PER_THREAD = 16;  // norm_blocks_for's target
+
+__global__ void norm_squared_partials_kernel(float* partials, const floatX* x, size_t n) {
+    __shared__ float warp_sums[NORM_THREADS / 32];
+    float acc = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)NORM_THREADS + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * NORM_THREADS) {
+        float v = (float)x[i];
+        acc += v * v;
+    }
+    acc = warp_sum(acc);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+    __syncthreads();  // every warp's sum is in shared memory
+    if (threadIdx.x == 0) {
+        float total = 0.0f;
+        for (int w = 0; w < NORM_THREADS / 32; w++) total += warp_sums[w];
+        partials[blockIdx.x] = total;
+    }
+}
+
+__global__ void norm_finish_kernel(float* norm, const float* partials, int count) {
+    float total = 0.0f;
+    for (int b = 0; b < count; b++) total += partials[b];
+    *norm = sqrtf(total);
+}
+
+// Writes ||x|| (n elements) to *norm (device), summed in `blocks` (1 to NORM_BLOCKS) partial
+// sums; `partials` holds NORM_BLOCKS floats of scratch.
+inline void l2_norm(float* norm, float* partials, const floatX* x, size_t n, int blocks,
+                    cudaStream_t stream) {
+    norm_squared_partials_kernel<<<blocks, NORM_THREADS, 0, stream>>>(partials, x, n);
+    CUDA_CHECK_LAUNCH();
+    norm_finish_kernel<<<1, 1, 0, stream>>>(norm, partials, blocks);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The block count for an n-element norm: about NORM_ELEMS_PER_THREAD elements per thread.
+inline int norm_blocks_for(size_t n) {
+    const size_t blocks = ceil_div(n, (size_t)NORM_THREADS * NORM_ELEMS_PER_THREAD);
+    return (int)(blocks < 1 ? 1 : blocks > NORM_BLOCKS ? NORM_BLOCKS : blocks);
+}
+
+// The global gradient norm: ||grads|| over n elements in NORM_BLOCKS partial sums.
+inline void global_norm(float* norm, float* partials, const floatX* grads, size_t n,
+                        cudaStream_t stream) {
+    l2_norm(norm, partials, grads, n, NORM_BLOCKS, stream);
+}

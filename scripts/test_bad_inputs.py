@@ -1,0 +1,516 @@
+#!/usr/bin/env python3
+"""scripts/test_bad_inputs.py: the trainer given bad inputs, through the binaries `make cpu`
+builds (build/cpu/train_gpt and train_gpt_fp32; --bin-dir for others, e.g. . for the GPU build).
+
+Each case of CASES is one command of the trainer that must end
+  - with the expected exit status (any non-zero unless the case says otherwise),
+  - with output (stdout + stderr) that matches the case's regex,
+  - within its wall-clock bound (a hang is killed, with its process group, and fails),
+  - with every file that existed before it unchanged: the shared fixture (data set, the
+    checkpoints and log of a finished run) and the case's own folder are hashed before and
+    after (regular files by content; FIFOs, folders and other special files by their kind,
+    never opened), and a file that changed or disappeared fails the case. New files may
+    appear (a case that is expected to train writes its own).
+
+The fixture, made once: a tiny byte-level data set (dev/data/prepare.py on test_e2e's text),
+and a 4-step run of a tiny model that leaves checkpoints at steps 2 and 4 and a log.
+
+Adding a case: append a Case(...) to CASES. Its args are the trainer's arguments (after
+the binary; with `launcher`, e.g. MPIRUN + ["-np", "1"], the command is launcher + binary +
+args, and "{bin}" in args names the binary again, for an MPMD launch `A : -np 1 {bin} B`).
+In args, {data} is the data set, {ck} the finished run's checkpoint folder, {ckpt} its step-4
+file, {log} its log and {case} the case's own folder (empty; its files are hashed too). `setup`
+(a function of the case folder) makes the bad files in it before the run. Other fields:
+`status` (an exact exit status, e.g. 0 for documented correct behaviour such as skipping a bad
+checkpoint), `timeout` (seconds), `binary` ("train_gpt_fp32" for the other precision).
+
+Usage: python3 scripts/test_bad_inputs.py [--bin-dir DIR] [--keep] [-k SUBSTRING]
+Exits non-zero when any check fails; prints one line per case.
+"""
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import zlib
+
+import test_e2e
+from test_e2e import TINY, check, make_text, write_shard
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMEOUT_S = int(os.environ.get("BAD_INPUTS_TIMEOUT_S", 60))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+# A tiny run: 2 steps, no validation, no samples (cases that are refused never get to train).
+RUN = ["--steps", "2", "--val-every", "0", "--sample-len", "0"] + TINY
+
+
+def Case(name, args, pattern, setup=None, status=None, timeout=TIMEOUT_S, binary="train_gpt",
+         launcher=()):
+    return types.SimpleNamespace(name=name, args=args, pattern=pattern, setup=setup, status=status,
+                                 timeout=timeout, binary=binary, launcher=list(launcher))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad files, made in the case's folder by the setups.
+
+def fifo(name):
+    return lambda case: os.mkfifo(os.path.join(case, name))
+
+
+def folder(name):
+    return lambda case: os.makedirs(os.path.join(case, name))
+
+
+def data_set(train="copy", val="copy", tokenizer="copy"):
+    """A data set in {case}/d: each of the train shard, the val shard and tokenizer.bin is
+    copied from the fixture ("copy"), left out (None), or made by a function of its path."""
+    def setup(case):
+        d = os.path.join(case, "d")
+        os.makedirs(d)
+        for name, make in (("d_train_000000.bin", train), ("d_val_000000.bin", val),
+                           ("tokenizer.bin", tokenizer)):
+            path = os.path.join(d, name)
+            if make == "copy":
+                source = "tokenizer.bin" if name == "tokenizer.bin" else name.replace("d_", "data_")
+                shutil.copy(os.path.join(FIXTURE["data"], source), path)
+            elif make is not None:
+                make(path)
+    return setup
+
+
+def write_bytes(data):
+    def make(path):
+        with open(path, "wb") as f:
+            f.write(data)
+    return make
+
+
+def shard_with_count(count, tokens=10):
+    return lambda path: write_shard(path, list(range(tokens)), count=count)
+
+
+def tokenizer_with(index, value):
+    """The fixture's tokenizer file with header int32 number `index` set to value."""
+    def make(path):
+        data = bytearray(open(os.path.join(FIXTURE["data"], "tokenizer.bin"), "rb").read())
+        data[4 * index:4 * index + 4] = struct.pack("<i", value)
+        with open(path, "wb") as f:
+            f.write(data)
+    return make
+
+
+def checkpoint_file(name, edit):
+    """{case}/NAME: the fixture's step-4 checkpoint passed through edit(bytes) -> bytes."""
+    def setup(case):
+        data = open(FIXTURE["ckpt"], "rb").read()
+        with open(os.path.join(case, name), "wb") as f:
+            f.write(edit(data))
+    return setup
+
+
+def flip(data):
+    return data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x10]) + data[len(data) // 2 + 1:]
+
+
+def resealed(edit):
+    """edit applied, then the trailer's CRC recomputed: damage that only a faulty writer makes,
+    which the checksum cannot catch."""
+    def apply(data):
+        data = bytearray(edit(bytes(data)))
+        data[-8:] = struct.pack("<Q", zlib.crc32(bytes(data[:-8])))
+        return bytes(data)
+    return apply
+
+
+def rename_section(old, new):
+    def edit(data):
+        at = data.index(old.encode() + b"\0")
+        return data[:at] + new.encode().ljust(len(old), b"\0") + data[at + len(old):]
+    return edit
+
+
+def copied_checkpoints(extra):
+    """{case}/ck: a copy of the fixture's checkpoint folder, then extra(folder)."""
+    def setup(case):
+        shutil.copytree(FIXTURE["ck"], os.path.join(case, "ck"))
+        extra(os.path.join(case, "ck"))
+    return setup
+
+
+def live_lock(case):
+    """{case}/ck holds a lock of a live process on this host: this test's own."""
+    os.makedirs(os.path.join(case, "ck"))
+    start = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
+    with open(os.path.join(case, "ck", "train_gpt.lock"), "w") as f:
+        f.write("host %s pid %d start %s\n" % (os.uname().nodename, os.getpid(), start))
+
+
+def config_int(index, value):
+    """Edits int32 number `index` of a checkpoint's configuration block (after its 32-byte
+    header: vocab, padded vocab, context, layers, heads, embd, bytes per weight)."""
+    def edit(data):
+        return data[:32 + 4 * index] + struct.pack("<i", value) + data[32 + 4 * index + 4:]
+    return edit
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases.
+
+NOT_REGULAR = r"cannot open %s \S+%s: it is %s, not a regular file"
+CASES = [
+    # data shards
+    Case("a FIFO as the train shard", ["--data", "{case}/d"] + RUN,
+         NOT_REGULAR % ("shard", "d_train_000000.bin", r"a FIFO \(named pipe\)"),
+         setup=data_set(train=lambda p: os.mkfifo(p))),
+    Case("a directory as the train shard", ["--data", "{case}/d"] + RUN,
+         NOT_REGULAR % ("shard", "d_train_000000.bin", "a directory"),
+         setup=data_set(train=os.makedirs)),
+    Case("a val shard pattern that matches a directory too", ["--data", "{case}/d"] + RUN,
+         NOT_REGULAR % ("shard", "d_val_000001.bin", "a directory"),
+         setup=lambda case: (data_set()(case), os.makedirs(os.path.join(case, "d", "d_val_000001.bin")))),
+    Case("an empty (0-byte) train shard", ["--data", "{case}/d"] + RUN,
+         r"shard \S+d_train_000000.bin is truncated: 0 bytes, the header alone is 1024",
+         setup=data_set(train=write_bytes(b""))),
+    Case("a shard whose header claims 2^31-1 tokens", ["--data", "{case}/d"] + RUN,
+         r"shard \S+ is truncated: its header says 2147483647 tokens \(4294968318 bytes\), the "
+         r"file has 1044 bytes", setup=data_set(train=shard_with_count(2**31 - 1))),
+    Case("a shard whose header claims a negative count", ["--data", "{case}/d"] + RUN,
+         r"shard \S+ has a negative token count -5", setup=data_set(train=shard_with_count(-5))),
+    Case("a shard shorter than its header claims", ["--data", "{case}/d"] + RUN,
+         r"shard \S+ is truncated: its header says 11 tokens", setup=data_set(train=shard_with_count(11))),
+    # tokenizer files
+    Case("a FIFO as --tokenizer", ["--data", "{data}", "--tokenizer", "{case}/t.bin"] + RUN,
+         NOT_REGULAR % ("tokenizer file", "t.bin", r"a FIFO \(named pipe\)"), setup=fifo("t.bin")),
+    Case("a directory as --tokenizer", ["--data", "{data}", "--tokenizer", "{case}/t.bin"] + RUN,
+         NOT_REGULAR % ("tokenizer file", "t.bin", "a directory"), setup=folder("t.bin")),
+    Case("a FIFO as the data set's tokenizer.bin", ["--data", "{case}/d"] + RUN,
+         NOT_REGULAR % ("tokenizer file", "tokenizer.bin", r"a FIFO \(named pipe\)"),
+         setup=data_set(tokenizer=lambda p: os.mkfifo(p))),
+    Case("a tokenizer whose header claims 2^31-1 merges", ["--data", "{case}/d"] + RUN,
+         r"tokenizer file \S+ is truncated: its header says 256 tokens, 2147483647 merges",
+         setup=data_set(tokenizer=tokenizer_with(5, 2**31 - 1))),
+    Case("a tokenizer whose header claims 2^31-1 code point ranges", ["--data", "{case}/d"] + RUN,
+         r"tokenizer file \S+ is truncated: its header says 256 tokens, 0 merges and 2147483647",
+         setup=data_set(tokenizer=tokenizer_with(6, 2**31 - 1))),
+    Case("an empty tokenizer file", ["--data", "{case}/d"] + RUN,
+         r"tokenizer file \S+ is truncated: 0 bytes, the header alone is 64",
+         setup=data_set(tokenizer=write_bytes(b""))),
+    # checkpoints given to --resume and --sample
+    Case("a FIFO as --resume", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         NOT_REGULAR % ("checkpoint", "c.bin", r"a FIFO \(named pipe\)"), setup=fifo("c.bin")),
+    Case("a FIFO as --sample", ["--data", "{data}", "--sample", "{case}/c.bin", "--prompt", "The"],
+         NOT_REGULAR % ("checkpoint", "c.bin", r"a FIFO \(named pipe\)"), setup=fifo("c.bin")),
+    Case("a 0-byte --resume file", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"checkpoint \S+c.bin is truncated: 0 bytes, a checkpoint has at least 64",
+         setup=checkpoint_file("c.bin", lambda d: b"")),
+    Case("a truncated --resume file", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"checkpoint \S+c.bin is truncated or has bytes appended",
+         setup=checkpoint_file("c.bin", lambda d: d[:-100])),
+    Case("a --resume file with bytes appended", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"checkpoint \S+c.bin is truncated or has bytes appended",
+         setup=checkpoint_file("c.bin", lambda d: d + b"\0" * 8)),
+    Case("a --resume file with a flipped bit", ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"checkpoint \S+c.bin is corrupted: checksum mismatch", setup=checkpoint_file("c.bin", flip)),
+    Case("a truncated --sample file", ["--data", "{data}", "--sample", "{case}/c.bin", "--prompt", "The"],
+         r"checkpoint \S+c.bin is truncated", setup=checkpoint_file("c.bin", lambda d: d[:5000])),
+    Case("a --resume file that is a shard", ["--data", "{data}", "--resume", "{data}/data_val_000000.bin"] + RUN,
+         r"data_val_000000.bin is not a checkpoint file"),
+    Case("a --resume file lacking a section (CRC resealed)",
+         ["--data", "{data}", "--resume", "{case}/c.bin"] + RUN,
+         r"checkpoint \S+c.bin has no section 'optimizer.adamw.v'",
+         setup=checkpoint_file("c.bin", resealed(rename_section("optimizer.adamw.v",
+                                                                "optimizer.adamw.x")))),
+    Case("a --resume file of another model", ["--data", "{data}", "--resume", "{ckpt}", "--steps", "6",
+                                               "--val-every", "0", "--sample-len", "0"] + TINY + ["--layers", "1"],
+         r"different model configuration; layers: 2 in the checkpoint, 1 here"),
+    Case("--resume latest skips a FIFO under the newest checkpoint name and resumes from step 4",
+         ["--data", "{data}", "--checkpoint-dir", "{case}/ck", "--resume", "latest", "--steps", "5",
+          "--checkpoint-every", "0", "--val-every", "0", "--sample-len", "0"] + TINY,
+         r"skipping checkpoint \S+ckpt_step00000009.bin: .*FIFO[\s\S]*resuming from \S+ckpt_step00000004.bin",
+         setup=copied_checkpoints(lambda ck: os.mkfifo(os.path.join(ck, "ckpt_step00000009.bin"))),
+         status=0),
+    Case("a FIFO as --log", ["--data", "{data}", "--log", "{case}/log"] + RUN,
+         r"cannot open log \S+log: it is a FIFO \(named pipe\), not a regular file", setup=fifo("log")),
+    # the command line, in train and in sample mode alike
+    Case("--sample-len -5 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--sample-len", "-5"],
+         r"--sample-len must be in \[0, 1048576\] \(got -5\)"),
+    Case("--sample-len 2147483647 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--sample-len",
+                                                    "2147483647"], r"--sample-len must be in \[0, 1048576\]"),
+    Case("--sample-len beyond int", ["--data", "{data}", "--sample", "{ckpt}", "--sample-len", "99999999999"],
+         r"--sample-len: '99999999999' is not an integer in range"),
+    Case("--temperature -1 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--temperature", "-1"],
+         r"--temperature must be >= 0 \(got -1\)"),
+    Case("--top-k -7 in sample mode", ["--data", "{data}", "--sample", "{ckpt}", "--top-k", "-7"],
+         r"--top-k must be >= 0 \(got -7\)"),
+    Case("--sample under mpirun -np 2", ["--data", "{data}", "--sample", "{ckpt}"],
+         r"--sample runs as a single process", launcher=MPIRUN + ["-np", "2"]),
+    Case("--sample with --resume", ["--data", "{data}", "--sample", "{ckpt}", "--resume", "{ckpt}"],
+         r"--sample only generates text"),
+    Case("an unknown flag", ["--data", "{data}", "--lrr", "1e-3"] + RUN, r"unknown flag '--lrr'"),
+    Case("a flag without its value", ["--data", "{data}"] + RUN + ["--lr"], r"--lr needs a value"),
+    Case("--lr nan", ["--data", "{data}"] + RUN + ["--lr", "nan"], r"--lr: 'nan' is not a finite number"),
+    Case("--batch 0", ["--data", "{data}"] + RUN + ["--batch", "0"], r"--batch must be in \[1, 65535\] \(got 0\)"),
+    Case("--seq 2000000", ["--data", "{data}"] + RUN + ["--seq", "2000000"], r"--seq must be in \[1, 1048576\]"),
+    Case("--context 30000000", ["--data", "{data}"] + RUN + ["--context", "30000000"],
+         r"--context must be in \[0, 1048576\] \(got 30000000\)"),
+    Case("--schedule unknown", ["--data", "{data}"] + RUN + ["--schedule", "step"],
+         r"--schedule 'step' is not one of cosine\|wsd\|linear\|constant"),
+    Case("--embd not divisible by --heads", ["--data", "{data}"] + RUN + ["--heads", "3"],
+         r"--heads 3 does not divide --embd 32"),
+    Case("a repeated flag takes its last value", ["--data", "{data}"] + RUN + ["--steps", "1", "--steps", "3"],
+         r"step +3/3", status=0),
+    Case("a crafted checkpoint with context 3e7 (CRC resealed) in sample mode",
+         ["--data", "{data}", "--sample", "{case}/c.bin"], r"checkpoint \S+c.bin holds an invalid model configuration",
+         setup=checkpoint_file("c.bin", resealed(config_int(2, 30000000)))),
+    # the checkpoint folder
+    Case("--checkpoint-dir is a regular file", ["--data", "{data}", "--checkpoint-dir", "{ckpt}"] + RUN,
+         r"checkpoint folder \S+: \S+ckpt_step00000004.bin is not a folder"),
+    Case("--checkpoint-dir below a regular file", ["--data", "{data}", "--checkpoint-dir", "{ckpt}/sub"] + RUN,
+         r"is not a folder"),
+    Case("--checkpoint-dir that cannot be created", ["--data", "{data}", "--checkpoint-dir", "/proc/no/such"] + RUN,
+         r"cannot create folder /proc/no"),
+    Case("--checkpoint-dir held by a live run of this host", ["--data", "{data}", "--checkpoint-dir", "{case}/ck"] + RUN,
+         r"checkpoint folder \S+ck is in use by another run: process \d+ on host", setup=live_lock),
+    Case("--checkpoint-dir held from another host", ["--data", "{data}", "--checkpoint-dir", "{case}/ck"] + RUN,
+         r"on host other-node holds [\s\S]*never taken over",
+         setup=lambda case: (os.makedirs(os.path.join(case, "ck")), open(os.path.join(case, "ck", "train_gpt.lock"), "w")
+                             .write("host other-node pid 1 start 1\n"))),
+    # resuming with other flags: the run's identity
+    Case("--resume with another --lr and --warmup: both named",
+         ["--data", "{data}", "--resume", "{ckpt}", "--steps", "6", "--val-every", "0", "--sample-len", "0"] + TINY
+         + ["--lr", "1e-3", "--warmup", "2"],
+         r"of another run \(2 differences\):\n  --lr: 0.003 in the checkpoint, 0.001 in this run\n  --warmup: 0 in "
+         r"the checkpoint, 2 in this run"),
+    Case("--resume with another global batch",
+         ["--data", "{data}", "--resume", "{ckpt}", "--steps", "6", "--val-every", "0", "--sample-len", "0"] + TINY
+         + ["--grad-accum", "2"], r"global batch \(ranks x --batch x --grad-accum\): 4 sequences in the checkpoint, 8"),
+    Case("--resume with another --data", ["--data", "{case}/d", "--resume", "{ckpt}", "--steps", "6", "--val-every",
+                                          "0", "--sample-len", "0"] + TINY, r"--data: \S+ in the checkpoint, \S+/d in this run",
+         setup=data_set()),
+    Case("--resume with more --steps and other logging is the same run",
+         ["--data", "{data}", "--resume", "{ckpt}", "--steps", "5", "--val-every", "1", "--val-steps", "1",
+          "--sample-len", "4", "--log", "{case}/new.jsonl"] + TINY, r"resuming from [\s\S]*step +5/5", status=0),
+    # ranks started with different flags (MPMD launches) and other launches
+    Case("ranks with --val-every 0 : 5", ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data", "{data}"]
+         + RUN + ["--val-every", "5"], r"rank 1 was started with other flags than rank 0:\n  --val-every: 0 on rank 0, "
+         r"5 here", launcher=MPIRUN + ["-np", "1"]),
+    Case("ranks with another --batch and --data", ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data",
+                                                                                "{case}/d"] + RUN + ["--batch", "2"],
+         r"rank 1 was started with other flags than rank 0:\n  --data: .*\n  --batch: 4 on rank 0, 2 here",
+         launcher=MPIRUN + ["-np", "1"], setup=data_set()),
+    Case("ranks of different builds (bf16 and fp32)", ["--data", "{data}"] + RUN + [":", "-np", "1",
+         "{bin}_fp32", "--data", "{data}"] + RUN, r"the ranks run different builds of train_gpt",
+         launcher=MPIRUN + ["-np", "1"]),
+    Case("a rank started without MPI and without --rendezvous", ["--data", "{data}"] + RUN,
+         r"give every rank --rendezvous DIR", launcher=["env", "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1"]),
+    Case("a rendezvous that rank 1 never reaches", ["--data", "{data}", "--rendezvous", "{case}", "--comm-timeout",
+                                                    "1"] + RUN,
+         r"rank 0: ranks 1 of 2 did not arrive at the rendezvous in \S+ within 1 s", launcher=["env", "RANK=0",
+                                                                                               "WORLD_SIZE=2"]),
+    # a run that diverges
+    Case("--lr 1e300: a non-finite loss stops the run", ["--data", "{data}"] + RUN + ["--lr", "1e300"],
+         r"the loss is -?nan and the gradient norm -?nan: training diverged"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+
+def snapshot(paths):
+    """{path: content hash, or the kind of a file that is not regular} for every file under
+    paths, without opening anything but regular files."""
+    out = {}
+    for top in paths:
+        for folder, dirs, files in os.walk(top):
+            out[folder] = "folder"
+            for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+                path = os.path.join(folder, name)
+                mode = os.lstat(path).st_mode
+                if stat.S_ISREG(mode):
+                    with open(path, "rb") as f:
+                        out[path] = hashlib.sha256(f.read()).hexdigest()
+                else:
+                    out[path] = "special file, mode %o" % stat.S_IFMT(mode)
+    return out
+
+
+def changed(before, after):
+    return sorted(p for p, h in before.items() if after.get(p) != h)
+
+
+def run_case(case, bin_dir, work):
+    folder = os.path.join(work, "cases", re.sub(r"\W+", "_", case.name)[:60])
+    os.makedirs(folder)
+    if case.setup:
+        case.setup(folder)
+    binary = os.path.join(bin_dir, case.binary)
+    fields = dict(FIXTURE, case=folder, bin=binary)
+    command = case.launcher + [binary] + [a.format(**fields) for a in case.args]
+    watched = [FIXTURE["data"], FIXTURE["ck"], FIXTURE["log"], folder]
+    before = snapshot(watched)
+    t0 = time.time()
+    proc = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=case.timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        rc = None
+    seconds = time.time() - t0
+    text = output.decode("utf-8", "replace")
+    problems = []
+    if rc is None:
+        problems.append("no exit within %d s (a hang)" % case.timeout)
+    elif (rc != case.status) if case.status is not None else rc == 0:
+        problems.append("exit status %d, expected %s" % (rc, case.status if case.status is not None
+                                                         else "non-zero"))
+    if rc is not None and not re.search(case.pattern, text, re.M):
+        problems.append("output does not match /%s/" % case.pattern)
+    damaged = changed(before, snapshot(watched))
+    if damaged:
+        problems.append("files changed: %s" % ", ".join(os.path.relpath(p, work) for p in damaged))
+    last = text.strip().splitlines()[-1] if text.strip() else "(no output)"
+    check(not problems, "%s (%.1f s)" % (case.name, seconds),
+          last if not problems else "; ".join(problems) + "\n" + text[-1500:])
+
+
+def wait_for_step(proc_output_path, step, limit_s):
+    """Waits until the log of a running trainer shows `step` (or limit_s passes)."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        if os.path.exists(proc_output_path) and re.search(r"step +%d/" % step, open(proc_output_path, errors="replace").read()):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def rank_pids(binary, marker):
+    """The pids of the trainer processes whose command line holds `marker`, in pid order."""
+    out = subprocess.run(["pgrep", "-f", "--", marker], capture_output=True, text=True).stdout.split()
+    return sorted(int(p) for p in out if os.path.realpath("/proc/%s/exe" % p) == os.path.realpath(binary))
+
+
+def test_running_jobs(bin_dir, work):
+    """Cases that need a job running alongside: two runs on one checkpoint folder, and a rank
+    stopped (SIGSTOP) or killed (SIGKILL) in the middle of an mpirun job."""
+    binary = os.path.join(bin_dir, "train_gpt")
+    folder = os.path.join(work, "running")
+    os.makedirs(folder)
+    ck, out1 = os.path.join(folder, "ck"), os.path.join(folder, "first.out")
+    long_run = ["--data", FIXTURE["data"], "--steps", "60", "--checkpoint-dir", ck, "--checkpoint-every", "20",
+                "--val-every", "0", "--sample-len", "0"] + TINY
+    with open(out1, "w") as f:
+        first = subprocess.Popen([binary] + long_run, stdout=f, stderr=subprocess.STDOUT, cwd=folder)
+    wait_for_step(out1, 1, 60)
+    second = subprocess.run([binary] + long_run, capture_output=True, text=True, cwd=folder, timeout=60)
+    first.wait(timeout=300)
+    text = open(out1, errors="replace").read()
+    check(second.returncode != 0 and re.search(r"in use by another run: process %d on host" % first.pid, second.stderr),
+          "two runs on one checkpoint folder: the second is refused at start, naming the first's pid",
+          second.stderr.strip().splitlines()[-1] if second.stderr.strip() else "(no output)")
+    names = sorted(os.listdir(ck))
+    check(first.returncode == 0 and "step    60/60" in text and names == ["ckpt_step00000020.bin", "ckpt_step00000040.bin",
+                                                                        "ckpt_step00000060.bin"],
+          "two runs on one checkpoint folder: the first finishes intact, its checkpoints and no lock left", str(names))
+
+    for how, sig in (("stopped (SIGSTOP)", signal.SIGSTOP), ("killed (SIGKILL)", signal.SIGKILL)):
+        out = os.path.join(folder, "job_%d.out" % sig)
+        marker = "--comm-timeout 3 --rendezvous %s" % sig  # names this job's processes for pgrep
+        with open(out, "w") as f:
+            job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", FIXTURE["data"], "--steps", "100000",
+                                             "--val-every", "0", "--sample-len", "0"] + TINY + marker.split(),
+                                   stdout=f, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
+        started = wait_for_step(out, 2, 120)
+        pids = rank_pids(binary, marker)
+        t0 = time.time()
+        if started and len(pids) == 2:
+            os.kill(pids[1], sig)
+        try:
+            job.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        seconds = time.time() - t0
+        text = open(out, errors="replace").read()
+        expected = r"did not finish within 3 s \(--comm-timeout\)" if sig == signal.SIGSTOP else r"signal 9|killed|exited on signal"
+        check(started and len(pids) == 2 and job.returncode != 0 and seconds < 30 and re.search(expected, text),
+              "a rank %s mid-run under mpirun: the job ends in %.1f s with a message" % (how, seconds),
+              text.strip().splitlines()[-1] if text.strip() else "(no output)")
+        left = rank_pids(binary, marker)
+        check(not left, "a rank %s: no process of the job is left" % how, str(left))
+        for p in left:
+            os.kill(p, signal.SIGKILL)
+
+
+def make_fixture(bin_dir, work):
+    text, data = os.path.join(work, "tiny.txt"), os.path.join(work, "data")
+    make_text(text)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input",
+                        text, "--tokenizer", "byte", "--out-dir", data, "--val-frac", "0.1",
+                        "--val-chunk", "512"], capture_output=True, text=True)
+    if not check(p.returncode == 0, "fixture: prepare.py makes a tiny byte-level data set",
+                 p.stderr[-500:] if p.returncode else ""):
+        return False
+    ck, log = os.path.join(work, "ck"), os.path.join(work, "log.jsonl")
+    p = subprocess.run([os.path.join(bin_dir, "train_gpt"), "--data", data, "--steps", "4",
+                        "--checkpoint-dir", ck, "--checkpoint-every", "2", "--log", log,
+                        "--val-every", "0", "--sample-len", "0"] + TINY,
+                       capture_output=True, text=True, cwd=work, timeout=300)
+    names = sorted(os.listdir(ck)) if os.path.isdir(ck) else []
+    if not check(p.returncode == 0 and names == ["ckpt_step00000002.bin", "ckpt_step00000004.bin"],
+                 "fixture: a 4-step run leaves checkpoints at steps 2 and 4 and a log",
+                 (p.stdout + p.stderr)[-800:] if p.returncode else ""):
+        return False
+    FIXTURE.update(data=data, ck=ck, ckpt=os.path.join(ck, names[-1]), log=log)
+    return True
+
+
+FIXTURE = {}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"),
+                    help="folder with train_gpt and train_gpt_fp32 (default build/cpu, made by `make cpu`)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder and print its path")
+    ap.add_argument("-k", dest="only", default="", help="run only the cases whose name contains this")
+    args = ap.parse_args()
+    bin_dir = os.path.abspath(args.bin_dir)
+    for name in sorted({c.binary for c in CASES} | {"train_gpt"}):
+        if not os.access(os.path.join(bin_dir, name), os.X_OK):
+            print("error: %s is missing; build it with `make cpu` (or pass --bin-dir)"
+                  % os.path.join(bin_dir, name), file=sys.stderr)
+            return 1
+    cases = [c for c in CASES if args.only in c.name]
+    if not cases:
+        print("error: no case's name contains %r" % args.only, file=sys.stderr)
+        return 1
+    work = tempfile.mkdtemp(prefix="test_bad_inputs_")
+    start = time.time()
+    try:
+        if make_fixture(bin_dir, work):
+            for case in cases:
+                run_case(case, bin_dir, work)
+            if not args.only:
+                test_running_jobs(bin_dir, work)
+    finally:
+        if args.keep:
+            print("scratch folder kept: %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    failed = test_e2e.FAILED
+    print("%s: %d check(s) failed in %.0f s" % ("FAIL" if failed else "PASS", len(failed), time.time() - start))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
