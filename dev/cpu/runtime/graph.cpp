@@ -286,6 +286,37 @@ NodeLaunch event_launch(cudaGraphNodeType type, cudaEvent_t event) {
     return [event](cudaStream_t s) { return wait_event(s, event); };
 }
 
+// The typed node calls (cudaGraphAdd<Type>Node, cudaGraph<Type>NodeGet/SetParams) of the node
+// types whose parameters a node keeps in `field`; make builds the node's launch from them.
+template <class P, class Make>
+cudaError_t add_typed_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                           size_t num_deps, cudaGraphNodeType type, const P* params, Make make,
+                           P CUgraphNode_st::*field) {
+    NodeLaunch launch;
+    cudaError_t err = make(params, &launch);
+    if (err != cudaSuccess) return err;
+    ApiLock lock;
+    CUgraphNode_st* made = nullptr;
+    err = add_node(node, graph, deps, num_deps, type, launch, &made);
+    if (made) made->*field = *params;
+    return err;
+}
+template <class P>
+cudaError_t get_typed_params(cudaGraphNode_t node, cudaGraphNodeType type, P* params,
+                             P CUgraphNode_st::*field) {
+    ApiLock lock;
+    if (!params || !valid_node(node) || node->type != type) return cudaErrorInvalidValue;
+    *params = node->*field;
+    return cudaSuccess;
+}
+template <class P, class Make>
+cudaError_t set_typed_params(cudaGraphNode_t node, cudaGraphNodeType type, const P* params,
+                             Make make, P CUgraphNode_st::*field) {
+    cudaError_t err = node_set(node, type, [&](NodeLaunch* l) { return make(params, l); });
+    if (err == cudaSuccess) node->*field = *params;
+    return err;
+}
+
 // The event of an event record or wait node, in the graph or in an executable graph.
 cudaError_t set_node_event(cudaGraphNode_t node, cudaGraphNodeType type, cudaEvent_t event) {
     if (!event) return cudaErrorInvalidValue;
@@ -397,42 +428,25 @@ cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t* node, cudaGraphNode_t orig
 cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                    const cudaGraphNode_t* deps, size_t num_deps,
                                    const cudaKernelNodeParams* params) {
-    NodeLaunch launch;
-    cudaError_t err = kernel_launch(params, &launch);
-    if (err != cudaSuccess) return api_return(err);
-    ApiLock lock;
-    CUgraphNode_st* made = nullptr;
-    err = add_node(node, graph, deps, num_deps, cudaGraphNodeTypeKernel, launch, &made);
-    if (made) made->kernel = *params;
-    return api_return(err);
+    return api_return(add_typed_node(node, graph, deps, num_deps, cudaGraphNodeTypeKernel, params,
+                                     kernel_launch, &CUgraphNode_st::kernel));
 }
 
 cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
-    ApiLock lock;
-    if (!params || !valid_node(node) || node->type != cudaGraphNodeTypeKernel)
-        return api_return(cudaErrorInvalidValue);
-    *params = node->kernel;
-    return cudaSuccess;
+    return api_return(
+        get_typed_params(node, cudaGraphNodeTypeKernel, params, &CUgraphNode_st::kernel));
 }
 
 cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const cudaKernelNodeParams* params) {
-    cudaError_t err = node_set(node, cudaGraphNodeTypeKernel,
-                               [&](NodeLaunch* l) { return kernel_launch(params, l); });
-    if (err == cudaSuccess) node->kernel = *params;
-    return api_return(err);
+    return api_return(set_typed_params(node, cudaGraphNodeTypeKernel, params, kernel_launch,
+                                       &CUgraphNode_st::kernel));
 }
 
 cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                    const cudaGraphNode_t* deps, size_t num_deps,
                                    const cudaMemcpy3DParms* params) {
-    NodeLaunch launch;
-    cudaError_t err = memcpy_launch(params, &launch);
-    if (err != cudaSuccess) return api_return(err);
-    ApiLock lock;
-    CUgraphNode_st* made = nullptr;
-    err = add_node(node, graph, deps, num_deps, cudaGraphNodeTypeMemcpy, launch, &made);
-    if (made) made->memcpy_params = *params;
-    return api_return(err);
+    return api_return(add_typed_node(node, graph, deps, num_deps, cudaGraphNodeTypeMemcpy, params,
+                                     memcpy_launch, &CUgraphNode_st::memcpy_params));
 }
 
 cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
@@ -447,74 +461,46 @@ cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph,
 }
 
 cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, cudaMemcpy3DParms* params) {
-    ApiLock lock;
-    if (!params || !valid_node(node) || node->type != cudaGraphNodeTypeMemcpy)
-        return api_return(cudaErrorInvalidValue);
-    *params = node->memcpy_params;
-    return cudaSuccess;
+    return api_return(
+        get_typed_params(node, cudaGraphNodeTypeMemcpy, params, &CUgraphNode_st::memcpy_params));
 }
 
 cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const cudaMemcpy3DParms* params) {
-    cudaError_t err = node_set(node, cudaGraphNodeTypeMemcpy,
-                               [&](NodeLaunch* l) { return memcpy_launch(params, l); });
-    if (err == cudaSuccess) node->memcpy_params = *params;
-    return api_return(err);
+    return api_return(set_typed_params(node, cudaGraphNodeTypeMemcpy, params, memcpy_launch,
+                                       &CUgraphNode_st::memcpy_params));
 }
 
 cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                    const cudaGraphNode_t* deps, size_t num_deps,
                                    const cudaMemsetParams* params) {
-    NodeLaunch launch;
-    cudaError_t err = memset_launch(params, &launch);
-    if (err != cudaSuccess) return api_return(err);
-    ApiLock lock;
-    CUgraphNode_st* made = nullptr;
-    err = add_node(node, graph, deps, num_deps, cudaGraphNodeTypeMemset, launch, &made);
-    if (made) made->memset_params = *params;
-    return api_return(err);
+    return api_return(add_typed_node(node, graph, deps, num_deps, cudaGraphNodeTypeMemset, params,
+                                     memset_launch, &CUgraphNode_st::memset_params));
 }
 
 cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, cudaMemsetParams* params) {
-    ApiLock lock;
-    if (!params || !valid_node(node) || node->type != cudaGraphNodeTypeMemset)
-        return api_return(cudaErrorInvalidValue);
-    *params = node->memset_params;
-    return cudaSuccess;
+    return api_return(
+        get_typed_params(node, cudaGraphNodeTypeMemset, params, &CUgraphNode_st::memset_params));
 }
 
 cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const cudaMemsetParams* params) {
-    cudaError_t err = node_set(node, cudaGraphNodeTypeMemset,
-                               [&](NodeLaunch* l) { return memset_launch(params, l); });
-    if (err == cudaSuccess) node->memset_params = *params;
-    return api_return(err);
+    return api_return(set_typed_params(node, cudaGraphNodeTypeMemset, params, memset_launch,
+                                       &CUgraphNode_st::memset_params));
 }
 
 cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph,
                                  const cudaGraphNode_t* deps, size_t num_deps,
                                  const cudaHostNodeParams* params) {
-    NodeLaunch launch;
-    cudaError_t err = host_launch(params, &launch);
-    if (err != cudaSuccess) return api_return(err);
-    ApiLock lock;
-    CUgraphNode_st* made = nullptr;
-    err = add_node(node, graph, deps, num_deps, cudaGraphNodeTypeHost, launch, &made);
-    if (made) made->host = *params;
-    return api_return(err);
+    return api_return(add_typed_node(node, graph, deps, num_deps, cudaGraphNodeTypeHost, params,
+                                     host_launch, &CUgraphNode_st::host));
 }
 
 cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, cudaHostNodeParams* params) {
-    ApiLock lock;
-    if (!params || !valid_node(node) || node->type != cudaGraphNodeTypeHost)
-        return api_return(cudaErrorInvalidValue);
-    *params = node->host;
-    return cudaSuccess;
+    return api_return(get_typed_params(node, cudaGraphNodeTypeHost, params, &CUgraphNode_st::host));
 }
 
 cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const cudaHostNodeParams* params) {
-    cudaError_t err = node_set(node, cudaGraphNodeTypeHost,
-                               [&](NodeLaunch* l) { return host_launch(params, l); });
-    if (err == cudaSuccess) node->host = *params;
-    return api_return(err);
+    return api_return(
+        set_typed_params(node, cudaGraphNodeTypeHost, params, host_launch, &CUgraphNode_st::host));
 }
 
 cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph,

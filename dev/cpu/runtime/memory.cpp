@@ -22,8 +22,12 @@
 // headroom available (another process may have taken memory meanwhile). A request that does not
 // fit fails with cudaErrorMemoryAllocation, whatever CUCC_MEM_LIMIT says, instead of the
 // process being killed later when it touches the pages. (Committing costs time: about 1 s per
-// GiB on the development machine, see map_memory.) Managed and pinned memory are not
-// device memory (they do not count against the device limit) but are committed and checked the
+// GiB on the development machine, see map_memory.) So that a program that frees and allocates
+// buffers of the same size over and over (a workspace per call) does not pay it each time,
+// freed mappings of 1 MiB or more are kept, up to 1 GiB in all, and given to the next
+// allocation of the same page-rounded size (uncleared, as cudaMalloc's memory is); they are
+// unmapped when an allocation would otherwise not fit the machine. Managed and pinned memory are
+// not device memory (they do not count against the device limit) but are committed and checked the
 // same way. Under AddressSanitizer (the program was linked with --asan, seen at run time
 // through ASan's __asan_init) allocations come from posix_memalign instead, with exactly the
 // requested bytes, because ASan only watches the ends of malloc'ed blocks: an access one past
@@ -239,6 +243,34 @@ bool machine_has_room(size_t bytes) {
 // ---------------------------------------------------------------------------------------------
 // Allocations.
 
+// Freed mappings kept for reuse, by mapped size (see the file comment).
+constexpr size_t kCachedMapping = kMiB;      // the smallest mapping kept
+constexpr size_t kCacheBytes = 1024 * kMiB;  // the most kept in all
+std::multimap<size_t, void*>& cached_mappings() {
+    static auto* c = new std::multimap<size_t, void*>;
+    return *c;
+}
+size_t cached_bytes = 0;
+
+void* take_cached(size_t size) {
+    if (under_asan()) return nullptr;
+    ApiLock lock;
+    auto it = cached_mappings().find(mapped_bytes(size));
+    if (it == cached_mappings().end()) return nullptr;
+    void* p = it->second;
+    cached_bytes -= it->first;
+    cached_mappings().erase(it);
+    return p;
+}
+
+void release_cached() {
+    ApiLock lock;
+    for (auto& [bytes, p] : cached_mappings())
+        if (munmap(p, bytes) != 0) fatal("munmap of a %zu-byte mapping failed", bytes);
+    cached_mappings().clear();
+    cached_bytes = 0;
+}
+
 void* map_memory(size_t size) {
     if (under_asan()) {
         void* p;
@@ -256,9 +288,20 @@ void* map_memory(size_t size) {
 
 void unmap_memory(const Allocation& a) {
     if (a.kind == MemoryKind::Registered) return;  // the user's memory
-    if (under_asan()) free((void*)a.begin);
-    else if (munmap((void*)a.begin, mapped_bytes(a.size)) != 0)
-        fatal("munmap of a %zu-byte allocation failed", a.size);
+    if (under_asan()) {
+        free((void*)a.begin);
+        return;
+    }
+    size_t bytes = mapped_bytes(a.size);
+    {
+        ApiLock lock;
+        if (bytes >= kCachedMapping && cached_bytes + bytes <= kCacheBytes) {
+            cached_mappings().emplace(bytes, (void*)a.begin);
+            cached_bytes += bytes;
+            return;
+        }
+    }
+    if (munmap((void*)a.begin, bytes) != 0) fatal("munmap of a %zu-byte allocation failed", a.size);
 }
 
 // The entry of `table` containing [p, p+bytes) (a zero-size entry contains its start), or null.
@@ -284,8 +327,12 @@ cudaError_t allocate(void** ptr, size_t size, MemoryKind kind, unsigned flags) {
     if (rounded < size) return cudaErrorMemoryAllocation;
     if (kind == MemoryKind::Device && rounded > config().mem_limit - m.used[device])
         return cudaErrorMemoryAllocation;
-    if (!machine_has_room(size)) return cudaErrorMemoryAllocation;
-    void* p = map_memory(size);
+    void* p = take_cached(size);
+    if (!p) {
+        if (!machine_has_room(size)) release_cached();  // then ask again without them
+        if (!machine_has_room(size)) return cudaErrorMemoryAllocation;
+        p = map_memory(size);
+    }
     if (!p) return cudaErrorMemoryAllocation;
     m.allocations[(uintptr_t)p] = Allocation{(uintptr_t)p, size, device, kind, flags};
     if (kind == MemoryKind::Device) m.used[device] += rounded;

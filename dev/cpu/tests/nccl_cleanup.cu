@@ -52,6 +52,16 @@ static ncclComm_t join(const ncclUniqueId& id, int nranks, int rank) {
     return comm;
 }
 
+// Sends 64 floats to `peer`, which never receives them (the send polls once, which posts the
+// message file), then kills this process.
+static void send_and_die(ncclComm_t comm, int peer) {
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, 64 * sizeof(float)));
+    NCCL_CHECK(ncclSend(d, 64, ncclFloat32, peer, comm, 0));
+    cudaStreamQuery(0);
+    raise(SIGKILL);
+}
+
 // Starts the collective (its op polls once, which posts this rank's data) and returns.
 static void post_allreduce(ncclComm_t comm, float* d, int n) {
     NCCL_CHECK(ncclAllReduce(d, d, n, ncclFloat32, ncclSum, comm, 0));
@@ -111,12 +121,7 @@ static void stale() {
         ranks[r] = fork();
         if (ranks[r] == 0) {
             ncclComm_t comm = join(id, 2, r);
-            float* d;
-            CUDA_CHECK(cudaMalloc(&d, 64 * sizeof(float)));
-            if (r == 0) {
-                NCCL_CHECK(ncclSend(d, 64, ncclFloat32, 1, comm, 0));
-                cudaStreamQuery(0);
-            }
+            if (r == 0) send_and_die(comm, 1);
             raise(SIGKILL);
         }
     }
@@ -150,13 +155,7 @@ static int mpi_kill(int* argc, char*** argv) {
     if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclComm_t comm = join(id, 2, rank);
-    float* d;
-    CUDA_CHECK(cudaMalloc(&d, 64 * sizeof(float)));
-    if (rank == 1) {
-        NCCL_CHECK(ncclSend(d, 64, ncclFloat32, 0, comm, 0));
-        cudaStreamQuery(0);
-        raise(SIGKILL);
-    }
+    if (rank == 1) send_and_die(comm, 0);
     pause();  // until mpirun ends this rank
     return 0;
 }

@@ -21,14 +21,6 @@
 #include <cuda_profiler_api.h>
 #include "test_util.h"
 
-static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
-    char line[256];
-    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
-             cudaGetErrorName(got));
-    expect(got == want, line);
-    cudaGetLastError();
-}
-
 const cudaDeviceAttr kAttributes[] = {
     cudaDevAttrMaxThreadsPerBlock,
     cudaDevAttrMaxBlockDimX,

@@ -28,14 +28,6 @@
 
 namespace cg = cooperative_groups;
 
-static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
-    char line[256];
-    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
-             cudaGetErrorName(got));
-    expect(got == want, line);
-    cudaGetLastError();
-}
-
 struct Affine {
     float scale;
     double shift;

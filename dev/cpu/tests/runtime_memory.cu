@@ -13,14 +13,6 @@
 #include <vector>
 #include "test_util.h"
 
-static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
-    char line[256];
-    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
-             cudaGetErrorName(got));
-    expect(got == want, line);
-    cudaGetLastError();
-}
-
 static void properties() {
     cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, 0));

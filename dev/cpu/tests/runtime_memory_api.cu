@@ -20,14 +20,6 @@
 #include <vector>
 #include "test_util.h"
 
-static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
-    char line[256];
-    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
-             cudaGetErrorName(got));
-    expect(got == want, line);
-    cudaGetLastError();
-}
-
 __global__ void triple_kernel(int* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= 3;

@@ -4,6 +4,9 @@
 //     headroom (5% of MemTotal, at least 512 MiB) and what this process has used since;
 //   - cudaMalloc commits its pages: the process's resident memory grows by the allocation
 //     before anything touches it; the time it takes is printed;
+//   - freeing and allocating 64 MiB 50 times (a workspace per call) reuses the committed
+//     mapping: under 1 s, where committing 3.2 GB afresh takes longer (0.7 to 2.6 GB/s measured
+//     here), and cudaMemGetInfo's free memory comes back after each cudaFree;
 //   - more than the limit, and, with CUCC_MEM_LIMIT raised past the machine, more than the
 //     machine has, fails with cudaErrorMemoryAllocation (not sticky) instead of the process
 //     being killed later; smaller allocations still work afterwards.
@@ -68,6 +71,25 @@ static void committed() {
     CUDA_CHECK(cudaFree(p));
 }
 
+static void reused() {
+    const size_t bytes = (size_t)64 << 20;
+    size_t free0, free1, total;
+    CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 50; i++) {
+        void* p;
+        CUDA_CHECK(cudaMalloc(&p, bytes));
+        CUDA_CHECK(cudaFree(p));
+    }
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+    char detail[128];
+    snprintf(detail, sizeof detail, "%.3f s; free memory %s", s,
+             free1 == free0 ? "back" : "not back");
+    expect(s < 1.0 && free1 == free0, "50 x cudaMalloc + cudaFree of 64 MiB reuse the mapping",
+           detail);
+}
+
 static void refused(size_t bytes, const char* what) {
     void* p = (void*)1;
     cudaError_t err = cudaMalloc(&p, bytes);
@@ -95,6 +117,7 @@ int main(int argc, char** argv) {
     } else {
         default_limit();
         committed();
+        reused();
         refused(free_bytes + 1, "one byte more than cudaMemGetInfo's free memory");
     }
     return test_report("memory commit");
