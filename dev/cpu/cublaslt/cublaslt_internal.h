@@ -103,4 +103,25 @@ struct cublasLtContext {
 
 namespace cublaslt_cpu {
 inline bool handle_ok(cublasLtHandle_t h) { return h != nullptr && h->magic == kHandleMagic; }
+
+// cublasLtMatmul after its handle and workspace checks, for the legacy cuBLAS API too (matmul.cpp).
+// `api` names the caller in messages.
+cublasStatus_t matmul(const char* api, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                      cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+                      const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                      cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
+                      cudaStream_t stream);
+// The same matmul (layouts of one matrix) for each of `batch` matrices of device arrays of
+// pointers, read when the work runs; D is C.
+cublasStatus_t matmul_arrays(const char* api, cublasLtMatmulDesc_t desc, const void* alpha,
+                             const void* const* A, cublasLtMatrixLayout_t Adesc,
+                             const void* const* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
+                             void* const* C, cublasLtMatrixLayout_t Cdesc, int batch,
+                             cudaStream_t stream);
+// Threads a matmul splits over (CUCC_THREADS); the first call makes OpenBLAS single-threaded,
+// so results never depend on the thread count.
+int blas_threads();
+// Status names and texts, for cublasLtGetStatus* and cublasGetStatus* (descriptors.cpp).
+const char* status_name(cublasStatus_t status);
+const char* status_text(cublasStatus_t status);
 }  // namespace cublaslt_cpu

@@ -182,6 +182,16 @@ const StatusText* find_status(cublasStatus_t status) {
 
 }  // namespace
 
+const char* cublaslt_cpu::status_name(cublasStatus_t status) {
+    const StatusText* s = find_status(status);
+    return s ? s->name : "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char* cublaslt_cpu::status_text(cublasStatus_t status) {
+    const StatusText* s = find_status(status);
+    return s ? s->text : "unknown cuBLAS status";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Create and Init_internal of the three descriptor kinds (layout, matmul, preference) differ only
 // in the opaque type and its init function: these two serve all three.
@@ -222,15 +232,9 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-const char* cublasLtGetStatusName(cublasStatus_t status) {
-    const StatusText* s = find_status(status);
-    return s ? s->name : "CUBLAS_STATUS_UNKNOWN";
-}
+const char* cublasLtGetStatusName(cublasStatus_t status) { return status_name(status); }
 
-const char* cublasLtGetStatusString(cublasStatus_t status) {
-    const StatusText* s = find_status(status);
-    return s ? s->text : "unknown cuBLAS status";
-}
+const char* cublasLtGetStatusString(cublasStatus_t status) { return status_text(status); }
 
 size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
 

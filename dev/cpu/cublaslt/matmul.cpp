@@ -15,6 +15,11 @@
 // stay off), so every result is bit-identical for any thread count.
 // Everything runs on the stream, in order with kernels and copies (cucc::stream_enqueue); the
 // descriptors and host scalars are read at call time, device scalars when the work runs.
+// Two more type families: CUBLAS_COMPUTE_16F on fp16 data (fp16 scalars) runs the same fp32
+// path, which cuBLAS allows ("compute and intermediate storage precisions with at least 16-bit
+// half precision"), and CUBLAS_COMPUTE_64F on fp64 data runs OpenBLAS dgemm, for column-major
+// matrices without an epilogue. The legacy cuBLAS API (cublas.cpp) builds these same
+// descriptors and calls matmul() / matmul_arrays() below: one implementation serves both.
 #include <cblas.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -90,7 +95,7 @@ float gelu_grad(float x) {
 
 // ---------------------------------------------------------------------------------------------
 // Element types: the three storage types of the supported combinations, read and written as fp32.
-size_t type_size(uint32_t type) { return type == CUDA_R_32F ? 4 : 2; }
+size_t type_size(uint32_t type) { return type == CUDA_R_64F ? 8 : type == CUDA_R_32F ? 4 : 2; }
 
 float load(uint32_t type, const void* base, int64_t i) {
     switch (type) {
@@ -180,6 +185,16 @@ struct Problem {
 bool is_transpose(int32_t op) { return op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
 
 bool supported_types(const MatmulDesc& desc, uint32_t ab, uint32_t cd) {
+    switch (desc.compute_type) {
+        case CUBLAS_COMPUTE_16F:
+        case CUBLAS_COMPUTE_16F_PEDANTIC:
+            return desc.scale_type == CUDA_R_16F && ab == CUDA_R_16F && cd == CUDA_R_16F;
+        case CUBLAS_COMPUTE_64F:
+        case CUBLAS_COMPUTE_64F_PEDANTIC:
+            return desc.scale_type == CUDA_R_64F && ab == CUDA_R_64F && cd == CUDA_R_64F;
+        default:
+            break;
+    }
     if (desc.scale_type != CUDA_R_32F) return false;
     switch (desc.compute_type) {
         case CUBLAS_COMPUTE_32F:
@@ -271,6 +286,12 @@ cublasStatus_t check_problem(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLay
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     p->epilogue = *e;
+    // fp64: column-major matrices, no epilogue.
+    if (p->d.type == CUDA_R_64F) {
+        for (const Layout* l : {&p->a, &p->b, &p->c, &p->d})
+            if (l->order != CUBLASLT_ORDER_COL) return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     p->bias_type = desc.bias_data_type == -1 ? p->d.type : desc.bias_data_type;
     p->aux_type = desc.aux_data_type == -1 ? p->d.type : desc.aux_data_type;
     p->bias_length = e->bias_grad == BiasGrad::kColsOfB ? p->n : p->m;
@@ -300,12 +321,15 @@ cublasStatus_t check_problem(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLay
 // ---------------------------------------------------------------------------------------------
 // Arithmetic, run on the stream.
 
-// op(X) as sgemm wants it: column-major fp32 data with its ld and a transpose flag.
-struct Panel {
-    const float* data;
+// op(X) as sgemm (dgemm) wants it: column-major fp32 (fp64) data with its ld and a transpose
+// flag.
+template <class T>
+struct PanelOf {
+    const T* data;
     int ld;
     bool trans;
 };
+using Panel = PanelOf<float>;
 
 // The stored matrix viewed as column-major: a ROW-order rows x cols matrix is the COL-order
 // cols x rows matrix with the same ld, so ROW order flips the transpose. 16-bit data is widened
@@ -364,33 +388,60 @@ struct Operands {
     void* D;
 };
 
-// T = alpha op(A) op(B) + beta T, T fp32 with layout t (COL or ROW order). beta == 0 ignores what
-// T held (NaN included), as BLAS does.
-void gemm(const Panel& pa, const Panel& pb, int64_t m, int64_t n, int64_t k, float alpha,
-          float beta, float* T, const Layout& t, int threads) {
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+               const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+    cblas_sgemm(CblasColMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+               const double* a, int lda, const double* b, int ldb, double beta, double* c,
+               int ldc) {
+    cblas_dgemm(CblasColMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// T = alpha op(A) op(B) + beta T, T of fp32 or fp64 with layout t (COL or ROW order). beta == 0
+// ignores what T held (NaN included), as BLAS does; so does alpha == 0 for op(A) op(B).
+template <class E>
+void gemm(const PanelOf<E>& pa, const PanelOf<E>& pb, int64_t m, int64_t n, int64_t k, E alpha,
+          E beta, E* T, const Layout& t, int threads) {
     if (m == 0 || n == 0) return;
-    if (k == 0) {
+    if (k == 0 || alpha == 0) {
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < m; i++) {
-                float& x = T[element(t, i, j)];
-                x = beta == 0.0f ? 0.0f : beta * x;
+                E& x = T[element(t, i, j)];
+                x = beta == 0 ? E(0) : beta * x;
             }
         return;
     }
-    // sgemm computes X = op(P) op(Q), column-major. In COL order X is T; a ROW-order T is stored
-    // as its transpose, X = T^T = op(B)^T op(A)^T, and op(Y)^T is Y with the flag flipped.
+    // The BLAS call computes X = op(P) op(Q), column-major. In COL order X is T; a ROW-order T
+    // is stored as its transpose, X = T^T = op(B)^T op(A)^T, and op(Y)^T is Y with the flag
+    // flipped.
     const bool row = t.order == CUBLASLT_ORDER_ROW;
-    const Panel P = row ? Panel{pb.data, pb.ld, !pb.trans} : pa;
-    const Panel Q = row ? Panel{pa.data, pa.ld, !pa.trans} : pb;
+    const PanelOf<E> P = row ? PanelOf<E>{pb.data, pb.ld, !pb.trans} : pa;
+    const PanelOf<E> Q = row ? PanelOf<E>{pa.data, pa.ld, !pa.trans} : pb;
     const int64_t rows = row ? n : m, cols = row ? m : n;
     const auto op = [](bool trans) { return trans ? CblasTrans : CblasNoTrans; };
     for_each_chunk(chunk_count(cols), threads, [&](int64_t c) {
         const int64_t j0 = c * kChunkColumns, width = std::min(kChunkColumns, cols - j0);
-        const float* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
-        cblas_sgemm(CblasColMajor, op(P.trans), op(Q.trans), static_cast<int>(rows),
-                    static_cast<int>(width), static_cast<int>(k), alpha, P.data, P.ld, q, Q.ld,
-                    beta, T + j0 * t.ld, static_cast<int>(t.ld));
+        const E* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
+        blas_gemm(op(P.trans), op(Q.trans), static_cast<int>(rows), static_cast<int>(width),
+                  static_cast<int>(k), alpha, P.data, P.ld, q, Q.ld, beta, T + j0 * t.ld,
+                  static_cast<int>(t.ld));
     });
+}
+
+// An fp64 matmul (column-major, no epilogue): D = alpha op(A) op(B) + beta C, in D.
+void run_batch_f64(const Problem& p, const Operands& ops, int b, double alpha, double beta) {
+    const double* A = static_cast<const double*>(ops.A) + b * p.a.batch_stride;
+    const double* B = static_cast<const double*>(ops.B) + b * p.b.batch_stride;
+    const double* C = ops.C ? static_cast<const double*>(ops.C) + b * p.c.batch_stride : nullptr;
+    double* D = static_cast<double*>(ops.D) + b * p.d.batch_stride;
+    if (beta != 0 && C != D)
+        for (int64_t j = 0; j < p.n; j++)
+            for (int64_t i = 0; i < p.m; i++) D[i + j * p.d.ld] = C[i + j * p.c.ld];
+    int threads = 2.0 * p.m * p.n * p.k < kParallelFlops ? 1 : matmul_threads();
+    gemm(PanelOf<double>{A, static_cast<int>(p.a.ld), p.trans_a},
+         PanelOf<double>{B, static_cast<int>(p.b.ld), p.trans_b}, p.m, p.n, p.k, alpha, beta, D,
+         p.d, threads);
 }
 
 void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float beta) {
@@ -493,32 +544,128 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
         for (int64_t i = 0; i < p.bias_length; i++) store(p.bias_type, bias, i, sums[i]);
 }
 
+bool same_layout(const Layout& x, const Layout& y) {
+    return x.type == y.type && x.order == y.order && x.rows == y.rows && x.cols == y.cols &&
+           x.ld == y.ld && x.batch_count == y.batch_count && x.batch_stride == y.batch_stride;
+}
+
 // On a GPU, cuBLASLt's kernels dereference these pointers: memory that is not device memory is an
 // illegal access there, and a pointer less aligned than the kernel assumes a misaligned access.
 // Both are device faults, so both end the process here rather than happen to work.
 // `alignment`: the element size, or more when the algorithm came from a heuristic whose
 // preferences promised it (see cublasLtMatmulAlgoGetHeuristic).
-void require_operand(const void* ptr, const char* what, uint64_t alignment) {
+void require_operand(const char* api, const void* ptr, const char* what, uint64_t alignment) {
     if (ptr == nullptr) return;
     if (!cucc::is_device_pointer(ptr)) {
-        fprintf(stderr,
-                "cublasLtMatmul: %s (%p) is not device memory (cudaMalloc); a GPU would fault\n",
+        fprintf(stderr, "%s: %s (%p) is not device memory (cudaMalloc); a GPU would fault\n", api,
                 what, ptr);
         abort();
     }
     if (reinterpret_cast<uintptr_t>(ptr) % alignment != 0) {
         fprintf(stderr,
-                "cublasLtMatmul: %s (%p) is not aligned to %llu bytes, as its element type or the "
+                "%s: %s (%p) is not aligned to %llu bytes, as its element type or the "
                 "algorithm's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES requires; a GPU would "
                 "fault on a misaligned address\n",
-                what, ptr, static_cast<unsigned long long>(alignment));
+                api, what, ptr, static_cast<unsigned long long>(alignment));
         abort();
     }
 }
 
-bool same_layout(const Layout& x, const Layout& y) {
-    return x.type == y.type && x.order == y.order && x.rows == y.rows && x.cols == y.cols &&
-           x.ld == y.ld && x.batch_count == y.batch_count && x.batch_stride == y.batch_stride;
+// alpha and beta: read at call time from the host, or when the work runs from device memory.
+struct Scalars {
+    bool device;
+    uint32_t type;  // the scale type: fp32, fp16 or fp64
+    double alpha, beta;
+    const void* alpha_ptr;
+    const void* beta_ptr;
+};
+
+double read_scalar(uint32_t type, const void* p) {
+    switch (type) {
+        case CUDA_R_16F:
+            return __half2float(*static_cast<const __half*>(p));
+        case CUDA_R_64F:
+            return *static_cast<const double*>(p);
+        default:
+            return *static_cast<const float*>(p);
+    }
+}
+
+size_t scalar_size(uint32_t type) { return type == CUDA_R_64F ? 8 : type == CUDA_R_16F ? 2 : 4; }
+
+// Checks a call as cublasLtMatmul does after its handle (the legacy API checks its own arguments
+// first): the problem, the pointers, the scalars. With operands_known the operands must be
+// device memory (else the process aborts, as a GPU would fault); pointer arrays are checked per
+// matrix when they are read.
+cublasStatus_t check_call(const char* api, cublasLtMatmulDesc_t desc, const void* alpha,
+                          const void* A, cublasLtMatrixLayout_t Adesc, const void* B,
+                          cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
+                          cublasLtMatrixLayout_t Cdesc, const void* D, cublasLtMatrixLayout_t Ddesc,
+                          const cublasLtMatmulAlgo_t* algo, bool operands_known, Problem* p,
+                          Scalars* sc) {
+    cublasStatus_t status = check_problem(desc, Adesc, Bdesc, Cdesc, Ddesc, p);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    if (alpha == nullptr || beta == nullptr || A == nullptr || B == nullptr || D == nullptr)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((p->uses_bias && p->desc.bias == nullptr) ||
+        ((p->epilogue.writes_aux || p->epilogue.reads_aux) && p->desc.aux == nullptr))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (algo != nullptr && algo->data[0] != kAlgoId) return CUBLAS_STATUS_INVALID_VALUE;
+    // In place (C == D) needs C laid out as D.
+    if (C != nullptr && C == D && !same_layout(p->c, p->d)) return CUBLAS_STATUS_INVALID_VALUE;
+    sc->device = p->desc.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+    sc->type = static_cast<uint32_t>(p->desc.scale_type);
+    sc->alpha_ptr = alpha;
+    sc->beta_ptr = beta;
+    if (sc->device) {
+        require_operand(api, alpha, "alpha (pointer mode DEVICE)", scalar_size(sc->type));
+        require_operand(api, beta, "beta (pointer mode DEVICE)", scalar_size(sc->type));
+        sc->alpha = sc->beta = 0;
+    } else {
+        if (cucc::is_device_pointer(alpha) || cucc::is_device_pointer(beta)) {
+            fprintf(stderr,
+                    "%s: alpha or beta is device memory but the pointer mode is HOST; a GPU would "
+                    "crash reading it from the host\n",
+                    api);
+            abort();
+        }
+        sc->alpha = read_scalar(sc->type, alpha);
+        sc->beta = read_scalar(sc->type, beta);
+        if (C == nullptr && sc->beta != 0) return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (operands_known) {
+        const auto alignment = [&](const Layout& l, int i) {
+            return std::max<uint64_t>(type_size(l.type), algo ? algo->data[1 + i] : 1);
+        };
+        require_operand(api, A, "A", alignment(p->a, 0));
+        require_operand(api, B, "B", alignment(p->b, 1));
+        require_operand(api, C, "C", alignment(p->c, 2));
+        require_operand(api, D, "D", alignment(p->d, 3));
+    }
+    require_operand(api, p->desc.bias, "the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)",
+                    type_size(p->bias_type));
+    require_operand(api, p->desc.aux, "the aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)",
+                    type_size(p->aux_type));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// Runs every matrix of the batch, on the stream (device scalars are read now).
+void run_problem(const char* api, const Problem& p, const Operands& ops, const Scalars& sc) {
+    double a = sc.device ? read_scalar(sc.type, sc.alpha_ptr) : sc.alpha;
+    double b = sc.device ? read_scalar(sc.type, sc.beta_ptr) : sc.beta;
+    if (ops.C == nullptr && b != 0) {
+        fprintf(stderr, "%s: beta != 0 read from device memory but C is null\n", api);
+        abort();
+    }
+    for (int i = 0; i < p.batch; i++) {
+        if (p.d.type == CUDA_R_64F) run_batch_f64(p, ops, i, a, b);
+        else run_batch(p, ops, i, static_cast<float>(a), static_cast<float>(b));
+    }
+}
+
+cublasStatus_t enqueued(cudaError_t queued) {
+    // An invalid stream: on a GPU the kernel launch fails.
+    return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 }  // namespace
@@ -561,63 +708,60 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const cublasLtMatmulAlgo_t* algo, void* workspace,
                               size_t workspace_bytes, cudaStream_t stream) {
     if (!handle_ok(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-    Problem p;
-    cublasStatus_t status = check_problem(desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
-    if (status != CUBLAS_STATUS_SUCCESS) return status;
-    if (alpha == nullptr || beta == nullptr || A == nullptr || B == nullptr || D == nullptr)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if ((p.uses_bias && p.desc.bias == nullptr) ||
-        ((p.epilogue.writes_aux || p.epilogue.reads_aux) && p.desc.aux == nullptr))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if (algo != nullptr && algo->data[0] != kAlgoId) return CUBLAS_STATUS_INVALID_VALUE;
-    if (workspace == nullptr && workspace_bytes > 0) return CUBLAS_STATUS_INVALID_VALUE;
-    // In place (C == D) needs C laid out as D.
-    if (C != nullptr && C == D && !same_layout(p.c, p.d)) return CUBLAS_STATUS_INVALID_VALUE;
-    const bool device_scalars = p.desc.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
-    if (!device_scalars && C == nullptr && *static_cast<const float*>(beta) != 0.0f)
-        return CUBLAS_STATUS_INVALID_VALUE;
-
-    const auto alignment = [&](const Layout& l, int i) {
-        return std::max<uint64_t>(type_size(l.type), algo ? algo->data[1 + i] : 1);
-    };
-    require_operand(A, "A", alignment(p.a, 0));
-    require_operand(B, "B", alignment(p.b, 1));
-    require_operand(C, "C", alignment(p.c, 2));
-    require_operand(D, "D", alignment(p.d, 3));
-    require_operand(p.desc.bias, "the bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER)",
-                    type_size(p.bias_type));
-    require_operand(p.desc.aux, "the aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)",
-                    type_size(p.aux_type));
-    if (device_scalars) {
-        require_operand(alpha, "alpha (pointer mode DEVICE)", sizeof(float));
-        require_operand(beta, "beta (pointer mode DEVICE)", sizeof(float));
-    } else if (cucc::is_device_pointer(alpha) || cucc::is_device_pointer(beta)) {
-        fprintf(stderr,
-                "cublasLtMatmul: alpha or beta is device memory but the pointer mode is "
-                "HOST; a GPU would crash reading it from the host\n");
-        abort();
+    if (workspace == nullptr && workspace_bytes > 0) {
+        // Checked after the problem, as cuBLASLt orders its checks.
+        Problem p;
+        cublasStatus_t status = check_problem(desc, Adesc, Bdesc, Cdesc, Ddesc, &p);
+        return status != CUBLAS_STATUS_SUCCESS ? status : CUBLAS_STATUS_INVALID_VALUE;
     }
-
-    // Host scalars are read now; device scalars when the work runs, as a kernel would.
-    const float host_alpha = device_scalars ? 0.0f : *static_cast<const float*>(alpha);
-    const float host_beta = device_scalars ? 0.0f : *static_cast<const float*>(beta);
-    const float* alpha_ptr = static_cast<const float*>(alpha);
-    const float* beta_ptr = static_cast<const float*>(beta);
-    Operands ops{A, B, C, D};
-    cudaError_t queued = cucc::stream_enqueue(
-        stream, {"cublasLtMatmul", nullptr, [=] {
-                     float a = device_scalars ? *alpha_ptr : host_alpha;
-                     float b = device_scalars ? *beta_ptr : host_beta;
-                     if (ops.C == nullptr && b != 0.0f) {
-                         fprintf(
-                             stderr,
-                             "cublasLtMatmul: beta != 0 read from device memory but C is null\n");
-                         abort();
-                     }
-                     for (int i = 0; i < p.batch; i++) run_batch(p, ops, i, a, b);
-                 }});
-    // An invalid stream: on a GPU the kernel launch fails.
-    return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+    return matmul("cublasLtMatmul", desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
+                  stream);
 }
 
 }  // extern "C"
+
+namespace cublaslt_cpu {
+
+cublasStatus_t matmul(const char* api, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                      cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+                      const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                      cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
+                      cudaStream_t stream) {
+    Problem p;
+    Scalars sc;
+    cublasStatus_t status = check_call(api, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D,
+                                       Ddesc, algo, true, &p, &sc);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    Operands ops{A, B, C, D};
+    return enqueued(
+        cucc::stream_enqueue(stream, {api, nullptr, [=] { run_problem(api, p, ops, sc); }}));
+}
+
+cublasStatus_t matmul_arrays(const char* api, cublasLtMatmulDesc_t desc, const void* alpha,
+                             const void* const* A, cublasLtMatrixLayout_t Adesc,
+                             const void* const* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
+                             void* const* C, cublasLtMatrixLayout_t Cdesc, int batch,
+                             cudaStream_t stream) {
+    Problem p;
+    Scalars sc;
+    cublasStatus_t status = check_call(api, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, C,
+                                       Cdesc, nullptr, false, &p, &sc);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    // The arrays are device memory that a GPU kernel reads: read when the work runs.
+    for (const void* array : {(const void*)A, (const void*)B, (const void*)C})
+        require_operand(api, array, "a pointer array", sizeof(void*));
+    return enqueued(cucc::stream_enqueue(
+        stream, {api, nullptr, [=] {
+                     for (int i = 0; i < batch; i++) {
+                         Operands ops{A[i], B[i], C[i], C[i]};
+                         require_operand(api, ops.A, "a matrix of Aarray", type_size(p.a.type));
+                         require_operand(api, ops.B, "a matrix of Barray", type_size(p.b.type));
+                         require_operand(api, ops.D, "a matrix of Carray", type_size(p.d.type));
+                         run_problem(api, p, ops, sc);
+                     }
+                 }}));
+}
+
+}  // namespace cublaslt_cpu
+
+int cublaslt_cpu::blas_threads() { return matmul_threads(); }

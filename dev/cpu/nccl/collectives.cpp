@@ -62,10 +62,13 @@ struct Task {
     void* recvbuff;
     size_t count;  // per rank: recvcount for ReduceScatter, sendcount for AllGather
     ncclDataType_t type;
-    ncclRedOp_t op;
+    int op;  // a built-in ncclRedOp_t, or kPreMulSum (with the op's scalar in premul)
+    CommState::UserOp premul;
     int root;  // the root, or the peer of a send/recv
     cudaStream_t stream;
-    uint64_t seq;  // collective number, or message number on the (sender, receiver) ring
+    // Collective number, or message number on the (sender, receiver) ring: taken when the task
+    // is queued on its stream (for a captured call, at each launch of the graph).
+    uint64_t seq = 0;
 
     bool posted = false;
     bool done = false;
@@ -170,6 +173,12 @@ bool post(Task& t) {
     slot->type = t.type;
     slot->op = t.op;
     slot->root = t.root;
+    slot->scalar = 0;
+    if (t.op == kPreMulSum) {
+        // A device scalar is read now, in stream order ("while the collective is running").
+        const void* from = t.premul.device ? t.premul.scalar_ptr : &t.premul.value;
+        memcpy(&slot->scalar, from, type_size(t.type));
+    }
     slot->bytes = bytes;
     slot->opened.store(0, std::memory_order_relaxed);
     slot->tag.store(t.seq + 1, std::memory_order_release);
@@ -195,14 +204,13 @@ bool matches(Task& t, int src, const Slot* slot) {
                   "called %s(count %zu, %s, %s, root/peer %d)",
                   (unsigned long long)t.seq, kind_name(t.kind), t.count, type_name(t.type),
                   op_name(t.op), t.root, src, kind_name(slot->kind), size_t(slot->bytes / per),
-                  type_name(ncclDataType_t(slot->type)), op_name(ncclRedOp_t(slot->op)),
-                  slot->root);
+                  type_name(ncclDataType_t(slot->type)), op_name(slot->op), slot->root);
     }
     return ok;
 }
 
 // Copies or reduces source src's contribution (open as fd) into recvbuff.
-bool apply(Task& t, int src, int fd, const std::string& path) {
+bool apply(Task& t, int src, const Slot* slot, int fd, const std::string& path) {
     CommState* c = t.comm.get();
     size_t bytes = t.count * type_size(t.type);
     char* out = (char*)t.recvbuff;
@@ -220,7 +228,7 @@ bool apply(Task& t, int src, int fd, const std::string& path) {
             size_t base_bytes = 0;
             const void* x = map_data_file(c, fd, offset, bytes, &base, &base_bytes, path);
             if (!x) return false;
-            reduce_step(out, x, t.count, t.type, t.op, src, c->nranks);
+            reduce_step(out, x, t.count, t.type, t.op, src, c->nranks, &slot->scalar);
             unmap_data(base, base_bytes);
             return true;
         }
@@ -243,7 +251,7 @@ void consume(Task& t, bool* progressed) {
         std::string path = source_path(t, src);
         int fd = open_data_file(t.comm.get(), slot, path);
         if (fd < 0) return;
-        bool ok = apply(t, src, fd, path);
+        bool ok = apply(t, src, slot, fd, path);
         close(fd);
         if (!ok) return;
         t.next++;
@@ -302,7 +310,17 @@ void finish(Batch& batch) {
     for (Task& t : batch.tasks) t.comm->pending.fetch_sub(1);
 }
 
-// Queues tasks: one stream op per stream, in the order the streams first appear.
+// Takes the task's sequence number from its communicator's counters.
+void take_sequence_number(Task& t) {
+    CommState* c = t.comm.get();
+    t.seq = t.kind == kSend   ? c->send_seq[size_t(t.root)]++
+            : t.kind == kRecv ? c->recv_seq[size_t(t.root)]++
+                              : c->coll_seq++;
+}
+
+// Queues tasks: one stream op per stream, in the order the streams first appear. Each op is
+// built when it is queued (StreamOp::make): the tasks take their sequence numbers then, in
+// call order, so that a graph that captured them takes fresh ones at every launch.
 ncclResult_t launch(std::vector<Task>& tasks) {
     std::vector<cudaStream_t> streams;
     for (const Task& t : tasks) {
@@ -312,17 +330,24 @@ ncclResult_t launch(std::vector<Task>& tasks) {
     }
     ncclResult_t res = ncclSuccess;
     for (cudaStream_t s : streams) {
-        auto batch = std::make_shared<Batch>();
+        std::vector<Task> mine;
         for (const Task& t : tasks) {
-            if (t.stream == s) batch->tasks.push_back(t);
+            if (t.stream == s) mine.push_back(t);
         }
-        Kind first = batch->tasks[0].kind;
-        const char* what = batch->tasks.size() == 1 ? kind_name(first) : "ncclGroupEnd";
-        for (Task& t : batch->tasks) t.comm->pending.fetch_add(1);
-        cudaError_t err = cucc::stream_enqueue(
-            s, {what, [batch] { return progress(*batch); }, [batch] { finish(*batch); }});
+        const char* what = mine.size() == 1 ? kind_name(mine[0].kind) : "ncclGroupEnd";
+        cucc::StreamOp op(what);
+        op.make = [mine, what] {
+            auto batch = std::make_shared<Batch>();
+            batch->tasks = mine;
+            for (Task& t : batch->tasks) {
+                take_sequence_number(t);
+                t.comm->pending.fetch_add(1);
+            }
+            return cucc::StreamOp(
+                what, [batch] { return progress(*batch); }, [batch] { finish(*batch); });
+        };
+        cudaError_t err = cucc::stream_enqueue(s, std::move(op));
         if (err != cudaSuccess) {
-            for (Task& t : batch->tasks) t.comm->pending.fetch_sub(1);
             report("%s: stream %p: %s", what, (void*)s, cudaGetErrorString(err));
             res = ncclUnhandledCudaError;
         }
@@ -362,7 +387,23 @@ ncclResult_t enqueue(Kind kind, const void* sendbuff, void* recvbuff, size_t cou
         report("%s: invalid data type %d", api, int(type));
         return call_error(ncclInvalidArgument);
     }
-    if (int(op) < 0 || int(op) >= int(ncclNumOps)) {
+    CommState::UserOp premul{};
+    if (int(op) >= int(ncclNumOps)) {
+        size_t i = size_t(op) - size_t(ncclNumOps);
+        if (i >= c->ops.size() || !c->ops[i].live) {
+            report(
+                "%s: reduction op %d was not created by ncclRedOpCreatePreMulSum on this "
+                "communicator, or was destroyed",
+                api, int(op));
+            return call_error(ncclInvalidArgument);
+        }
+        premul = c->ops[i];
+        if (is_reduction(kind) && premul.type != type) {
+            report("%s: the PreMulSum op was created for %s, the call is on %s", api,
+                   type_name(premul.type), type_name(type));
+            return call_error(ncclInvalidArgument);
+        }
+    } else if (int(op) < 0) {
         report("%s: invalid reduction op %d", api, int(op));
         return call_error(ncclInvalidArgument);
     }
@@ -388,12 +429,10 @@ ncclResult_t enqueue(Kind kind, const void* sendbuff, void* recvbuff, size_t cou
     t.recvbuff = recvbuff;
     t.count = count;
     t.type = type;
-    t.op = op;
+    t.op = int(op) >= int(ncclNumOps) ? kPreMulSum : int(op);
+    t.premul = premul;
     t.root = root;
     t.stream = stream;
-    t.seq = kind == kSend   ? c->send_seq[size_t(root)]++
-            : kind == kRecv ? c->recv_seq[size_t(root)]++
-                            : c->coll_seq++;
     t.next_check.assign(size_t(c->nranks), 0.0);
     if (in_group()) {
         g_group.tasks.push_back(std::move(t));

@@ -485,3 +485,146 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
     *rank = comm->state->rank;
     return ncclSuccess;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Memory, registration and user-defined reductions.
+
+// NCCL allocates with the CUDA VMM API so that the memory can be registered for NVLink SHARP and
+// the like; on the CPU runtime, device memory is device memory.
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+    if (!ptr) {
+        report("ncclMemAlloc: ptr argument is NULL");
+        return ncclInvalidArgument;
+    }
+    cudaError_t err = cudaMalloc(ptr, size);
+    if (err != cudaSuccess) {
+        report("ncclMemAlloc: cudaMalloc of %zu bytes failed: %s", size, cudaGetErrorString(err));
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+    if (!ptr) return ncclSuccess;
+    cudaError_t err = cudaFree(ptr);
+    if (err != cudaSuccess) {
+        report("ncclMemFree: %p: %s", ptr, cudaGetErrorString(err));
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+namespace {
+
+ncclResult_t register_buffer(const char* api, ncclComm_t comm, void* buff, size_t size,
+                             size_t alignment, void** handle) {
+    if (!comm || !buff || !handle) {
+        report("%s: %s argument is NULL", api, !comm ? "comm" : !buff ? "buff" : "handle");
+        return ncclInvalidArgument;
+    }
+    if (!cucc::is_device_pointer(buff) ||
+        (size > 0 && !cucc::is_device_pointer((const char*)buff + size - 1))) {
+        report("%s: %p is not a device buffer of %zu bytes (cudaMalloc or ncclMemAlloc)", api, buff,
+               size);
+        return ncclInvalidArgument;
+    }
+    if ((uintptr_t)buff % alignment != 0) {
+        report("%s: %p is not aligned to %zu bytes", api, buff, alignment);
+        return ncclInvalidArgument;
+    }
+    comm->state->registrations.push_back(
+        std::make_unique<CommState::Registration>(CommState::Registration{buff, size}));
+    *handle = comm->state->registrations.back().get();
+    return ncclSuccess;
+}
+
+ncclResult_t deregister_buffer(const char* api, ncclComm_t comm, void* handle) {
+    if (!comm) {
+        report("%s: comm argument is NULL", api);
+        return ncclInvalidArgument;
+    }
+    auto& regs = comm->state->registrations;
+    for (auto it = regs.begin(); it != regs.end(); ++it) {
+        if (it->get() == handle) {
+            regs.erase(it);
+            return ncclSuccess;
+        }
+    }
+    report("%s: %p is not a registration of this communicator", api, handle);
+    return ncclInvalidArgument;
+}
+
+}  // namespace
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+    return register_buffer("ncclCommRegister", comm, buff, size, 1, handle);
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+    return deregister_buffer("ncclCommDeregister", comm, handle);
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int flags) {
+    if (flags != NCCL_WIN_DEFAULT && flags != NCCL_WIN_COLL_SYMMETRIC) {
+        report(
+            "ncclCommWindowRegister: flags %d are not NCCL_WIN_DEFAULT or "
+            "NCCL_WIN_COLL_SYMMETRIC",
+            flags);
+        return ncclInvalidArgument;
+    }
+    size_t alignment = flags == NCCL_WIN_COLL_SYMMETRIC ? NCCL_WIN_REQUIRED_ALIGNMENT : 1;
+    return register_buffer("ncclCommWindowRegister", comm, buff, size, alignment, (void**)win);
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+    return deregister_buffer("ncclCommWindowDeregister", comm, win);
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+    const char* api = "ncclRedOpCreatePreMulSum";
+    if (!op || !scalar || !comm) {
+        report("%s: %s argument is NULL", api, !op ? "op" : !scalar ? "scalar" : "comm");
+        return ncclInvalidArgument;
+    }
+    if (type_size(datatype) == 0) {
+        report("%s: invalid data type %d", api, int(datatype));
+        return ncclInvalidArgument;
+    }
+    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
+        report("%s: invalid scalar residence %d", api, int(residence));
+        return ncclInvalidArgument;
+    }
+    if (residence == ncclScalarDevice && !cucc::is_device_pointer(scalar)) {
+        report("%s: the scalar %p is not device memory (ncclScalarDevice)", api, scalar);
+        return ncclInvalidArgument;
+    }
+    CommState::UserOp u{true, datatype, residence == ncclScalarDevice, 0, scalar};
+    if (!u.device) memcpy(&u.value, scalar, type_size(datatype));  // read before returning
+    std::vector<CommState::UserOp>& ops = comm->state->ops;
+    size_t slot = 0;
+    while (slot < ops.size() && ops[slot].live) slot++;  // reuse a destroyed op's number
+    if (slot == ops.size()) ops.push_back(u);
+    else ops[slot] = u;
+    *op = ncclRedOp_t(int(ncclNumOps) + int(slot));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+    if (!comm) {
+        report("ncclRedOpDestroy: comm argument is NULL");
+        return ncclInvalidArgument;
+    }
+    size_t i = size_t(op) - size_t(ncclNumOps);
+    std::vector<CommState::UserOp>& ops = comm->state->ops;
+    if (int(op) < int(ncclNumOps) || i >= ops.size() || !ops[i].live) {
+        report(
+            "ncclRedOpDestroy: op %d was not created by ncclRedOpCreatePreMulSum on this "
+            "communicator",
+            int(op));
+        return ncclInvalidArgument;
+    }
+    ops[i].live = false;  // calls already made keep their own copy
+    return ncclSuccess;
+}

@@ -8,12 +8,19 @@
 //   cucc-nccl-<comm>            the control file, mapped by every rank: one SharedRank per rank
 //                               and rings of Slots that announce posted contributions. Unlinked as
 //                               soon as the last rank has attached.
-//   cucc-nccl-<comm>-c<r>-<seq> rank r's contribution to collective number seq of the comm.
-//   cucc-nccl-<comm>-p<r>-<q>-<seq>  the seq-th message rank r sends to rank q.
+//   cucc-nccl-<comm>.<pid>-c<r>-<seq>      rank r's contribution to collective number seq of the
+//                                          comm (pid: the poster's process).
+//   cucc-nccl-<comm>.<pid>-p<r>-<q>-<seq>  the seq-th message rank r sends to rank q.
 //
 // A data file is written once by its poster, then published in a Slot; each reader opens it and
 // sets its bit in the slot; the reader that completes the set unlinks the file (open descriptors
 // keep the data alive). A Slot is reused S sequence numbers later once every reader has opened.
+// Files of killed processes: a rank that finds a peer dead unlinks what that peer posted and
+// nobody read, and its own unread posts, when it fails; an init that finds a peer dead unlinks
+// the control file. When every rank was killed (mpirun ends the others), the first
+// communicator a later process creates in the same directory removes what they left: data files
+// whose poster's pid is no longer a live process, and control files whose recorded ranks are all
+// dead (or, never claimed by any rank, older than a minute).
 //
 // Every call is stream-ordered: it becomes a cucc::StreamOp whose ready() predicate, polled by
 // the runtime once the op is at the head of its stream (the kernels before it have run), posts
@@ -53,17 +60,22 @@ namespace cucc_nccl {
 // Bytes per element, or 0 for a value that is not an ncclDataType_t.
 size_t type_size(ncclDataType_t type);
 const char* type_name(ncclDataType_t type);
-const char* op_name(ncclRedOp_t op);
+const char* op_name(int op);
+
+// The op value that stands for every ncclRedOpCreatePreMulSum op in the shared slots (the
+// handles are per rank; what must match between ranks is the kind of reduction).
+constexpr int kPreMulSum = ncclNumOps;
 
 // One step of a reduction in rank order over nranks contributions:
 //   rank == 0:        acc = pre(x)
 //   0 < rank < n:     acc = round(acc op pre(x))
 //   rank == n-1:      then acc = post(acc)
-// pre is the identity except for ncclAvg on floating types (x * T(1/n), as NCCL's PreMulSum);
-// post is the identity except for ncclAvg on integers (truncating division by n, NCCL's
-// SumPostDiv). 16- and 8-bit floats compute in float and round to the type at every step.
-void reduce_step(void* acc, const void* x, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                 int rank, int nranks);
+// pre is the identity except for ncclAvg on floating types (x * T(1/n), as NCCL's PreMulSum)
+// and for kPreMulSum (x * scalar, the poster's scalar, of the element type); post is the
+// identity except for ncclAvg on integers (truncating division by n, NCCL's SumPostDiv).
+// 16- and 8-bit floats compute in float and round to the type at every step.
+void reduce_step(void* acc, const void* x, size_t count, ncclDataType_t type, int op, int rank,
+                 int nranks, const void* scalar);
 
 // ---------------------------------------------------------------------------------------------
 // Shared memory layout (transport.cpp). Every field is written with atomics or before a release
@@ -109,6 +121,7 @@ struct alignas(64) Slot {
     uint64_t readers;              // the ranks that will read it
     int32_t kind, type, op, root;  // the poster's call, to detect mismatched calls
     uint64_t bytes;                // size of the data file
+    uint64_t scalar;               // kPreMulSum: the poster's scalar (its bytes)
 };
 
 struct alignas(64) Header {
@@ -134,6 +147,24 @@ struct CommState {
     std::vector<uint64_t> send_seq, recv_seq;  // per peer
     uint64_t splits = 0;
 
+    // Reduction ops made by ncclRedOpCreatePreMulSum: op ncclNumOps + i is ops[i].
+    struct UserOp {
+        bool live;
+        ncclDataType_t type;
+        bool device;     // ncclScalarDevice: read from scalar_ptr when the call runs
+        uint64_t value;  // ncclScalarHostImmediate: the scalar's bytes
+        const void* scalar_ptr;
+    };
+    std::vector<UserOp> ops;
+    // ncclCommRegister / ncclCommWindowRegister handles point to these: registration lets NCCL
+    // use a buffer without copies; every call here copies through files anyway, so a
+    // registration is checked and remembered, and deregistering forgets it.
+    struct Registration {
+        void* buff;
+        size_t size;
+    };
+    std::vector<std::unique_ptr<Registration>> registrations;
+
     std::atomic<int> async_error{ncclSuccess};
     std::atomic<int> pending{0};  // queued tasks not finished yet
     std::atomic<bool> aborted{false};
@@ -153,6 +184,9 @@ std::string control_path(const CommState& c);
 std::string coll_path(const CommState& c, int poster, uint64_t seq);
 std::string p2p_path(const CommState& c, int sender, int receiver, uint64_t seq);
 
+// Removes the files of dead processes from dir (see the file header); attach() runs it once per
+// process and directory.
+void remove_stale_files(const std::string& dir);
 // Creates or opens the control file of comm `name` for nranks and records this rank in it.
 // On success c->header is mapped; the last rank to attach unlinks the file.
 ncclResult_t attach(CommState* c);

@@ -9,6 +9,8 @@
 //   avg, floating types  NCCL's PreMulSum: every contribution is first multiplied by the scalar
 //                        T(1/n) (for fp8 a half scalar) and rounded, then summed.
 //   avg, integer types   NCCL's SumPostDiv: wrapping sum, then a division truncated toward zero.
+//   PreMulSum            (ncclRedOpCreatePreMulSum) each contribution multiplied by its poster's
+//                        scalar and rounded, then summed, as avg; integers wrap.
 //   integer sum, prod    wrap around (computed in the unsigned type).
 //   max, min on floats   fmax/fmin: a NaN loses against a number.
 // The order is fixed (rank 0, 1, ..., n-1) so that every rank gets the same bits.
@@ -74,10 +76,19 @@ void fold(T* acc, const T* x, size_t count, bool first, F f) {
 }
 
 template <class T>
-void integer_step(T* acc, const T* x, size_t count, ncclRedOp_t op, int rank, int nranks) {
+void integer_step(T* acc, const T* x, size_t count, int op, int rank, int nranks,
+                  const void* scalar) {
     using U = std::make_unsigned_t<T>;
     bool first = rank == 0;
     switch (op) {
+        case kPreMulSum: {
+            U s = U(*static_cast<const T*>(scalar));
+            for (size_t i = 0; i < count; i++) {
+                U scaled = U(U(x[i]) * s);
+                acc[i] = first ? T(scaled) : T(U(U(acc[i]) + scaled));
+            }
+            break;
+        }
         case ncclSum:
         case ncclAvg:
             fold(acc, x, count, first, [](T a, T b) { return T(U(a) + U(b)); });
@@ -100,10 +111,18 @@ void integer_step(T* acc, const T* x, size_t count, ncclRedOp_t op, int rank, in
 }
 
 template <class T>
-void float_step(T* acc, const T* x, size_t count, ncclRedOp_t op, int rank, int nranks) {
+void float_step(T* acc, const T* x, size_t count, int op, int rank, int nranks,
+                const void* scalar) {
     using N = Num<T>;
     using C = typename N::C;
     bool first = rank == 0;
+    // Each contribution times a scalar, rounded, then summed (avg and PreMulSum).
+    auto premul_sum = [&](C scale) {
+        for (size_t i = 0; i < count; i++) {
+            C scaled = N::load(N::store(N::load(x[i]) * scale));
+            acc[i] = first ? N::store(scaled) : N::store(N::load(acc[i]) + scaled);
+        }
+    };
     switch (op) {
         case ncclSum:
             fold(acc, x, count, first, [](T a, T b) { return N::store(N::load(a) + N::load(b)); });
@@ -119,14 +138,12 @@ void float_step(T* acc, const T* x, size_t count, ncclRedOp_t op, int rank, int 
             fold(acc, x, count, first,
                  [](T a, T b) { return N::store(std::fmin(N::load(a), N::load(b))); });
             break;
-        case ncclAvg: {
-            C scale = N::avg_scale(nranks);
-            for (size_t i = 0; i < count; i++) {
-                C scaled = N::load(N::store(N::load(x[i]) * scale));
-                acc[i] = first ? N::store(scaled) : N::store(N::load(acc[i]) + scaled);
-            }
+        case ncclAvg:
+            premul_sum(N::avg_scale(nranks));
             break;
-        }
+        case kPreMulSum:
+            premul_sum(N::load(*static_cast<const T*>(scalar)));
+            break;
         default:
             break;
     }
@@ -188,7 +205,7 @@ const char* type_name(ncclDataType_t type) {
     }
 }
 
-const char* op_name(ncclRedOp_t op) {
+const char* op_name(int op) {
     switch (op) {
         case ncclSum:
             return "ncclSum";
@@ -200,49 +217,54 @@ const char* op_name(ncclRedOp_t op) {
             return "ncclMin";
         case ncclAvg:
             return "ncclAvg";
+        case kPreMulSum:
+            return "a PreMulSum op";
         default:
             return "an invalid op";
     }
 }
 
-void reduce_step(void* acc, const void* x, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                 int rank, int nranks) {
+void reduce_step(void* acc, const void* x, size_t count, ncclDataType_t type, int op, int rank,
+                 int nranks, const void* scalar) {
     switch (type) {
         case ncclInt8:
-            integer_step((int8_t*)acc, (const int8_t*)x, count, op, rank, nranks);
+            integer_step((int8_t*)acc, (const int8_t*)x, count, op, rank, nranks, scalar);
             break;
         case ncclUint8:
-            integer_step((uint8_t*)acc, (const uint8_t*)x, count, op, rank, nranks);
+            integer_step((uint8_t*)acc, (const uint8_t*)x, count, op, rank, nranks, scalar);
             break;
         case ncclInt32:
-            integer_step((int32_t*)acc, (const int32_t*)x, count, op, rank, nranks);
+            integer_step((int32_t*)acc, (const int32_t*)x, count, op, rank, nranks, scalar);
             break;
         case ncclUint32:
-            integer_step((uint32_t*)acc, (const uint32_t*)x, count, op, rank, nranks);
+            integer_step((uint32_t*)acc, (const uint32_t*)x, count, op, rank, nranks, scalar);
             break;
         case ncclInt64:
-            integer_step((int64_t*)acc, (const int64_t*)x, count, op, rank, nranks);
+            integer_step((int64_t*)acc, (const int64_t*)x, count, op, rank, nranks, scalar);
             break;
         case ncclUint64:
-            integer_step((uint64_t*)acc, (const uint64_t*)x, count, op, rank, nranks);
+            integer_step((uint64_t*)acc, (const uint64_t*)x, count, op, rank, nranks, scalar);
             break;
         case ncclFloat16:
-            float_step((__half*)acc, (const __half*)x, count, op, rank, nranks);
+            float_step((__half*)acc, (const __half*)x, count, op, rank, nranks, scalar);
             break;
         case ncclFloat32:
-            float_step((float*)acc, (const float*)x, count, op, rank, nranks);
+            float_step((float*)acc, (const float*)x, count, op, rank, nranks, scalar);
             break;
         case ncclFloat64:
-            float_step((double*)acc, (const double*)x, count, op, rank, nranks);
+            float_step((double*)acc, (const double*)x, count, op, rank, nranks, scalar);
             break;
         case ncclBfloat16:
-            float_step((__nv_bfloat16*)acc, (const __nv_bfloat16*)x, count, op, rank, nranks);
+            float_step((__nv_bfloat16*)acc, (const __nv_bfloat16*)x, count, op, rank, nranks,
+                       scalar);
             break;
         case ncclFloat8e4m3:
-            float_step((Fp8<__NV_E4M3>*)acc, (const Fp8<__NV_E4M3>*)x, count, op, rank, nranks);
+            float_step((Fp8<__NV_E4M3>*)acc, (const Fp8<__NV_E4M3>*)x, count, op, rank, nranks,
+                       scalar);
             break;
         case ncclFloat8e5m2:
-            float_step((Fp8<__NV_E5M2>*)acc, (const Fp8<__NV_E5M2>*)x, count, op, rank, nranks);
+            float_step((Fp8<__NV_E5M2>*)acc, (const Fp8<__NV_E5M2>*)x, count, op, rank, nranks,
+                       scalar);
             break;
         default:
             break;

@@ -1,5 +1,6 @@
 // transport.cpp: the files ranks share (see nccl_internal.h for the layout and the protocol),
 // the liveness of peers, and how errors are recorded and reported.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,10 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
               "the shared control file needs address-free (lock-free) atomics");
 
 constexpr uint64_t kMagic = 0x31636e6363756375ull;  // "cuccuncc1", marks an initialized file
+constexpr const char* kFilePrefix = "cucc-nccl-";
+// A control file older than this with no rank recorded in it was left by a creator that died
+// while making it (a live creator records itself within microseconds).
+constexpr double kUnclaimedControlFileS = 60;
 
 size_t header_bytes(int nranks) {
     size_t n = size_t(nranks);
@@ -50,13 +56,17 @@ std::string data_dir() {
     const char* dir = getenv("CUCC_NCCL_DIR");
     return dir && *dir ? dir : "/dev/shm";
 }
-std::string control_path(const CommState& c) { return c.dir + "/cucc-nccl-" + c.name; }
+std::string control_path(const CommState& c) { return c.dir + "/" + kFilePrefix + c.name; }
+// A data file's name carries its poster's pid, so that files of a dead process can be found.
+static std::string data_prefix(const CommState& c, int poster) {
+    return control_path(c) + "." + std::to_string(c.ranks()[poster].pid.load()) + "-";
+}
 std::string coll_path(const CommState& c, int poster, uint64_t seq) {
-    return control_path(c) + "-c" + std::to_string(poster) + "-" + std::to_string(seq);
+    return data_prefix(c, poster) + "c" + std::to_string(poster) + "-" + std::to_string(seq);
 }
 std::string p2p_path(const CommState& c, int sender, int receiver, uint64_t seq) {
-    return control_path(c) + "-p" + std::to_string(sender) + "-" + std::to_string(receiver) + "-" +
-           std::to_string(seq);
+    return data_prefix(c, sender) + "p" + std::to_string(sender) + "-" + std::to_string(receiver) +
+           "-" + std::to_string(seq);
 }
 
 double now_s() {
@@ -176,9 +186,80 @@ const char* peer_gone(CommState* c, int r, double* next_check) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Files left by processes that died (kill -9: nothing ran to clean up after them).
+
+// Is the control file at path stale: initialized with every recorded rank's process gone, or
+// never claimed by a rank and old?
+static bool stale_control_file(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW);
+    if (fd < 0) return false;
+    struct stat st;
+    bool stale = false;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        bool old = difftime(time(nullptr), st.st_mtime) > kUnclaimedControlFileS;
+        if (size_t(st.st_size) < sizeof(Header)) {
+            stale = old;
+        } else {
+            void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED) {
+                const Header* h = (const Header*)p;
+                int nranks = h->nranks;
+                bool sized = h->magic.load() == kMagic && nranks > 0 && nranks <= kMaxRanks &&
+                             size_t(st.st_size) == header_bytes(nranks);
+                int recorded = 0, alive = 0;
+                const SharedRank* ranks = (const SharedRank*)((const char*)p + sizeof(Header));
+                for (int r = 0; sized && r < nranks; r++) {
+                    int pid = ranks[r].pid.load();
+                    if (pid == 0) continue;
+                    recorded++;
+                    alive += process_alive(pid);
+                }
+                stale = recorded > 0 ? alive == 0 : old;
+                munmap(p, size_t(st.st_size));
+            }
+        }
+    }
+    close(fd);
+    return stale;
+}
+
+void remove_stale_files(const std::string& dir) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    size_t prefix = strlen(kFilePrefix), name_chars = 32;
+    while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.compare(0, prefix, kFilePrefix) != 0 || name.size() < prefix + name_chars)
+            continue;
+        // A communicator's name (32 hex digits; files of other cucc versions may add more)
+        // has no '.': the control file is cucc-nccl-<comm>, a data file cucc-nccl-<comm>.<pid>-...
+        std::string path = dir + "/" + name;
+        size_t dot = name.find('.', prefix);
+        if (dot == std::string::npos) {
+            if (stale_control_file(path)) unlink(path.c_str());
+            continue;
+        }
+        if (dot < prefix + name_chars) continue;
+        int pid = atoi(name.c_str() + dot + 1);
+        if (pid > 0 && !process_alive(pid)) unlink(path.c_str());
+    }
+    closedir(d);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The control file.
 
 ncclResult_t attach(CommState* c) {
+    // Once per process and directory: files that dead processes left behind.
+    static std::mutex cleaned_mutex;
+    static std::vector<std::string> cleaned;
+    {
+        std::lock_guard<std::mutex> lock(cleaned_mutex);
+        if (std::find(cleaned.begin(), cleaned.end(), c->dir) == cleaned.end()) {
+            cleaned.push_back(c->dir);
+            remove_stale_files(c->dir);
+        }
+    }
     std::string path = control_path(*c);
     size_t bytes = header_bytes(c->nranks);
     double deadline = now_s() + c->timeout_s;
@@ -266,6 +347,8 @@ ncclResult_t wait_all_attached(CommState* c) {
             const char* why = peer_gone(c, r, &next_check[size_t(r)]);
             // Once all have attached, a rank may already have gone on, and left or failed.
             if (why && c->header->attached.load(std::memory_order_acquire) < c->nranks) {
+                // The communicator can never complete: nobody else will unlink its file.
+                unlink(control_path(*c).c_str());
                 fail_waiting_on(c, r, why, "ncclCommInitRank");
                 return ncclRemoteError;
             }

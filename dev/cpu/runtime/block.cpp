@@ -2,8 +2,8 @@
 //
 // Fibers use boost.context's low-level fcontext API (make_fcontext/jump_fcontext): a switch
 // saves a few callee-saved registers and swaps stack pointers, about 5 ns, with no syscall.
-// Each fiber has its own mmap'ed stack with a guard page below it; stacks are pooled per OS
-// thread and reused by every block that thread runs.
+// Each fiber has its own mmap'ed stack with a guard page below it (up to a budget of mappings,
+// see take_stack); stacks are pooled per OS thread and reused by every block that thread runs.
 //
 // Scheduling inside a block: a thread runs until it must wait (a barrier or a warp-synchronous
 // call whose partners have not all arrived) or exits. Then the same fiber picks the next thread
@@ -18,15 +18,44 @@
 //
 // Deadlock: when no thread is runnable but some have not exited, nothing can ever complete;
 // the runtime prints what every group of threads waits on and exits with code 1.
+//
+// Warp-synchronous calls wait for the non-exited lanes of their mask, as the PTX ISA words it
+// for shfl.sync, vote.sync, match.sync and bar.warp.sync on sm_70+ ("wait until all non-exited
+// threads corresponding to membermask have executed" it): a lane that has exited, or does not
+// exist in a partial last warp, is not waited for. A value read from such a lane is undefined
+// in CUDA; here a shuffle then returns the caller's own value and a vote counts the lane as
+// absent (see warp_exchange in cucc/runtime.h). A lane named in the mask that waits somewhere
+// else is a deadlock, reported as above.
+//
+// Convergence: __activemask() (and so cooperative_groups::coalesced_threads()) returns the lanes
+// of the warp that are at the same __activemask call site together. A lane calling it waits
+// until every other live lane of its warp is waiting somewhere (a barrier, a warp call, an
+// __activemask) or has exited; then the lanes at each call site (file and line) get the mask of
+// that group. Lanes that took different branches reach different sites and get their own
+// masks, as a GPU executes the two sides of a divergent branch one after the other. A helper
+// function called from two divergent branches is one site here (its file and line), so both
+// groups get the mask of the union; pass the caller's site through (cooperative_groups does)
+// to tell them apart.
+//
+// A failed assert() in device code traps the grid with cudaErrorAssert, as on a GPU: this file
+// defines glibc's __assert_fail, which the program's assert() calls; outside a kernel it prints
+// glibc's message and aborts, as glibc's own does.
 #include <boost/context/detail/fcontext.hpp>
+#include <assert.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,8 +91,52 @@ struct Exchange {
     alignas(64) unsigned char data[32 * kMaxExchangeBytes];
 };
 
+// One collective of a tile larger than a warp (thread_block_tile<64> and up): the non-exited
+// threads first..first+count-1 of the block deposit a value each, as in an Exchange.
+struct GroupCall {
+    unsigned first, count, bytes;
+    unsigned arrived_count;
+    uint32_t arrived[kMaxThreadsPerBlock / 32];  // bit t % 32 of word t / 32: thread first + t
+    int refs;
+    GroupCall* next_free;
+    alignas(64) unsigned char data[kMaxThreadsPerBlock * kMaxExchangeBytes];
+};
+
+// Records recycled through a free list (warp calls, group calls).
+template <class T>
+struct RecordPool {
+    std::vector<std::unique_ptr<T>> all;
+    T* free_list = nullptr;
+    T* take() {
+        if (!free_list) {
+            all.push_back(std::make_unique<T>());
+            all.back()->next_free = nullptr;
+            free_list = all.back().get();
+        }
+        T* r = free_list;
+        free_list = r->next_free;
+        return r;
+    }
+    void give(T* r) {
+        r->next_free = free_list;
+        free_list = r;
+    }
+    void reclaim_all() {
+        free_list = nullptr;
+        for (auto& r : all) give(r.get());
+    }
+};
+
 // A thread's record is only written once it starts (threads not started yet have no state).
-enum class State : uint8_t { Runnable, Running, AtBarrier, InWarpCall, Exited };
+enum class State : uint8_t {
+    Runnable,
+    Running,
+    AtBarrier,
+    InWarpCall,
+    InGroupCall,
+    AtActiveMask,
+    Exited
+};
 
 struct Thread {
     fcontext_t ctx;  // saved context while suspended
@@ -73,15 +146,20 @@ struct Thread {
     const char* file;
     int line;
     int predicate;
-    int count_result;    // threads whose predicate was non-zero
-    int all_result;      // 1 if that is every thread that arrived
-    Exchange* exchange;  // warp call it waits in, or the last one whose data it may still read
+    int count_result;      // threads whose predicate was non-zero
+    int all_result;        // 1 if that is every thread that arrived
+    Exchange* exchange;    // warp call it waits in, or the last one whose data it may still read
+    GroupCall* group;      // the same for tile collectives
+    unsigned active_mask;  // __activemask's result, written when its group is released
+    uint64_t grid_syncs;   // this_grid().sync() calls it has passed
 };
 
 struct Warp {
     Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
     int open_count;
-    unsigned live;  // lanes that exist and have not exited
+    unsigned live;     // lanes that exist and have not exited
+    unsigned blocked;  // live lanes waiting (barrier, warp call, __activemask)
+    unsigned at_mask;  // lanes waiting in __activemask
 };
 
 struct Worker;
@@ -97,6 +175,7 @@ struct Block {
     int current;  // linear index of the running thread
     Thread threads[kMaxThreadsPerBlock];
     Warp warps[kMaxWarps];
+    std::vector<GroupCall*> open_groups;  // tile collectives some threads wait in
     // Runnable threads: a FIFO ring of released threads, then the not-yet-started ones:
     // next_start..nthreads-1, or start_order[next_start..] under CUCC_SCHEDULE=random.
     int ring[kMaxThreadsPerBlock];
@@ -113,6 +192,7 @@ struct Block {
     bool trapped;
     cudaError_t trap_error;
     uint64_t rng;
+    uint64_t grid_syncs_done;  // this_grid().sync() rounds this block has completed
 };
 
 thread_local Block* tls_block;  // the block this OS thread is running, or null
@@ -124,8 +204,8 @@ struct Worker {
     size_t stack_bytes = 0, page = 0;
     unsigned char* smem = nullptr;  // dynamic shared memory of the running block
     size_t smem_capacity = 0;
-    std::vector<std::unique_ptr<Exchange>> exchanges;
-    Exchange* free_exchanges = nullptr;
+    RecordPool<Exchange> exchanges;
+    RecordPool<GroupCall> groups;
 
     ~Worker() {
         // exit() called inside a kernel runs this on one of these stacks: leave them mapped.
@@ -204,6 +284,24 @@ Block& current_block(const char* what) {
     return *b;
 }
 
+// Stacks with a guard page, process-wide. Each costs the kernel two memory mappings; past a
+// quarter of vm.max_map_count (8k stacks by default), stacks come without one, so that a
+// cooperative grid of thousands of co-resident blocks (blocks per SM x 132 SMs, each block on
+// its own OS thread with all its threads suspended at this_grid().sync()) still fits.
+std::atomic<size_t> guarded_stacks{0};
+
+size_t guard_budget() {
+    static const size_t budget = [] {
+        size_t max_maps = 65530;
+        if (FILE* f = fopen("/proc/sys/vm/max_map_count", "r")) {
+            if (fscanf(f, "%zu", &max_maps) != 1) max_maps = 65530;
+            fclose(f);
+        }
+        return max_maps / 4 / 2;
+    }();
+    return budget;
+}
+
 char* take_stack(Worker& w) {
     if (!w.free_stacks.empty()) {
         char* s = w.free_stacks.back();
@@ -215,30 +313,19 @@ char* take_stack(Worker& w) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fatal("cannot map a %zu-byte fiber stack", total);
     // Guard page at the low end: a stack overflow faults instead of corrupting a neighbour.
-    if (mprotect(p, w.page, PROT_NONE) != 0) fatal("cannot protect a fiber stack guard page");
+    if (guarded_stacks.fetch_add(1) < guard_budget() && mprotect(p, w.page, PROT_NONE) != 0)
+        fatal("cannot protect a fiber stack guard page");
     w.all_stacks.push_back((char*)p);
     return (char*)p;
 }
 
-Exchange* new_exchange(Worker& w) {
-    if (!w.free_exchanges) {
-        w.exchanges.push_back(std::make_unique<Exchange>());
-        w.exchanges.back()->next_free = nullptr;
-        w.free_exchanges = w.exchanges.back().get();
-    }
-    Exchange* e = w.free_exchanges;
-    w.free_exchanges = e->next_free;
-    return e;
-}
-
 void release_exchange(Worker& w, Thread& t) {
     Exchange* e = t.exchange;
-    if (!e) return;
     t.exchange = nullptr;
-    if (--e->refs == 0) {
-        e->next_free = w.free_exchanges;
-        w.free_exchanges = e;
-    }
+    if (e && --e->refs == 0) w.exchanges.give(e);
+    GroupCall* g = t.group;
+    t.group = nullptr;
+    if (g && --g->refs == 0) w.groups.give(g);
 }
 
 // Sets the built-in threadIdx of thread i (blockIdx/blockDim/gridDim are set per block).
@@ -254,6 +341,7 @@ inline void set_thread_idx(const Block& b, int i) {
 
 void make_runnable(Block& b, int i) {
     b.threads[i].state = State::Runnable;
+    b.warps[i / 32].blocked &= ~(1u << (i % 32));
     b.ring[(b.ring_head + b.ring_count) % kMaxThreadsPerBlock] = i;
     b.ring_count++;
 }
@@ -290,6 +378,8 @@ inline void start_thread(Block& b, int i, char* stack) {
     Thread& t = b.threads[i];
     t.state = State::Running;
     t.exchange = nullptr;
+    t.group = nullptr;
+    t.grid_syncs = 0;
     t.stack = stack;
     b.current = i;
     set_thread_idx(b, i);
@@ -317,14 +407,22 @@ WaitDescription describe_wait(const Block& b, int i) {
             return {"waits", "wait", buf};
         case State::InWarpCall: {
             const Exchange* e = t.exchange;
-            unsigned missing = e->mask & ~e->arrived;
-            unsigned exited_missing = missing & ~b.warps[i / 32].live;
+            unsigned missing = e->mask & b.warps[i / 32].live & ~e->arrived;
             snprintf(buf, sizeof buf,
-                     "in a warp-synchronous call of warp %d with mask 0x%08x for lanes "
-                     "0x%08x (of which 0x%08x exited or do not exist)",
-                     i / 32, e->mask, missing, exited_missing);
+                     "in a warp-synchronous call of warp %d with mask 0x%08x for lanes 0x%08x",
+                     i / 32, e->mask, missing);
             return {"waits", "wait", buf};
         }
+        case State::InGroupCall: {
+            const GroupCall* g = t.group;
+            snprintf(buf, sizeof buf,
+                     "in a collective of the %u-thread tile of threads %u-%u (%u of them arrived)",
+                     g->count, g->first, g->first + g->count - 1, g->arrived_count);
+            return {"waits", "wait", buf};
+        }
+        case State::AtActiveMask:
+            snprintf(buf, sizeof buf, "at __activemask (%s:%d)", t.file, t.line);
+            return {"waits", "wait", buf};
         default:
             return {"is", "are", "still runnable"};
     }
@@ -403,12 +501,77 @@ void check_barrier(Block& b) {
     b.barrier_arrived = 0;
 }
 
+// Releases the lanes of a warp call once every non-exited lane of its mask has arrived.
+bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
+    if (e->mask & w.live & ~e->arrived) return false;
+    for (int k = 0; k < w.open_count; k++) {
+        if (w.open[k] == e) {
+            w.open[k] = w.open[--w.open_count];
+            break;
+        }
+    }
+    for (unsigned m = e->arrived; m; m &= m - 1) make_runnable(b, 32 * warp + __builtin_ctz(m));
+    return true;
+}
+
+// Releases a tile collective once every non-exited thread of its range has arrived.
+bool complete_group(Block& b, GroupCall* g) {
+    for (unsigned t = 0; t < g->count; t += 32) {
+        unsigned thread = g->first + t;             // tiles larger than a warp are whole warps
+        if (thread >= (unsigned)b.nthreads) break;  // the block ends inside the tile
+        if (b.warps[thread / 32].live & ~g->arrived[t / 32]) return false;
+    }
+    b.open_groups.erase(std::find(b.open_groups.begin(), b.open_groups.end(), g));
+    for (unsigned t = 0; t < g->count; t++)
+        if (g->arrived[t / 32] >> (t % 32) & 1u) make_runnable(b, (int)(g->first + t));
+    return true;
+}
+
+// Once every live lane of the warp waits or has exited, the lanes waiting in __activemask get
+// the mask of the lanes at their call site.
+void check_convergence(Block& b, int warp) {
+    Warp& w = b.warps[warp];
+    if (!w.at_mask || (w.live & ~w.blocked)) return;
+    unsigned left = w.at_mask;
+    while (left) {
+        const Thread& first = b.threads[32 * warp + __builtin_ctz(left)];
+        unsigned group = 0;
+        for (unsigned m = left; m; m &= m - 1) {
+            const Thread& t = b.threads[32 * warp + __builtin_ctz(m)];
+            if (t.line == first.line && (t.file == first.file || strcmp(t.file, first.file) == 0))
+                group |= m & -m;
+        }
+        for (unsigned m = group; m; m &= m - 1) {
+            int i = 32 * warp + __builtin_ctz(m);
+            b.threads[i].active_mask = group;
+            make_runnable(b, i);
+        }
+        left &= ~group;
+    }
+    w.at_mask = 0;
+}
+
+// Thread i stops to wait (state `how`); its warp may now be able to converge.
+void block_thread(Block& b, int i, State how) {
+    b.threads[i].state = how;
+    b.warps[i / 32].blocked |= 1u << (i % 32);
+}
+
 void thread_exited(Block& b, int i) {
     Thread& t = b.threads[i];
     t.state = State::Exited;
     b.exited++;
     release_exchange(*b.worker, t);
-    b.warps[i / 32].live &= ~(1u << (i % 32));
+    int warp = i / 32;
+    Warp& w = b.warps[warp];
+    w.live &= ~(1u << (i % 32));
+    // Warp calls that waited only for this lane complete without it.
+    for (int k = w.open_count - 1; k >= 0; k--)
+        if (k < w.open_count) complete_exchange(b, w, warp, w.open[k]);
+    std::vector<GroupCall*> open = b.open_groups;
+    for (GroupCall* g : open)
+        if (i >= (int)g->first && i < (int)(g->first + g->count)) complete_group(b, g);
+    check_convergence(b, warp);
     check_barrier(b);
 }
 
@@ -438,7 +601,7 @@ void fiber_main(transfer_t t) {
 int barrier(int predicate, const char* file, int line, const char* what) {
     Block& b = current_block(what);
     Thread& t = b.threads[b.current];
-    t.state = State::AtBarrier;
+    block_thread(b, b.current, State::AtBarrier);
     t.file = file;
     t.line = line;
     t.predicate = predicate != 0;
@@ -453,6 +616,7 @@ int barrier(int predicate, const char* file, int line, const char* what) {
         b.barrier_count += t.predicate;
         check_barrier(b);
     }
+    check_convergence(b, b.current / 32);
     wait_here(b);
     return t.count_result;
 }
@@ -460,6 +624,7 @@ int barrier(int predicate, const char* file, int line, const char* what) {
 }  // namespace
 
 bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
+    ptx_block_begin(grid);
     if (!tls_worker) {
         tls_worker = std::make_unique<Worker>();
         tls_worker->page = (size_t)sysconf(_SC_PAGESIZE);
@@ -480,10 +645,13 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     b.next_start = 0;
     b.barrier_arrived = 0;
     b.trapped = false;
+    b.grid_syncs_done = 0;
+    b.open_groups.clear();
     for (int k = 0; k < (n + 31) / 32; k++) {
         int lanes = n - 32 * k < 32 ? n - 32 * k : 32;
         b.warps[k].open_count = 0;
         b.warps[k].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+        b.warps[k].blocked = b.warps[k].at_mask = 0;
     }
     if (config().random) {
         uint64_t linear = block_idx.x + (uint64_t)grid.grid.x *
@@ -513,11 +681,8 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     if (!b.trapped) return true;
     // The block was abandoned midway: every stack and warp record is free again.
     w.free_stacks = w.all_stacks;
-    w.free_exchanges = nullptr;
-    for (auto& e : w.exchanges) {
-        e->next_free = w.free_exchanges;
-        w.free_exchanges = e.get();
-    }
+    w.exchanges.reclaim_all();
+    w.groups.reclaim_all();
     *trap_error = b.trap_error;
     return false;
 }
@@ -540,11 +705,11 @@ int syncthreads_or(int predicate, const char* file, int line) {
     return barrier(predicate, file, line, "__syncthreads_or") != 0;
 }
 
-const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
     Block& b = current_block("a warp-synchronous function");
-    int i = b.current, lane = i % 32;
+    int i = b.current, lane = i % 32, warp = i / 32;
     Thread& t = b.threads[i];
-    Warp& w = b.warps[i / 32];
+    Warp& w = b.warps[warp];
     if (!(mask & (1u << lane)))
         fatal(
             "kernel %s: thread %d calls a warp-synchronous function with mask 0x%08x, which "
@@ -563,7 +728,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
         }
     }
     if (!e) {
-        e = new_exchange(*b.worker);
+        e = b.worker->exchanges.take();
         e->mask = mask;
         e->arrived = 0;
         e->bytes = (unsigned)bytes;
@@ -578,25 +743,139 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes) {
     e->arrived |= 1u << lane;
     e->refs++;
     t.exchange = e;
-    t.state = State::InWarpCall;
-    if (e->arrived == mask) {
-        for (int k = 0; k < w.open_count; k++) {
-            if (w.open[k] == e) {
-                w.open[k] = w.open[--w.open_count];
-                break;
-            }
-        }
-        for (unsigned m = mask; m; m &= m - 1) make_runnable(b, i - lane + __builtin_ctz(m));
-    }
+    block_thread(b, i, State::InWarpCall);
+    if (!complete_exchange(b, w, warp, e)) check_convergence(b, warp);
     wait_here(b);
+    if (arrived) *arrived = e->arrived;
     return e->data;
 }
 
-void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0); }
+void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
 
-unsigned active_mask() {
+const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
+                           const uint32_t** arrived) {
+    Block& b = current_block("a thread_block_tile collective");
+    int i = b.current;
+    Thread& t = b.threads[i];
+    if ((unsigned)i < first || (unsigned)i >= first + count || first % 32 || count % 32)
+        fatal("kernel %s: thread %d takes part in a collective of threads %u-%u", b.grid->name, i,
+              first, first + count - 1);
+    if (bytes > kMaxExchangeBytes)
+        fatal("tile collective of %zu bytes per thread (at most %zu)", bytes, kMaxExchangeBytes);
+    release_exchange(*b.worker, t);
+    unsigned rank = (unsigned)i - first;
+    GroupCall* g = nullptr;
+    for (GroupCall* o : b.open_groups)
+        if (o->first == first && o->count == count && o->bytes == bytes &&
+            !(o->arrived[rank / 32] >> (rank % 32) & 1u)) {
+            g = o;
+            break;
+        }
+    if (!g) {
+        g = b.worker->groups.take();
+        g->first = first;
+        g->count = count;
+        g->bytes = (unsigned)bytes;
+        g->arrived_count = 0;
+        g->refs = 0;
+        memset(g->arrived, 0, sizeof g->arrived);
+        b.open_groups.push_back(g);
+    }
+    memcpy(g->data + rank * bytes, value, bytes);
+    g->arrived[rank / 32] |= 1u << (rank % 32);
+    g->arrived_count++;
+    g->refs++;
+    t.group = g;
+    block_thread(b, i, State::InGroupCall);
+    if (!complete_group(b, g)) check_convergence(b, i / 32);
+    wait_here(b);
+    if (arrived) *arrived = g->arrived;
+    return g->data;
+}
+
+unsigned active_mask(const char* file, int line) {
     Block& b = current_block("__activemask");
-    return b.warps[b.current / 32].live;
+    int i = b.current, warp = i / 32;
+    Thread& t = b.threads[i];
+    block_thread(b, i, State::AtActiveMask);
+    t.file = file;
+    t.line = line;
+    b.warps[warp].at_mask |= 1u << (i % 32);
+    check_convergence(b, warp);
+    wait_here(b);
+    return t.active_mask;
+}
+
+// this_grid().sync() across the blocks of a cooperative grid, each on its own OS thread.
+struct GridBarrier {
+    std::mutex mutex;
+    std::condition_variable released;
+    uint64_t blocks = 0;    // blocks of the grid
+    uint64_t expected = 0;  // blocks that have not finished
+    uint64_t arrived = 0;
+    uint64_t generation = 0;
+};
+
+std::shared_ptr<GridBarrier> new_grid_barrier(uint64_t nblocks) {
+    auto g = std::make_shared<GridBarrier>();
+    g->blocks = g->expected = nblocks;
+    return g;
+}
+
+void reset_grid_barrier(const Grid& grid) {
+    std::lock_guard<std::mutex> lock(grid.barrier->mutex);
+    grid.barrier->expected = grid.barrier->blocks;
+    grid.barrier->arrived = 0;
+}
+
+// Under the barrier's mutex: lets the waiting blocks go if every unfinished block is there.
+static void release_if_complete(GridBarrier& g) {
+    if (g.arrived > 0 && g.arrived >= g.expected) {
+        g.arrived = 0;
+        g.generation++;
+        g.released.notify_all();
+    }
+}
+
+void grid_block_finished(const Grid& grid) {
+    std::lock_guard<std::mutex> lock(grid.barrier->mutex);
+    grid.barrier->expected--;
+    release_if_complete(*grid.barrier);
+}
+
+bool grid_is_cooperative() { return tls_block && tls_block->grid->cooperative; }
+
+// The block's threads meet at a barrier at the call site; the first of them to go on holds its
+// OS thread (and so the whole block) until every block has arrived; then all meet again, so no
+// thread of the block runs ahead of the grid.
+void grid_sync(const char* file, int line) {
+    Block& b = current_block("this_grid().sync()");
+    if (!b.grid->cooperative)
+        fatal(
+            "kernel %s calls this_grid().sync() but was not launched cooperatively "
+            "(cudaLaunchCooperativeKernel, or the cooperative launch attribute); CUDA makes "
+            "that an error",
+            b.grid->name);
+    barrier(1, file, line, "this_grid().sync()");
+    Thread& t = b.threads[b.current];
+    if (++t.grid_syncs > b.grid_syncs_done) {
+        b.grid_syncs_done++;
+        GridBarrier& g = *b.grid->barrier;
+        std::unique_lock<std::mutex> lock(g.mutex);
+        uint64_t generation = g.generation;
+        g.arrived++;
+        release_if_complete(g);
+        int minutes = 0;
+        while (g.generation == generation) {
+            if (g.released.wait_for(lock, std::chrono::seconds(60)) == std::cv_status::timeout)
+                fprintf(stderr,
+                        "cucc: kernel %s, block (%u,%u,%u) has waited %d min at "
+                        "this_grid().sync() (%s:%d): %llu of %llu blocks arrived\n",
+                        b.grid->name, b.idx.x, b.idx.y, b.idx.z, ++minutes, file, line,
+                        (unsigned long long)g.arrived, (unsigned long long)g.expected);
+        }
+    }
+    barrier(1, file, line, "this_grid().sync()");
 }
 
 void trap(cudaError_t error, const char* message) {
@@ -611,3 +890,15 @@ void trap(cudaError_t error, const char* message) {
 }
 
 }  // namespace cucc
+
+// Replaces glibc's: in a kernel, a failed assert() stops the grid with cudaErrorAssert, and the
+// message names the block and thread, as CUDA's does.
+extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line,
+                              const char* function) noexcept {
+    char message[1024];
+    snprintf(message, sizeof message, "%s:%u: %s: Assertion `%s' failed.", file, line, function,
+             assertion);
+    if (cucc::tls_block) cucc::trap(cudaErrorAssert, message);
+    fprintf(stderr, "%s: %s\n", program_invocation_short_name, message);
+    abort();
+}

@@ -1,8 +1,6 @@
-// config.cpp: settings from the environment, the simulated devices and their properties, the
-// current device, error names and the last-error / sticky-error bookkeeping.
+// config.cpp: settings from the environment, the current device of each host thread, error
+// names and the last-error / sticky-error bookkeeping (the devices themselves: device.cpp).
 //
-// The devices describe an H100-class GPU so that code which sizes its launches from
-// cudaGetDeviceProperties / cudaDeviceGetAttribute makes the same choices as on the real one.
 // Errors follow CUDA's model: every failing call records its error as the host thread's last
 // error (cudaGetLastError returns and clears it, cudaPeekAtLastError only returns it); a fault
 // inside queued work is sticky for its device until cudaDeviceReset.
@@ -74,7 +72,7 @@ Config read_config() {
     int cores = (int)std::thread::hardware_concurrency();
     c.threads = (int)parse_env_int("CUCC_THREADS", cores > 0 ? cores : 1, 1, 1024);
     c.stack_bytes = (size_t)parse_env_int("CUCC_STACK_KB", 64, 16, 1 << 20) * 1024;
-    c.mem_limit = parse_env_bytes("CUCC_MEM_LIMIT", (size_t)80 << 30);
+    c.mem_limit = parse_env_bytes("CUCC_MEM_LIMIT", default_memory_limit());
     c.devices = (int)parse_env_int("CUCC_DEVICES", 8, 1, 1024);
     const char* sched = getenv("CUCC_SCHEDULE");
     if (!sched || !*sched || strcmp(sched, "sequential") == 0) c.random = false;
@@ -103,6 +101,7 @@ const ErrorText kErrors[] = {
     CUCC_ERROR(cudaErrorInitializationError, "initialization error"),
     CUCC_ERROR(cudaErrorCudartUnloading, "driver shutting down"),
     CUCC_ERROR(cudaErrorInvalidConfiguration, "invalid configuration argument"),
+    CUCC_ERROR(cudaErrorUnsupportedLimit, "limit is not supported on this architecture"),
     CUCC_ERROR(cudaErrorInvalidPitchValue, "invalid pitch argument"),
     CUCC_ERROR(cudaErrorInvalidSymbol, "invalid device symbol"),
     CUCC_ERROR(cudaErrorInvalidDevicePointer, "invalid device pointer"),
@@ -133,8 +132,27 @@ const ErrorText kErrors[] = {
     CUCC_ERROR(cudaErrorLaunchFailure, "unspecified launch failure"),
     CUCC_ERROR(cudaErrorNotPermitted, "operation not permitted"),
     CUCC_ERROR(cudaErrorNotSupported, "operation not supported"),
+    CUCC_ERROR(cudaErrorCooperativeLaunchTooLarge, "too many blocks in cooperative launch"),
     CUCC_ERROR(cudaErrorStreamCaptureUnsupported,
                "operation not permitted when stream is capturing"),
+    CUCC_ERROR(cudaErrorStreamCaptureInvalidated,
+               "operation failed due to a previous error during capture"),
+    CUCC_ERROR(cudaErrorStreamCaptureMerge,
+               "operation would result in a merge of separate capture sequences"),
+    CUCC_ERROR(cudaErrorStreamCaptureUnmatched,
+               "capture was not ended in the same stream as it began"),
+    CUCC_ERROR(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work"),
+    CUCC_ERROR(cudaErrorStreamCaptureIsolation,
+               "dependency created on uncaptured work in another stream"),
+    CUCC_ERROR(cudaErrorStreamCaptureImplicit,
+               "operation would make the legacy stream depend on a capturing blocking stream"),
+    CUCC_ERROR(cudaErrorCapturedEvent,
+               "operation not permitted on an event last recorded in a capturing stream"),
+    CUCC_ERROR(cudaErrorStreamCaptureWrongThread,
+               "attempt to terminate a thread-local capture sequence from another thread"),
+    CUCC_ERROR(cudaErrorGraphExecUpdateFailure,
+               "the graph update was not performed because it included changes which violated "
+               "constraints specific to instantiated graph update"),
     CUCC_ERROR(cudaErrorUnknown, "unknown error"),
 };
 #undef CUCC_ERROR
@@ -143,56 +161,6 @@ const ErrorText* find_error(cudaError_t err) {
     for (const ErrorText& e : kErrors)
         if (e.code == err) return &e;
     return nullptr;
-}
-
-void fill_properties(cudaDeviceProp* p, int device) {
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "cucc CPU (H100-like)");
-    for (int i = 0; i < 16; i++) p->uuid.bytes[i] = (char)(0xc0 + (i == 15 ? device : i));
-    p->totalGlobalMem = config().mem_limit;
-    p->sharedMemPerBlock = kDefaultSmemPerBlock;
-    p->regsPerBlock = 65536;
-    p->warpSize = warpSize;
-    p->memPitch = 2147483647;
-    p->maxThreadsPerBlock = kMaxThreadsPerBlock;
-    for (int i = 0; i < 3; i++) {
-        p->maxThreadsDim[i] = (int)kMaxBlockDim[i];
-        p->maxGridSize[i] = (int)kMaxGridDim[i];
-    }
-    p->totalConstMem = 65536;
-    p->major = 9;
-    p->minor = 0;
-    p->textureAlignment = 512;
-    p->texturePitchAlignment = 32;
-    p->multiProcessorCount = 132;
-    p->canMapHostMemory = 1;
-    p->surfaceAlignment = 512;
-    p->concurrentKernels = 1;
-    p->ECCEnabled = 1;
-    p->pciBusID = 0x18 + device;
-    p->asyncEngineCount = 3;
-    p->unifiedAddressing = 1;
-    p->memoryBusWidth = 5120;
-    p->l2CacheSize = 50 * 1024 * 1024;
-    p->persistingL2CacheMaxSize = 30 * 1024 * 1024;
-    p->maxThreadsPerMultiProcessor = 2048;
-    p->streamPrioritiesSupported = 1;
-    p->globalL1CacheSupported = 1;
-    p->localL1CacheSupported = 1;
-    p->sharedMemPerMultiprocessor = 228 * 1024;
-    p->regsPerMultiprocessor = 65536;
-    p->managedMemory = 1;
-    p->computePreemptionSupported = 1;
-    p->cooperativeLaunch = 1;
-    p->sharedMemPerBlockOptin = kMaxSmemPerBlockOptin;
-    p->maxBlocksPerMultiProcessor = 32;
-    p->accessPolicyMaxWindowSize = 134213632;
-    p->reservedSharedMemPerBlock = 1024;
-    p->hostRegisterSupported = 1;
-    p->memoryPoolsSupported = 1;
-    p->clusterLaunch = 1;
-    p->hostNumaId = -1;
-    p->deviceNumaId = -1;
 }
 
 }  // namespace
@@ -260,6 +228,10 @@ void clear_sticky_error(int device) {
 
 int current_device() { return tls_device; }
 
+void set_current_device(int device) { tls_device = device; }
+
+void clear_last_error() { tls_last_error = cudaSuccess; }
+
 }  // namespace cucc
 
 using namespace cucc;
@@ -287,202 +259,6 @@ const char* cudaGetErrorName(cudaError_t error) {
 const char* cudaGetErrorString(cudaError_t error) {
     const ErrorText* e = find_error(error);
     return e ? e->text : "unrecognized error code";
-}
-
-cudaError_t cudaGetDeviceCount(int* count) {
-    if (!count) return api_return(cudaErrorInvalidValue);
-    *count = config().devices;
-    return cudaSuccess;
-}
-
-cudaError_t cudaSetDevice(int device) {
-    if (device < 0 || device >= config().devices) return api_return(cudaErrorInvalidDevice);
-    tls_device = device;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGetDevice(int* device) {
-    if (!device) return api_return(cudaErrorInvalidValue);
-    *device = tls_device;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-    if (!prop) return api_return(cudaErrorInvalidValue);
-    if (device < 0 || device >= config().devices) return api_return(cudaErrorInvalidDevice);
-    fill_properties(prop, device);
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-    if (!value) return api_return(cudaErrorInvalidValue);
-    if (device < 0 || device >= config().devices) return api_return(cudaErrorInvalidDevice);
-    cudaDeviceProp p;
-    fill_properties(&p, device);
-    switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock:
-            *value = p.maxThreadsPerBlock;
-            break;
-        case cudaDevAttrMaxBlockDimX:
-            *value = p.maxThreadsDim[0];
-            break;
-        case cudaDevAttrMaxBlockDimY:
-            *value = p.maxThreadsDim[1];
-            break;
-        case cudaDevAttrMaxBlockDimZ:
-            *value = p.maxThreadsDim[2];
-            break;
-        case cudaDevAttrMaxGridDimX:
-            *value = p.maxGridSize[0];
-            break;
-        case cudaDevAttrMaxGridDimY:
-            *value = p.maxGridSize[1];
-            break;
-        case cudaDevAttrMaxGridDimZ:
-            *value = p.maxGridSize[2];
-            break;
-        case cudaDevAttrMaxSharedMemoryPerBlock:
-            *value = (int)p.sharedMemPerBlock;
-            break;
-        case cudaDevAttrTotalConstantMemory:
-            *value = (int)p.totalConstMem;
-            break;
-        case cudaDevAttrWarpSize:
-            *value = p.warpSize;
-            break;
-        case cudaDevAttrMaxPitch:
-            *value = (int)p.memPitch;
-            break;
-        case cudaDevAttrMaxRegistersPerBlock:
-            *value = p.regsPerBlock;
-            break;
-        case cudaDevAttrClockRate:
-            *value = 1980000;
-            break;  // kHz
-        case cudaDevAttrMemoryClockRate:
-            *value = 2619000;
-            break;  // kHz
-        case cudaDevAttrGlobalMemoryBusWidth:
-            *value = p.memoryBusWidth;
-            break;
-        case cudaDevAttrMultiProcessorCount:
-            *value = p.multiProcessorCount;
-            break;
-        case cudaDevAttrIntegrated:
-            *value = p.integrated;
-            break;
-        case cudaDevAttrCanMapHostMemory:
-            *value = p.canMapHostMemory;
-            break;
-        case cudaDevAttrConcurrentKernels:
-            *value = p.concurrentKernels;
-            break;
-        case cudaDevAttrEccEnabled:
-            *value = p.ECCEnabled;
-            break;
-        case cudaDevAttrPciBusId:
-            *value = p.pciBusID;
-            break;
-        case cudaDevAttrPciDeviceId:
-            *value = p.pciDeviceID;
-            break;
-        case cudaDevAttrPciDomainId:
-            *value = p.pciDomainID;
-            break;
-        case cudaDevAttrAsyncEngineCount:
-            *value = p.asyncEngineCount;
-            break;
-        case cudaDevAttrUnifiedAddressing:
-            *value = p.unifiedAddressing;
-            break;
-        case cudaDevAttrL2CacheSize:
-            *value = p.l2CacheSize;
-            break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor:
-            *value = p.maxThreadsPerMultiProcessor;
-            break;
-        case cudaDevAttrComputeCapabilityMajor:
-            *value = p.major;
-            break;
-        case cudaDevAttrComputeCapabilityMinor:
-            *value = p.minor;
-            break;
-        case cudaDevAttrStreamPrioritiesSupported:
-            *value = p.streamPrioritiesSupported;
-            break;
-        case cudaDevAttrGlobalL1CacheSupported:
-            *value = p.globalL1CacheSupported;
-            break;
-        case cudaDevAttrLocalL1CacheSupported:
-            *value = p.localL1CacheSupported;
-            break;
-        case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
-            *value = (int)p.sharedMemPerMultiprocessor;
-            break;
-        case cudaDevAttrMaxRegistersPerMultiprocessor:
-            *value = p.regsPerMultiprocessor;
-            break;
-        case cudaDevAttrManagedMemory:
-            *value = p.managedMemory;
-            break;
-        case cudaDevAttrCooperativeLaunch:
-            *value = p.cooperativeLaunch;
-            break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-            *value = (int)p.sharedMemPerBlockOptin;
-            break;
-        case cudaDevAttrMaxBlocksPerMultiprocessor:
-            *value = p.maxBlocksPerMultiProcessor;
-            break;
-        case cudaDevAttrReservedSharedMemoryPerBlock:
-            *value = (int)p.reservedSharedMemPerBlock;
-            break;
-        case cudaDevAttrMemoryPoolsSupported:
-            *value = p.memoryPoolsSupported;
-            break;
-        case cudaDevAttrClusterLaunch:
-            *value = p.clusterLaunch;
-            break;
-        default:
-            return api_return(cudaErrorInvalidValue);
-    }
-    return cudaSuccess;
-}
-
-cudaError_t cudaDriverGetVersion(int* version) {
-    if (!version) return api_return(cudaErrorInvalidValue);
-    *version = CUDART_VERSION;
-    return cudaSuccess;
-}
-
-cudaError_t cudaRuntimeGetVersion(int* version) {
-    if (!version) return api_return(cudaErrorInvalidValue);
-    *version = CUDART_VERSION;
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void) { return api_return(synchronize_device(tls_device)); }
-
-// Finishes the device's queued work (so kernel printf output appears, as CUDA flushes it at
-// reset), then frees its memory and streams and forgets function attributes and errors.
-cudaError_t cudaDeviceReset(void) {
-    synchronize_device(tls_device);
-    ApiLock lock;
-    destroy_device_streams(tls_device);
-    free_all_device_memory(tls_device);
-    reset_function_attributes();
-    clear_sticky_error(tls_device);
-    tls_last_error = cudaSuccess;
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device) {
-    if (!can_access) return api_return(cudaErrorInvalidValue);
-    int n = config().devices;
-    if (device < 0 || device >= n || peer_device < 0 || peer_device >= n)
-        return api_return(cudaErrorInvalidDevice);
-    *can_access = device != peer_device;
-    return cudaSuccess;
 }
 
 }  // extern "C"

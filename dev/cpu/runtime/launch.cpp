@@ -4,10 +4,19 @@
 // queued on its stream. When the stream work runs, the grid's blocks are spread over a
 // persistent pool of OS threads (CUCC_THREADS, default all cores): the synchronizing host
 // thread plus CUCC_THREADS-1 helpers, each taking the next block from a shared counter and
-// running it to completion with run_block (block.cpp).
-// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes, the occupancy query, and
-// cudaLaunchKernel / cudaLaunchKernelExC, which are not supported: a `const void*` kernel and a
-// `void**` argument array carry no parameter types, which a CPU call of the kernel needs.
+// running it to completion with run_block (block.cpp). A cooperative grid (one that may call
+// this_grid().sync()) runs every block on an OS thread of its own instead, all at once, so that
+// a grid-wide barrier can hold them all; the launch refuses more blocks than the device could
+// keep resident (cudaErrorCooperativeLaunchTooLarge), as CUDA does.
+//
+// The kernel registry: cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC (and
+// the C++ templates over them, cudaLaunchKernelEx included) and graph kernel nodes name a kernel
+// by its address and pass its arguments as a `void**` array. Calling it on the CPU needs the
+// parameter types: cucc registers every kernel it compiles with its types (see register_kernel
+// in cucc/runtime.h), which gives the registry a function that copies the arguments out of the
+// array into a KernelBody. A kernel the registry does not know fails with
+// cudaErrorInvalidDeviceFunction and a message saying why.
+// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy queries.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -30,6 +39,32 @@ struct FuncAttributes {
 std::map<const void*, FuncAttributes>& func_attributes() {
     static auto* m = new std::map<const void*, FuncAttributes>;
     return *m;
+}
+
+struct RegisteredKernel {
+    const char* name;
+    unsigned max_threads;  // its __launch_bounds__, 0: none
+    size_t params;         // number of parameters
+    KernelBinder bind;
+};
+std::map<const void*, RegisteredKernel>& registry() {
+    static auto* m = new std::map<const void*, RegisteredKernel>;
+    return *m;
+}
+
+// The kernel at func, or false after saying why on stderr.
+bool find_kernel(const char* api, const void* func, RegisteredKernel* out) {
+    ApiLock lock;
+    auto it = registry().find(func);
+    if (it != registry().end()) {
+        *out = it->second;
+        return true;
+    }
+    fprintf(stderr,
+            "cucc: %s: %p is not a kernel the CPU runtime knows (cucc registers the kernels it "
+            "compiles and the template kernels whose address the program takes by name)\n",
+            api, func);
+    return false;
 }
 
 // The worker pool. A grid is published with a new generation number; each helper runs blocks
@@ -67,7 +102,6 @@ void run_blocks(Pool& pool) {
         uint3 idx{(unsigned)(linear % g.grid.x), (unsigned)(linear / g.grid.x % g.grid.y),
                   (unsigned)(linear / ((uint64_t)g.grid.x * g.grid.y))};
         cudaError_t err;
-        ptx_block_begin(g);
         if (!run_block(g, idx, &err)) {
             std::lock_guard<std::mutex> lock(pool.mutex);
             if (!pool.trapped.exchange(true)) pool.trap_error = err;
@@ -135,7 +169,29 @@ void reset_function_attributes() {
     func_attributes().clear();
 }
 
+// A cooperative grid: one OS thread per block, all running at once; GridBarrier (block.cpp)
+// holds them at this_grid().sync().
+cudaError_t run_cooperative_grid(const Grid& g) {
+    uint64_t nblocks = (uint64_t)g.grid.x * g.grid.y * g.grid.z;
+    std::vector<cudaError_t> errors(nblocks, cudaSuccess);
+    std::vector<std::thread> threads;
+    for (uint64_t linear = 0; linear < nblocks; linear++) {
+        uint3 idx{(unsigned)(linear % g.grid.x), (unsigned)(linear / g.grid.x % g.grid.y),
+                  (unsigned)(linear / ((uint64_t)g.grid.x * g.grid.y))};
+        threads.emplace_back([&g, &errors, idx, linear] {
+            cudaError_t err = cudaSuccess;
+            if (!run_block(g, idx, &err)) errors[linear] = err;
+            grid_block_finished(g);
+        });
+    }
+    for (std::thread& t : threads) t.join();
+    for (cudaError_t err : errors)
+        if (err != cudaSuccess) return err;
+    return cudaSuccess;
+}
+
 cudaError_t run_grid(const Grid& g) {
+    if (g.cooperative) return run_cooperative_grid(g);
     uint64_t nblocks = (uint64_t)g.grid.x * g.grid.y * g.grid.z;
     Pool& p = pool();
     // One grid at a time runs on the pool; a second host thread synchronizing waits here.
@@ -170,26 +226,90 @@ cudaError_t run_grid(const Grid& g) {
     return p.trapped ? p.trap_error : cudaSuccess;
 }
 
-void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body) {
+namespace {
+
+// Blocks of this kernel that fit on one SM at once (threads, blocks, shared memory; registers
+// are not modelled), as cudaOccupancyMaxActiveBlocksPerMultiprocessor reports.
+int resident_blocks(int block_size, size_t smem) {
+    int warps = (block_size + 31) / 32;
+    int by_threads = kMaxThreadsPerMultiprocessor / 32 / warps;
+    int by_smem = (int)(kSmemPerMultiprocessor / (smem + kReservedSmemPerBlock));
+    return std::min(std::min(by_threads, kMaxBlocksPerMultiprocessor), by_smem);
+}
+
+cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
+                    unsigned max_threads, bool cooperative, KernelBody thread_body, StreamOp* out) {
     static std::atomic<uint64_t> launches{0};
     int device = current_device();
     cudaError_t err = sticky_error(device);
     if (err == cudaSuccess) err = check_launch(kernel_addr, grid, block, smem, max_threads);
-    if (err != cudaSuccess) {
-        api_return(err);
-        return;
-    }
+    if (err != cudaSuccess) return err;
+    if (cooperative &&
+        (uint64_t)grid.x * grid.y * grid.z >
+            (uint64_t)resident_blocks((int)(block.x * block.y * block.z), smem) * kMultiprocessors)
+        return cudaErrorCooperativeLaunchTooLarge;
     auto g = std::make_shared<Grid>(
-        Grid{name, std::move(thread_body), grid, block, smem, launches++, device});
+        Grid{name, std::move(thread_body), grid, block, smem, launches++, device, cooperative});
+    if (cooperative) g->barrier = new_grid_barrier((uint64_t)grid.x * grid.y * grid.z);
     // A kernel queued behind a fault does not run, as on a GPU whose context has failed.
-    err = stream_enqueue(stream, StreamOp{name, nullptr, [g] {
-                                              if (sticky_error(g->device) != cudaSuccess) return;
-                                              cudaError_t trap = run_grid(*g);
-                                              if (trap != cudaSuccess)
-                                                  set_sticky_error(g->device, trap);
-                                          }});
+    *out = StreamOp{name, nullptr, [g] {
+                        if (sticky_error(g->device) != cudaSuccess) return;
+                        if (g->cooperative) reset_grid_barrier(*g);
+                        cudaError_t trap = run_grid(*g);
+                        if (trap != cudaSuccess) set_sticky_error(g->device, trap);
+                    }};
+    return cudaSuccess;
+}
+
+// A launch through the registry: the kernel at func with the arguments args points to.
+cudaError_t registry_op(const char* api, const void* func, dim3 grid, dim3 block, void** args,
+                        size_t smem, bool cooperative, StreamOp* out) {
+    if (!func) return cudaErrorInvalidDeviceFunction;
+    RegisteredKernel k;
+    if (!find_kernel(api, func, &k)) return cudaErrorInvalidDeviceFunction;
+    if (k.params > 0 && !args) return cudaErrorInvalidValue;
+    return grid_op(k.name, func, grid, block, smem, k.max_threads, cooperative, k.bind(func, args),
+                   out);
+}
+
+cudaError_t registry_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
+                            size_t smem, cudaStream_t stream, bool cooperative) {
+    StreamOp op;
+    cudaError_t err = registry_op(api, func, grid, block, args, smem, cooperative, &op);
+    if (err == cudaSuccess) err = stream_enqueue(stream, std::move(op));
+    return api_return(err);
+}
+
+}  // namespace
+
+void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body) {
+    // A launch through a function pointer (`table[i]<<<...>>>`): cucc could not tell which
+    // kernel it calls, the registry can, by the pointer's value.
+    if (kernel_addr && max_threads == 0) {
+        ApiLock lock;
+        auto k = registry().find(kernel_addr);
+        if (k != registry().end()) {
+            name = k->second.name;
+            max_threads = k->second.max_threads;
+        }
+    }
+    StreamOp op;
+    cudaError_t err =
+        grid_op(name, kernel_addr, grid, block, smem, max_threads, false, thread_body, &op);
+    if (err == cudaSuccess) err = stream_enqueue(stream, std::move(op));
     api_return(err);
+}
+
+void register_kernel_binder(const void* kernel, const char* name, unsigned max_threads,
+                            size_t params, KernelBinder bind) {
+    ApiLock lock;
+    registry()[kernel] = RegisteredKernel{name, max_threads, params, bind};
+}
+
+cudaError_t kernel_op(const void* func, dim3 grid, dim3 block, void** args, size_t smem,
+                      StreamOp* out) {
+    return registry_op("cudaGraphAddKernelNode", func, grid, block, args, smem, false, out);
 }
 
 }  // namespace cucc
@@ -224,7 +344,9 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
     auto it = func_attributes().find(func);
     if (it != func_attributes().end()) f = it->second;
     *attr = cudaFuncAttributes{};
-    attr->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    auto k = registry().find(func);
+    unsigned bound = k != registry().end() ? k->second.max_threads : 0;
+    attr->maxThreadsPerBlock = bound > 0 ? (int)bound : kMaxThreadsPerBlock;
     attr->numRegs = 32;
     attr->ptxVersion = 90;
     attr->binaryVersion = 90;
@@ -243,33 +365,109 @@ cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {
 
 // Resident blocks per SM of an H100: limited by threads (2048), blocks (32) and shared memory
 // (228 KiB per SM, 1 KiB reserved per block). Registers are not modelled.
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
-                                                          int block_size, size_t smem) {
-    if (!num_blocks || block_size <= 0 || block_size > kMaxThreadsPerBlock)
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* num_blocks,
+                                                                   const void* func, int block_size,
+                                                                   size_t smem,
+                                                                   unsigned int flags) {
+    if (!num_blocks || block_size <= 0 || block_size > kMaxThreadsPerBlock ||
+        (flags & ~(unsigned)cudaOccupancyDisableCachingOverride))
         return api_return(cudaErrorInvalidValue);
     if (!func) return api_return(cudaErrorInvalidDeviceFunction);
-    int warps = (block_size + 31) / 32;
-    int by_threads = 64 / warps;
-    int by_smem = (int)((228 * 1024) / (smem + 1024));
-    *num_blocks = std::min(std::min(by_threads, 32), by_smem);
+    *num_blocks = smem > max_dynamic_smem(func) ? 0 : resident_blocks(block_size, smem);
     return cudaSuccess;
 }
 
-static cudaError_t launch_not_supported(const char* what) {
-    fprintf(stderr,
-            "cucc: %s is not supported on the CPU runtime; launch with "
-            "kernel<<<grid, block, shared_bytes, stream>>>(args...) instead\n",
-            what);
-    return api_return(cudaErrorNotSupported);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, const void* func,
+                                                          int block_size, size_t smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(num_blocks, func, block_size,
+                                                                  smem, cudaOccupancyDefault);
+}
+
+// Dynamic shared memory a block may use when num_blocks of them share an SM.
+cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* smem, const void* func,
+                                                      int num_blocks, int block_size) {
+    if (!smem || num_blocks <= 0 || block_size <= 0 || block_size > kMaxThreadsPerBlock)
+        return api_return(cudaErrorInvalidValue);
+    if (!func) return api_return(cudaErrorInvalidDeviceFunction);
+    if (resident_blocks(block_size, 0) < num_blocks) {
+        *smem = 0;
+        return cudaSuccess;
+    }
+    size_t per_block = kSmemPerMultiprocessor / (size_t)num_blocks;
+    per_block = per_block > kReservedSmemPerBlock ? per_block - kReservedSmemPerBlock : 0;
+    *smem = std::min(per_block, max_dynamic_smem(func));
+    return cudaSuccess;
 }
 
 cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t smem,
                              cudaStream_t stream) {
-    return launch_not_supported("cudaLaunchKernel");
+    return registry_launch("cudaLaunchKernel", func, grid, block, args, smem, stream, false);
 }
 
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
+                                        size_t smem, cudaStream_t stream) {
+    return registry_launch("cudaLaunchCooperativeKernel", func, grid, block, args, smem, stream,
+                           true);
+}
+
+// The attributes change how a GPU schedules a launch; here only cooperative launches and
+// completion events change anything. Clusters must tile the grid (at most 8 blocks, the portable
+// size). Programmatic dependent launch is trivially satisfied: kernels of a stream run one
+// after the other.
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
-    return launch_not_supported("cudaLaunchKernelEx");
+    if (!config || (config->numAttrs > 0 && !config->attrs))
+        return api_return(cudaErrorInvalidValue);
+    bool cooperative = false;
+    std::vector<cudaEvent_t> completion_events;
+    for (unsigned i = 0; i < config->numAttrs; i++) {
+        const cudaLaunchAttribute& a = config->attrs[i];
+        switch (a.id) {
+            case cudaLaunchAttributeCooperative:
+                cooperative = a.val.cooperative != 0;
+                break;
+            case cudaLaunchAttributeClusterDimension:
+            case cudaLaunchAttributePreferredClusterDimension: {
+                unsigned cx = a.val.clusterDim.x, cy = a.val.clusterDim.y, cz = a.val.clusterDim.z;
+                if (cx == 0 || cy == 0 || cz == 0 || cx * cy * cz > 8 || config->gridDim.x % cx ||
+                    config->gridDim.y % cy || config->gridDim.z % cz)
+                    return api_return(cudaErrorInvalidValue);
+                break;
+            }
+            case cudaLaunchAttributeProgrammaticEvent:
+                completion_events.push_back(a.val.programmaticEvent.event);
+                break;
+            case cudaLaunchAttributeLaunchCompletionEvent:
+                completion_events.push_back(a.val.launchCompletionEvent.event);
+                break;
+            case cudaLaunchAttributeIgnore:
+            case cudaLaunchAttributeAccessPolicyWindow:
+            case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+            case cudaLaunchAttributeProgrammaticStreamSerialization:
+            case cudaLaunchAttributePriority:
+            case cudaLaunchAttributeMemSyncDomainMap:
+            case cudaLaunchAttributeMemSyncDomain:
+            case cudaLaunchAttributeDeviceUpdatableKernelNode:
+            case cudaLaunchAttributePreferredSharedMemoryCarveout:
+            case cudaLaunchAttributeNvlinkUtilCentricScheduling:
+                break;
+            default:
+                return api_return(cudaErrorInvalidValue);
+        }
+    }
+    cudaError_t err = registry_launch("cudaLaunchKernelEx", func, config->gridDim, config->blockDim,
+                                      args, config->dynamicSmemBytes, config->stream, cooperative);
+    for (cudaEvent_t e : completion_events)
+        if (err == cudaSuccess) err = api_return(record_event(e, config->stream));
+    return err;
+}
+
+cudaError_t cudaFuncGetName(const char** name, const void* func) {
+    if (!name) return api_return(cudaErrorInvalidValue);
+    RegisteredKernel k;
+    if (!func || !find_kernel("cudaFuncGetName", func, &k))
+        return api_return(cudaErrorInvalidDeviceFunction);
+    *name = k.name;
+    return cudaSuccess;
 }
 
 }  // extern "C"

@@ -98,16 +98,17 @@ template <class Deposit>
 const Deposit* exchange_aligned(const ptx::Site* site, const Deposit& mine, const char* section) {
     static_assert(sizeof(Deposit) <= 32, "a warp exchange carries at most 32 bytes per lane");
     char at[256];
-    unsigned live = active_mask();
-    if (live != 0xffffffffu)
+    // Exited lanes are not waited for (see warp_exchange): `arrived` says which took part.
+    unsigned arrived;
+    const Deposit* all =
+        static_cast<const Deposit*>(warp_exchange(0xffffffffu, &mine, sizeof mine, &arrived));
+    if (arrived != 0xffffffffu)
         fatal(
             "kernel %s, block (%u,%u,%u), warp %d: %s, but lanes 0x%08x of the warp have exited "
             "or do not exist: all 32 lanes must execute a .sync.aligned instruction together "
             "(PTX ISA, \"%s\")",
             tls_state.grid->name, blockIdx.x, blockIdx.y, blockIdx.z, linear_thread() / 32,
-            where(site, at, sizeof at), ~live, section);
-    const Deposit* all =
-        static_cast<const Deposit*>(warp_exchange(0xffffffffu, &mine, sizeof mine));
+            where(site, at, sizeof at), ~arrived, section);
     unsigned same = 0;
     for (int lane = 0; lane < 32; lane++)
         if (all[lane].site == site) same |= 1u << lane;

@@ -1,7 +1,9 @@
 // Atomics under contention: many blocks (run on several OS threads with CUCC_THREADS=2) update
 // the same few words with every atomic CUDA offers, and the host computes what the updates add
 // up to. Values are small integers, so even float, double, __half and bf16 sums are exact
-// whatever order the additions happen in; a lost update shows as a wrong total.
+// whatever order the additions happen in; a lost update shows as a wrong total. The block- and
+// system-scoped forms (atomicAdd_block, atomicCAS_system, ...) run the integer updates again,
+// odd threads with _system and even threads with _block, and must give the same totals.
 //! run: ./prog => pass
 //! run: CUCC_THREADS=2 ./prog => pass
 #include <cstdio>
@@ -59,6 +61,32 @@ __global__ void atomics_kernel(Counters* c, const int* values) {
     // got back a value some thread put there (all start at 0 and every value is > 0).
     float prev = atomicExch(&c->exch_f, (float)v);
     atomicAdd(&c->exch_count, prev > 0.0f ? 1 : 0);
+}
+
+// The integer updates of atomics_kernel through the scoped forms (suffix S).
+#define SCOPED_UPDATES(S)                                                                        \
+    atomicAdd##S(&c->add_i, v);                                                                  \
+    atomicSub##S(&c->sub_i, v);                                                                  \
+    atomicMax##S(&c->max_i, v - 500);                                                            \
+    atomicMin##S(&c->min_i, v - 500);                                                            \
+    atomicAnd##S(&c->and_u, ~(1u << (t % 32)) | (v & 1u));                                       \
+    atomicOr##S(&c->or_u, 1u << (v % 32));                                                       \
+    atomicXor##S(&c->xor_u, (unsigned)v);                                                        \
+    atomicInc##S(&c->inc_u, 100u);                                                               \
+    atomicDec##S(&c->dec_u, 100u);                                                               \
+    atomicAdd##S(&c->add_d, (double)v);                                                          \
+    for (unsigned old = c->cas_u, seen; (seen = atomicCAS##S(&c->cas_u, old, old + 3u)) != old;) \
+        old = seen;                                                                              \
+    atomicAdd##S(&c->exch_count, atomicExch##S(&c->exch_f, (float)v) > 0.0f ? 1 : 0);
+
+__global__ void scoped_atomics_kernel(Counters* c, const int* values) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = values[t];
+    if (t % 2) {
+        SCOPED_UPDATES(_system)
+    } else {
+        SCOPED_UPDATES(_block)
+    }
 }
 
 int main() {
@@ -152,6 +180,23 @@ int main() {
     check("add float", got.add_f, want.add_f);
     check("add double", got.add_d, want.add_d);
     check("exch", got.exch_count, want.exch_count);
+
+    CUDA_CHECK(cudaMemcpy(d_c, &init, sizeof(init), cudaMemcpyHostToDevice));
+    scoped_atomics_kernel<<<blocks, threads>>>(d_c, d_values);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(&got, d_c, sizeof(got), cudaMemcpyDeviceToHost));
+    check("scoped add int", got.add_i, want.add_i);
+    check("scoped sub int", got.sub_i, want.sub_i);
+    check("scoped max int", got.max_i, want.max_i);
+    check("scoped min int", got.min_i, want.min_i);
+    check("scoped and", got.and_u, want.and_u);
+    check("scoped or", got.or_u, want.or_u);
+    check("scoped xor", got.xor_u, want.xor_u);
+    check("scoped inc", got.inc_u, want.inc_u);
+    check("scoped dec", got.dec_u, want.dec_u);
+    check("scoped add double", got.add_d, want.add_d);
+    check("scoped cas", got.cas_u, want.cas_u);
+    check("scoped exch", got.exch_count, want.exch_count);
 
     // 16-bit float sums: 2 blocks x 100 threads, each adding 1 (bf16 pair: 1 and 2; half
     // pair: 2 and 1), all exactly representable up to 200 and 400.

@@ -1,8 +1,10 @@
 // Out of memory: a cudaMalloc larger than the free device memory fails with
 // cudaErrorMemoryAllocation, without crashing; the error is not sticky,
 // cudaMemGetInfo's free memory shrinks by what was allocated, and smaller allocations still work.
-// Under the CPU runtime CUCC_MEM_LIMIT sets the device size.
-//! run: ./prog => pass
+// Under the CPU runtime CUCC_MEM_LIMIT sets the device size: 2 GiB here, because device memory
+// is committed host memory there and half of the default size (what the machine has
+// available) would take seconds per GiB to commit; runtime_memory_commit.cu checks the default.
+//! run: CUCC_MEM_LIMIT=2G ./prog => pass
 //! run: CUCC_MEM_LIMIT=64M ./prog => pass /total 64 MiB/
 #include <cstdio>
 

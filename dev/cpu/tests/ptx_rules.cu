@@ -1,7 +1,8 @@
 // The PTX rules the CPU runtime enforces on the inline PTX it runs, each reported instead of
 // computing garbage:
-//   exited   half of a warp returns before an mma.sync: the lanes left wait forever, reported as
-//            a deadlock naming the lanes that exited;
+//   exited   half of a warp returns before an mma.sync: warp-synchronous calls do not wait for
+//            exited lanes (PTX ISA, sm_70+), so the mma completes without them, which .aligned
+//            forbids: reported naming the lanes that exited;
 //   partial  a block of 48 threads: its second warp has 16 lanes, so no mma.sync can complete;
 //   sites    the two halves of a warp reach two different mma.sync statements (an if/else):
 //            .aligned requires the same instruction, reported with the lanes and the site;
@@ -12,7 +13,7 @@
 //   generic  a generic (not shared) pointer given as a .shared address: both fault with
 //            cudaErrorIllegalAddress.
 //! cpu-only
-//! run: ./prog exited => fail /deadlock in kernel exited_kernel .*threads 0-15 wait in a warp-synchronous call of warp 0 with mask 0xffffffff for lanes 0xffff0000 \(of which 0xffff0000 exited or do not exist\); threads 16-31 have exited/
+//! run: ./prog exited => fail /kernel exited_kernel, block \(0,0,0\), warp 0: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+, but lanes 0xffff0000 of the warp have exited or do not exist/
 //! run: ./prog partial => fail /kernel partial_kernel, block \(0,0,0\), warp 1: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+, but lanes 0xffff0000 of the warp have exited or do not exist/
 //! run: ./prog sites => fail /kernel sites_kernel, block \(0,0,0\), warp 0: lanes 0x0000ffff execute mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+ while lanes 0xffff0000 are at another warp-synchronous call/
 //! run: ./prog barrier => fail /deadlock in kernel barrier_kernel .*threads 0-15 wait in a warp-synchronous call .*; threads 16-31 wait at __syncthreads/

@@ -4,8 +4,12 @@
 //                    in the default sequential order but wrong for some seed under
 //                    CUCC_SCHEDULE=random; with the barrier it is right for every seed.
 //   exited:          threads that returned early count as arrived at later barriers.
+//   exited-warp:     a full-mask shuffle after lane 31 returned completes without it (the PTX
+//                    ISA's sync instructions wait for the non-exited lanes of the mask); lane
+//                    30, whose source exited, gets its own value.
 //   deadlock-*:      threads waiting at different barriers, or a shuffle whose mask names a
-//                    lane that exited, end the program with a report instead of hanging.
+//                    lane that waits at a barrier, end the program with a report instead of
+//                    hanging.
 //   stack:           a kernel overflowing its fiber stack is reported as such (CUCC_STACK_KB).
 //   trap:            a fault in a kernel stops its grid and is returned (sticky) by the next
 //                    synchronization, until cudaDeviceReset.
@@ -21,8 +25,8 @@
 //! run: CUCC_SCHEDULE=random ./prog exited => pass /early exits: right/
 //! run: ./prog deadlock-barrier-sites => fail /cucc: deadlock in kernel two_barriers_kernel \(block \(1,0,0\)\): threads 0-15 wait at __syncthreads \(.*runtime_schedule.cu:\d+\); threads 16-47 wait at __syncthreads \(.*runtime_schedule.cu:\d+\)/
 //! run: ./prog deadlock-syncthreads-shim => fail /cucc: deadlock in kernel two_syncthreads_kernel .*threads 0-15 wait at __syncthreads \(.*runtime_schedule.cu:\d+\); threads 16-47 wait at __syncthreads \(.*runtime_schedule.cu:\d+\)/
-//! run: ./prog deadlock-warp => fail /cucc: deadlock in kernel exited_lane_kernel \(block \(0,0,0\)\): threads 0-30 wait in a warp-synchronous call of warp 0 with mask 0xffffffff for lanes 0x80000000 \(of which 0x80000000 exited/
-//! run: ./prog deadlock-barrier-warp => fail /cucc: deadlock in kernel barrier_vs_warp_kernel \(block \(0,0,0\)\): threads 0-30 wait in a warp-synchronous call of warp 0 with mask 0xffffffff for lanes 0x80000000 \(of which 0x00000000 exited or do not exist\); threads 31-63 wait at __syncthreads/
+//! run: ./prog exited-warp => pass /exited lane: right/
+//! run: ./prog deadlock-barrier-warp => fail /cucc: deadlock in kernel barrier_vs_warp_kernel \(block \(0,0,0\)\): threads 0-30 wait in a warp-synchronous call of warp 0 with mask 0xffffffff for lanes 0x80000000; threads 31-63 wait at __syncthreads/
 //! run: ./prog stack => fail /cucc: stack overflow in kernel big_stack_kernel \(block \(0,0,0\), thread \(0,0,0\)\): each CUDA thread has a 64 KiB stack; raise CUCC_STACK_KB/
 //! run: CUCC_STACK_KB=512 ./prog stack => pass /big stack: right/
 //! run: ./prog trap => pass /trap: right/
@@ -91,7 +95,7 @@ __global__ void two_syncthreads_kernel(int* out) {
 // Lane 31 exits; the others shuffle with a full mask that still names it.
 __global__ void exited_lane_kernel(int* out) {
     if (threadIdx.x == 31) return;
-    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x + 100, 1);
 }
 
 // Lanes 0-30 shuffle with a mask naming lane 31, which waits at a barrier instead (with
@@ -156,12 +160,22 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(mode, "deadlock-barrier-sites")) two_barriers_kernel<<<2, 48>>>(out);
     else if (!strcmp(mode, "deadlock-syncthreads-shim")) two_syncthreads_kernel<<<1, 48>>>(out);
-    else if (!strcmp(mode, "deadlock-warp")) exited_lane_kernel<<<1, 32>>>(out);
     else if (!strcmp(mode, "deadlock-barrier-warp")) barrier_vs_warp_kernel<<<1, 64>>>(out);
     if (!strncmp(mode, "deadlock", 8)) {
         cudaDeviceSynchronize();
         printf("no deadlock was reported\n");
         return 0;  // the run line expects a failure
+    }
+    if (!strcmp(mode, "exited-warp")) {
+        CUDA_CHECK(cudaMemset(out, 0, 32 * sizeof(int)));
+        exited_lane_kernel<<<1, 32>>>(out);
+        int h[32];
+        CUDA_CHECK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+        int wrong = h[31] != 0;  // lane 31 wrote nothing
+        for (int lane = 0; lane < 31; lane++)
+            wrong += h[lane] != 100 + (lane == 30 ? 30 : lane ^ 1);
+        printf("exited lane: %s (%d wrong)\n", wrong ? "wrong" : "right", wrong);
+        return wrong ? 1 : 0;
     }
     if (!strcmp(mode, "stack")) {
         big_stack_kernel<<<1, 4>>>(out);

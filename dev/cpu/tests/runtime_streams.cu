@@ -12,6 +12,11 @@
 //   overflow:       thousands of queued ops start running before any synchronization, in order.
 //   destroy:        work queued on a destroyed stream still runs; the handle is invalid.
 //   threads:        several host threads using their own streams at once.
+//   attributes:     priorities (range -5..0 as on an H100, clamped), the stream attributes
+//                   (access policy window, synchronization policy, priority, memory sync
+//                   domains) set, read back and copied, with CUDA's errors for a window larger
+//                   than accessPolicyMaxWindowSize, a hit ratio above 1 and a launch-only
+//                   attribute; cudaCtxResetPersistingL2Cache; work still runs right after.
 //   callback-sync:  a host function that synchronizes is reported instead of waiting forever.
 //   printf / exit:  kernel printf appears at synchronization; work still queued at exit is
 //                   discarded without a crash.
@@ -28,6 +33,7 @@
 //! run: ./prog destroy => pass /destroy: right/
 //! run: ./prog threads => pass /threads: right/
 //! run: CUCC_SCHEDULE=random ./prog threads => pass /threads: right/
+//! run: ./prog attributes => pass /attributes: right/
 //! run: ./prog callback-sync => fail /cucc: cudaLaunchHostFunc called a synchronizing CUDA function from inside queued device work/
 //! run: ./prog printf => pass /hello from block 1 thread 2/
 //! run: out=$(./prog exit) && echo "$out" && ! echo "$out" | grep -q "queued printf" => pass /exiting with work queued/
@@ -275,6 +281,81 @@ static int threads() {
     return total ? 1 : 0;
 }
 
+static int attributes() {
+    int least, greatest, p_hi, p_lo, p_clamped;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t hi, lo, clamped;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&hi, cudaStreamNonBlocking, greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&lo, cudaStreamDefault, least));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&clamped, cudaStreamDefault, greatest - 10));
+    CUDA_CHECK(cudaStreamGetPriority(hi, &p_hi));
+    CUDA_CHECK(cudaStreamGetPriority(lo, &p_lo));
+    CUDA_CHECK(cudaStreamGetPriority(clamped, &p_clamped));
+    bool ok = least == 0 && greatest == -5 && p_hi == -5 && p_lo == 0 && p_clamped == -5;
+    printf("priorities: range %d..%d, streams %d %d, clamped %d\n", least, greatest, p_hi, p_lo,
+           p_clamped);
+
+    int max_window;
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, 0));
+    int* buf;
+    CUDA_CHECK(cudaMalloc(&buf, N * sizeof(int)));
+    cudaStreamAttrValue v = {}, back = {};
+    v.accessPolicyWindow.base_ptr = buf;
+    v.accessPolicyWindow.num_bytes = N * sizeof(int);
+    v.accessPolicyWindow.hitRatio = 0.75f;
+    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    CUDA_CHECK(cudaStreamSetAttribute(hi, cudaStreamAttributeAccessPolicyWindow, &v));
+    CUDA_CHECK(cudaStreamGetAttribute(hi, cudaStreamAttributeAccessPolicyWindow, &back));
+    ok &= back.accessPolicyWindow.base_ptr == buf &&
+          back.accessPolicyWindow.num_bytes == N * sizeof(int) &&
+          back.accessPolicyWindow.hitRatio == 0.75f &&
+          back.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting;
+    v.syncPolicy = cudaSyncPolicyBlockingSync;
+    CUDA_CHECK(cudaStreamSetAttribute(hi, cudaStreamAttributeSynchronizationPolicy, &v));
+    v.priority = -3;
+    CUDA_CHECK(cudaStreamSetAttribute(hi, cudaStreamAttributePriority, &v));
+    v.memSyncDomain = cudaLaunchMemSyncDomainRemote;
+    CUDA_CHECK(cudaStreamSetAttribute(hi, cudaStreamAttributeMemSyncDomain, &v));
+    CUDA_CHECK(cudaStreamCopyAttributes(lo, hi));
+    back = {};
+    CUDA_CHECK(cudaStreamGetAttribute(lo, cudaStreamAttributeAccessPolicyWindow, &back));
+    ok &= back.accessPolicyWindow.base_ptr == buf;
+    CUDA_CHECK(cudaStreamGetAttribute(lo, cudaStreamAttributeSynchronizationPolicy, &back));
+    ok &= back.syncPolicy == cudaSyncPolicyBlockingSync;
+    CUDA_CHECK(cudaStreamGetAttribute(lo, cudaStreamAttributePriority, &back));
+    ok &= back.priority == -3;
+    CUDA_CHECK(cudaStreamGetPriority(lo, &p_lo));
+    ok &= p_lo == -3;
+    CUDA_CHECK(cudaStreamGetAttribute(lo, cudaStreamAttributeMemSyncDomain, &back));
+    ok &= back.memSyncDomain == cudaLaunchMemSyncDomainRemote;
+    CUDA_CHECK(cudaStreamGetAttribute(clamped, cudaStreamAttributeMemSyncDomainMap, &back));
+    ok &= back.memSyncDomainMap.default_ == 0 && back.memSyncDomainMap.remote == 1;
+
+    v.accessPolicyWindow.num_bytes = (size_t)max_window + 1;
+    cudaError_t too_big = cudaStreamSetAttribute(hi, cudaStreamAttributeAccessPolicyWindow, &v);
+    v.accessPolicyWindow.num_bytes = 1024;
+    v.accessPolicyWindow.hitRatio = 1.5f;
+    cudaError_t bad_ratio = cudaStreamSetAttribute(hi, cudaStreamAttributeAccessPolicyWindow, &v);
+    cudaError_t launch_only = cudaStreamSetAttribute(hi, cudaLaunchAttributeCooperative, &v);
+    cudaGetLastError();
+    printf("errors: window %s, hit ratio %s, launch-only attribute %s\n", cudaGetErrorName(too_big),
+           cudaGetErrorName(bad_ratio), cudaGetErrorName(launch_only));
+    ok &= too_big == cudaErrorInvalidValue && bad_ratio == cudaErrorInvalidValue &&
+          launch_only == cudaErrorInvalidValue;
+    CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+
+    int* out;
+    CUDA_CHECK(cudaMalloc(&out, N * sizeof(int)));
+    write_kernel<<<N / 256, 256, 0, hi>>>(buf, 5);
+    CUDA_CHECK(cudaStreamSynchronize(hi));
+    double_kernel<<<N / 256, 256, 0, lo>>>(out, buf);
+    CUDA_CHECK(cudaStreamSynchronize(lo));
+    ok &= mismatches(out, 5) == 0;
+    printf("attributes: %s\n", ok ? "right" : "wrong");
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "race")) return stream_race(false);
@@ -286,6 +367,7 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "overflow")) return overflow();
     if (!strcmp(mode, "destroy")) return destroy();
     if (!strcmp(mode, "threads")) return threads();
+    if (!strcmp(mode, "attributes")) return attributes();
     if (!strcmp(mode, "callback-sync")) {
         CUDA_CHECK(cudaLaunchHostFunc(
             0, [](void*) { cudaDeviceSynchronize(); }, nullptr));
@@ -307,7 +389,8 @@ int main(int argc, char** argv) {
     }
     printf(
         "usage: %s "
-        "race|event|legacy|nonblocking|timing|query|overflow|destroy|threads|printf|exit\n",
+        "race|event|legacy|nonblocking|timing|query|overflow|destroy|threads|attributes|"
+        "callback-sync|printf|exit\n",
         argv[0]);
     return 2;
 }

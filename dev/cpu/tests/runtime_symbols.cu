@@ -2,7 +2,8 @@
 // (cudaMemcpyToSymbol / FromSymbol / GetSymbolAddress) and the kernel-pointer overloads of
 // cudaFuncSetAttribute / cudaFuncSetCacheConfig. The address from cudaGetSymbolAddress is an
 // ordinary device pointer: cudaMemcpy and cudaMemset accept it, a kernel sees what they wrote,
-// and cudaFree rejects it. Valid CUDA: the same file runs on a GPU.
+// and cudaFree rejects it. Copies at an offset reach the right bytes, and a copy past the end of
+// the variable fails with cudaErrorInvalidValue. Valid CUDA: the same file runs on a GPU.
 #include <cstdio>
 #include "test_util.h"
 
@@ -46,6 +47,26 @@ int main() {
     }
     if (c != 7) {
         printf("FAIL: counter = %d, want 7\n", c);
+        return 1;
+    }
+    // Offsets, and copies that would run past the end of the variable (16 bytes).
+    float two[2] = {10, 20}, back2[2];
+    CUDA_CHECK(cudaMemcpyToSymbol(coeffs, two, sizeof two, 2 * sizeof(float)));
+    CUDA_CHECK(cudaMemcpyFromSymbol(back2, coeffs, sizeof back2, 1 * sizeof(float)));
+    if (back2[0] != host[1] || back2[1] != 10) {
+        printf("FAIL: copies at an offset read back %g %g, want %g 10\n", back2[0], back2[1],
+               host[1]);
+        return 1;
+    }
+    cudaError_t past_to = cudaMemcpyToSymbol(coeffs, two, sizeof two, 3 * sizeof(float));
+    cudaError_t past_from = cudaMemcpyFromSymbol(back2, coeffs, 5 * sizeof(float));
+    cudaError_t last = cudaGetLastError();
+    if (past_to != cudaErrorInvalidValue || past_from != cudaErrorInvalidValue ||
+        last != cudaErrorInvalidValue) {
+        printf(
+            "FAIL: copies past the end of a symbol: %s, %s (last error %s), want "
+            "cudaErrorInvalidValue\n",
+            cudaGetErrorName(past_to), cudaGetErrorName(past_from), cudaGetErrorName(last));
         return 1;
     }
     // The symbol's address is the variable itself.

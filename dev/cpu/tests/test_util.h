@@ -2,6 +2,8 @@
 //   CUDA_CHECK(call)       stops the program (exit 1) with file:line, the call and CUDA's message
 //                          (check_call does the same for the other libraries' check macros);
 //   expect(ok, what, ...)  counts a check and prints one line for it, "ok   what" or "FAIL what";
+//   expect_error(got, want, what)  the same for a call that must return the CUDA error `want`
+//                          (and clears the last error it left);
 //   test_report(name)      the closing line and the exit status of main;
 //   directory_argument()   the directory named on the command line (a fixture or a scratch one).
 // Valid CUDA: tests without `//! cpu-only` include it in their nvcc builds too.
@@ -34,6 +36,15 @@ static void expect(bool ok, const char* what, const std::string& detail = "") {
     test_checks++;
     if (!ok) test_failures++;
     printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
+}
+
+// Checks that a call returned the CUDA error `want`; clears the last error it recorded.
+static void expect_error(cudaError_t got, cudaError_t want, const char* what) {
+    char line[256];
+    snprintf(line, sizeof line, "%s: %s (got %s)", what, cudaGetErrorName(want),
+             cudaGetErrorName(got));
+    expect(got == want, line);
+    cudaGetLastError();
 }
 
 // Prints "all NAME checks passed (N)" or "F of N NAME checks FAILED"; returns main's exit status.

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <algorithm>
 #include <assert.h>
 #include <chrono>
 #include <climits>
@@ -94,20 +95,25 @@ inline int shuffle_source(int lane, Shuffle mode, int b, int width) {
 template <class T>
 struct shuffleable : std::is_trivially_copyable<T> {};
 
+// A source lane that did not take part (it exited) has no value to give: CUDA leaves the result
+// undefined; the caller gets its own value.
 template <class T>
 T shuffle(unsigned mask, T var, Shuffle mode, int b, int width) {
     static_assert(shuffleable<T>::value, "a shuffled type must be trivially copyable");
     int src = shuffle_source(lane_id(), mode, b, width);
-    const char* slots = static_cast<const char*>(warp_exchange(mask, &var, sizeof(T)));
+    unsigned arrived;
+    const char* slots = static_cast<const char*>(warp_exchange(mask, &var, sizeof(T), &arrived));
+    if (!(arrived >> src & 1u)) return var;
     T out;
     std::memcpy(&out, slots + src * sizeof(T), sizeof(T));
     return out;
 }
 
-// Every lane of mask deposits one value; returns a pointer to the 32 slots (see runtime.h).
+// Every non-exited lane of mask deposits one value; returns a pointer to the 32 slots and, in
+// *arrived, the lanes that took part (see runtime.h).
 template <class T>
-const T* warp_values(unsigned mask, T value) {
-    return static_cast<const T*>(warp_exchange(mask, &value, sizeof(T)));
+const T* warp_values(unsigned mask, T value, unsigned* arrived) {
+    return static_cast<const T*>(warp_exchange(mask, &value, sizeof(T), arrived));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,7 +175,10 @@ inline int __syncthreads_or(int predicate, const char* file = __builtin_FILE(),
     return cucc::syncthreads_or(predicate, file, line);
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { cucc::syncwarp(mask); }
-inline unsigned __activemask() { return cucc::active_mask(); }
+// The call site tells apart the lanes of the two sides of a divergent branch (see runtime.h).
+inline unsigned __activemask(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cucc::active_mask(file, line);
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -193,44 +202,55 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::bfly, lane_mask, width);
 }
 
+// Votes count the non-exited lanes of mask (an exited lane's bit is 0 in a ballot).
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
-    const int* p = cucc::warp_values(mask, predicate != 0 ? 1 : 0);
+    unsigned arrived;
+    const int* p = cucc::warp_values(mask, predicate != 0 ? 1 : 0, &arrived);
     unsigned ballot = 0;
     for (int lane = 0; lane < 32; lane++)
-        if ((mask >> lane & 1u) && p[lane]) ballot |= 1u << lane;
+        if ((arrived >> lane & 1u) && p[lane]) ballot |= 1u << lane;
     return ballot;
 }
 inline int __any_sync(unsigned mask, int predicate) { return __ballot_sync(mask, predicate) != 0; }
 inline int __all_sync(unsigned mask, int predicate) {
-    return __ballot_sync(mask, predicate) == mask;
+    unsigned arrived;
+    const int* p = cucc::warp_values(mask, predicate != 0 ? 1 : 0, &arrived);
+    for (int lane = 0; lane < 32; lane++)
+        if ((arrived >> lane & 1u) && !p[lane]) return 0;
+    return 1;
 }
-
 // Lanes of mask holding the same value as the caller.
 template <class T>
 unsigned __match_any_sync(unsigned mask, T value) {
-    const T* v = cucc::warp_values(mask, value);
+    unsigned arrived;
+    const T* v = cucc::warp_values(mask, value, &arrived);
     unsigned same = 0;
     for (int lane = 0; lane < 32; lane++)
-        if ((mask >> lane & 1u) && std::memcmp(&v[lane], &value, sizeof(T)) == 0)
+        if ((arrived >> lane & 1u) && std::memcmp(&v[lane], &value, sizeof(T)) == 0)
             same |= 1u << lane;
     return same;
 }
 template <class T>
 unsigned __match_all_sync(unsigned mask, T value, int* pred) {
-    unsigned same = __match_any_sync(mask, value);
-    *pred = same == mask;
-    return same == mask ? mask : 0u;
+    unsigned arrived;
+    const T* v = cucc::warp_values(mask, value, &arrived);
+    bool all = true;
+    for (int lane = 0; lane < 32; lane++)
+        if ((arrived >> lane & 1u) && std::memcmp(&v[lane], &value, sizeof(T)) != 0) all = false;
+    *pred = all;
+    return all ? mask : 0u;
 }
 
 // Warp reductions over the lanes of mask (sm_80 __reduce_*_sync).
 namespace cucc {
 template <class T, class Op>
 T warp_reduce(unsigned mask, T value, Op op) {
-    const T* v = cucc::warp_values(mask, value);
+    unsigned arrived;
+    const T* v = cucc::warp_values(mask, value, &arrived);
     bool first = true;
     T acc = value;
     for (int lane = 0; lane < 32; lane++) {
-        if (!(mask >> lane & 1u)) continue;
+        if (!(arrived >> lane & 1u)) continue;
         acc = first ? v[lane] : op(acc, v[lane]);
         first = false;
     }
@@ -375,29 +395,32 @@ inline unsigned long long atomicXor(unsigned long long* a, unsigned long long v)
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);
 }
 
-// Block- and system-scoped forms: every atomic here is already atomic system-wide.
-template <class T, class V>
-T atomicAdd_block(T* a, V v) {
-    return atomicAdd(a, v);
-}
-template <class T, class V>
-T atomicAdd_system(T* a, V v) {
-    return atomicAdd(a, v);
-}
-template <class T, class V>
-T atomicMax_block(T* a, V v) {
-    return atomicMax(a, v);
-}
-template <class T, class V>
-T atomicMin_block(T* a, V v) {
-    return atomicMin(a, v);
-}
-template <class T, class V>
-T atomicExch_block(T* a, V v) {
-    return atomicExch(a, v);
-}
+// Block- and system-scoped forms (atomicAdd_block, atomicCAS_system, ...): every atomic here is
+// already atomic system-wide, so each forwards to the unscoped one.
+#define CUCC_SCOPED_ATOMIC(op, scope) \
+    template <class T, class V>       \
+    T op##scope(T* a, V v) {          \
+        return op(a, v);              \
+    }
+#define CUCC_SCOPED_ATOMICS(op) CUCC_SCOPED_ATOMIC(op, _block) CUCC_SCOPED_ATOMIC(op, _system)
+CUCC_SCOPED_ATOMICS(atomicAdd)
+CUCC_SCOPED_ATOMICS(atomicSub)
+CUCC_SCOPED_ATOMICS(atomicExch)
+CUCC_SCOPED_ATOMICS(atomicMax)
+CUCC_SCOPED_ATOMICS(atomicMin)
+CUCC_SCOPED_ATOMICS(atomicInc)
+CUCC_SCOPED_ATOMICS(atomicDec)
+CUCC_SCOPED_ATOMICS(atomicAnd)
+CUCC_SCOPED_ATOMICS(atomicOr)
+CUCC_SCOPED_ATOMICS(atomicXor)
+#undef CUCC_SCOPED_ATOMICS
+#undef CUCC_SCOPED_ATOMIC
 template <class T, class V>
 T atomicCAS_block(T* a, V c, V v) {
+    return atomicCAS(a, c, v);
+}
+template <class T, class V>
+T atomicCAS_system(T* a, V c, V v) {
     return atomicCAS(a, c, v);
 }
 
@@ -560,7 +583,9 @@ inline long long __mul64hi(long long x, long long y) { return (long long)((__int
 inline unsigned long long __umul64hi(unsigned long long x, unsigned long long y) {
     return (unsigned long long)((unsigned __int128)x * y >> 64);
 }
-inline unsigned __sad(int x, int y, unsigned z) { return z + (unsigned)(x > y ? x - y : y - x); }
+inline unsigned __sad(int x, int y, unsigned z) {
+    return z + (x > y ? (unsigned)x - (unsigned)y : (unsigned)y - (unsigned)x);
+}
 inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
 inline int __hadd(int x, int y) { return (int)(((long long)x + y) >> 1); }
 inline int __rhadd(int x, int y) { return (int)(((long long)x + y + 1) >> 1); }
@@ -598,6 +623,116 @@ inline int __dp4a(int a, int b, int c) {
 inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
     for (int i = 0; i < 4; i++) c += (a >> 8 * i & 0xffu) * (b >> 8 * i & 0xffu);
     return c;
+}
+// Dot product of the two 16-bit halves of a with two bytes of b (the low two: _lo, the high
+// two: _hi), plus an accumulator.
+inline int __dp2a_lo(int a, int b, int c) {
+    for (int i = 0; i < 2; i++) c += (short)(a >> 16 * i) * (signed char)(b >> 8 * i);
+    return c;
+}
+inline int __dp2a_hi(int a, int b, int c) {
+    for (int i = 0; i < 2; i++) c += (short)(a >> 16 * i) * (signed char)(b >> (16 + 8 * i));
+    return c;
+}
+inline unsigned __dp2a_lo(unsigned a, unsigned b, unsigned c) {
+    for (int i = 0; i < 2; i++) c += (a >> 16 * i & 0xffffu) * (b >> 8 * i & 0xffu);
+    return c;
+}
+inline unsigned __dp2a_hi(unsigned a, unsigned b, unsigned c) {
+    for (int i = 0; i < 2; i++) c += (a >> 16 * i & 0xffffu) * (b >> (16 + 8 * i) & 0xffu);
+    return c;
+}
+
+// SIMD intrinsics on the two halfwords (suffix 2) or four bytes (suffix 4) of a 32-bit word:
+// each lane computed alone, in int, then wrapped, saturated or compared as the name says
+// (ss: signed saturation, us: unsigned saturation; vcmp gives all ones per true lane, vset 1).
+namespace cucc {
+template <int Lanes>
+struct simd_lanes {
+    static constexpr int bits = 32 / Lanes;
+    static constexpr unsigned mask = Lanes == 2 ? 0xffffu : 0xffu;
+    static constexpr int smin = -(1 << (bits - 1)), smax = (1 << (bits - 1)) - 1;
+    static int s(unsigned v, int i) {  // lane i, sign-extended
+        int x = (int)(v >> bits * i & mask);
+        return x > smax ? x - (int)mask - 1 : x;
+    }
+    static int u(unsigned v, int i) { return (int)(v >> bits * i & mask); }
+    static int sat_s(int x) { return x < smin ? smin : x > smax ? smax : x; }
+    static int sat_u(int x) { return x < 0 ? 0 : x > (int)mask ? (int)mask : x; }
+    // f(lane of a, lane of b) for every lane, each result wrapped to the lane's width.
+    template <class F>
+    static unsigned map(unsigned a, unsigned b, F f) {
+        unsigned r = 0;
+        for (int i = 0; i < Lanes; i++) r |= ((unsigned)f(a, b, i) & mask) << bits * i;
+        return r;
+    }
+};
+}  // namespace cucc
+#define CUCC_SIMD_BINARY(name, expr)                                             \
+    inline unsigned name##2(unsigned a, unsigned b) {                            \
+        using L = cucc::simd_lanes<2>;                                           \
+        return L::map(a, b, [](unsigned a, unsigned b, int i) { return expr; }); \
+    }                                                                            \
+    inline unsigned name##4(unsigned a, unsigned b) {                            \
+        using L = cucc::simd_lanes<4>;                                           \
+        return L::map(a, b, [](unsigned a, unsigned b, int i) { return expr; }); \
+    }
+#define CUCC_SIMD_UNARY(name, expr)                                            \
+    inline unsigned name##2(unsigned a) {                                      \
+        using L = cucc::simd_lanes<2>;                                         \
+        return L::map(a, 0, [](unsigned a, unsigned, int i) { return expr; }); \
+    }                                                                          \
+    inline unsigned name##4(unsigned a) {                                      \
+        using L = cucc::simd_lanes<4>;                                         \
+        return L::map(a, 0, [](unsigned a, unsigned, int i) { return expr; }); \
+    }
+// A comparison: vcmp gives the lane all ones, vset gives it 1, where the comparison holds.
+#define CUCC_SIMD_COMPARE(suffix, expr)               \
+    CUCC_SIMD_BINARY(__vcmp##suffix, (expr) ? -1 : 0) \
+    CUCC_SIMD_BINARY(__vset##suffix, (expr) ? 1 : 0)
+CUCC_SIMD_BINARY(__vadd, L::u(a, i) + L::u(b, i))
+CUCC_SIMD_BINARY(__vsub, L::u(a, i) - L::u(b, i))
+CUCC_SIMD_BINARY(__vaddss, L::sat_s(L::s(a, i) + L::s(b, i)))
+CUCC_SIMD_BINARY(__vsubss, L::sat_s(L::s(a, i) - L::s(b, i)))
+CUCC_SIMD_BINARY(__vaddus, L::sat_u(L::u(a, i) + L::u(b, i)))
+CUCC_SIMD_BINARY(__vsubus, L::sat_u(L::u(a, i) - L::u(b, i)))
+CUCC_SIMD_BINARY(__vabsdiffs, abs(L::s(a, i) - L::s(b, i)))
+CUCC_SIMD_BINARY(__vabsdiffu, abs(L::u(a, i) - L::u(b, i)))
+CUCC_SIMD_BINARY(__vavgu, (L::u(a, i) + L::u(b, i) + 1) >> 1)
+CUCC_SIMD_BINARY(__vhaddu, (L::u(a, i) + L::u(b, i)) >> 1)
+CUCC_SIMD_BINARY(__vmaxs, std::max(L::s(a, i), L::s(b, i)))
+CUCC_SIMD_BINARY(__vmaxu, std::max(L::u(a, i), L::u(b, i)))
+CUCC_SIMD_BINARY(__vmins, std::min(L::s(a, i), L::s(b, i)))
+CUCC_SIMD_BINARY(__vminu, std::min(L::u(a, i), L::u(b, i)))
+CUCC_SIMD_UNARY(__vabs, abs(L::s(a, i)))
+CUCC_SIMD_UNARY(__vabsss, L::sat_s(abs(L::s(a, i))))
+CUCC_SIMD_UNARY(__vneg, -L::s(a, i))
+CUCC_SIMD_UNARY(__vnegss, L::sat_s(-L::s(a, i)))
+CUCC_SIMD_COMPARE(eq, L::u(a, i) == L::u(b, i))
+CUCC_SIMD_COMPARE(ne, L::u(a, i) != L::u(b, i))
+CUCC_SIMD_COMPARE(ges, L::s(a, i) >= L::s(b, i))
+CUCC_SIMD_COMPARE(geu, L::u(a, i) >= L::u(b, i))
+CUCC_SIMD_COMPARE(gts, L::s(a, i) > L::s(b, i))
+CUCC_SIMD_COMPARE(gtu, L::u(a, i) > L::u(b, i))
+CUCC_SIMD_COMPARE(les, L::s(a, i) <= L::s(b, i))
+CUCC_SIMD_COMPARE(leu, L::u(a, i) <= L::u(b, i))
+CUCC_SIMD_COMPARE(lts, L::s(a, i) < L::s(b, i))
+CUCC_SIMD_COMPARE(ltu, L::u(a, i) < L::u(b, i))
+#undef CUCC_SIMD_COMPARE
+#undef CUCC_SIMD_UNARY
+#undef CUCC_SIMD_BINARY
+// Sums over the lanes of |a - b| (signed or unsigned lanes).
+inline unsigned __vsads2(unsigned a, unsigned b) {
+    return (__vabsdiffs2(a, b) & 0xffffu) + (__vabsdiffs2(a, b) >> 16);
+}
+inline unsigned __vsadu2(unsigned a, unsigned b) {
+    return (__vabsdiffu2(a, b) & 0xffffu) + (__vabsdiffu2(a, b) >> 16);
+}
+inline unsigned __vsads4(unsigned a, unsigned b) {
+    return __dp4a(__vabsdiffs4(a, b), 0x01010101u, 0u);
+}
+inline unsigned __vsadu4(unsigned a, unsigned b) {
+    return __dp4a(__vabsdiffu4(a, b), 0x01010101u, 0u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -651,13 +786,21 @@ void __stwt(T* p, typename cucc::identity<T>::type v) {
 
 // ---------------------------------------------------------------------------------------------
 // Miscellaneous
+// Cycles of the clock cudaDevAttrClockRate reports, from real time, so that a kernel that spins
+// for clockRate * ms cycles spins for ms milliseconds.
 inline long long clock64() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+    const long long mhz = cucc::kClockRateKHz / 1000;
+    return ns / 1000 * mhz + ns % 1000 * mhz / 1000;
 }
 inline void __nanosleep(unsigned) { sched_yield(); }
 inline bool __isGlobal(const void* p) { return cucc::is_device_pointer(p); }
+// Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization): kernels of
+// a stream run one after the other here, so the previous grid is always complete.
+inline void cudaGridDependencySynchronize() {}
+inline void cudaTriggerProgrammaticLaunchCompletion() {}
 // Both stop the grid and leave cudaErrorLaunchFailure for the next synchronization.
 [[noreturn]] inline void __trap() { cucc::trap(cudaErrorLaunchFailure, "__trap() called"); }
 [[noreturn]] inline void __brkpt() { cucc::trap(cudaErrorLaunchFailure, "__brkpt() called"); }

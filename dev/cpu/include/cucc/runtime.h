@@ -12,8 +12,19 @@
 //     shuffles and votes switch between the fibers of the block.
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
+//   - A cooperative launch (cudaLaunchCooperativeKernel) runs every block at once, each on an
+//     OS thread of its own, so this_grid().sync() can hold them all (see grid_sync).
+//   - Launches that name a kernel by address with a `void**` argument array go through the
+//     kernel registry (register_kernel below).
+//   - Warp-synchronous calls wait for the non-exited lanes of their mask; __activemask() gives
+//     the lanes at the same call site together (see warp_exchange and active_mask).
+//   - Stream capture records stream work into graphs that replay it (see StreamOp); device
+//     memory is committed host memory bounded by what the machine has (memory.cpp).
 //   - Inline PTX of a documented subset (mma.sync, ldmatrix, cp.async, atom ...) becomes calls of
 //     cucc/ptx.h, whose warp-collective instructions go through warp_exchange below.
+// Where each piece lives: dev/cpu/runtime/internal.h lists the runtime's files; the CPU
+// cuBLASLt and legacy cuBLAS are dev/cpu/cublaslt (one matmul implementation serves both), the
+// CPU NCCL dev/cpu/nccl (nccl_internal.h describes its shared-file transport).
 #pragma once
 
 #include <cstddef>
@@ -23,7 +34,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <driver_types.h>  // cudaError_t, cudaStream_t, cudaEvent_t
+#include <driver_types.h>  // cudaError_t, cudaStream_t, cudaEvent_t, cudaGraphNodeType
 #include <vector_types.h>  // uint3, dim3
 
 // ---------------------------------------------------------------------------------------------
@@ -39,6 +50,10 @@ extern __thread uint3 gridDim;
 constexpr int warpSize = 32;
 
 namespace cucc {
+
+// The simulated device's SM clock (cudaDevAttrClockRate, kHz; an H100 SXM's boost clock):
+// clock64() counts cycles of it in real time.
+constexpr int kClockRateKHz = 1980000;
 
 // ---------------------------------------------------------------------------------------------
 // Kernel launch.
@@ -57,7 +72,8 @@ namespace cucc {
 // decltype(__cucc_bounds_NAME(a...))::value; } as bound: overload resolution at the launch
 // picks the companion of the kernel the launch calls, template arguments included.
 // Not modelled: static __shared__ variables do not count against the shared memory limit
-// (only the launch's dynamic bytes do), and cudaFuncGetAttributes does not report the bound.
+// (only the launch's dynamic bytes do). cudaFuncGetAttributes reports the bound of registered
+// non-template kernels.
 using KernelBody = std::function<void()>;
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, unsigned max_threads, KernelBody thread_body);
@@ -86,6 +102,39 @@ void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 bl
                      [body, captured]() { std::apply(body, captured); });
 }
 
+// The kernel registry, for launches that name a kernel by address and pass a `void**` array of
+// pointers to the arguments (cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelEx,
+// graph kernel nodes). cucc emits `register_kernel(kernel, "name", bound)` after every
+// non-template __global__ definition, and wraps every use of a template kernel's name outside a
+// launch (`(void*)kernel<float>`, `&kernel<T, 4>`) in registered_kernel(), so each instantiation
+// whose address the program takes is known too. The binder copies the arguments out of the
+// array (as a launch copies them) and returns the body that calls the kernel with them.
+using KernelBinder = KernelBody (*)(const void* kernel, void** args);
+void register_kernel_binder(const void* kernel, const char* name, unsigned max_threads,
+                            size_t params, KernelBinder bind);
+
+template <class... P, size_t... I>
+KernelBody bind_arguments(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
+    auto captured = std::make_tuple(std::decay_t<P>(*static_cast<std::decay_t<P>*>(args[I]))...);
+    return [kernel, captured]() { std::apply(kernel, captured); };
+}
+template <class... P>
+KernelBody bind_kernel(const void* kernel, void** args) {
+    auto f = reinterpret_cast<void (*)(P...)>(const_cast<void*>(kernel));
+    return bind_arguments(f, args, std::index_sequence_for<P...>{});
+}
+template <class... P>
+bool register_kernel(void (*kernel)(P...), const char* name, unsigned max_threads = 0) {
+    register_kernel_binder(reinterpret_cast<const void*>(kernel), name, max_threads, sizeof...(P),
+                           &bind_kernel<P...>);
+    return true;
+}
+template <class... P>
+auto registered_kernel(void (*kernel)(P...), const char* name) {
+    register_kernel(kernel, name);
+    return kernel;
+}
+
 // This block's dynamic shared memory: the launch's smem bytes, 4096-byte aligned, never null
 // (also for 0 bytes). Under CUCC_SCHEDULE=random it starts filled with 0xff bytes.
 void* dynamic_smem();
@@ -103,19 +152,34 @@ int syncthreads_count(int predicate, const char* file = __builtin_FILE(),
 int syncthreads_and(int predicate, const char* file = __builtin_FILE(),
                     int line = __builtin_LINE());
 int syncthreads_or(int predicate, const char* file = __builtin_FILE(), int line = __builtin_LINE());
+// this_grid().sync(): every thread of a cooperative grid (cudaLaunchCooperativeKernel, or
+// cudaLaunchKernelEx with cudaLaunchAttributeCooperative) waits until all have arrived. In a
+// grid not launched cooperatively it is an error, as CUDA makes it one.
+void grid_sync(const char* file = __builtin_FILE(), int line = __builtin_LINE());
+// Whether the running grid was launched cooperatively (grid_group::is_valid()).
+bool grid_is_cooperative();
 // Warps are threads 32k..32k+31 of the block in linear order (x fastest).
 // Warp-synchronous exchange: the calling lane deposits `bytes` (at most 32) bytes of `value`,
-// waits until every lane in mask has deposited, and gets a pointer to the slots of this call
-// (lane i's value at offset i*bytes; slots of lanes outside mask are undefined). The pointer
-// stays valid until this lane's next warp-synchronous call. Calls match by mask and size, so
-// disjoint groups of lanes may exchange at the same time. The mask must include the caller.
-// A mask naming a lane that has exited, does not exist (a partial last warp) or waits
-// elsewhere is a deadlock (reported as for barriers): CUDA leaves such calls undefined.
-const void* warp_exchange(unsigned mask, const void* value, size_t bytes);
+// waits until every non-exited lane in mask has deposited, and gets a pointer to the slots of
+// this call (lane i's value at offset i*bytes) and, in *arrived if not null, the lanes that
+// took part; the slots of other lanes are undefined. Lanes of mask that have exited (or do not
+// exist, in a partial last warp) are not waited for, as the PTX ISA specifies for the .sync
+// instructions on sm_70+. The pointer stays valid until this lane's next warp-synchronous call.
+// Calls match by mask and size, so disjoint groups of lanes may exchange at the same time. The
+// mask must include the caller. A mask naming a lane that waits elsewhere is a deadlock
+// (reported as for barriers).
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived);
 // __syncwarp(mask): a warp_exchange of nothing.
 void syncwarp(unsigned mask);
-// Lanes of the caller's warp that exist and have not exited.
-unsigned active_mask();
+// The same for a tile larger than a warp: threads first..first+count-1 of the block (in linear
+// order) exchange `bytes` (at most 32) bytes each; thread first+r's value is at offset r*bytes
+// and bit r of the bitmap *arrived (32-bit words) says whether it took part (it had not exited).
+const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
+                           const uint32_t** arrived);
+// __activemask(): the lanes of the caller's warp at this call site (file:line) together; the
+// call waits until every other live lane of the warp waits somewhere or has exited (see
+// block.cpp: convergence).
+unsigned active_mask(const char* file, int line);
 // Lane of the calling thread in its warp (threads are numbered x fastest, then y, then z).
 inline int lane_id() {
     return (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u);
@@ -137,7 +201,17 @@ inline int lane_id() {
 // Work still queued when the process exits is discarded (not run), as when a CUDA program
 // exits without synchronizing: e.g. output of a kernel's printf that was never synchronized
 // does not appear.
+//
+// Stream capture (cudaStreamBeginCapture ... cudaStreamEndCapture) records ops instead of
+// queueing them: each op becomes a node of the capture's graph, and every launch of the
+// instantiated graph queues the recorded ops again, in an order that respects the graph's
+// dependencies (a topological order, one op after the other on the launch stream). So an op's
+// run() must read its inputs when it runs, as a kernel reads its buffers; work that is prepared
+// anew for every run sets make instead (see below).
 struct StreamOp {
+    StreamOp(const char* what_ = nullptr, std::function<bool()> ready_ = nullptr,
+             std::function<void()> run_ = nullptr)
+        : what(what_), ready(std::move(ready_)), run(std::move(run_)) {}
     const char* what;  // for messages ("kernel foo", "ncclAllReduce", ...)
     // null: ready once the ops before it on its stream are done. Otherwise also polled until
     // true (a quick check, called with the runtime's lock held; between polls the lock is
@@ -145,9 +219,20 @@ struct StreamOp {
     // processes or threads (e.g. NCCL peers). A message goes to stderr every minute it waits.
     std::function<bool()> ready;
     std::function<void()> run;  // the work itself; runs on a synchronizing host thread
+    // What a captured graph shows the op as (cudaGraphNodeGetType).
+    cudaGraphNodeType node_type = cudaGraphNodeTypeKernel;
+    // False for work that cannot be recorded (a copy from pageable memory, whose data is taken
+    // when the call is made): on a capturing stream it fails with
+    // cudaErrorStreamCaptureUnsupported and invalidates the capture, as in CUDA.
+    bool capturable = true;
+    // Set instead of ready and run by work that must be built anew each time it is queued (an
+    // NCCL call takes its communicator's next sequence number): called when the op is queued on
+    // a stream that is not capturing, and at every launch of a graph that captured it.
+    std::function<StreamOp()> make;
 };
-// Queues op on stream (0, cudaStreamLegacy, cudaStreamPerThread or a created stream).
-// Returns cudaErrorInvalidResourceHandle (and queues nothing) for an invalid stream.
+// Queues op on stream (0, cudaStreamLegacy, cudaStreamPerThread or a created stream), or
+// records it when the stream is capturing. Returns cudaErrorInvalidResourceHandle (and queues
+// nothing) for an invalid stream, and the capture errors CUDA gives (see stream.cpp).
 cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op);
 // Runs queued work until every stream of the current device is empty.
 void drain_all();

@@ -28,22 +28,26 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, T* en
 }
 
 // __device__ and __constant__ variables are host globals here; the runtime copies to and from
-// their addresses.
+// their addresses. Each overload registers the variable with its size, so that a copy past its
+// end fails with cudaErrorInvalidValue and its address works as device memory afterwards.
 template <class T>
 cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count = sizeof(T),
                                size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+    cucc::register_symbol(&symbol, sizeof(T));
     return ::cudaMemcpyToSymbol(static_cast<const void*>(&symbol), src, count, offset, kind);
 }
 template <class T>
 cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t count = sizeof(T),
                                     size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyHostToDevice,
                                     cudaStream_t stream = 0) {
+    cucc::register_symbol(&symbol, sizeof(T));
     return ::cudaMemcpyToSymbolAsync(static_cast<const void*>(&symbol), src, count, offset, kind,
                                      stream);
 }
 template <class T>
 cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count = sizeof(T),
                                  size_t offset = 0, cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    cucc::register_symbol(&symbol, sizeof(T));
     return ::cudaMemcpyFromSymbol(dst, static_cast<const void*>(&symbol), count, offset, kind);
 }
 template <class T>
@@ -51,6 +55,7 @@ cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count =
                                       size_t offset = 0,
                                       cudaMemcpyKind kind = cudaMemcpyDeviceToHost,
                                       cudaStream_t stream = 0) {
+    cucc::register_symbol(&symbol, sizeof(T));
     return ::cudaMemcpyFromSymbolAsync(dst, static_cast<const void*>(&symbol), count, offset, kind,
                                        stream);
 }
