@@ -2814,6 +2814,7 @@ struct TrainConfig {
     char sample[512];  // sample mode: the checkpoint (file or folder)
     double comm_timeout, bucket_mb;
     int zero;              // ZeRO stage
+    int comm_stats;        // log one step's collective traffic
     char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
 };
@@ -2917,6 +2918,8 @@ static const Flag FLAGS[] = {
     {"--zero", FLAG_INT, FIELD(zero), 0, 2, nullptr, FLAG_FREE,
      "ZeRO stage over the data-parallel ranks: 0 every rank holds everything, 1 the optimizer "
      "state and master weights are sharded, 2 the gradients too"},
+    {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
+     "print and log the bytes this rank's collectives send in the first step (ring convention)"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
      "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
      "as the backward pass has finished it"},
@@ -3328,6 +3331,27 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     }
 }
 
+// The bytes the device collectives of one step sent from this rank (llmc/comm.cuh counts them
+// where they are issued, as a ring moves them): printed, and logged as a line
+// {"step": k, "comm_bytes": {"all_reduce": ..., ...}}.
+inline void report_traffic(Logger* lg, const CommTraffic* t, int step) {
+    printf("collectives of step %d (bytes sent by this rank, ring convention):", step);
+    double total = 0.0;
+    for (int k = 0; k < NUM_COMM_KINDS; k++) {
+        printf(" %s %.0f (%lld calls)", COMM_KIND_NAMES[k], t->bytes[k], t->calls[k]);
+        total += t->bytes[k];
+    }
+    printf(" | total %.0f\n", total);
+    if (lg->file == nullptr) return;
+    logger_begin(lg);
+    logger_int(lg, "step", step);
+    logger_object_begin(lg, "comm_bytes");
+    for (int k = 0; k < NUM_COMM_KINDS; k++)
+        logger_int(lg, COMM_KIND_NAMES[k], (int64_t)t->bytes[k]);
+    logger_object_end(lg);
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
 // Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
 // launch, a script that differs per node) would issue other collectives and hang, or train
 // something else. Rank 0's resolved configuration goes to every rank, which names each flag
@@ -3480,6 +3504,8 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     double val_loss = -1.0;
     for (int step = (int)rs.step; step < tc.steps; step++) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
+        const bool count_traffic = tc.comm_stats && step == (int)rs.step && comm->dp.traffic;
+        if (count_traffic) memset(comm->dp.traffic, 0, sizeof(CommTraffic));
         auto start = std::chrono::steady_clock::now();
         double z_loss = 0.0;
         double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
@@ -3527,6 +3553,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             if (ON_GPU) logger_float(&lg, "mfu", (float)mfu);
             if (logger_end(&lg) != 0) fatal("%s", lg.error);
         }
+        if (count_traffic) report_traffic(&lg, comm->dp.traffic, done);
         rs.step = (uint64_t)done;
         rs.opt_step = (uint64_t)model.opt_step;
         const bool last = done == tc.steps;

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""scripts/test_zero.py: ZeRO (llmc/zero.cuh) under mpirun on the CPU runtime, against the
+single-process run on the same global batch.
+
+Global batch G = 36 sequences of a tiny model on token shards, split as ranks x --batch x
+--grad-accum. Checks:
+1. fp32, against the single process of batch G / A (same A): DP 2, 3 and 4 ranks, ZeRO 0, 1
+   and 2, AdamW and Muon, grad accumulation 1 and 3, each combination's every step's loss and
+   gradient norm within 1e-5 relative and the final parameters (those of the last checkpoint,
+   in layout order) within 1e-5 relative norm. The sums run in another order on several ranks
+   (measured: ~1e-7 on losses, ~1e-6 on the parameters after 4 steps).
+2. Bit-identical where the arithmetic is the same: ZeRO 0, 1 and 2 at one micro-batch per step
+   (the same collectives reduce the same sums, the norm is summed over the shard plan at every
+   stage), and ZeRO 0 and 1 at any accumulation; ZeRO-2 with accumulation reduces every
+   micro-batch, so it is held to 1 only.
+3. bf16: ZeRO-2 on 2 ranks against ZeRO-0 on 2 ranks: bit-identical at one micro-batch.
+4. The model state each rank reports (log header state_bytes: rank 0; the startup table: every
+   rank) equals what the shard plan gives for this model, computed here from its shapes, and
+   sits next to the seeds' formulas (16 Psi; 4 Psi + 12 Psi/N; 2 Psi + 14 Psi/N, bf16 AdamW)
+   within the stated extras: the layout's alignment gaps, the slices' padding and, at stage 1,
+   the reduced gradient shard (2 Psi/N).
+5. Traffic (--comm-stats): with AdamW at one micro-batch, ZeRO-1 and ZeRO-2 send within 3% of
+   plain DP's bytes per step; with Muon the matrix units travel by reduce + broadcast (S each)
+   instead of (N-1)/N S: the ratio is printed and checked against the one the shapes predict.
+6. Checkpoints: a ZeRO-2 run on 2 ranks resumed on the same grid is bit-identical to the
+   uninterrupted run; resumed on 3 ranks with ZeRO-1, and on one process, it continues within
+   1e-5 (the state is re-sharded on load); a ZeRO-1 checkpoint resumed with ZeRO-0 likewise.
+7. The launch by environment variables (RANK/WORLD_SIZE/LOCAL_RANK, --rendezvous) with ZeRO-2
+   equals the mpirun run bit for bit.
+
+Usage: python3 scripts/test_zero.py [--bin-dir build/cpu]; exits 0 when every check passes.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import test_dp
+from test_dp import MPIRUN, ROOT, check, final_checkpoint, logged_values, make_data, param_hash, run
+from testlib import checkpoint_array, checkpoint_files
+
+G = 36  # the global batch in sequences
+STEPS = 4
+MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "16", "--lr", "3e-3",
+         "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0", "--bucket-mb", "0.02"]
+RTOL = 1e-5
+
+
+def train(binary, ranks, work, name, extra, env=None):
+    log, ck = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "_ck")
+    cmd = [binary] + MODEL + ["--log", log, "--checkpoint-dir", ck, "--keep-checkpoints", "0"] + extra
+    if ranks:
+        cmd = MPIRUN + ["-np", str(ranks)] + cmd
+    out = run(cmd, name)
+    with open(log) as f:
+        records = [__import__("json").loads(line) for line in f]
+    return out, records, ck
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def compare(label, records, ck, ref_records, ref_ck, steps=STEPS):
+    a, b = logged_values(records), logged_values(ref_records)
+    worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in b), default=float("inf")) if a.keys() == b.keys() else float("inf")
+    err = rel(checkpoint_array(final_checkpoint(ck, steps), "params"),
+              checkpoint_array(final_checkpoint(ref_ck, steps), "params"))
+    check(worst <= RTOL and err <= RTOL,
+          f"{label}: losses and norms within {worst:.1e} <= {RTOL:.0e}, final parameters {err:.1e} <= {RTOL:.0e}")
+
+
+def up(n, k):
+    return (n + k - 1) // k * k
+
+
+def expected_state(ranks, stage, C=64, L=2, V=256, T=16):
+    """What the shard plan gives rank 0 of this AdamW model (bf16 build), from the shapes alone:
+    the layout puts each tensor on 128 elements; --bucket-mb 0.02 (10485 bf16 elements) closes a
+    bucket after every block (each is 49,536 elements, the embeddings 20,480); each bucket's
+    AdamW elements are cut into `ranks` slices of ceil(n / ranks) rounded up to 64."""
+    layer = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+    buckets = [layer + [C, C], layer, [V * C, T * C]]  # the last block (+ lnf), block 0, the embeddings
+    total = sum(up(n, 128) for n in [V * C, T * C] + layer * L + [C, C])
+    slices = sum(up(-(-sum(b) // ranks), 64) for b in buckets)
+    psi = sum(sum(b) for b in buckets)
+    state = {"params": 2 * total, "grads": 2 * total, "master": 4 * slices, "optimizer": 8 * slices}
+    if stage == 0:
+        state["master"], state["optimizer"] = 4 * slices * ranks, 8 * slices * ranks
+    if stage >= 1:
+        state["grads"] = 2 * slices + (2 * total if stage == 1 else 0)
+    return state, psi
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
+    args = parser.parse_args()
+    fp32, bf16 = os.path.join(args.bin_dir, "train_gpt_fp32"), os.path.join(args.bin_dir, "train_gpt")
+    work = tempfile.mkdtemp(prefix="test_zero_")
+    try:
+        data = make_data(os.path.join(work, "data"))
+        base = ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
+
+        # 1 and 2
+        refs = {}
+        for opt in ("adamw", "muon"):
+            for accum in (1, 3):
+                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}",
+                                         base + ["--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // accum)])
+        runs = [("adamw", 1, 2, 0), ("adamw", 1, 2, 1), ("adamw", 1, 2, 2), ("adamw", 1, 3, 1), ("adamw", 1, 4, 2),
+                ("adamw", 3, 2, 0), ("adamw", 3, 2, 1), ("adamw", 3, 4, 2), ("muon", 1, 2, 0), ("muon", 1, 2, 2),
+                ("muon", 1, 3, 1), ("muon", 3, 2, 1), ("muon", 3, 3, 2), ("muon", 3, 4, 0)]
+        hashes = {}
+        for opt, accum, ranks, zero in runs:
+            name = f"dp{ranks}_z{zero}_{opt}_a{accum}"
+            out, records, ck = train(fp32, ranks, work, name, base + [
+                "--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // (accum * ranks)), "--zero", str(zero)])
+            hashes[opt, accum, ranks, zero] = param_hash(out, ranks)
+            compare(f"fp32 {opt}, {ranks} ranks x {G // (accum * ranks)} x accum {accum}, ZeRO-{zero}", records, ck,
+                    refs[opt, accum][1], refs[opt, accum][2])
+        for opt, accum, stages in (("adamw", 1, (0, 1, 2)), ("muon", 1, (0, 2)), ("adamw", 3, (0, 1))):
+            hs = [hashes[opt, accum, 2, z] for z in stages]
+            check(hs[0] is not None and len(set(hs)) == 1,
+                  f"fp32 {opt}, 2 ranks, accum {accum}: ZeRO {', '.join(map(str, stages))} bit-identical ({hs[0]})")
+
+        # 3
+        bf = {}
+        for zero in (0, 2):
+            out, records, _ = train(bf16, 2, work, f"bf16_z{zero}", base + ["--batch", str(G // 2), "--zero", str(zero)])
+            bf[zero] = param_hash(out, 2), logged_values(records)
+        check(bf[0][0] is not None and bf[0] == bf[2], f"bf16, 2 ranks: ZeRO-2 bit-identical to ZeRO-0 ({bf[0][0]})")
+
+        # 4 and 5
+        traffic = {}
+        for opt in ("adamw", "muon"):
+            for zero in (0, 1, 2):
+                out, records, _ = train(bf16, 4, work, f"stats_{opt}_z{zero}", ["--data", data, "--steps", "1",
+                                        "--batch", str(G // 4), "--zero", str(zero), "--optimizer", opt, "--comm-stats"])
+                traffic[opt, zero] = next(r["comm_bytes"] for r in records if "comm_bytes" in r)
+                if opt != "adamw":
+                    continue
+                want, psi = expected_state(4, zero)
+                held = records[0]["state_bytes"]
+                got = {k: held[k] for k in want}
+                formula = [16 * psi, 4 * psi + 12 * psi / 4, 2 * psi + 14 * psi / 4][zero]
+                check(got == want, f"bf16 AdamW, 4 ranks, ZeRO-{zero}: rank 0 holds {sum(got.values())} bytes of model "
+                      f"state, as the plan gives ({want}); the formula says {formula:.0f} (the difference: alignment "
+                      f"gaps, slice padding{', the reduced shard' if zero == 1 else ''})")
+                table = [line for line in out.splitlines() if line.startswith("  rank ")]
+                check(len(table) == 4 and len({line.split(":", 1)[1] for line in table}) == 1,
+                      f"bf16 AdamW, ZeRO-{zero}: every rank reports its bytes (all equal here)")
+        total = {k: sum(v.values()) for k, v in traffic.items()}
+        for zero in (1, 2):
+            ratio = total["adamw", zero] / total["adamw", 0]
+            check(abs(ratio - 1) <= 0.03, f"AdamW, 4 ranks: ZeRO-{zero} sends {ratio:.3f}x plain DP's bytes (within 3%)")
+        # Muon: the matrices (12 C^2 per block) go by reduce + broadcast: 2 S instead of 2 (N-1)/N S
+        C, N = 64, 4
+        matrices, everything = 2 * 12 * C * C, expected_state(N, 0)[1]
+        predicted = ((everything - matrices) + matrices * N / (N - 1)) / everything
+        ratio = total["muon", 1] / total["muon", 0]
+        check(abs(ratio - predicted) <= 0.03 * predicted,
+              f"Muon, 4 ranks: ZeRO-1 sends {ratio:.3f}x plain DP's bytes; the shapes predict {predicted:.3f}")
+
+        # 6
+        full = train(bf16, 2, work, "full_z2", base + ["--batch", str(G // 2), "--zero", "2"])
+        fp_full = train(fp32, 2, work, "fp_full_z2", base + ["--batch", str(G // 2), "--zero", "2"])
+        for binary, source, label in ((bf16, full, "bf16"), (fp32, fp_full, "fp32")):
+            for ranks, zero, batch in ((2, 2, G // 2), (3, 1, G // 3), (0, 0, G)):
+                if binary == bf16 and (ranks, zero) != (2, 2):
+                    continue
+                name = f"resume_{label}_{ranks}_{zero}"
+                ck = os.path.join(work, name + "_ck")
+                os.makedirs(ck)
+                for path in checkpoint_files(final_checkpoint(source[2], 2)):
+                    shutil.copy(path, ck)
+                out, records, _ = train(binary, ranks, work, name, base + ["--batch", str(batch), "--zero", str(zero),
+                                                                          "--resume", "latest"])
+                if binary == bf16:
+                    check("resuming from" in out and param_hash(out, 2) == param_hash(source[0], 2),
+                          "bf16 ZeRO-2 on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
+                    continue
+                resumed = [r for r in records if "train_loss" in r]
+                whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
+                worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in resumed)
+                err = rel(checkpoint_array(final_checkpoint(ck, STEPS), "params"),
+                          checkpoint_array(final_checkpoint(source[2], STEPS), "params"))
+                check("resuming from" in out and worst <= RTOL and err <= RTOL,
+                      f"fp32 ZeRO-2 checkpoint of 2 ranks resumed on {max(ranks, 1)} rank(s) with ZeRO-{zero}: losses "
+                      f"within {worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")
+
+        # 7
+        rdv = os.path.join(work, "rendezvous")
+        os.makedirs(rdv)
+        procs = []
+        for rank in (1, 0):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
+            procs.append(subprocess.Popen([bf16] + MODEL + ["--data", data, "--steps", str(STEPS), "--batch", str(G // 2),
+                                                           "--zero", "2", "--rendezvous", rdv],
+                                          env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True, errors="replace"))
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        check(all(p.returncode == 0 for p in procs) and param_hash(outs[1], 2) == param_hash(full[0], 2),
+              "bf16 ZeRO-2 launched by environment variables equals the mpirun run")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    failures = test_dp.failures
+    print("all ZeRO checks passed" if failures == 0 else f"{failures} ZeRO checks FAILED")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
