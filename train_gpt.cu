@@ -61,6 +61,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/logger.h"      // the JSONL training log
 #include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
+#include "llmc/parallel.h"    // the process grid: tensor- and data-parallel groups, ZeRO stage
 #include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 
@@ -2814,6 +2815,7 @@ struct TrainConfig {
     char sample[512];  // sample mode: the checkpoint (file or folder)
     double comm_timeout, bucket_mb;
     int zero;              // ZeRO stage
+    int tp;                // tensor-parallel group size
     int comm_stats;        // log one step's collective traffic
     char rendezvous[512];  // the meeting folder of a launch without MPI
     int help;
@@ -2915,9 +2917,11 @@ static const Flag FLAGS[] = {
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
      "seconds a rank waits in a collective before it ends the job (longer than any rank "
      "works alone: checkpoint writes, samples)"},
-    {"--zero", FLAG_INT, FIELD(zero), 0, 2, nullptr, FLAG_FREE,
+    {"--zero", FLAG_INT, FIELD(zero), 0, ZERO_MAX_STAGE, nullptr, FLAG_FREE,
      "ZeRO stage over the data-parallel ranks: 0 every rank holds everything, 1 the optimizer "
      "state and master weights are sharded, 2 the gradients too"},
+    {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
+     "tensor-parallel group size: consecutive ranks on one node (only 1 in this build)"},
     {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
      "print and log the bytes this rank's collectives send in the first step (ring convention)"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
@@ -2970,6 +2974,7 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->peak_flops = 989e12;
     tc->comm_timeout = 300;
     tc->bucket_mb = 25;
+    tc->tp = 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3215,6 +3220,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     if (held->buckets > 0) logger_int(lg, "buckets", (int64_t)held->buckets);
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
+    logger_int(lg, "tp", tc->tp);
     if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
@@ -3403,6 +3409,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
     check_ranks_agree(comm, &tc);
+    const ParallelConfig grid = parallel_config(comm->world, tc.tp, tc.zero);
+    const ParallelShapes shapes = {tc.model.heads, tc.model.channels, tc.model.padded_vocab};
+    if (const char* err =
+            parallel_config_check(&grid, &shapes, comm->local_world, msg, sizeof(msg)))
+        fatal("%s", err);
     if (tc.sample[0]) {
         const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
         if (have_tokenizer) tokenizer_free(&tok);
