@@ -1744,6 +1744,7 @@ struct StateBytes {
                                               // what is kept between steps (the gradient
                                               // buffer, the reduced shard under ZeRO)
     size_t buckets;                           // data parallel: buckets in flight (ZeRO)
+    size_t gather_buffers;                    // ZeRO-3: the gathered units' parameters
     size_t muon_workspace;                    // Newton-Schulz scratch (not per parameter)
 };
 
@@ -1752,9 +1753,9 @@ struct GPT {
     OptimizerConfig opt;
     int B, T;  // micro-batch shape the activations are sized for
     ParamLayout layout;
-    floatX* params;  // layout.total elements each
-    floatX* grads;
-    float* master;                        // fp32 master weights (bf16 build only; else nullptr)
+    floatX* params;  // layout.total elements (ZeRO-3: this rank's part, in master weight order)
+    floatX* grads;   // layout.total elements (nullptr under ZeRO-2 and 3)
+    float* master;   // fp32 master weights (bf16 build only; else nullptr)
     float* opt_state[NUM_STATE_BUFFERS];  // STATE_BUFFERS; nullptr when it covers no tensor
     MuonWorkspace muon;                   // Newton-Schulz scratch (empty without Muon tensors)
     StateBytes state_bytes;
@@ -1776,11 +1777,22 @@ struct GPT {
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
 };
 
-inline floatX* param_tensor(const GPT* m, floatX* base, int index) {
-    return base + m->layout.tensors[index].offset;
+// The unit (llmc/zero.cuh) that holds parameter tensor `index`: unit L-1-l is block l (the last
+// one with the final LayerNorm), unit L the embeddings.
+inline int unit_of_tensor(const GPT* m, int index) {
+    const int L = m->config.layers;
+    if (index == WTE || index == WPE) return L;
+    if (index >= lnf_index(&m->layout, 0)) return 0;
+    return L - 1 - (index - 2) / m->layout.per_layer;
 }
-inline floatX* layer_param(const GPT* m, floatX* base, int layer, int which) {
-    return param_tensor(m, base, layer_tensor_index(&m->layout, layer, which));
+
+// The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
+// buffer of the tensor's unit (which the passes' hooks fill first).
+inline const floatX* weight(const GPT* m, int index) {
+    return dp_weights(&m->dp, m->params, unit_of_tensor(m, index), m->layout.tensors[index].offset);
+}
+inline const floatX* layer_weight(const GPT* m, int layer, int which) {
+    return weight(m, layer_tensor_index(&m->layout, layer, which));
 }
 
 // Elements of state buffer `which` (STATE_BUFFERS): AdamW's cover the element-wise ranges this
@@ -1792,6 +1804,12 @@ inline size_t state_elems(const GPT* m, int which) {
 // The master weights of an owned range: the element-wise ones first, then the units'.
 inline size_t master_index(const GPT* m, const OwnedRange* o) {
     return (o->unit ? m->dp.elem_state : 0) + o->state;
+}
+
+// The parameters of an owned range in m->params: at its layout offset, or under ZeRO-3 (where
+// m->params is the owned part) where its master weights are.
+inline size_t param_index(const GPT* m, const OwnedRange* o) {
+    return m->dp.stage == 3 ? master_index(m, o) : o->offset;
 }
 
 // Host copies of the state in layout order (a tensor's part at its offset in the parameter
@@ -1835,6 +1853,40 @@ inline void gpt_state_upload(GPT* m, int which, const float* layout_values) {
     }
 }
 
+// The parameters from host values in layout order (layout.total): all of them, or under
+// ZeRO-3 the ranges this rank owns.
+inline void gpt_params_upload(GPT* m, const floatX* layout_values) {
+    dp_params_stale(&m->dp);
+    if (m->dp.stage != 3) {
+        CUDA_CHECK(cudaMemcpy(m->params, layout_values, m->layout.total * sizeof(floatX),
+                              cudaMemcpyHostToDevice));
+        return;
+    }
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        CUDA_CHECK(cudaMemcpy(m->params + param_index(m, r), layout_values + r->offset,
+                              r->n * sizeof(floatX), cudaMemcpyHostToDevice));
+    }
+}
+
+// Every parameter into host memory in layout order (layout.total, zero in the alignment gaps),
+// on every rank: under ZeRO-3 each unit is gathered first (every rank of the group calls it).
+inline void gpt_params_download(GPT* m, floatX* layout_values) {
+    if (m->dp.stage != 3) {
+        CUDA_CHECK(cudaMemcpy(layout_values, m->params, m->layout.total * sizeof(floatX),
+                              cudaMemcpyDeviceToHost));
+        return;
+    }
+    memset(layout_values, 0, m->layout.total * sizeof(floatX));
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* t = &m->layout.tensors[i];
+        dp_params_ready(&m->dp, unit_of_tensor(m, i), m->params, m->stream);
+        dp_sync(&m->dp, m->stream, "the gathers of the parameters (NCCL)");
+        CUDA_CHECK(cudaMemcpy(layout_values + t->offset, weight(m, i), t->numel * sizeof(floatX),
+                              cudaMemcpyDeviceToHost));
+    }
+}
+
 // cudaMalloc of `bytes` bytes set to zero (nullptr for none), counted into *held.
 template <class T>
 T* device_zeros(size_t bytes, size_t* held) {
@@ -1846,7 +1898,7 @@ T* device_zeros(size_t bytes, size_t* held) {
     return (T*)p;
 }
 
-// The data-parallel side of a model: its group, the ZeRO stage (0 to 2, llmc/zero.cuh) and the
+// The data-parallel side of a model: its group, the ZeRO stage (0 to 3, llmc/zero.cuh) and the
 // gradient bucket size.
 struct DataParallelConfig {
     const CommGroup* group;
@@ -1872,8 +1924,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     build_param_layout(&m->layout, config, opt);
     const size_t P = m->layout.total;
     StateBytes* held = &m->state_bytes;
-    m->params = device_zeros<floatX>(P * sizeof(floatX), &held->params);
-    // ZeRO-2 keeps no whole gradient: the backward pass writes into the buckets' buffers
+    // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
     if (par.zero < 2 || par.group->size == 1)
         m->grads = device_zeros<floatX>(P * sizeof(floatX), &held->grads);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
@@ -1889,6 +1940,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     dp_init(&m->dp, par.group, par.zero, m->grads, unit_begin.data(), unit_end.data(),
             config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, &held->grads);
     held->buckets = m->dp.bytes_buckets;
+    held->gather_buffers = m->dp.bytes_gather;
+    m->params = device_zeros<floatX>(dp_param_elems(&m->dp, P) * sizeof(floatX), &held->params);
     if (!FLOATX_IS_FP32)
         m->master = device_zeros<float>((m->dp.elem_state + m->dp.unit_state) * sizeof(float),
                                         &held->master);
@@ -1955,7 +2008,7 @@ inline void gpt_set_params(GPT* m, const float* values) {
     const size_t P = m->layout.total;
     floatX* rounded = (floatX*)MALLOC_CHECK(P * sizeof(floatX));
     for (size_t i = 0; i < P; i++) rounded[i] = (floatX)values[i];
-    CUDA_CHECK(cudaMemcpy(m->params, rounded, P * sizeof(floatX), cudaMemcpyHostToDevice));
+    gpt_params_upload(m, rounded);
     gpt_state_upload(m, STATE_MASTER, values);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         if (m->opt_state[i])
@@ -2012,43 +2065,48 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     token_buckets_build(&m->buckets, inputs, N, st);
 
-    floatX* p = m->params;
-    encoder_forward(a->encoded, m->inputs, param_tensor(m, p, WTE), param_tensor(m, p, WPE), B, T,
-                    C, st);
-    // ln1 of layer 0 normalizes the embeddings; every later layernorm is fused with the
-    // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf).
-    LayerActivations* l0 = &a->layers[0];
-    layernorm_forward(nullptr, l0->ln1, l0->ln1_mean, l0->ln1_rstd, a->encoded, nullptr,
-                      layer_param(m, p, 0, LN1_W), layer_param(m, p, 0, LN1_B), N, C, st);
+    // Layer hooks (llmc/zero.cuh; no-ops below ZeRO-3): before a unit's kernels its parameters
+    // are made ready and the gather of the unit after it started. Block l is unit L-1-l; the
+    // embeddings, unit L, stay gathered for the whole step (the lm head reads wte again).
+    DataParallel* dp = &m->dp;
+    dp_params_ready(dp, L, m->params, st);
+    encoder_forward(a->encoded, m->inputs, weight(m, WTE), weight(m, WPE), B, T, C, st);
     for (int l = 0; l < L; l++) {
+        dp_params_begin(dp, L - 1 - l, l + 1 < L ? L - 2 - l : -1, m->params, st);
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
-        linear_forward(&m->mm, la->qkv, la->ln1, layer_param(m, p, l, QKV_W),
-                       layer_param(m, p, l, QKV_B), N, C, 3 * C);
+        // ln1 of layer 0 normalizes the embeddings; every later layernorm is fused with the
+        // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf)
+        if (l == 0)
+            layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, a->encoded, nullptr,
+                              layer_weight(m, 0, LN1_W), layer_weight(m, 0, LN1_B), N, C, st);
+        linear_forward(&m->mm, la->qkv, la->ln1, layer_weight(m, l, QKV_W),
+                       layer_weight(m, l, QKV_B), N, C, 3 * C);
         if (c->qk_norm)
-            qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
-                            layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
+            qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
+                            layer_weight(m, l, K_NORM_W), N, NH, HS, st);
         attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
-        linear_forward(&m->mm, a->proj_out, la->atty, layer_param(m, p, l, ATTPROJ_W),
-                       layer_param(m, p, l, ATTPROJ_B), N, C, C);
+        linear_forward(&m->mm, a->proj_out, la->atty, layer_weight(m, l, ATTPROJ_W),
+                       layer_weight(m, l, ATTPROJ_B), N, C, C);
         layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, a->proj_out,
-                          layer_param(m, p, l, LN2_W), layer_param(m, p, l, LN2_B), N, C, st);
-        linear_forward(&m->mm, la->fch, la->ln2, layer_param(m, p, l, FC_W),
-                       layer_param(m, p, l, FC_B), N, C, 4 * C);
+                          layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), N, C, st);
+        linear_forward(&m->mm, la->fch, la->ln2, layer_weight(m, l, FC_W), layer_weight(m, l, FC_B),
+                       N, C, 4 * C);
         gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
-        linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_param(m, p, l, FCPROJ_W),
-                       layer_param(m, p, l, FCPROJ_B), N, 4 * C, C);
+        linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_weight(m, l, FCPROJ_W),
+                       layer_weight(m, l, FCPROJ_B), N, 4 * C, C);
         bool last = l == L - 1;
         LayerActivations* next = last ? nullptr : &a->layers[l + 1];
+        // the fused add + layernorm reads the next block's ln1 (the last block's lnf is in its
+        // own unit): that unit's gather must be done
+        if (!last) dp_params_ready(dp, L - 2 - l, m->params, st);
         layernorm_forward(
             la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
             last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
-            last ? param_tensor(m, p, lnf_index(&m->layout, 0)) : layer_param(m, p, l + 1, LN1_W),
-            last ? param_tensor(m, p, lnf_index(&m->layout, 1)) : layer_param(m, p, l + 1, LN1_B),
-            N, C, st);
+            last ? weight(m, lnf_index(&m->layout, 0)) : layer_weight(m, l + 1, LN1_W),
+            last ? weight(m, lnf_index(&m->layout, 1)) : layer_weight(m, l + 1, LN1_B), N, C, st);
     }
-    linear_forward(&m->mm, a->logits, a->lnf, param_tensor(m, p, WTE), nullptr, N, C,
-                   c->padded_vocab);
+    linear_forward(&m->mm, a->logits, a->lnf, weight(m, WTE), nullptr, N, C, c->padded_vocab);
     fused_classifier(a->logits, a->losses, a->z_losses, m->targets, N, c->vocab, c->padded_vocab,
                      dloss, (float)m->z_loss_coef, st);
 
@@ -2056,7 +2114,7 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, a->z_losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    dp_sync(dp, st, "the gathers of the forward pass's parameters (NCCL)");
     double sum = 0.0, z_sum = 0.0;
     for (int i = 0; i < N; i++) {
         sum += m->host_losses[i];
@@ -2079,63 +2137,66 @@ inline void gpt_backward(GPT* m) {
     const int L = c->layers;
     Activations* a = &m->acts;
     cudaStream_t st = m->stream;
-    floatX* p = m->params;
+    DataParallel* dp = &m->dp;
     float* partials = a->col_partials;
     // Gradients go where the data-parallel machinery wants them (llmc/zero.cuh): the gradient
-    // buffer, or at ZeRO-2 the buffer of the tensor's bucket. Unit L-1-l is block l (the last
-    // with the final LayerNorm), unit L the embeddings.
-    auto grad = [m](int index, int unit) {
-        return dp_grad(&m->dp, m->grads, unit, m->layout.tensors[index].offset);
+    // buffer, or at ZeRO-2 and 3 the buffer of the tensor's bucket.
+    auto grad = [m](int index) {
+        return dp_grad(&m->dp, m->grads, unit_of_tensor(m, index), m->layout.tensors[index].offset);
     };
     auto layer_grad = [&](int l, int which) {
-        return grad(layer_tensor_index(&m->layout, l, which), L - 1 - l);
+        return grad(layer_tensor_index(&m->layout, l, which));
     };
 
-    // lm head (tied to wte): dlnf = dlogits @ wte, dwte += dlogits^T @ lnf
-    linear_backward(&m->mm, a->dbtc, grad(WTE, L), nullptr, partials, a->logits, a->lnf,
-                    param_tensor(m, p, WTE), N, C, c->padded_vocab);
+    // lm head (tied to wte, still gathered from the forward pass): dlnf = dlogits @ wte,
+    // dwte += dlogits^T @ lnf
+    linear_backward(&m->mm, a->dbtc, grad(WTE), nullptr, partials, a->logits, a->lnf,
+                    weight(m, WTE), N, C, c->padded_vocab);
+    // the final LayerNorm belongs to the last block's unit: its hook comes first (ZeRO-3: the
+    // forward pass's last two blocks are still gathered)
+    dp_params_begin(dp, 0, L > 1 ? 1 : -1, m->params, st);
     const floatX* last_residual = a->layers[L - 1].residual3;
-    layernorm_backward(a->dresidual, grad(lnf_index(&m->layout, 0), 0),
-                       grad(lnf_index(&m->layout, 1), 0), partials, a->dbtc, last_residual,
-                       a->lnf_mean, a->lnf_rstd, param_tensor(m, p, lnf_index(&m->layout, 0)), N, C,
-                       false, st);
+    layernorm_backward(a->dresidual, grad(lnf_index(&m->layout, 0)), grad(lnf_index(&m->layout, 1)),
+                       partials, a->dbtc, last_residual, a->lnf_mean, a->lnf_rstd,
+                       weight(m, lnf_index(&m->layout, 0)), N, C, false, st);
     for (int l = L - 1; l >= 0; l--) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
-        dp_unit_begin(&m->dp, L - 1 - l, st);
+        dp_params_begin(dp, L - 1 - l, l > 0 ? L - l : -1, m->params, st);
+        dp_unit_begin(dp, L - 1 - l, st);
         // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
         linear_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B), partials,
-                        a->dresidual, la->fch_gelu, layer_param(m, p, l, FCPROJ_W), N, 4 * C, C);
+                        a->dresidual, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N, 4 * C, C);
         gelu_backward(a->dfch, la->fch, (size_t)N * 4 * C, st);
         linear_backward(&m->mm, a->dbtc, layer_grad(l, FC_W), layer_grad(l, FC_B), partials,
-                        a->dfch, la->ln2, layer_param(m, p, l, FC_W), N, C, 4 * C);
+                        a->dfch, la->ln2, layer_weight(m, l, FC_W), N, C, 4 * C);
         layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials,
                            a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd,
-                           layer_param(m, p, l, LN2_W), N, C, true, st);
+                           layer_weight(m, l, LN2_W), N, C, true, st);
         // residual2 = residual + attention
         linear_backward(&m->mm, a->dbtc, layer_grad(l, ATTPROJ_W), layer_grad(l, ATTPROJ_B),
-                        partials, a->dresidual, la->atty, layer_param(m, p, l, ATTPROJ_W), N, C, C);
+                        partials, a->dresidual, la->atty, layer_weight(m, l, ATTPROJ_W), N, C, C);
         attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
                            st);
         if (c->qk_norm)
             qk_norm_backward(a->dqkv, layer_grad(l, Q_NORM_W), layer_grad(l, K_NORM_W), partials,
-                             la->qk_raw, la->qk_rstd, layer_param(m, p, l, Q_NORM_W),
-                             layer_param(m, p, l, K_NORM_W), N, NH, HS, st);
+                             la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
+                             layer_weight(m, l, K_NORM_W), N, NH, HS, st);
         linear_backward(&m->mm, a->dbtc, layer_grad(l, QKV_W), layer_grad(l, QKV_B), partials,
-                        a->dqkv, la->ln1, layer_param(m, p, l, QKV_W), N, C, 3 * C);
+                        a->dqkv, la->ln1, layer_weight(m, l, QKV_W), N, C, 3 * C);
         layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials,
-                           a->dbtc, residual, la->ln1_mean, la->ln1_rstd,
-                           layer_param(m, p, l, LN1_W), N, C, true, st);
+                           a->dbtc, residual, la->ln1_mean, la->ln1_rstd, layer_weight(m, l, LN1_W),
+                           N, C, true, st);
         // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
         // constant): set it so, rather than leave the rounding noise of its column sums for
         // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient)
         if (!c->qk_norm)
             CUDA_CHECK(cudaMemsetAsync(layer_grad(l, QKV_B) + C, 0, C * sizeof(floatX), st));
-        dp_unit_done(&m->dp, L - 1 - l, st);  // the block's gradients are complete
+        dp_unit_done(dp, L - 1 - l, st);  // the block's gradients are complete
     }
-    dp_unit_begin(&m->dp, L, st);
-    encoder_backward(grad(WTE, L), grad(WPE, L), a->dresidual, &m->buckets, B, T, C, st);
-    dp_unit_done(&m->dp, L, st);
+    dp_unit_begin(dp, L, st);
+    encoder_backward(grad(WTE), grad(WPE), a->dresidual, &m->buckets, B, T, C, st);
+    dp_unit_done(dp, L, st);
 }
 
 inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it is taken
@@ -2201,7 +2262,7 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
         const ParamTensor* t = &m->layout.tensors[r->tensor];
-        floatX* params = m->params + r->offset;
+        floatX* params = m->params + param_index(m, r);
         float* master = m->master ? m->master + master_index(m, r) : nullptr;
         const floatX* grads = dp_owned_grad(&m->dp, r);
         const double wd = t->decay ? o->weight_decay : 0.0;
@@ -2522,8 +2583,8 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) 
     }
     if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
         fatal("%s", w.error);
-    auto params_at = [](const OwnedRange* r, size_t* at) {
-        *at = r->offset;
+    auto params_at = [m](const OwnedRange* r, size_t* at) {
+        *at = param_index(m, r);
         return true;
     };
     write_owned_section(&w, m, "params", m->params, sizeof(floatX), params_at, stage);
@@ -2739,7 +2800,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
             "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
             "the %zu elements of state this rank needs (shards missing, or of another run?)",
             manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
-    CUDA_CHECK(cudaMemcpy(m->params, params.data(), P * sizeof(floatX), cudaMemcpyHostToDevice));
+    gpt_params_upload(m, params.data());
     for (int which = 0; which <= STATE_MASTER; which++)
         if (!state[which].empty())
             CUDA_CHECK(cudaMemcpy(state_buffer(m, which), state[which].data(),
@@ -2919,7 +2980,8 @@ static const Flag FLAGS[] = {
      "works alone: checkpoint writes, samples)"},
     {"--zero", FLAG_INT, FIELD(zero), 0, ZERO_MAX_STAGE, nullptr, FLAG_FREE,
      "ZeRO stage over the data-parallel ranks: 0 every rank holds everything, 1 the optimizer "
-     "state and master weights are sharded, 2 the gradients too"},
+     "state and master weights are sharded, 2 the gradients too, 3 the parameters too (each "
+     "block gathered before it runs)"},
     {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
      "tensor-parallel group size: consecutive ranks on one node (only 1 in this build)"},
     {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
@@ -3218,6 +3280,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "master", (int64_t)held->master);
     logger_int(lg, "optimizer", (int64_t)held->optimizer);
     if (held->buckets > 0) logger_int(lg, "buckets", (int64_t)held->buckets);
+    if (held->gather_buffers > 0) logger_int(lg, "gather_buffers", (int64_t)held->gather_buffers);
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
@@ -3267,10 +3330,14 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
 
 // Prints a hash of the parameters, which fingerprints the run, after checking that every
 // data-parallel rank holds the same bits.
-inline void check_replicas(const Comm* comm, const GPT* m) {
+// Under ZeRO-3 the ranks hold parts: each gathers the whole and hashes that, which checks that
+// they assemble the same model (the hash is the same quantity at every stage).
+inline void check_replicas(const Comm* comm, GPT* m) {
     std::vector<uint64_t> hashes(comm->dp.size);
-    const bool agree = comm_replicas_agree(&comm->dp, m->params, m->layout.total * sizeof(floatX),
-                                           hashes.data(), m->stream);
+    std::vector<floatX> params(m->layout.total);
+    gpt_params_download(m, params.data());
+    const bool agree = comm_hashes_agree(
+        &comm->dp, host_buffer_hash(params.data(), params.size() * sizeof(floatX)), hashes.data());
     if (!agree) {
         if (comm->rank == 0)
             for (int r = 0; r < comm->dp.size; r++)
@@ -3311,29 +3378,33 @@ inline void print_state_bytes(const GPT* m) {
 // Each rank's model state as allocated (a line per rank, printed by rank 0), next to what the
 // ZeRO formulas give for mixed-precision AdamW (bf16 weights and gradients, fp32 master weights
 // and moments: 16 bytes per parameter Psi): stage 0 16 Psi, 1 4 Psi + 12 Psi / N, 2 2 Psi + 14
-// Psi / N. The counts differ from the formula by the alignment gaps of the parameter layout
-// (every tensor on 128 elements), the slices' padding (64 elements per bucket), the reduced
-// gradient shard of stage 1 (2 Psi / N), and Muon's 12 bytes per parameter; the buffers of
-// buckets in flight are reported apart.
+// Psi / N, 3 16 Psi / N. The counts differ from the formula by the alignment gaps of the
+// parameter layout (every tensor on 128 elements), the slices' padding (64 elements per
+// bucket), the reduced gradient shard of stage 1 (2 Psi / N), and Muon's 12 bytes per
+// parameter; the buffers of buckets in flight and ZeRO-3's gather buffers are reported apart.
 inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
     const StateBytes* h = &m->state_bytes;
-    double mine[5] = {(double)h->params, (double)h->grads, (double)h->master, (double)h->optimizer,
-                      (double)h->buckets};
-    std::vector<double> all(5 * group->size);
+    double mine[6] = {(double)h->params,    (double)h->grads,   (double)h->master,
+                      (double)h->optimizer, (double)h->buckets, (double)h->gather_buffers};
+    std::vector<double> all(6 * group->size);
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
     const double MiB = 1024.0 * 1024.0, N = group->size, P = (double)parameters;
-    const double formula[3] = {16 * P, 4 * P + 12 * P / N, 2 * P + 14 * P / N};
+    const double formula[4] = {16 * P, 4 * P + 12 * P / N, 2 * P + 14 * P / N, 16 * P / N};
     printf(
         "ZeRO stage %d over %d rank(s); formula for AdamW in bf16: %.2f MiB of model state per "
         "rank (Psi = %zu)\n",
         m->dp.stage, group->size, formula[m->dp.stage] / MiB, parameters);
+    if (m->dp.stage == 3)
+        printf(
+            "ZeRO-3: 3 gather buffers: 2 for the blocks (the current one and the prefetched "
+            "next), 1 for the embeddings (kept for the step)\n");
     for (int r = 0; r < group->size; r++) {
-        const double* b = &all[5 * r];
+        const double* b = &all[6 * r];
         printf(
             "  rank %d: params %.2f + grads %.2f + master %.2f + optimizer %.2f = %.2f MiB, "
-            "buckets in flight %.2f MiB\n",
+            "buckets in flight %.2f MiB, gather buffers %.2f MiB\n",
             r, b[0] / MiB, b[1] / MiB, b[2] / MiB, b[3] / MiB, (b[0] + b[1] + b[2] + b[3]) / MiB,
-            b[4] / MiB);
+            b[4] / MiB, b[5] / MiB);
     }
 }
 
@@ -3513,9 +3584,10 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     int* inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
     int* targets = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
     double val_loss = -1.0;
-    for (int step = (int)rs.step; step < tc.steps; step++) {
+    const int first_step = (int)rs.step;
+    for (int step = first_step; step < tc.steps; step++) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
-        const bool count_traffic = tc.comm_stats && step == (int)rs.step && comm->dp.traffic;
+        const bool count_traffic = tc.comm_stats && step == first_step && comm->dp.traffic;
         if (count_traffic) memset(comm->dp.traffic, 0, sizeof(CommTraffic));
         auto start = std::chrono::steady_clock::now();
         double z_loss = 0.0;
@@ -3570,7 +3642,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         const bool last = done == tc.steps;
         if (validate && (done % tc.val_every == 0 || last))
             val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);
-        if (sample && main_rank && ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
+        // under ZeRO-3 every rank runs the forward passes of generation (they gather the
+        // parameters); only rank 0's output is seen
+        const bool samples_here = main_rank || model.dp.stage == 3;
+        if (sample && samples_here &&
+            ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
             run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
         if (tc.checkpoint_dir[0] &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {

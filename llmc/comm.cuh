@@ -628,15 +628,24 @@ void comm_reduce(const CommGroup* g, const T* send, T* recv, size_t n, int root,
 #endif
 }
 
-// buf (n elements) of rank `root` to every rank, in place.
+// recv (n elements) on every rank = send of rank `root` (send is read on the root only; in
+// place when send == recv).
 template <class T>
-void comm_broadcast_device(const CommGroup* g, T* buf, size_t n, int root, cudaStream_t stream) {
+void comm_broadcast_device(const CommGroup* g, const T* send, T* recv, size_t n, int root,
+                           cudaStream_t stream) {
 #ifdef MULTI_GPU
-    if (g->nccl == nullptr) return;
+    if (g->nccl == nullptr) {
+        if (send != recv)
+            CUDA_CHECK(
+                cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+        return;
+    }
     comm_count(g, COMM_BROADCAST, n * sizeof(T));
-    NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_type_of(buf), root, g->nccl, stream));
+    NCCL_CHECK(ncclBroadcast(send, recv, n, nccl_type_of(recv), root, g->nccl, stream));
 #else
-    (void)g, (void)buf, (void)n, (void)root, (void)stream;
+    if (send != recv)
+        CUDA_CHECK(cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    (void)g, (void)root;
 #endif
 }
 
@@ -733,29 +742,49 @@ inline void comm_barrier(const CommGroup* g, const char* what) {
 
 constexpr size_t HASH_STAGE_BYTES = (size_t)16 << 20;
 
+// One step of the hash over n bytes (the last word of an odd size zero-padded).
+inline uint64_t hash_words(uint64_t h, const uint8_t* bytes, size_t n) {
+    for (size_t w = 0; w < n; w += 8) {
+        uint64_t word = 0;
+        memcpy(&word, bytes + w, n - w < 8 ? n - w : 8);
+        h = (h ^ word) * 0x100000001b3ull;  // FNV-1a's prime, per word
+    }
+    return h;
+}
+
+constexpr uint64_t HASH_BASIS = 0xcbf29ce484222325ull;  // FNV-1a's offset basis
+
+inline uint64_t host_buffer_hash(const void* buf, size_t bytes) {
+    return hash_words(HASH_BASIS ^ bytes, (const uint8_t*)buf, bytes);
+}
+
+// The same hash of a device buffer, after the work queued on `stream`.
 inline uint64_t device_buffer_hash(const void* buf, size_t bytes, cudaStream_t stream) {
-    uint64_t* stage = (uint64_t*)MALLOC_CHECK(HASH_STAGE_BYTES);
-    uint64_t h = 0xcbf29ce484222325ull ^ bytes;  // FNV-1a's offset basis and prime, per word
-    for (size_t done = 0; done < bytes;) {
+    uint8_t* stage = (uint8_t*)MALLOC_CHECK(HASH_STAGE_BYTES);
+    uint64_t h = HASH_BASIS ^ bytes;
+    for (size_t done = 0; done < bytes;) {  // stages of a multiple of 8 bytes: the same words
         const size_t n = bytes - done < HASH_STAGE_BYTES ? bytes - done : HASH_STAGE_BYTES;
-        memset(stage, 0, round_up(n, 8));  // the last word of an odd size is zero-padded
         CUDA_CHECK(
             cudaMemcpyAsync(stage, (const uint8_t*)buf + done, n, cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        for (size_t w = 0; w < ceil_div(n, 8); w++) h = (h ^ stage[w]) * 0x100000001b3ull;
+        h = hash_words(h, stage, n);
         done += n;
     }
     free(stage);
     return h;
 }
 
-// Hashes the buffer on every rank of g; hashes[r] is rank r's hash (g->size entries, the same
-// on every rank). Returns true when all are equal.
-inline bool comm_replicas_agree(const CommGroup* g, const void* buf, size_t bytes, uint64_t* hashes,
-                                cudaStream_t stream) {
-    const uint64_t mine = device_buffer_hash(buf, bytes, stream);
+// Gathers every rank's hash `mine`: hashes[r] is rank r's (g->size entries, the same on every
+// rank). Returns true when all are equal.
+inline bool comm_hashes_agree(const CommGroup* g, uint64_t mine, uint64_t* hashes) {
     comm_allgather_host(g, &mine, sizeof(mine), hashes, "the replica check (parameter hashes)");
     for (int r = 1; r < g->size; r++)
         if (hashes[r] != hashes[0]) return false;
     return true;
+}
+
+// Hashes the buffer on every rank of g, as comm_hashes_agree.
+inline bool comm_replicas_agree(const CommGroup* g, const void* buf, size_t bytes, uint64_t* hashes,
+                                cudaStream_t stream) {
+    return comm_hashes_agree(g, device_buffer_hash(buf, bytes, stream), hashes);
 }

@@ -15,7 +15,7 @@
 #include <cstdio>
 
 // The highest ZeRO stage this build trains with (llmc/zero.cuh).
-constexpr int ZERO_MAX_STAGE = 2;
+constexpr int ZERO_MAX_STAGE = 3;
 // The largest tensor-parallel group this build trains with.
 constexpr int TP_MAX = 1;
 

@@ -11,7 +11,11 @@
 //   stage 2  the gradients too: the backward pass writes each bucket into a buffer of its own,
 //            reduce-scattered (every micro-batch, accumulated into the owned gradient shard)
 //            and reused, so no rank holds a whole gradient (2 Psi + 14 Psi / N, plus the
-//            in-flight buckets).
+//            in-flight buckets);
+//   stage 3  the parameters too (16 Psi / N, plus the gather buffers): each rank keeps its part
+//            of the bf16 parameters, in the order of its master weights, and every layer's
+//            parameters are all-gathered into a gather buffer before the layer runs, forward and
+//            backward (see "ZeRO-3" below).
 //
 // Gradient units and buckets. The backward pass finishes the gradients of the model in a fixed
 // order of units: the last block (with the final LayerNorm, whose gradient is done just before
@@ -139,7 +143,7 @@ struct NormItem {
 
 struct DataParallel {
     const CommGroup* group;
-    int stage;            // 0, 1 or 2 (see the top)
+    int stage;            // 0 to 3 (see the top)
     int me;               // this rank in the group
     cudaStream_t stream;  // the communication stream
     floatX* grads;        // the gradient buffer (stages 0 and 1), in the parameter layout
@@ -148,24 +152,32 @@ struct DataParallel {
     int* bucket_of;        // per unit: its bucket
     cudaEvent_t computed;  // recorded on the compute stream when a bucket's gradients are done
     bool reduce;           // reduce during this backward pass
-    bool first_micro;      // stage 2: the step's first micro-batch (reduce into, not onto)
+    bool first_micro;      // stages 2, 3: the step's first micro-batch (reduce into, not onto)
     ShardPlan plan;
     // what this rank updates and keeps the state of (stage 0: everything), in state order
     OwnedRange* owned;
     int owned_count;
     size_t elem_state, unit_state;  // elements of the two kinds of state
-    // stages 1 and 2
+    // stages 1 to 3
     floatX* grad_shard;    // reduced gradients of the owned state: elem_state + unit_state
     floatX* staging;       // one packed bucket (ranks x slice), then the next
-    floatX* accumulate;    // stage 2: a slice or unit reduced before it is added to grad_shard
+    floatX* accumulate;    // stages 2, 3: a slice or unit reduced before it is added to grad_shard
     CopyRun* runs;         // device: per bucket, packing runs then this rank's parameter runs
-    CopyRun* unpack_runs;  // device: at the packing runs' indices, the way back (packed -> layout)
+    CopyRun* unpack_runs;  // device: at the packing runs' indices, the way back (packed -> layout;
+                           // stage 3: -> the bucket's gather buffer)
     int* pack_first;       // per bucket: first packing run (count + 1 entries)
     int* param_first;      // per bucket: first parameter run of this rank (count + 1 entries)
-    // stage 2: the buffers the backward pass writes gradients into
+    // stages 2 and 3: the buffers the backward pass writes gradients into
     floatX* slots[2];   // buckets 0 .. count-2 alternate between two
     floatX* last_slot;  // the last bucket (with wte, written from the start) has its own
     bool* prepared;     // per bucket: zeroed for this micro-batch
+    // stage 3: the buffers the passes read parameters from, the same way: buckets 0 .. count-2
+    // alternate between gather[0] and gather[1], the last (the embeddings) has gather[2]
+    floatX* gather[3];
+    int gather_held[3];         // the bucket whose current parameters each holds (-1: none)
+    cudaEvent_t gathered[3];    // recorded on the communication stream after each gather
+    cudaEvent_t compute_point;  // the compute stream's work so far, before a gather
+    size_t bytes_gather;        // memory of the gather buffers
     // the gradient norm
     NormItem* norm_items;  // device
     int norm_item_count, norm_max_blocks;
@@ -366,8 +378,9 @@ T* dp_device_alloc(size_t elems, size_t* held) {
 // Builds the buckets from the units' ranges in the order the backward pass finishes them
 // (unit_begin/unit_end: n_units element ranges, each adjacent to the next one's), the plan of
 // tensors[0..n_tensors) and this rank's part. grads: the full gradient buffer (stages 0 and
-// 1), nullptr at stage 2. The buffers it allocates are counted into bytes_buckets (in flight)
-// and *grad_bytes (the reduced gradient shard, kept between steps).
+// 1), nullptr at stages 2 and 3. The buffers it allocates are counted into bytes_buckets (in
+// flight), bytes_gather (stage 3) and *grad_bytes (the reduced gradient shard, kept between
+// steps). At stage 3 the caller's parameter buffer is the shard, dp_param_elems elements.
 inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX* grads,
                     const size_t* unit_begin, const size_t* unit_end, int n_units,
                     const ShardTensor* tensors, int n_tensors, double bucket_mb,
@@ -379,7 +392,9 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     dp->grads = grads;
     dp->buckets = (GradBucket*)MALLOC_CHECK(n_units * sizeof(GradBucket));
     dp->bucket_of = (int*)MALLOC_CHECK(n_units * sizeof(int));
-    const size_t bucket_elems = (size_t)(bucket_mb * 1048576.0 / sizeof(floatX));
+    // stage 3 gathers, reduces and frees the parameters a unit at a time: a bucket per unit
+    const size_t bucket_elems =
+        dp->stage == 3 ? 0 : (size_t)(bucket_mb * 1048576.0 / sizeof(floatX));
     size_t lo = unit_begin[0], hi = unit_end[0];
     int first = 0;
     for (int u = 0; u < n_units; u++) {
@@ -420,7 +435,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
         for (int i = 0; i < dp->plan.unit_count; i++)
             largest_unit = std::max(largest_unit, dp->plan.units[i].n);
         dp->staging = dp_device_alloc<floatX>(staging, &dp->bytes_buckets);
-        if (dp->stage == 2) {
+        if (dp->stage >= 2) {
             size_t slice = 0;
             for (int b = 0; b < dp->count; b++) slice = std::max(slice, dp->plan.buckets[b].slice);
             dp->accumulate =
@@ -431,6 +446,15 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
             dp->last_slot = dp_device_alloc<floatX>(last->end - last->begin, &dp->bytes_buckets);
             dp->prepared = (bool*)calloc(dp->count, sizeof(bool));
         }
+        if (dp->stage == 3) {  // gather buffers shaped as the gradient slots
+            for (int k = 0; k < 3; k++) {
+                const size_t n =
+                    k < 2 ? (dp->count > 1 ? largest_bucket : 0)
+                          : dp->buckets[dp->count - 1].end - dp->buckets[dp->count - 1].begin;
+                dp->gather[k] = dp_device_alloc<floatX>(n, &dp->bytes_gather);
+                dp->gather_held[k] = -1;
+            }
+        }
         // per bucket: the packing runs (layout -> packed), then this rank's parameter runs
         // (layout -> its slice of the packed bucket)
         std::vector<CopyRun> runs, unpack;
@@ -440,17 +464,21 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
             const ShardBucket* sb = &dp->plan.buckets[b];
             dp->pack_first[b] = (int)runs.size();
             unpack.resize(runs.size());  // unpack runs sit at the packing runs' indices
-            const size_t src_base = dp->stage == 2 ? dp->buckets[b].begin : 0;
+            // gradients come from the bucket's slot at stages 2 and 3, parameters go to its
+            // gather buffer at stage 3 (offsets from the bucket's begin), else layout offsets
+            const size_t grad_base = dp->stage >= 2 ? dp->buckets[b].begin : 0;
+            const size_t param_base = dp->stage == 3 ? dp->buckets[b].begin : 0;
             for (int p = sb->piece_first; p < sb->piece_first + sb->piece_count; p++) {
                 const ShardPiece* piece = &dp->plan.pieces[p];
-                runs.push_back(CopyRun{piece->packed, piece->offset - src_base, piece->n});
-                unpack.push_back(CopyRun{piece->offset, piece->packed, piece->n});
+                runs.push_back(CopyRun{piece->packed, piece->offset - grad_base, piece->n});
+                unpack.push_back(CopyRun{piece->offset - param_base, piece->packed, piece->n});
             }
+            // this rank's updated parameters, from the layout (or, stage 3, from its shard)
             dp->param_first[b] = (int)runs.size();
             for (const OwnedRange& o : owned)
                 if (!o.unit && o.state >= sb->shard && o.state < sb->shard + sb->slice)
-                    runs.push_back(
-                        CopyRun{dp->me * sb->slice + (o.state - sb->shard), o.offset, o.n});
+                    runs.push_back(CopyRun{dp->me * sb->slice + (o.state - sb->shard),
+                                           dp->stage == 3 ? o.state : o.offset, o.n});
         }
         dp->pack_first[dp->count] = dp->param_first[dp->count] = (int)runs.size();
         unpack.resize(runs.size());
@@ -480,6 +508,16 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     CUDA_CHECK(cudaEventCreateWithFlags(&dp->computed, cudaEventDisableTiming));
     for (int b = 0; b < dp->count; b++)
         CUDA_CHECK(cudaEventCreateWithFlags(&dp->buckets[b].done, cudaEventDisableTiming));
+    if (dp->stage == 3) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&dp->compute_point, cudaEventDisableTiming));
+        for (int k = 0; k < 3; k++)
+            CUDA_CHECK(cudaEventCreateWithFlags(&dp->gathered[k], cudaEventDisableTiming));
+    }
+}
+
+// Elements of the parameter buffer: the whole layout (`total`), or at stage 3 the owned part.
+inline size_t dp_param_elems(const DataParallel* dp, size_t total) {
+    return dp->stage == 3 ? dp->elem_state + dp->unit_state : total;
 }
 
 inline void dp_free(DataParallel* dp) {
@@ -487,10 +525,15 @@ inline void dp_free(DataParallel* dp) {
         for (int b = 0; b < dp->count; b++) CUDA_CHECK(cudaEventDestroy(dp->buckets[b].done));
         CUDA_CHECK(cudaEventDestroy(dp->computed));
         CUDA_CHECK(cudaStreamDestroy(dp->stream));
+        if (dp->stage == 3) {
+            CUDA_CHECK(cudaEventDestroy(dp->compute_point));
+            for (int k = 0; k < 3; k++) CUDA_CHECK(cudaEventDestroy(dp->gathered[k]));
+        }
     }
-    void* device[] = {dp->grad_shard,  dp->staging,       dp->accumulate,    dp->runs,
-                      dp->unpack_runs, dp->slots[0],      dp->slots[1],      dp->last_slot,
-                      dp->norm_items,  dp->norm_partials, dp->norm_rank_sums};
+    void* device[] = {dp->grad_shard,  dp->staging,       dp->accumulate,     dp->runs,
+                      dp->unpack_runs, dp->slots[0],      dp->slots[1],       dp->last_slot,
+                      dp->norm_items,  dp->norm_partials, dp->norm_rank_sums, dp->gather[0],
+                      dp->gather[1],   dp->gather[2]};
     for (void* p : device)
         if (p) CUDA_CHECK(cudaFree(p));
     free(dp->buckets);
@@ -506,7 +549,7 @@ inline void dp_free(DataParallel* dp) {
 // The backward pass's side.
 
 // The buffer the gradients of bucket b are written into, addressed by layout offset - begin
-// (stage 2), and the buffer layout offsets address directly otherwise.
+// (stages 2 and 3), and the buffer layout offsets address directly otherwise.
 inline floatX* dp_bucket_buffer(const DataParallel* dp, int b) {
     return b == dp->count - 1 ? dp->last_slot : dp->slots[b % 2];
 }
@@ -514,12 +557,12 @@ inline floatX* dp_bucket_buffer(const DataParallel* dp, int b) {
 // Where the backward pass writes the gradient of the tensor at layout offset `offset`, which
 // belongs to unit `unit`.
 inline floatX* dp_grad(const DataParallel* dp, floatX* grads, int unit, size_t offset) {
-    if (dp == nullptr || dp->stage < 2) return grads + offset;
+    if (dp->stage < 2) return grads + offset;
     const int b = dp->bucket_of[unit];
     return dp_bucket_buffer(dp, b) + (offset - dp->buckets[b].begin);
 }
 
-// Stage 2: before the backward pass writes into bucket b's buffer, the buffer must be free
+// Stages 2, 3: before the backward pass writes into bucket b's buffer, the buffer must be free
 // (the reduce-scatter of the bucket that used it before is done) and zero.
 inline void dp_prepare_bucket(DataParallel* dp, int b, cudaStream_t compute) {
     if (dp->prepared[b]) return;
@@ -535,8 +578,7 @@ inline void dp_prepare_bucket(DataParallel* dp, int b, cudaStream_t compute) {
 // into wte, in the last bucket, and the final LayerNorm's, in the first).
 inline void dp_backward_begin(DataParallel* dp, bool last_micro, bool first_micro,
                               cudaStream_t compute) {
-    if (dp == nullptr) return;
-    dp->reduce = dp->stage == 2 || last_micro;
+    dp->reduce = dp->stage >= 2 || last_micro;
     dp->first_micro = first_micro;
     if (dp->stage < 2) return;
     // the previous micro-batch's reductions read the buffers about to be zeroed: the last one
@@ -549,7 +591,7 @@ inline void dp_backward_begin(DataParallel* dp, bool last_micro, bool first_micr
 
 // Called before the backward pass of unit `unit` writes its gradients.
 inline void dp_unit_begin(DataParallel* dp, int unit, cudaStream_t compute) {
-    if (dp == nullptr || dp->stage < 2) return;
+    if (dp->stage < 2) return;
     dp_prepare_bucket(dp, dp->bucket_of[unit], compute);
 }
 
@@ -565,16 +607,16 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
         comm_allreduce_avg(dp->group, dp->grads + g->begin, g->end - g->begin, s);
         return;
     }
-    // the runs' sources are layout offsets (stage 1) or offsets in the bucket's buffer (stage 2)
-    const floatX* src = dp->stage == 2 ? dp_bucket_buffer(dp, b) : dp->grads;
-    const size_t src_base = dp->stage == 2 ? g->begin : 0;
+    // the runs' sources are layout offsets (stage 1) or offsets in the bucket's buffer
+    const floatX* src = dp->stage >= 2 ? dp_bucket_buffer(dp, b) : dp->grads;
+    const size_t src_base = dp->stage >= 2 ? g->begin : 0;
     copy_runs(dp->staging, src, dp->runs + dp->pack_first[b],
               dp->param_first[b] - dp->pack_first[b], s);
     const size_t padded = sb->slice * dp->group->size;
     if (padded > sb->packed)
         CUDA_CHECK(cudaMemsetAsync(dp->staging + sb->packed, 0,
                                    (padded - sb->packed) * sizeof(floatX), s));
-    const bool onto = dp->stage == 2 && !dp->first_micro;
+    const bool onto = dp->stage >= 2 && !dp->first_micro;
     floatX* mine = dp->grad_shard + sb->shard;
     comm_reduce_scatter(dp->group, dp->staging, onto ? dp->accumulate : mine, sb->slice, true, s);
     if (onto) add_into(mine, dp->accumulate, sb->slice, s);
@@ -593,7 +635,7 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
 // when that closes a bucket, its reduction starts on the communication stream once the
 // gradients are written. Called by the model after every unit, on every micro-batch.
 inline void dp_unit_done(DataParallel* dp, int unit, cudaStream_t compute) {
-    if (dp == nullptr || !dp->reduce || dp->group->size == 1) return;
+    if (!dp->reduce || dp->group->size == 1) return;
     const int b = dp->bucket_of[unit];
     if (dp->buckets[b].last_unit != unit) return;
     CUDA_CHECK(cudaEventRecord(dp->computed, compute));
@@ -608,7 +650,7 @@ inline void dp_unit_done(DataParallel* dp, int unit, cudaStream_t compute) {
 // group's deadline). Called after the last micro-batch's backward pass, before the gradients
 // are read.
 inline void dp_finish(DataParallel* dp, cudaStream_t compute) {
-    if (dp == nullptr || dp->group->size == 1) return;
+    if (dp->group->size == 1) return;
     CUDA_CHECK(cudaStreamWaitEvent(compute, dp->buckets[dp->count - 1].done, 0));
     comm_sync(dp->group, dp->stream, "the reduction of the gradients (NCCL)");
 }
@@ -648,23 +690,116 @@ inline float dp_grad_norm(DataParallel* dp, cudaStream_t compute) {
     return sqrtf(total);
 }
 
-// After the update (stages 1 and 2): every rank's updated slices and units to every rank, on
-// `compute`: per bucket, this rank's slice packed into the staging buffer, an in-place
-// all-gather, the whole bucket unpacked; each unit broadcast from its owner.
-inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t compute) {
-    if (dp->stage == 0) return;
-    for (int b = 0; b < dp->count; b++) {
-        const ShardBucket* sb = &dp->plan.buckets[b];
-        copy_runs(dp->staging, params, dp->runs + dp->param_first[b],
-                  dp->pack_first[b + 1] - dp->param_first[b], compute);
-        comm_allgather(dp->group, dp->staging + dp->me * sb->slice, dp->staging, sb->slice,
-                       compute);
-        copy_runs(params, dp->staging, dp->unpack_runs + dp->pack_first[b],
-                  dp->param_first[b] - dp->pack_first[b], compute);
-        for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
-            const ShardUnit* u = &dp->plan.units[i];
-            comm_broadcast_device(dp->group, params + u->offset, u->n, u->owner, compute);
-        }
+// The parameters of bucket b from their owners into `dst` on `stream`: this rank's slice
+// packed into the staging buffer from `params` (the layout at stages 1 and 2, the shard at
+// stage 3), an in-place all-gather, the whole bucket unpacked into dst (the layout, or the
+// bucket's gather buffer at stage 3); each unit broadcast from its owner.
+inline void dp_gather_bucket(DataParallel* dp, int b, const floatX* params, floatX* dst,
+                             cudaStream_t stream) {
+    const ShardBucket* sb = &dp->plan.buckets[b];
+    const size_t base = dp->stage == 3 ? dp->buckets[b].begin : 0;
+    copy_runs(dp->staging, params, dp->runs + dp->param_first[b],
+              dp->pack_first[b + 1] - dp->param_first[b], stream);
+    comm_allgather(dp->group, dp->staging + dp->me * sb->slice, dp->staging, sb->slice, stream);
+    copy_runs(dst, dp->staging, dp->unpack_runs + dp->pack_first[b],
+              dp->param_first[b] - dp->pack_first[b], stream);
+    for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
+        const ShardUnit* u = &dp->plan.units[i];
+        const floatX* send =
+            dp->stage == 3 ? params + dp->elem_state + u->shard : params + u->offset;
+        comm_broadcast_device(dp->group, send, dst + (u->offset - base), u->n, u->owner, stream);
     }
+}
+
+// Stage 3: the parameters have changed, so no gather buffer holds current ones.
+inline void dp_params_stale(DataParallel* dp) {
+    for (int k = 0; k < 3; k++) dp->gather_held[k] = -1;
+}
+
+// Waits for the work queued on `compute`; at stage 3, where it waits for gathers, with the
+// group's deadline (`what`: the collectives, for the message).
+inline void dp_sync(const DataParallel* dp, cudaStream_t compute, const char* what) {
+    if (dp->stage == 3) comm_sync(dp->group, compute, what);
+    else CUDA_CHECK(cudaStreamSynchronize(compute));
+}
+
+// After the update: stages 1 and 2 bring every rank's updated slices and units to every rank,
+// bucket after bucket, on `compute`; at stage 3 the gather buffers no longer hold the current
+// parameters (the next pass gathers them).
+inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t compute) {
+    dp_params_stale(dp);
+    if (dp->stage != 1 && dp->stage != 2) return;
+    for (int b = 0; b < dp->count; b++) dp_gather_bucket(dp, b, params, params, compute);
     comm_sync(dp->group, compute, "the all-gather of the updated parameters (NCCL)");
+}
+
+// =============================================================================================
+// ZeRO-3: the passes' parameters, gathered a unit (a bucket) at a time.
+//
+// Bucket b's parameters live in gather buffer dp_gather_slot(b): the embeddings (the last
+// bucket: wte is read by the first kernel of the forward pass and by the lm head at both ends
+// of the step) in a buffer of their own, gathered once per step and kept; the blocks'
+// buckets alternate between two buffers, so the bucket a pass runs and the next one it will
+// run are in different buffers: while the compute stream runs one, the communication stream
+// gathers the next (the prefetch). Before a unit's kernels the model calls dp_params_begin
+// (wait for this unit's gather, issue the next one's); a kernel that reads another unit's
+// parameters (the fused residual add + layernorm at the end of a block reads the next block's
+// ln1) calls dp_params_ready for that unit first, so the dependency is explicit.
+//
+// Ordering. A gather overwrites a buffer the compute stream read before: it is issued on the
+// communication stream after an event on the compute stream (compute_point) that follows the
+// last kernel queued so far, which includes every reader of the buffer's previous bucket (the
+// passes issue the prefetch of bucket b only after queuing the kernels of the bucket that
+// used b's buffer before). Its completion is the buffer's event `gathered`, which the compute
+// stream waits for before the first kernel that reads it. A buffer remembers the bucket it
+// holds, so a bucket still there (the last two blocks of the forward pass are the first two of
+// the backward pass) is not gathered again; the update marks every buffer stale.
+//
+// The gathers and the gradients' reduce-scatters share the one communication stream, so every
+// rank issues the same collectives in the same order.
+
+inline int dp_gather_slot(const DataParallel* dp, int b) { return b == dp->count - 1 ? 2 : b % 2; }
+
+// Issues the gather of unit `unit`'s bucket into its buffer unless that holds it already.
+inline void dp_params_prefetch(DataParallel* dp, int unit, const floatX* params,
+                               cudaStream_t compute) {
+    if (dp->stage != 3) return;
+    const int b = dp->bucket_of[unit], k = dp_gather_slot(dp, b);
+    if (dp->gather_held[k] == b) return;
+    CUDA_CHECK(cudaEventRecord(dp->compute_point, compute));
+#if ZERO3_TEST_DROP_WAIT != 1  // the test of the stream structure builds without this wait
+    CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));
+#endif
+    dp_gather_bucket(dp, b, params, dp->gather[k], dp->stream);
+    CUDA_CHECK(cudaEventRecord(dp->gathered[k], dp->stream));
+    dp->gather_held[k] = b;
+}
+
+// Makes `compute` wait until unit `unit`'s parameters are in their gather buffer (gathering
+// them now if no prefetch did).
+inline void dp_params_ready(DataParallel* dp, int unit, const floatX* params,
+                            cudaStream_t compute) {
+    if (dp->stage != 3) return;
+    dp_params_prefetch(dp, unit, params, compute);
+#if ZERO3_TEST_DROP_WAIT != 2  // and without this one
+    CUDA_CHECK(
+        cudaStreamWaitEvent(compute, dp->gathered[dp_gather_slot(dp, dp->bucket_of[unit])], 0));
+#endif
+}
+
+// The hook before unit `unit`'s kernels: its parameters ready, the gather of unit `next` (the
+// one the pass runs after it; -1: none) under way.
+inline void dp_params_begin(DataParallel* dp, int unit, int next, const floatX* params,
+                            cudaStream_t compute) {
+    dp_params_ready(dp, unit, params, compute);
+    if (next >= 0) dp_params_prefetch(dp, next, params, compute);
+}
+
+// Where the passes read the tensor at layout offset `offset` of unit `unit`: the parameter
+// buffer, or at stage 3 the gather buffer of its bucket.
+inline const floatX* dp_weights(const DataParallel* dp, const floatX* params, int unit,
+                                size_t offset) {
+    if (dp->stage != 3) return params + offset;
+    const int b = dp->bucket_of[unit];
+    return dp->gather[dp_gather_slot(dp, b)] + (offset - dp->buckets[b].begin);
 }

@@ -287,7 +287,7 @@ CASES = [
     Case("--tp 2 (tensor parallelism not built yet)", ["--data", "{data}"] + RUN + ["--tp", "2", "--heads", "2", "--embd", "64"],
          r"tensor parallelism \(--tp 2\) is not built yet", launcher=MPIRUN + ["-np", "2"]),
     Case("--tp 0", ["--data", "{data}"] + RUN + ["--tp", "0"], r"--tp must be in \[1, 65536\] \(got 0\)"),
-    Case("--zero 4", ["--data", "{data}"] + RUN + ["--zero", "4"], r"--zero must be in \[0, 2\] \(got 4\)"),
+    Case("--zero 4", ["--data", "{data}"] + RUN + ["--zero", "4"], r"--zero must be in \[0, 3\] \(got 4\)"),
     Case("a repeated flag takes its last value", ["--data", "{data}"] + RUN + ["--steps", "1", "--steps", "3"],
          r"step +3/3", status=0),
     Case("a crafted checkpoint with context 3e7 (CRC resealed) in sample mode",
@@ -445,9 +445,12 @@ def test_running_jobs(bin_dir, work):
     check(first.returncode == 0 and "step    60/60" in text and names == want,
           "two runs on one checkpoint folder: the first finishes intact, its checkpoints and no lock left", str(names))
 
-    for how, sig in (("stopped (SIGSTOP)", signal.SIGSTOP), ("killed (SIGKILL)", signal.SIGKILL)):
-        out = os.path.join(folder, "job_%d.out" % sig)
-        marker = "--comm-timeout 3 --rendezvous %s" % sig  # names this job's processes for pgrep
+    for how, sig, zero in (("stopped (SIGSTOP)", signal.SIGSTOP, 0), ("killed (SIGKILL)", signal.SIGKILL, 0),
+                           ("stopped (SIGSTOP) under ZeRO-3", signal.SIGSTOP, 3),
+                           ("killed (SIGKILL) under ZeRO-3", signal.SIGKILL, 3)):
+        out = os.path.join(folder, "job_%d_%d.out" % (sig, zero))
+        # names this job's processes for pgrep
+        marker = "--comm-timeout 3 --rendezvous %s_%d --zero %d" % (sig, zero, zero)
         with open(out, "w") as f:
             job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", FIXTURE["data"], "--steps", "100000",
                                              "--val-every", "0", "--sample-len", "0"] + TINY + marker.split(),
