@@ -2988,7 +2988,7 @@ static const Flag FLAGS[] = {
      "print and log the bytes this rank's collectives send in the first step (ring convention)"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
      "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
-     "as the backward pass has finished it"},
+     "as the backward pass has finished it (ZeRO-3: a bucket per block)"},
     {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
      "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
      "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},

@@ -41,6 +41,8 @@
 // At stage 0 one rank computes all of them, at stages 1 and 2 each rank its own: the same
 // arithmetic, so stages 0, 1 and 2 (at one micro-batch per step) give the same bits (the CPU
 // NCCL reduces every collective in rank order; a GPU's NCCL picks its algorithms itself).
+// Stage 3 has a bucket per unit; it gives stage 2's bits when stage 2's buckets are single
+// units too (the norm then sums the same slices).
 #pragma once
 
 #include <algorithm>
