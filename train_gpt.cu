@@ -276,6 +276,20 @@ inline size_t count_parameters(const ParamLayout* layout, const GPTConfig* c) {
 // Activation layout: everything the forward pass keeps for the backward pass, plus the
 // backward pass's scratch, in two buffers (floatX and float), each tensor aligned like the
 // parameters. Shapes for a micro-batch of B sequences of T tokens, N = B*T rows.
+//
+// Activation recompute (--recompute) trades memory for compute: a block's activation that the
+// policy does not keep is not saved per block; every block writes it into one buffer shared
+// by all blocks, and the backward pass of block l recomputes it there, with the forward pass's
+// own kernels on the same inputs (so the bits are the same), before it reads it:
+//   none       every activation of every block is kept;
+//   selective  the LayerNorm outputs and the GELU output (6C of a block's 16C floatX values per
+//              token) are recomputed: from the block input or residual2 and the saved mean and
+//              rstd, and from the pre-GELU fch;
+//   full       only the block's output (residual3, the next block's input) is kept; the block's
+//              forward pass is rerun from its input, up to the GELU, before its backward pass.
+
+enum RecomputePolicy { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, NUM_RECOMPUTE };
+static const char* const RECOMPUTE_NAMES[NUM_RECOMPUTE] = {"none", "selective", "full"};
 
 struct LayerActivations {
     floatX* ln1;        // (B,T,C)  ln1 output
@@ -295,7 +309,46 @@ struct LayerActivations {
     floatX* residual3;  // (B,T,C)  block output: residual2 + mlp projection
 };
 
+// The activation table: each saved tensor of a block, its width per row (c x C + nh x NH
+// values), its type, the last policy that keeps it, and the backward step that reads it.
+struct ActivationInfo {
+    const char* name;
+    size_t field;   // offsetof(LayerActivations, ...)
+    bool is_float;  // float, else floatX
+    int c, nh;
+    bool qk_norm_only;
+    int kept_until;  // kept under policies up to this one
+    const char* read_by;
+};
+#define ACT(f) #f, offsetof(LayerActivations, f)
+static const ActivationInfo BLOCK_ACTIVATIONS[] = {
+    {ACT(ln1), false, 1, 0, false, RECOMPUTE_NONE, "the qkv weight gradient"},
+    {ACT(ln1_mean), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(ln1_rstd), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(qkv), false, 3, 0, false, RECOMPUTE_SELECTIVE, "attention backward"},
+    {ACT(qk_raw), false, 2, 0, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(qk_rstd), true, 0, 2, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(atty), false, 1, 0, false, RECOMPUTE_SELECTIVE, "attention backward, attn.proj gradient"},
+    {ACT(lse), true, 0, 1, false, RECOMPUTE_SELECTIVE, "attention backward"},
+    {ACT(residual2), false, 1, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2), false, 1, 0, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
+    {ACT(ln2_mean), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2_rstd), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(fch), false, 4, 0, false, RECOMPUTE_SELECTIVE, "GELU backward"},
+    {ACT(fch_gelu), false, 4, 0, false, RECOMPUTE_NONE, "the mlp.proj weight gradient"},
+    {ACT(residual3), false, 1, 0, false, RECOMPUTE_FULL, "the next block (its input)"},
+};
+#undef ACT
+constexpr int NUM_BLOCK_ACTIVATIONS = sizeof(BLOCK_ACTIVATIONS) / sizeof(BLOCK_ACTIVATIONS[0]);
+
+// Values per row of an activation (a mean or rstd: 1).
+inline size_t activation_width(const ActivationInfo* info, const GPTConfig* c) {
+    const size_t width = (size_t)info->c * c->channels + (size_t)info->nh * c->heads;
+    return width > 0 ? width : 1;
+}
+
 struct Activations {
+    int recompute;             // RecomputePolicy
     floatX* encoded;           // (B,T,C) wte[token] + wpe[position]
     LayerActivations* layers;  // L entries (a host array of device pointers)
     floatX* lnf;               // (B,T,C)
@@ -326,33 +379,28 @@ void take_tensor(T** ptr, T* base, size_t* cursor, size_t numel) {
 }
 
 // Assigns every pointer of `a` inside xbase / fbase (or nullptr while they are nullptr) and
-// returns the sizes the two buffers need. a->layers must hold L entries.
+// returns the sizes the two buffers need, under recompute policy a->recompute. a->layers must
+// hold L entries.
 inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T, floatX* xbase,
                                float* fbase, size_t* x_elems, size_t* f_elems) {
     const size_t N = (size_t)B * T, C = c->channels, NH = c->heads;
     size_t xc = 0, fc = 0;
     take_tensor(&a->encoded, xbase, &xc, N * C);
+    // a block's activations: its own buffer when the policy keeps it, else the one all blocks
+    // share (taken by the first block)
     for (int l = 0; l < c->layers; l++) {
-        LayerActivations* la = &a->layers[l];
-        take_tensor(&la->ln1, xbase, &xc, N * C);
-        take_tensor(&la->ln1_mean, fbase, &fc, N);
-        take_tensor(&la->ln1_rstd, fbase, &fc, N);
-        take_tensor(&la->qkv, xbase, &xc, N * 3 * C);
-        la->qk_raw = nullptr;
-        la->qk_rstd = nullptr;
-        if (c->qk_norm) {
-            take_tensor(&la->qk_raw, xbase, &xc, N * 2 * C);
-            take_tensor(&la->qk_rstd, fbase, &fc, N * 2 * NH);
+        for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
+            const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
+            void** ptr = (void**)((char*)&a->layers[l] + info->field);
+            const bool present = !info->qk_norm_only || c->qk_norm;
+            if (!present || (l > 0 && a->recompute > info->kept_until)) {
+                *ptr = present ? *(void**)((char*)&a->layers[0] + info->field) : nullptr;
+                continue;
+            }
+            const size_t n = N * activation_width(info, c);
+            if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
+            else take_tensor((floatX**)ptr, xbase, &xc, n);
         }
-        take_tensor(&la->atty, xbase, &xc, N * C);
-        take_tensor(&la->lse, fbase, &fc, N * NH);
-        take_tensor(&la->residual2, xbase, &xc, N * C);
-        take_tensor(&la->ln2, xbase, &xc, N * C);
-        take_tensor(&la->ln2_mean, fbase, &fc, N);
-        take_tensor(&la->ln2_rstd, fbase, &fc, N);
-        take_tensor(&la->fch, xbase, &xc, N * 4 * C);
-        take_tensor(&la->fch_gelu, xbase, &xc, N * 4 * C);
-        take_tensor(&la->residual3, xbase, &xc, N * C);
     }
     take_tensor(&a->lnf, xbase, &xc, N * C);
     take_tensor(&a->lnf_mean, fbase, &fc, N);
@@ -497,17 +545,41 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
 //   very x that was normalized) or x = a when b is nullptr;  out = (x - mean) * rstd * w + bias.
 // One warp per row; lane i handles packs i, i+32, ... of the row. Three passes over the row
 // (sum, sum of squared deviations, output) keep the variance accurate; the row stays in L1.
+// saved_stats: the mean and rstd are read from mean_out/rstd_out instead (activation
+// recompute: the output is then the forward pass's, bit for bit, by the same last loop).
 
 constexpr float LN_EPS = 1e-5f;
 
+// The output of one row, (x - mean) * rstd * w + bias, by one warp: the one place it is
+// computed, so a recomputed output has the forward pass's bits.
+__device__ inline void layernorm_store(floatX* out, const floatX* x, float mean, float rstd,
+                                       const floatX* weight, const floatX* bias, int lane,
+                                       int packs) {
+    for (int p = lane; p < packs; p += 32) {
+        int c = p * x128::size;
+        x128 v = load128(x + c), w = load128(weight + c), bb = load128(bias + c), o;
+        for (int k = 0; k < x128::size; k++)
+            o[k] = (floatX)(((float)v[k] - mean) * rstd * (float)w[k] + (float)bb[k]);
+        store128(out + c, o);
+    }
+}
+
 __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
                                          float* rstd_out, const floatX* a, const floatX* b,
-                                         const floatX* weight, const floatX* bias, int N, int C) {
+                                         const floatX* weight, const floatX* bias, int N, int C,
+                                         bool saved_stats) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= N) return;  // whole warps leave together
     const int packs = C / x128::size;
     const floatX* x = a + (size_t)row * C;
+    float mean, rstd;
+    if (saved_stats) {
+        mean = mean_out[row];
+        rstd = rstd_out[row];
+        layernorm_store(out + (size_t)row * C, x, mean, rstd, weight, bias, lane, packs);
+        return;
+    }
     if (b) {  // fused residual add
         floatX* r = residual_out + (size_t)row * C;
         for (int p = lane; p < packs; p += 32) {
@@ -523,7 +595,7 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
         x128 v = load128(x + p * x128::size);
         for (int k = 0; k < x128::size; k++) sum += (float)v[k];
     }
-    const float mean = warp_sum(sum) / C;
+    mean = warp_sum(sum) / C;
     float sq = 0.0f;
     for (int p = lane; p < packs; p += 32) {
         x128 v = load128(x + p * x128::size);
@@ -532,14 +604,8 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
             sq += d * d;
         }
     }
-    const float rstd = 1.0f / sqrtf(warp_sum(sq) / C + LN_EPS);
-    for (int p = lane; p < packs; p += 32) {
-        int c = p * x128::size;
-        x128 v = load128(x + c), w = load128(weight + c), bb = load128(bias + c), o;
-        for (int k = 0; k < x128::size; k++)
-            o[k] = (floatX)(((float)v[k] - mean) * rstd * (float)w[k] + (float)bb[k]);
-        store128(out + (size_t)row * C + c, o);
-    }
+    rstd = 1.0f / sqrtf(warp_sum(sq) / C + LN_EPS);
+    layernorm_store(out + (size_t)row * C, x, mean, rstd, weight, bias, lane, packs);
     if (lane == 0) {
         mean_out[row] = mean;
         rstd_out[row] = rstd;
@@ -550,7 +616,16 @@ inline void layernorm_forward(floatX* residual_out, floatX* out, float* mean, fl
                               const floatX* a, const floatX* b, const floatX* weight,
                               const floatX* bias, int N, int C, cudaStream_t stream) {
     layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
-        residual_out, out, mean, rstd, a, b, weight, bias, N, C);
+        residual_out, out, mean, rstd, a, b, weight, bias, N, C, false);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The output of a layernorm_forward again, from its input x and its saved mean and rstd.
+inline void layernorm_recompute(floatX* out, const float* mean, const float* rstd, const floatX* x,
+                                const floatX* weight, const floatX* bias, int N, int C,
+                                cudaStream_t stream) {
+    layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        nullptr, out, (float*)mean, (float*)rstd, x, nullptr, weight, bias, N, C, true);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1763,12 +1838,14 @@ struct GPT {
     floatX* acts_x;  // the activation buffers
     float* acts_f;
     size_t acts_x_elems, acts_f_elems;
-    int* inputs;              // (B,T) device tokens of the current micro-batch
-    int* targets;             // (B,T)
-    TokenBuckets buckets;     // inputs grouped by token, for the wte gradient
-    float* host_losses;       // (B,T)
-    float* host_z_losses;     // (B,T)
-    double z_loss_coef;       // the z-loss coefficient of the objective (0: off)
+    size_t activation_bytes;       // the two activation buffers
+    size_t recompute_saved_bytes;  // what the recompute policy saves of them
+    int* inputs;                   // (B,T) device tokens of the current micro-batch
+    int* targets;                  // (B,T)
+    TokenBuckets buckets;          // inputs grouped by token, for the wte gradient
+    float* host_losses;            // (B,T)
+    float* host_z_losses;          // (B,T)
+    double z_loss_coef;            // the z-loss coefficient of the objective (0: off)
     int opt_step;             // optimizer steps taken (AdamW's bias correction, rounding seeds)
     uint64_t seed;            // stochastic rounding seeds derive from it
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
@@ -1913,7 +1990,8 @@ inline DataParallelConfig single_process() {
 }
 
 inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
-                      uint64_t seed, DataParallelConfig par = single_process()) {
+                      uint64_t seed, DataParallelConfig par = single_process(),
+                      int recompute = RECOMPUTE_NONE) {
     memset(m, 0, sizeof(*m));
     m->config = *config;
     m->opt = *opt;
@@ -1959,8 +2037,15 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     held->muon_workspace = muon_workspace_init(&m->muon, matrix_elems, gram_elems);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
+    m->acts.recompute = RECOMPUTE_NONE;  // first the sizes without recompute, for the report
     layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
                        &m->acts_f_elems);
+    const size_t kept_all = m->acts_x_elems * sizeof(floatX) + m->acts_f_elems * sizeof(float);
+    m->acts.recompute = recompute;
+    layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
+                       &m->acts_f_elems);
+    m->activation_bytes = m->acts_x_elems * sizeof(floatX) + m->acts_f_elems * sizeof(float);
+    m->recompute_saved_bytes = kept_all - m->activation_bytes;
     CUDA_CHECK(cudaMalloc(&m->acts_x, m->acts_x_elems * sizeof(floatX)));
     CUDA_CHECK(cudaMalloc(&m->acts_f, m->acts_f_elems * sizeof(float)));
     layout_activations(&m->acts, config, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
@@ -2037,6 +2122,58 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Forward pass of one block, in pieces that the backward pass reruns under activation
+// recompute: ln1 of its input (the forward pass fuses it into the block before, except for
+// block 0) and everything from there up to the GELU; the MLP's projection and the residual
+// add fused with the next layernorm follow in gpt_forward_shape.
+
+inline void block_ln1(GPT* m, int l, const floatX* residual, int N) {
+    LayerActivations* la = &m->acts.layers[l];
+    layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, residual, nullptr,
+                      layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), N, m->config.channels,
+                      m->stream);
+}
+
+inline void block_forward_to_gelu(GPT* m, int l, const floatX* residual, int B, int T) {
+    const GPTConfig* c = &m->config;
+    const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    LayerActivations* la = &m->acts.layers[l];
+    Activations* a = &m->acts;
+    cudaStream_t st = m->stream;
+    linear_forward(&m->mm, la->qkv, la->ln1, layer_weight(m, l, QKV_W), layer_weight(m, l, QKV_B),
+                   N, C, 3 * C);
+    if (c->qk_norm)
+        qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
+                        layer_weight(m, l, K_NORM_W), N, NH, HS, st);
+    attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
+    linear_forward(&m->mm, a->proj_out, la->atty, layer_weight(m, l, ATTPROJ_W),
+                   layer_weight(m, l, ATTPROJ_B), N, C, C);
+    layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, a->proj_out,
+                      layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), N, C, st);
+    linear_forward(&m->mm, la->fch, la->ln2, layer_weight(m, l, FC_W), layer_weight(m, l, FC_B), N,
+                   C, 4 * C);
+    gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
+}
+
+// What the policy did not keep of block l's activations, recomputed before its backward pass
+// (residual: the block's input).
+inline void block_recompute(GPT* m, int l, const floatX* residual) {
+    const int N = m->B * m->T, C = m->config.channels;
+    LayerActivations* la = &m->acts.layers[l];
+    cudaStream_t st = m->stream;
+    if (m->acts.recompute == RECOMPUTE_FULL) {
+        block_ln1(m, l, residual, N);
+        block_forward_to_gelu(m, l, residual, m->B, m->T);
+    } else if (m->acts.recompute == RECOMPUTE_SELECTIVE) {
+        layernorm_recompute(la->ln1, la->ln1_mean, la->ln1_rstd, residual,
+                            layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), N, C, st);
+        layernorm_recompute(la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
+                            layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), N, C, st);
+        gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
 // classifier also leaves dloss * d(objective of each position)/d(logits) in acts.logits for
 // gpt_backward, the objective being the cross-entropy plus m->z_loss_coef * (log Z)^2. Returns
@@ -2046,7 +2183,7 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
                                 int T, double* z_loss = nullptr) {
     const GPTConfig* c = &m->config;
-    const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    const int N = B * T, C = c->channels;
     const int L = c->layers;
     Activations* a = &m->acts;
     cudaStream_t st = m->stream;
@@ -2077,22 +2214,8 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
         // ln1 of layer 0 normalizes the embeddings; every later layernorm is fused with the
         // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf)
-        if (l == 0)
-            layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, a->encoded, nullptr,
-                              layer_weight(m, 0, LN1_W), layer_weight(m, 0, LN1_B), N, C, st);
-        linear_forward(&m->mm, la->qkv, la->ln1, layer_weight(m, l, QKV_W),
-                       layer_weight(m, l, QKV_B), N, C, 3 * C);
-        if (c->qk_norm)
-            qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
-                            layer_weight(m, l, K_NORM_W), N, NH, HS, st);
-        attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
-        linear_forward(&m->mm, a->proj_out, la->atty, layer_weight(m, l, ATTPROJ_W),
-                       layer_weight(m, l, ATTPROJ_B), N, C, C);
-        layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, a->proj_out,
-                          layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), N, C, st);
-        linear_forward(&m->mm, la->fch, la->ln2, layer_weight(m, l, FC_W), layer_weight(m, l, FC_B),
-                       N, C, 4 * C);
-        gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
+        if (l == 0) block_ln1(m, 0, a->encoded, N);
+        block_forward_to_gelu(m, l, residual, B, T);
         linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_weight(m, l, FCPROJ_W),
                        layer_weight(m, l, FCPROJ_B), N, 4 * C, C);
         bool last = l == L - 1;
@@ -2164,6 +2287,7 @@ inline void gpt_backward(GPT* m) {
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
         dp_params_begin(dp, L - 1 - l, l > 0 ? L - l : -1, m->params, st);
         dp_unit_begin(dp, L - 1 - l, st);
+        block_recompute(m, l, residual);
         // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
         linear_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B), partials,
                         a->dresidual, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N, 4 * C, C);
@@ -2293,6 +2417,16 @@ inline double flops_per_token(const GPTConfig* c, int T) {
     const double C = c->channels, L = c->layers;
     double matmul_params = L * 12.0 * C * C + (double)c->padded_vocab * C;
     return 6.0 * matmul_params + 6.0 * L * C * T;
+}
+
+// What a recompute policy adds to that per token: full reruns every block's forward pass up to
+// the GELU (its matmuls, 2 FLOPs per block parameter but the MLP projection's 4C^2, and the
+// attention forward, 2CT per block; the lm head is not rerun); selective reruns LayerNorms and
+// GELUs only (a few FLOPs per activation: counted as 0 here, like the other elementwise work).
+inline double recompute_flops_per_token(const GPTConfig* c, int T, int policy) {
+    if (policy != RECOMPUTE_FULL) return 0.0;
+    const double C = c->channels, L = c->layers;
+    return L * (2.0 * 8.0 * C * C + 2.0 * C * T);
 }
 
 // =============================================================================================
@@ -2857,6 +2991,7 @@ struct TrainConfig {
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
     char optimizer[16];  // "adamw" or "muon"
+    char recompute[16];  // RECOMPUTE_NAMES
     double muon_lr;      // 0: --lr (muon_peak_lr); kept as given, so a resumed run that changes
                          // --lr alone differs from its checkpoint in --lr alone
     double muon_momentum;
@@ -2984,6 +3119,9 @@ static const Flag FLAGS[] = {
      "block gathered before it runs)"},
     {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
      "tensor-parallel group size: consecutive ranks on one node (only 1 in this build)"},
+    {"--recompute", FLAG_STRING, STRING_FIELD(recompute), 0, 0, "none|selective|full", FLAG_FREE,
+     "activation recompute: selective keeps no LayerNorm or GELU outputs (recomputed in the "
+     "backward pass), full keeps only each block's output (its forward rerun); the same bits"},
     {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
      "print and log the bytes this rank's collectives send in the first step (ring convention)"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
@@ -3015,6 +3153,7 @@ inline void train_config_defaults(TrainConfig* tc) {
     tc->warmup = 0;
     snprintf(tc->schedule, sizeof(tc->schedule), "cosine");
     snprintf(tc->optimizer, sizeof(tc->optimizer), "adamw");
+    snprintf(tc->recompute, sizeof(tc->recompute), "none");
     tc->muon_lr = 0.0;
     tc->muon_momentum = 0.95;
     tc->muon_nesterov = 1;
@@ -3153,6 +3292,12 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     return msg;
 }
 
+inline int recompute_from_name(const char* name) {
+    for (int p = 0; p < NUM_RECOMPUTE; p++)
+        if (strcmp(name, RECOMPUTE_NAMES[p]) == 0) return p;
+    return RECOMPUTE_NONE;  // the flag table admits only the names above
+}
+
 // Muon's peak learning rate: --muon-lr, or --lr when it is 0.
 inline double muon_peak_lr(const TrainConfig* tc) {
     return tc->muon_lr > 0.0 ? tc->muon_lr : tc->lr;
@@ -3250,7 +3395,8 @@ constexpr bool ON_GPU = true;
 // The log's first line: the run's configuration, the bytes of model state it holds and the
 // baseline plot.py draws.
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
-                       int ranks, const StateBytes* held) {
+                       int ranks, const GPT* m) {
+    const StateBytes* held = &m->state_bytes;
     const GPTConfig* c = &tc->model;
     logger_begin(lg);
     logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
@@ -3270,6 +3416,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "warmup", tc->warmup);
     logger_string(lg, "schedule", tc->schedule, strlen(tc->schedule));
     logger_string(lg, "optimizer", tc->optimizer, strlen(tc->optimizer));
+    logger_string(lg, "recompute", tc->recompute, strlen(tc->recompute));
     if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)muon_peak_lr(tc));
     logger_int(lg, "qk_norm", c->qk_norm);
     logger_float(lg, "z_loss", (float)tc->z_loss);
@@ -3284,6 +3431,8 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
+    logger_int(lg, "activation_bytes", (int64_t)m->activation_bytes);
+    logger_int(lg, "recompute_saved_bytes", (int64_t)m->recompute_saved_bytes);
     if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
@@ -3511,7 +3660,8 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     GPT model;
     const OptimizerConfig opt = optimizer_config_of(&tc);
     gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed,
-              DataParallelConfig{&comm->dp, tc.zero, tc.bucket_mb});
+              DataParallelConfig{&comm->dp, tc.zero, tc.bucket_mb},
+              recompute_from_name(tc.recompute));
     model.z_loss_coef = tc.z_loss;
     gpt_init_random(&model, (uint64_t)tc.seed);
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
@@ -3570,9 +3720,15 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
             unigram);
     print_state_bytes(&model);
+    printf(
+        "activations: %.2f MiB for B %d x T %d (recompute %s: %.2f MiB saved, %.1f%% more "
+        "FLOPs per token)\n",
+        model.activation_bytes / 1048576.0, B, T, tc.recompute,
+        model.recompute_saved_bytes / 1048576.0,
+        100.0 * recompute_flops_per_token(c, T, model.acts.recompute) / flops_per_token(c, T));
     print_rank_state_bytes(&model, &comm->dp, parameters);
     if (lg.file && lg.needs_header)
-        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model.state_bytes);
+        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model);
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
     if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);
@@ -3631,6 +3787,10 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             logger_float(&lg, "lr", (float)lr);
             if (opt.kind == OPT_MUON) logger_float(&lg, "muon_lr", (float)lrs[OPT_MUON]);
             logger_float(&lg, "grad_norm", norm);
+            if (model.acts.recompute != RECOMPUTE_NONE) {
+                logger_string(&lg, "recompute", tc.recompute, strlen(tc.recompute));
+                logger_int(&lg, "recompute_saved_bytes", (int64_t)model.recompute_saved_bytes);
+            }
             logger_float(&lg, "ms", (float)(seconds * 1e3));
             logger_float(&lg, "tok_per_s", (float)(tokens_per_step / seconds));
             if (ON_GPU) logger_float(&lg, "mfu", (float)mfu);

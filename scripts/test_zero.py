@@ -74,6 +74,23 @@ def compare(label, records, ck, ref_records, ref_ck, steps=STEPS):
           f"{label}: losses and norms within {worst:.1e} <= {RTOL:.0e}, final parameters {err:.1e} <= {RTOL:.0e}")
 
 
+def resume(binary, source, ranks, work, name, extra, steps=STEPS):
+    """Runs `extra` with --resume latest from a copy of the step-2 checkpoint of `source` (a
+    train() result) on `ranks` ranks; returns (stdout, the largest relative loss difference
+    from the uninterrupted run over the resumed steps, the relative error of the final
+    parameters against its)."""
+    ck = os.path.join(work, name + "_ck")
+    os.makedirs(ck)
+    for path in checkpoint_files(final_checkpoint(source[2], 2)):
+        shutil.copy(path, ck)
+    out, records, _ = train(binary, ranks, work, name, extra + ["--resume", "latest"])
+    whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
+    worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in records if "train_loss" in r)
+    err = rel(checkpoint_array(final_checkpoint(ck, steps), "params"),
+              checkpoint_array(final_checkpoint(source[2], steps), "params"))
+    return out, worst, err
+
+
 def up(n, k):
     return (n + k - 1) // k * k
 
@@ -173,22 +190,12 @@ def main():
             for ranks, zero, batch in ((2, 2, G // 2), (3, 1, G // 3), (0, 0, G)):
                 if binary == bf16 and (ranks, zero) != (2, 2):
                     continue
-                name = f"resume_{label}_{ranks}_{zero}"
-                ck = os.path.join(work, name + "_ck")
-                os.makedirs(ck)
-                for path in checkpoint_files(final_checkpoint(source[2], 2)):
-                    shutil.copy(path, ck)
-                out, records, _ = train(binary, ranks, work, name, base + ["--batch", str(batch), "--zero", str(zero),
-                                                                          "--resume", "latest"])
+                out, worst, err = resume(binary, source, ranks, work, f"resume_{label}_{ranks}_{zero}",
+                                         base + ["--batch", str(batch), "--zero", str(zero)])
                 if binary == bf16:
                     check("resuming from" in out and param_hash(out, 2) == param_hash(source[0], 2),
                           "bf16 ZeRO-2 on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
                     continue
-                resumed = [r for r in records if "train_loss" in r]
-                whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
-                worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in resumed)
-                err = rel(checkpoint_array(final_checkpoint(ck, STEPS), "params"),
-                          checkpoint_array(final_checkpoint(source[2], STEPS), "params"))
                 check("resuming from" in out and worst <= RTOL and err <= RTOL,
                       f"fp32 ZeRO-2 checkpoint of 2 ranks resumed on {max(ranks, 1)} rank(s) with ZeRO-{zero}: losses "
                       f"within {worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")

@@ -42,8 +42,7 @@ import tempfile
 
 import test_dp
 from test_dp import MPIRUN, ROOT, check, final_checkpoint, make_data, param_hash, run
-from test_zero import G, MODEL, RTOL, compare, rel, train, up
-from testlib import checkpoint_array, checkpoint_files
+from test_zero import G, MODEL, RTOL, compare, resume, train, up
 
 STEPS = 4
 C, L, V, T = 64, 4, 256, 16
@@ -200,22 +199,12 @@ def main():
         cases = [(bf16, full, 2, 3, "bf16 ZeRO-3"), (fp32, fp_full, 3, 2, "fp32 ZeRO-3"),
                  (fp32, fp_full, 0, 0, "fp32 ZeRO-3"), (fp32, fp_z1, 4, 3, "fp32 ZeRO-1")]
         for binary, source, ranks, zero, label in cases:
-            name = f"resume_{label.replace(' ', '_')}_{ranks}_{zero}"
-            ck = os.path.join(work, name + "_ck")
-            os.makedirs(ck)
-            for path in checkpoint_files(final_checkpoint(source[2], 2)):
-                shutil.copy(path, ck)
-            out, records, _ = train(binary, ranks, work, name, base + [
-                "--batch", str(G // max(ranks, 1)), "--zero", str(zero), "--resume", "latest"])
+            out, worst, err = resume(binary, source, ranks, work, f"resume_{label.replace(' ', '_')}_{ranks}_{zero}",
+                                     base + ["--batch", str(G // max(ranks, 1)), "--zero", str(zero)])
             if binary == bf16:
                 check("resuming from" in out and param_hash(out, 2) == param_hash(source[0], 2),
                       "bf16 ZeRO-3 on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
                 continue
-            resumed = [r for r in records if "train_loss" in r]
-            whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
-            worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in resumed)
-            err = rel(checkpoint_array(final_checkpoint(ck, STEPS), "params"),
-                      checkpoint_array(final_checkpoint(source[2], STEPS), "params"))
             check("resuming from" in out and worst <= RTOL and err <= RTOL,
                   f"{label} checkpoint of 2 ranks resumed on {max(ranks, 1)} rank(s) with ZeRO-{zero}: losses within "
                   f"{worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")
