@@ -1813,16 +1813,6 @@ inline void gpt_grad_units(const ParamLayout* layout, int L, size_t* begin, size
     end[L] = layout->tensors[layer_tensor_index(layout, 0, 0)].offset;
 }
 
-// Bytes of device memory the model state holds, counted as it is allocated.
-struct StateBytes {
-    size_t params, grads, master, optimizer;  // optimizer: every buffer of opt_state; grads:
-                                              // what is kept between steps (the gradient
-                                              // buffer, the reduced shard under ZeRO)
-    size_t buckets;                           // data parallel: buckets in flight (ZeRO)
-    size_t gather_buffers;                    // ZeRO-3: the gathered units' parameters
-    size_t muon_workspace;                    // Newton-Schulz scratch (not per parameter)
-};
-
 struct GPT {
     GPTConfig config;
     OptimizerConfig opt;
@@ -1833,7 +1823,7 @@ struct GPT {
     float* master;   // fp32 master weights (bf16 build only; else nullptr)
     float* opt_state[NUM_STATE_BUFFERS];  // STATE_BUFFERS; nullptr when it covers no tensor
     MuonWorkspace muon;                   // Newton-Schulz scratch (empty without Muon tensors)
-    StateBytes state_bytes;
+    DeviceLedger memory;  // every device buffer of the model, by kind (llmc/memplan.h)
     Activations acts;
     floatX* acts_x;  // the activation buffers
     float* acts_f;
@@ -1964,17 +1954,6 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
     }
 }
 
-// cudaMalloc of `bytes` bytes set to zero (nullptr for none), counted into *held.
-template <class T>
-T* device_zeros(size_t bytes, size_t* held) {
-    if (bytes == 0) return nullptr;
-    void* p = nullptr;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    CUDA_CHECK(cudaMemset(p, 0, bytes));
-    *held += bytes;
-    return (T*)p;
-}
-
 // The data-parallel side of a model: its group, the ZeRO stage (0 to 3, llmc/zero.cuh) and the
 // gradient bucket size.
 struct DataParallelConfig {
@@ -1989,10 +1968,14 @@ inline DataParallelConfig single_process() {
     return DataParallelConfig{&one, 0, 25.0};
 }
 
+// Builds the model, its buffers taken from m->memory (llmc/memplan.h); plan_only: none is
+// allocated (every device pointer stays nullptr), the ledger says what would be: the plan.
 inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
                       uint64_t seed, DataParallelConfig par = single_process(),
-                      int recompute = RECOMPUTE_NONE) {
+                      int recompute = RECOMPUTE_NONE, bool plan_only = false) {
     memset(m, 0, sizeof(*m));
+    DeviceLedger* ledger = &m->memory;
+    ledger->plan_only = plan_only;
     m->config = *config;
     m->opt = *opt;
     m->B = B;
@@ -2001,10 +1984,9 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->stream = 0;
     build_param_layout(&m->layout, config, opt);
     const size_t P = m->layout.total;
-    StateBytes* held = &m->state_bytes;
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
     if (par.zero < 2 || par.group->size == 1)
-        m->grads = device_zeros<floatX>(P * sizeof(floatX), &held->grads);
+        m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
     // (Muon), and the backward pass's units of gradients.
     std::vector<ShardTensor> shard_tensors(m->layout.count);
@@ -2016,15 +1998,12 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
     gpt_grad_units(&m->layout, config->layers, unit_begin.data(), unit_end.data());
     dp_init(&m->dp, par.group, par.zero, m->grads, unit_begin.data(), unit_end.data(),
-            config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, &held->grads);
-    held->buckets = m->dp.bytes_buckets;
-    held->gather_buffers = m->dp.bytes_gather;
-    m->params = device_zeros<floatX>(dp_param_elems(&m->dp, P) * sizeof(floatX), &held->params);
+            config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
+    m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
-        m->master = device_zeros<float>((m->dp.elem_state + m->dp.unit_state) * sizeof(float),
-                                        &held->master);
+        m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
-        m->opt_state[i] = device_zeros<float>(state_elems(m, i) * sizeof(float), &held->optimizer);
+        m->opt_state[i] = device_take_n<float>(ledger, MEM_OPTIMIZER, state_elems(m, i));
     // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
@@ -2034,7 +2013,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         matrix_elems = std::max(matrix_elems, t->numel / t->units);
         gram_elems = std::max(gram_elems, short_side * short_side);
     }
-    held->muon_workspace = muon_workspace_init(&m->muon, matrix_elems, gram_elems);
+    muon_workspace_init(&m->muon, matrix_elems, gram_elems, ledger);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
     m->acts.recompute = RECOMPUTE_NONE;  // first the sizes without recompute, for the report
@@ -2046,21 +2025,21 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
                        &m->acts_f_elems);
     m->activation_bytes = m->acts_x_elems * sizeof(floatX) + m->acts_f_elems * sizeof(float);
     m->recompute_saved_bytes = kept_all - m->activation_bytes;
-    CUDA_CHECK(cudaMalloc(&m->acts_x, m->acts_x_elems * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&m->acts_f, m->acts_f_elems * sizeof(float)));
+    m->acts_x = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, m->acts_x_elems);
+    m->acts_f = device_take_n<float>(ledger, MEM_ACTIVATIONS, m->acts_f_elems);
     layout_activations(&m->acts, config, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
                        &m->acts_f_elems);
 
     const int N = B * T;
-    CUDA_CHECK(cudaMalloc(&m->inputs, N * sizeof(int)));
-    CUDA_CHECK(cudaMalloc(&m->targets, N * sizeof(int)));
-    CUDA_CHECK(cudaMalloc(&m->buckets.token, N * sizeof(int)));
-    CUDA_CHECK(cudaMalloc(&m->buckets.start, (N + 1) * sizeof(int)));
-    CUDA_CHECK(cudaMalloc(&m->buckets.pos, N * sizeof(int)));
+    m->inputs = device_take_n<int>(ledger, MEM_OTHER, N);
+    m->targets = device_take_n<int>(ledger, MEM_OTHER, N);
+    m->buckets.token = device_take_n<int>(ledger, MEM_OTHER, N);
+    m->buckets.start = device_take_n<int>(ledger, MEM_OTHER, N + 1);
+    m->buckets.pos = device_take_n<int>(ledger, MEM_OTHER, N);
     m->buckets.host = (int*)MALLOC_CHECK((3 * (size_t)N + 1) * sizeof(int));
     m->host_losses = (float*)MALLOC_CHECK(N * sizeof(float));
     m->host_z_losses = (float*)MALLOC_CHECK(N * sizeof(float));
-    matmul_init(&m->mm, m->stream);
+    matmul_init(&m->mm, m->stream, ledger);
 }
 
 inline void gpt_free(GPT* m) {
@@ -3010,10 +2989,14 @@ struct TrainConfig {
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
     double comm_timeout, bucket_mb;
-    int zero;              // ZeRO stage
-    int tp;                // tensor-parallel group size
-    int comm_stats;        // log one step's collective traffic
-    char rendezvous[512];  // the meeting folder of a launch without MPI
+    int zero;                       // ZeRO stage
+    int tp;                         // tensor-parallel group size
+    int comm_stats;                 // log one step's collective traffic
+    int plan;                       // print the memory plan and exit
+    int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
+    long long global_batch_tokens;  // 0: --grad-accum as given
+    double device_memory;           // 0: cudaMemGetInfo's free bytes
+    char rendezvous[512];           // the meeting folder of a launch without MPI
     int help;
 };
 
@@ -3039,10 +3022,18 @@ static const Flag FLAGS[] = {
      "model width C"},
     {"--seq", FLAG_INT, FIELD(seq), 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
      "sequence length T (<= --context)"},
-    {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, nullptr, FLAG_PER_RANK,
-     "micro-batch: sequences per forward/backward pass on each rank (B)"},
+    {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, "auto", FLAG_PER_RANK,
+     "micro-batch: sequences per forward/backward pass on each rank (B); auto: the largest "
+     "whose memory plan fits --device-memory"},
     {"--grad-accum", FLAG_INT, FIELD(grad_accum), 1, 1 << 20, nullptr, FLAG_PER_RANK,
      "micro-batches accumulated per optimizer step (A)"},
+    {"--global-batch-tokens", FLAG_INT64, FIELD(global_batch_tokens), 0, 9.2e18, nullptr,
+     FLAG_PER_RANK,
+     "sets --grad-accum so that --batch x --seq x accumulation x ranks is this many tokens "
+     "(0: off; it must come out whole)"},
+    {"--device-memory", FLAG_DOUBLE, FIELD(device_memory), 0, INFINITY, nullptr, FLAG_FREE,
+     "bytes of device memory --batch auto and --recompute auto plan for (0: what the device "
+     "has free)"},
     {"--steps", FLAG_INT, FIELD(steps), POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
     {"--lr", FLAG_DOUBLE, FIELD(lr), 0, INFINITY, nullptr, FLAG_IDENTITY, "peak learning rate"},
     {"--warmup", FLAG_INT, FIELD(warmup), NON_NEGATIVE, nullptr, FLAG_IDENTITY,
@@ -3119,9 +3110,16 @@ static const Flag FLAGS[] = {
      "block gathered before it runs)"},
     {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
      "tensor-parallel group size: consecutive ranks on one node (only 1 in this build)"},
-    {"--recompute", FLAG_STRING, STRING_FIELD(recompute), 0, 0, "none|selective|full", FLAG_FREE,
+    {"--recompute", FLAG_STRING, STRING_FIELD(recompute), 0, 0, "none|selective|full|auto",
+     FLAG_FREE,
      "activation recompute: selective keeps no LayerNorm or GELU outputs (recomputed in the "
-     "backward pass), full keeps only each block's output (its forward rerun); the same bits"},
+     "backward pass), full keeps only each block's output (its forward rerun); the same bits; "
+     "auto: the least recompute whose memory plan fits --device-memory"},
+    {"--plan", FLAG_SWITCH, FIELD(plan), 0, 0, nullptr, FLAG_FREE,
+     "print each rank's device memory plan for this configuration (nothing is allocated) and "
+     "exit"},
+    {"--plan-ranks", FLAG_INT, FIELD(plan_ranks), 0, 1 << 20, nullptr, FLAG_FREE,
+     "--plan: the data-parallel ranks to plan for (0: the ranks of this launch)"},
     {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
      "print and log the bytes this rank's collectives send in the first step (ring convention)"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
@@ -3281,7 +3279,9 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
-    if (const char* err = gpt_config_error(&tc->model, tc->batch, tc->seq, msg, len)) return err;
+    // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
+    const int B = tc->batch == FLAG_AUTO ? 1 : tc->batch;
+    if (const char* err = gpt_config_error(&tc->model, B, tc->seq, msg, len)) return err;
     if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
         snprintf(msg, len, "--resume latest needs --checkpoint-dir");
     else if (tc->sample[0] && (tc->resume[0] || tc->checkpoint_dir[0] || tc->log[0]))
@@ -3332,6 +3332,202 @@ inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
 
 // =============================================================================================
 // Sample mode: the model's shape comes from the checkpoint.
+
+// =============================================================================================
+// The memory plan (llmc/memplan.h): the model built by gpt_build without allocating, whose
+// ledger is what a run of this configuration allocates on each rank, printed next to the
+// seeds' formulas.
+
+// The ledger of the model this configuration builds on this rank of par's group.
+inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt,
+                               DataParallelConfig par) {
+    GPT planned;
+    gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, par,
+              recompute_from_name(tc->recompute), true);
+    const DeviceLedger ledger = planned.memory;
+    gpt_free(&planned);
+    return ledger;
+}
+
+// Bytes of the activations one block keeps of its own under `policy` (the first block also
+// holds the buffers the others share), from the activation table.
+inline size_t block_activation_bytes(const GPTConfig* c, int B, int T, int policy) {
+    size_t bytes = 0;
+    for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
+        const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
+        if ((info->qk_norm_only && !c->qk_norm) || policy > info->kept_until) continue;
+        bytes += round_up((size_t)B * T * activation_width(info, c), TENSOR_ALIGN) *
+                 (info->is_float ? sizeof(float) : sizeof(floatX));
+    }
+    return bytes;
+}
+
+// Prints the plan of `planned` (built plan-only) of rank `rank` among `ranks`, each line next
+// to its formula (Psi parameters, AdamW's mixed precision: 2 + 2 + 4 + 8 bytes each in the
+// bf16 build, 4 + 4 + 8 in fp32).
+inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int ranks) {
+    const GPTConfig* c = &tc->model;
+    const DeviceLedger* plan = &planned->memory;
+    const int stage = planned->dp.stage;
+    const double psi = (double)count_parameters(&planned->layout, c);
+    const int policy = recompute_from_name(tc->recompute);
+    const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads, N = ranks;
+    const double GB = 1e9;
+    // per parameter: bytes of each kind, and the first ZeRO stage that shards it
+    const double per_param[4] = {(double)sizeof(floatX), (double)sizeof(floatX),
+                                 FLOATX_IS_FP32 ? 0.0 : 4.0, 8.0};
+    const int sharded_from[4] = {3, 2, 1, 1};
+    printf("memory plan of rank %d of %d (ZeRO-%d, recompute %s, B %d x T %d, %s), Psi = %.0f\n",
+           rank, ranks, stage, tc->recompute, tc->batch, tc->seq, PRECISION_NAME, psi);
+    printf("  %-15s %16s %12s | %s\n", "", "bytes", "GB", "the seeds' formula (GB)");
+    for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
+        printf("  %-15s %16zu %12.6g | %.0f Psi%s = %.6g\n", MEM_KIND_NAMES[k], plan->bytes[k],
+               plan->bytes[k] / GB, per_param[k], stage >= sharded_from[k] ? " / N" : "",
+               per_param[k] * psi / (stage >= sharded_from[k] ? N : 1.0) / GB);
+    const size_t state = plan->bytes[MEM_PARAMS] + plan->bytes[MEM_GRADS] +
+                         plan->bytes[MEM_MASTER] + plan->bytes[MEM_OPTIMIZER];
+    printf(
+        "  %-15s %16zu %12.6g | %.6g (AdamW; differences: the layout's alignment gaps and wte's "
+        "padding rows, ZeRO slices' padding, stage 1's reduced gradient shard 2 Psi / N, Muon's "
+        "12 bytes per parameter)\n",
+        "model state", state, state / GB, seed_model_state_bytes(psi, N, stage) / GB);
+    const size_t block = block_activation_bytes(c, tc->batch, tc->seq, policy);
+    const double seed_block =
+        seed_layer_activation_bytes(s, b, h, a, true, policy == RECOMPUTE_FULL);
+    printf(
+        "  %-15s %16zu %12.6g | a block keeps %zu bytes; %s per layer = %.6g, x L = %.6g (fused "
+        "attention stores no 5 a s^2 b scores: %.6g more per layer unfused; ours: %s, plus the "
+        "logits B T Vp, the backward pass's scratch and the buffers blocks share)\n",
+        "activations", plan->bytes[MEM_ACTIVATIONS], plan->bytes[MEM_ACTIVATIONS] / GB, block,
+        policy == RECOMPUTE_FULL ? "2 s b h" : "34 s b h", seed_block / GB,
+        seed_block * c->layers / GB, 5 * a * s * s * b / GB,
+        policy == RECOMPUTE_FULL   ? "2 s b h (the block's output)"
+        : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
+                                   : "20 s b h + statistics");
+    const char* why[NUM_MEM_KINDS] = {nullptr,
+                                      nullptr,
+                                      nullptr,
+                                      nullptr,
+                                      nullptr,
+                                      "data parallel: buckets in flight, staging",
+                                      "ZeRO-3: two blocks and the embeddings",
+                                      "cuBLASLt 32 MiB, Newton-Schulz scratch",
+                                      "token ids, run lists, norm sums"};
+    for (int k = MEM_BUCKETS; k < NUM_MEM_KINDS; k++)
+        printf("  %-15s %16zu %12.6g | %s\n", MEM_KIND_NAMES[k], plan->bytes[k],
+               plan->bytes[k] / GB, why[k]);
+    printf("  %-15s %16zu %12.6g | cudaMalloc's %zu-byte rounding of %d allocations\n", "rounding",
+           plan->rounding, plan->rounding / GB, DEVICE_ALLOC_ROUNDING, plan->allocations);
+    printf("  %-15s %16zu %12.6g |\n", "total", ledger_total(plan), ledger_total(plan) / GB);
+}
+
+// --batch auto and --recompute auto: the largest micro-batch (and the least recompute) whose
+// plan fits the device memory of the rank with the least of it (--device-memory, or what
+// cudaMemGetInfo reports free), less 1% of it for what the plan cannot see on a GPU (the
+// allocator's page rounding of large buffers, NCCL's and cuBLASLt's own allocations; under the
+// CPU runtime the plan is exact). Then --global-batch-tokens sets the accumulation. Each choice
+// is printed with the numbers behind it.
+inline void fit_batch(TrainConfig* tc, const Comm* comm) {
+    const bool auto_batch = tc->batch == FLAG_AUTO;
+    const bool auto_policy = strcmp(tc->recompute, "auto") == 0;
+    if (auto_batch || auto_policy) {
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        double budget = tc->device_memory > 0 ? tc->device_memory : (double)free_bytes;
+        std::vector<double> budgets(comm->dp.size);
+        comm_allgather_host(&comm->dp, &budget, sizeof(budget), budgets.data(),
+                            "the ranks' device memory");
+        budget = *std::min_element(budgets.begin(), budgets.end());
+        const double usable = 0.99 * budget;
+        const OptimizerConfig opt = optimizer_config_of(tc);
+        const DataParallelConfig par = {&comm->dp, tc->zero, tc->bucket_mb};
+        auto planned = [&](int B, int policy) {
+            TrainConfig t = *tc;
+            t.batch = B;
+            snprintf(t.recompute, sizeof(t.recompute), "%s", RECOMPUTE_NAMES[policy]);
+            const DeviceLedger plan = plan_model(&t, &opt, par);
+            return (double)ledger_total(&plan);
+        };
+        const int largest = (int)std::min<double>(MAX_BATCH, std::floor(MAX_ROWS / tc->seq));
+        int batch = 0, policy = 0;
+        for (int p = auto_policy ? 0 : recompute_from_name(tc->recompute); p < NUM_RECOMPUTE; p++) {
+            const int fixed = auto_batch ? 1 : tc->batch;
+            if (planned(fixed, p) > usable) {
+                if (!auto_policy) break;  // not even this batch fits under the policy asked for
+                continue;
+            }
+            batch = fixed;
+            policy = p;
+            if (auto_batch) {  // the plan grows with B: the largest B that fits, by bisection
+                int hi = 2;
+                while (hi <= largest && planned(hi, p) <= usable) batch = hi, hi *= 2;
+                hi = std::min(hi, largest + 1);  // batch fits, hi does not (or is past the limit)
+                while (hi - batch > 1) {
+                    const int mid = batch + (hi - batch) / 2;
+                    if (planned(mid, p) <= usable) batch = mid;
+                    else hi = mid;
+                }
+            }
+            break;
+        }
+        if (batch == 0)
+            fatal(
+                "no configuration fits %.0f bytes of device memory (99%% of %.0f%s): --batch %s "
+                "with --recompute %s needs %.0f; use a higher --zero, more ranks or a smaller "
+                "--seq (--plan shows where the bytes go)",
+                usable, budget, tc->device_memory > 0 ? ", --device-memory" : " free",
+                auto_batch ? "1" : "as given", auto_policy ? "full" : tc->recompute,
+                planned(auto_batch ? 1 : tc->batch,
+                        auto_policy ? RECOMPUTE_FULL : recompute_from_name(tc->recompute)));
+        tc->batch = batch;
+        snprintf(tc->recompute, sizeof(tc->recompute), "%s", RECOMPUTE_NAMES[policy]);
+        printf(
+            "fitted to %.0f bytes of device memory (99%% of %.0f): --batch %d --recompute %s, "
+            "planned %.0f bytes",
+            usable, budget, batch, tc->recompute, planned(batch, policy));
+        if (auto_batch && batch < largest)
+            printf("; --batch %d would need %.0f", batch + 1, planned(batch + 1, policy));
+        printf("\n");
+    }
+    if (tc->global_batch_tokens > 0) {
+        const long long per_micro = (long long)tc->batch * tc->seq * comm->dp.size;
+        const long long accum = tc->global_batch_tokens / per_micro;
+        if (tc->global_batch_tokens % per_micro != 0 || accum > (1 << 20))
+            fatal(
+                "--global-batch-tokens %lld is not a whole number (up to 2^20) of micro-batches of "
+                "--batch %d x --seq %d x %d ranks = %lld tokens",
+                tc->global_batch_tokens, tc->batch, tc->seq, comm->dp.size, per_micro);
+        tc->grad_accum = (int)accum;
+        printf("--global-batch-tokens %lld: --grad-accum %d (%lld tokens per micro-batch)\n",
+               tc->global_batch_tokens, tc->grad_accum, per_micro);
+    }
+}
+
+// --plan: every rank's plan for tc's configuration on --plan-ranks data-parallel ranks (or this
+// launch's), rank 0's in full; allocates nothing, needs no data.
+inline int plan_main(const TrainConfig* tc, const Comm* comm) {
+    if (comm->rank != 0) return EXIT_SUCCESS;
+    const int ranks = tc->plan_ranks > 0 ? tc->plan_ranks : comm->world;
+    const OptimizerConfig opt = optimizer_config_of(tc);
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int r = 0; r < ranks; r++) {
+        CommGroup group = {};  // a group that is only a shape: no collective is made
+        group.rank = group.world_rank = r;
+        group.size = ranks;
+        group.timeout_s = tc->comm_timeout;
+        GPT planned;
+        gpt_build(&planned, &tc->model, &opt, tc->batch, tc->seq, (uint64_t)tc->seed,
+                  DataParallelConfig{&group, tc->zero, tc->bucket_mb},
+                  recompute_from_name(tc->recompute), true);
+        if (r == 0) print_plan(&planned, tc, 0, ranks);
+        lo = std::min(lo, ledger_total(&planned.memory));
+        hi = std::max(hi, ledger_total(&planned.memory));
+        gpt_free(&planned);
+    }
+    printf("total per rank over the %d ranks: %zu to %zu bytes (%.3f to %.3f GB)\n", ranks, lo, hi,
+           lo / 1e9, hi / 1e9);
+    return EXIT_SUCCESS;
+}
 
 inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
     if (tok == nullptr)
@@ -3395,8 +3591,8 @@ constexpr bool ON_GPU = true;
 // The log's first line: the run's configuration, the bytes of model state it holds and the
 // baseline plot.py draws.
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
-                       int ranks, const GPT* m) {
-    const StateBytes* held = &m->state_bytes;
+                       int ranks, const GPT* m, const DeviceLedger* plan) {
+    const size_t* held = m->memory.bytes;
     const GPTConfig* c = &tc->model;
     logger_begin(lg);
     logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
@@ -3422,16 +3618,18 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_float(lg, "z_loss", (float)tc->z_loss);
     logger_int(lg, "seed", tc->seed);
     logger_object_begin(lg, "state_bytes");  // as allocated
-    logger_int(lg, "params", (int64_t)held->params);
-    logger_int(lg, "grads", (int64_t)held->grads);
-    logger_int(lg, "master", (int64_t)held->master);
-    logger_int(lg, "optimizer", (int64_t)held->optimizer);
-    if (held->buckets > 0) logger_int(lg, "buckets", (int64_t)held->buckets);
-    if (held->gather_buffers > 0) logger_int(lg, "gather_buffers", (int64_t)held->gather_buffers);
+    for (int k : {MEM_PARAMS, MEM_GRADS, MEM_MASTER, MEM_OPTIMIZER, MEM_BUCKETS, MEM_GATHER})
+        if (held[k] > 0 || k <= MEM_OPTIMIZER) logger_int(lg, MEM_KIND_NAMES[k], (int64_t)held[k]);
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
     logger_int(lg, "activation_bytes", (int64_t)m->activation_bytes);
+    logger_object_begin(lg, "plan_bytes");  // llmc/memplan.h: this rank's, before allocating
+    for (int k = 0; k < NUM_MEM_KINDS; k++)
+        logger_int(lg, MEM_KIND_NAMES[k], (int64_t)plan->bytes[k]);
+    logger_int(lg, "rounding", (int64_t)plan->rounding);
+    logger_int(lg, "total", (int64_t)ledger_total(plan));
+    logger_object_end(lg);
     logger_int(lg, "recompute_saved_bytes", (int64_t)m->recompute_saved_bytes);
     if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
@@ -3501,10 +3699,10 @@ inline void check_replicas(const Comm* comm, GPT* m) {
 // The startup report's line on the model state: the bytes each buffer holds (as allocated) and
 // what a parameter costs under each optimizer (weights, gradients, master weights and state).
 inline void print_state_bytes(const GPT* m) {
-    const StateBytes* h = &m->state_bytes;
+    const size_t* h = m->memory.bytes;
     const double MiB = 1024.0 * 1024.0;
     printf("model state: params %.2f MiB, grads %.2f MiB, master %.2f MiB, optimizer %.2f MiB",
-           h->params / MiB, h->grads / MiB, h->master / MiB, h->optimizer / MiB);
+           h[MEM_PARAMS] / MiB, h[MEM_GRADS] / MiB, h[MEM_MASTER] / MiB, h[MEM_OPTIMIZER] / MiB);
     for (int o = 0; o < NUM_OPTIMIZERS; o++) {
         int tensors = 0;
         size_t params = 0, bytes = 2 * sizeof(floatX) + (m->master ? sizeof(float) : 0);
@@ -3519,9 +3717,7 @@ inline void print_state_bytes(const GPT* m) {
             printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o], tensors,
                    params, bytes);
     }
-    if (h->muon_workspace > 0)
-        printf(" | Newton-Schulz workspace %.2f MiB", h->muon_workspace / MiB);
-    printf("\n");
+    printf(" | workspaces %.2f MiB\n", h[MEM_WORKSPACE] / MiB);
 }
 
 // Each rank's model state as allocated (a line per rank, printed by rank 0), next to what the
@@ -3532,17 +3728,17 @@ inline void print_state_bytes(const GPT* m) {
 // bucket), the reduced gradient shard of stage 1 (2 Psi / N), and Muon's 12 bytes per
 // parameter; the buffers of buckets in flight and ZeRO-3's gather buffers are reported apart.
 inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
-    const StateBytes* h = &m->state_bytes;
-    double mine[6] = {(double)h->params,    (double)h->grads,   (double)h->master,
-                      (double)h->optimizer, (double)h->buckets, (double)h->gather_buffers};
+    const size_t* h = m->memory.bytes;
+    double mine[6] = {(double)h[MEM_PARAMS],    (double)h[MEM_GRADS],   (double)h[MEM_MASTER],
+                      (double)h[MEM_OPTIMIZER], (double)h[MEM_BUCKETS], (double)h[MEM_GATHER]};
     std::vector<double> all(6 * group->size);
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
-    const double MiB = 1024.0 * 1024.0, N = group->size, P = (double)parameters;
-    const double formula[4] = {16 * P, 4 * P + 12 * P / N, 2 * P + 14 * P / N, 16 * P / N};
+    const double MiB = 1024.0 * 1024.0;
     printf(
         "ZeRO stage %d over %d rank(s); formula for AdamW in bf16: %.2f MiB of model state per "
         "rank (Psi = %zu)\n",
-        m->dp.stage, group->size, formula[m->dp.stage] / MiB, parameters);
+        m->dp.stage, group->size,
+        seed_model_state_bytes((double)parameters, group->size, m->dp.stage) / MiB, parameters);
     if (m->dp.stage == 3)
         printf(
             "ZeRO-3: 3 gather buffers: 2 for the blocks (the current one and the prefetched "
@@ -3634,6 +3830,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     if (const char* err =
             parallel_config_check(&grid, &shapes, comm->local_world, msg, sizeof(msg)))
         fatal("%s", err);
+    if (!tc.sample[0]) fit_batch(&tc, comm);
+    if (tc.plan) {
+        if (have_tokenizer) tokenizer_free(&tok);
+        return plan_main(&tc, comm);
+    }
     if (tc.sample[0]) {
         const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
         if (have_tokenizer) tokenizer_free(&tok);
@@ -3657,11 +3858,23 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     }
     const std::vector<char> run_config = run_config_section(&tc, comm->dp.size);
 
+    // The memory plan first: the model built without allocating, by the code that allocates,
+    // so a run that cannot fit stops here with the numbers; then the model, measured.
     GPT model;
     const OptimizerConfig opt = optimizer_config_of(&tc);
-    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed,
-              DataParallelConfig{&comm->dp, tc.zero, tc.bucket_mb},
-              recompute_from_name(tc.recompute));
+    const DataParallelConfig par = {&comm->dp, tc.zero, tc.bucket_mb};
+    const DeviceLedger plan = plan_model(&tc, &opt, par);
+    size_t free_before = 0, free_after = 0, device_total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_before, &device_total));
+    if (ledger_total(&plan) > free_before)
+        fatal(
+            "rank %d: the model needs %zu bytes of device memory (--plan shows where they go), "
+            "the device has %zu of %zu free: use a smaller --batch, --recompute selective or "
+            "full, a higher --zero, or more ranks",
+            comm->rank, ledger_total(&plan), free_before, device_total);
+    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed, par, recompute_from_name(tc.recompute));
+    CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
+    const size_t allocated = free_before - free_after;
     model.z_loss_coef = tc.z_loss;
     gpt_init_random(&model, (uint64_t)tc.seed);
     RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
@@ -3727,8 +3940,19 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         model.recompute_saved_bytes / 1048576.0,
         100.0 * recompute_flops_per_token(c, T, model.acts.recompute) / flops_per_token(c, T));
     print_rank_state_bytes(&model, &comm->dp, parameters);
+    const size_t planned = ledger_total(&plan);
+    printf(
+        "device memory: planned %zu bytes, allocated %zu (cudaMemGetInfo before and after the "
+        "model), difference %+.3f%%\n",
+        planned, allocated, 100.0 * ((double)allocated - (double)planned) / (double)planned);
     if (lg.file && lg.needs_header)
-        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model);
+        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model, &plan);
+    if (lg.file) {
+        logger_begin(&lg);
+        logger_int(&lg, "allocated_bytes", (int64_t)allocated);
+        logger_int(&lg, "planned_bytes", (int64_t)planned);
+        if (logger_end(&lg) != 0) fatal("%s", lg.error);
+    }
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
     if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);

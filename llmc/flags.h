@@ -40,13 +40,16 @@ struct Flag {
     size_t field;         // offsetof in the configuration struct
     size_t capacity;      // FLAG_STRING: the field's size in bytes
     double min, max;      // numbers: the allowed range, inclusive
-    const char* choices;  // FLAG_STRING: allowed values separated by '|', or nullptr for any
+    const char* choices;  // FLAG_STRING: allowed values separated by '|', or nullptr for any;
+                          // FLAG_INT: "auto" lets the flag also take the word auto (FLAG_AUTO)
     FlagRole role;
     const char* help;
 };
 
 // Integer and double range covering the whole type (for flags without a narrower bound).
 constexpr double FLAG_INT_MIN = (double)INT32_MIN, FLAG_INT_MAX = (double)INT32_MAX;
+// What an integer flag with choices "auto" holds when given the word auto (outside its range).
+constexpr int FLAG_AUTO = -1;
 
 inline const Flag* flag_find(const Flag* flags, int count, const char* name, size_t name_len) {
     for (int i = 0; i < count; i++)
@@ -72,7 +75,8 @@ inline const char* flag_format(const Flag* flag, const void* config, char* out, 
     const char* field = (const char*)config + flag->field;
     switch (flag->type) {
         case FLAG_INT:
-            snprintf(out, len, "%d", *(const int*)field);
+            if (flag->choices && *(const int*)field == FLAG_AUTO) snprintf(out, len, "auto");
+            else snprintf(out, len, "%d", *(const int*)field);
             break;
         case FLAG_INT64:
             snprintf(out, len, "%lld", *(const long long*)field);
@@ -103,6 +107,10 @@ inline const char* flag_set(const Flag* flag, void* config, const char* value, c
     bool ok = *value != '\0';
     switch (flag->type) {
         case FLAG_INT: {
+            if (flag->choices && flag_is_choice(flag, value)) {
+                *(int*)field = FLAG_AUTO;
+                return nullptr;
+            }
             long long v = strtoll(value, &end, 10);
             ok = ok && *end == '\0' && errno == 0 && v >= INT32_MIN && v <= INT32_MAX;
             if (ok) *(int*)field = (int)v;
@@ -181,6 +189,7 @@ inline const char* flags_check(const Flag* flags, int count, const void* config,
         double v = 0.0;
         switch (f->type) {
             case FLAG_INT:
+                if (f->choices && *(const int*)field == FLAG_AUTO) continue;
                 v = *(const int*)field;
                 break;
             case FLAG_INT64:

@@ -19,6 +19,7 @@
 #include <cublasLt.h>
 
 #include "common.cuh"
+#include "memplan.h"
 
 inline void cublas_check(cublasStatus_t status, const char* file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) {
@@ -65,10 +66,11 @@ struct MatmulContext {
     int algos_next;  // the entry the next new problem replaces once the table is full
 };
 
-inline void matmul_init(MatmulContext* ctx, cudaStream_t stream) {
+// The workspace is taken from `ledger` (llmc/memplan.h).
+inline void matmul_init(MatmulContext* ctx, cudaStream_t stream, DeviceLedger* ledger) {
     CUBLAS_CHECK(cublasLtCreate(&ctx->handle));
     ctx->workspace_size = 32u << 20;  // cuBLASLt recommends 32 MiB on Hopper
-    CUDA_CHECK(cudaMalloc(&ctx->workspace, ctx->workspace_size));
+    ctx->workspace = device_take(ledger, MEM_WORKSPACE, ctx->workspace_size);
     ctx->stream = stream;
     ctx->algos_used = 0;
     ctx->algos_next = 0;

@@ -99,18 +99,18 @@ struct MuonWorkspace {
     size_t gram_elems;    // capacity of gram and poly
 };
 
-// Allocates the workspace (nothing when matrix_elems is 0) and returns the bytes it holds.
-inline size_t muon_workspace_init(MuonWorkspace* ws, size_t matrix_elems, size_t gram_elems) {
+// Takes the workspace from `ledger` (llmc/memplan.h; nothing when matrix_elems is 0).
+inline void muon_workspace_init(MuonWorkspace* ws, size_t matrix_elems, size_t gram_elems,
+                                DeviceLedger* ledger) {
     memset(ws, 0, sizeof(*ws));
-    if (matrix_elems == 0) return 0;
+    if (matrix_elems == 0) return;
     ws->matrix_elems = matrix_elems;
     ws->gram_elems = gram_elems;
-    CUDA_CHECK(cudaMalloc(&ws->x, matrix_elems * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&ws->x_next, matrix_elems * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&ws->gram, gram_elems * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&ws->poly, gram_elems * sizeof(floatX)));
-    CUDA_CHECK(cudaMalloc(&ws->norm, (1 + NORM_BLOCKS) * sizeof(float)));
-    return 2 * (matrix_elems + gram_elems) * sizeof(floatX) + (1 + NORM_BLOCKS) * sizeof(float);
+    ws->x = device_take_n<floatX>(ledger, MEM_WORKSPACE, matrix_elems);
+    ws->x_next = device_take_n<floatX>(ledger, MEM_WORKSPACE, matrix_elems);
+    ws->gram = device_take_n<floatX>(ledger, MEM_WORKSPACE, gram_elems);
+    ws->poly = device_take_n<floatX>(ledger, MEM_WORKSPACE, gram_elems);
+    ws->norm = device_take_n<float>(ledger, MEM_WORKSPACE, 1 + NORM_BLOCKS);
 }
 
 inline void muon_workspace_free(MuonWorkspace* ws) {

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "comm.cuh"
+#include "memplan.h"
 #include "norm.cuh"
 
 // =============================================================================================
@@ -179,13 +180,11 @@ struct DataParallel {
     int gather_held[3];         // the bucket whose current parameters each holds (-1: none)
     cudaEvent_t gathered[3];    // recorded on the communication stream after each gather
     cudaEvent_t compute_point;  // the compute stream's work so far, before a gather
-    size_t bytes_gather;        // memory of the gather buffers
     // the gradient norm
     NormItem* norm_items;  // device
     int norm_item_count, norm_max_blocks;
     float* norm_partials;   // (items, norm_max_blocks)
     float* norm_rank_sums;  // (ranks) device
-    size_t bytes_buckets;   // memory of the buffers that hold buckets in flight
 };
 
 // The units rank `owner` owns, in the order of its unit shard.
@@ -358,35 +357,17 @@ __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
 // ---------------------------------------------------------------------------------------------
 // Set-up.
 
-template <class T>
-T* dp_device_copy(const std::vector<T>& host) {
-    T* dev = nullptr;
-    if (host.empty()) return nullptr;
-    CUDA_CHECK(cudaMalloc(&dev, host.size() * sizeof(T)));
-    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return dev;
-}
-
-template <class T>
-T* dp_device_alloc(size_t elems, size_t* held) {
-    T* p = nullptr;
-    if (elems == 0) return nullptr;
-    CUDA_CHECK(cudaMalloc(&p, elems * sizeof(T)));
-    CUDA_CHECK(cudaMemset(p, 0, elems * sizeof(T)));
-    *held += elems * sizeof(T);
-    return p;
-}
-
 // Builds the buckets from the units' ranges in the order the backward pass finishes them
 // (unit_begin/unit_end: n_units element ranges, each adjacent to the next one's), the plan of
 // tensors[0..n_tensors) and this rank's part. grads: the full gradient buffer (stages 0 and
-// 1), nullptr at stages 2 and 3. The buffers it allocates are counted into bytes_buckets (in
-// flight), bytes_gather (stage 3) and *grad_bytes (the reduced gradient shard, kept between
-// steps). At stage 3 the caller's parameter buffer is the shard, dp_param_elems elements.
+// 1), nullptr at stages 2 and 3. Its buffers are taken from `ledger`: the reduced gradient
+// shard (kept between steps) as grads, the buffers of buckets in flight as buckets, stage 3's
+// gather buffers, the run lists as other. At stage 3 the caller's parameter buffer is the
+// shard, dp_param_elems elements.
 inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX* grads,
                     const size_t* unit_begin, const size_t* unit_end, int n_units,
                     const ShardTensor* tensors, int n_tensors, double bucket_mb,
-                    size_t* grad_bytes) {
+                    DeviceLedger* ledger) {
     memset(dp, 0, sizeof(*dp));
     dp->group = group;
     dp->stage = group->size == 1 ? 0 : stage;  // one rank: nothing to shard
@@ -426,7 +407,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     dp->owned = (OwnedRange*)MALLOC_CHECK((owned.size() + 1) * sizeof(OwnedRange));
     std::copy(owned.begin(), owned.end(), dp->owned);
     if (dp->stage > 0) {
-        dp->grad_shard = dp_device_alloc<floatX>(dp->elem_state + dp->unit_state, grad_bytes);
+        dp->grad_shard = device_take_n<floatX>(ledger, MEM_GRADS, dp->elem_state + dp->unit_state);
         size_t staging = 0, largest_unit = 0, largest_bucket = 0;
         for (int b = 0; b < dp->count; b++) {
             staging = std::max(staging, dp->plan.buckets[b].slice * ranks);
@@ -436,16 +417,16 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
         }
         for (int i = 0; i < dp->plan.unit_count; i++)
             largest_unit = std::max(largest_unit, dp->plan.units[i].n);
-        dp->staging = dp_device_alloc<floatX>(staging, &dp->bytes_buckets);
+        dp->staging = device_take_n<floatX>(ledger, MEM_BUCKETS, staging);
         if (dp->stage >= 2) {
             size_t slice = 0;
             for (int b = 0; b < dp->count; b++) slice = std::max(slice, dp->plan.buckets[b].slice);
             dp->accumulate =
-                dp_device_alloc<floatX>(std::max(slice, largest_unit), &dp->bytes_buckets);
+                device_take_n<floatX>(ledger, MEM_BUCKETS, std::max(slice, largest_unit));
             for (int s = 0; s < 2 && dp->count > 1; s++)
-                dp->slots[s] = dp_device_alloc<floatX>(largest_bucket, &dp->bytes_buckets);
+                dp->slots[s] = device_take_n<floatX>(ledger, MEM_BUCKETS, largest_bucket);
             const GradBucket* last = &dp->buckets[dp->count - 1];
-            dp->last_slot = dp_device_alloc<floatX>(last->end - last->begin, &dp->bytes_buckets);
+            dp->last_slot = device_take_n<floatX>(ledger, MEM_BUCKETS, last->end - last->begin);
             dp->prepared = (bool*)calloc(dp->count, sizeof(bool));
         }
         if (dp->stage == 3) {  // gather buffers shaped as the gradient slots
@@ -453,7 +434,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
                 const size_t n =
                     k < 2 ? (dp->count > 1 ? largest_bucket : 0)
                           : dp->buckets[dp->count - 1].end - dp->buckets[dp->count - 1].begin;
-                dp->gather[k] = dp_device_alloc<floatX>(n, &dp->bytes_gather);
+                dp->gather[k] = device_take_n<floatX>(ledger, MEM_GATHER, n);
                 dp->gather_held[k] = -1;
             }
         }
@@ -484,8 +465,8 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
         }
         dp->pack_first[dp->count] = dp->param_first[dp->count] = (int)runs.size();
         unpack.resize(runs.size());
-        dp->runs = dp_device_copy(runs);
-        dp->unpack_runs = dp_device_copy(unpack);
+        dp->runs = device_take_copy(ledger, MEM_OTHER, runs);
+        dp->unpack_runs = device_take_copy(ledger, MEM_OTHER, unpack);
     }
     // the norm's items: every rank's owned runs in state order (stage 0), or this rank's
     std::vector<NormItem> items;
@@ -501,10 +482,10 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
         }
     }
     dp->norm_item_count = (int)items.size();
-    dp->norm_items = dp_device_copy(items);
-    size_t unused = 0;
-    dp->norm_partials = dp_device_alloc<float>(items.size() * dp->norm_max_blocks + 1, &unused);
-    dp->norm_rank_sums = dp_device_alloc<float>(ranks, &unused);
+    dp->norm_items = device_take_copy(ledger, MEM_OTHER, items);
+    dp->norm_partials =
+        device_take_n<float>(ledger, MEM_OTHER, items.size() * dp->norm_max_blocks + 1);
+    dp->norm_rank_sums = device_take_n<float>(ledger, MEM_OTHER, ranks);
     if (group->size == 1) return;  // nothing to reduce: no streams or events
     CUDA_CHECK(cudaStreamCreateWithFlags(&dp->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&dp->computed, cudaEventDisableTiming));

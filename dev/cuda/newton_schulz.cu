@@ -247,7 +247,8 @@ static std::vector<double> as_double(const std::vector<float>& v) {
 static std::vector<double> run_variant(int v, const Case* c, MatmulContext* mm) {
     const int m = std::min(c->rows, c->cols), n = std::max(c->rows, c->cols);
     MuonWorkspace ws;
-    muon_workspace_init(&ws, (size_t)m * n, (size_t)m * m);
+    DeviceLedger ledger = {};
+    muon_workspace_init(&ws, (size_t)m * n, (size_t)m * m, &ledger);
     const std::vector<floatX> x0 = iteration_input(c);
     CUDA_CHECK(cudaMemcpy(ws.x, x0.data(), x0.size() * sizeof(floatX), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(ws.x_next, 0xff, x0.size() * sizeof(floatX)));  // NaN: must be written
@@ -362,7 +363,8 @@ static void bench(const Options* o, MatmulContext* mm) {
         const int m = C, n = shape_i == 0 ? C : 4 * C, per_layer = shape_i == 0 ? 4 : 2;
         Case c = random_case("bench", m, n, 5, 99);
         MuonWorkspace ws;
-        muon_workspace_init(&ws, (size_t)m * n, (size_t)m * m);
+        DeviceLedger ledger = {};
+        muon_workspace_init(&ws, (size_t)m * n, (size_t)m * m, &ledger);
         const std::vector<floatX> x0 = iteration_input(&c);
         const double flops = 5.0 * (4.0 * m * m * n + 2.0 * (double)m * m * m);
         char name[160];
@@ -399,7 +401,8 @@ int main(int argc, char** argv) {
     Options o = parse_options((int)args.size(), args.data(), NUM_VARIANTS, VARIANTS);
     print_header("newton_schulz");
     MatmulContext mm;
-    matmul_init(&mm, 0);
+    DeviceLedger ledger = {};
+    matmul_init(&mm, 0, &ledger);
     int failures = 0;
     if (torch_file) {
         printf("PyTorch's results from %s:\n", torch_file);
