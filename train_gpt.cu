@@ -3945,10 +3945,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         "device memory: planned %zu bytes, allocated %zu (cudaMemGetInfo before and after the "
         "model), difference %+.3f%%\n",
         planned, allocated, 100.0 * ((double)allocated - (double)planned) / (double)planned);
-    if (lg.file && lg.needs_header)
+    // the log describes the run as it started: a resumed run appends to it, changing neither
+    if (lg.file && lg.needs_header) {
         log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model, &plan);
-    if (lg.file) {
         logger_begin(&lg);
+        logger_int(&lg, "step", (int64_t)rs.step);
         logger_int(&lg, "allocated_bytes", (int64_t)allocated);
         logger_int(&lg, "planned_bytes", (int64_t)planned);
         if (logger_end(&lg) != 0) fatal("%s", lg.error);

@@ -35,7 +35,6 @@ import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -105,6 +104,30 @@ def train(binary, ranks, workdir, name, extra):
     with open(log) as f:
         records = [json.loads(line) for line in f]
     return out, records, ckpt
+
+
+def finish(what):
+    """Prints a test script's summary line for its checks of `what` and exits with its status."""
+    print(f"all {what} checks passed" if failures == 0 else f"{failures} {what} checks FAILED")
+    sys.exit(1 if failures else 0)
+
+
+def val_losses_and_sample(out, step):
+    """The validation losses a run printed, and its sample at `step` (None if it printed none)."""
+    sample = re.search(r"sample at step %d:\n---\n(.*?)\n---" % step, out, re.S)
+    return re.findall(r"val loss ([0-9.]+) at step", out), sample.group(1) if sample else None
+
+
+def env_launch(cmd, ranks, rendezvous):
+    """Runs cmd as `ranks` processes started by environment variables (RANK, WORLD_SIZE,
+    LOCAL_RANK), meeting in folder `rendezvous`; returns (every one exited 0, rank 0's output)."""
+    os.makedirs(rendezvous, exist_ok=True)
+    procs = [subprocess.Popen(cmd + ["--rendezvous", rendezvous], cwd=ROOT,
+                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+             for rank in reversed(range(ranks))]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    return all(p.returncode == 0 for p in procs), outs[-1]
 
 
 def logged_values(records):
@@ -245,9 +268,7 @@ def main():
               f"bf16: the environment launch with --rendezvous gives the mpirun run's hash {reference}, folder left empty")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{'all data-parallel checks passed' if failures == 0 else f'{failures} data-parallel checks FAILED'}")
-    sys.exit(1 if failures else 0)
-
+    finish("data-parallel")
 
 if __name__ == "__main__":
     main()

@@ -30,11 +30,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
-import test_dp
-from test_dp import MPIRUN, ROOT, check, make_data, run
+from test_dp import MPIRUN, ROOT, check, finish, make_data, run
 
 TINY = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "32", "--lr", "1e-3",
         "--steps", "1", "--val-every", "0", "--sample-len", "0"]
@@ -147,8 +145,7 @@ def main():
               + (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:120])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("all memory plan checks passed" if test_dp.failures == 0 else f"{test_dp.failures} memory plan checks FAILED")
-    sys.exit(1 if test_dp.failures else 0)
+    finish("memory plan")
 
 
 if __name__ == "__main__":

@@ -21,13 +21,10 @@ Usage: python3 scripts/test_recompute.py [--bin-dir build/cpu]; exits 0 when eve
 import argparse
 import json
 import os
-import re
 import shutil
-import sys
 import tempfile
 
-import test_dp
-from test_dp import MPIRUN, ROOT, check, make_data, param_hash, run
+from test_dp import MPIRUN, ROOT, check, finish, make_data, param_hash, run, val_losses_and_sample
 
 C, L, NH, V, T, B = 64, 3, 2, 256, 16, 4
 MODEL = ["--vocab", str(V), "--layers", str(L), "--heads", str(NH), "--embd", str(C), "--seq", str(T),
@@ -110,14 +107,12 @@ def main():
         for policy in ("none", "full"):
             out = run([bf16] + MODEL + ["--data", data, "--steps", "2", "--val-every", "1", "--sample-len", "12",
                                         "--recompute", policy], f"samples, {policy}")
-            texts[policy] = (re.findall(r"val loss ([0-9.]+) at step", out),
-                             re.search(r"sample at step 2:\n---\n(.*?)\n---", out, re.S).group(1))
+            texts[policy] = val_losses_and_sample(out, 2)
         check(len(texts["none"][0]) == 3 and texts["full"] == texts["none"],
               f"bf16: validation losses and the sample are the same under full recompute ({texts['none'][0]})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("all recompute checks passed" if test_dp.failures == 0 else f"{test_dp.failures} recompute checks FAILED")
-    sys.exit(1 if test_dp.failures else 0)
+    finish("recompute")
 
 
 if __name__ == "__main__":

@@ -33,14 +33,12 @@ Usage: python3 scripts/test_zero.py [--bin-dir build/cpu]; exits 0 when every ch
 import argparse
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-import test_dp
-from test_dp import MPIRUN, ROOT, check, final_checkpoint, logged_values, make_data, param_hash, run
+from test_dp import (MPIRUN, ROOT, check, env_launch, final_checkpoint, finish, logged_values, make_data,
+                     param_hash, run)
 from testlib import checkpoint_array, checkpoint_files
 
 G = 36  # the global batch in sequences
@@ -78,12 +76,14 @@ def resume(binary, source, ranks, work, name, extra, steps=STEPS):
     """Runs `extra` with --resume latest from a copy of the step-2 checkpoint of `source` (a
     train() result) on `ranks` ranks; returns (stdout, the largest relative loss difference
     from the uninterrupted run over the resumed steps, the relative error of the final
-    parameters against its)."""
+    parameters against its; both None for the bf16 build, whose runs compare by hash)."""
     ck = os.path.join(work, name + "_ck")
     os.makedirs(ck)
     for path in checkpoint_files(final_checkpoint(source[2], 2)):
         shutil.copy(path, ck)
     out, records, _ = train(binary, ranks, work, name, extra + ["--resume", "latest"])
+    if not binary.endswith("_fp32"):
+        return out, None, None
     whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
     worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in records if "train_loss" in r)
     err = rel(checkpoint_array(final_checkpoint(ck, steps), "params"),
@@ -201,23 +201,13 @@ def main():
                       f"within {worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")
 
         # 7
-        rdv = os.path.join(work, "rendezvous")
-        os.makedirs(rdv)
-        procs = []
-        for rank in (1, 0):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
-            procs.append(subprocess.Popen([bf16] + MODEL + ["--data", data, "--steps", str(STEPS), "--batch", str(G // 2),
-                                                           "--zero", "2", "--rendezvous", rdv],
-                                          env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True, errors="replace"))
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-        check(all(p.returncode == 0 for p in procs) and param_hash(outs[1], 2) == param_hash(full[0], 2),
+        ok, out = env_launch([bf16] + MODEL + ["--data", data, "--steps", str(STEPS), "--batch", str(G // 2),
+                                          "--zero", "2"], 2, os.path.join(work, "rendezvous"))
+        check(ok and param_hash(out, 2) == param_hash(full[0], 2),
               "bf16 ZeRO-2 launched by environment variables equals the mpirun run")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    failures = test_dp.failures
-    print("all ZeRO checks passed" if failures == 0 else f"{failures} ZeRO checks FAILED")
-    sys.exit(1 if failures else 0)
+    finish("ZeRO")
 
 
 if __name__ == "__main__":

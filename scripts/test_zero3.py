@@ -34,14 +34,12 @@ Usage: python3 scripts/test_zero3.py [--bin-dir build/cpu]; exits 0 when every c
 """
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
-import test_dp
-from test_dp import MPIRUN, ROOT, check, final_checkpoint, make_data, param_hash, run
+from test_dp import MPIRUN, ROOT, check, env_launch, finish, make_data, param_hash, run, val_losses_and_sample
 from test_zero import G, MODEL, RTOL, compare, resume, train, up
 
 STEPS = 4
@@ -157,14 +155,8 @@ def main():
                 check(wrong != short, f"bf16 ZeRO-3 without the wait {what} (seed {seed}): the result differs "
                       f"({wrong or 'replicas disagree'})")
 
-        rdv = os.path.join(work, "rendezvous")
-        os.makedirs(rdv)
-        procs = [subprocess.Popen([bf16] + short_run + ["--zero", "3", "--rendezvous", rdv], cwd=ROOT,
-                                  env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank)),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-                 for rank in (1, 0)]
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-        check(all(p.returncode == 0 for p in procs) and param_hash(outs[1], 2) == short,
+        ok, out = env_launch([bf16] + short_run + ["--zero", "3"], 2, os.path.join(work, "rendezvous"))
+        check(ok and param_hash(out, 2) == short,
               f"bf16 ZeRO-3 launched by environment variables (--rendezvous): ZeRO-2's hash {short}")
 
         # 4 and 5
@@ -215,16 +207,12 @@ def main():
             out = run(MPIRUN + ["-np", "2", bf16] + MODEL + SHAPE + [
                 "--data", data, "--steps", "2", "--batch", "4", "--val-every", "1", "--val-steps", "2",
                 "--sample-len", "12", "--zero", str(zero)], f"samples, ZeRO-{zero}")
-            vals = re.findall(r"val loss ([0-9.]+) at step", out)
-            sample = re.search(r"sample at step 2:\n---\n(.*?)\n---", out, re.S)
-            texts[zero] = (vals, sample.group(1) if sample else None)
+            texts[zero] = val_losses_and_sample(out, 2)
         check(len(texts[0][0]) == 3 and texts[0][1] is not None and texts[3] == texts[0],
               f"bf16, 2 ranks: validation and samples under ZeRO-3 print ZeRO-0's ({texts[0][0]}, {texts[0][1]!r})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    failures = test_dp.failures
-    print("all ZeRO-3 checks passed" if failures == 0 else f"{failures} ZeRO-3 checks FAILED")
-    sys.exit(1 if failures else 0)
+    finish("ZeRO-3")
 
 
 if __name__ == "__main__":
