@@ -309,41 +309,44 @@ struct LayerActivations {
     floatX* residual3;  // (B,T,C)  block output: residual2 + mlp projection
 };
 
-// The activation table: each saved tensor of a block, its width per row (c x C + nh x NH
-// values), its type, the last policy that keeps it, and the backward step that reads it.
+// The activation tables: each saved tensor of a block (and then of the model, outside the
+// blocks), its width per row (c x C + nh x NH + vp x Vp values), its type, the last policy that
+// keeps it, and the backward step that reads it.
 struct ActivationInfo {
     const char* name;
-    size_t field;   // offsetof(LayerActivations, ...)
+    size_t field;   // offsetof(LayerActivations, ...), or offsetof(Activations, ...)
     bool is_float;  // float, else floatX
-    int c, nh;
+    int c, nh, vp;
     bool qk_norm_only;
     int kept_until;  // kept under policies up to this one
     const char* read_by;
 };
 #define ACT(f) #f, offsetof(LayerActivations, f)
 static const ActivationInfo BLOCK_ACTIVATIONS[] = {
-    {ACT(ln1), false, 1, 0, false, RECOMPUTE_NONE, "the qkv weight gradient"},
-    {ACT(ln1_mean), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
-    {ACT(ln1_rstd), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
-    {ACT(qkv), false, 3, 0, false, RECOMPUTE_SELECTIVE, "attention backward"},
-    {ACT(qk_raw), false, 2, 0, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
-    {ACT(qk_rstd), true, 0, 2, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
-    {ACT(atty), false, 1, 0, false, RECOMPUTE_SELECTIVE, "attention backward, attn.proj gradient"},
-    {ACT(lse), true, 0, 1, false, RECOMPUTE_SELECTIVE, "attention backward"},
-    {ACT(residual2), false, 1, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(ln2), false, 1, 0, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
-    {ACT(ln2_mean), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(ln2_rstd), true, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(fch), false, 4, 0, false, RECOMPUTE_SELECTIVE, "GELU backward"},
-    {ACT(fch_gelu), false, 4, 0, false, RECOMPUTE_NONE, "the mlp.proj weight gradient"},
-    {ACT(residual3), false, 1, 0, false, RECOMPUTE_FULL, "the next block (its input)"},
+    {ACT(ln1), false, 1, 0, 0, false, RECOMPUTE_NONE, "the qkv weight gradient"},
+    {ACT(ln1_mean), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(ln1_rstd), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(qkv), false, 3, 0, 0, false, RECOMPUTE_SELECTIVE, "attention backward"},
+    {ACT(qk_raw), false, 2, 0, 0, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(qk_rstd), true, 0, 2, 0, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(atty), false, 1, 0, 0, false, RECOMPUTE_SELECTIVE,
+     "attention backward, attn.proj gradient"},
+    {ACT(lse), true, 0, 1, 0, false, RECOMPUTE_SELECTIVE, "attention backward"},
+    {ACT(residual2), false, 1, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2), false, 1, 0, 0, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
+    {ACT(ln2_mean), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2_rstd), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(fch), false, 4, 0, 0, false, RECOMPUTE_SELECTIVE, "GELU backward"},
+    {ACT(fch_gelu), false, 4, 0, 0, false, RECOMPUTE_NONE, "the mlp.proj weight gradient"},
+    {ACT(residual3), false, 1, 0, 0, false, RECOMPUTE_FULL, "the next block (its input)"},
 };
 #undef ACT
 constexpr int NUM_BLOCK_ACTIVATIONS = sizeof(BLOCK_ACTIVATIONS) / sizeof(BLOCK_ACTIVATIONS[0]);
 
 // Values per row of an activation (a mean or rstd: 1).
 inline size_t activation_width(const ActivationInfo* info, const GPTConfig* c) {
-    const size_t width = (size_t)info->c * c->channels + (size_t)info->nh * c->heads;
+    const size_t width = (size_t)info->c * c->channels + (size_t)info->nh * c->heads +
+                         (size_t)info->vp * c->padded_vocab;
     return width > 0 ? width : 1;
 }
 
@@ -369,6 +372,19 @@ struct Activations {
     float* norm;           // 1 float: the grad norm
 };
 
+#define ACT(f) #f, offsetof(Activations, f)
+static const ActivationInfo MODEL_ACTIVATIONS[] = {
+    {ACT(encoded), false, 1, 0, 0, false, RECOMPUTE_FULL, "block 0 (its input)"},
+    {ACT(lnf), false, 1, 0, 0, false, RECOMPUTE_FULL, "the lm head's weight gradient"},
+    {ACT(lnf_mean), true, 0, 0, 0, false, RECOMPUTE_FULL, "lnf backward"},
+    {ACT(lnf_rstd), true, 0, 0, 0, false, RECOMPUTE_FULL, "lnf backward"},
+    {ACT(logits), false, 0, 0, 1, false, RECOMPUTE_FULL, "the lm head backward (as dlogits)"},
+    {ACT(losses), true, 0, 0, 0, false, RECOMPUTE_FULL, "the loss (host)"},
+    {ACT(z_losses), true, 0, 0, 0, false, RECOMPUTE_FULL, "the z-loss (host)"},
+};
+#undef ACT
+constexpr int NUM_MODEL_ACTIVATIONS = sizeof(MODEL_ACTIVATIONS) / sizeof(MODEL_ACTIVATIONS[0]);
+
 // Rows summed by one thread of the column reductions (bias and layernorm parameter grads).
 constexpr int COLUMN_CHUNK = 32;
 
@@ -385,7 +401,13 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
                                float* fbase, size_t* x_elems, size_t* f_elems) {
     const size_t N = (size_t)B * T, C = c->channels, NH = c->heads;
     size_t xc = 0, fc = 0;
-    take_tensor(&a->encoded, xbase, &xc, N * C);
+    auto take = [&](void** ptr, const ActivationInfo* info) {
+        const size_t n = N * activation_width(info, c);
+        if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
+        else take_tensor((floatX**)ptr, xbase, &xc, n);
+    };
+    for (int i = 0; i < NUM_MODEL_ACTIVATIONS; i++)  // the model's, outside the blocks
+        take((void**)((char*)a + MODEL_ACTIVATIONS[i].field), &MODEL_ACTIVATIONS[i]);
     // a block's activations: its own buffer when the policy keeps it, else the one all blocks
     // share (taken by the first block)
     for (int l = 0; l < c->layers; l++) {
@@ -397,17 +419,10 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
                 *ptr = present ? *(void**)((char*)&a->layers[0] + info->field) : nullptr;
                 continue;
             }
-            const size_t n = N * activation_width(info, c);
-            if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
-            else take_tensor((floatX**)ptr, xbase, &xc, n);
+            take(ptr, info);
         }
     }
-    take_tensor(&a->lnf, xbase, &xc, N * C);
-    take_tensor(&a->lnf_mean, fbase, &fc, N);
-    take_tensor(&a->lnf_rstd, fbase, &fc, N);
-    take_tensor(&a->logits, xbase, &xc, N * c->padded_vocab);
-    take_tensor(&a->losses, fbase, &fc, N);
-    take_tensor(&a->z_losses, fbase, &fc, N);
+    // the scratch of the passes: not saved, used by one layer at a time
     take_tensor(&a->proj_out, xbase, &xc, N * C);
     take_tensor(&a->dresidual, xbase, &xc, N * C);
     take_tensor(&a->dbtc, xbase, &xc, N * C);
