@@ -542,6 +542,23 @@ inline ncclDataType_t nccl_type_of(const float*) { return ncclFloat32; }
 inline ncclDataType_t nccl_type_of(const __nv_bfloat16*) { return ncclBfloat16; }
 #endif
 
+// Whether g has no communicator (one rank, or a build without NCCL): then every collective's
+// result is the rank's own data, and comm_local_result makes it.
+inline bool comm_is_local(const CommGroup* g) {
+#ifdef MULTI_GPU
+    return g->nccl == nullptr;
+#else
+    (void)g;
+    return true;
+#endif
+}
+
+template <class T>
+void comm_local_result(const T* send, T* recv, size_t n, cudaStream_t stream) {
+    if (send != recv)
+        CUDA_CHECK(cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+}
+
 // In place on buf (n elements).
 template <class T>  // float or __nv_bfloat16
 void comm_allreduce(const CommGroup* g, T* buf, size_t n, bool average, cudaStream_t stream) {
@@ -567,21 +584,13 @@ void comm_allreduce_sum(const CommGroup* g, T* buf, size_t n, cudaStream_t strea
 template <class T>
 void comm_reduce_scatter(const CommGroup* g, const T* send, T* recv, size_t count, bool average,
                          cudaStream_t stream) {
+    if (comm_is_local(g)) return comm_local_result(send, recv, count, stream);
 #ifdef MULTI_GPU
-    if (g->nccl == nullptr) {
-        if (send != recv)
-            CUDA_CHECK(
-                cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-        return;
-    }
     comm_count(g, COMM_REDUCE_SCATTER, count * g->size * sizeof(T));
     NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type_of(send), average ? ncclAvg : ncclSum,
                                  g->nccl, stream));
 #else
-    if (send != recv)
-        CUDA_CHECK(
-            cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    (void)g, (void)average;
+    (void)average;
 #endif
 }
 
@@ -589,20 +598,10 @@ void comm_reduce_scatter(const CommGroup* g, const T* send, T* recv, size_t coun
 // send == recv + rank * count.
 template <class T>
 void comm_allgather(const CommGroup* g, const T* send, T* recv, size_t count, cudaStream_t stream) {
+    if (comm_is_local(g)) return comm_local_result(send, recv, count, stream);
 #ifdef MULTI_GPU
-    if (g->nccl == nullptr) {
-        if (send != recv)
-            CUDA_CHECK(
-                cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-        return;
-    }
     comm_count(g, COMM_ALL_GATHER, count * g->size * sizeof(T));
     NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type_of(send), g->nccl, stream));
-#else
-    if (send != recv)
-        CUDA_CHECK(
-            cudaMemcpyAsync(recv, send, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    (void)g;
 #endif
 }
 
@@ -611,20 +610,13 @@ void comm_allgather(const CommGroup* g, const T* send, T* recv, size_t count, cu
 template <class T>
 void comm_reduce(const CommGroup* g, const T* send, T* recv, size_t n, int root, bool average,
                  cudaStream_t stream) {
+    if (comm_is_local(g)) return comm_local_result(send, recv, n, stream);
 #ifdef MULTI_GPU
-    if (g->nccl == nullptr) {
-        if (send != recv)
-            CUDA_CHECK(
-                cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-        return;
-    }
     comm_count(g, COMM_REDUCE, n * sizeof(T));
     NCCL_CHECK(ncclReduce(send, recv, n, nccl_type_of(send), average ? ncclAvg : ncclSum, root,
                           g->nccl, stream));
 #else
-    if (send != recv)
-        CUDA_CHECK(cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    (void)g, (void)root, (void)average;
+    (void)root, (void)average;
 #endif
 }
 
@@ -633,19 +625,12 @@ void comm_reduce(const CommGroup* g, const T* send, T* recv, size_t n, int root,
 template <class T>
 void comm_broadcast_device(const CommGroup* g, const T* send, T* recv, size_t n, int root,
                            cudaStream_t stream) {
+    if (comm_is_local(g)) return comm_local_result(send, recv, n, stream);
 #ifdef MULTI_GPU
-    if (g->nccl == nullptr) {
-        if (send != recv)
-            CUDA_CHECK(
-                cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-        return;
-    }
     comm_count(g, COMM_BROADCAST, n * sizeof(T));
     NCCL_CHECK(ncclBroadcast(send, recv, n, nccl_type_of(recv), root, g->nccl, stream));
 #else
-    if (send != recv)
-        CUDA_CHECK(cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    (void)g, (void)root;
+    (void)root;
 #endif
 }
 

@@ -16,22 +16,29 @@ constexpr int NORM_BLOCKS = 128;
 constexpr int NORM_THREADS = 512;
 constexpr int NORM_ELEMS_PER_THREAD = 16;  // norm_blocks_for's target
 
-__global__ void norm_squared_partials_kernel(float* partials, const floatX* x, size_t n) {
+// The sum of squares of the elements of x[0..n) that block `block` of `blocks` covers
+// (grid-stride, NORM_THREADS threads), in a fixed order; valid in thread 0. Every thread of the
+// block must call it.
+__device__ inline float block_sum_of_squares(const floatX* x, size_t n, size_t block,
+                                             size_t blocks) {
     __shared__ float warp_sums[NORM_THREADS / 32];
     float acc = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)NORM_THREADS + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * NORM_THREADS) {
+    for (size_t i = block * NORM_THREADS + threadIdx.x; i < n; i += blocks * NORM_THREADS) {
         float v = (float)x[i];
         acc += v * v;
     }
     acc = warp_sum(acc);
     if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
     __syncthreads();  // every warp's sum is in shared memory
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
+    float total = 0.0f;
+    if (threadIdx.x == 0)
         for (int w = 0; w < NORM_THREADS / 32; w++) total += warp_sums[w];
-        partials[blockIdx.x] = total;
-    }
+    return total;
+}
+
+__global__ void norm_squared_partials_kernel(float* partials, const floatX* x, size_t n) {
+    const float total = block_sum_of_squares(x, n, blockIdx.x, gridDim.x);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
 __global__ void norm_finish_kernel(float* norm, const float* partials, int count) {

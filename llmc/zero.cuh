@@ -327,23 +327,10 @@ inline void add_into(floatX* dst, const floatX* add, size_t n, cudaStream_t stre
 // `item` that block `block` of its `blocks` covers (grid-stride); then rank_sums[r] = the
 // partials of rank r's items, added in item and block order by one thread.
 __global__ void norm_items_kernel(float* partials, const NormItem* items, int max_blocks) {
-    __shared__ float warp_sums[NORM_THREADS / 32];
     const NormItem it = items[blockIdx.y];
     if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
-    float acc = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)NORM_THREADS + threadIdx.x; i < it.n;
-         i += (size_t)it.blocks * NORM_THREADS) {
-        const float v = (float)it.grads[i];
-        acc += v * v;
-    }
-    acc = warp_sum(acc);
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
-    __syncthreads();  // every warp's sum is in shared memory
-    if (threadIdx.x == 0) {
-        float total = 0.0f;
-        for (int w = 0; w < NORM_THREADS / 32; w++) total += warp_sums[w];
-        partials[(size_t)blockIdx.y * max_blocks + blockIdx.x] = total;
-    }
+    const float total = block_sum_of_squares(it.grads, it.n, blockIdx.x, it.blocks);
+    if (threadIdx.x == 0) partials[(size_t)blockIdx.y * max_blocks + blockIdx.x] = total;
 }
 
 __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,

@@ -920,16 +920,16 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
         return api_return(cudaErrorStreamCaptureWrongThread);
     // Every node some joined stream depends on must be one the origin depends on.
     std::set<cudaGraphNode_t> reached(s->frontier.begin(), s->frontier.end());
-    std::vector<cudaGraphNode_t> todo(s->frontier.begin(), s->frontier.end());
-    while (!todo.empty()) {
-        cudaGraphNode_t n = todo.back();
-        todo.pop_back();
+    std::vector<cudaGraphNode_t> pending(s->frontier.begin(), s->frontier.end());
+    while (!pending.empty()) {
+        cudaGraphNode_t n = pending.back();
+        pending.pop_back();
         size_t count = 0;
         cudaGraphNodeGetDependencies(n, nullptr, nullptr, &count);
         std::vector<cudaGraphNode_t> deps(count);
         cudaGraphNodeGetDependencies(n, deps.data(), nullptr, &count);
         for (cudaGraphNode_t d : deps)
-            if (reached.insert(d).second) todo.push_back(d);
+            if (reached.insert(d).second) pending.push_back(d);
     }
     bool unjoined = false;
     for (Stream* t : c->streams)
