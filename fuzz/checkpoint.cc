@@ -12,7 +12,8 @@ configuration (a random change would almost never keep the CRC right). Each time
   integrity check failed;
 - when it is intact, every section is looked up and read whole and in two parts that must
   agree, and a read of the wrong size or past the end is refused;
-- ckpt_find_latest over the folder finds it when it is intact.
+- ckpt_find_latest over the folder finds it when it is intact, and skips it (freeing what it
+  read) when it is a manifest whose "shards" section names shard files: the folder has none.
 Every refusal must come with a message.
 
 Seeds: with FUZZ_WRITE_SEEDS=DIR set, this program writes its seed corpus into DIR with the
@@ -73,8 +74,14 @@ static void exercise(const std::string& path) {
     const bool intact = ckpt_open(&r, path.c_str(), NULL, 0, NULL, 0) == 0;
     fuzz_check(intact || (r.error[0] != '\0' && r.file == NULL),
                "ckpt_open failed without a message");
+    // a manifest's shards: a "shards" section names files that must exist and be intact (here
+    // there are none, so a count above 0 makes the checkpoint incomplete)
+    bool shards_intact = false;
     if (intact) {
         read_sections(&r);
+        shards_intact = ckpt_shards_intact(&r) == 0;
+        fuzz_check(shards_intact || r.error[0] != '\0',
+                   "ckpt_shards_intact failed without a message");
         ckpt_close(&r);
     }
     FuzzConfig peeked;
@@ -92,13 +99,16 @@ static void exercise(const std::string& path) {
         fuzz_check(intact, "ckpt_open accepts with a configuration what fails its integrity check");
         ckpt_close(&r);
     }
-    if (intact) {  // a damaged newest file would be skipped with a warning on stderr
+    if (intact) {  // a damaged newest checkpoint would be skipped with a warning on stderr
         char found[CKPT_PATH_BYTES];
         uint64_t step = 0;
-        fuzz_check(
-            ckpt_find_latest(fuzz_dir(), found, sizeof(found), &step, err, sizeof(err)) == 1 &&
-                step == 1 && path == found,
-            "ckpt_find_latest does not find an intact checkpoint");
+        const int latest =
+            ckpt_find_latest(fuzz_dir(), found, sizeof(found), &step, err, sizeof(err));
+        if (shards_intact)
+            fuzz_check(latest == 1 && step == 1 && path == found,
+                       "ckpt_find_latest does not find an intact checkpoint");
+        else
+            fuzz_check(latest == 0, "ckpt_find_latest takes a checkpoint whose shards are missing");
     }
 }
 
@@ -133,6 +143,20 @@ static void write_seed(const char* dir, uint64_t step, const void* config, size_
     }
 }
 
+// A sharded checkpoint's manifest: its "shards" section names `shards` shard files, which the
+// fuzzer's folder never holds, so ckpt_find_latest must skip it (and free what it read).
+static void write_manifest_seed(const char* dir, uint64_t step, uint64_t shards) {
+    CheckpointWriter w;
+    int rc = ckpt_writer_begin(&w, dir, step, &DEFAULT_CONFIG, sizeof(DEFAULT_CONFIG));
+    if (rc == 0) rc = ckpt_write_section(&w, "shards", &shards, sizeof(shards));
+    if (rc == 0) rc = ckpt_write_section(&w, "run", &step, sizeof(step));
+    if (rc == 0) rc = ckpt_writer_commit(&w, 0);
+    if (rc != 0) {
+        fprintf(stderr, "fuzz/checkpoint: cannot write a seed: %s\n", w.error);
+        exit(1);
+    }
+}
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const char* dir = getenv("FUZZ_WRITE_SEEDS");
     if (dir == NULL || dir[0] == '\0') return 0;
@@ -143,6 +167,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     write_seed(dir, 3, &DEFAULT_CONFIG, sizeof(DEFAULT_CONFIG), 0, 0);
     write_seed(dir, 4, small, sizeof(small), 2, 8);
     write_seed(dir, 5, NULL, 0, 1, 300);
-    printf("fuzz/checkpoint: wrote 5 seed checkpoints into %s\n", dir);
+    write_manifest_seed(dir, 6, 2);
+    printf("fuzz/checkpoint: wrote 6 seed checkpoints into %s\n", dir);
     exit(0);
 }

@@ -855,8 +855,8 @@ inline int ckpt_find_latest(const char* dir, char* path, size_t path_size, uint6
         char candidate[CKPT_PATH_BYTES];
         ckpt_final_name(candidate, sizeof(candidate), dir, steps[i]);
         CheckpointReader r;
-        if (ckpt_open(&r, candidate, NULL, 0, NULL, 0) == 0 && ckpt_shards_intact(&r) == 0) {
-            ckpt_close(&r);
+        const bool opened = ckpt_open(&r, candidate, NULL, 0, NULL, 0) == 0;
+        if (opened && ckpt_shards_intact(&r) == 0) {
             snprintf(path, path_size, "%s", candidate);
             *step = steps[i];
             found = 1;
@@ -864,6 +864,7 @@ inline int ckpt_find_latest(const char* dir, char* path, size_t path_size, uint6
             fprintf(stderr, "warning: skipping checkpoint %s: %s; trying the next older one\n",
                     candidate, r.error);
         }
+        if (opened) ckpt_close(&r);  // also when its shards are not intact
     }
     free(steps);
     return found;
