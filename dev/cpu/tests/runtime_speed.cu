@@ -1,7 +1,12 @@
 // runtime_speed.cu: how fast the CPU runtime runs kernels, checked against fixed budgets.
 //   - layernorm forward, 4096 rows x 768, one warp per row, two shuffle reductions per row
-//     (5 __shfl_xor_sync each): must take under 100 ms of CPU time on one OS thread
-//     (CUCC_THREADS=1); its output is compared with a host layernorm.
+//     (5 __shfl_xor_sync each), on one OS thread (CUCC_THREADS=1); its output is compared with
+//     a host layernorm, and its CPU time with that host computation's in the same run, so the
+//     machine's speed cancels: at most LAYERNORM_RATIO times the host's. The bound keeps the
+//     margin of the former fixed budget (100 ms where the runtime took 47, 2.13x) over the
+//     runtime as it was then, whose ratio measures 2.6 to 3.0 on this machine: 2.8 x 2.13 = 6.
+//     (Today's runtime, with divergence-faithful warp calls, measures 3.2 to 4.6: slower, and
+//     reported as such; the ratio is printed on every run.)
 //   - a barrier-heavy kernel (one block of 256 threads, 2000 __syncthreads) and a warp-shuffle
 //     loop, reported as nanoseconds per thread per barrier / per lane per shuffle.
 // CPU time of the calling thread is used rather than wall time, which other processes on a
@@ -15,6 +20,8 @@
 #include <cstdlib>
 #include <vector>
 #include "test_util.h"
+
+constexpr double LAYERNORM_RATIO = 6.0;
 
 static double cpu_ms() {
     timespec t;
@@ -89,6 +96,7 @@ int main() {
     }
     CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
     double max_err = 0.0;
+    const double host_t0 = cpu_ms();
     for (int r = 0; r < N; r++) {
         const float* xr = &x[(size_t)r * C];
         double mean = 0, var = 0;
@@ -102,11 +110,14 @@ int main() {
             max_err = err > max_err || err != err ? err : max_err;
         }
     }
+    const double host_ms = cpu_ms() - host_t0;
     int lane_shuffles = N * 32 * 10;
+    const double ratio = best / host_ms;
     printf(
-        "layernorm 4096x768: %.1f ms CPU (budget 100 ms), %.1f ns per lane per shuffle "
-        "including the arithmetic; max abs error vs host %.2e (bound 1e-4)\n",
-        best, best * 1e6 / lane_shuffles, max_err);
+        "layernorm 4096x768: %.1f ms CPU, %.2f x the host reference's %.1f ms (bound %.1f x), "
+        "%.1f ns per lane per shuffle including the arithmetic; max abs error vs host %.2e "
+        "(bound 1e-4)\n",
+        best, ratio, host_ms, LAYERNORM_RATIO, best * 1e6 / lane_shuffles, max_err);
 
     const int threads = 256, rounds = 2000;
     int* dout;
@@ -134,7 +145,7 @@ int main() {
     printf("shuffles: %.1f ns per lane per __shfl_xor_sync, %s\n",
            shuffle_ms * 1e6 / (64 * 1024 * 100.0), shuffle_ok ? "correct" : "WRONG");
 
-    bool ok = best < 100.0 && max_err < 1e-4 && barrier_ok && shuffle_ok;
+    bool ok = ratio <= LAYERNORM_RATIO && max_err < 1e-4 && barrier_ok && shuffle_ok;
     printf("%s\n", ok ? "speed checks passed" : "speed checks FAILED");
     return ok ? 0 : 1;
 }
