@@ -973,7 +973,8 @@ int main(int argc, char** argv) {
     const size_t tokens = (size_t)s.K * s.A * s.B * s.T;
     s.inputs = (const int*)dump_array(&d, "inputs", DUMP_I32, tokens);
     s.targets = (const int*)dump_array(&d, "targets", DUMP_I32, tokens);
-    build_param_layout(&s.layout, &s.config, &s.opt);
+    const ModelShapes whole = model_shapes(&s.config, 1, 0);
+    build_param_layout(&s.layout, &s.config, &s.opt, &whole);
     s.init = (float*)MALLOC_CHECK(s.layout.total * sizeof(float));
     dump_param_set(&d, &s.layout, "init.", s.init);
 

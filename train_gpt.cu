@@ -63,6 +63,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
 #include "llmc/parallel.h"    // the process grid: tensor- and data-parallel groups, ZeRO stage
 #include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
+#include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 
 // =============================================================================================
@@ -117,6 +118,37 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
         snprintf(msg, len, "--batch %d x --seq %d is more than %.0f rows", B, T, MAX_ROWS);
     else return nullptr;
     return msg;
+}
+
+// The shapes of this rank's part of the model, in one place: tensor parallelism (--tp,
+// llmc/tensor_parallel.cuh) cuts the attention heads, the MLP's hidden units and the vocabulary
+// over a group of tp ranks, so the layout, both passes and the checkpoint read the widths here
+// and never write 3*C or 4*C themselves. tp = 1: the whole model.
+struct ModelShapes {
+    int C, NH, HS;     // width, heads and head size of the whole model
+    int tp, tp_rank;   // the tensor-parallel group and this rank's place in it
+    int heads;         // attention heads here: NH / tp
+    int att;           // their width, heads * HS = C / tp (q, k, v and the attention output)
+    int qkv;           // [q | k | v] of these heads: 3 * att
+    int mlp;           // hidden units of the MLP here: 4C / tp
+    int vocab;         // vocabulary rows of wte (and logit columns) here: Vp / tp
+    int vocab_begin;   // the first of them: tp_rank * vocab
+};
+
+inline ModelShapes model_shapes(const GPTConfig* c, int tp, int tp_rank) {
+    ModelShapes s;
+    s.C = c->channels;
+    s.NH = c->heads;
+    s.HS = c->channels / c->heads;
+    s.tp = tp;
+    s.tp_rank = tp_rank;
+    s.heads = c->heads / tp;
+    s.att = s.heads * s.HS;
+    s.qkv = 3 * s.att;
+    s.mlp = 4 * c->channels / tp;
+    s.vocab = c->padded_vocab / tp;
+    s.vocab_begin = tp_rank * s.vocab;
+    return s;
 }
 
 // =============================================================================================
@@ -195,6 +227,8 @@ struct ParamTensor {
                       // only: weight decay uses the unadjusted lr, as torch's Muon does)
     float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
+    TpShape tp;       // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
+                      // rows, cols above are this rank's part
 };
 
 struct ParamLayout {
@@ -213,16 +247,19 @@ inline int lnf_index(const ParamLayout* layout, int which /* 0 weight, 1 bias */
     return layout->count - 2 + which;
 }
 
-inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
-                               const OptimizerConfig* opt) {
-    const int C = c->channels, L = c->layers, HS = C / c->heads;
+// The table of this rank's part of the model (shapes s; tp = 1: the whole model, the logical
+// table that checkpoints describe). Every rank of a tensor-parallel group has the same table.
+inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const OptimizerConfig* opt,
+                               const ModelShapes* s) {
+    const int C = c->channels, L = c->layers, HS = s->HS, tp = s->tp;
     layout->per_layer = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
     layout->count = 2 + layout->per_layer * L + 2;
     layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
     size_t offset = 0;
     int index = 0;
+    // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows)
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
-                   int optimizer, int units) {
+                   int optimizer, int units, int split, int parts) {
         ParamTensor* t = &layout->tensors[index++];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->rows = rows;
@@ -232,43 +269,60 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c,
         t->optimizer = optimizer;
         t->units = units;
         t->decay = cols > 0;
-        t->lr_scale =
-            optimizer == OPT_MUON ? muon_lr_scale(opt->muon_adjust, rows / units, cols) : 1.0;
+        t->tp = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
+                        split == TP_COLS ? cols * tp : cols};
+        // the shape adjustment of a whole (logical) unit: the same lr on every grid
+        t->lr_scale = optimizer == OPT_MUON
+                          ? muon_lr_scale(opt->muon_adjust, t->tp.rows / units, t->tp.cols)
+                          : 1.0;
         t->init_std = init_std;
         t->init_value = init_value;
         offset += round_up(t->numel, TENSOR_ALIGN);
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
-    add("wte", c->padded_vocab, C, std, 0.0f, OPT_ADAMW, 1);
-    add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1);
+    add("wte", s->vocab, C, std, 0.0f, OPT_ADAMW, 1, TP_ROWS, 1);
+    add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    // (rows, cols) of this rank's part of each block tensor and how it is cut, in LayerTensor
+    // order: column-parallel layers by output rows (attn.qkv in its Q, K and V parts), row-
+    // parallel ones by input columns, the rest replicated
+    struct BlockTensor {
+        int rows, cols, split, parts;
+    };
+    const BlockTensor shapes[NUM_LAYER_TENSORS] = {
+        {C, 0, TP_REPLICATED, 1},      {C, 0, TP_REPLICATED, 1},     {s->qkv, C, TP_ROWS, 3},
+        {s->qkv, 0, TP_ROWS, 3},       {C, s->att, TP_COLS, 1},      {C, 0, TP_REPLICATED, 1},
+        {C, 0, TP_REPLICATED, 1},      {C, 0, TP_REPLICATED, 1},     {s->mlp, C, TP_ROWS, 1},
+        {s->mlp, 0, TP_ROWS, 1},       {C, s->mlp, TP_COLS, 1},      {C, 0, TP_REPLICATED, 1},
+        {HS, 0, TP_REPLICATED, 1},     {HS, 0, TP_REPLICATED, 1}};
     for (int l = 0; l < L; l++) {
-        // (rows, cols) of each block tensor, in LayerTensor order
-        const int shapes[NUM_LAYER_TENSORS][2] = {
-            {C, 0}, {C, 0},     {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},  {C, 0},
-            {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0}, {HS, 0}, {HS, 0}};
         for (int j = 0; j < layout->per_layer; j++) {
+            const BlockTensor* b = &shapes[j];
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
-            const bool is_matrix = shapes[j][1] > 0;
+            const bool is_matrix = b->cols > 0;
             const bool is_gain = j == LN1_W || j == LN2_W || j == Q_NORM_W || j == K_NORM_W;
             const float tensor_std = !is_matrix                          ? 0.0f
                                      : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
                                                                          : std;
             // every matrix of a block is a hidden matrix: Muon's when it is chosen
             const int optimizer = is_matrix && opt->kind == OPT_MUON ? OPT_MUON : OPT_ADAMW;
-            add(name, shapes[j][0], shapes[j][1], tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
-                optimizer == OPT_MUON && j == QKV_W ? 3 : 1);
+            add(name, b->rows, b->cols, tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
+                optimizer == OPT_MUON && j == QKV_W ? 3 : 1, b->split, b->parts);
         }
     }
-    add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1);
-    add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1);
+    add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
     layout->total = offset;
 }
 
-// Number of model parameters (without the alignment gaps and without wte's padding rows).
+// Number of model parameters (of the whole model: the logical tensors, without the alignment
+// gaps and without wte's padding rows).
 inline size_t count_parameters(const ParamLayout* layout, const GPTConfig* c) {
     size_t n = 0;
-    for (int i = 0; i < layout->count; i++) n += layout->tensors[i].numel;
+    for (int i = 0; i < layout->count; i++) {
+        const TpShape* t = &layout->tensors[i].tp;
+        n += (size_t)t->rows * (t->cols > 0 ? t->cols : 1);
+    }
     return n - (size_t)(c->padded_vocab - c->vocab) * c->channels;
 }
 
@@ -310,48 +364,61 @@ struct LayerActivations {
 };
 
 // The activation tables: each saved tensor of a block (and then of the model, outside the
-// blocks), its width per row (c x C + nh x NH + vp x Vp values), its type, the last policy that
-// keeps it, and the backward step that reads it.
+// blocks), its width per row in this rank's shapes (c x C + att x the attention width + heads x
+// the heads + mlp x the MLP width + vocab x the vocabulary columns, ModelShapes), whether it
+// lies between the tensor-parallel regions (seq: under sequence parallelism a rank keeps N/tp of
+// its rows), its type, the last policy that keeps it, and the backward step that reads it.
 struct ActivationInfo {
     const char* name;
-    size_t field;   // offsetof(LayerActivations, ...), or offsetof(Activations, ...)
+    size_t field;  // offsetof(LayerActivations, ...), or offsetof(Activations, ...)
     bool is_float;  // float, else floatX
-    int c, nh, vp;
+    int c, att, heads, mlp, vocab;
+    bool seq;
     bool qk_norm_only;
     int kept_until;  // kept under policies up to this one
     const char* read_by;
 };
 #define ACT(f) #f, offsetof(LayerActivations, f)
 static const ActivationInfo BLOCK_ACTIVATIONS[] = {
-    {ACT(ln1), false, 1, 0, 0, false, RECOMPUTE_NONE, "the qkv weight gradient"},
-    {ACT(ln1_mean), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
-    {ACT(ln1_rstd), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
-    {ACT(qkv), false, 3, 0, 0, false, RECOMPUTE_SELECTIVE, "attention backward"},
-    {ACT(qk_raw), false, 2, 0, 0, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
-    {ACT(qk_rstd), true, 0, 2, 0, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
-    {ACT(atty), false, 1, 0, 0, false, RECOMPUTE_SELECTIVE,
+    {ACT(ln1), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_NONE, "the qkv weight gradient"},
+    {ACT(ln1_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(ln1_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(qkv), false, 0, 3, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward"},
+    {ACT(qk_raw), false, 0, 2, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(qk_rstd), true, 0, 0, 2, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(atty), false, 0, 1, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE,
      "attention backward, attn.proj gradient"},
-    {ACT(lse), true, 0, 1, 0, false, RECOMPUTE_SELECTIVE, "attention backward"},
-    {ACT(residual2), false, 1, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(ln2), false, 1, 0, 0, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
-    {ACT(ln2_mean), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(ln2_rstd), true, 0, 0, 0, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(fch), false, 4, 0, 0, false, RECOMPUTE_SELECTIVE, "GELU backward"},
-    {ACT(fch_gelu), false, 4, 0, 0, false, RECOMPUTE_NONE, "the mlp.proj weight gradient"},
-    {ACT(residual3), false, 1, 0, 0, false, RECOMPUTE_FULL, "the next block (its input)"},
+    {ACT(lse), true, 0, 0, 1, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward"},
+    {ACT(residual2), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
+    {ACT(ln2_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(fch), false, 0, 0, 0, 1, 0, false, false, RECOMPUTE_SELECTIVE, "GELU backward"},
+    {ACT(fch_gelu), false, 0, 0, 0, 1, 0, false, false, RECOMPUTE_NONE,
+     "the mlp.proj weight gradient"},
+    {ACT(residual3), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_FULL,
+     "the next block (its input)"},
 };
 #undef ACT
 constexpr int NUM_BLOCK_ACTIVATIONS = sizeof(BLOCK_ACTIVATIONS) / sizeof(BLOCK_ACTIVATIONS[0]);
 
 // Values per row of an activation (a mean or rstd: 1).
-inline size_t activation_width(const ActivationInfo* info, const GPTConfig* c) {
-    const size_t width = (size_t)info->c * c->channels + (size_t)info->nh * c->heads +
-                         (size_t)info->vp * c->padded_vocab;
+inline size_t activation_width(const ActivationInfo* info, const ModelShapes* s) {
+    const size_t width = (size_t)info->c * s->C + (size_t)info->att * s->att +
+                         (size_t)info->heads * s->heads + (size_t)info->mlp * s->mlp +
+                         (size_t)info->vocab * s->vocab;
     return width > 0 ? width : 1;
+}
+
+// Rows of an activation on this rank for a micro-batch of N tokens.
+inline size_t activation_rows(const ActivationInfo* info, size_t N, const ModelShapes* s,
+                              bool sequence_parallel) {
+    return info->seq && sequence_parallel ? N / s->tp : N;
 }
 
 struct Activations {
     int recompute;             // RecomputePolicy
+    bool sequence_parallel;    // the seq activations hold N/tp rows (llmc/tensor_parallel.cuh)
     floatX* encoded;           // (B,T,C) wte[token] + wpe[position]
     LayerActivations* layers;  // L entries (a host array of device pointers)
     floatX* lnf;               // (B,T,C)
@@ -370,17 +437,24 @@ struct Activations {
     float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, 4C) per-chunk column sums
     float* norm_partials;  // NORM_BLOCKS partial sums of the grad norm
     float* norm;           // 1 float: the grad norm
+    // tensor parallelism: the vocabulary-parallel cross-entropy's statistics, (N) and (tp, N)
+    SoftmaxStats* softmax_stats;
+    SoftmaxStats* softmax_stats_all;
+    // sequence parallelism: a LayerNorm output and a residual gradient, all-gathered (B,T,C)
+    floatX* gathered;
+    floatX* dgathered;
 };
 
 #define ACT(f) #f, offsetof(Activations, f)
 static const ActivationInfo MODEL_ACTIVATIONS[] = {
-    {ACT(encoded), false, 1, 0, 0, false, RECOMPUTE_FULL, "block 0 (its input)"},
-    {ACT(lnf), false, 1, 0, 0, false, RECOMPUTE_FULL, "the lm head's weight gradient"},
-    {ACT(lnf_mean), true, 0, 0, 0, false, RECOMPUTE_FULL, "lnf backward"},
-    {ACT(lnf_rstd), true, 0, 0, 0, false, RECOMPUTE_FULL, "lnf backward"},
-    {ACT(logits), false, 0, 0, 1, false, RECOMPUTE_FULL, "the lm head backward (as dlogits)"},
-    {ACT(losses), true, 0, 0, 0, false, RECOMPUTE_FULL, "the loss (host)"},
-    {ACT(z_losses), true, 0, 0, 0, false, RECOMPUTE_FULL, "the z-loss (host)"},
+    {ACT(encoded), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "block 0 (its input)"},
+    {ACT(lnf), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "the lm head's weight gradient"},
+    {ACT(lnf_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "lnf backward"},
+    {ACT(lnf_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "lnf backward"},
+    {ACT(logits), false, 0, 0, 0, 0, 1, false, false, RECOMPUTE_FULL,
+     "the lm head backward (as dlogits)"},
+    {ACT(losses), true, 0, 0, 0, 0, 0, false, false, RECOMPUTE_FULL, "the loss (host)"},
+    {ACT(z_losses), true, 0, 0, 0, 0, 0, false, false, RECOMPUTE_FULL, "the z-loss (host)"},
 };
 #undef ACT
 constexpr int NUM_MODEL_ACTIVATIONS = sizeof(MODEL_ACTIVATIONS) / sizeof(MODEL_ACTIVATIONS[0]);
@@ -395,14 +469,16 @@ void take_tensor(T** ptr, T* base, size_t* cursor, size_t numel) {
 }
 
 // Assigns every pointer of `a` inside xbase / fbase (or nullptr while they are nullptr) and
-// returns the sizes the two buffers need, under recompute policy a->recompute. a->layers must
-// hold L entries.
-inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T, floatX* xbase,
-                               float* fbase, size_t* x_elems, size_t* f_elems) {
-    const size_t N = (size_t)B * T, C = c->channels, NH = c->heads;
+// returns the sizes the two buffers need, under recompute policy a->recompute and this rank's
+// shapes s. a->layers must hold L entries.
+inline void layout_activations(Activations* a, const GPTConfig* c, const ModelShapes* s, int B,
+                               int T, floatX* xbase, float* fbase, size_t* x_elems,
+                               size_t* f_elems) {
+    const size_t N = (size_t)B * T, C = c->channels;
     size_t xc = 0, fc = 0;
     auto take = [&](void** ptr, const ActivationInfo* info) {
-        const size_t n = N * activation_width(info, c);
+        const size_t n =
+            activation_rows(info, N, s, a->sequence_parallel) * activation_width(info, s);
         if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
         else take_tensor((floatX**)ptr, xbase, &xc, n);
     };
@@ -423,15 +499,23 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
         }
     }
     // the scratch of the passes: not saved, used by one layer at a time
+    const size_t seq_rows = a->sequence_parallel ? N / s->tp : N;
     take_tensor(&a->proj_out, xbase, &xc, N * C);
-    take_tensor(&a->dresidual, xbase, &xc, N * C);
+    take_tensor(&a->dresidual, xbase, &xc, seq_rows * C);
     take_tensor(&a->dbtc, xbase, &xc, N * C);
-    take_tensor(&a->dqkv, xbase, &xc, N * 3 * C);
-    take_tensor(&a->dfch, xbase, &xc, N * 4 * C);
-    take_tensor(&a->att_delta, fbase, &fc, N * NH);
-    take_tensor(&a->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * 4 * C);
+    take_tensor(&a->dqkv, xbase, &xc, N * s->qkv);
+    take_tensor(&a->dfch, xbase, &xc, N * s->mlp);
+    take_tensor(&a->att_delta, fbase, &fc, N * s->heads);
+    const size_t widest_column_sum = std::max<size_t>(C, std::max(s->qkv, s->mlp));
+    take_tensor(&a->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * widest_column_sum);
     take_tensor(&a->norm_partials, fbase, &fc, NORM_BLOCKS);
     take_tensor(&a->norm, fbase, &fc, 1);
+    const size_t stats_floats = sizeof(SoftmaxStats) / sizeof(float);
+    const size_t stats = s->tp > 1 ? N * stats_floats : 0;
+    take_tensor((float**)&a->softmax_stats, fbase, &fc, stats);
+    take_tensor((float**)&a->softmax_stats_all, fbase, &fc, stats * s->tp);
+    take_tensor(&a->gathered, xbase, &xc, a->sequence_parallel ? N * C : 0);
+    take_tensor(&a->dgathered, xbase, &xc, a->sequence_parallel ? N * C : 0);
     *x_elems = xc;
     *f_elems = fc;
 }
@@ -442,18 +526,22 @@ inline void layout_activations(Activations* a, const GPTConfig* c, int B, int T,
 
 // ---------------------------------------------------------------------------------------------
 // Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[t,:]. One thread per 16-byte pack
-// of a row.
+// of a row. Under tensor parallelism this rank's wte holds the rows of tokens [v0, v0 + Vl)
+// only: the other tokens' rows are zero here (the sum over the group fills them in), and wpe is
+// added by one rank of the group only (wpe nullptr on the others). The sum over the group then
+// adds zeros to each element, exactly: the same bits as on one rank.
 
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
-                                       const floatX* wpe, int N, int T, int C) {
+                                       const floatX* wpe, int N, int T, int C, int v0, int Vl) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)N * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t row = i / packs_per_row;
         int c = (int)(i % packs_per_row) * x128::size;
         int t = (int)(row % T);
-        x128 tok = load128(wte + (size_t)tokens[row] * C + c);
-        x128 pos = load128(wpe + (size_t)t * C + c);
+        const int token = tokens[row] - v0;
+        x128 tok = token >= 0 && token < Vl ? load128(wte + (size_t)token * C + c) : x128::zeros();
+        x128 pos = wpe ? load128(wpe + (size_t)t * C + c) : x128::zeros();
         x128 o;
         for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)tok[k] + (float)pos[k]);
         store128(out + row * C + c, o);
@@ -461,10 +549,10 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
 }
 
 inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                            int B, int T, int C, cudaStream_t stream) {
+                            int B, int T, int C, int v0, int Vl, cudaStream_t stream) {
     const int block = 256;
     encoder_forward_kernel<<<grid_for((size_t)B * T * C / x128::size, block), block, 0, stream>>>(
-        out, tokens, wte, wpe, B * T, T, C);
+        out, tokens, wte, wpe, B * T, T, C, v0, Vl);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -518,27 +606,32 @@ struct TokenBuckets {
     int* host;   // (3N+1) host staging: token, start, pos
 };
 
-inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, cudaStream_t stream) {
+// Only the tokens of this rank's wte rows [v0, v0 + Vl) (all of them without tensor
+// parallelism) get buckets, each with its token as a row of this rank's wte.
+inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, int v0, int Vl,
+                                cudaStream_t stream) {
     int* h_token = tb->host;
     int* h_start = tb->host + N;
     int* h_pos = tb->host + 2 * N + 1;
-    for (int i = 0; i < N; i++) h_pos[i] = i;
-    std::stable_sort(h_pos, h_pos + N, [tokens](int a, int b) { return tokens[a] < tokens[b]; });
+    int n = 0;
+    for (int i = 0; i < N; i++)
+        if (tokens[i] >= v0 && tokens[i] < v0 + Vl) h_pos[n++] = i;
+    std::stable_sort(h_pos, h_pos + n, [tokens](int a, int b) { return tokens[a] < tokens[b]; });
     int count = 0;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         if (i == 0 || tokens[h_pos[i]] != tokens[h_pos[i - 1]]) {
-            h_token[count] = tokens[h_pos[i]];
+            h_token[count] = tokens[h_pos[i]] - v0;
             h_start[count] = i;
             count++;
         }
     }
-    h_start[count] = N;
+    h_start[count] = n;
     tb->count = count;
     CUDA_CHECK(
         cudaMemcpyAsync(tb->token, h_token, count * sizeof(int), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaMemcpyAsync(tb->start, h_start, (count + 1) * sizeof(int),
                                cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaMemcpyAsync(tb->pos, h_pos, N * sizeof(int), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(tb->pos, h_pos, n * sizeof(int), cudaMemcpyHostToDevice, stream));
     // the staging buffer is reused by the next micro-batch: finish the copies first
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -1717,78 +1810,6 @@ inline void qk_norm_backward(floatX* dqkv, floatX* dq_w, floatX* dk_w, float* pa
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fused classifier: softmax, cross-entropy, z-loss and dlogits of each row (b,t) of the (N, Vp)
-// logits, in one kernel that never stores probabilities. Columns V..Vp-1 (vocabulary padding)
-// are outside the softmax. One warp per row: pass 1 keeps a running max and a running sum of
-// exponentials per lane (online softmax) and merges the lanes, which gives log Z = log(sum
-// exp); the row's cross-entropy is log Z - logit[target] and its z-loss z_coef * (log Z)^2.
-// Pass 2, when dloss > 0, overwrites the logits with the gradient of their sum,
-//   dlogits = dloss * (softmax * (1 + 2 z_coef log Z) - onehot(target)),
-// and the padding columns with 0. dloss folds in the loss normalization 1/(B*T*A).
-
-__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
-                                        const int* targets, int N, int V, int Vp, float dloss,
-                                        float z_coef) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
-    if (row >= N) return;
-    floatX* x = logits + (size_t)row * Vp;
-    const int packs = Vp / x128::size;
-    const int target = targets[row];
-    float m = -INFINITY, s = 0.0f;
-    float target_logit = 0.0f;  // set in the lane that reads the target's pack
-    for (int p = lane; p < packs; p += 32) {
-        x128 v = load128(x + p * x128::size);
-        for (int k = 0; k < x128::size; k++) {
-            if (p * x128::size + k >= V) break;
-            float val = (float)v[k];
-            if (p * x128::size + k == target) target_logit = val;
-            if (val > m) {
-                s = s * expf(m - val) + 1.0f;
-                m = val;
-            } else {
-                s += expf(val - m);
-            }
-        }
-    }
-    // pack p belongs to lane p % 32, which broadcasts the target's logit (a lane reads and
-    // later overwrites only its own packs, so no lane waits for another)
-    target_logit = __shfl_sync(0xffffffffu, target_logit, (target / x128::size) % 32);
-    for (int offset = 16; offset > 0; offset /= 2) {  // merge (m, s) across lanes
-        float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
-        float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
-        float m_new = fmaxf(m, m2);
-        s = (s > 0.0f ? s * expf(m - m_new) : 0.0f) + (s2 > 0.0f ? s2 * expf(m2 - m_new) : 0.0f);
-        m = m_new;
-    }
-    const float log_z = logf(s) + m;
-    if (lane == 0) {
-        losses[row] = log_z - target_logit;
-        z_losses[row] = z_coef * log_z * log_z;
-    }
-    if (dloss == 0.0f) return;
-    // softmax times the z-loss factor; exactly 1/s without z-loss
-    const float scale = 1.0f / s * (1.0f + 2.0f * z_coef * log_z);
-    for (int p = lane; p < packs; p += 32) {
-        x128 v = load128(x + p * x128::size), d;
-        for (int k = 0; k < x128::size; k++) {
-            int col = p * x128::size + k;
-            float prob = col < V ? expf((float)v[k] - m) * scale : 0.0f;
-            float grad = col < V ? (prob - (col == target ? 1.0f : 0.0f)) * dloss : 0.0f;
-            d[k] = (floatX)grad;
-        }
-        store128(x + p * x128::size, d);
-    }
-}
-
-inline void fused_classifier(floatX* logits, float* losses, float* z_losses, const int* targets,
-                             int N, int V, int Vp, float dloss, float z_coef, cudaStream_t stream) {
-    fused_classifier_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
-        logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef);
-    CUDA_CHECK_LAUNCH();
-}
-
-// ---------------------------------------------------------------------------------------------
 // Linear layers, through matmul() (llmc/matmul.cuh). Row-major shapes: inp (N, IC),
 // weight (OC, IC) as in PyTorch, out (N, OC).
 
@@ -1809,6 +1830,133 @@ inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, fl
     matmul(mm, dweight, inp, dout, nullptr, IC, OC, N, false, true, true);
     if (dbias)
         column_sums(nullptr, dbias, partials, dout, nullptr, nullptr, nullptr, N, OC, mm->stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Classifier: softmax, cross-entropy, z-loss and dlogits of each row (b,t) of the logits, in
+// kernels that never store probabilities. A rank holds the logits of tokens [v0, v0 + Vl) of
+// every row, (N, Vl): all Vp of them on one rank, a slice under tensor parallelism (the
+// vocabulary-parallel cross-entropy of llmc/tensor_parallel.cuh). Columns V..Vp-1 (vocabulary
+// padding) are outside the softmax. One warp per row: pass 1 keeps a running max and a running
+// sum of exponentials per lane (online softmax) and merges the lanes, giving the row's softmax
+// statistics over these columns, log Z = log(sum exp) when they are all of them; the row's
+// cross-entropy is log Z - logit[target] and its z-loss z_coef * (log Z)^2. Pass 2, when
+// dloss > 0, overwrites the logits with the gradient of their sum,
+//   dlogits = dloss * (softmax * (1 + 2 z_coef log Z) - onehot(target)),
+// and the padding columns with 0. dloss folds in the loss normalization 1/(B*T*A).
+
+// Pass 1 over row x (Vl logits of tokens v0...): every lane ends with the row's max and sum of
+// exponentials, and the target's logit (0 when the target is not among these tokens).
+__device__ SoftmaxStats row_softmax_stats(const floatX* x, int Vl, int v0, int V, int target,
+                                          int lane) {
+    const int packs = Vl / x128::size;
+    float m = -INFINITY, s = 0.0f;
+    float target_logit = 0.0f;  // set in the lane that reads the target's pack
+    for (int p = lane; p < packs; p += 32) {
+        x128 v = load128(x + p * x128::size);
+        for (int k = 0; k < x128::size; k++) {
+            const int col = v0 + p * x128::size + k;
+            if (col >= V) break;
+            float val = (float)v[k];
+            if (col == target) target_logit = val;
+            if (val > m) {
+                s = s * expf(m - val) + 1.0f;
+                m = val;
+            } else {
+                s += expf(val - m);
+            }
+        }
+    }
+    // pack p belongs to lane p % 32, which broadcasts the target's logit (a lane reads and
+    // later overwrites only its own packs, so no lane waits for another)
+    const bool here = target >= v0 && target < v0 + Vl;
+    target_logit = __shfl_sync(0xffffffffu, target_logit, here ? ((target - v0) / x128::size) % 32 : 0);
+    for (int offset = 16; offset > 0; offset /= 2) {  // merge (m, s) across lanes
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
+        float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        float m_new = fmaxf(m, m2);
+        s = (s > 0.0f ? s * expf(m - m_new) : 0.0f) + (s2 > 0.0f ? s2 * expf(m2 - m_new) : 0.0f);
+        m = m_new;
+    }
+    return SoftmaxStats{m, s, here ? target_logit : 0.0f};
+}
+
+// Pass 2: dlogits of row x from the row's max m, sum s and log Z over the whole vocabulary.
+__device__ void row_dlogits(floatX* x, int Vl, int v0, int V, int target, float m, float s,
+                            float log_z, float dloss, float z_coef, int lane) {
+    // softmax times the z-loss factor; exactly 1/s without z-loss
+    const float scale = 1.0f / s * (1.0f + 2.0f * z_coef * log_z);
+    for (int p = lane; p < Vl / x128::size; p += 32) {
+        x128 v = load128(x + p * x128::size), d;
+        for (int k = 0; k < x128::size; k++) {
+            int col = v0 + p * x128::size + k;
+            float prob = col < V ? expf((float)v[k] - m) * scale : 0.0f;
+            float grad = col < V ? (prob - (col == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+            d[k] = (floatX)grad;
+        }
+        store128(x + p * x128::size, d);
+    }
+}
+
+// One rank holds every logit: both passes in one kernel.
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
+                                        const int* targets, int N, int V, int Vp, float dloss,
+                                        float z_coef) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    floatX* x = logits + (size_t)row * Vp;
+    const SoftmaxStats st = row_softmax_stats(x, Vp, 0, V, targets[row], lane);
+    const float log_z = logf(st.sum) + st.max;
+    if (lane == 0) {
+        losses[row] = log_z - st.target;
+        z_losses[row] = z_coef * log_z * log_z;
+    }
+    if (dloss == 0.0f) return;
+    row_dlogits(x, Vp, 0, V, targets[row], st.max, st.sum, log_z, dloss, z_coef, lane);
+}
+
+// Tensor parallelism: pass 1 into stats (N), combined over the group, then pass 2.
+__global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logits,
+                                        const int* targets, int N, int V, int Vl, int v0) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const SoftmaxStats st = row_softmax_stats(logits + (size_t)row * Vl, Vl, v0, V, targets[row], lane);
+    if (lane == 0) stats[row] = st;
+}
+
+__global__ void classifier_dlogits_kernel(floatX* logits, const SoftmaxStats* combined,
+                                          const int* targets, int N, int V, int Vl, int v0,
+                                          float dloss, float z_coef) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const SoftmaxStats st = combined[row];  // target holds log Z (softmax_stats_combine_kernel)
+    row_dlogits(logits + (size_t)row * Vl, Vl, v0, V, targets[row], st.max, st.sum, st.target,
+                dloss, z_coef, lane);
+}
+
+// losses, z_losses (N) and, with dloss > 0, dlogits in place of logits (N, Vl) of this rank's
+// tokens; stats: (N) and all_stats (t, N) scratch under tensor parallelism.
+inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, float* z_losses,
+                       SoftmaxStats* stats, SoftmaxStats* all_stats, const int* targets, int N,
+                       int V, int Vl, float dloss, float z_coef, cudaStream_t stream) {
+    const int grid = (int)ceil_div(N, ROWS_PER_BLOCK), block = 32 * ROWS_PER_BLOCK;
+    if (tp->size == 1) {
+        fused_classifier_kernel<<<grid, block, 0, stream>>>(logits, losses, z_losses, targets, N,
+                                                            V, Vl, dloss, z_coef);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    const int v0 = tp->rank * Vl;
+    classifier_stats_kernel<<<grid, block, 0, stream>>>(stats, logits, targets, N, V, Vl, v0);
+    CUDA_CHECK_LAUNCH();
+    vocab_parallel_combine(tp, stats, losses, z_losses, stats, all_stats, N, z_coef, stream);
+    if (dloss == 0.0f) return;
+    classifier_dlogits_kernel<<<grid, block, 0, stream>>>(logits, stats, targets, N, V, Vl, v0,
+                                                          dloss, z_coef);
+    CUDA_CHECK_LAUNCH();
 }
 
 // =============================================================================================
@@ -1832,7 +1980,10 @@ struct GPT {
     GPTConfig config;
     OptimizerConfig opt;
     int B, T;  // micro-batch shape the activations are sized for
-    ParamLayout layout;
+    TensorParallel tp;    // the tensor-parallel group (llmc/tensor_parallel.cuh; one rank: none)
+    ModelShapes shape;    // this rank's part of the model
+    ParamLayout layout;   // the table of this rank's part
+    ParamLayout logical;  // the table of the whole model (checkpoints, initialization)
     floatX* params;  // layout.total elements (ZeRO-3: this rank's part, in master weight order)
     floatX* grads;   // layout.total elements (nullptr under ZeRO-2 and 3)
     float* master;   // fp32 master weights (bf16 build only; else nullptr)
@@ -1969,24 +2120,27 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
     }
 }
 
-// The data-parallel side of a model: its group, the ZeRO stage (0 to 3, llmc/zero.cuh) and the
-// gradient bucket size.
-struct DataParallelConfig {
-    const CommGroup* group;
+// The parallel side of a model: its data-parallel group, the ZeRO stage (0 to 3, llmc/zero.cuh)
+// and the gradient bucket size; its tensor-parallel group and whether it is also sequence
+// parallel (llmc/tensor_parallel.cuh).
+struct ParallelGroups {
+    const CommGroup* dp;
     int zero;
     double bucket_mb;
+    const CommGroup* tp;
+    bool sequence_parallel;
 };
 
-// A model of one process (tests, sampling): a group of one, stage 0.
-inline DataParallelConfig single_process() {
+// A model of one process (tests, sampling): groups of one, stage 0.
+inline ParallelGroups single_process() {
     static const CommGroup one = {0, 1, 0, 300.0};
-    return DataParallelConfig{&one, 0, 25.0};
+    return ParallelGroups{&one, 0, 25.0, &one, false};
 }
 
 // Builds the model, its buffers taken from m->memory (llmc/memplan.h); plan_only: none is
 // allocated (every device pointer stays nullptr), the ledger says what would be: the plan.
 inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
-                      uint64_t seed, DataParallelConfig par = single_process(),
+                      uint64_t seed, ParallelGroups par = single_process(),
                       int recompute = RECOMPUTE_NONE, bool plan_only = false) {
     memset(m, 0, sizeof(*m));
     DeviceLedger* ledger = &m->memory;
@@ -1997,52 +2151,61 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->T = T;
     m->seed = seed;
     m->stream = 0;
-    build_param_layout(&m->layout, config, opt);
+    m->tp = tp_of(par.tp, par.sequence_parallel);
+    m->shape = model_shapes(config, m->tp.size, m->tp.rank);
+    build_param_layout(&m->layout, config, opt, &m->shape);
+    const ModelShapes whole = model_shapes(config, 1, 0);
+    build_param_layout(&m->logical, config, opt, &whole);
     const size_t P = m->layout.total;
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
-    if (par.zero < 2 || par.group->size == 1)
+    if (par.zero < 2 || par.dp->size == 1)
         m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
     // (Muon), and the backward pass's units of gradients.
+    // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
+    // first rank only (every rank holds the same one).
     std::vector<ShardTensor> shard_tensors(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
+        const bool in_norm = t->tp.split != TP_REPLICATED || m->tp.rank == 0;
         shard_tensors[i] = ShardTensor{t->offset, t->numel, t->optimizer == OPT_MUON ? t->units : 0,
-                                       t->rows, t->cols};
+                                       t->rows, t->cols, in_norm};
     }
     std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
     gpt_grad_units(&m->layout, config->layers, unit_begin.data(), unit_end.data());
-    dp_init(&m->dp, par.group, par.zero, m->grads, unit_begin.data(), unit_end.data(),
+    dp_init(&m->dp, par.dp, par.zero, m->grads, unit_begin.data(), unit_end.data(),
             config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
         m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         m->opt_state[i] = device_take_n<float>(ledger, MEM_OPTIMIZER, state_elems(m, i));
-    // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n
+    // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n: a whole
+    // (logical) unit, also under tensor parallelism
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         if (t->optimizer != OPT_MUON) continue;
-        const size_t short_side = (size_t)std::min(t->rows / t->units, t->cols);
-        matrix_elems = std::max(matrix_elems, t->numel / t->units);
-        gram_elems = std::max(gram_elems, short_side * short_side);
+        const size_t rows = t->tp.rows / t->units, cols = t->tp.cols;
+        matrix_elems = std::max(matrix_elems, rows * cols);
+        gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
     }
     muon_workspace_init(&m->muon, matrix_elems, gram_elems, ledger);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
+    m->acts.sequence_parallel = m->tp.sequence;
     m->acts.recompute = RECOMPUTE_NONE;  // first the sizes without recompute, for the report
-    layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
+    layout_activations(&m->acts, config, &m->shape, B, T, nullptr, nullptr, &m->acts_x_elems,
                        &m->acts_f_elems);
     const size_t kept_all = m->acts_x_elems * sizeof(floatX) + m->acts_f_elems * sizeof(float);
     m->acts.recompute = recompute;
-    layout_activations(&m->acts, config, B, T, nullptr, nullptr, &m->acts_x_elems,
+    layout_activations(&m->acts, config, &m->shape, B, T, nullptr, nullptr, &m->acts_x_elems,
                        &m->acts_f_elems);
     m->activation_bytes = m->acts_x_elems * sizeof(floatX) + m->acts_f_elems * sizeof(float);
     m->recompute_saved_bytes = kept_all - m->activation_bytes;
     m->acts_x = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, m->acts_x_elems);
     m->acts_f = device_take_n<float>(ledger, MEM_ACTIVATIONS, m->acts_f_elems);
-    layout_activations(&m->acts, config, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
+    layout_activations(&m->acts, config, &m->shape, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
                        &m->acts_f_elems);
 
     const int N = B * T;
@@ -2078,6 +2241,7 @@ inline void gpt_free(GPT* m) {
     free(m->host_z_losses);
     free(m->acts.layers);
     free(m->layout.tensors);
+    free(m->logical.tensors);
 }
 
 // Sets every parameter from fp32 host values in layout order (values: layout.total floats,
@@ -2096,22 +2260,42 @@ inline void gpt_set_params(GPT* m, const float* values) {
     free(rounded);
 }
 
-// GPT-2 initialization from the tensors' init rules (see build_param_layout), from `seed`.
-inline void gpt_init_random(GPT* m, uint64_t seed) {
-    float* values = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
-    memset(values, 0, m->layout.total * sizeof(float));
-    uint64_t state = seed;
+// This rank's part, in the layout of m->layout, of values of the whole model in the logical
+// layout (m->logical; the same when there is no tensor parallelism).
+template <class T>
+void local_from_logical(const GPT* m, const T* logical, T* local) {
+    memset(local, 0, m->layout.total * sizeof(T));
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
+        const size_t base = m->logical.tensors[i].offset;
+        tp_local_runs(&t->tp, m->tp.rank, m->tp.size, 0, t->numel,
+                      [&](size_t from, size_t to, size_t n) {
+                          memcpy(local + t->offset + to, logical + base + from, n * sizeof(T));
+                      });
+    }
+}
+
+// GPT-2 initialization from the tensors' init rules (see build_param_layout), from `seed`: the
+// whole model is drawn in the logical layout, so every grid starts from the same parameters.
+inline void gpt_init_random(GPT* m, uint64_t seed) {
+    const ParamLayout* logical = &m->logical;
+    float* values = (float*)MALLOC_CHECK(logical->total * sizeof(float));
+    memset(values, 0, logical->total * sizeof(float));
+    uint64_t state = seed;
+    for (int i = 0; i < logical->count; i++) {
+        const ParamTensor* t = &logical->tensors[i];
         for (size_t j = 0; j < t->numel; j++)
             values[t->offset + j] =
                 t->init_std > 0.0f ? (float)(t->init_std * rng_normal(&state)) : t->init_value;
     }
     // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
-    const ParamTensor* wte = &m->layout.tensors[WTE];
+    const ParamTensor* wte = &logical->tensors[WTE];
     memset(values + wte->offset + (size_t)m->config.vocab * m->config.channels, 0,
            (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels * sizeof(float));
-    gpt_set_params(m, values);
+    float* local = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
+    local_from_logical(m, values, local);
+    gpt_set_params(m, local);
+    free(local);
     free(values);
 }
 
@@ -2120,39 +2304,48 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 // recompute: ln1 of its input (the forward pass fuses it into the block before, except for
 // block 0) and everything from there up to the GELU; the MLP's projection and the residual
 // add fused with the next layernorm follow in gpt_forward_shape.
+// Tensor parallelism (llmc/tensor_parallel.cuh): attention runs this rank's heads and the MLP its
+// hidden units; ln1 and ln2 enter the parallel region (f) before attn.qkv and mlp.fc, attn.proj
+// and mlp.proj leave it (g). Of the N tokens of a micro-batch, the residual stream and the
+// LayerNorms (inputs, outputs, statistics) hold seq_rows: N / tp under sequence parallelism.
+
+inline int seq_rows(const GPT* m, int N) { return tp_shard_rows(&m->tp, N); }
 
 inline void block_ln1(GPT* m, int l, const floatX* residual, int N) {
     LayerActivations* la = &m->acts.layers[l];
     layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, residual, nullptr,
-                      layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), N, m->config.channels,
-                      m->stream);
+                      layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), seq_rows(m, N),
+                      m->shape.C, m->stream);
 }
 
 inline void block_forward_to_gelu(GPT* m, int l, const floatX* residual, int B, int T) {
-    const GPTConfig* c = &m->config;
-    const int N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    const ModelShapes* s = &m->shape;
+    const int N = B * T, C = s->C;
     LayerActivations* la = &m->acts.layers[l];
     Activations* a = &m->acts;
     cudaStream_t st = m->stream;
-    linear_forward(&m->mm, la->qkv, la->ln1, layer_weight(m, l, QKV_W), layer_weight(m, l, QKV_B),
-                   N, C, 3 * C);
-    if (c->qk_norm)
+    const floatX* ln1 = tp_enter(&m->tp, la->ln1, a->gathered, N, C, st);
+    column_parallel_forward(&m->mm, la->qkv, ln1, layer_weight(m, l, QKV_W),
+                            layer_weight(m, l, QKV_B), N, C, s->qkv);
+    if (m->config.qk_norm)
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
-                        layer_weight(m, l, K_NORM_W), N, NH, HS, st);
-    attention_forward(la->atty, la->lse, la->qkv, B, T, NH, HS, st);
-    linear_forward(&m->mm, a->proj_out, la->atty, layer_weight(m, l, ATTPROJ_W),
-                   layer_weight(m, l, ATTPROJ_B), N, C, C);
-    layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, a->proj_out,
-                      layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), N, C, st);
-    linear_forward(&m->mm, la->fch, la->ln2, layer_weight(m, l, FC_W), layer_weight(m, l, FC_B), N,
-                   C, 4 * C);
-    gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
+                        layer_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
+    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st);
+    const floatX* attn = row_parallel_forward(&m->mm, &m->tp, a->proj_out, la->atty,
+                                              layer_weight(m, l, ATTPROJ_W),
+                                              layer_weight(m, l, ATTPROJ_B), N, s->att, C);
+    layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, attn,
+                      layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), seq_rows(m, N), C, st);
+    const floatX* ln2 = tp_enter(&m->tp, la->ln2, a->gathered, N, C, st);
+    column_parallel_forward(&m->mm, la->fch, ln2, layer_weight(m, l, FC_W),
+                            layer_weight(m, l, FC_B), N, C, s->mlp);
+    gelu_forward(la->fch_gelu, la->fch, (size_t)N * s->mlp, st);
 }
 
 // What the policy did not keep of block l's activations, recomputed before its backward pass
 // (residual: the block's input).
 inline void block_recompute(GPT* m, int l, const floatX* residual) {
-    const int N = m->B * m->T, C = m->config.channels;
+    const int N = m->B * m->T, rows = seq_rows(m, N), C = m->shape.C;
     LayerActivations* la = &m->acts.layers[l];
     cudaStream_t st = m->stream;
     if (m->acts.recompute == RECOMPUTE_FULL) {
@@ -2160,10 +2353,10 @@ inline void block_recompute(GPT* m, int l, const floatX* residual) {
         block_forward_to_gelu(m, l, residual, m->B, m->T);
     } else if (m->acts.recompute == RECOMPUTE_SELECTIVE) {
         layernorm_recompute(la->ln1, la->ln1_mean, la->ln1_rstd, residual,
-                            layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), N, C, st);
+                            layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), rows, C, st);
         layernorm_recompute(la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
-                            layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), N, C, st);
-        gelu_forward(la->fch_gelu, la->fch, (size_t)N * 4 * C, st);
+                            layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), rows, C, st);
+        gelu_forward(la->fch_gelu, la->fch, (size_t)N * m->shape.mlp, st);
     }
 }
 
@@ -2177,9 +2370,11 @@ inline void block_recompute(GPT* m, int l, const floatX* residual) {
 inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
                                 int T, double* z_loss = nullptr) {
     const GPTConfig* c = &m->config;
+    const ModelShapes* s = &m->shape;
     const int N = B * T, C = c->channels;
     const int L = c->layers;
     Activations* a = &m->acts;
+    const TensorParallel* tp = &m->tp;
     cudaStream_t st = m->stream;
     if (m->poison_activations) {  // all-ones bytes are NaN in fp32 and bf16
         CUDA_CHECK(cudaMemsetAsync(m->acts_x, 0xff, m->acts_x_elems * sizeof(floatX), st));
@@ -2194,14 +2389,20 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     }
     CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
-    token_buckets_build(&m->buckets, inputs, N, st);
+    token_buckets_build(&m->buckets, inputs, N, s->vocab_begin, s->vocab, st);
 
     // Layer hooks (llmc/zero.cuh; no-ops below ZeRO-3): before a unit's kernels its parameters
     // are made ready and the gather of the unit after it started. Block l is unit L-1-l; the
     // embeddings, unit L, stay gathered for the whole step (the lm head reads wte again).
     DataParallel* dp = &m->dp;
     dp_params_ready(dp, L, m->params, st);
-    encoder_forward(a->encoded, m->inputs, weight(m, WTE), weight(m, WPE), B, T, C, st);
+    // The vocabulary-parallel embedding: each rank looks up its own tokens (the group's first
+    // rank adds wpe) and the sum over the group (g) gives every row (under sequence parallelism
+    // this rank's rows, reduce-scattered from the whole lookup in proj_out).
+    floatX* lookup = tp->sequence ? a->proj_out : a->encoded;
+    encoder_forward(lookup, m->inputs, weight(m, WTE), tp->rank == 0 ? weight(m, WPE) : nullptr,
+                    B, T, C, s->vocab_begin, s->vocab, st);
+    tp_leave(tp, lookup, a->encoded, N, C, st);
     for (int l = 0; l < L; l++) {
         dp_params_begin(dp, L - 1 - l, l + 1 < L ? L - 2 - l : -1, m->params, st);
         LayerActivations* la = &a->layers[l];
@@ -2210,8 +2411,9 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf)
         if (l == 0) block_ln1(m, 0, a->encoded, N);
         block_forward_to_gelu(m, l, residual, B, T);
-        linear_forward(&m->mm, a->proj_out, la->fch_gelu, layer_weight(m, l, FCPROJ_W),
-                       layer_weight(m, l, FCPROJ_B), N, 4 * C, C);
+        const floatX* mlp = row_parallel_forward(&m->mm, tp, a->proj_out, la->fch_gelu,
+                                                 layer_weight(m, l, FCPROJ_W),
+                                                 layer_weight(m, l, FCPROJ_B), N, s->mlp, C);
         bool last = l == L - 1;
         LayerActivations* next = last ? nullptr : &a->layers[l + 1];
         // the fused add + layernorm reads the next block's ln1 (the last block's lnf is in its
@@ -2219,19 +2421,23 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         if (!last) dp_params_ready(dp, L - 2 - l, m->params, st);
         layernorm_forward(
             la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
-            last ? a->lnf_rstd : next->ln1_rstd, la->residual2, a->proj_out,
+            last ? a->lnf_rstd : next->ln1_rstd, la->residual2, mlp,
             last ? weight(m, lnf_index(&m->layout, 0)) : layer_weight(m, l + 1, LN1_W),
-            last ? weight(m, lnf_index(&m->layout, 1)) : layer_weight(m, l + 1, LN1_B), N, C, st);
+            last ? weight(m, lnf_index(&m->layout, 1)) : layer_weight(m, l + 1, LN1_B),
+            seq_rows(m, N), C, st);
     }
-    linear_forward(&m->mm, a->logits, a->lnf, weight(m, WTE), nullptr, N, C, c->padded_vocab);
-    fused_classifier(a->logits, a->losses, a->z_losses, m->targets, N, c->vocab, c->padded_vocab,
-                     dloss, (float)m->z_loss_coef, st);
+    // the lm head, column-parallel over the vocabulary, and the vocabulary-parallel loss
+    const floatX* lnf = tp_enter(tp, a->lnf, a->gathered, N, C, st);
+    column_parallel_forward(&m->mm, a->logits, lnf, weight(m, WTE), nullptr, N, C, s->vocab);
+    classifier(tp, a->logits, a->losses, a->z_losses, a->softmax_stats, a->softmax_stats_all,
+               m->targets, N, c->vocab, s->vocab, dloss, (float)m->z_loss_coef, st);
 
     CUDA_CHECK(
         cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, a->z_losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
     dp_sync(dp, st, "the gathers of the forward pass's parameters (NCCL)");
+    comm_sync(tp->group, st, "the tensor-parallel collectives of the forward pass (NCCL)");
     double sum = 0.0, z_sum = 0.0;
     for (int i = 0; i < N; i++) {
         sum += m->host_losses[i];
@@ -2246,13 +2452,37 @@ inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float d
     return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
 }
 
+// Tensor parallelism: the gradients of block l's replicated tensors that each rank computed
+// from its part of the work, summed over the group (llmc/tensor_parallel.cuh): QK-norm's scales
+// (each rank normalizes its heads) and, under sequence parallelism, the LayerNorms' (each rank
+// normalizes its rows; the last block's unit also holds lnf). The other replicated tensors get
+// whole gradients on every rank. Once per reduction of the gradients (m->dp.reduce: at stages 0
+// and 1 the last micro-batch sums the whole step's), before the data-parallel reduction.
+template <class Grad>
+void tp_sum_partial_grads(GPT* m, int l, Grad grad) {
+    if (m->tp.size == 1 || !m->dp.reduce) return;
+    std::vector<int> tensors;
+    if (m->config.qk_norm)
+        for (int which : {Q_NORM_W, K_NORM_W})
+            tensors.push_back(layer_tensor_index(&m->layout, l, which));
+    if (m->tp.sequence) {
+        for (int which : {LN1_W, LN1_B, LN2_W, LN2_B})
+            tensors.push_back(layer_tensor_index(&m->layout, l, which));
+        if (l == m->config.layers - 1)
+            for (int which : {0, 1}) tensors.push_back(lnf_index(&m->layout, which));
+    }
+    for (int i : tensors) tp_sum_partial_grad(&m->tp, grad(i), m->layout.tensors[i].numel, m->stream);
+}
+
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
 // parameter gradients to m->grads.
 inline void gpt_backward(GPT* m) {
     const GPTConfig* c = &m->config;
-    const int B = m->B, T = m->T, N = B * T, C = c->channels, NH = c->heads, HS = C / NH;
+    const ModelShapes* s = &m->shape;
+    const int B = m->B, T = m->T, N = B * T, rows = seq_rows(m, N), C = s->C;
     const int L = c->layers;
     Activations* a = &m->acts;
+    const TensorParallel* tp = &m->tp;
     cudaStream_t st = m->stream;
     DataParallel* dp = &m->dp;
     float* partials = a->col_partials;
@@ -2266,16 +2496,17 @@ inline void gpt_backward(GPT* m) {
     };
 
     // lm head (tied to wte, still gathered from the forward pass): dlnf = dlogits @ wte,
-    // dwte += dlogits^T @ lnf
-    linear_backward(&m->mm, a->dbtc, grad(WTE), nullptr, partials, a->logits, a->lnf,
-                    weight(m, WTE), N, C, c->padded_vocab);
+    // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
+    const floatX* lnf = tp_enter(tp, a->lnf, a->gathered, N, C, st);
+    floatX* dlnf = column_parallel_backward(&m->mm, tp, a->dbtc, grad(WTE), nullptr, partials,
+                                            a->logits, lnf, weight(m, WTE), N, C, s->vocab);
     // the final LayerNorm belongs to the last block's unit: its hook comes first (ZeRO-3: the
     // forward pass's last two blocks are still gathered)
     dp_params_begin(dp, 0, L > 1 ? 1 : -1, m->params, st);
     const floatX* last_residual = a->layers[L - 1].residual3;
     layernorm_backward(a->dresidual, grad(lnf_index(&m->layout, 0)), grad(lnf_index(&m->layout, 1)),
-                       partials, a->dbtc, last_residual, a->lnf_mean, a->lnf_rstd,
-                       weight(m, lnf_index(&m->layout, 0)), N, C, false, st);
+                       partials, dlnf, last_residual, a->lnf_mean, a->lnf_rstd,
+                       weight(m, lnf_index(&m->layout, 0)), rows, C, false, st);
     for (int l = L - 1; l >= 0; l--) {
         LayerActivations* la = &a->layers[l];
         const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
@@ -2283,37 +2514,50 @@ inline void gpt_backward(GPT* m) {
         dp_unit_begin(dp, L - 1 - l, st);
         block_recompute(m, l, residual);
         // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
-        linear_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B), partials,
-                        a->dresidual, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N, 4 * C, C);
-        gelu_backward(a->dfch, la->fch, (size_t)N * 4 * C, st);
-        linear_backward(&m->mm, a->dbtc, layer_grad(l, FC_W), layer_grad(l, FC_B), partials,
-                        a->dfch, la->ln2, layer_weight(m, l, FC_W), N, C, 4 * C);
+        const floatX* dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
+        row_parallel_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B),
+                              partials, dout, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N,
+                              s->mlp, C);
+        gelu_backward(a->dfch, la->fch, (size_t)N * s->mlp, st);
+        const floatX* ln2 = tp_enter(tp, la->ln2, a->gathered, N, C, st);
+        floatX* dln2 = column_parallel_backward(&m->mm, tp, a->dbtc, layer_grad(l, FC_W),
+                                                layer_grad(l, FC_B), partials, a->dfch, ln2,
+                                                layer_weight(m, l, FC_W), N, C, s->mlp);
         layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials,
-                           a->dbtc, la->residual2, la->ln2_mean, la->ln2_rstd,
-                           layer_weight(m, l, LN2_W), N, C, true, st);
+                           dln2, la->residual2, la->ln2_mean, la->ln2_rstd,
+                           layer_weight(m, l, LN2_W), rows, C, true, st);
         // residual2 = residual + attention
-        linear_backward(&m->mm, a->dbtc, layer_grad(l, ATTPROJ_W), layer_grad(l, ATTPROJ_B),
-                        partials, a->dresidual, la->atty, layer_weight(m, l, ATTPROJ_W), N, C, C);
-        attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T, NH, HS,
-                           st);
+        dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
+        row_parallel_backward(&m->mm, a->dbtc, layer_grad(l, ATTPROJ_W), layer_grad(l, ATTPROJ_B),
+                              partials, dout, la->atty, layer_weight(m, l, ATTPROJ_W), N, s->att,
+                              C);
+        attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T,
+                           s->heads, s->HS, st);
         if (c->qk_norm)
             qk_norm_backward(a->dqkv, layer_grad(l, Q_NORM_W), layer_grad(l, K_NORM_W), partials,
                              la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
-                             layer_weight(m, l, K_NORM_W), N, NH, HS, st);
-        linear_backward(&m->mm, a->dbtc, layer_grad(l, QKV_W), layer_grad(l, QKV_B), partials,
-                        a->dqkv, la->ln1, layer_weight(m, l, QKV_W), N, C, 3 * C);
+                             layer_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
+        const floatX* ln1 = tp_enter(tp, la->ln1, a->gathered, N, C, st);
+        floatX* dln1 = column_parallel_backward(&m->mm, tp, a->dbtc, layer_grad(l, QKV_W),
+                                                layer_grad(l, QKV_B), partials, a->dqkv, ln1,
+                                                layer_weight(m, l, QKV_W), N, C, s->qkv);
         layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials,
-                           a->dbtc, residual, la->ln1_mean, la->ln1_rstd, layer_weight(m, l, LN1_W),
-                           N, C, true, st);
+                           dln1, residual, la->ln1_mean, la->ln1_rstd, layer_weight(m, l, LN1_W),
+                           rows, C, true, st);
         // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
         // constant): set it so, rather than leave the rounding noise of its column sums for
-        // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient)
+        // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient).
+        // This rank's qkv bias is [q | k | v] of its heads: the key part is the middle third.
         if (!c->qk_norm)
-            CUDA_CHECK(cudaMemsetAsync(layer_grad(l, QKV_B) + C, 0, C * sizeof(floatX), st));
+            CUDA_CHECK(
+                cudaMemsetAsync(layer_grad(l, QKV_B) + s->att, 0, s->att * sizeof(floatX), st));
+        tp_sum_partial_grads(m, l, grad);
         dp_unit_done(dp, L - 1 - l, st);  // the block's gradients are complete
     }
     dp_unit_begin(dp, L, st);
-    encoder_backward(grad(WTE), grad(WPE), a->dresidual, &m->buckets, B, T, C, st);
+    // the embeddings: wpe's gradient from every row, wte's for this rank's tokens only
+    const floatX* dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
+    encoder_backward(grad(WTE), grad(WPE), dout, &m->buckets, B, T, C, st);
     dp_unit_done(dp, L, st);
 }
 
@@ -2347,7 +2591,19 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
 
 // The global L2 norm of the gradients, summed over the shard plan (llmc/zero.cuh): the same bits
 // on every rank and at every ZeRO stage.
-inline float gpt_grad_norm(GPT* m) { return dp_grad_norm(&m->dp, m->stream); }
+// Under tensor parallelism each rank of a group sums its own parts of the sharded tensors and
+// the group's first rank the replicated ones (llmc/zero.cuh's in_norm), added in rank order.
+inline float gpt_grad_norm(GPT* m) {
+    float sum = dp_grad_sum_squares(&m->dp, m->stream);
+    if (m->tp.size > 1) {
+        std::vector<float> sums(m->tp.size);
+        comm_allgather_host(m->tp.group, &sum, sizeof(float), sums.data(),
+                            "the gradient norm's tensor-parallel partial sums");
+        sum = 0.0f;
+        for (float part : sums) sum += part;
+    }
+    return sqrtf(sum);
+}
 
 // Clipping as torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is < 1.
 inline double clip_scale(double norm, double clip) {
@@ -2398,7 +2654,7 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
         } else {  // one matrix unit, whole
             muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + r->state,
                         t->rows / t->units, t->cols, 1, r->offset, t->lr_scale, wd, &muon, &m->muon,
-                        &m->mm, m->stream);
+                        &m->mm, m->tp.group, t->tp.split, m->stream);
         }
     }
     dp_gather_params(&m->dp, m->params, m->stream);
@@ -2541,23 +2797,43 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 }
 
 // Appends n_new tokens to tokens[0..n), n >= 1 (tokens has room for n + n_new), each drawn
-// from the prediction after the last m->T tokens before it.
+// from the prediction after the last m->T tokens before it. Under tensor parallelism every rank
+// of the group calls it (the forward pass is theirs together); the logits of the last position
+// are all-gathered from the ranks' vocabulary slices, and every rank draws the same token.
+// Sequence parallelism cuts the rows of the training shape: its forward passes run at that
+// shape, the context at the start of the first sequence, the rest filled with its last token
+// (causal attention: no position before them sees them).
 inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k,
                          uint64_t* rng) {
-    const int V = m->config.vocab, Vp = m->config.padded_vocab;
-    floatX* row = (floatX*)MALLOC_CHECK(V * sizeof(floatX));
+    const int V = m->config.vocab, Vl = m->shape.vocab, tp = m->tp.size;
+    floatX* row = (floatX*)MALLOC_CHECK((size_t)Vl * tp * sizeof(floatX));
     float* logits = (float*)MALLOC_CHECK(V * sizeof(float));
     int* order = (int*)MALLOC_CHECK(V * sizeof(int));
+    floatX* gathered = nullptr;
+    if (tp > 1) CUDA_CHECK(cudaMalloc(&gathered, (size_t)Vl * tp * sizeof(floatX)));
+    std::vector<int> padded(m->tp.sequence ? (size_t)m->B * m->T : 0);
     for (int len = n; len < n + n_new; len++) {
         const int window = len < m->T ? len : m->T;
         const int* context = tokens + len - window;
         // the targets only feed the unused loss: the context itself serves as valid ids
-        gpt_forward_shape(m, context, context, 0.0f, 1, window);
-        CUDA_CHECK(cudaMemcpy(row, m->acts.logits + (size_t)(window - 1) * Vp, V * sizeof(floatX),
-                              cudaMemcpyDeviceToHost));
+        if (m->tp.sequence) {
+            std::fill(padded.begin(), padded.end(), context[window - 1]);
+            std::copy(context, context + window, padded.begin());
+            gpt_forward_shape(m, padded.data(), padded.data(), 0.0f, m->B, m->T);
+        } else {
+            gpt_forward_shape(m, context, context, 0.0f, 1, window);
+        }
+        const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
+        if (tp > 1) {
+            comm_allgather(m->tp.group, last, gathered, Vl, m->stream);
+            comm_sync(m->tp.group, m->stream, "the gather of a sample's logits (NCCL)");
+            last = gathered;
+        }
+        CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
         for (int v = 0; v < V; v++) logits[v] = (float)row[v];
         tokens[len] = sample_token(logits, V, temperature, top_k, rng, order);
     }
+    if (gathered) CUDA_CHECK(cudaFree(gathered));
     free(row);
     free(logits);
     free(order);
@@ -2704,10 +2980,19 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) 
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
     CheckpointWriter w;
     if (ckpt_writer_begin_file(&w, dir, step, shard, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    // the ranges in the logical layout: a range of a tensor-parallel part is one record per run
+    // of it that is contiguous in the whole tensor (its elements are written in local order,
+    // which is the runs' order)
     std::vector<OwnedRecord> records;
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
-        records.push_back(OwnedRecord{(uint64_t)r->tensor, r->offset, r->n, (uint64_t)r->unit});
+        const ParamTensor* t = &m->layout.tensors[r->tensor];
+        const size_t base = m->logical.tensors[r->tensor].offset;
+        tp_local_runs(&t->tp, m->tp.rank, m->tp.size, r->offset - t->offset, r->n,
+                      [&](size_t logical, size_t, size_t n) {
+                          records.push_back(OwnedRecord{(uint64_t)r->tensor, base + logical, n,
+                                                        (uint64_t)r->unit});
+                      });
     }
     if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
         fatal("%s", w.error);
@@ -2729,21 +3014,25 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) 
 }
 
 // Writes the checkpoint of rs->step into dir and keeps the newest `keep` (0: all): every rank
-// with state of its own (ZeRO: every rank; stage 0: rank 0, which holds everything) writes its
-// shard, then rank 0 the manifest (the model's table, the run state and identity, the data
-// position, the number of shards), which commits it. Every rank of the group calls it.
-inline void save_checkpoint(const GPT* m, const CommGroup* group, const char* dir, int keep,
+// with state of its own writes its shard (ZeRO: every rank; stage 0: the first data-parallel
+// rank of each tensor-parallel rank, which holds everything of its part), then rank 0 the
+// manifest (the whole model's table, the run state and identity, the data position, the number
+// of shards), which commits it. Shards hold logical tensors, so any grid reads them. Every rank
+// of the job (`world`) calls it.
+inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* dir, int keep,
                             const RunState* rs, const TrainData* d,
                             const std::vector<char>* run_config) {
-    const int shards = m->dp.stage > 0 ? group->size : 1;
-    if (m->dp.stage > 0 || group->rank == 0) save_shard(m, dir, rs->step, group->rank);
-    comm_barrier(group, "the barrier before a checkpoint's manifest (every shard written)");
-    if (group->rank != 0) return;
+    const int dp_rank = m->dp.group->rank, tp = m->tp.size;
+    const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
+    if (m->dp.stage > 0 || dp_rank == 0)
+        save_shard(m, dir, rs->step, (m->dp.stage > 0 ? dp_rank * tp : 0) + m->tp.rank);
+    comm_barrier(world, "the barrier before a checkpoint's manifest (every shard written)");
+    if (world->rank != 0) return;
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     CheckpointWriter w;
     if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
-    std::vector<LayoutRecord> records(m->layout.count);
-    for (int i = 0; i < m->layout.count; i++) records[i] = layout_record_of(&m->layout.tensors[i]);
+    std::vector<LayoutRecord> records(m->logical.count);
+    for (int i = 0; i < m->logical.count; i++) records[i] = layout_record_of(&m->logical.tensors[i]);
     const uint64_t shard_count = (uint64_t)shards;
     if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
             0 ||
@@ -2837,11 +3126,13 @@ struct ShardSource {
 
 // Loads the checkpoint of an open manifest (verified against m's config by ckpt_open) into m
 // and returns its run state; the training loader's state goes to *ds when ds is not nullptr.
-// The checkpoint may come from any grid and ZeRO stage: the parameters are read whole from its
-// shards, and each range this rank owns now from the shard ranges that overlap it (the layout
-// is checked equal first, so offsets mean the same in both), so a run re-shards on load.
+// The checkpoint may come from any grid and ZeRO stage: its shards hold ranges of the logical
+// (whole-model) layout, checked equal to this model's first; the parameters are read whole, and
+// the state of each range this rank owns now (a run of its tensor-parallel part at a time) from
+// the shard ranges that overlap it, so a run re-shards on load.
 inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderState* ds) {
-    check_layout(manifest, read_layout(manifest), &m->layout);
+    const ParamLayout* logical = &m->logical;
+    check_layout(manifest, read_layout(manifest), logical);
     const int64_t shard_count = ckpt_shard_count(manifest);
     if (shard_count < 0) fatal("%s", manifest->error);
     if (shard_count == 0)
@@ -2854,8 +3145,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
     if (char* slash = strrchr(dir, '/')) *slash = '\0';
     else snprintf(dir, sizeof(dir), ".");
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
-    const size_t P = m->layout.total;
-    std::vector<floatX> params(P, (floatX)0.0f);
+    std::vector<floatX> params(logical->total, (floatX)0.0f);
     std::vector<std::vector<float>> state(STATE_MASTER + 1);
     for (int which = 0; which <= STATE_MASTER; which++)
         if (state_buffer(m, which))
@@ -2878,16 +3168,21 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
             fatal("%s", src.r.error);
         uint64_t all = 0, kind[2] = {0, 0};
         for (const OwnedRecord& o : src.ranges) {
-            if (o.tensor >= (uint64_t)m->layout.count || o.unit > 1 ||
-                o.offset < m->layout.tensors[o.tensor].offset ||
-                o.offset + o.n >
-                    m->layout.tensors[o.tensor].offset + m->layout.tensors[o.tensor].numel)
+            if (o.tensor >= (uint64_t)logical->count || o.unit > 1 ||
+                o.offset < logical->tensors[o.tensor].offset ||
+                o.offset + o.n > logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
                 fatal("checkpoint shard %s holds a range outside its tensor", path);
             src.at_all.push_back(all);
             src.at_kind.push_back(kind[o.unit]);
             all += o.n;
             kind[o.unit] += o.n;
         }
+        // the shard's ranges by offset (they do not overlap), to find those a run overlaps
+        std::vector<size_t> by_offset(src.ranges.size());
+        for (size_t j = 0; j < by_offset.size(); j++) by_offset[j] = j;
+        std::sort(by_offset.begin(), by_offset.end(), [&src](size_t a, size_t b) {
+            return src.ranges[a].offset < src.ranges[b].offset;
+        });
         // the parameters, whole, from every shard
         for (size_t j = 0; j < src.ranges.size(); j++) {
             const OwnedRecord& o = src.ranges[j];
@@ -2896,39 +3191,55 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
                 fatal("%s", src.r.error);
             params_read += o.n;
         }
-        // the state of each range this rank owns, from the overlapping ranges of the shard
+        // the state of each range this rank owns, run by run, from the overlapping ranges
         for (int i = 0; i < m->dp.owned_count; i++) {
             const OwnedRange* mine = &m->dp.owned[i];
-            for (size_t j = 0; j < src.ranges.size(); j++) {
-                const OwnedRecord& o = src.ranges[j];
-                const size_t lo = std::max<size_t>(mine->offset, o.offset),
-                             hi = std::min<size_t>(mine->offset + mine->n, o.offset + o.n);
-                if (lo >= hi || (int)o.tensor != mine->tensor) continue;
-                owned_read += hi - lo;
-                for (int which = 0; which <= STATE_MASTER; which++) {
-                    size_t at;
-                    if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
-                    const bool all_ranges = which == STATE_MASTER;
-                    const uint64_t from =
-                        (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
-                    const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
-                    if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
-                                               state[which].data() + at + (lo - mine->offset),
-                                               (hi - lo) * sizeof(float)) != 0)
-                        fatal("%s", src.r.error);
+            const ParamTensor* t = &m->layout.tensors[mine->tensor];
+            const size_t base = logical->tensors[mine->tensor].offset;
+            const size_t first = mine->offset - t->offset;
+            tp_local_runs(&t->tp, m->tp.rank, m->tp.size, first, mine->n,
+                          [&](size_t run_logical, size_t run_local, size_t run_n) {
+                const size_t run_lo = base + run_logical, run_hi = run_lo + run_n;
+                auto it = std::lower_bound(by_offset.begin(), by_offset.end(), run_lo,
+                                           [&src](size_t j, size_t at) {
+                                               return src.ranges[j].offset + src.ranges[j].n <= at;
+                                           });
+                for (; it != by_offset.end() && src.ranges[*it].offset < run_hi; ++it) {
+                    const size_t j = *it;
+                    const OwnedRecord& o = src.ranges[j];
+                    const size_t lo = std::max<size_t>(run_lo, o.offset),
+                                 hi = std::min<size_t>(run_hi, o.offset + o.n);
+                    if (lo >= hi || (int)o.tensor != mine->tensor) continue;
+                    owned_read += hi - lo;
+                    // where the overlap lies in this range's state
+                    const size_t into = run_local - first + (lo - run_lo);
+                    for (int which = 0; which <= STATE_MASTER; which++) {
+                        size_t at;
+                        if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
+                        const bool all_ranges = which == STATE_MASTER;
+                        const uint64_t from =
+                            (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
+                        const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
+                        if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
+                                                   state[which].data() + at + into,
+                                                   (hi - lo) * sizeof(float)) != 0)
+                            fatal("%s", src.r.error);
+                    }
                 }
-            }
+            });
         }
         ckpt_close(&src.r);
     }
     size_t numel = 0;
-    for (int i = 0; i < m->layout.count; i++) numel += m->layout.tensors[i].numel;
+    for (int i = 0; i < logical->count; i++) numel += logical->tensors[i].numel;
     if (params_read != numel || owned_read != owned_total)
         fatal(
             "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
             "the %zu elements of state this rank needs (shards missing, or of another run?)",
             manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
-    gpt_params_upload(m, params.data());
+    std::vector<floatX> local(m->layout.total);
+    local_from_logical(m, params.data(), local.data());
+    gpt_params_upload(m, local.data());
     for (int which = 0; which <= STATE_MASTER; which++)
         if (!state[which].empty())
             CUDA_CHECK(cudaMemcpy(state_buffer(m, which), state[which].data(),
@@ -3006,6 +3317,7 @@ struct TrainConfig {
     double comm_timeout, bucket_mb;
     int zero;                       // ZeRO stage
     int tp;                         // tensor-parallel group size
+    int sequence_parallel;          // 1: --sequence-parallel
     int comm_stats;                 // log one step's collective traffic
     int plan;                       // print the memory plan and exit
     int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
@@ -3124,7 +3436,13 @@ static const Flag FLAGS[] = {
      "state and master weights are sharded, 2 the gradients too, 3 the parameters too (each "
      "block gathered before it runs)"},
     {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
-     "tensor-parallel group size: consecutive ranks on one node (only 1 in this build)"},
+     "tensor-parallel group size: groups of consecutive ranks on one node split every matrix "
+     "(attention by heads, the MLP by its hidden units, the vocabulary); must divide the ranks, "
+     "the heads, the width and the padded vocabulary"},
+    {"--sequence-parallel", FLAG_SWITCH, FIELD(sequence_parallel), 0, 0, nullptr, FLAG_FREE,
+     "with --tp > 1: each rank of a group keeps 1/tp of the token rows of the residual stream "
+     "and LayerNorms (all-gather / reduce-scatter in place of all-reduce); --batch x --seq must "
+     "divide by --tp"},
     {"--recompute", FLAG_STRING, STRING_FIELD(recompute), 0, 0, "none|selective|full|auto",
      FLAG_FREE,
      "activation recompute: selective keeps no LayerNorm or GELU outputs (recomputed in the "
@@ -3355,7 +3673,7 @@ inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
 
 // The ledger of the model this configuration builds on this rank of par's group.
 inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt,
-                               DataParallelConfig par) {
+                               ParallelGroups par) {
     GPT planned;
     gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, par,
               recompute_from_name(tc->recompute), true);
@@ -3364,14 +3682,15 @@ inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt
     return ledger;
 }
 
-// Bytes of the activations one block keeps of its own under `policy` (the first block also
-// holds the buffers the others share), from the activation table.
-inline size_t block_activation_bytes(const GPTConfig* c, int B, int T, int policy) {
+// Bytes of the activations one block of model m keeps of its own under `policy` (the first
+// block also holds the buffers the others share), from the activation table.
+inline size_t block_activation_bytes(const GPT* m, int B, int T, int policy) {
     size_t bytes = 0;
     for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
         const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
-        if ((info->qk_norm_only && !c->qk_norm) || policy > info->kept_until) continue;
-        bytes += round_up((size_t)B * T * activation_width(info, c), TENSOR_ALIGN) *
+        if ((info->qk_norm_only && !m->config.qk_norm) || policy > info->kept_until) continue;
+        const size_t rows = activation_rows(info, (size_t)B * T, &m->shape, m->tp.sequence);
+        bytes += round_up(rows * activation_width(info, &m->shape), TENSOR_ALIGN) *
                  (info->is_float ? sizeof(float) : sizeof(floatX));
     }
     return bytes;
@@ -3386,7 +3705,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     const int stage = planned->dp.stage;
     const double psi = (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
-    const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads, N = ranks;
+    const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
+    const double N = planned->dp.group->size;
     const double GB = 1e9;
     // per parameter: bytes of each kind, and the first ZeRO stage that shards it
     const double per_param[4] = {(double)sizeof(floatX), (double)sizeof(floatX),
@@ -3406,7 +3726,7 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         "padding rows, ZeRO slices' padding, stage 1's reduced gradient shard 2 Psi / N, Muon's "
         "12 bytes per parameter)\n",
         "model state", state, state / GB, seed_model_state_bytes(psi, N, stage) / GB);
-    const size_t block = block_activation_bytes(c, tc->batch, tc->seq, policy);
+    const size_t block = block_activation_bytes(planned, tc->batch, tc->seq, policy);
     const double seed_block =
         seed_layer_activation_bytes(s, b, h, a, true, policy == RECOMPUTE_FULL);
     printf(
@@ -3436,26 +3756,65 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     printf("  %-15s %16zu %12.6g |\n", "total", ledger_total(plan), ledger_total(plan) / GB);
 }
 
+// The process grid of a run (llmc/parallel.h): tensor-parallel groups of tp consecutive ranks,
+// data-parallel groups of the ranks with the same place in theirs. Without tensor parallelism
+// the data-parallel group is every rank and the tensor-parallel one this rank alone.
+struct Grid {
+    const CommGroup* dp;
+    const CommGroup* tp;
+    CommGroup dp_group, tp_group;  // split from comm->all when tp > 1
+};
+
+inline void grid_init(Grid* g, const Comm* comm, int tp) {
+    memset(g, 0, sizeof(*g));
+    if (tp == 1) {
+        g->dp = &comm->all;
+        g->tp = tp_single()->group;
+        return;
+    }
+    comm_split(&comm->all, comm->rank / tp, comm->rank, &g->tp_group);
+    comm_split(&comm->all, comm->rank % tp, comm->rank, &g->dp_group);
+    g->dp = &g->dp_group;
+    g->tp = &g->tp_group;
+}
+
+inline void grid_free(Grid* g) {
+    if (g->tp != &g->tp_group) return;
+    comm_group_free(&g->tp_group);
+    comm_group_free(&g->dp_group);
+}
+
+inline ParallelGroups grid_groups(const Grid* g, const TrainConfig* tc) {
+    return ParallelGroups{g->dp, tc->zero, tc->bucket_mb, g->tp, tc->sequence_parallel != 0};
+}
+
+
 // --batch auto and --recompute auto: the largest micro-batch (and the least recompute) whose
 // plan fits the device memory of the rank with the least of it (--device-memory, or what
 // cudaMemGetInfo reports free), less 1% of it for what the plan cannot see on a GPU (the
 // allocator's page rounding of large buffers, NCCL's and cuBLASLt's own allocations; under the
 // CPU runtime the plan is exact). Then --global-batch-tokens sets the accumulation. Each choice
 // is printed with the numbers behind it.
-inline void fit_batch(TrainConfig* tc, const Comm* comm) {
+inline void fit_batch(TrainConfig* tc, const Grid* grid) {
     const bool auto_batch = tc->batch == FLAG_AUTO;
     const bool auto_policy = strcmp(tc->recompute, "auto") == 0;
     if (auto_batch || auto_policy) {
         size_t free_bytes = 0, total_bytes = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
         double budget = tc->device_memory > 0 ? tc->device_memory : (double)free_bytes;
-        std::vector<double> budgets(comm->dp.size);
-        comm_allgather_host(&comm->dp, &budget, sizeof(budget), budgets.data(),
+        std::vector<double> budgets(grid->dp->size);
+        comm_allgather_host(grid->dp, &budget, sizeof(budget), budgets.data(),
                             "the ranks' device memory");
+        if (grid->tp->size > 1) {  // the least of every rank's
+            const double least = *std::min_element(budgets.begin(), budgets.end());
+            budgets.assign(grid->tp->size, 0.0);
+            comm_allgather_host(grid->tp, &least, sizeof(least), budgets.data(),
+                                "the ranks' device memory");
+        }
         budget = *std::min_element(budgets.begin(), budgets.end());
         const double usable = 0.99 * budget;
         const OptimizerConfig opt = optimizer_config_of(tc);
-        const DataParallelConfig par = {&comm->dp, tc->zero, tc->bucket_mb};
+        const ParallelGroups par = grid_groups(grid, tc);
         auto planned = [&](int B, int policy) {
             TrainConfig t = *tc;
             t.batch = B;
@@ -3505,13 +3864,13 @@ inline void fit_batch(TrainConfig* tc, const Comm* comm) {
         printf("\n");
     }
     if (tc->global_batch_tokens > 0) {
-        const long long per_micro = (long long)tc->batch * tc->seq * comm->dp.size;
+        const long long per_micro = (long long)tc->batch * tc->seq * grid->dp->size;
         const long long accum = tc->global_batch_tokens / per_micro;
         if (tc->global_batch_tokens % per_micro != 0 || accum > (1 << 20))
             fatal(
                 "--global-batch-tokens %lld is not a whole number (up to 2^20) of micro-batches of "
-                "--batch %d x --seq %d x %d ranks = %lld tokens",
-                tc->global_batch_tokens, tc->batch, tc->seq, comm->dp.size, per_micro);
+                "--batch %d x --seq %d x %d data-parallel ranks = %lld tokens",
+                tc->global_batch_tokens, tc->batch, tc->seq, grid->dp->size, per_micro);
         tc->grad_accum = (int)accum;
         printf("--global-batch-tokens %lld: --grad-accum %d (%lld tokens per micro-batch)\n",
                tc->global_batch_tokens, tc->grad_accum, per_micro);
@@ -3525,14 +3884,19 @@ inline int plan_main(const TrainConfig* tc, const Comm* comm) {
     const int ranks = tc->plan_ranks > 0 ? tc->plan_ranks : comm->world;
     const OptimizerConfig opt = optimizer_config_of(tc);
     size_t lo = SIZE_MAX, hi = 0;
+    if (ranks % tc->tp != 0)
+        fatal("--plan-ranks %d cannot be cut into tensor-parallel groups of --tp %d", ranks,
+              tc->tp);
     for (int r = 0; r < ranks; r++) {
-        CommGroup group = {};  // a group that is only a shape: no collective is made
-        group.rank = group.world_rank = r;
-        group.size = ranks;
-        group.timeout_s = tc->comm_timeout;
+        // groups that are only shapes: no collective is made
+        CommGroup dp = {}, tp = {};
+        dp.rank = r / tc->tp, dp.size = ranks / tc->tp;
+        tp.rank = r % tc->tp, tp.size = tc->tp;
+        dp.world_rank = tp.world_rank = r;
+        dp.timeout_s = tp.timeout_s = tc->comm_timeout;
         GPT planned;
         gpt_build(&planned, &tc->model, &opt, tc->batch, tc->seq, (uint64_t)tc->seed,
-                  DataParallelConfig{&group, tc->zero, tc->bucket_mb},
+                  ParallelGroups{&dp, tc->zero, tc->bucket_mb, &tp, tc->sequence_parallel != 0},
                   recompute_from_name(tc->recompute), true);
         if (r == 0) print_plan(&planned, tc, 0, ranks);
         lo = std::min(lo, ledger_total(&planned.memory));
@@ -3661,9 +4025,9 @@ inline void log_value(Logger* lg, int step, const char* key, double value) {
 // Validation loss after `step` steps, the mean over the ranks' parts of each batch: printed,
 // logged, returned.
 inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step,
-                             double unigram, const Comm* comm) {
+                             double unigram, const CommGroup* dp) {
     auto start = std::chrono::steady_clock::now();
-    double loss = comm_mean(&comm->dp, evaluate(m, &d->val, tc->val_steps));
+    double loss = comm_mean(dp, evaluate(m, &d->val, tc->val_steps));
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram,
@@ -3690,25 +4054,56 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
     free(text);
 }
 
-// Prints a hash of the parameters, which fingerprints the run, after checking that every
-// data-parallel rank holds the same bits.
-// Under ZeRO-3 the ranks hold parts: each gathers the whole and hashes that, which checks that
-// they assemble the same model (the hash is the same quantity at every stage).
+// Every parameter of the whole model into host memory in the logical layout (m->logical.total,
+// zero in the alignment gaps), on every rank: this rank's part (gpt_params_download), and under
+// tensor parallelism the group's parts all-gathered and placed. Every rank calls it.
+inline void gpt_params_download_logical(GPT* m, floatX* logical) {
+    const size_t P = m->layout.total;
+    const int tp = m->tp.size;
+    std::vector<floatX> parts(P * tp);
+    gpt_params_download(m, parts.data() + (size_t)m->tp.rank * P);
+    if (tp > 1) {
+        floatX* dev;
+        CUDA_CHECK(cudaMalloc(&dev, P * tp * sizeof(floatX)));
+        floatX* mine = dev + (size_t)m->tp.rank * P;
+        CUDA_CHECK(cudaMemcpy(mine, parts.data() + (size_t)m->tp.rank * P, P * sizeof(floatX),
+                              cudaMemcpyHostToDevice));
+        comm_allgather(m->tp.group, mine, dev, P, m->stream);
+        comm_sync(m->tp.group, m->stream, "the gather of the tensor-parallel parts (NCCL)");
+        CUDA_CHECK(cudaMemcpy(parts.data(), dev, P * tp * sizeof(floatX), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(dev));
+    }
+    memset(logical, 0, m->logical.total * sizeof(floatX));
+    for (int r = 0; r < tp; r++)
+        for (int i = 0; i < m->layout.count; i++) {
+            const ParamTensor* t = &m->layout.tensors[i];
+            const size_t base = m->logical.tensors[i].offset;
+            const floatX* part = parts.data() + (size_t)r * P + t->offset;
+            tp_local_runs(&t->tp, r, tp, 0, t->numel, [&](size_t to, size_t from, size_t n) {
+                memcpy(logical + base + to, part + from, n * sizeof(floatX));
+            });
+        }
+}
+
+// Prints a hash of the parameters, which fingerprints the run, after checking that every rank
+// holds the same model. The hash is of the whole model in the logical layout, gathered first
+// where ranks hold parts (ZeRO-3's shards, tensor parallelism's parts): the same quantity for
+// every grid, equal to one process's when the arithmetic is the same.
 inline void check_replicas(const Comm* comm, GPT* m) {
-    std::vector<uint64_t> hashes(comm->dp.size);
-    std::vector<floatX> params(m->layout.total);
-    gpt_params_download(m, params.data());
+    std::vector<uint64_t> hashes(comm->all.size);
+    std::vector<floatX> params(m->logical.total);
+    gpt_params_download_logical(m, params.data());
     const bool agree = comm_hashes_agree(
-        &comm->dp, host_buffer_hash(params.data(), params.size() * sizeof(floatX)), hashes.data());
+        &comm->all, host_buffer_hash(params.data(), params.size() * sizeof(floatX)), hashes.data());
     if (!agree) {
         if (comm->rank == 0)
-            for (int r = 0; r < comm->dp.size; r++)
+            for (int r = 0; r < comm->all.size; r++)
                 fprintf(stderr, "rank %d: parameter hash %016llx\n", r,
                         (unsigned long long)hashes[r]);
-        fatal("the data-parallel ranks hold different parameters");
+        fatal("the ranks hold different parameters");
     }
     printf("parameter hash %016llx on each of %d ranks\n", (unsigned long long)hashes[0],
-           comm->dp.size);
+           comm->all.size);
 }
 
 // The startup report's line on the model state: the bytes each buffer holds (as allocated) and
@@ -3769,23 +4164,44 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
 }
 
 // The bytes the device collectives of one step sent from this rank (llmc/comm.cuh counts them
-// where they are issued, as a ring moves them): printed, and logged as a line
-// {"step": k, "comm_bytes": {"all_reduce": ..., ...}}.
-inline void report_traffic(Logger* lg, const CommTraffic* t, int step) {
-    printf("collectives of step %d (bytes sent by this rank, ring convention):", step);
-    double total = 0.0;
-    for (int k = 0; k < NUM_COMM_KINDS; k++) {
-        printf(" %s %.0f (%lld calls)", COMM_KIND_NAMES[k], t->bytes[k], t->calls[k]);
-        total += t->bytes[k];
+// where they are issued, as a ring moves them), per group: data-parallel (the gradients and
+// ZeRO's gathers), tensor-parallel (the layers' activations), and the job's (host values).
+// Printed, and logged as a line {"step": k, "comm_bytes": {"all_reduce": ..., ...},
+// "tp_comm_bytes": {...}, "tp_comm_calls": {...}} (the tensor-parallel entries with --tp > 1).
+inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp,
+                           const CommGroup* tp, int step) {
+    const CommGroup* groups[3] = {dp, tp, all};
+    const char* names[3] = {"data-parallel", "tensor-parallel", "all ranks"};
+    CommTraffic sum = {};  // data-parallel and the job's: the gradient side, as before --tp
+    for (int i = 0; i < 3; i++) {
+        const CommTraffic* t = groups[i]->traffic;
+        if (t == nullptr || (i == 2 && dp == all)) continue;
+        printf("%s collectives of step %d (bytes sent by this rank, ring convention):", names[i],
+               step);
+        double total = 0.0;
+        for (int k = 0; k < NUM_COMM_KINDS; k++) {
+            printf(" %s %.0f (%lld calls)", COMM_KIND_NAMES[k], t->bytes[k], t->calls[k]);
+            total += t->bytes[k];
+            if (i != 1) sum.bytes[k] += t->bytes[k], sum.calls[k] += t->calls[k];
+        }
+        printf(" | total %.0f\n", total);
     }
-    printf(" | total %.0f\n", total);
     if (lg->file == nullptr) return;
     logger_begin(lg);
     logger_int(lg, "step", step);
     logger_object_begin(lg, "comm_bytes");
-    for (int k = 0; k < NUM_COMM_KINDS; k++)
-        logger_int(lg, COMM_KIND_NAMES[k], (int64_t)t->bytes[k]);
+    for (int k = 0; k < NUM_COMM_KINDS; k++) logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
     logger_object_end(lg);
+    if (tp->traffic) {
+        logger_object_begin(lg, "tp_comm_bytes");
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            logger_int(lg, COMM_KIND_NAMES[k], (int64_t)tp->traffic->bytes[k]);
+        logger_object_end(lg);
+        logger_object_begin(lg, "tp_comm_calls");
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            logger_int(lg, COMM_KIND_NAMES[k], (int64_t)tp->traffic->calls[k]);
+        logger_object_end(lg);
+    }
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
 
@@ -3799,14 +4215,14 @@ inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
     snprintf(build, sizeof(build), "%s build, TrainConfig of %zu bytes", PRECISION_NAME,
              sizeof(TrainConfig));
     memcpy(root_build, build, sizeof(build));
-    comm_broadcast(&comm->dp, root_build, sizeof(root_build), 0);
+    comm_broadcast(&comm->all, root_build, sizeof(root_build), 0);
     double other_builds = strcmp(build, root_build) != 0;
-    comm_sum_scalars(&comm->dp, &other_builds, 1);
+    comm_sum_scalars(&comm->all, &other_builds, 1);
     if (other_builds > 0)
         fatal("rank %d: the ranks run different builds of train_gpt (here: %s; rank 0: %s)",
               comm->rank, build, root_build);
     TrainConfig root = *tc;
-    comm_broadcast(&comm->dp, &root, sizeof(root), 0);
+    comm_broadcast(&comm->all, &root, sizeof(root), 0);
     char diff[4096] = "";
     const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
     double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
@@ -3814,7 +4230,7 @@ inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
     if (differences > 0)
         fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
                 diff);
-    comm_sum_scalars(&comm->dp, &differences, 1);
+    comm_sum_scalars(&comm->all, &differences, 1);
     if (differences > 0)
         fatal(
             "rank %d: the ranks were started with different flags (%g differences; every rank "
@@ -3840,16 +4256,28 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
     check_ranks_agree(comm, &tc);
-    const ParallelConfig grid = parallel_config(comm->world, tc.tp, tc.zero);
-    const ParallelShapes shapes = {tc.model.heads, tc.model.channels, tc.model.padded_vocab};
-    if (const char* err =
-            parallel_config_check(&grid, &shapes, comm->local_world, msg, sizeof(msg)))
-        fatal("%s", err);
-    if (!tc.sample[0]) fit_batch(&tc, comm);
+    // The grid is checked before any group is made, and again once --batch auto is fitted.
+    auto check_grid = [&](int world) {
+        const ParallelConfig grid =
+            parallel_config(world, tc.tp, tc.zero, tc.sequence_parallel != 0);
+        const ParallelShapes shapes = {tc.model.heads, tc.model.channels, tc.model.padded_vocab,
+                                       tc.batch > 0 ? (long long)tc.batch * tc.seq : 0};
+        if (const char* err = parallel_config_check(&grid, &shapes, world == comm->world
+                                                                       ? comm->local_world
+                                                                       : 0,
+                                                    msg, sizeof(msg)))
+            fatal("%s", err);
+    };
+    const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
+    check_grid(plan_world);
     if (tc.plan) {
         if (have_tokenizer) tokenizer_free(&tok);
         return plan_main(&tc, comm);
     }
+    Grid grid;
+    grid_init(&grid, comm, tc.tp);
+    if (!tc.sample[0]) fit_batch(&tc, &grid);
+    check_grid(comm->world);
     if (tc.sample[0]) {
         const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
         if (have_tokenizer) tokenizer_free(&tok);
@@ -3862,8 +4290,9 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
 
     // Data first: a bad shard stops the run before anything is written.
     TrainData data;
-    train_data_open(&data, tc.data, c->vocab, B, T, A, (uint64_t)tc.seed, comm->dp.rank,
-                    comm->dp.size);
+    // every rank of a tensor-parallel group reads the same tokens: its data-parallel replica's
+    const CommGroup* dp = grid.dp;
+    train_data_open(&data, tc.data, c->vocab, B, T, A, (uint64_t)tc.seed, dp->rank, dp->size);
     const double unigram = data.unigram;
     // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
     // it also proves it can be written, before any step is trained.
@@ -3871,13 +4300,13 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         char err[CKPT_ERROR_BYTES];
         if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
     }
-    const std::vector<char> run_config = run_config_section(&tc, comm->dp.size);
+    const std::vector<char> run_config = run_config_section(&tc, dp->size);
 
     // The memory plan first: the model built without allocating, by the code that allocates,
     // so a run that cannot fit stops here with the numbers; then the model, measured.
     GPT model;
     const OptimizerConfig opt = optimizer_config_of(&tc);
-    const DataParallelConfig par = {&comm->dp, tc.zero, tc.bucket_mb};
+    const ParallelGroups par = grid_groups(&grid, &tc);
     const DeviceLedger plan = plan_model(&tc, &opt, par);
     size_t free_before = 0, free_after = 0, device_total = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_before, &device_total));
@@ -3905,14 +4334,14 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         if (comm->rank == 0 && !(latest ? latest_checkpoint(spec, path, sizeof(path))
                                         : find_checkpoint(spec, path, sizeof(path))))
             path[0] = '\0';
-        comm_broadcast(&comm->dp, path, sizeof(path), 0);
+        comm_broadcast(&comm->all, path, sizeof(path), 0);
         if (path[0]) {
             CheckpointConfig cc = checkpoint_config_of(c);
             CheckpointReader reader;
             if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
                           NUM_CHECKPOINT_FIELDS) != 0)
                 fatal("%s", reader.error);
-            check_run_config(&reader, &tc, comm->dp.size);
+            check_run_config(&reader, &tc, dp->size);
             DataLoaderState ds;
             rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
             ckpt_close(&reader);
@@ -3936,11 +4365,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
 
     const size_t parameters = count_parameters(&model.layout, c);
     printf(
-        "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d | %zu "
-        "parameters | %s | attention on %s\n",
+        "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d (dp %d "
+        "x tp %d%s) | %zu parameters | %s | attention on %s\n",
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
-        T, A, comm->dp.size, parameters, tc.data[0] ? tc.data : "random tokens",
-        attention_path_name(ATTENTION_PATH));
+        T, A, comm->world, dp->size, grid.tp->size, model.tp.sequence ? ", sequence parallel" : "",
+        parameters, tc.data[0] ? tc.data : "random tokens", attention_path_name(ATTENTION_PATH));
     if (data.shards)
         printf(
             "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
@@ -3954,7 +4383,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         model.activation_bytes / 1048576.0, B, T, tc.recompute,
         model.recompute_saved_bytes / 1048576.0,
         100.0 * recompute_flops_per_token(c, T, model.acts.recompute) / flops_per_token(c, T));
-    print_rank_state_bytes(&model, &comm->dp, parameters);
+    print_rank_state_bytes(&model, &comm->all, parameters);
     const size_t planned = ledger_total(&plan);
     printf(
         "device memory: planned %zu bytes, allocated %zu (cudaMemGetInfo before and after the "
@@ -3962,7 +4391,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         planned, allocated, 100.0 * ((double)allocated - (double)planned) / (double)planned);
     // the log describes the run as it started: a resumed run appends to it, changing neither
     if (lg.file && lg.needs_header) {
-        log_header(&lg, &tc, parameters, unigram, comm->dp.size, &model, &plan);
+        log_header(&lg, &tc, parameters, unigram, dp->size, &model, &plan);
         logger_begin(&lg);
         logger_int(&lg, "step", (int64_t)rs.step);
         logger_int(&lg, "allocated_bytes", (int64_t)allocated);
@@ -3971,11 +4400,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     }
     const bool validate = data.shards && tc.val_every > 0;
     const bool sample = have_tokenizer && tc.sample_len > 0;
-    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, comm);
+    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, dp);
 
     const size_t rank_tokens =
         (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
-    const size_t tokens_per_step = rank_tokens * comm->dp.size;
+    const size_t tokens_per_step = rank_tokens * dp->size;
     const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
     int* inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
     int* targets = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
@@ -3983,16 +4412,19 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     const int first_step = (int)rs.step;
     for (int step = first_step; step < tc.steps; step++) {
         train_data_next(&data, inputs, targets, A, B, T, c->vocab);
-        const bool count_traffic = tc.comm_stats && step == first_step && comm->dp.traffic;
-        if (count_traffic) memset(comm->dp.traffic, 0, sizeof(CommTraffic));
+        const bool count_traffic = tc.comm_stats && step == first_step && comm->all.traffic;
+        const CommGroup* counted[3] = {&comm->all, dp, grid.tp};
+        if (count_traffic)
+            for (const CommGroup* g : counted)
+                if (g->traffic) memset(g->traffic, 0, sizeof(CommTraffic));
         auto start = std::chrono::steady_clock::now();
         double z_loss = 0.0;
         double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
         // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
         // so the norm, clipping and the optimizers see the global batch's gradient on every rank
         // and the parameters stay identical; the losses become the global batch's too.
-        loss = comm_mean(&comm->dp, loss);
-        z_loss = comm_mean(&comm->dp, z_loss);
+        loss = comm_mean(dp, loss);
+        z_loss = comm_mean(dp, z_loss);
         float norm = gpt_grad_norm(&model);
         // Every rank holds the same loss and norm, so all stop together; the update is not
         // taken, and the checkpoints on disk stay those of finite steps.
@@ -4008,7 +4440,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         CUDA_CHECK(cudaDeviceSynchronize());
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->dp.size);
+        const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->world);
         const int done = step + 1;
         printf("step %5d/%d | loss %.6f", done, tc.steps, loss);
         if (tc.z_loss > 0.0) printf(" | z-loss %.6f", z_loss);
@@ -4036,22 +4468,22 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             if (ON_GPU) logger_float(&lg, "mfu", (float)mfu);
             if (logger_end(&lg) != 0) fatal("%s", lg.error);
         }
-        if (count_traffic) report_traffic(&lg, comm->dp.traffic, done);
+        if (count_traffic) report_traffic(&lg, &comm->all, dp, grid.tp, done);
         rs.step = (uint64_t)done;
         rs.opt_step = (uint64_t)model.opt_step;
         const bool last = done == tc.steps;
         if (validate && (done % tc.val_every == 0 || last))
-            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, comm);
+            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, dp);
         // under ZeRO-3 every rank runs the forward passes of generation (they gather the
         // parameters); only rank 0's output is seen
-        const bool samples_here = main_rank || model.dp.stage == 3;
+        const bool samples_here = dp->rank == 0 || model.dp.stage == 3;
         if (sample && samples_here &&
             ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
             run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
         if (tc.checkpoint_dir[0] &&
             ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
             rs.token_rng = data.token_rng;
-            save_checkpoint(&model, &comm->dp, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+            save_checkpoint(&model, &comm->all, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
                             &run_config);
             printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
         }
@@ -4067,6 +4499,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     train_data_free(&data);
     if (have_tokenizer) tokenizer_free(&tok);
     gpt_free(&model);
+    grid_free(&grid);
     return EXIT_SUCCESS;
 }
 

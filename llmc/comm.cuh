@@ -13,10 +13,9 @@
 // a scratch buffer on a stream of their own, so that the same code serves every launch.
 //
 // Groups. A CommGroup is a set of ranks that run collectives together, with an NCCL
-// communicator. Today there is one, `dp` (data parallel: every rank holds the same parameters
-// and reads its own part of each batch), spanning all ranks. comm_split() cuts a group into
-// sub-groups (ncclCommSplit), e.g. color = rank / tp for tensor-parallel groups of consecutive
-// ranks and color = rank % tp for data-parallel ones.
+// communicator. comm_init makes `all`, every rank of the job; comm_split() cuts a group into
+// sub-groups (ncclCommSplit): train_gpt's grid takes color = rank / tp for tensor-parallel
+// groups of consecutive ranks and color = rank % tp for data-parallel ones (llmc/parallel.h).
 //
 // Builds: with -DMULTI_GPU (the Makefile adds it, with MPI's flags and -lnccl, when the MPI and
 // NCCL headers exist); a binary built without it refuses to run as one of several ranks
@@ -117,7 +116,7 @@ struct Comm {
     int rank, world;              // this process among all of them
     int local_rank, local_world;  // among the processes of its node: local_rank is its GPU
     LaunchKind launch;
-    CommGroup dp;  // data parallel: all ranks
+    CommGroup all;  // every rank of the job (split into the grid's groups by comm_split)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -236,8 +235,8 @@ inline void comm_single_process(Comm* comm, double timeout_s) {
     comm->world = 1;
     comm->local_world = 1;
     comm->launch = LAUNCH_NONE;
-    comm->dp.size = 1;
-    comm->dp.timeout_s = timeout_s;
+    comm->all.size = 1;
+    comm->all.timeout_s = timeout_s;
 }
 
 #ifdef MULTI_GPU
@@ -254,13 +253,13 @@ inline void comm_id_by_mpi(const Comm* comm, ncclUniqueId* id) {
     if (comm->rank == 0) NCCL_CHECK(ncclGetUniqueId(id));
     MPI_Request request;
     MPI_CHECK(MPI_Ibcast(id, sizeof(*id), MPI_BYTE, 0, MPI_COMM_WORLD, &request));
-    const double deadline = comm_now_s() + comm->dp.timeout_s;
+    const double deadline = comm_now_s() + comm->all.timeout_s;
     long sleep_ns = 50000;
     for (int done = 0;;) {
         MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
         if (done) return;
         if (comm_now_s() > deadline)
-            comm_timed_out(&comm->dp, "the broadcast of the NCCL id at start-up (MPI)");
+            comm_timed_out(&comm->all, "the broadcast of the NCCL id at start-up (MPI)");
         comm_backoff(&sleep_ns);
     }
 }
@@ -336,7 +335,7 @@ inline void comm_id_by_files(const Comm* comm, const char* dir, ncclUniqueId* id
     gethostname(host, sizeof(host) - 1);
     const int mine_len = snprintf(mine, sizeof(mine), "host %s pid %ld\n", host, (long)getpid());
     rendezvous_write(path, mine, (size_t)mine_len);
-    const double deadline = comm_now_s() + comm->dp.timeout_s;
+    const double deadline = comm_now_s() + comm->all.timeout_s;
     char id_path[4200];
     snprintf(id_path, sizeof(id_path), "%s.id", rv.base);
     long sleep_ns = 50000;
@@ -356,7 +355,7 @@ inline void comm_id_by_files(const Comm* comm, const char* dir, ncclUniqueId* id
                 fprintf(stderr,
                         " of %d did not arrive at the rendezvous in %s within %g s "
                         "(--comm-timeout)\n",
-                        comm->world, dir, comm->dp.timeout_s);
+                        comm->world, dir, comm->all.timeout_s);
                 exit(EXIT_FAILURE);
             }
             comm_backoff(&sleep_ns);
@@ -371,7 +370,7 @@ inline void comm_id_by_files(const Comm* comm, const char* dir, ncclUniqueId* id
                     "error: rank %d: no NCCL id from rank 0 in %s within %g s "
                     "(--comm-timeout): is rank 0 running, with the same --rendezvous folder "
                     "(shared by every node)?\n",
-                    comm->rank, id_path, comm->dp.timeout_s);
+                    comm->rank, id_path, comm->all.timeout_s);
             exit(EXIT_FAILURE);
         }
         comm_backoff(&sleep_ns);
@@ -455,18 +454,18 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
     }
     CUDA_CHECK(cudaSetDevice(comm->local_rank));
 
-    CommGroup* dp = &comm->dp;
-    dp->rank = comm->rank;
-    dp->size = comm->world;
-    dp->world_rank = comm->rank;
+    CommGroup* all = &comm->all;
+    all->rank = comm->rank;
+    all->size = comm->world;
+    all->world_rank = comm->rank;
     ncclUniqueId id;  // rank 0 makes the id that names the communicator; everyone joins it
     if (comm->launch == LAUNCH_MPI) comm_id_by_mpi(comm, &id);
     else comm_id_by_files(comm, rendezvous, &id);
     ncclComm_t nccl;
-    NCCL_CHECK(ncclCommInitRank(&nccl, dp->size, id, dp->rank));
-    comm_group_attach(dp, nccl);
+    NCCL_CHECK(ncclCommInitRank(&nccl, all->size, id, all->rank));
+    comm_group_attach(all, nccl);
     if (comm->launch == LAUNCH_ENV) {
-        comm_barrier(dp, "the barrier after the rendezvous");  // every rank has read the id
+        comm_barrier(all, "the barrier after the rendezvous");  // every rank has read the id
         if (comm->rank == 0) comm_rendezvous_cleanup(comm, rendezvous);
     }
 #endif
@@ -490,7 +489,7 @@ inline void comm_group_free(CommGroup* g) {
 
 // Frees the groups and ends MPI. Every rank must call it.
 inline void comm_destroy(Comm* comm) {
-    comm_group_free(&comm->dp);
+    comm_group_free(&comm->all);
 #ifdef MULTI_GPU
     if (comm->launch == LAUNCH_MPI) MPI_CHECK(MPI_Finalize());
 #endif

@@ -88,6 +88,11 @@ struct alignas(16) Packed128 {
     T v[size];
     __host__ __device__ T& operator[](int i) { return v[i]; }
     __host__ __device__ const T& operator[](int i) const { return v[i]; }
+    __host__ __device__ static Packed128 zeros() {
+        Packed128 z;
+        for (int i = 0; i < size; i++) z.v[i] = (T)0.0f;
+        return z;
+    }
 };
 typedef Packed128<floatX> x128;
 typedef Packed128<float> f128;

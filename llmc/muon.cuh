@@ -62,9 +62,11 @@ multiple of 32). Each entry becomes a ShardTensor {offset, numel, units, rows, c
 
 #include <algorithm>
 
+#include "comm.cuh"
 #include "common.cuh"
 #include "matmul.cuh"
 #include "norm.cuh"
+#include "parallel.h"  // TpSplit: how tensor parallelism cuts a matrix
 
 // torch.optim.Muon's defaults: the quintic Newton-Schulz coefficients, the norm's floor.
 constexpr float NS_A = 3.4445f, NS_B = -4.7750f, NS_C = 2.0315f;
@@ -128,22 +130,50 @@ __device__ inline float torch_lerp(float start, float end, float weight) {
     return fabsf(weight) < 0.5f ? fmaf(weight, diff, start) : fmaf(weight - 1.0f, diff, end);
 }
 
-// One thread per element of a (rows, cols) matrix unit (grid-stride; i = r * cols + c): the
-// momentum update and the Newton-Schulz input u, written to x as floatX, at (c, r) of a
-// (cols, rows) matrix when transpose is set. one_minus_mu is 1 - mu formed in double, as torch
-// forms its lerp weight from the Python float.
-__global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads, int rows, int cols,
-                                     bool transpose, float mu, float one_minus_mu, bool nesterov,
+// Where a (rows, cols) part of a matrix unit sits in the Newton-Schulz iterate: at (row0, col0)
+// of the whole (whole_rows, whole_cols) unit, which is stored transposed, (whole_cols,
+// whole_rows), when transpose is set. Without tensor parallelism the part is the whole unit.
+struct MuonPart {
+    int rows, cols, row0, col0, whole_rows, whole_cols;
+    bool transpose;
+};
+
+// The iterate's index of element i = r * cols + c of the part.
+__device__ inline size_t muon_part_index(const MuonPart& p, size_t i) {
+    const size_t r = i / p.cols + p.row0, c = i % p.cols + p.col0;
+    return p.transpose ? c * p.whole_rows + r : r * p.whole_cols + c;
+}
+
+// One thread per element of a (rows, cols) matrix unit or part (grid-stride; i = r * cols + c):
+// the momentum update and the Newton-Schulz input u, written to x as floatX where `part` places
+// it. one_minus_mu is 1 - mu formed in double, as torch forms its lerp weight from the Python
+// float.
+__global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads, MuonPart part,
+                                     float mu, float one_minus_mu, bool nesterov,
                                      float grad_scale) {
-    const size_t n = (size_t)rows * cols;
+    const size_t n = (size_t)part.rows * part.cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float g = (float)grads[i] * grad_scale;
         const float b = torch_lerp(buf[i], g, one_minus_mu);
         buf[i] = b;
         const float u = nesterov ? torch_lerp(g, b, mu) : b;
-        const size_t r = i / cols, c = i % cols;
-        x[transpose ? c * rows + r : i] = (floatX)u;
+        x[muon_part_index(part, i)] = (floatX)u;
+    }
+}
+
+// Tensor parallelism: the ranks' parts of a unit, gathered rank after rank in `parts` (each
+// rows x cols, in its own layout), placed into the iterate x. One thread per element.
+__global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart part, int ranks,
+                                     bool split_rows) {
+    const size_t n = (size_t)part.rows * part.cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * ranks;
+         i += (size_t)gridDim.x * blockDim.x) {
+        MuonPart p = part;
+        const int rank = (int)(i / n);
+        if (split_rows) p.row0 = rank * p.rows;
+        else p.col0 = rank * p.cols;
+        x[muon_part_index(p, i % n)] = parts[i];
     }
 }
 
@@ -155,17 +185,15 @@ __global__ void muon_normalize_kernel(floatX* x, size_t n, const float* norm) {
         x[i] = (floatX)((float)x[i] / s);
 }
 
-// One thread per element of a (rows, cols) matrix unit: decoupled weight decay, then the step
-// along the orthogonalized update o (read at (c, r) of a (cols, rows) matrix when transposed).
+// One thread per element of a (rows, cols) matrix unit or part: decoupled weight decay, then
+// the step along the orthogonalized update o (read where `part` places the element).
 // params/master point at the unit; offset is its global offset (the rounding noise index).
-__global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o, int rows,
-                                  int cols, bool transpose, float decay_factor, float step,
-                                  uint32_t seed, size_t offset) {
-    const size_t n = (size_t)rows * cols;
+__global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o, MuonPart part,
+                                  float decay_factor, float step, uint32_t seed, size_t offset) {
+    const size_t n = (size_t)part.rows * part.cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = i / cols, c = i % cols;
-        const float u = (float)o[transpose ? c * rows + r : i];
+        const float u = (float)o[muon_part_index(part, i)];
         float p = master ? master[i] : (float)params[i];
         p *= decay_factor;      // param.mul_(1 - lr * wd)
         p = fmaf(-step, u, p);  // param.add_(update, alpha=-adjusted_lr)
@@ -205,18 +233,29 @@ inline const floatX* newton_schulz(MuonWorkspace* ws, MatmulContext* mm, int m, 
 // Updates one Muon tensor of shape (rows, cols), made of `units` matrix units of
 // (rows / units, cols) each, orthogonalized one by one. params/master/grads/momentum point at
 // the tensor (master nullptr in the fp32 build); offset is its offset in the parameter buffer;
-// lr_scale its shape adjustment (muon_lr_scale of one unit).
+// lr_scale its shape adjustment (muon_lr_scale of one whole unit).
+//
+// Tensor parallelism: when the tensor is this rank's part of a matrix cut over the group tp
+// (split TP_ROWS or TP_COLS, llmc/parallel.h; every rank of tp calls this for its part), each
+// unit is orthogonalized whole, never by parts: each rank writes the momentum-updated u of its
+// part into its slot of x_next, the slots are all-gathered (in place) and placed into the
+// iterate, every rank runs Newton-Schulz on the same whole matrix (the same bits everywhere),
+// and applies the update to its own part.
 inline void muon_update(floatX* params, float* master, const floatX* grads, float* momentum,
                         int rows, int cols, int units, size_t offset, double lr_scale,
                         double weight_decay, const MuonHyper* h, MuonWorkspace* ws,
-                        MatmulContext* mm, cudaStream_t stream) {
-    const int unit_rows = rows / units;
-    const bool transpose = unit_rows > cols;  // the iterate is (m, n) with m <= n
-    const int m = transpose ? cols : unit_rows, n = transpose ? unit_rows : cols;
+                        MatmulContext* mm, const CommGroup* tp, int split, cudaStream_t stream) {
+    const int unit_rows = rows / units, ranks = split == TP_REPLICATED ? 1 : tp->size;
+    MuonPart part = {unit_rows, cols, 0, 0, unit_rows, cols, false};
+    if (split == TP_ROWS) part.whole_rows *= ranks, part.row0 = tp->rank * unit_rows;
+    if (split == TP_COLS) part.whole_cols *= ranks, part.col0 = tp->rank * cols;
+    part.transpose = part.whole_rows > part.whole_cols;  // the iterate is (m, n) with m <= n
+    const int m = std::min(part.whole_rows, part.whole_cols);
+    const int n = std::max(part.whole_rows, part.whole_cols);
     const size_t unit = (size_t)unit_rows * cols;
-    if (unit > ws->matrix_elems || (size_t)m * m > ws->gram_elems) {
+    if (unit * ranks > ws->matrix_elems || (size_t)m * m > ws->gram_elems) {
         fprintf(stderr, "muon_update: a (%d, %d) matrix unit does not fit the workspace\n",
-                unit_rows, cols);
+                part.whole_rows, part.whole_cols);
         exit(EXIT_FAILURE);
     }
     const float decay_factor = (float)(1.0 - h->lr * weight_decay);
@@ -225,14 +264,27 @@ inline void muon_update(floatX* params, float* master, const floatX* grads, floa
     const int grid = grid_for(unit, block);
     for (int u = 0; u < units; u++) {
         const size_t at = u * unit;
-        muon_momentum_kernel<<<grid, block, 0, stream>>>(
-            ws->x, momentum + at, grads + at, unit_rows, cols, transpose, (float)h->momentum,
-            (float)(1.0 - h->momentum), h->nesterov, (float)h->grad_scale);
-        CUDA_CHECK_LAUNCH();
+        const float mu = (float)h->momentum, one_minus_mu = (float)(1.0 - h->momentum);
+        const float scale = (float)h->grad_scale;
+        if (ranks == 1) {
+            muon_momentum_kernel<<<grid, block, 0, stream>>>(ws->x, momentum + at, grads + at, part,
+                                                             mu, one_minus_mu, h->nesterov, scale);
+            CUDA_CHECK_LAUNCH();
+        } else {
+            const MuonPart own = {unit_rows, cols, 0, 0, unit_rows, cols, false};
+            floatX* slot = ws->x_next + tp->rank * unit;
+            muon_momentum_kernel<<<grid, block, 0, stream>>>(slot, momentum + at, grads + at, own,
+                                                             mu, one_minus_mu, h->nesterov, scale);
+            CUDA_CHECK_LAUNCH();
+            comm_allgather(tp, slot, ws->x_next, unit, stream);
+            muon_assemble_kernel<<<grid_for(unit * ranks, block), block, 0, stream>>>(
+                ws->x, ws->x_next, part, ranks, split == TP_ROWS);
+            CUDA_CHECK_LAUNCH();
+        }
         const floatX* o = newton_schulz(ws, mm, m, n, h->ns_steps, stream);
         muon_apply_kernel<<<grid, block, 0, stream>>>(params + at, master ? master + at : nullptr,
-                                                      o, unit_rows, cols, transpose, decay_factor,
-                                                      step, h->seed, offset + at);
+                                                      o, part, decay_factor, step, h->seed,
+                                                      offset + at);
         CUDA_CHECK_LAUNCH();
     }
 }

@@ -75,6 +75,8 @@ struct ShardTensor {  // a tensor as the plan sees it
     size_t offset, numel;
     int units;       // 0: element-wise; > 0: that many matrix units of numel / units each
     int rows, cols;  // the shape (rows split into units), for the cost of a unit
+    bool in_norm;    // counted in the gradient norm (a replicated tensor of a tensor-parallel
+                     // group is counted on one rank of it)
 };
 
 struct ShardPiece {  // a run of element-wise elements of one tensor, in packed order
@@ -460,6 +462,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     for (int r = 0; r < ranks; r++) {
         if (dp->stage > 0 && r != dp->me) continue;
         for (const OwnedRange& o : plan_owned(&dp->plan, r)) {
+            if (!tensors[o.tensor].in_norm) continue;
             const floatX* g = dp->stage == 0
                                   ? grads + o.offset
                                   : dp->grad_shard + (o.unit ? dp->elem_state : 0) + o.state;
@@ -634,8 +637,8 @@ inline const floatX* dp_owned_grad(const DataParallel* dp, const OwnedRange* o) 
     return dp->grad_shard + (o->unit ? dp->elem_state : 0) + o->state;
 }
 
-// ||gradient|| over the plan (see the top), the same bits on every rank.
-inline float dp_grad_norm(DataParallel* dp, cudaStream_t compute) {
+// ||gradient||^2 over the plan (see the top), the same bits on every rank.
+inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute) {
     const int ranks = dp->group->size;
     if (dp->norm_item_count > 0) {
         norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), NORM_THREADS, 0,
@@ -657,7 +660,7 @@ inline float dp_grad_norm(DataParallel* dp, cudaStream_t compute) {
     }
     float total = 0.0f;
     for (int r = 0; r < ranks; r++) total += sums[r];
-    return sqrtf(total);
+    return total;
 }
 
 // The parameters of bucket b from their owners into `dst` on `stream`: this rank's slice
