@@ -419,6 +419,7 @@ inline size_t activation_rows(const ActivationInfo* info, size_t N, const ModelS
 struct Activations {
     int recompute;             // RecomputePolicy
     bool sequence_parallel;    // the seq activations hold N/tp rows (llmc/tensor_parallel.cuh)
+    size_t seq_bytes;          // of the seq activations (tables above, and dresidual), unaligned
     floatX* encoded;           // (B,T,C) wte[token] + wpe[position]
     LayerActivations* layers;  // L entries (a host array of device pointers)
     floatX* lnf;               // (B,T,C)
@@ -476,9 +477,11 @@ inline void layout_activations(Activations* a, const GPTConfig* c, const ModelSh
                                size_t* f_elems) {
     const size_t N = (size_t)B * T, C = c->channels;
     size_t xc = 0, fc = 0;
+    a->seq_bytes = 0;
     auto take = [&](void** ptr, const ActivationInfo* info) {
         const size_t n =
             activation_rows(info, N, s, a->sequence_parallel) * activation_width(info, s);
+        if (info->seq) a->seq_bytes += n * (info->is_float ? sizeof(float) : sizeof(floatX));
         if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
         else take_tensor((floatX**)ptr, xbase, &xc, n);
     };
@@ -502,6 +505,7 @@ inline void layout_activations(Activations* a, const GPTConfig* c, const ModelSh
     const size_t seq_rows = a->sequence_parallel ? N / s->tp : N;
     take_tensor(&a->proj_out, xbase, &xc, N * C);
     take_tensor(&a->dresidual, xbase, &xc, seq_rows * C);
+    a->seq_bytes += seq_rows * C * sizeof(floatX);
     take_tensor(&a->dbtc, xbase, &xc, N * C);
     take_tensor(&a->dqkv, xbase, &xc, N * s->qkv);
     take_tensor(&a->dfch, xbase, &xc, N * s->mlp);
@@ -642,6 +646,7 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(
         dwpe, dout, B, T, C);
     CUDA_CHECK_LAUNCH();
+    if (tb->count == 0) return;  // tensor parallelism: none of this rank's tokens occurs
     wte_backward_kernel<<<grid_for((size_t)tb->count * C / x128::size, block), block, 0, stream>>>(
         dwte, dout, tb->token, tb->start, tb->pos, tb->count, C);
     CUDA_CHECK_LAUNCH();
@@ -2951,19 +2956,26 @@ struct OwnedRecord {  // 32 bytes, no padding
     uint64_t tensor, offset, n, unit;
 };
 
+// Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
+// a tensor-parallel group, so only the group's first rank writes it.
+inline bool shard_holds(const GPT* m, const OwnedRange* r) {
+    return m->tp.rank == 0 || m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
+}
+
 // Streams into section `name` the parts of device buffer `base` (elem bytes per element) that
-// this rank's owned ranges select: index(range, &at) says whether a range has a part, at which
-// element of base.
+// this rank's shard holds: index(range, &at) says whether a range has a part, at which element
+// of base.
 template <class Index>
 void write_owned_section(CheckpointWriter* w, const GPT* m, const char* name, const void* base,
                          size_t elem, Index index, uint8_t* stage) {
     size_t bytes = 0, at;
     for (int i = 0; i < m->dp.owned_count; i++)
-        if (index(&m->dp.owned[i], &at)) bytes += m->dp.owned[i].n * elem;
+        if (shard_holds(m, &m->dp.owned[i]) && index(&m->dp.owned[i], &at))
+            bytes += m->dp.owned[i].n * elem;
     if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
-        if (!index(r, &at)) continue;
+        if (!shard_holds(m, r) || !index(r, &at)) continue;
         for (size_t done = 0; done < r->n * elem;) {
             const size_t n = std::min(r->n * elem - done, CHECKPOINT_STAGE_BYTES);
             CUDA_CHECK(cudaMemcpy(stage, (const uint8_t*)base + at * elem + done, n,
@@ -2986,6 +2998,7 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) 
     std::vector<OwnedRecord> records;
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
+        if (!shard_holds(m, r)) continue;
         const ParamTensor* t = &m->layout.tensors[r->tensor];
         const size_t base = m->logical.tensors[r->tensor].offset;
         tp_local_runs(&t->tp, m->tp.rank, m->tp.size, r->offset - t->offset, r->n,
@@ -3969,6 +3982,33 @@ constexpr bool ON_GPU = true;
 
 // The log's first line: the run's configuration, the bytes of model state it holds and the
 // baseline plot.py draws.
+// Tensor parallelism's accounting of one rank: the elements of its parameter table in tensors
+// the group cuts (1/tp of the whole model's each) and in replicated ones (whole on every rank),
+// and of those the ranges it owns under ZeRO (its optimizer state, master weights and, from
+// stage 2, gradients); and the bytes of the activations that sequence parallelism cuts (1/tp
+// of the rows) next to the rest.
+struct TpAccount {
+    size_t sharded, replicated;                  // elements of the table
+    size_t owned_sharded, owned_replicated;      // of the owned ranges
+    size_t seq_activation_bytes, other_activation_bytes;
+};
+
+inline TpAccount tp_account(const GPT* m) {
+    TpAccount t = {};
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* p = &m->layout.tensors[i];
+        (p->tp.split == TP_REPLICATED ? t.replicated : t.sharded) += p->numel;
+    }
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        const bool split = m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
+        (split ? t.owned_sharded : t.owned_replicated) += r->n;
+    }
+    t.seq_activation_bytes = m->acts.seq_bytes;
+    t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
+    return t;
+}
+
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
                        int ranks, const GPT* m, const DeviceLedger* plan) {
     const size_t* held = m->memory.bytes;
@@ -4002,7 +4042,16 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
+    logger_int(lg, "sequence_parallel", m->tp.sequence);
+    const TpAccount tpa = tp_account(m);
+    logger_object_begin(lg, "tp_elements");  // rank 0's parameter table, cut or replicated
+    logger_int(lg, "sharded", (int64_t)tpa.sharded);
+    logger_int(lg, "replicated", (int64_t)tpa.replicated);
+    logger_int(lg, "owned_sharded", (int64_t)tpa.owned_sharded);
+    logger_int(lg, "owned_replicated", (int64_t)tpa.owned_replicated);
+    logger_object_end(lg);
     logger_int(lg, "activation_bytes", (int64_t)m->activation_bytes);
+    logger_int(lg, "seq_activation_bytes", (int64_t)tpa.seq_activation_bytes);
     logger_object_begin(lg, "plan_bytes");  // llmc/memplan.h: this rank's, before allocating
     for (int k = 0; k < NUM_MEM_KINDS; k++)
         logger_int(lg, MEM_KIND_NAMES[k], (int64_t)plan->bytes[k]);
@@ -4139,27 +4188,50 @@ inline void print_state_bytes(const GPT* m) {
 // parameter; the buffers of buckets in flight and ZeRO-3's gather buffers are reported apart.
 inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
     const size_t* h = m->memory.bytes;
-    double mine[6] = {(double)h[MEM_PARAMS],    (double)h[MEM_GRADS],   (double)h[MEM_MASTER],
-                      (double)h[MEM_OPTIMIZER], (double)h[MEM_BUCKETS], (double)h[MEM_GATHER]};
-    std::vector<double> all(6 * group->size);
+    const TpAccount tpa = tp_account(m);
+    constexpr int K = 12;
+    double mine[K] = {(double)h[MEM_PARAMS],         (double)h[MEM_GRADS],
+                      (double)h[MEM_MASTER],         (double)h[MEM_OPTIMIZER],
+                      (double)h[MEM_BUCKETS],        (double)h[MEM_GATHER],
+                      (double)tpa.sharded,           (double)tpa.replicated,
+                      (double)tpa.owned_sharded,     (double)tpa.owned_replicated,
+                      (double)tpa.seq_activation_bytes, (double)tpa.other_activation_bytes};
+    std::vector<double> all(K * group->size);
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
     const double MiB = 1024.0 * 1024.0;
+    // a rank's share of the model: 1/tp of the cut tensors and the replicated ones whole
+    const size_t psi = m->tp.size > 1 ? tpa.sharded + tpa.replicated : parameters;
     printf(
-        "ZeRO stage %d over %d rank(s); formula for AdamW in bf16: %.2f MiB of model state per "
-        "rank (Psi = %zu)\n",
-        m->dp.stage, group->size,
-        seed_model_state_bytes((double)parameters, group->size, m->dp.stage) / MiB, parameters);
+        "ZeRO stage %d over %d data-parallel rank(s); formula for AdamW in bf16: %.2f MiB of model "
+        "state per rank (Psi = %zu%s)\n",
+        m->dp.stage, m->dp.group->size,
+        seed_model_state_bytes((double)psi, m->dp.group->size, m->dp.stage) / MiB, psi,
+        m->tp.size > 1 ? ", this rank's tensor-parallel part" : "");
     if (m->dp.stage == 3)
         printf(
             "ZeRO-3: 3 gather buffers: 2 for the blocks (the current one and the prefetched "
             "next), 1 for the embeddings (kept for the step)\n");
+    if (m->tp.size > 1)
+        printf(
+            "tensor parallelism over groups of %d%s: each rank holds 1/%d of every cut tensor "
+            "(attn.qkv, attn.proj.w, mlp.fc, mlp.proj.w, wte) and all of the replicated ones%s\n",
+            m->tp.size, m->tp.sequence ? " with sequence parallelism" : "", m->tp.size,
+            m->tp.sequence ? "; the activations between the parallel regions hold 1/tp of the "
+                             "token rows"
+                           : "");
     for (int r = 0; r < group->size; r++) {
-        const double* b = &all[6 * r];
+        const double* b = &all[K * r];
         printf(
             "  rank %d: params %.2f + grads %.2f + master %.2f + optimizer %.2f = %.2f MiB, "
             "buckets in flight %.2f MiB, gather buffers %.2f MiB\n",
             r, b[0] / MiB, b[1] / MiB, b[2] / MiB, b[3] / MiB, (b[0] + b[1] + b[2] + b[3]) / MiB,
             b[4] / MiB, b[5] / MiB);
+        if (m->tp.size > 1)
+            printf(
+                "          parameters %.0f cut + %.0f replicated elements (owned for the "
+                "optimizer: %.0f + %.0f); activations %.2f MiB between the parallel regions + "
+                "%.2f MiB inside\n",
+                b[6], b[7], b[8], b[9], b[10] / MiB, b[11] / MiB);
     }
 }
 
