@@ -3684,6 +3684,33 @@ inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
 // ledger is what a run of this configuration allocates on each rank, printed next to the
 // seeds' formulas.
 
+// Tensor parallelism's accounting of one rank: the elements of its parameter table in tensors
+// the group cuts (1/tp of the whole model's each) and in replicated ones (whole on every rank),
+// and of those the ranges it owns under ZeRO (its optimizer state, master weights and, from
+// stage 2, gradients); and the bytes of the activations that sequence parallelism cuts (1/tp
+// of the rows) next to the rest.
+struct TpAccount {
+    size_t sharded, replicated;                  // elements of the table
+    size_t owned_sharded, owned_replicated;      // of the owned ranges
+    size_t seq_activation_bytes, other_activation_bytes;
+};
+
+inline TpAccount tp_account(const GPT* m) {
+    TpAccount t = {};
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* p = &m->layout.tensors[i];
+        (p->tp.split == TP_REPLICATED ? t.replicated : t.sharded) += p->numel;
+    }
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        const bool split = m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
+        (split ? t.owned_sharded : t.owned_replicated) += r->n;
+    }
+    t.seq_activation_bytes = m->acts.seq_bytes;
+    t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
+    return t;
+}
+
 // The ledger of the model this configuration builds on this rank of par's group.
 inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt,
                                ParallelGroups par) {
@@ -3716,7 +3743,12 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     const GPTConfig* c = &tc->model;
     const DeviceLedger* plan = &planned->memory;
     const int stage = planned->dp.stage;
-    const double psi = (double)count_parameters(&planned->layout, c);
+    // under tensor parallelism the ZeRO formulas hold for this rank's part of the model: 1/tp
+    // of each cut tensor and the replicated ones whole
+    const TpAccount tpa = tp_account(planned);
+    const bool tp = planned->tp.size > 1;
+    const double psi = tp ? (double)(tpa.sharded + tpa.replicated)
+                          : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
     const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
     const double N = planned->dp.group->size;
@@ -3725,8 +3757,12 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     const double per_param[4] = {(double)sizeof(floatX), (double)sizeof(floatX),
                                  FLOATX_IS_FP32 ? 0.0 : 4.0, 8.0};
     const int sharded_from[4] = {3, 2, 1, 1};
-    printf("memory plan of rank %d of %d (ZeRO-%d, recompute %s, B %d x T %d, %s), Psi = %.0f\n",
-           rank, ranks, stage, tc->recompute, tc->batch, tc->seq, PRECISION_NAME, psi);
+    printf(
+        "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s, recompute "
+        "%s, B %d x T %d, %s), Psi = %.0f%s\n",
+        rank, ranks, stage, planned->dp.group->size, planned->tp.size,
+        planned->tp.sequence ? " sequence parallel" : "", tc->recompute, tc->batch, tc->seq,
+        PRECISION_NAME, psi, tp ? " (this rank's tensor-parallel part)" : "");
     printf("  %-15s %16s %12s | %s\n", "", "bytes", "GB", "the seeds' formula (GB)");
     for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
         printf("  %-15s %16zu %12.6g | %.0f Psi%s = %.6g\n", MEM_KIND_NAMES[k], plan->bytes[k],
@@ -3752,6 +3788,16 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         policy == RECOMPUTE_FULL   ? "2 s b h (the block's output)"
         : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
                                    : "20 s b h + statistics");
+    if (tp)
+        printf(
+            "  %-15s %16zu %12.6g | of the activations, those between the tensor-parallel "
+            "regions (residual stream, LayerNorms): %s; the parameters: %zu elements of cut "
+            "tensors (1/%d each) + %zu replicated\n",
+            "tp: seq acts", tpa.seq_activation_bytes, tpa.seq_activation_bytes / GB,
+            planned->tp.sequence ? "1/tp of the token rows (sequence parallel)"
+                                 : "every token row on every rank (--sequence-parallel cuts them "
+                                   "by 1/tp)",
+            tpa.sharded, planned->tp.size, tpa.replicated);
     const char* why[NUM_MEM_KINDS] = {nullptr,
                                       nullptr,
                                       nullptr,
@@ -3982,33 +4028,6 @@ constexpr bool ON_GPU = true;
 
 // The log's first line: the run's configuration, the bytes of model state it holds and the
 // baseline plot.py draws.
-// Tensor parallelism's accounting of one rank: the elements of its parameter table in tensors
-// the group cuts (1/tp of the whole model's each) and in replicated ones (whole on every rank),
-// and of those the ranges it owns under ZeRO (its optimizer state, master weights and, from
-// stage 2, gradients); and the bytes of the activations that sequence parallelism cuts (1/tp
-// of the rows) next to the rest.
-struct TpAccount {
-    size_t sharded, replicated;                  // elements of the table
-    size_t owned_sharded, owned_replicated;      // of the owned ranges
-    size_t seq_activation_bytes, other_activation_bytes;
-};
-
-inline TpAccount tp_account(const GPT* m) {
-    TpAccount t = {};
-    for (int i = 0; i < m->layout.count; i++) {
-        const ParamTensor* p = &m->layout.tensors[i];
-        (p->tp.split == TP_REPLICATED ? t.replicated : t.sharded) += p->numel;
-    }
-    for (int i = 0; i < m->dp.owned_count; i++) {
-        const OwnedRange* r = &m->dp.owned[i];
-        const bool split = m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
-        (split ? t.owned_sharded : t.owned_replicated) += r->n;
-    }
-    t.seq_activation_bytes = m->acts.seq_bytes;
-    t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
-    return t;
-}
-
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
                        int ranks, const GPT* m, const DeviceLedger* plan) {
     const size_t* held = m->memory.bytes;

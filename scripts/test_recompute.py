@@ -7,8 +7,10 @@ A tiny model of 3 blocks on token shards. Checks:
    --recompute selective and full give the same per-step losses and gradient norms, bit for
    bit, and the same parameter hash as none (the backward pass reruns the forward pass's own
    kernels on the same inputs).
-2. Under mpirun, 2 ranks with ZeRO-1 and with ZeRO-3 (whose backward pass recomputes from
-   gathered parameters), bf16: the same parameter hash for every policy.
+2. Under mpirun, bf16: 2 ranks with ZeRO-1 and with ZeRO-3 (whose backward pass recomputes
+   from gathered parameters), tensor parallelism on 2 ranks, and 4 ranks of dp 2 x tp 2 with
+   sequence parallelism, QK-norm and ZeRO-3 (full recompute reruns the tensor-parallel
+   collectives): the same parameter hash for every policy.
 3. The memory saved, as the log header reports it (recompute_saved_bytes, and
    activation_bytes against none's), is what the policies say, computed here from the shapes:
    every block but the first (which holds the buffers all blocks share) saves its LayerNorm
@@ -94,14 +96,18 @@ def main():
                           f"bytes ({want} by the shapes); each step's record names the policy")
 
         bf16 = os.path.join(args.bin_dir, "train_gpt")
-        for zero in (1, 3):
+        # (ranks, ZeRO stage, tensor-parallel flags)
+        for ranks, zero, tp in ((2, 1, []), (2, 3, []), (2, 0, ["--tp", "2"]),
+                                (4, 3, ["--tp", "2", "--sequence-parallel", "--qk-norm"])):
             hashes = []
             for policy in POLICIES:
-                out, _, _ = train(bf16, 2, work, f"dp_z{zero}_{policy}", ["--data", data, "--zero", str(zero),
-                                                                          "--optimizer", "muon", "--recompute", policy])
-                hashes.append(param_hash(out, 2))
+                out, _, _ = train(bf16, ranks, work, f"dp{ranks}_z{zero}_{'_'.join(tp)}_{policy}",
+                                  ["--data", data, "--zero", str(zero), "--optimizer", "muon", "--recompute", policy]
+                                  + tp)
+                hashes.append(param_hash(out, ranks))
             check(hashes[0] is not None and len(set(hashes)) == 1,
-                  f"bf16, 2 ranks, ZeRO-{zero}: none, selective and full give one parameter hash ({hashes[0]})")
+                  f"bf16, {ranks} ranks, ZeRO-{zero} {' '.join(tp)}: none, selective and full give one parameter "
+                  f"hash ({hashes[0]})")
 
         texts = {}
         for policy in ("none", "full"):

@@ -13,10 +13,10 @@
 //     and as attn.qkv (parts Q, K and V, each cut): this rank's output columns, its dweight and
 //     dbias rows, and dinp after f's backward (tp_enter_backward: the sum of the ranks' partial
 //     input gradients);
-//   - row-parallel linear (weight and input cut by columns, bias replicated): the output after
-//     g (the sum of the ranks' partial products) with the bias added once (an element-sized
-//     bias of the output's scale: added on every rank it would be an error of about
-//     (t-1) |b| / |out| ~ 0.3), dweight's columns, the whole dbias and dinp's columns;
+//   - row-parallel linear (weight and input cut by columns, bias replicated), as attn.proj and
+//     mlp.proj: the output after g (the sum of the ranks' partial products) with the bias added
+//     once (the bias is of the output's scale: added on every rank, it is an error of 0.4 at
+//     tp 2 and 1.2 at tp 4 in mlp.proj), dweight's columns, the whole dbias, dinp's columns;
 //   - the vocabulary-parallel embedding: each rank looks up its wte rows [v0, v0 + Vl) (wpe on
 //     the group's first rank only) and the sum over the group (tp_leave) must be the plain
 //     lookup; the wte gradient rows of this rank from token_buckets_build(v0, Vl) and
@@ -24,6 +24,7 @@
 //   - the vocabulary-parallel cross-entropy: classifier() on this rank's (N, Vp/t) logits, the
 //     padding columns V..Vp-1 set to 30 (they would dominate the softmax if counted), targets in
 //     every rank's slice, z-loss 0 and 0.01: losses, z-losses and this rank's dlogits columns.
+// The embedding and the loss run with two vocabularies, one leaving a rank only padding.
 // The layers run without and with sequence parallelism (rank r then holds rows [r N/t,
 // (r+1) N/t) of a layer's input and output: tp_enter all-gathers them, the row-parallel output
 // and the embedding are reduce-scattered, the backward passes mirror it), for each group size
@@ -39,8 +40,8 @@
 // Several ranks need one GPU each: cpu-only (the CPU runtime offers 8 devices).
 //! cucc: -DMULTI_GPU --mpi -lnccl -lcublasLt -DENABLE_FP32
 //! cpu-only
-//! run: mpirun -np 2 ./prog => pass /all 41 checks passed on 2 ranks \(tp 2\)/
-//! run: mpirun -np 4 ./prog => pass /all 82 checks passed on 4 ranks \(tp 2 4\)/
+//! run: mpirun -np 2 ./prog => pass /all 62 checks passed on 2 ranks \(tp 2\)/
+//! run: mpirun -np 4 ./prog => pass /all 124 checks passed on 4 ranks \(tp 2 4\)/
 #define TRAIN_GPT_NO_MAIN
 #include "../../train_gpt.cu"
 #include "common.h"
@@ -49,9 +50,12 @@
 
 static_assert(FLOATX_IS_FP32, "the bounds are fp32's: build with -DENABLE_FP32");
 
-// A micro-batch of B x T tokens, the model width C (attn.qkv 3C, the MLP 4C) and a vocabulary
-// of V tokens padded to Vp.
-constexpr int B = 2, T = 16, N = B * T, C = 64, V = 250, Vp = 256;
+// A micro-batch of B x T tokens, the model width C (attn.qkv 3C, the MLP 4C) and the padded
+// vocabulary Vp (padded_vocab_of) of the vocabularies V in VOCABS: 250 fills every rank's slice
+// with real tokens; 129 leaves tp 4's last rank a slice of padding only, and its third rank one
+// real token (tp 2: the second rank holds one).
+constexpr int B = 2, T = 16, N = B * T, C = 64, Vp = 256;
+constexpr int VOCABS[] = {250, 129};
 constexpr double REL_BOUND = 1e-5;  // relative norm: matmuls, sums over the ranks
 constexpr double EXACT = 0.0;       // the same kernel on the same data
 
@@ -136,7 +140,8 @@ std::vector<T> pick(const std::vector<T>& v, const Map& map) {
 // ---------------------------------------------------------------------------------------------
 // Checks. Every rank measures its error; rank 0 prints the worst of all ranks of the job.
 
-static void report(Test* t, const char* layer, const char* what, double err, double bound) {
+static void report(Test* t, const char* layer, const char* what, const char* metric, double err,
+                   double bound) {
     std::vector<double> all(t->world->size);
     comm_allgather_host(t->world, &err, sizeof(err), all.data(), "the gather of the errors");
     double worst = 0.0;
@@ -147,9 +152,10 @@ static void report(Test* t, const char* layer, const char* what, double err, dou
     if (t->world->rank != 0) return;
     char label[160];
     snprintf(label, sizeof(label), "%s: %s", layer, what);
-    printf("%s  tp %d %-2s  %-56s %s %.3g (bound %s)", ok ? "PASS" : "FAIL", t->tp.size,
-           t->tp.sequence ? "sp" : "", label, bound == EXACT ? "max |err|" : "rel err", worst,
-           bound == EXACT ? "exact" : "1e-05");
+    char bound_text[32] = "exact";
+    if (bound != EXACT) snprintf(bound_text, sizeof(bound_text), "%.0e", bound);
+    printf("%s  tp %d %-2s  %-62s %s %.3g (bound %s)", ok ? "PASS" : "FAIL", t->tp.size,
+           t->tp.sequence ? "sp" : "", label, metric, worst, bound_text);
     if (!ok) {
         printf("  per rank:");
         for (double e : all) printf(" %.3g", e);
@@ -176,7 +182,7 @@ static void check(Test* t, const char* layer, const char* what, const T* got_d,
                  : ref2 > 0.0   ? sqrt(diff2 / ref2)
                  : diff2 > 0.0  ? INFINITY
                                 : 0.0;
-    report(t, layer, what, nan ? NAN : err, bound);
+    report(t, layer, what, bound == EXACT ? "max |err|" : "rel err", nan ? NAN : err, bound);
 }
 
 // The layout itself, as llmc/parallel.h words it: TP_ROWS, rows [r R/t, (r+1) R/t) of each
@@ -206,20 +212,21 @@ static void check_layout(Test* t, const char* name, TpShape s) {
                       });
     size_t wrong = 0;
     for (size_t i = 0; i < want.size(); i++) wrong += got[i] != want[i];
-    report(t, "tp_local_runs", name, (double)wrong, EXACT);
+    report(t, "tp_local_runs", name, "misplaced", (double)wrong, EXACT);
 }
 
 static void sync(const Test* t) {
     comm_sync(t->tp.group, t->stream, "the tensor-parallel collectives of a check");
 }
 
-// N token ids < V: row n's in the vocabulary slice of rank n % t (every slice gets some), every
-// third row's among the first 4 tokens of its slice (repeated tokens: buckets of several rows).
-static std::vector<int> spread_tokens(uint64_t* rng, int t) {
-    const int Vl = Vp / t;
+// N token ids < V: row n's in the vocabulary slice of rank n % k of the k ranks whose slices
+// hold real tokens (each of them gets some), every third row's among the first 4 tokens of its
+// slice (repeated tokens: buckets of several rows).
+static std::vector<int> spread_tokens(uint64_t* rng, int V, int t) {
+    const int Vl = Vp / t, k = (int)ceil_div(V, Vl);
     std::vector<int> tokens(N);
     for (int n = 0; n < N; n++) {
-        const int v0 = (n % t) * Vl, real = std::min(Vl, V - v0);
+        const int v0 = (n % k) * Vl, real = std::min(Vl, V - v0);
         const int span = n % 3 == 0 ? std::min(real, 4) : real;
         tokens[n] = v0 + (int)(rng_next(rng) % (uint64_t)span);
     }
@@ -326,16 +333,15 @@ static TokenBuckets token_buckets(Arena* a, std::vector<int>* host) {
                         host->data()};
 }
 
-static void check_embedding(Test* t, uint64_t seed) {
+static void check_embedding(Test* t, int V, uint64_t seed) {
     const TensorParallel* tp = &t->tp;
-    const char* layer = "vocab-parallel embedding";
     const int Vl = Vp / tp->size, v0 = tp->rank * Vl;
     cudaStream_t st = t->stream;
     uint64_t rng = seed;
     const std::vector<floatX> wte = random_floatx((size_t)Vp * C, &rng, -1.0f, 1.0f);
     const std::vector<floatX> wpe = random_floatx((size_t)T * C, &rng, -1.0f, 1.0f);
     const std::vector<floatX> dout = random_floatx((size_t)N * C, &rng, -1.0f, 1.0f);
-    const std::vector<int> tokens = spread_tokens(&rng, tp->size);
+    const std::vector<int> tokens = spread_tokens(&rng, V, tp->size);
     Arena a;
     std::vector<int> staging;
     TokenBuckets tb = token_buckets(&a, &staging);
@@ -363,19 +369,21 @@ static void check_embedding(Test* t, uint64_t seed) {
     token_buckets_build(&tb, tokens.data(), N, v0, Vl, st);
     encoder_backward(dwte, dwpe, d, &tb, B, T, C, st);
     sync(t);
+    char layer[64];
+    snprintf(layer, sizeof(layer), "vocab-parallel embedding, V %d", V);
     check(t, layer, "out, summed by g", out, host_floats(ref_out, (size_t)N * C), rows, EXACT);
     check(t, layer, "dwte, its rows", dwte, host_floats(ref_dwte, (size_t)Vp * C), wte_map, EXACT);
     check(t, layer, "dwpe", dwpe, host_floats(ref_dwpe, (size_t)T * C), whole_map(T * C), EXACT);
 }
 
-static void check_cross_entropy(Test* t, float z_coef, uint64_t seed) {
+static void check_cross_entropy(Test* t, int V, float z_coef, uint64_t seed) {
     const TensorParallel* tp = &t->tp;
     const int Vl = Vp / tp->size;
     const float dloss = 1.0f / N;
     cudaStream_t st = t->stream;
     uint64_t rng = seed;
     std::vector<floatX> logits = random_floatx((size_t)N * Vp, &rng, -3.0f, 3.0f);
-    const std::vector<int> targets = spread_tokens(&rng, tp->size);
+    const std::vector<int> targets = spread_tokens(&rng, V, tp->size);
     for (int n = 0; n < N; n++) {
         for (int c = V; c < Vp; c++) logits[(size_t)n * Vp + c] = (floatX)30.0f;
         if (n % 3 == 0) logits[(size_t)n * Vp + targets[n]] = (floatX)12.0f;  // p near 1
@@ -395,7 +403,7 @@ static void check_cross_entropy(Test* t, float z_coef, uint64_t seed) {
                st);
     sync(t);
     char layer[64];
-    snprintf(layer, sizeof(layer), "vocab-parallel loss, z-loss %g", z_coef);
+    snprintf(layer, sizeof(layer), "vocab-parallel loss, V %d, z-loss %g", V, z_coef);
     check(t, layer, "losses", losses, host_floats(ref_losses, N), whole_map(N), REL_BOUND);
     check(t, layer, "z-losses", z, host_floats(ref_z, N), whole_map(N),
           z_coef == 0.0f ? EXACT : REL_BOUND);
@@ -431,15 +439,18 @@ int main(int argc, char** argv) {
         check_layout(&t, "mlp.fc.w (rows)", TpShape{TP_ROWS, 1, 4 * C, C});
         check_layout(&t, "wte (rows)", TpShape{TP_ROWS, 1, Vp, C});
         check_layout(&t, "mlp.proj.w (columns)", TpShape{TP_COLS, 1, C, 4 * C});
+        check_layout(&t, "attn.proj.w (columns)", TpShape{TP_COLS, 1, C, C});
         for (bool sequence : {false, true}) {
             t.tp = tp_of(&group, sequence);
             check_column_parallel(&t, "column-parallel mlp.fc", C, 4 * C, 1, 11);
             check_column_parallel(&t, "column-parallel attn.qkv", C, 3 * C, 3, 12);
-            check_row_parallel(&t, "row-parallel mlp.proj", 4 * C, C, 13);
-            check_embedding(&t, 14);
+            check_row_parallel(&t, "row-parallel attn.proj", C, C, 13);
+            check_row_parallel(&t, "row-parallel mlp.proj", 4 * C, C, 14);
+            for (int V : VOCABS) check_embedding(&t, V, 15);
         }
         t.tp = tp_of(&group, false);  // the loss takes whole rows: no sequence parallelism
-        for (float z_coef : {0.0f, 0.01f}) check_cross_entropy(&t, z_coef, 15);
+        for (int V : VOCABS)
+            for (float z_coef : {0.0f, 0.01f}) check_cross_entropy(&t, V, z_coef, 16);
         comm_group_free(&group);
         sizes += (sizes.empty() ? "" : " ") + std::to_string(size);
     }
