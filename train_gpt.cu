@@ -4266,7 +4266,7 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     CommTraffic sum = {};  // data-parallel and the job's: the gradient side, as before --tp
     for (int i = 0; i < 3; i++) {
         const CommTraffic* t = groups[i]->traffic;
-        if (t == nullptr || (i == 2 && dp == all)) continue;
+        if (t == nullptr || groups[i]->size == 1 || (i == 2 && dp == all)) continue;
         printf("%s collectives of step %d (bytes sent by this rank, ring convention):", names[i],
                step);
         double total = 0.0;

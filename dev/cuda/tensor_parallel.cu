@@ -15,8 +15,8 @@
 //     input gradients);
 //   - row-parallel linear (weight and input cut by columns, bias replicated), as attn.proj and
 //     mlp.proj: the output after g (the sum of the ranks' partial products) with the bias added
-//     once (the bias is of the output's scale: added on every rank, it is an error of 0.4 at
-//     tp 2 and 1.2 at tp 4 in mlp.proj), dweight's columns, the whole dbias, dinp's columns;
+//     once (the bias is of the output's scale: added on every rank, it is an error of 0.4 to
+//     0.6 at tp 2 and 1.2 to 1.9 at tp 4), dweight's columns, the whole dbias, dinp's columns;
 //   - the vocabulary-parallel embedding: each rank looks up its wte rows [v0, v0 + Vl) (wpe on
 //     the group's first rank only) and the sum over the group (tp_leave) must be the plain
 //     lookup; the wte gradient rows of this rank from token_buckets_build(v0, Vl) and
