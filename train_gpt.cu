@@ -64,7 +64,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/parallel.h"    // the process grid: tensor- and data-parallel groups, ZeRO stage
 #include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
-#include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
+#include "llmc/flags.h"  // the command line as one table: parsing, bounds, --help, comparing runs
 
 // =============================================================================================
 // Configuration
@@ -125,14 +125,14 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
 // over a group of tp ranks, so the layout, both passes and the checkpoint read the widths here
 // and never write 3*C or 4*C themselves. tp = 1: the whole model.
 struct ModelShapes {
-    int C, NH, HS;     // width, heads and head size of the whole model
-    int tp, tp_rank;   // the tensor-parallel group and this rank's place in it
-    int heads;         // attention heads here: NH / tp
-    int att;           // their width, heads * HS = C / tp (q, k, v and the attention output)
-    int qkv;           // [q | k | v] of these heads: 3 * att
-    int mlp;           // hidden units of the MLP here: 4C / tp
-    int vocab;         // vocabulary rows of wte (and logit columns) here: Vp / tp
-    int vocab_begin;   // the first of them: tp_rank * vocab
+    int C, NH, HS;    // width, heads and head size of the whole model
+    int tp, tp_rank;  // the tensor-parallel group and this rank's place in it
+    int heads;        // attention heads here: NH / tp
+    int att;          // their width, heads * HS = C / tp (q, k, v and the attention output)
+    int qkv;          // [q | k | v] of these heads: 3 * att
+    int mlp;          // hidden units of the MLP here: 4C / tp
+    int vocab;        // vocabulary rows of wte (and logit columns) here: Vp / tp
+    int vocab_begin;  // the first of them: tp_rank * vocab
 };
 
 inline ModelShapes model_shapes(const GPTConfig* c, int tp, int tp_rank) {
@@ -227,8 +227,8 @@ struct ParamTensor {
                       // only: weight decay uses the unadjusted lr, as torch's Muon does)
     float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
-    TpShape tp;       // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
-                      // rows, cols above are this rank's part
+    TpShape tp;  // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
+                 // rows, cols above are this rank's part
 };
 
 struct ParamLayout {
@@ -289,11 +289,11 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         int rows, cols, split, parts;
     };
     const BlockTensor shapes[NUM_LAYER_TENSORS] = {
-        {C, 0, TP_REPLICATED, 1},      {C, 0, TP_REPLICATED, 1},     {s->qkv, C, TP_ROWS, 3},
-        {s->qkv, 0, TP_ROWS, 3},       {C, s->att, TP_COLS, 1},      {C, 0, TP_REPLICATED, 1},
-        {C, 0, TP_REPLICATED, 1},      {C, 0, TP_REPLICATED, 1},     {s->mlp, C, TP_ROWS, 1},
-        {s->mlp, 0, TP_ROWS, 1},       {C, s->mlp, TP_COLS, 1},      {C, 0, TP_REPLICATED, 1},
-        {HS, 0, TP_REPLICATED, 1},     {HS, 0, TP_REPLICATED, 1}};
+        {C, 0, TP_REPLICATED, 1},  {C, 0, TP_REPLICATED, 1}, {s->qkv, C, TP_ROWS, 3},
+        {s->qkv, 0, TP_ROWS, 3},   {C, s->att, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
+        {C, 0, TP_REPLICATED, 1},  {C, 0, TP_REPLICATED, 1}, {s->mlp, C, TP_ROWS, 1},
+        {s->mlp, 0, TP_ROWS, 1},   {C, s->mlp, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
+        {HS, 0, TP_REPLICATED, 1}, {HS, 0, TP_REPLICATED, 1}};
     for (int l = 0; l < L; l++) {
         for (int j = 0; j < layout->per_layer; j++) {
             const BlockTensor* b = &shapes[j];
@@ -370,7 +370,7 @@ struct LayerActivations {
 // its rows), its type, the last policy that keeps it, and the backward step that reads it.
 struct ActivationInfo {
     const char* name;
-    size_t field;  // offsetof(LayerActivations, ...), or offsetof(Activations, ...)
+    size_t field;   // offsetof(LayerActivations, ...), or offsetof(Activations, ...)
     bool is_float;  // float, else floatX
     int c, att, heads, mlp, vocab;
     bool seq;
@@ -861,12 +861,14 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 // ---------------------------------------------------------------------------------------------
 // Causal self-attention, flash style: no (T,T) matrix ever reaches global memory.
 // qkv is (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS; the output
-// is (B,T,C) with head h at columns h*HS. A block of ATT_THREADS threads owns consecutive rows
-// (queries in the forward and dQ passes, keys in the dK/dV pass) of one (batch, head).
-// A row belongs to a group of G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane g of the
-// group owns the 16-byte packs g, g + G, ... of the row (ATT_LANE_DIMS of the HS dimensions)
-// and keeps its part of the row and of the row's accumulators in registers, so a group reads
-// and writes a row with contiguous 128-bit accesses. A dot product of two rows is the sum of
+// is (B,T,C) with head h at columns h*HS. Here (as in QK-norm below) NH is the heads the caller
+// passes and C = NH * HS their width: under tensor parallelism this rank's heads, ModelShapes'
+// heads and att, whose qkv rows are [q | k | v] of those heads only. A block of ATT_THREADS threads
+// owns consecutive rows (queries in the forward and dQ passes, keys in the dK/dV pass) of one
+// (batch, head). A row belongs to a group of G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane
+// g of the group owns the 16-byte packs g, g + G, ... of the row (ATT_LANE_DIMS of the HS
+// dimensions) and keeps its part of the row and of the row's accumulators in registers, so a group
+// reads and writes a row with contiguous 128-bit accesses. A dot product of two rows is the sum of
 // the G lanes' partial sums, added by an xor butterfly inside the group, which leaves the same
 // bits in every lane of the group. The other side (keys and values, or queries and output
 // gradients) streams through shared memory in tiles of ATT_TILE rows, kept as floatX (half the
@@ -1875,7 +1877,8 @@ __device__ SoftmaxStats row_softmax_stats(const floatX* x, int Vl, int v0, int V
     // pack p belongs to lane p % 32, which broadcasts the target's logit (a lane reads and
     // later overwrites only its own packs, so no lane waits for another)
     const bool here = target >= v0 && target < v0 + Vl;
-    target_logit = __shfl_sync(0xffffffffu, target_logit, here ? ((target - v0) / x128::size) % 32 : 0);
+    target_logit =
+        __shfl_sync(0xffffffffu, target_logit, here ? ((target - v0) / x128::size) % 32 : 0);
     for (int offset = 16; offset > 0; offset /= 2) {  // merge (m, s) across lanes
         float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
         float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
@@ -1927,7 +1930,8 @@ __global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logit
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= N) return;
-    const SoftmaxStats st = row_softmax_stats(logits + (size_t)row * Vl, Vl, v0, V, targets[row], lane);
+    const SoftmaxStats st =
+        row_softmax_stats(logits + (size_t)row * Vl, Vl, v0, V, targets[row], lane);
     if (lane == 0) stats[row] = st;
 }
 
@@ -1949,8 +1953,8 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
                        int V, int Vl, float dloss, float z_coef, cudaStream_t stream) {
     const int grid = (int)ceil_div(N, ROWS_PER_BLOCK), block = 32 * ROWS_PER_BLOCK;
     if (tp->size == 1) {
-        fused_classifier_kernel<<<grid, block, 0, stream>>>(logits, losses, z_losses, targets, N,
-                                                            V, Vl, dloss, z_coef);
+        fused_classifier_kernel<<<grid, block, 0, stream>>>(logits, losses, z_losses, targets, N, V,
+                                                            Vl, dloss, z_coef);
         CUDA_CHECK_LAUNCH();
         return;
     }
@@ -1984,7 +1988,7 @@ inline void gpt_grad_units(const ParamLayout* layout, int L, size_t* begin, size
 struct GPT {
     GPTConfig config;
     OptimizerConfig opt;
-    int B, T;  // micro-batch shape the activations are sized for
+    int B, T;             // micro-batch shape the activations are sized for
     TensorParallel tp;    // the tensor-parallel group (llmc/tensor_parallel.cuh; one rank: none)
     ModelShapes shape;    // this rank's part of the model
     ParamLayout layout;   // the table of this rank's part
@@ -2163,8 +2167,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     build_param_layout(&m->logical, config, opt, &whole);
     const size_t P = m->layout.total;
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
-    if (par.zero < 2 || par.dp->size == 1)
-        m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
+    if (par.zero < 2 || par.dp->size == 1) m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
     // (Muon), and the backward pass's units of gradients.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
@@ -2174,7 +2177,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp.split != TP_REPLICATED || m->tp.rank == 0;
         shard_tensors[i] = ShardTensor{t->offset, t->numel, t->optimizer == OPT_MUON ? t->units : 0,
-                                       t->rows, t->cols, in_norm};
+                                       t->rows,   t->cols,  in_norm};
     }
     std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
     gpt_grad_units(&m->layout, config->layers, unit_begin.data(), unit_end.data());
@@ -2336,9 +2339,9 @@ inline void block_forward_to_gelu(GPT* m, int l, const floatX* residual, int B, 
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
                         layer_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
     attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st);
-    const floatX* attn = row_parallel_forward(&m->mm, &m->tp, a->proj_out, la->atty,
-                                              layer_weight(m, l, ATTPROJ_W),
-                                              layer_weight(m, l, ATTPROJ_B), N, s->att, C);
+    const floatX* attn =
+        row_parallel_forward(&m->mm, &m->tp, a->proj_out, la->atty, layer_weight(m, l, ATTPROJ_W),
+                             layer_weight(m, l, ATTPROJ_B), N, s->att, C);
     layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, attn,
                       layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), seq_rows(m, N), C, st);
     const floatX* ln2 = tp_enter(&m->tp, la->ln2, a->gathered, N, C, st);
@@ -2405,8 +2408,8 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     // rank adds wpe) and the sum over the group (g) gives every row (under sequence parallelism
     // this rank's rows, reduce-scattered from the whole lookup in proj_out).
     floatX* lookup = tp->sequence ? a->proj_out : a->encoded;
-    encoder_forward(lookup, m->inputs, weight(m, WTE), tp->rank == 0 ? weight(m, WPE) : nullptr,
-                    B, T, C, s->vocab_begin, s->vocab, st);
+    encoder_forward(lookup, m->inputs, weight(m, WTE), tp->rank == 0 ? weight(m, WPE) : nullptr, B,
+                    T, C, s->vocab_begin, s->vocab, st);
     tp_leave(tp, lookup, a->encoded, N, C, st);
     for (int l = 0; l < L; l++) {
         dp_params_begin(dp, L - 1 - l, l + 1 < L ? L - 2 - l : -1, m->params, st);
@@ -2476,7 +2479,8 @@ void tp_sum_partial_grads(GPT* m, int l, Grad grad) {
         if (l == m->config.layers - 1)
             for (int which : {0, 1}) tensors.push_back(lnf_index(&m->layout, which));
     }
-    for (int i : tensors) tp_sum_partial_grad(&m->tp, grad(i), m->layout.tensors[i].numel, m->stream);
+    for (int i : tensors)
+        tp_sum_partial_grad(&m->tp, grad(i), m->layout.tensors[i].numel, m->stream);
 }
 
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
@@ -2521,16 +2525,16 @@ inline void gpt_backward(GPT* m) {
         // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
         const floatX* dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
         row_parallel_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B),
-                              partials, dout, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N,
-                              s->mlp, C);
+                              partials, dout, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N, s->mlp,
+                              C);
         gelu_backward(a->dfch, la->fch, (size_t)N * s->mlp, st);
         const floatX* ln2 = tp_enter(tp, la->ln2, a->gathered, N, C, st);
         floatX* dln2 = column_parallel_backward(&m->mm, tp, a->dbtc, layer_grad(l, FC_W),
                                                 layer_grad(l, FC_B), partials, a->dfch, ln2,
                                                 layer_weight(m, l, FC_W), N, C, s->mlp);
-        layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials,
-                           dln2, la->residual2, la->ln2_mean, la->ln2_rstd,
-                           layer_weight(m, l, LN2_W), rows, C, true, st);
+        layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials, dln2,
+                           la->residual2, la->ln2_mean, la->ln2_rstd, layer_weight(m, l, LN2_W),
+                           rows, C, true, st);
         // residual2 = residual + attention
         dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
         row_parallel_backward(&m->mm, a->dbtc, layer_grad(l, ATTPROJ_W), layer_grad(l, ATTPROJ_B),
@@ -2546,9 +2550,9 @@ inline void gpt_backward(GPT* m) {
         floatX* dln1 = column_parallel_backward(&m->mm, tp, a->dbtc, layer_grad(l, QKV_W),
                                                 layer_grad(l, QKV_B), partials, a->dqkv, ln1,
                                                 layer_weight(m, l, QKV_W), N, C, s->qkv);
-        layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials,
-                           dln1, residual, la->ln1_mean, la->ln1_rstd, layer_weight(m, l, LN1_W),
-                           rows, C, true, st);
+        layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials, dln1,
+                           residual, la->ln1_mean, la->ln1_rstd, layer_weight(m, l, LN1_W), rows, C,
+                           true, st);
         // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
         // constant): set it so, rather than leave the rounding noise of its column sums for
         // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient).
@@ -3045,7 +3049,8 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
     CheckpointWriter w;
     if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
     std::vector<LayoutRecord> records(m->logical.count);
-    for (int i = 0; i < m->logical.count; i++) records[i] = layout_record_of(&m->logical.tensors[i]);
+    for (int i = 0; i < m->logical.count; i++)
+        records[i] = layout_record_of(&m->logical.tensors[i]);
     const uint64_t shard_count = (uint64_t)shards;
     if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
             0 ||
@@ -3183,7 +3188,8 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
         for (const OwnedRecord& o : src.ranges) {
             if (o.tensor >= (uint64_t)logical->count || o.unit > 1 ||
                 o.offset < logical->tensors[o.tensor].offset ||
-                o.offset + o.n > logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
+                o.offset + o.n >
+                    logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
                 fatal("checkpoint shard %s holds a range outside its tensor", path);
             src.at_all.push_back(all);
             src.at_kind.push_back(kind[o.unit]);
@@ -3210,36 +3216,37 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
             const ParamTensor* t = &m->layout.tensors[mine->tensor];
             const size_t base = logical->tensors[mine->tensor].offset;
             const size_t first = mine->offset - t->offset;
-            tp_local_runs(&t->tp, m->tp.rank, m->tp.size, first, mine->n,
-                          [&](size_t run_logical, size_t run_local, size_t run_n) {
-                const size_t run_lo = base + run_logical, run_hi = run_lo + run_n;
-                auto it = std::lower_bound(by_offset.begin(), by_offset.end(), run_lo,
-                                           [&src](size_t j, size_t at) {
-                                               return src.ranges[j].offset + src.ranges[j].n <= at;
-                                           });
-                for (; it != by_offset.end() && src.ranges[*it].offset < run_hi; ++it) {
-                    const size_t j = *it;
-                    const OwnedRecord& o = src.ranges[j];
-                    const size_t lo = std::max<size_t>(run_lo, o.offset),
-                                 hi = std::min<size_t>(run_hi, o.offset + o.n);
-                    if (lo >= hi || (int)o.tensor != mine->tensor) continue;
-                    owned_read += hi - lo;
-                    // where the overlap lies in this range's state
-                    const size_t into = run_local - first + (lo - run_lo);
-                    for (int which = 0; which <= STATE_MASTER; which++) {
-                        size_t at;
-                        if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
-                        const bool all_ranges = which == STATE_MASTER;
-                        const uint64_t from =
-                            (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
-                        const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
-                        if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
-                                                   state[which].data() + at + into,
-                                                   (hi - lo) * sizeof(float)) != 0)
-                            fatal("%s", src.r.error);
+            tp_local_runs(
+                &t->tp, m->tp.rank, m->tp.size, first, mine->n,
+                [&](size_t run_logical, size_t run_local, size_t run_n) {
+                    const size_t run_lo = base + run_logical, run_hi = run_lo + run_n;
+                    auto it = std::lower_bound(
+                        by_offset.begin(), by_offset.end(), run_lo, [&src](size_t j, size_t at) {
+                            return src.ranges[j].offset + src.ranges[j].n <= at;
+                        });
+                    for (; it != by_offset.end() && src.ranges[*it].offset < run_hi; ++it) {
+                        const size_t j = *it;
+                        const OwnedRecord& o = src.ranges[j];
+                        const size_t lo = std::max<size_t>(run_lo, o.offset),
+                                     hi = std::min<size_t>(run_hi, o.offset + o.n);
+                        if (lo >= hi || (int)o.tensor != mine->tensor) continue;
+                        owned_read += hi - lo;
+                        // where the overlap lies in this range's state
+                        const size_t into = run_local - first + (lo - run_lo);
+                        for (int which = 0; which <= STATE_MASTER; which++) {
+                            size_t at;
+                            if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
+                            const bool all_ranges = which == STATE_MASTER;
+                            const uint64_t from =
+                                (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
+                            const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
+                            if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
+                                                       state[which].data() + at + into,
+                                                       (hi - lo) * sizeof(float)) != 0)
+                                fatal("%s", src.r.error);
+                        }
                     }
-                }
-            });
+                });
         }
         ckpt_close(&src.r);
     }
@@ -3690,8 +3697,8 @@ inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
 // stage 2, gradients); and the bytes of the activations that sequence parallelism cuts (1/tp
 // of the rows) next to the rest.
 struct TpAccount {
-    size_t sharded, replicated;                  // elements of the table
-    size_t owned_sharded, owned_replicated;      // of the owned ranges
+    size_t sharded, replicated;              // elements of the table
+    size_t owned_sharded, owned_replicated;  // of the owned ranges
     size_t seq_activation_bytes, other_activation_bytes;
 };
 
@@ -3747,8 +3754,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     // of each cut tensor and the replicated ones whole
     const TpAccount tpa = tp_account(planned);
     const bool tp = planned->tp.size > 1;
-    const double psi = tp ? (double)(tpa.sharded + tpa.replicated)
-                          : (double)count_parameters(&planned->layout, c);
+    const double psi =
+        tp ? (double)(tpa.sharded + tpa.replicated) : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
     const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
     const double N = planned->dp.group->size;
@@ -3846,7 +3853,6 @@ inline void grid_free(Grid* g) {
 inline ParallelGroups grid_groups(const Grid* g, const TrainConfig* tc) {
     return ParallelGroups{g->dp, tc->zero, tc->bucket_mb, g->tp, tc->sequence_parallel != 0};
 }
-
 
 // --batch auto and --recompute auto: the largest micro-batch (and the least recompute) whose
 // plan fits the device memory of the rank with the least of it (--device-memory, or what
@@ -4209,12 +4215,18 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     const size_t* h = m->memory.bytes;
     const TpAccount tpa = tp_account(m);
     constexpr int K = 12;
-    double mine[K] = {(double)h[MEM_PARAMS],         (double)h[MEM_GRADS],
-                      (double)h[MEM_MASTER],         (double)h[MEM_OPTIMIZER],
-                      (double)h[MEM_BUCKETS],        (double)h[MEM_GATHER],
-                      (double)tpa.sharded,           (double)tpa.replicated,
-                      (double)tpa.owned_sharded,     (double)tpa.owned_replicated,
-                      (double)tpa.seq_activation_bytes, (double)tpa.other_activation_bytes};
+    double mine[K] = {(double)h[MEM_PARAMS],
+                      (double)h[MEM_GRADS],
+                      (double)h[MEM_MASTER],
+                      (double)h[MEM_OPTIMIZER],
+                      (double)h[MEM_BUCKETS],
+                      (double)h[MEM_GATHER],
+                      (double)tpa.sharded,
+                      (double)tpa.replicated,
+                      (double)tpa.owned_sharded,
+                      (double)tpa.owned_replicated,
+                      (double)tpa.seq_activation_bytes,
+                      (double)tpa.other_activation_bytes};
     std::vector<double> all(K * group->size);
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
     const double MiB = 1024.0 * 1024.0;
@@ -4281,7 +4293,8 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     logger_begin(lg);
     logger_int(lg, "step", step);
     logger_object_begin(lg, "comm_bytes");
-    for (int k = 0; k < NUM_COMM_KINDS; k++) logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
+    for (int k = 0; k < NUM_COMM_KINDS; k++)
+        logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
     logger_object_end(lg);
     if (tp->traffic) {
         logger_object_begin(lg, "tp_comm_bytes");
@@ -4353,10 +4366,8 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
             parallel_config(world, tc.tp, tc.zero, tc.sequence_parallel != 0);
         const ParallelShapes shapes = {tc.model.heads, tc.model.channels, tc.model.padded_vocab,
                                        tc.batch > 0 ? (long long)tc.batch * tc.seq : 0};
-        if (const char* err = parallel_config_check(&grid, &shapes, world == comm->world
-                                                                       ? comm->local_world
-                                                                       : 0,
-                                                    msg, sizeof(msg)))
+        if (const char* err = parallel_config_check(
+                &grid, &shapes, world == comm->world ? comm->local_world : 0, msg, sizeof(msg)))
             fatal("%s", err);
     };
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;

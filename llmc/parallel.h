@@ -65,6 +65,11 @@ inline const char* parallel_config_check(const ParallelConfig* p, const Parallel
     else if (s->padded_vocab % p->tp != 0)
         snprintf(msg, len, "--tp %d does not divide the padded vocabulary of %d rows", p->tp,
                  s->padded_vocab);
+    else if (s->padded_vocab / p->tp % 8 != 0)
+        snprintf(msg, len,
+                 "--tp %d leaves each rank %d rows of the padded vocabulary, not a multiple of 8 "
+                 "(the classifier reads a row in 16-byte packs)",
+                 p->tp, s->padded_vocab / p->tp);
     else if (p->sequence_parallel && p->tp > 1 && s->rows % p->tp != 0)
         snprintf(msg, len,
                  "--sequence-parallel cuts the %lld tokens of a micro-batch (--batch x --seq) "

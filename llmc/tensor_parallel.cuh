@@ -30,12 +30,14 @@
 // same bytes as the all-reduce it replaces (an all-reduce is a reduce-scatter plus an
 // all-gather). Per block:
 //   forward   all-gather ln1 -> qkv ... attn.proj -> reduce-scatter; all-gather ln2 -> fc ...
-//             mlp.proj -> reduce-scatter                          (2 all-gathers, 2 reduce-scatters)
+//             mlp.proj -> reduce-scatter                          (2 all-gathers, 2
+//             reduce-scatters)
 //   backward  all-gather the residual gradient -> mlp.proj backward ... mlp.fc backward ->
 //             reduce-scatter its input gradient; the same for attention; and, because the
 //             weight gradients of attn.qkv and mlp.fc need the whole LayerNorm outputs that
 //             only their shards were kept of, 2 more all-gathers of ln1 and ln2
-//                                                                 (4 all-gathers, 2 reduce-scatters)
+//                                                                 (4 all-gathers, 2
+//                                                                 reduce-scatters)
 // The LayerNorm parameter gradients become partial sums over each rank's rows: they are
 // all-reduced over the group (as QK-norm's scales always are: each rank sees only its heads).
 //
@@ -118,8 +120,8 @@ inline floatX* tp_leave(const TensorParallel* tp, floatX* partial, floatX* shard
 
 // g backward: the whole output gradient of a row-parallel layer: as it is, or all-gathered
 // from the shards into `whole`.
-inline const floatX* tp_leave_backward(const TensorParallel* tp, const floatX* shard,
-                                       floatX* whole, int rows, int width, cudaStream_t stream) {
+inline const floatX* tp_leave_backward(const TensorParallel* tp, const floatX* shard, floatX* whole,
+                                       int rows, int width, cudaStream_t stream) {
     return tp_enter(tp, shard, whole, rows, width, stream);
 }
 
@@ -147,8 +149,8 @@ inline void column_parallel_forward(MatmulContext* mm, floatX* out, const floatX
 // f's all-reduce, or this rank's rows of it after the reduce-scatter (returned).
 inline floatX* column_parallel_backward(MatmulContext* mm, const TensorParallel* tp, floatX* dinp,
                                         floatX* dweight, floatX* dbias, float* partials,
-                                        const floatX* dout, const floatX* inp,
-                                        const floatX* weight, int N, int IC, int OC_local) {
+                                        const floatX* dout, const floatX* inp, const floatX* weight,
+                                        int N, int IC, int OC_local) {
     linear_backward(mm, dinp, dweight, dbias, partials, dout, inp, weight, N, IC, OC_local);
     return tp_enter_backward(tp, dinp, N, IC, mm->stream);
 }
@@ -169,8 +171,7 @@ inline floatX* row_parallel_forward(MatmulContext* mm, const TensorParallel* tp,
     floatX* mine = tp_leave(tp, out, out + tp->rank * rows * OC, N, OC, mm->stream);
     if (bias) {
         const int block = 256;
-        add_bias_kernel<<<grid_for(rows * OC, block), block, 0, mm->stream>>>(mine, bias, rows,
-                                                                               OC);
+        add_bias_kernel<<<grid_for(rows * OC, block), block, 0, mm->stream>>>(mine, bias, rows, OC);
         CUDA_CHECK_LAUNCH();
     }
     return mine;
@@ -211,9 +212,9 @@ struct SoftmaxStats {
 
 // stats: (t, N) SoftmaxStats after the all-gather, rank-major; combined (N) per row: its max
 // and sum over all ranks. losses, z_losses (N).
-__global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* losses,
-                                             float* z_losses, const SoftmaxStats* stats, int N,
-                                             int ranks, float z_coef) {
+__global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* losses, float* z_losses,
+                                             const SoftmaxStats* stats, int N, int ranks,
+                                             float z_coef) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     float m = -INFINITY, target = 0.0f;
@@ -232,8 +233,8 @@ __global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* loss
 
 // Combines this rank's statistics `mine` (N) into `combined` (N, its max and sum over all ranks)
 // and the rows' losses; all_stats: (t, N) scratch.
-inline void vocab_parallel_combine(const TensorParallel* tp, SoftmaxStats* combined,
-                                   float* losses, float* z_losses, const SoftmaxStats* mine,
+inline void vocab_parallel_combine(const TensorParallel* tp, SoftmaxStats* combined, float* losses,
+                                   float* z_losses, const SoftmaxStats* mine,
                                    SoftmaxStats* all_stats, int N, float z_coef,
                                    cudaStream_t stream) {
     const size_t floats = (size_t)N * sizeof(SoftmaxStats) / sizeof(float);
