@@ -30,14 +30,14 @@
 // same bytes as the all-reduce it replaces (an all-reduce is a reduce-scatter plus an
 // all-gather). Per block:
 //   forward   all-gather ln1 -> qkv ... attn.proj -> reduce-scatter; all-gather ln2 -> fc ...
-//             mlp.proj -> reduce-scatter                          (2 all-gathers, 2
-//             reduce-scatters)
+//             mlp.proj -> reduce-scatter: 2 all-gathers, 2 reduce-scatters;
 //   backward  all-gather the residual gradient -> mlp.proj backward ... mlp.fc backward ->
 //             reduce-scatter its input gradient; the same for attention; and, because the
 //             weight gradients of attn.qkv and mlp.fc need the whole LayerNorm outputs that
-//             only their shards were kept of, 2 more all-gathers of ln1 and ln2
-//                                                                 (4 all-gathers, 2
-//                                                                 reduce-scatters)
+//             only their shards were kept of, 2 more all-gathers of ln1 and ln2: 4 all-gathers,
+//             2 reduce-scatters.
+// The embedding is vocabulary-parallel too: each rank looks up its own tokens (zeros for the
+// others) and g sums the lookups; the lm head is a column-parallel layer over the vocabulary.
 // The LayerNorm parameter gradients become partial sums over each rank's rows: they are
 // all-reduced over the group (as QK-norm's scales always are: each rank sees only its heads).
 //

@@ -86,10 +86,10 @@ static void check_allreduce(const Comm* c, const char* what, size_t n, bool aver
     T* dev;
     CUDA_CHECK(cudaMalloc(&dev, (n + guard) * sizeof(T)));
     CUDA_CHECK(cudaMemcpy(dev, host.data(), (n + guard) * sizeof(T), cudaMemcpyHostToDevice));
-    if (average) comm_allreduce_avg(&c->dp, dev, n, (cudaStream_t)0);
-    else comm_allreduce_sum(&c->dp, dev, n, (cudaStream_t)0);
+    if (average) comm_allreduce_avg(&c->all, dev, n, (cudaStream_t)0);
+    else comm_allreduce_sum(&c->all, dev, n, (cudaStream_t)0);
     CUDA_CHECK(cudaMemcpy(host.data(), dev, (n + guard) * sizeof(T), cudaMemcpyDeviceToHost));
-    const int ranks = c->dp.size;
+    const int ranks = c->all.size;
     size_t bad = 0;
     double worst_got = 0, worst_want = 0;
     for (size_t i = 0; i < n; i++) {
@@ -111,7 +111,7 @@ static void check_allreduce(const Comm* c, const char* what, size_t n, bool aver
     for (size_t i = n; i < n + guard; i++) touched += to_float(host[i]) != to_float(sentinel);
     expect(touched == 0, "guard elements after the buffer untouched", (double)touched, 0);
     uint64_t* hashes = (uint64_t*)MALLOC_CHECK(ranks * sizeof(uint64_t));
-    expect(comm_replicas_agree(&c->dp, dev, n * sizeof(T), hashes, (cudaStream_t)0),
+    expect(comm_replicas_agree(&c->all, dev, n * sizeof(T), hashes, (cudaStream_t)0),
            "every rank has the same result bits", 0, 1);
     free(hashes);
     CUDA_CHECK(cudaFree(dev));
@@ -121,40 +121,40 @@ static float small_integer(int rank, size_t i) { return (float)((int)(i % 17) - 
 static float random_value(int rank, size_t i) { return uniform(rank, i); }
 
 static void check_scalars(const Comm* c) {
-    const int n = c->dp.size;
+    const int n = c->all.size;
     double v[3] = {1.0 * c->rank, 0.5, -0.25 * c->rank};
-    comm_sum_scalars(&c->dp, v, 3);
+    comm_sum_scalars(&c->all, v, 3);
     const double ranks_sum = n * (n - 1) / 2.0;
     expect(v[0] == ranks_sum, "comm_sum_scalars [0]", v[0], ranks_sum);
     expect(v[1] == 0.5 * n, "comm_sum_scalars [1]", v[1], 0.5 * n);
     expect(v[2] == -0.25 * ranks_sum, "comm_sum_scalars [2]", v[2], -0.25 * ranks_sum);
-    const double mean = comm_mean(&c->dp, c->rank + 0.25);
+    const double mean = comm_mean(&c->all, c->rank + 0.25);
     expect(mean == (n - 1) / 2.0 + 0.25, "comm_mean", mean, (n - 1) / 2.0 + 0.25);
 }
 
 static void check_broadcast_and_barrier(const Comm* c) {
-    const int root = c->dp.size - 1;
+    const int root = c->all.size - 1;
     char text[37];
     memset(text, 0, sizeof(text));
     snprintf(text, sizeof(text), "rank %d says hello", c->rank);
-    comm_broadcast(&c->dp, text, sizeof(text), root);
+    comm_broadcast(&c->all, text, sizeof(text), root);
     char want[37];
     memset(want, 0, sizeof(want));
     snprintf(want, sizeof(want), "rank %d says hello", root);
     expect(memcmp(text, want, sizeof(want)) == 0, "comm_broadcast from the last rank", 0, 1);
 
-    comm_barrier(&c->dp, "the test's barrier");
+    comm_barrier(&c->all, "the test's barrier");
     auto start = std::chrono::steady_clock::now();
     if (c->rank == 0) usleep(300000);
-    comm_barrier(&c->dp, "the test's barrier");
+    comm_barrier(&c->all, "the test's barrier");
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     expect(waited >= 0.25, "comm_barrier waits for the slowest rank (seconds)", waited, 0.3);
 }
 
 static void check_split(const Comm* c) {
-    const int n = c->dp.size, color = c->rank % 2;
+    const int n = c->all.size, color = c->rank % 2;
     CommGroup half;
-    comm_split(&c->dp, color, -c->rank, &half);
+    comm_split(&c->all, color, -c->rank, &half);
     // Members: the ranks of my parity; keys reverse them, so the highest parent rank is rank 0.
     int size = 0, rank = 0;
     float members_sum = 0.0f;
@@ -181,7 +181,7 @@ static void check_split(const Comm* c) {
 }
 
 static void check_replicas(const Comm* c) {
-    const int n = c->dp.size;
+    const int n = c->all.size;
     const size_t bytes = 12345;  // odd: the hash pads the last word
     std::vector<uint8_t> host(bytes);
     for (size_t i = 0; i < bytes; i++) host[i] = (uint8_t)(i * 7 + 3);
@@ -189,13 +189,13 @@ static void check_replicas(const Comm* c) {
     CUDA_CHECK(cudaMalloc(&dev, bytes));
     CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
     std::vector<uint64_t> same(n), changed(n);
-    expect(comm_replicas_agree(&c->dp, dev, bytes, same.data(), (cudaStream_t)0), "replicas agree",
+    expect(comm_replicas_agree(&c->all, dev, bytes, same.data(), (cudaStream_t)0), "replicas agree",
            0, 1);
     for (int r = 1; r < n; r++)
         expect(same[r] == same[0], "equal buffers hash equally", (double)r, 0);
     if (c->rank == n - 1) host[bytes - 1] ^= 1;
     CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
-    const bool agree = comm_replicas_agree(&c->dp, dev, bytes, changed.data(), (cudaStream_t)0);
+    const bool agree = comm_replicas_agree(&c->all, dev, bytes, changed.data(), (cudaStream_t)0);
     expect(agree == (n == 1), "one flipped bit on the last rank is seen", agree, n == 1);
     expect(changed[n - 1] != same[n - 1], "the last rank's hash changed with its last byte", 0, 1);
     for (int r = 0; r < n - 1; r++)
@@ -207,12 +207,12 @@ static void check_replicas(const Comm* c) {
 static void hang(Comm* c, const char* where) {
     if (c->rank == c->world - 1) raise(SIGSTOP);
     if (strcmp(where, "host") == 0) {
-        comm_mean(&c->dp, 1.0);
+        comm_mean(&c->all, 1.0);
     } else {
         float* buf;
         CUDA_CHECK(cudaMalloc(&buf, 1024 * sizeof(float)));
-        comm_allreduce_sum(&c->dp, buf, 1024, (cudaStream_t)0);
-        comm_sync(&c->dp, (cudaStream_t)0, "the test's all-reduce");
+        comm_allreduce_sum(&c->all, buf, 1024, (cudaStream_t)0);
+        comm_sync(&c->all, (cudaStream_t)0, "the test's all-reduce");
     }
     printf("rank %d: the collective returned although a rank is stopped\n", c->rank);
     exit(0);
@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
     if (!by_env)
         expect(c.local_world == env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1), "local world",
                c.local_world, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
-    expect(c.dp.rank == c.rank && c.dp.size == c.world, "dp group spans every rank", c.dp.size,
+    expect(c.all.rank == c.rank && c.all.size == c.world, "the group of all ranks spans every rank", c.all.size,
            c.world);
     int device = -1;
     CUDA_CHECK(cudaGetDevice(&device));
