@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/readme_flags.py: the README's flag table, made from the trainer's own --help (which
-train_gpt.cu generates from its one flag table), so the two cannot drift apart.
+train_run.cuh generates from its one flag table), so the two cannot drift apart.
 
   python3 scripts/readme_flags.py [--bin-dir build/cpu]           prints the markdown table
   python3 scripts/readme_flags.py [--bin-dir build/cpu] --check   exits 1 when README.md's table

@@ -1,6 +1,6 @@
 """scripts/testlib.py: what the Python tests of the trainer share: reading checkpoints (format:
 llmc/checkpoint.h; a checkpoint is a manifest ckpt_stepSSSSSSSS.bin and its shard files
-ckpt_stepSSSSSSSS.rankRRRRR.bin, written by train_gpt.cu's save_checkpoint), independently of
+ckpt_stepSSSSSSSS.rankRRRRR.bin, written by train_run.cuh's save_checkpoint), independently of
 the trainer's own reader.
 
 A shard's section "owned" lists the ranges of the parameter layout it holds (uint64 tensor,

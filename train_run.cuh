@@ -1,0 +1,1960 @@
+// train_run.cuh: the run around the model of train_gpt.cu, which includes it at its end: the
+// training data (batches from token shards, validation), text generation, checkpoints (the
+// manifest, the shards of logical tensors, loading on any grid), the command line (one flag
+// table), the --sample mode, the memory plan and fitting a batch to the device, the process grid,
+// the log, the training loop and main(). Everything here builds on the model's structs and
+// functions (GPT, gpt_build, gpt_forward_backward, gpt_update, ...); nothing of the model's
+// arithmetic is here.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
+#include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
+#include "llmc/flags.h"  // the command line as one table: parsing, bounds, --help, comparing runs
+#include "llmc/logger.h"     // the JSONL training log
+#include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
+
+// =============================================================================================
+// Training data: B x T batches from the token shards of a folder written by dev/data/prepare.py
+// (llmc/dataloader.h checks every shard up front, shuffles with the seed and keeps a validation
+// split), or uniform random tokens when there is no --data (benchmarks).
+
+struct TrainData {
+    bool shards;         // false: random tokens
+    int rank, world;     // this rank's part of each global batch of world x B sequences
+    DataLoader train;    // DIR/*_train*.bin, shuffled
+    DataLoader val;      // DIR/*_val*.bin, in file order
+    uint64_t token_rng;  // random tokens: the generator's state (rng_next)
+    double unigram;      // the baseline: val loss of the train split's token frequencies
+};
+
+inline void shard_glob(char* out, size_t len, const char* dir, const char* split) {
+    snprintf(out, len, "%s/*_%s*.bin", dir, split);
+}
+
+// Opens the two splits of `dir` (or random tokens when dir is empty) for batches of B x T
+// tokens below `vocab`, and computes the unigram baseline. Bad data ends the program with the
+// loader's message.
+inline void train_data_open(TrainData* d, const char* dir, int vocab, int B, int T, int A,
+                            uint64_t seed, int rank, int world) {
+    memset(d, 0, sizeof(*d));
+    d->rank = rank;
+    d->world = world;
+    d->token_rng = seed ^ 0x5851f42d4c957f2dull;
+    d->shards = dir[0] != '\0';
+    if (!d->shards) return;
+    char train_glob[600], val_glob[600];
+    shard_glob(train_glob, sizeof(train_glob), dir, "train");
+    shard_glob(val_glob, sizeof(val_glob), dir, "val");
+    if (dataloader_init(&d->train, train_glob, B, T, rank, world, A, vocab, 1, seed) != 0)
+        fatal("%s", d->train.error);
+    if (dataloader_init(&d->val, val_glob, B, T, rank, world, 1, vocab, 0, seed) != 0)
+        fatal("%s", d->val.error);
+    char err[1024];
+    if (unigram_loss(train_glob, val_glob, vocab, &d->unigram, err, sizeof(err)) != 0)
+        fatal("%s", err);
+}
+
+inline void train_data_free(TrainData* d) {
+    if (!d->shards) return;
+    dataloader_free(&d->train);
+    dataloader_free(&d->val);
+}
+
+// Fills A micro-batches of this rank's inputs and targets, host (A,B,T): micro-batch a is the
+// rank's B sequences (a * world + rank) * B ... of the step's global batch of A x world x B,
+// the loader's, or random tokens, of which every rank draws the whole global batch in order and
+// keeps its rows. Either way the global batch does not depend on how the grid splits it.
+inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T,
+                            int vocab) {
+    const size_t N = (size_t)B * T;
+    for (int a = 0; a < A; a++) {
+        int* in = inputs + a * N;
+        int* tg = targets + a * N;
+        if (d->shards) {
+            if (dataloader_next_batch(&d->train) != 0) fatal("%s", d->train.error);
+            memcpy(in, d->train.inputs, N * sizeof(int));
+            memcpy(tg, d->train.targets, N * sizeof(int));
+            continue;
+        }
+        for (int row = 0; row < d->world * B;
+             row++) {                         // T + 1 tokens: inputs, and targets shifted by one
+            const int b = row - d->rank * B;  // the row's place in this rank's batch
+            for (int t = 0; t <= T; t++) {
+                int token = (int)(rng_next(&d->token_rng) % (uint64_t)vocab);
+                if (b < 0 || b >= B) continue;
+                if (t < T) in[b * T + t] = token;
+                if (t > 0) tg[b * T + t - 1] = token;
+            }
+        }
+    }
+}
+
+// Mean loss over the first n batches of the validation split (all of them when n is 0 or more
+// than it holds). The loader rewinds first, so every evaluation sees the same tokens.
+inline double evaluate(GPT* m, DataLoader* val, int n) {
+    if (n <= 0 || n > val->batches_per_epoch) n = (int)val->batches_per_epoch;
+    dataloader_reset(val);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (dataloader_next_batch(val) != 0) fatal("%s", val->error);
+        sum += gpt_forward(m, val->inputs, val->targets, 0.0f);
+    }
+    return sum / n;
+}
+
+// =============================================================================================
+// Text generation: the forward pass rerun over the growing context (one sequence, its last T
+// tokens at most) for every new token; plenty fast at the sizes trained here on a CPU.
+
+// Picks the next token from the logits of the real vocabulary (V values: the padding columns
+// never get here). A draw from softmax(logits / temperature) restricted to the top_k largest
+// logits (0: all V; ties go to the lower id), with one uniform number from rng; temperature 0
+// takes the most likely token. order: scratch room for V ints.
+inline int sample_token(const float* logits, int V, double temperature, int top_k, uint64_t* rng,
+                        int* order) {
+    const int k = temperature == 0.0 ? 1 : (top_k > 0 && top_k < V) ? top_k : V;
+    for (int i = 0; i < V; i++) order[i] = i;
+    std::partial_sort(order, order + k, order + V, [logits](int a, int b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    if (k == 1) return order[0];
+    // weights exp((logit - max) / temperature), max = logits[order[0]]: the largest is 1
+    double total = 0.0;
+    for (int i = 0; i < k; i++) total += exp((logits[order[i]] - logits[order[0]]) / temperature);
+    const double u = rng_uniform(rng) * total;
+    double cumulative = 0.0;
+    for (int i = 0; i < k; i++) {
+        cumulative += exp((logits[order[i]] - logits[order[0]]) / temperature);
+        if (u < cumulative) return order[i];
+    }
+    return order[k - 1];  // u within rounding of total
+}
+
+// Appends n_new tokens to tokens[0..n), n >= 1 (tokens has room for n + n_new), each drawn
+// from the prediction after the last m->T tokens before it. Under tensor parallelism every rank
+// of the group calls it (the forward pass is theirs together); the logits of the last position
+// are all-gathered from the ranks' vocabulary slices, and every rank draws the same token.
+// Sequence parallelism cuts the rows of the training shape: its forward passes run at that
+// shape, the context at the start of the first sequence, the rest filled with its last token
+// (causal attention: no position before them sees them).
+inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k,
+                         uint64_t* rng) {
+    const int V = m->config.vocab, Vl = m->shape.vocab, tp = m->tp.size;
+    floatX* row = (floatX*)MALLOC_CHECK((size_t)Vl * tp * sizeof(floatX));
+    float* logits = (float*)MALLOC_CHECK(V * sizeof(float));
+    int* order = (int*)MALLOC_CHECK(V * sizeof(int));
+    floatX* gathered = nullptr;
+    if (tp > 1) CUDA_CHECK(cudaMalloc(&gathered, (size_t)Vl * tp * sizeof(floatX)));
+    std::vector<int> padded(m->tp.sequence ? (size_t)m->B * m->T : 0);
+    for (int len = n; len < n + n_new; len++) {
+        const int window = len < m->T ? len : m->T;
+        const int* context = tokens + len - window;
+        // the targets only feed the unused loss: the context itself serves as valid ids
+        if (m->tp.sequence) {
+            std::fill(padded.begin(), padded.end(), context[window - 1]);
+            std::copy(context, context + window, padded.begin());
+            gpt_forward_shape(m, padded.data(), padded.data(), 0.0f, m->B, m->T);
+        } else {
+            gpt_forward_shape(m, context, context, 0.0f, 1, window);
+        }
+        const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
+        if (tp > 1) {
+            comm_allgather(m->tp.group, last, gathered, Vl, m->stream);
+            comm_sync(m->tp.group, m->stream, "the gather of a sample's logits (NCCL)");
+            last = gathered;
+        }
+        CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
+        for (int v = 0; v < V; v++) logits[v] = (float)row[v];
+        tokens[len] = sample_token(logits, V, temperature, top_k, rng, order);
+    }
+    if (gathered) CUDA_CHECK(cudaFree(gathered));
+    free(row);
+    free(logits);
+    free(order);
+}
+
+// The bytes that tokens[0..n) decode to, in a malloc'ed buffer of *len bytes (no terminator).
+// Every id is below the tokenizer's vocabulary: the model's V is the tokenizer's.
+inline char* decode_tokens(const Tokenizer* tok, const int* tokens, int n, size_t* len) {
+    size_t total = 0, piece = 0;
+    for (int i = 0; i < n; i++) {
+        if (tokenizer_decode(tok, tokens[i], &piece) == nullptr)
+            fatal("token %d is outside the tokenizer", tokens[i]);
+        total += piece;
+    }
+    char* text = (char*)MALLOC_CHECK(total + 1);
+    *len = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t* bytes = tokenizer_decode(tok, tokens[i], &piece);
+        memcpy(text + *len, bytes, piece);
+        *len += piece;
+    }
+    return text;
+}
+
+// The end-of-text token (documents start with it, so a sample starts a fresh document), then
+// the prompt encoded by the tokenizer, then n_new generated tokens; prints the text (without
+// the end-of-text token) and returns it for the log, malloc'ed, *len bytes.
+inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int n_new,
+                           double temperature, int top_k, uint64_t* rng, size_t* len) {
+    const size_t prompt_len = strlen(prompt);
+    int* tokens = (int*)MALLOC_CHECK((1 + prompt_len + n_new) * sizeof(int));
+    tokens[0] = tok->eot;
+    const int n = 1 + (int)tokenizer_encode(tok, prompt, prompt_len, tokens + 1);
+    gpt_generate(m, tokens, n, n_new, temperature, top_k, rng);
+    char* text = decode_tokens(tok, tokens + 1, n - 1 + n_new, len);
+    fwrite(text, 1, *len, stdout);
+    printf("\n");
+    fflush(stdout);
+    free(tokens);
+    return text;
+}
+
+// =============================================================================================
+// Checkpoints (llmc/checkpoint.h: written atomically, checksummed, the newest N kept). One holds
+// what a run needs to continue bit for bit: the parameters as the forward pass reads them, the
+// fp32 master weights (bf16 build), the optimizers' state buffers (sections named as in
+// STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
+// parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the
+// seed of stochastic rounding, the generators of samples and random tokens, and the training
+// loader's position. Its configuration block, compared byte for byte on load, is the model's
+// shape and precision; the loader's saved state checks the data, B, T and the seed itself.
+
+struct CheckpointConfig {  // int32 fields only: no padding bytes
+    int32_t vocab, padded_vocab, context, layers, heads, channels;
+    int32_t floatx_bytes;  // 2: bf16 build, 4: fp32 build
+};
+static const CkptField CHECKPOINT_FIELDS[] = {
+    {"vocab", offsetof(CheckpointConfig, vocab), CKPT_INT32},
+    {"padded vocab", offsetof(CheckpointConfig, padded_vocab), CKPT_INT32},
+    {"context", offsetof(CheckpointConfig, context), CKPT_INT32},
+    {"layers", offsetof(CheckpointConfig, layers), CKPT_INT32},
+    {"heads", offsetof(CheckpointConfig, heads), CKPT_INT32},
+    {"embd", offsetof(CheckpointConfig, channels), CKPT_INT32},
+    {"bytes per weight (2 bf16, 4 fp32 build)", offsetof(CheckpointConfig, floatx_bytes),
+     CKPT_INT32},
+};
+constexpr int NUM_CHECKPOINT_FIELDS = sizeof(CHECKPOINT_FIELDS) / sizeof(CHECKPOINT_FIELDS[0]);
+
+inline CheckpointConfig checkpoint_config_of(const GPTConfig* c) {
+    return CheckpointConfig{c->vocab,    c->padded_vocab,        c->context, c->layers, c->heads,
+                            c->channels, (int32_t)sizeof(floatX)};
+}
+
+struct RunState {            // section "run"
+    uint64_t step;           // optimizer steps done
+    uint64_t opt_step;       // GPT::opt_step (AdamW's bias correction, stochastic rounding)
+    uint64_t rounding_seed;  // GPT::seed, from which each step's rounding seed derives
+    uint64_t sample_rng;     // generator of the samples printed during training
+    uint64_t token_rng;      // generator of random tokens (no --data)
+};
+
+// Device tensors go to and from the file through a host buffer of this size.
+constexpr size_t CHECKPOINT_STAGE_BYTES = (size_t)16 << 20;
+
+// Section "layout": the parameter table, one record per tensor in table order. A resumed run's
+// table must equal it record for record, which refuses a checkpoint of another model or
+// optimizer by the name of the first tensor that differs, before any state is read.
+struct LayoutRecord {  // 64 bytes, no padding
+    char name[32];
+    int32_t rows, cols;
+    int32_t optimizer;  // OptimizerKind
+    int32_t units;      // Muon matrix units
+    uint64_t offset;    // in the parameter layout (elements)
+    uint64_t numel;
+};
+static_assert(sizeof(LayoutRecord) == 64, "LayoutRecord has padding");
+
+inline LayoutRecord layout_record_of(const ParamTensor* t) {
+    LayoutRecord rec;
+    memset(&rec, 0, sizeof(rec));
+    snprintf(rec.name, sizeof(rec.name), "%s", t->name);
+    rec.rows = t->rows;
+    rec.cols = t->cols;
+    rec.optimizer = t->optimizer;
+    rec.units = t->units;
+    rec.offset = t->offset;
+    rec.numel = t->numel;
+    return rec;
+}
+
+// Section "owned" of a shard: the ranges of the layout it holds, in its writer's state order.
+// The shard's other sections hold, range after range: "params" and "master" every range's
+// elements, each optimizer's state buffer the ranges of that optimizer's tensors.
+struct OwnedRecord {  // 32 bytes, no padding
+    uint64_t tensor, offset, n, unit;
+};
+
+// Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
+// a tensor-parallel group, so only the group's first rank writes it.
+inline bool shard_holds(const GPT* m, const OwnedRange* r) {
+    return m->tp.rank == 0 || m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
+}
+
+// Streams into section `name` the parts of device buffer `base` (elem bytes per element) that
+// this rank's shard holds: index(range, &at) says whether a range has a part, at which element
+// of base.
+template <class Index>
+void write_owned_section(CheckpointWriter* w, const GPT* m, const char* name, const void* base,
+                         size_t elem, Index index, uint8_t* stage) {
+    size_t bytes = 0, at;
+    for (int i = 0; i < m->dp.owned_count; i++)
+        if (shard_holds(m, &m->dp.owned[i]) && index(&m->dp.owned[i], &at))
+            bytes += m->dp.owned[i].n * elem;
+    if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        if (!shard_holds(m, r) || !index(r, &at)) continue;
+        for (size_t done = 0; done < r->n * elem;) {
+            const size_t n = std::min(r->n * elem - done, CHECKPOINT_STAGE_BYTES);
+            CUDA_CHECK(cudaMemcpy(stage, (const uint8_t*)base + at * elem + done, n,
+                                  cudaMemcpyDeviceToHost));
+            if (ckpt_section_write(w, stage, n) != 0) fatal("%s", w->error);
+            done += n;
+        }
+    }
+}
+
+// This rank's shard of the checkpoint of `step`, as shard number `shard`.
+inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) {
+    const CheckpointConfig cc = checkpoint_config_of(&m->config);
+    uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
+    CheckpointWriter w;
+    if (ckpt_writer_begin_file(&w, dir, step, shard, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    // the ranges in the logical layout: a range of a tensor-parallel part is one record per run
+    // of it that is contiguous in the whole tensor (its elements are written in local order,
+    // which is the runs' order)
+    std::vector<OwnedRecord> records;
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        if (!shard_holds(m, r)) continue;
+        const ParamTensor* t = &m->layout.tensors[r->tensor];
+        const size_t base = m->logical.tensors[r->tensor].offset;
+        tp_local_runs(&t->tp, m->tp.rank, m->tp.size, r->offset - t->offset, r->n,
+                      [&](size_t logical, size_t, size_t n) {
+                          records.push_back(OwnedRecord{(uint64_t)r->tensor, base + logical, n,
+                                                        (uint64_t)r->unit});
+                      });
+    }
+    if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
+        fatal("%s", w.error);
+    auto params_at = [m](const OwnedRange* r, size_t* at) {
+        *at = param_index(m, r);
+        return true;
+    };
+    write_owned_section(&w, m, "params", m->params, sizeof(floatX), params_at, stage);
+    for (int which = 0; which <= STATE_MASTER; which++) {
+        if (state_buffer(m, which) == nullptr) continue;
+        auto at = [m, which](const OwnedRange* r, size_t* i) {
+            return state_index(m, which, r, i);
+        };
+        write_owned_section(&w, m, which == STATE_MASTER ? "master" : STATE_BUFFERS[which].name,
+                            state_buffer(m, which), sizeof(float), at, stage);
+    }
+    if (ckpt_writer_commit(&w, 0) != 0) fatal("%s", w.error);
+    free(stage);
+}
+
+// Writes the checkpoint of rs->step into dir and keeps the newest `keep` (0: all): every rank
+// with state of its own writes its shard (ZeRO: every rank; stage 0: the first data-parallel
+// rank of each tensor-parallel rank, which holds everything of its part), then rank 0 the
+// manifest (the whole model's table, the run state and identity, the data position, the number
+// of shards), which commits it. Shards hold logical tensors, so any grid reads them. Every rank
+// of the job (`world`) calls it.
+inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* dir, int keep,
+                            const RunState* rs, const TrainData* d,
+                            const std::vector<char>* run_config) {
+    const int dp_rank = m->dp.group->rank, tp = m->tp.size;
+    const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
+    if (m->dp.stage > 0 || dp_rank == 0)
+        save_shard(m, dir, rs->step, (m->dp.stage > 0 ? dp_rank * tp : 0) + m->tp.rank);
+    comm_barrier(world, "the barrier before a checkpoint's manifest (every shard written)");
+    if (world->rank != 0) return;
+    const CheckpointConfig cc = checkpoint_config_of(&m->config);
+    CheckpointWriter w;
+    if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    std::vector<LayoutRecord> records(m->logical.count);
+    for (int i = 0; i < m->logical.count; i++)
+        records[i] = layout_record_of(&m->logical.tensors[i]);
+    const uint64_t shard_count = (uint64_t)shards;
+    if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
+            0 ||
+        ckpt_write_section(&w, "shards", &shard_count, sizeof(shard_count)) != 0 ||
+        ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0 ||
+        ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+        fatal("%s", w.error);
+    if (d->shards) {
+        DataLoaderState ds = dataloader_state(&d->train);
+        if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
+    }
+    if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
+}
+
+inline bool checkpoint_has_section(const CheckpointReader* r, const char* name) {
+    for (uint64_t i = 0; i < r->section_count; i++)
+        if (strcmp(r->sections[i].name, name) == 0) return true;
+    return false;
+}
+
+// The layout section of an open checkpoint. A checkpoint from before the parameter table
+// (AdamW's moments as adam_m/adam_v over every tensor, no layout) is refused here, by name.
+inline std::vector<LayoutRecord> read_layout(CheckpointReader* r) {
+    if (!checkpoint_has_section(r, "layout")) {
+        if (checkpoint_has_section(r, "adam_m"))
+            fatal(
+                "checkpoint %s was written before optimizer state had a layout (it holds "
+                "adam_m/adam_v for every tensor and no 'layout' section); this program cannot "
+                "resume or sample it: start a new run, or use the build that wrote it",
+                r->path);
+        fatal("checkpoint %s has no 'layout' section", r->path);
+    }
+    const CkptSectionInfo* s = ckpt_lookup(r, "layout");
+    if (s->size % sizeof(LayoutRecord) != 0)
+        fatal("checkpoint %s: its layout section has %llu bytes, not whole %zu-byte records",
+              r->path, (unsigned long long)s->size, sizeof(LayoutRecord));
+    std::vector<LayoutRecord> records(s->size / sizeof(LayoutRecord));
+    if (ckpt_read_section(r, "layout", records.data(), s->size) != 0) fatal("%s", r->error);
+    for (LayoutRecord& rec : records) rec.name[sizeof(rec.name) - 1] = '\0';
+    return records;
+}
+
+inline const char* optimizer_name(int32_t kind) {
+    return kind >= 0 && kind < NUM_OPTIMIZERS ? OPTIMIZER_NAMES[kind] : "an unknown optimizer";
+}
+
+// Refuses (fatal) a checkpoint whose layout is not this model's table, naming the first tensor
+// that differs and how.
+inline void check_layout(const CheckpointReader* r, const std::vector<LayoutRecord>& stored,
+                         const ParamLayout* layout) {
+    for (int i = 0; i < layout->count; i++) {
+        const ParamTensor* t = &layout->tensors[i];
+        const LayoutRecord* s = nullptr;
+        for (const LayoutRecord& rec : stored)
+            if (strcmp(rec.name, t->name) == 0) s = &rec;
+        if (s == nullptr)
+            fatal(
+                "checkpoint %s holds no tensor %s, which this model has (another model: "
+                "--qk-norm?)",
+                r->path, t->name);
+        if (s->optimizer != t->optimizer)
+            fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
+                  r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
+        if (s->rows != t->rows || s->cols != t->cols || s->units != t->units)
+            fatal(
+                "checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
+                "here",
+                r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
+        if (s->offset != t->offset || s->numel != t->numel || (size_t)i >= stored.size() ||
+            s != &stored[i])
+            fatal(
+                "checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu) than here "
+                "(entry %d, offset %zu)",
+                r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset, i,
+                t->offset);
+    }
+    if (stored.size() != (size_t)layout->count)
+        fatal(
+            "checkpoint %s holds tensor %s, which this model does not have (another model: "
+            "--qk-norm?)",
+            r->path, stored[layout->count].name);
+}
+
+// One shard of a checkpoint being read: its reader and its ranges, each with where its elements
+// start in "params"/"master" (all) and in its optimizer's state buffers (kind).
+struct ShardSource {
+    CheckpointReader r;
+    std::vector<OwnedRecord> ranges;
+    std::vector<uint64_t> at_all, at_kind;
+};
+
+// Loads the checkpoint of an open manifest (verified against m's config by ckpt_open) into m
+// and returns its run state; the training loader's state goes to *ds when ds is not nullptr.
+// The checkpoint may come from any grid and ZeRO stage: its shards hold ranges of the logical
+// (whole-model) layout, checked equal to this model's first; the parameters are read whole, and
+// the state of each range this rank owns now (a run of its tensor-parallel part at a time) from
+// the shard ranges that overlap it, so a run re-shards on load.
+inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderState* ds) {
+    const ParamLayout* logical = &m->logical;
+    check_layout(manifest, read_layout(manifest), logical);
+    const int64_t shard_count = ckpt_shard_count(manifest);
+    if (shard_count < 0) fatal("%s", manifest->error);
+    if (shard_count == 0)
+        fatal(
+            "checkpoint %s is one file, written before checkpoints had shards (an older "
+            "train_gpt): this program cannot resume or sample it; start a new run",
+            manifest->path);
+    char dir[CKPT_PATH_BYTES];
+    snprintf(dir, sizeof(dir), "%s", manifest->path);
+    if (char* slash = strrchr(dir, '/')) *slash = '\0';
+    else snprintf(dir, sizeof(dir), ".");
+    const CheckpointConfig cc = checkpoint_config_of(&m->config);
+    std::vector<floatX> params(logical->total, (floatX)0.0f);
+    std::vector<std::vector<float>> state(STATE_MASTER + 1);
+    for (int which = 0; which <= STATE_MASTER; which++)
+        if (state_buffer(m, which))
+            state[which].assign(
+                which == STATE_MASTER ? m->dp.elem_state + m->dp.unit_state : state_elems(m, which),
+                0.0f);
+    size_t params_read = 0, owned_read = 0, owned_total = 0;
+    for (int i = 0; i < m->dp.owned_count; i++) owned_total += m->dp.owned[i].n;
+    for (int64_t k = 0; k < shard_count; k++) {
+        ShardSource src;
+        char path[CKPT_PATH_BYTES];
+        ckpt_shard_name(path, sizeof(path), dir, manifest->step, (int)k);
+        if (ckpt_open(&src.r, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+            fatal("%s", src.r.error);
+        const CkptSectionInfo* info = ckpt_lookup(&src.r, "owned");
+        if (info == nullptr || info->size % sizeof(OwnedRecord) != 0)
+            fatal("checkpoint shard %s has no valid 'owned' section", path);
+        src.ranges.resize(info->size / sizeof(OwnedRecord));
+        if (ckpt_read_section(&src.r, "owned", src.ranges.data(), info->size) != 0)
+            fatal("%s", src.r.error);
+        uint64_t all = 0, kind[2] = {0, 0};
+        for (const OwnedRecord& o : src.ranges) {
+            if (o.tensor >= (uint64_t)logical->count || o.unit > 1 ||
+                o.offset < logical->tensors[o.tensor].offset ||
+                o.offset + o.n >
+                    logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
+                fatal("checkpoint shard %s holds a range outside its tensor", path);
+            src.at_all.push_back(all);
+            src.at_kind.push_back(kind[o.unit]);
+            all += o.n;
+            kind[o.unit] += o.n;
+        }
+        // the shard's ranges by offset (they do not overlap), to find those a run overlaps
+        std::vector<size_t> by_offset(src.ranges.size());
+        for (size_t j = 0; j < by_offset.size(); j++) by_offset[j] = j;
+        std::sort(by_offset.begin(), by_offset.end(), [&src](size_t a, size_t b) {
+            return src.ranges[a].offset < src.ranges[b].offset;
+        });
+        // the parameters, whole, from every shard
+        for (size_t j = 0; j < src.ranges.size(); j++) {
+            const OwnedRecord& o = src.ranges[j];
+            if (ckpt_read_section_part(&src.r, "params", src.at_all[j] * sizeof(floatX),
+                                       params.data() + o.offset, o.n * sizeof(floatX)) != 0)
+                fatal("%s", src.r.error);
+            params_read += o.n;
+        }
+        // the state of each range this rank owns, run by run, from the overlapping ranges
+        for (int i = 0; i < m->dp.owned_count; i++) {
+            const OwnedRange* mine = &m->dp.owned[i];
+            const ParamTensor* t = &m->layout.tensors[mine->tensor];
+            const size_t base = logical->tensors[mine->tensor].offset;
+            const size_t first = mine->offset - t->offset;
+            tp_local_runs(
+                &t->tp, m->tp.rank, m->tp.size, first, mine->n,
+                [&](size_t run_logical, size_t run_local, size_t run_n) {
+                    const size_t run_lo = base + run_logical, run_hi = run_lo + run_n;
+                    auto it = std::lower_bound(
+                        by_offset.begin(), by_offset.end(), run_lo, [&src](size_t j, size_t at) {
+                            return src.ranges[j].offset + src.ranges[j].n <= at;
+                        });
+                    for (; it != by_offset.end() && src.ranges[*it].offset < run_hi; ++it) {
+                        const size_t j = *it;
+                        const OwnedRecord& o = src.ranges[j];
+                        const size_t lo = std::max<size_t>(run_lo, o.offset),
+                                     hi = std::min<size_t>(run_hi, o.offset + o.n);
+                        if (lo >= hi || (int)o.tensor != mine->tensor) continue;
+                        owned_read += hi - lo;
+                        // where the overlap lies in this range's state
+                        const size_t into = run_local - first + (lo - run_lo);
+                        for (int which = 0; which <= STATE_MASTER; which++) {
+                            size_t at;
+                            if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
+                            const bool all_ranges = which == STATE_MASTER;
+                            const uint64_t from =
+                                (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
+                            const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
+                            if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
+                                                       state[which].data() + at + into,
+                                                       (hi - lo) * sizeof(float)) != 0)
+                                fatal("%s", src.r.error);
+                        }
+                    }
+                });
+        }
+        ckpt_close(&src.r);
+    }
+    size_t numel = 0;
+    for (int i = 0; i < logical->count; i++) numel += logical->tensors[i].numel;
+    if (params_read != numel || owned_read != owned_total)
+        fatal(
+            "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
+            "the %zu elements of state this rank needs (shards missing, or of another run?)",
+            manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
+    std::vector<floatX> local(m->layout.total);
+    local_from_logical(m, params.data(), local.data());
+    gpt_params_upload(m, local.data());
+    for (int which = 0; which <= STATE_MASTER; which++)
+        if (!state[which].empty())
+            CUDA_CHECK(cudaMemcpy(state_buffer(m, which), state[which].data(),
+                                  state[which].size() * sizeof(float), cudaMemcpyHostToDevice));
+    RunState rs;
+    if (ckpt_read_section(manifest, "run", &rs, sizeof(rs)) != 0) fatal("%s", manifest->error);
+    if (ds && ckpt_read_section(manifest, "data", ds, sizeof(*ds)) != 0)
+        fatal("%s (was it written by a run on random tokens?)", manifest->error);
+    if (rs.step != manifest->step)
+        fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
+              manifest->path, (unsigned long long)manifest->step, (unsigned long long)rs.step);
+    m->opt_step = (int)rs.opt_step;
+    m->seed = rs.rounding_seed;
+    return rs;
+}
+
+// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
+inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
+    uint64_t step;
+    char err[1024];
+    int found = ckpt_find_latest(dir, path, len, &step, err, sizeof(err));
+    if (found < 0) fatal("%s", err);
+    return found == 1;
+}
+
+// The checkpoint that `spec` names: a file, or a folder whose newest complete checkpoint is
+// taken. Returns false when the folder holds none.
+inline bool find_checkpoint(const char* spec, char* path, size_t len) {
+    struct stat st;
+    if (stat(spec, &st) != 0) fatal("cannot open checkpoint %s: %s", spec, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return latest_checkpoint(spec, path, len);
+    snprintf(path, len, "%s", spec);
+    return true;
+}
+
+// The configuration block stored in a checkpoint file (format: llmc/checkpoint.h), for sample
+// mode, which takes the model's shape from the checkpoint; ckpt_open then verifies the whole
+// file against it. Zeros when the file is too short or its block has another size: ckpt_open
+// reports what is wrong.
+inline CheckpointConfig peek_checkpoint_config(const char* path) {
+    CheckpointConfig cc;
+    char err[CKPT_ERROR_BYTES];
+    if (ckpt_peek_config(path, &cc, sizeof(cc), err, sizeof(err)) != 0) memset(&cc, 0, sizeof(cc));
+    return cc;
+}
+
+// =============================================================================================
+// Command line: one table of flags (llmc/flags.h parses, bounds-checks and prints it).
+
+struct TrainConfig {
+    GPTConfig model;
+    int batch, seq, grad_accum, steps, warmup;
+    long long seed;
+    double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
+    char schedule[16];
+    char optimizer[16];  // "adamw" or "muon"
+    char recompute[16];  // RECOMPUTE_NAMES
+    double muon_lr;      // 0: --lr (muon_peak_lr); kept as given, so a resumed run that changes
+                         // --lr alone differs from its checkpoint in --lr alone
+    double muon_momentum;
+    int muon_nesterov, muon_ns_steps;
+    char muon_adjust[24];
+    double z_loss;   // the z-loss coefficient (0: off)
+    char data[512];  // a prepare.py output folder; empty: random tokens
+    char tokenizer[512];
+    int val_every, val_steps;
+    int sample_every, sample_len, top_k;
+    double temperature;
+    char prompt[1024];
+    char checkpoint_dir[512];
+    int checkpoint_every, keep_checkpoints;
+    char resume[512];
+    char log[512];
+    char sample[512];  // sample mode: the checkpoint (file or folder)
+    double comm_timeout, bucket_mb;
+    int zero;                       // ZeRO stage
+    int tp;                         // tensor-parallel group size
+    int sequence_parallel;          // 1: --sequence-parallel
+    int comm_stats;                 // log one step's collective traffic
+    int plan;                       // print the memory plan and exit
+    int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
+    long long global_batch_tokens;  // 0: --grad-accum as given
+    double device_memory;           // 0: cudaMemGetInfo's free bytes
+    char rendezvous[512];           // the meeting folder of a launch without MPI
+    int help;
+};
+
+#define FIELD(f) offsetof(TrainConfig, f), 0
+#define STRING_FIELD(f) offsetof(TrainConfig, f), sizeof(TrainConfig::f)
+#define NON_NEGATIVE 0, FLAG_INT_MAX
+#define POSITIVE 1, FLAG_INT_MAX
+static const Flag FLAGS[] = {
+    {"--data", FLAG_STRING, STRING_FIELD(data), 0, 0, nullptr, FLAG_IDENTITY,
+     "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on "
+     "*_val*.bin; empty: random tokens"},
+    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), 0, 0, nullptr, FLAG_FREE,
+     "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
+    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, MAX_VOCAB, nullptr, FLAG_IDENTITY,
+     "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
+    {"--context", FLAG_INT, FIELD(model.context), 0, MAX_SEQ, nullptr, FLAG_IDENTITY,
+     "model context maxT, rows of wpe (0: same as --seq)"},
+    {"--layers", FLAG_INT, FIELD(model.layers), 1, MAX_LAYERS, nullptr, FLAG_IDENTITY,
+     "transformer blocks L"},
+    {"--heads", FLAG_INT, FIELD(model.heads), 1, MAX_HEADS, nullptr, FLAG_IDENTITY,
+     "attention heads NH; --embd/--heads must be 32, 64 or 128"},
+    {"--embd", FLAG_INT, FIELD(model.channels), 1, MAX_CHANNELS, nullptr, FLAG_IDENTITY,
+     "model width C"},
+    {"--seq", FLAG_INT, FIELD(seq), 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
+     "sequence length T (<= --context)"},
+    {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, "auto", FLAG_PER_RANK,
+     "micro-batch: sequences per forward/backward pass on each rank (B); auto: the largest "
+     "whose memory plan fits --device-memory"},
+    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 1, 1 << 20, nullptr, FLAG_PER_RANK,
+     "micro-batches accumulated per optimizer step (A)"},
+    {"--global-batch-tokens", FLAG_INT64, FIELD(global_batch_tokens), 0, 9.2e18, nullptr,
+     FLAG_PER_RANK,
+     "sets --grad-accum so that --batch x --seq x accumulation x ranks is this many tokens "
+     "(0: off; it must come out whole)"},
+    {"--device-memory", FLAG_DOUBLE, FIELD(device_memory), 0, INFINITY, nullptr, FLAG_FREE,
+     "bytes of device memory --batch auto and --recompute auto plan for (0: what the device "
+     "has free)"},
+    {"--steps", FLAG_INT, FIELD(steps), POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
+    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, INFINITY, nullptr, FLAG_IDENTITY, "peak learning rate"},
+    {"--warmup", FLAG_INT, FIELD(warmup), NON_NEGATIVE, nullptr, FLAG_IDENTITY,
+     "linear warmup steps W (0: none)"},
+    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), 0, 0, "cosine|wsd|linear|constant",
+     FLAG_IDENTITY, "learning rate after warmup"},
+    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, 1, nullptr, FLAG_IDENTITY,
+     "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
+    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, 1, nullptr, FLAG_IDENTITY,
+     "wsd: fraction of the steps spent decaying"},
+    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "decoupled weight decay on 2-D tensors (AdamW's and Muon's, with the unadjusted lr)"},
+    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "clip the global gradient norm to this (0: off)"},
+    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), 0, 0, "adamw|muon", FLAG_IDENTITY,
+     "adamw: AdamW for every tensor (betas 0.9/0.95, eps 1e-8); muon: Muon for the hidden "
+     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest"},
+    {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "Muon's peak learning rate, scaled by the schedule as --lr is (0: --lr)"},
+    {"--muon-momentum", FLAG_DOUBLE, FIELD(muon_momentum), 0, 1, nullptr, FLAG_IDENTITY,
+     "Muon's momentum mu (the buffer is an average: buf += (1-mu)(g - buf))"},
+    {"--muon-nesterov", FLAG_INT, FIELD(muon_nesterov), 0, 1, nullptr, FLAG_IDENTITY,
+     "1: Nesterov momentum (orthogonalize g + mu (buf - g)); 0: orthogonalize buf"},
+    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), 0, 99, nullptr, FLAG_IDENTITY,
+     "Newton-Schulz iterations (quintic, coefficients 3.4445, -4.7750, 2.0315)"},
+    {"--muon-adjust", FLAG_STRING, STRING_FIELD(muon_adjust), 0, 0, "original|match_rms_adamw",
+     FLAG_IDENTITY,
+     "Muon's lr per matrix of A output x B input features: original sqrt(max(1, A/B)); "
+     "match_rms_adamw 0.2 sqrt(max(A, B)), so AdamW's lr and weight decay carry over"},
+    {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), 0, 0, nullptr, FLAG_IDENTITY,
+     "RMSNorm of each head's q and k (eps 1e-6) with learned per-dimension scales, before the "
+     "softmax scale"},
+    {"--z-loss", FLAG_DOUBLE, FIELD(z_loss), 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "z-loss coefficient: adds COEF * (log Z)^2 per position to the objective (0: off; 1e-4 "
+     "is the usual value); train_loss stays the cross-entropy"},
+    {"--seed", FLAG_INT64, FIELD(seed), 0, 9.2e18, nullptr, FLAG_IDENTITY,
+     "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
+    {"--val-every", FLAG_INT, FIELD(val_every), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "validation loss at step 0, every N steps and at the end (0: never)"},
+    {"--val-steps", FLAG_INT, FIELD(val_steps), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "validation batches per evaluation (0: the whole split)"},
+    {"--sample-every", FLAG_INT, FIELD(sample_every), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "print a text sample every N steps and at the end (0: at the end only)"},
+    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, MAX_SAMPLE_LEN, nullptr, FLAG_FREE,
+     "tokens per sample (0: no samples)"},
+    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0, INFINITY, nullptr, FLAG_FREE,
+     "sampling temperature (0: always the most likely token)"},
+    {"--top-k", FLAG_INT, FIELD(top_k), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "sample from the k most likely tokens (0: from all)"},
+    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), 0, 0, nullptr, FLAG_FREE,
+     "text the samples continue"},
+    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), 0, 0, nullptr, FLAG_FREE,
+     "folder for checkpoints, locked for the run (empty: none are written)"},
+    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "write a checkpoint every N steps and at the end (0: at the end only)"},
+    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), NON_NEGATIVE, nullptr, FLAG_FREE,
+     "keep the newest N checkpoints (0: all)"},
+    {"--resume", FLAG_STRING, STRING_FIELD(resume), 0, 0, nullptr, FLAG_FREE,
+     "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there "
+     "is none); the checkpoint must be of this run (see README)"},
+    {"--log", FLAG_STRING, STRING_FIELD(log), 0, 0, nullptr, FLAG_FREE,
+     "JSONL log of the run, read by scripts/plot.py (empty: none)"},
+    {"--sample", FLAG_STRING, STRING_FIELD(sample), 0, 0, nullptr, FLAG_FREE,
+     "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes "
+     "from it), continue --prompt by --sample-len tokens, print, exit"},
+    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 1, INFINITY, nullptr, FLAG_FREE,
+     "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
+    {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
+     "seconds a rank waits in a collective before it ends the job (longer than any rank "
+     "works alone: checkpoint writes, samples)"},
+    {"--zero", FLAG_INT, FIELD(zero), 0, ZERO_MAX_STAGE, nullptr, FLAG_FREE,
+     "ZeRO stage over the data-parallel ranks: 0 every rank holds everything, 1 the optimizer "
+     "state and master weights are sharded, 2 the gradients too, 3 the parameters too (each "
+     "block gathered before it runs)"},
+    {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
+     "tensor-parallel group size: groups of consecutive ranks on one node split every matrix "
+     "(attention by heads, the MLP by its hidden units, the vocabulary); must divide the ranks, "
+     "the heads, the width and the padded vocabulary"},
+    {"--sequence-parallel", FLAG_SWITCH, FIELD(sequence_parallel), 0, 0, nullptr, FLAG_FREE,
+     "with --tp > 1: each rank of a group keeps 1/tp of the token rows of the residual stream "
+     "and LayerNorms (all-gather / reduce-scatter in place of all-reduce); --batch x --seq must "
+     "divide by --tp"},
+    {"--recompute", FLAG_STRING, STRING_FIELD(recompute), 0, 0, "none|selective|full|auto",
+     FLAG_FREE,
+     "activation recompute: selective keeps no LayerNorm or GELU outputs (recomputed in the "
+     "backward pass), full keeps only each block's output (its forward rerun); the same bits; "
+     "auto: the least recompute whose memory plan fits --device-memory"},
+    {"--plan", FLAG_SWITCH, FIELD(plan), 0, 0, nullptr, FLAG_FREE,
+     "print each rank's device memory plan for this configuration (nothing is allocated) and "
+     "exit"},
+    {"--plan-ranks", FLAG_INT, FIELD(plan_ranks), 0, 1 << 20, nullptr, FLAG_FREE,
+     "--plan: the data-parallel ranks to plan for (0: the ranks of this launch)"},
+    {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
+     "print and log the bytes this rank's collectives send in the first step (ring convention)"},
+    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
+     "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
+     "as the backward pass has finished it (ZeRO-3: a bucket per block)"},
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+     "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
+     "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
+    {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
+};
+#undef FIELD
+#undef STRING_FIELD
+#undef NON_NEGATIVE
+#undef POSITIVE
+constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
+
+inline void train_config_defaults(TrainConfig* tc) {
+    memset(tc, 0, sizeof(*tc));  // also the unused bytes of strings, so configs compare exactly
+    tc->model.vocab = 0;
+    tc->model.context = 0;
+    tc->model.layers = 12;
+    tc->model.heads = 12;
+    tc->model.channels = 768;
+    tc->seq = 1024;
+    tc->batch = 4;
+    tc->grad_accum = 1;
+    tc->steps = 20;
+    tc->lr = 6e-4;
+    tc->warmup = 0;
+    snprintf(tc->schedule, sizeof(tc->schedule), "cosine");
+    snprintf(tc->optimizer, sizeof(tc->optimizer), "adamw");
+    snprintf(tc->recompute, sizeof(tc->recompute), "none");
+    tc->muon_lr = 0.0;
+    tc->muon_momentum = 0.95;
+    tc->muon_nesterov = 1;
+    tc->muon_ns_steps = 5;
+    snprintf(tc->muon_adjust, sizeof(tc->muon_adjust), "match_rms_adamw");
+    tc->z_loss = 0.0;
+    tc->min_lr_frac = 0.1;
+    tc->decay_frac = 0.2;
+    tc->weight_decay = 0.1;
+    tc->grad_clip = 1.0;
+    tc->seed = 1337;
+    tc->val_every = 100;
+    tc->val_steps = 20;
+    tc->sample_every = 0;
+    tc->sample_len = 200;
+    tc->temperature = 0.8;
+    tc->top_k = 40;
+    tc->keep_checkpoints = 3;
+    tc->peak_flops = 989e12;
+    tc->comm_timeout = 300;
+    tc->bucket_mb = 25;
+    tc->tp = 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run's identity in a checkpoint. The section "run_config" holds the value of every flag of
+// role FLAG_IDENTITY (the model, the data, the schedule, the optimizer and its hyperparameters,
+// the seed) as "--name\0value\0" pairs (flag_format's text), and the global batch in sequences
+// as "global-batch\0N\0". --resume compares it with the run being started: those flags and the
+// global batch (ranks x --batch x --grad-accum) must be equal, while the grid, the per-rank
+// split of the batch and the FLAG_FREE flags (--steps, logging, sampling, checkpoint frequency)
+// may change, and leave the checkpoint's bytes as they are. A flag the checkpoint does not
+// record has its default.
+
+inline int64_t global_batch_sequences(const TrainConfig* tc, int ranks) {
+    return (int64_t)ranks * tc->batch * tc->grad_accum;
+}
+
+inline std::vector<char> run_config_section(const TrainConfig* tc, int ranks) {
+    std::vector<char> out;
+    auto put = [&out](const char* text) { out.insert(out.end(), text, text + strlen(text) + 1); };
+    char value[1100];
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (FLAGS[i].role != FLAG_IDENTITY) continue;
+        put(FLAGS[i].name);
+        put(flag_format(&FLAGS[i], tc, value, sizeof(value)));
+    }
+    put("global-batch");
+    snprintf(value, sizeof(value), "%lld", (long long)global_batch_sequences(tc, ranks));
+    put(value);
+    return out;
+}
+
+// Refuses (fatal) a checkpoint whose recorded run is not the run tc describes on `ranks` ranks,
+// naming every difference.
+inline void check_run_config(CheckpointReader* r, const TrainConfig* tc, int ranks) {
+    const CkptSectionInfo* info = ckpt_lookup(r, "run_config");
+    if (info == nullptr)
+        fatal(
+            "checkpoint %s records no run configuration (written by an older train_gpt), so it "
+            "cannot be checked against this run; start a fresh run",
+            r->path);
+    std::vector<char> bytes(info->size + 1, '\0');
+    if (ckpt_read_section(r, "run_config", bytes.data(), info->size) != 0) fatal("%s", r->error);
+    TrainConfig stored;
+    train_config_defaults(&stored);
+    long long stored_batch = -1;
+    char msg[512];
+    for (size_t pos = 0; pos < info->size;) {
+        const char* key = bytes.data() + pos;
+        const char* value = key + strlen(key) + 1;
+        pos = (size_t)(value - bytes.data()) + strlen(value) + 1;
+        if (pos > info->size) fatal("checkpoint %s: its run configuration is malformed", r->path);
+        if (strcmp(key, "global-batch") == 0) {
+            stored_batch = atoll(value);
+            continue;
+        }
+        const Flag* flag = flag_find(FLAGS, NUM_FLAGS, key, strlen(key));
+        if (flag == nullptr)
+            fatal(
+                "checkpoint %s records flag '%s', which this train_gpt does not know (written "
+                "by another version?)",
+                r->path, key);
+        if (const char* err = flag_set(flag, &stored, value, msg, sizeof(msg)))
+            fatal("checkpoint %s: its run configuration is malformed: %s", r->path, err);
+    }
+    char diff[4096] = "";
+    int n = flags_differences(FLAGS, NUM_FLAGS, &stored, tc, 1u << FLAG_IDENTITY,
+                              "in the checkpoint", "in this run", diff, sizeof(diff));
+    const long long batch = global_batch_sequences(tc, ranks);
+    if (stored_batch != batch) {
+        n++;
+        const size_t used = strlen(diff);
+        snprintf(diff + used, sizeof(diff) - used,
+                 "\n  global batch (ranks x --batch x --grad-accum): %lld sequences in the "
+                 "checkpoint, %lld in this run (%d x %d x %d)",
+                 stored_batch, batch, ranks, tc->batch, tc->grad_accum);
+    }
+    if (n > 0)
+        fatal(
+            "checkpoint %s is of another run (%d difference%s):%s\n--resume continues the same "
+            "run: its model, data, global batch, schedule and optimizer stay as they were; "
+            "--steps and the logging, sampling and checkpoint flags may change (see README)",
+            r->path, n, n == 1 ? "" : "s", diff);
+}
+
+inline void print_usage(FILE* f, const char* prog) {
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    fprintf(f,
+            "usage: %s [--flag value]...   (also --flag=value; a repeated flag takes its last "
+            "value)\n"
+            "Trains a GPT-2-style model (%s build) and prints one line per step;\n"
+            "with --sample CHECKPOINT, generates text from a trained model instead.\n"
+            "Under mpirun -np N, N ranks (one per GPU) each take --batch sequences of every "
+            "batch.\n\nflags:\n",
+            prog, PRECISION_NAME);
+    flags_print_usage(f, FLAGS, NUM_FLAGS, &defaults);
+}
+
+// Checks a parsed configuration, in every mode: each flag within its bounds (the table), then
+// what involves several flags. Completes the derived fields (context 0 -> seq, padded vocab;
+// vocab already resolved). Returns an error message or nullptr.
+inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
+    if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
+    if (tc->model.context == 0) tc->model.context = tc->seq;
+    tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
+    // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
+    const int B = tc->batch == FLAG_AUTO ? 1 : tc->batch;
+    if (const char* err = gpt_config_error(&tc->model, B, tc->seq, msg, len)) return err;
+    if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
+        snprintf(msg, len, "--resume latest needs --checkpoint-dir");
+    else if (tc->sample[0] && (tc->resume[0] || tc->checkpoint_dir[0] || tc->log[0]))
+        snprintf(msg, len,
+                 "--sample only generates text: it takes no --resume, --checkpoint-dir "
+                 "or --log");
+    else return nullptr;
+    return msg;
+}
+
+inline int recompute_from_name(const char* name) {
+    for (int p = 0; p < NUM_RECOMPUTE; p++)
+        if (strcmp(name, RECOMPUTE_NAMES[p]) == 0) return p;
+    return RECOMPUTE_NONE;  // the flag table admits only the names above
+}
+
+// Muon's peak learning rate: --muon-lr, or --lr when it is 0.
+inline double muon_peak_lr(const TrainConfig* tc) {
+    return tc->muon_lr > 0.0 ? tc->muon_lr : tc->lr;
+}
+
+// The optimizer settings of a checked configuration.
+inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
+    OptimizerConfig o;
+    o.kind = strcmp(tc->optimizer, "muon") == 0 ? OPT_MUON : OPT_ADAMW;
+    o.weight_decay = tc->weight_decay;
+    o.beta1 = 0.9;
+    o.beta2 = 0.95;
+    o.eps = 1e-8;
+    o.muon_momentum = tc->muon_momentum;
+    o.muon_nesterov = tc->muon_nesterov;
+    o.muon_ns_steps = tc->muon_ns_steps;
+    o.muon_adjust = strcmp(tc->muon_adjust, "original") == 0 ? MUON_ADJUST_ORIGINAL
+                                                             : MUON_ADJUST_MATCH_RMS_ADAMW;
+    return o;
+}
+
+// Loads the tokenizer of --tokenizer, or else of --data (DIR/tokenizer.bin). Returns false when
+// neither flag is given.
+inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
+    char path[600];
+    if (tc->tokenizer[0]) snprintf(path, sizeof(path), "%s", tc->tokenizer);
+    else if (tc->data[0]) snprintf(path, sizeof(path), "%s/tokenizer.bin", tc->data);
+    else return false;
+    if (tokenizer_load(tok, path) != 0) fatal("%s", tok->error);
+    return true;
+}
+
+// =============================================================================================
+// Sample mode: the model's shape comes from the checkpoint.
+
+// =============================================================================================
+// The memory plan (llmc/memplan.h): the model built by gpt_build without allocating, whose
+// ledger is what a run of this configuration allocates on each rank, printed next to the
+// seeds' formulas.
+
+// Tensor parallelism's accounting of one rank: the elements of its parameter table in tensors
+// the group cuts (1/tp of the whole model's each) and in replicated ones (whole on every rank),
+// and of those the ranges it owns under ZeRO (its optimizer state, master weights and, from
+// stage 2, gradients); and the bytes of the activations that sequence parallelism cuts (1/tp
+// of the rows) next to the rest.
+struct TpAccount {
+    size_t sharded, replicated;              // elements of the table
+    size_t owned_sharded, owned_replicated;  // of the owned ranges
+    size_t seq_activation_bytes, other_activation_bytes;
+};
+
+inline TpAccount tp_account(const GPT* m) {
+    TpAccount t = {};
+    for (int i = 0; i < m->layout.count; i++) {
+        const ParamTensor* p = &m->layout.tensors[i];
+        (p->tp.split == TP_REPLICATED ? t.replicated : t.sharded) += p->numel;
+    }
+    for (int i = 0; i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        const bool split = m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
+        (split ? t.owned_sharded : t.owned_replicated) += r->n;
+    }
+    t.seq_activation_bytes = m->acts.seq_bytes;
+    t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
+    return t;
+}
+
+// The ledger of the model this configuration builds on this rank of par's group.
+inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt,
+                               ParallelGroups par) {
+    GPT planned;
+    gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, par,
+              recompute_from_name(tc->recompute), true);
+    const DeviceLedger ledger = planned.memory;
+    gpt_free(&planned);
+    return ledger;
+}
+
+// Bytes of the activations one block of model m keeps of its own under `policy` (the first
+// block also holds the buffers the others share), from the activation table.
+inline size_t block_activation_bytes(const GPT* m, int B, int T, int policy) {
+    size_t bytes = 0;
+    for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
+        const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
+        if ((info->qk_norm_only && !m->config.qk_norm) || policy > info->kept_until) continue;
+        const size_t rows = activation_rows(info, (size_t)B * T, &m->shape, m->tp.sequence);
+        bytes += round_up(rows * activation_width(info, &m->shape), TENSOR_ALIGN) *
+                 (info->is_float ? sizeof(float) : sizeof(floatX));
+    }
+    return bytes;
+}
+
+// Prints the plan of `planned` (built plan-only) of rank `rank` among `ranks`, each line next
+// to its formula (Psi parameters, AdamW's mixed precision: 2 + 2 + 4 + 8 bytes each in the
+// bf16 build, 4 + 4 + 8 in fp32).
+inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int ranks) {
+    const GPTConfig* c = &tc->model;
+    const DeviceLedger* plan = &planned->memory;
+    const int stage = planned->dp.stage;
+    // under tensor parallelism the ZeRO formulas hold for this rank's part of the model: 1/tp
+    // of each cut tensor and the replicated ones whole
+    const TpAccount tpa = tp_account(planned);
+    const bool tp = planned->tp.size > 1;
+    const double psi =
+        tp ? (double)(tpa.sharded + tpa.replicated) : (double)count_parameters(&planned->layout, c);
+    const int policy = recompute_from_name(tc->recompute);
+    const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
+    const double N = planned->dp.group->size;
+    const double GB = 1e9;
+    // per parameter: bytes of each kind, and the first ZeRO stage that shards it
+    const double per_param[4] = {(double)sizeof(floatX), (double)sizeof(floatX),
+                                 FLOATX_IS_FP32 ? 0.0 : 4.0, 8.0};
+    const int sharded_from[4] = {3, 2, 1, 1};
+    printf(
+        "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s, recompute "
+        "%s, B %d x T %d, %s), Psi = %.0f%s\n",
+        rank, ranks, stage, planned->dp.group->size, planned->tp.size,
+        planned->tp.sequence ? " sequence parallel" : "", tc->recompute, tc->batch, tc->seq,
+        PRECISION_NAME, psi, tp ? " (this rank's tensor-parallel part)" : "");
+    printf("  %-15s %16s %12s | %s\n", "", "bytes", "GB", "the seeds' formula (GB)");
+    for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
+        printf("  %-15s %16zu %12.6g | %.0f Psi%s = %.6g\n", MEM_KIND_NAMES[k], plan->bytes[k],
+               plan->bytes[k] / GB, per_param[k], stage >= sharded_from[k] ? " / N" : "",
+               per_param[k] * psi / (stage >= sharded_from[k] ? N : 1.0) / GB);
+    const size_t state = plan->bytes[MEM_PARAMS] + plan->bytes[MEM_GRADS] +
+                         plan->bytes[MEM_MASTER] + plan->bytes[MEM_OPTIMIZER];
+    printf(
+        "  %-15s %16zu %12.6g | %.6g (AdamW; differences: the layout's alignment gaps and wte's "
+        "padding rows, ZeRO slices' padding, stage 1's reduced gradient shard 2 Psi / N, Muon's "
+        "12 bytes per parameter)\n",
+        "model state", state, state / GB, seed_model_state_bytes(psi, N, stage) / GB);
+    const size_t block = block_activation_bytes(planned, tc->batch, tc->seq, policy);
+    const double seed_block =
+        seed_layer_activation_bytes(s, b, h, a, true, policy == RECOMPUTE_FULL);
+    printf(
+        "  %-15s %16zu %12.6g | a block keeps %zu bytes; %s per layer = %.6g, x L = %.6g (fused "
+        "attention stores no 5 a s^2 b scores: %.6g more per layer unfused; ours: %s, plus the "
+        "logits B T Vp, the backward pass's scratch and the buffers blocks share)\n",
+        "activations", plan->bytes[MEM_ACTIVATIONS], plan->bytes[MEM_ACTIVATIONS] / GB, block,
+        policy == RECOMPUTE_FULL ? "2 s b h" : "34 s b h", seed_block / GB,
+        seed_block * c->layers / GB, 5 * a * s * s * b / GB,
+        policy == RECOMPUTE_FULL   ? "2 s b h (the block's output)"
+        : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
+                                   : "20 s b h + statistics");
+    if (tp)
+        printf(
+            "  %-15s %16zu %12.6g | of the activations, those between the tensor-parallel "
+            "regions (residual stream, LayerNorms): %s; the parameters: %zu elements of cut "
+            "tensors (1/%d each) + %zu replicated\n",
+            "tp: seq acts", tpa.seq_activation_bytes, tpa.seq_activation_bytes / GB,
+            planned->tp.sequence ? "1/tp of the token rows (sequence parallel)"
+                                 : "every token row on every rank (--sequence-parallel cuts them "
+                                   "by 1/tp)",
+            tpa.sharded, planned->tp.size, tpa.replicated);
+    const char* why[NUM_MEM_KINDS] = {nullptr,
+                                      nullptr,
+                                      nullptr,
+                                      nullptr,
+                                      nullptr,
+                                      "data parallel: buckets in flight, staging",
+                                      "ZeRO-3: two blocks and the embeddings",
+                                      "cuBLASLt 32 MiB, Newton-Schulz scratch",
+                                      "token ids, run lists, norm sums"};
+    for (int k = MEM_BUCKETS; k < NUM_MEM_KINDS; k++)
+        printf("  %-15s %16zu %12.6g | %s\n", MEM_KIND_NAMES[k], plan->bytes[k],
+               plan->bytes[k] / GB, why[k]);
+    printf("  %-15s %16zu %12.6g | cudaMalloc's %zu-byte rounding of %d allocations\n", "rounding",
+           plan->rounding, plan->rounding / GB, DEVICE_ALLOC_ROUNDING, plan->allocations);
+    printf("  %-15s %16zu %12.6g |\n", "total", ledger_total(plan), ledger_total(plan) / GB);
+}
+
+// The process grid of a run (llmc/parallel.h): tensor-parallel groups of tp consecutive ranks,
+// data-parallel groups of the ranks with the same place in theirs. Without tensor parallelism
+// the data-parallel group is every rank and the tensor-parallel one this rank alone.
+struct Grid {
+    const CommGroup* dp;
+    const CommGroup* tp;
+    CommGroup dp_group, tp_group;  // split from comm->all when tp > 1
+};
+
+inline void grid_init(Grid* g, const Comm* comm, int tp) {
+    memset(g, 0, sizeof(*g));
+    if (tp == 1) {
+        g->dp = &comm->all;
+        g->tp = tp_single()->group;
+        return;
+    }
+    comm_split(&comm->all, comm->rank / tp, comm->rank, &g->tp_group);
+    comm_split(&comm->all, comm->rank % tp, comm->rank, &g->dp_group);
+    g->dp = &g->dp_group;
+    g->tp = &g->tp_group;
+}
+
+inline void grid_free(Grid* g) {
+    if (g->tp != &g->tp_group) return;
+    comm_group_free(&g->tp_group);
+    comm_group_free(&g->dp_group);
+}
+
+inline ParallelGroups grid_groups(const Grid* g, const TrainConfig* tc) {
+    return ParallelGroups{g->dp, tc->zero, tc->bucket_mb, g->tp, tc->sequence_parallel != 0};
+}
+
+// --batch auto and --recompute auto: the largest micro-batch (and the least recompute) whose
+// plan fits the device memory of the rank with the least of it (--device-memory, or what
+// cudaMemGetInfo reports free), less 1% of it for what the plan cannot see on a GPU (the
+// allocator's page rounding of large buffers, NCCL's and cuBLASLt's own allocations; under the
+// CPU runtime the plan is exact). Then --global-batch-tokens sets the accumulation. Each choice
+// is printed with the numbers behind it.
+inline void fit_batch(TrainConfig* tc, const Grid* grid) {
+    const bool auto_batch = tc->batch == FLAG_AUTO;
+    const bool auto_policy = strcmp(tc->recompute, "auto") == 0;
+    if (auto_batch || auto_policy) {
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        double budget = tc->device_memory > 0 ? tc->device_memory : (double)free_bytes;
+        std::vector<double> budgets(grid->dp->size);
+        comm_allgather_host(grid->dp, &budget, sizeof(budget), budgets.data(),
+                            "the ranks' device memory");
+        if (grid->tp->size > 1) {  // the least of every rank's
+            const double least = *std::min_element(budgets.begin(), budgets.end());
+            budgets.assign(grid->tp->size, 0.0);
+            comm_allgather_host(grid->tp, &least, sizeof(least), budgets.data(),
+                                "the ranks' device memory");
+        }
+        budget = *std::min_element(budgets.begin(), budgets.end());
+        const double usable = 0.99 * budget;
+        const OptimizerConfig opt = optimizer_config_of(tc);
+        const ParallelGroups par = grid_groups(grid, tc);
+        auto planned = [&](int B, int policy) {
+            TrainConfig t = *tc;
+            t.batch = B;
+            snprintf(t.recompute, sizeof(t.recompute), "%s", RECOMPUTE_NAMES[policy]);
+            const DeviceLedger plan = plan_model(&t, &opt, par);
+            return (double)ledger_total(&plan);
+        };
+        const int largest = (int)std::min<double>(MAX_BATCH, std::floor(MAX_ROWS / tc->seq));
+        int batch = 0, policy = 0;
+        for (int p = auto_policy ? 0 : recompute_from_name(tc->recompute); p < NUM_RECOMPUTE; p++) {
+            const int fixed = auto_batch ? 1 : tc->batch;
+            if (planned(fixed, p) > usable) {
+                if (!auto_policy) break;  // not even this batch fits under the policy asked for
+                continue;
+            }
+            batch = fixed;
+            policy = p;
+            if (auto_batch) {  // the plan grows with B: the largest B that fits, by bisection
+                int hi = 2;
+                while (hi <= largest && planned(hi, p) <= usable) batch = hi, hi *= 2;
+                hi = std::min(hi, largest + 1);  // batch fits, hi does not (or is past the limit)
+                while (hi - batch > 1) {
+                    const int mid = batch + (hi - batch) / 2;
+                    if (planned(mid, p) <= usable) batch = mid;
+                    else hi = mid;
+                }
+            }
+            break;
+        }
+        if (batch == 0)
+            fatal(
+                "no configuration fits %.0f bytes of device memory (99%% of %.0f%s): --batch %s "
+                "with --recompute %s needs %.0f; use a higher --zero, more ranks or a smaller "
+                "--seq (--plan shows where the bytes go)",
+                usable, budget, tc->device_memory > 0 ? ", --device-memory" : " free",
+                auto_batch ? "1" : "as given", auto_policy ? "full" : tc->recompute,
+                planned(auto_batch ? 1 : tc->batch,
+                        auto_policy ? RECOMPUTE_FULL : recompute_from_name(tc->recompute)));
+        tc->batch = batch;
+        snprintf(tc->recompute, sizeof(tc->recompute), "%s", RECOMPUTE_NAMES[policy]);
+        printf(
+            "fitted to %.0f bytes of device memory (99%% of %.0f): --batch %d --recompute %s, "
+            "planned %.0f bytes",
+            usable, budget, batch, tc->recompute, planned(batch, policy));
+        if (auto_batch && batch < largest)
+            printf("; --batch %d would need %.0f", batch + 1, planned(batch + 1, policy));
+        printf("\n");
+    }
+    if (tc->global_batch_tokens > 0) {
+        const long long per_micro = (long long)tc->batch * tc->seq * grid->dp->size;
+        const long long accum = tc->global_batch_tokens / per_micro;
+        if (tc->global_batch_tokens % per_micro != 0 || accum > (1 << 20))
+            fatal(
+                "--global-batch-tokens %lld is not a whole number (up to 2^20) of micro-batches of "
+                "--batch %d x --seq %d x %d data-parallel ranks = %lld tokens",
+                tc->global_batch_tokens, tc->batch, tc->seq, grid->dp->size, per_micro);
+        tc->grad_accum = (int)accum;
+        printf("--global-batch-tokens %lld: --grad-accum %d (%lld tokens per micro-batch)\n",
+               tc->global_batch_tokens, tc->grad_accum, per_micro);
+    }
+}
+
+// --plan: every rank's plan for tc's configuration on --plan-ranks data-parallel ranks (or this
+// launch's), rank 0's in full; allocates nothing, needs no data.
+inline int plan_main(const TrainConfig* tc, const Comm* comm) {
+    if (comm->rank != 0) return EXIT_SUCCESS;
+    const int ranks = tc->plan_ranks > 0 ? tc->plan_ranks : comm->world;
+    const OptimizerConfig opt = optimizer_config_of(tc);
+    size_t lo = SIZE_MAX, hi = 0;
+    if (ranks % tc->tp != 0)
+        fatal("--plan-ranks %d cannot be cut into tensor-parallel groups of --tp %d", ranks,
+              tc->tp);
+    for (int r = 0; r < ranks; r++) {
+        // groups that are only shapes: no collective is made
+        CommGroup dp = {}, tp = {};
+        dp.rank = r / tc->tp, dp.size = ranks / tc->tp;
+        tp.rank = r % tc->tp, tp.size = tc->tp;
+        dp.world_rank = tp.world_rank = r;
+        dp.timeout_s = tp.timeout_s = tc->comm_timeout;
+        GPT planned;
+        gpt_build(&planned, &tc->model, &opt, tc->batch, tc->seq, (uint64_t)tc->seed,
+                  ParallelGroups{&dp, tc->zero, tc->bucket_mb, &tp, tc->sequence_parallel != 0},
+                  recompute_from_name(tc->recompute), true);
+        if (r == 0) print_plan(&planned, tc, 0, ranks);
+        lo = std::min(lo, ledger_total(&planned.memory));
+        hi = std::max(hi, ledger_total(&planned.memory));
+        gpt_free(&planned);
+    }
+    printf("total per rank over the %d ranks: %zu to %zu bytes (%.3f to %.3f GB)\n", ranks, lo, hi,
+           lo / 1e9, hi / 1e9);
+    return EXIT_SUCCESS;
+}
+
+inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
+    if (tok == nullptr)
+        fatal("--sample needs a tokenizer: --data DIR (its tokenizer.bin) or --tokenizer PATH");
+    char path[CKPT_PATH_BYTES];
+    if (!find_checkpoint(tc->sample, path, sizeof(path))) fatal("no checkpoint in %s", tc->sample);
+    CheckpointConfig cc = peek_checkpoint_config(path);
+    CheckpointReader reader;
+    if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+        fatal("%s", reader.error);
+    if (cc.floatx_bytes != (int32_t)sizeof(floatX))
+        fatal(
+            "checkpoint %s holds %d-byte weights; this %s build reads %d-byte weights (use the %s "
+            "build)",
+            path, cc.floatx_bytes, PRECISION_NAME, (int)sizeof(floatX),
+            sizeof(floatX) == 4 ? "bf16" : "fp32");
+    GPTConfig c = {cc.vocab, cc.padded_vocab, cc.context, cc.layers, cc.heads, cc.channels};
+    char msg[512];
+    if (gpt_config_error(&c, 1, c.context, msg, sizeof(msg)) ||
+        c.padded_vocab != padded_vocab_of(c.vocab))
+        fatal("checkpoint %s holds an invalid model configuration", path);
+    if (c.vocab != tok->vocab_size)
+        fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab,
+              tok->vocab_size);
+    // The config block holds the shape; the layout section says whether the model has QK-norm's
+    // scales and which optimizer's state the file holds (needed to read it in full).
+    OptimizerConfig opt = optimizer_config_of(tc);
+    char q_norm_name[32];
+    snprintf(q_norm_name, sizeof(q_norm_name), "h0.%s", LAYER_TENSOR_NAMES[Q_NORM_W]);
+    for (const LayoutRecord& rec : read_layout(&reader)) {
+        if (strcmp(rec.name, q_norm_name) == 0) c.qk_norm = 1;
+        if (rec.optimizer == OPT_MUON) opt.kind = OPT_MUON;
+    }
+    GPT model;
+    gpt_build(&model, &c, &opt, 1, c.context, 0);
+    RunState rs = load_checkpoint(&model, &reader, nullptr);
+    ckpt_close(&reader);
+    printf(
+        "sampling %s (step %llu; L %d NH %d C %d maxT %d V %d), temperature %g, top-k %d, seed "
+        "%lld\n",
+        path, (unsigned long long)rs.step, c.layers, c.heads, c.channels, c.context, c.vocab,
+        tc->temperature, tc->top_k, tc->seed);
+    printf("---\n");
+    uint64_t rng = (uint64_t)tc->seed;
+    size_t len;
+    free(generate_text(&model, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, &rng,
+                       &len));
+    gpt_free(&model);
+    return EXIT_SUCCESS;
+}
+
+// =============================================================================================
+// Training loop.
+
+#ifdef __CUCC__
+constexpr bool ON_GPU = false;  // built by dev/cpu/cucc: the CPU runtime, where MFU means nothing
+#else
+constexpr bool ON_GPU = true;
+#endif
+
+// The log's first line: the run's configuration, the bytes of model state it holds and the
+// baseline plot.py draws.
+inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
+                       int ranks, const GPT* m, const DeviceLedger* plan) {
+    const size_t* held = m->memory.bytes;
+    const GPTConfig* c = &tc->model;
+    logger_begin(lg);
+    logger_string(lg, "precision", PRECISION_NAME, strlen(PRECISION_NAME));
+    logger_string(lg, "data", tc->data, strlen(tc->data));
+    logger_int(lg, "vocab", c->vocab);
+    logger_int(lg, "context", c->context);
+    logger_int(lg, "layers", c->layers);
+    logger_int(lg, "heads", c->heads);
+    logger_int(lg, "embd", c->channels);
+    logger_int(lg, "parameters", (int64_t)parameters);
+    logger_int(lg, "batch", tc->batch);
+    logger_int(lg, "seq", tc->seq);
+    logger_int(lg, "grad_accum", tc->grad_accum);
+    logger_int(lg, "ranks", ranks);
+    logger_int(lg, "steps", tc->steps);
+    logger_float(lg, "lr", (float)tc->lr);
+    logger_int(lg, "warmup", tc->warmup);
+    logger_string(lg, "schedule", tc->schedule, strlen(tc->schedule));
+    logger_string(lg, "optimizer", tc->optimizer, strlen(tc->optimizer));
+    logger_string(lg, "recompute", tc->recompute, strlen(tc->recompute));
+    if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)muon_peak_lr(tc));
+    logger_int(lg, "qk_norm", c->qk_norm);
+    logger_float(lg, "z_loss", (float)tc->z_loss);
+    logger_int(lg, "seed", tc->seed);
+    logger_object_begin(lg, "state_bytes");  // as allocated
+    for (int k : {MEM_PARAMS, MEM_GRADS, MEM_MASTER, MEM_OPTIMIZER, MEM_BUCKETS, MEM_GATHER})
+        if (held[k] > 0 || k <= MEM_OPTIMIZER) logger_int(lg, MEM_KIND_NAMES[k], (int64_t)held[k]);
+    logger_object_end(lg);
+    logger_int(lg, "zero", tc->zero);
+    logger_int(lg, "tp", tc->tp);
+    logger_int(lg, "sequence_parallel", m->tp.sequence);
+    const TpAccount tpa = tp_account(m);
+    logger_object_begin(lg, "tp_elements");  // rank 0's parameter table, cut or replicated
+    logger_int(lg, "sharded", (int64_t)tpa.sharded);
+    logger_int(lg, "replicated", (int64_t)tpa.replicated);
+    logger_int(lg, "owned_sharded", (int64_t)tpa.owned_sharded);
+    logger_int(lg, "owned_replicated", (int64_t)tpa.owned_replicated);
+    logger_object_end(lg);
+    logger_int(lg, "activation_bytes", (int64_t)m->activation_bytes);
+    logger_int(lg, "seq_activation_bytes", (int64_t)tpa.seq_activation_bytes);
+    logger_object_begin(lg, "plan_bytes");  // llmc/memplan.h: this rank's, before allocating
+    for (int k = 0; k < NUM_MEM_KINDS; k++)
+        logger_int(lg, MEM_KIND_NAMES[k], (int64_t)plan->bytes[k]);
+    logger_int(lg, "rounding", (int64_t)plan->rounding);
+    logger_int(lg, "total", (int64_t)ledger_total(plan));
+    logger_object_end(lg);
+    logger_int(lg, "recompute_saved_bytes", (int64_t)m->recompute_saved_bytes);
+    if (tc->data[0]) logger_float(lg, "unigram_val_loss", (float)unigram);
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
+inline void log_value(Logger* lg, int step, const char* key, double value) {
+    if (lg->file == nullptr) return;
+    logger_begin(lg);
+    logger_int(lg, "step", step);
+    logger_float(lg, key, (float)value);
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
+// Validation loss after `step` steps, the mean over the ranks' parts of each batch: printed,
+// logged, returned.
+inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step,
+                             double unigram, const CommGroup* dp) {
+    auto start = std::chrono::steady_clock::now();
+    double loss = comm_mean(dp, evaluate(m, &d->val, tc->val_steps));
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram,
+           seconds);
+    fflush(stdout);
+    log_value(lg, step, "val_loss", loss);
+    return loss;
+}
+
+// A text sample after `step` steps, continuing --prompt: printed and logged.
+inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logger* lg, int step,
+                       uint64_t* rng) {
+    printf("sample at step %d:\n---\n", step);
+    size_t len;
+    char* text =
+        generate_text(m, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, rng, &len);
+    printf("---\n");
+    if (lg->file) {
+        logger_begin(lg);
+        logger_int(lg, "step", step);
+        logger_string(lg, "sample", text, len);
+        if (logger_end(lg) != 0) fatal("%s", lg->error);
+    }
+    free(text);
+}
+
+// Every parameter of the whole model into host memory in the logical layout (m->logical.total,
+// zero in the alignment gaps), on every rank: this rank's part (gpt_params_download), and under
+// tensor parallelism the group's parts all-gathered and placed. Every rank calls it.
+inline void gpt_params_download_logical(GPT* m, floatX* logical) {
+    const size_t P = m->layout.total;
+    const int tp = m->tp.size;
+    std::vector<floatX> parts(P * tp);
+    gpt_params_download(m, parts.data() + (size_t)m->tp.rank * P);
+    if (tp > 1) {
+        floatX* dev;
+        CUDA_CHECK(cudaMalloc(&dev, P * tp * sizeof(floatX)));
+        floatX* mine = dev + (size_t)m->tp.rank * P;
+        CUDA_CHECK(cudaMemcpy(mine, parts.data() + (size_t)m->tp.rank * P, P * sizeof(floatX),
+                              cudaMemcpyHostToDevice));
+        comm_allgather(m->tp.group, mine, dev, P, m->stream);
+        comm_sync(m->tp.group, m->stream, "the gather of the tensor-parallel parts (NCCL)");
+        CUDA_CHECK(cudaMemcpy(parts.data(), dev, P * tp * sizeof(floatX), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(dev));
+    }
+    memset(logical, 0, m->logical.total * sizeof(floatX));
+    for (int r = 0; r < tp; r++)
+        for (int i = 0; i < m->layout.count; i++) {
+            const ParamTensor* t = &m->layout.tensors[i];
+            const size_t base = m->logical.tensors[i].offset;
+            const floatX* part = parts.data() + (size_t)r * P + t->offset;
+            tp_local_runs(&t->tp, r, tp, 0, t->numel, [&](size_t to, size_t from, size_t n) {
+                memcpy(logical + base + to, part + from, n * sizeof(floatX));
+            });
+        }
+}
+
+// Prints a hash of the parameters, which fingerprints the run, after checking that every rank
+// holds the same model. The hash is of the whole model in the logical layout, gathered first
+// where ranks hold parts (ZeRO-3's shards, tensor parallelism's parts): the same quantity for
+// every grid, equal to one process's when the arithmetic is the same.
+inline void check_replicas(const Comm* comm, GPT* m) {
+    std::vector<uint64_t> hashes(comm->all.size);
+    std::vector<floatX> params(m->logical.total);
+    gpt_params_download_logical(m, params.data());
+    const bool agree = comm_hashes_agree(
+        &comm->all, host_buffer_hash(params.data(), params.size() * sizeof(floatX)), hashes.data());
+    if (!agree) {
+        if (comm->rank == 0)
+            for (int r = 0; r < comm->all.size; r++)
+                fprintf(stderr, "rank %d: parameter hash %016llx\n", r,
+                        (unsigned long long)hashes[r]);
+        fatal("the ranks hold different parameters");
+    }
+    printf("parameter hash %016llx on each of %d ranks\n", (unsigned long long)hashes[0],
+           comm->all.size);
+}
+
+// The startup report's line on the model state: the bytes each buffer holds (as allocated) and
+// what a parameter costs under each optimizer (weights, gradients, master weights and state).
+inline void print_state_bytes(const GPT* m) {
+    const size_t* h = m->memory.bytes;
+    const double MiB = 1024.0 * 1024.0;
+    printf("model state: params %.2f MiB, grads %.2f MiB, master %.2f MiB, optimizer %.2f MiB",
+           h[MEM_PARAMS] / MiB, h[MEM_GRADS] / MiB, h[MEM_MASTER] / MiB, h[MEM_OPTIMIZER] / MiB);
+    for (int o = 0; o < NUM_OPTIMIZERS; o++) {
+        int tensors = 0;
+        size_t params = 0, bytes = 2 * sizeof(floatX) + (m->master ? sizeof(float) : 0);
+        for (int i = 0; i < m->layout.count; i++) {
+            if (m->layout.tensors[i].optimizer != o) continue;
+            tensors++;
+            params += m->layout.tensors[i].numel;
+        }
+        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
+            if (STATE_BUFFERS[b].optimizer == o) bytes += sizeof(float);
+        if (tensors > 0)
+            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o], tensors,
+                   params, bytes);
+    }
+    printf(" | workspaces %.2f MiB\n", h[MEM_WORKSPACE] / MiB);
+}
+
+// Each rank's model state as allocated (a line per rank, printed by rank 0), next to what the
+// ZeRO formulas give for mixed-precision AdamW (bf16 weights and gradients, fp32 master weights
+// and moments: 16 bytes per parameter Psi): stage 0 16 Psi, 1 4 Psi + 12 Psi / N, 2 2 Psi + 14
+// Psi / N, 3 16 Psi / N. The counts differ from the formula by the alignment gaps of the
+// parameter layout (every tensor on 128 elements), the slices' padding (64 elements per
+// bucket), the reduced gradient shard of stage 1 (2 Psi / N), and Muon's 12 bytes per
+// parameter; the buffers of buckets in flight and ZeRO-3's gather buffers are reported apart.
+inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
+    const size_t* h = m->memory.bytes;
+    const TpAccount tpa = tp_account(m);
+    constexpr int K = 12;
+    double mine[K] = {(double)h[MEM_PARAMS],
+                      (double)h[MEM_GRADS],
+                      (double)h[MEM_MASTER],
+                      (double)h[MEM_OPTIMIZER],
+                      (double)h[MEM_BUCKETS],
+                      (double)h[MEM_GATHER],
+                      (double)tpa.sharded,
+                      (double)tpa.replicated,
+                      (double)tpa.owned_sharded,
+                      (double)tpa.owned_replicated,
+                      (double)tpa.seq_activation_bytes,
+                      (double)tpa.other_activation_bytes};
+    std::vector<double> all(K * group->size);
+    comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
+    const double MiB = 1024.0 * 1024.0;
+    // a rank's share of the model: 1/tp of the cut tensors and the replicated ones whole
+    const size_t psi = m->tp.size > 1 ? tpa.sharded + tpa.replicated : parameters;
+    printf(
+        "ZeRO stage %d over %d data-parallel rank(s); formula for AdamW in bf16: %.2f MiB of model "
+        "state per rank (Psi = %zu%s)\n",
+        m->dp.stage, m->dp.group->size,
+        seed_model_state_bytes((double)psi, m->dp.group->size, m->dp.stage) / MiB, psi,
+        m->tp.size > 1 ? ", this rank's tensor-parallel part" : "");
+    if (m->dp.stage == 3)
+        printf(
+            "ZeRO-3: 3 gather buffers: 2 for the blocks (the current one and the prefetched "
+            "next), 1 for the embeddings (kept for the step)\n");
+    if (m->tp.size > 1)
+        printf(
+            "tensor parallelism over groups of %d%s: each rank holds 1/%d of every cut tensor "
+            "(attn.qkv, attn.proj.w, mlp.fc, mlp.proj.w, wte) and all of the replicated ones%s\n",
+            m->tp.size, m->tp.sequence ? " with sequence parallelism" : "", m->tp.size,
+            m->tp.sequence ? "; the activations between the parallel regions hold 1/tp of the "
+                             "token rows"
+                           : "");
+    for (int r = 0; r < group->size; r++) {
+        const double* b = &all[K * r];
+        printf(
+            "  rank %d: params %.2f + grads %.2f + master %.2f + optimizer %.2f = %.2f MiB, "
+            "buckets in flight %.2f MiB, gather buffers %.2f MiB\n",
+            r, b[0] / MiB, b[1] / MiB, b[2] / MiB, b[3] / MiB, (b[0] + b[1] + b[2] + b[3]) / MiB,
+            b[4] / MiB, b[5] / MiB);
+        if (m->tp.size > 1)
+            printf(
+                "          parameters %.0f cut + %.0f replicated elements (owned for the "
+                "optimizer: %.0f + %.0f); activations %.2f MiB between the parallel regions + "
+                "%.2f MiB inside\n",
+                b[6], b[7], b[8], b[9], b[10] / MiB, b[11] / MiB);
+    }
+}
+
+// The bytes the device collectives of one step sent from this rank (llmc/comm.cuh counts them
+// where they are issued, as a ring moves them), per group: data-parallel (the gradients and
+// ZeRO's gathers), tensor-parallel (the layers' activations), and the job's (host values).
+// Printed, and logged as a line {"step": k, "comm_bytes": {"all_reduce": ..., ...},
+// "tp_comm_bytes": {...}, "tp_comm_calls": {...}} (the tensor-parallel entries with --tp > 1).
+inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp,
+                           const CommGroup* tp, int step) {
+    const CommGroup* groups[3] = {dp, tp, all};
+    const char* names[3] = {"data-parallel", "tensor-parallel", "all ranks"};
+    CommTraffic sum = {};  // data-parallel and the job's: the gradient side, as before --tp
+    for (int i = 0; i < 3; i++) {
+        const CommTraffic* t = groups[i]->traffic;
+        if (t == nullptr || groups[i]->size == 1 || (i == 2 && dp == all)) continue;
+        printf("%s collectives of step %d (bytes sent by this rank, ring convention):", names[i],
+               step);
+        double total = 0.0;
+        for (int k = 0; k < NUM_COMM_KINDS; k++) {
+            printf(" %s %.0f (%lld calls)", COMM_KIND_NAMES[k], t->bytes[k], t->calls[k]);
+            total += t->bytes[k];
+            if (i != 1) sum.bytes[k] += t->bytes[k], sum.calls[k] += t->calls[k];
+        }
+        printf(" | total %.0f\n", total);
+    }
+    if (lg->file == nullptr) return;
+    logger_begin(lg);
+    logger_int(lg, "step", step);
+    logger_object_begin(lg, "comm_bytes");
+    for (int k = 0; k < NUM_COMM_KINDS; k++)
+        logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
+    logger_object_end(lg);
+    if (tp->traffic) {
+        logger_object_begin(lg, "tp_comm_bytes");
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            logger_int(lg, COMM_KIND_NAMES[k], (int64_t)tp->traffic->bytes[k]);
+        logger_object_end(lg);
+        logger_object_begin(lg, "tp_comm_calls");
+        for (int k = 0; k < NUM_COMM_KINDS; k++)
+            logger_int(lg, COMM_KIND_NAMES[k], (int64_t)tp->traffic->calls[k]);
+        logger_object_end(lg);
+    }
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
+// Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
+// launch, a script that differs per node) would issue other collectives and hang, or train
+// something else. Rank 0's resolved configuration goes to every rank, which names each flag
+// where it differs; then all ranks stop together if any differs. Called before any work.
+inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
+    if (comm->world == 1) return;
+    char build[64], root_build[64];  // the same struct layout and precision first
+    snprintf(build, sizeof(build), "%s build, TrainConfig of %zu bytes", PRECISION_NAME,
+             sizeof(TrainConfig));
+    memcpy(root_build, build, sizeof(build));
+    comm_broadcast(&comm->all, root_build, sizeof(root_build), 0);
+    double other_builds = strcmp(build, root_build) != 0;
+    comm_sum_scalars(&comm->all, &other_builds, 1);
+    if (other_builds > 0)
+        fatal("rank %d: the ranks run different builds of train_gpt (here: %s; rank 0: %s)",
+              comm->rank, build, root_build);
+    TrainConfig root = *tc;
+    comm_broadcast(&comm->all, &root, sizeof(root), 0);
+    char diff[4096] = "";
+    const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
+    double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
+                                           "here", diff, sizeof(diff));
+    if (differences > 0)
+        fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
+                diff);
+    comm_sum_scalars(&comm->all, &differences, 1);
+    if (differences > 0)
+        fatal(
+            "rank %d: the ranks were started with different flags (%g differences; every rank "
+            "must get the same command line)",
+            comm->rank, differences);
+}
+
+// Trains (or samples, with --sample) as one rank of `comm`.
+inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
+    TrainConfig& tc = *config;
+    char msg[512];
+    if (tc.help) {
+        print_usage(stdout, prog);
+        return EXIT_SUCCESS;
+    }
+    if (tc.sample[0] && comm->world > 1)
+        fatal("--sample runs as a single process, not under an MPI launcher");
+    Tokenizer tok;
+    const bool have_tokenizer = load_tokenizer(&tc, &tok);
+    if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size && !tc.sample[0])
+        fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab,
+              tok.vocab_size);
+    if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
+    if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
+    check_ranks_agree(comm, &tc);
+    // The grid is checked before any group is made, and again once --batch auto is fitted.
+    auto check_grid = [&](int world) {
+        const ParallelConfig grid =
+            parallel_config(world, tc.tp, tc.zero, tc.sequence_parallel != 0);
+        const ParallelShapes shapes = {tc.model.heads, tc.model.channels, tc.model.padded_vocab,
+                                       tc.batch > 0 ? (long long)tc.batch * tc.seq : 0};
+        if (const char* err = parallel_config_check(
+                &grid, &shapes, world == comm->world ? comm->local_world : 0, msg, sizeof(msg)))
+            fatal("%s", err);
+    };
+    const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
+    check_grid(plan_world);
+    if (tc.plan) {
+        if (have_tokenizer) tokenizer_free(&tok);
+        return plan_main(&tc, comm);
+    }
+    Grid grid;
+    grid_init(&grid, comm, tc.tp);
+    if (!tc.sample[0]) fit_batch(&tc, &grid);
+    check_grid(comm->world);
+    if (tc.sample[0]) {
+        const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
+        if (have_tokenizer) tokenizer_free(&tok);
+        return status;
+    }
+    const GPTConfig* c = &tc.model;
+    const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
+    ScheduleConfig sched = {
+        schedule_from_name(tc.schedule), tc.lr, tc.warmup, tc.min_lr_frac, tc.decay_frac, tc.steps};
+
+    // Data first: a bad shard stops the run before anything is written.
+    TrainData data;
+    // every rank of a tensor-parallel group reads the same tokens: its data-parallel replica's
+    const CommGroup* dp = grid.dp;
+    train_data_open(&data, tc.data, c->vocab, B, T, A, (uint64_t)tc.seed, dp->rank, dp->size);
+    const double unigram = data.unigram;
+    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
+    // it also proves it can be written, before any step is trained.
+    if (tc.checkpoint_dir[0] && comm->rank == 0) {
+        char err[CKPT_ERROR_BYTES];
+        if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
+    }
+    const std::vector<char> run_config = run_config_section(&tc, dp->size);
+
+    // The memory plan first: the model built without allocating, by the code that allocates,
+    // so a run that cannot fit stops here with the numbers; then the model, measured.
+    GPT model;
+    const OptimizerConfig opt = optimizer_config_of(&tc);
+    const ParallelGroups par = grid_groups(&grid, &tc);
+    const DeviceLedger plan = plan_model(&tc, &opt, par);
+    size_t free_before = 0, free_after = 0, device_total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_before, &device_total));
+    if (ledger_total(&plan) > free_before)
+        fatal(
+            "rank %d: the model needs %zu bytes of device memory (--plan shows where they go), "
+            "the device has %zu of %zu free: use a smaller --batch, --recompute selective or "
+            "full, a higher --zero, or more ranks",
+            comm->rank, ledger_total(&plan), free_before, device_total);
+    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed, par, recompute_from_name(tc.recompute));
+    CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
+    const size_t allocated = free_before - free_after;
+    model.z_loss_coef = tc.z_loss;
+    gpt_init_random(&model, (uint64_t)tc.seed);
+    RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
+
+    // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
+    bool resumed = false;
+    // Rank 0 picks the checkpoint and every rank loads that file, so all start from one state;
+    // the loader's saved position is that of the global batch, the same for every rank.
+    if (tc.resume[0]) {
+        char path[CKPT_PATH_BYTES] = "";
+        const bool latest = strcmp(tc.resume, "latest") == 0;
+        const char* spec = latest ? tc.checkpoint_dir : tc.resume;
+        if (comm->rank == 0 && !(latest ? latest_checkpoint(spec, path, sizeof(path))
+                                        : find_checkpoint(spec, path, sizeof(path))))
+            path[0] = '\0';
+        comm_broadcast(&comm->all, path, sizeof(path), 0);
+        if (path[0]) {
+            CheckpointConfig cc = checkpoint_config_of(c);
+            CheckpointReader reader;
+            if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
+                          NUM_CHECKPOINT_FIELDS) != 0)
+                fatal("%s", reader.error);
+            check_run_config(&reader, &tc, dp->size);
+            DataLoaderState ds;
+            rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
+            ckpt_close(&reader);
+            if (data.shards && dataloader_restore(&data.train, &ds) != 0)
+                fatal("%s: %s", path, data.train.error);
+            data.token_rng = rs.token_rng;
+            if (rs.step > (uint64_t)tc.steps)
+                fatal("checkpoint %s is at step %llu, past --steps %d", path,
+                      (unsigned long long)rs.step, tc.steps);
+            printf("resuming from %s at step %llu\n", path, (unsigned long long)rs.step);
+            resumed = true;
+        } else {
+            printf("no checkpoint in %s: starting at step 0\n", spec);
+        }
+    }
+    const bool main_rank = comm->rank == 0;
+    Logger lg;
+    memset(&lg, 0, sizeof(lg));
+    if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
+        fatal("%s", lg.error);
+
+    const size_t parameters = count_parameters(&model.layout, c);
+    printf(
+        "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d (dp %d "
+        "x tp %d%s) | %zu parameters | %s | attention on %s\n",
+        PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
+        T, A, comm->world, dp->size, grid.tp->size, model.tp.sequence ? ", sequence parallel" : "",
+        parameters, tc.data[0] ? tc.data : "random tokens", attention_path_name(ATTENTION_PATH));
+    if (data.shards)
+        printf(
+            "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
+            "%.4f\n",
+            (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
+            unigram);
+    print_state_bytes(&model);
+    printf(
+        "activations: %.2f MiB for B %d x T %d (recompute %s: %.2f MiB saved, %.1f%% more "
+        "FLOPs per token)\n",
+        model.activation_bytes / 1048576.0, B, T, tc.recompute,
+        model.recompute_saved_bytes / 1048576.0,
+        100.0 * recompute_flops_per_token(c, T, model.acts.recompute) / flops_per_token(c, T));
+    print_rank_state_bytes(&model, &comm->all, parameters);
+    const size_t planned = ledger_total(&plan);
+    printf(
+        "device memory: planned %zu bytes, allocated %zu (cudaMemGetInfo before and after the "
+        "model), difference %+.3f%%\n",
+        planned, allocated, 100.0 * ((double)allocated - (double)planned) / (double)planned);
+    // the log describes the run as it started: a resumed run appends to it, changing neither
+    if (lg.file && lg.needs_header) {
+        log_header(&lg, &tc, parameters, unigram, dp->size, &model, &plan);
+        logger_begin(&lg);
+        logger_int(&lg, "step", (int64_t)rs.step);
+        logger_int(&lg, "allocated_bytes", (int64_t)allocated);
+        logger_int(&lg, "planned_bytes", (int64_t)planned);
+        if (logger_end(&lg) != 0) fatal("%s", lg.error);
+    }
+    const bool validate = data.shards && tc.val_every > 0;
+    const bool sample = have_tokenizer && tc.sample_len > 0;
+    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, dp);
+
+    const size_t rank_tokens =
+        (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
+    const size_t tokens_per_step = rank_tokens * dp->size;
+    const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
+    int* inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
+    int* targets = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
+    double val_loss = -1.0;
+    const int first_step = (int)rs.step;
+    for (int step = first_step; step < tc.steps; step++) {
+        train_data_next(&data, inputs, targets, A, B, T, c->vocab);
+        const bool count_traffic = tc.comm_stats && step == first_step && comm->all.traffic;
+        const CommGroup* counted[3] = {&comm->all, dp, grid.tp};
+        if (count_traffic)
+            for (const CommGroup* g : counted)
+                if (g->traffic) memset(g->traffic, 0, sizeof(CommTraffic));
+        auto start = std::chrono::steady_clock::now();
+        double z_loss = 0.0;
+        double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
+        // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
+        // so the norm, clipping and the optimizers see the global batch's gradient on every rank
+        // and the parameters stay identical; the losses become the global batch's too.
+        loss = comm_mean(dp, loss);
+        z_loss = comm_mean(dp, z_loss);
+        float norm = gpt_grad_norm(&model);
+        // Every rank holds the same loss and norm, so all stop together; the update is not
+        // taken, and the checkpoints on disk stay those of finite steps.
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+            fatal(
+                "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
+                "before the update (try a lower --lr, warmup or --grad-clip)",
+                step + 1, loss, norm);
+        double lrs[NUM_OPTIMIZERS];
+        step_learning_rates(&sched, muon_peak_lr(&tc), step, lrs);
+        const double lr = lrs[OPT_ADAMW];
+        gpt_update(&model, lrs, clip_scale(norm, tc.grad_clip));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->world);
+        const int done = step + 1;
+        printf("step %5d/%d | loss %.6f", done, tc.steps, loss);
+        if (tc.z_loss > 0.0) printf(" | z-loss %.6f", z_loss);
+        printf(" | lr %.4e", lr);
+        if (opt.kind == OPT_MUON) printf(" | muon lr %.4e", lrs[OPT_MUON]);
+        printf(" | norm %.4f | %.1f ms | %.0f tok/s", norm, seconds * 1e3,
+               tokens_per_step / seconds);
+        if (ON_GPU) printf(" | MFU %.1f%%", mfu);
+        printf("\n");
+        fflush(stdout);
+        if (lg.file) {
+            logger_begin(&lg);
+            logger_int(&lg, "step", done);
+            logger_float(&lg, "train_loss", (float)loss);
+            if (tc.z_loss > 0.0) logger_float(&lg, "z_loss", (float)z_loss);
+            logger_float(&lg, "lr", (float)lr);
+            if (opt.kind == OPT_MUON) logger_float(&lg, "muon_lr", (float)lrs[OPT_MUON]);
+            logger_float(&lg, "grad_norm", norm);
+            if (model.acts.recompute != RECOMPUTE_NONE) {
+                logger_string(&lg, "recompute", tc.recompute, strlen(tc.recompute));
+                logger_int(&lg, "recompute_saved_bytes", (int64_t)model.recompute_saved_bytes);
+            }
+            logger_float(&lg, "ms", (float)(seconds * 1e3));
+            logger_float(&lg, "tok_per_s", (float)(tokens_per_step / seconds));
+            if (ON_GPU) logger_float(&lg, "mfu", (float)mfu);
+            if (logger_end(&lg) != 0) fatal("%s", lg.error);
+        }
+        if (count_traffic) report_traffic(&lg, &comm->all, dp, grid.tp, done);
+        rs.step = (uint64_t)done;
+        rs.opt_step = (uint64_t)model.opt_step;
+        const bool last = done == tc.steps;
+        if (validate && (done % tc.val_every == 0 || last))
+            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, dp);
+        // under ZeRO-3 every rank runs the forward passes of generation (they gather the
+        // parameters); only rank 0's output is seen
+        const bool samples_here = dp->rank == 0 || model.dp.stage == 3;
+        if (sample && samples_here &&
+            ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
+            run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
+        if (tc.checkpoint_dir[0] &&
+            ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
+            rs.token_rng = data.token_rng;
+            save_checkpoint(&model, &comm->all, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
+                            &run_config);
+            printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
+        }
+    }
+    if (val_loss >= 0.0)
+        printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss,
+               unigram, 100.0 * fabs(1.0 - val_loss / unigram),
+               val_loss <= unigram ? "below" : "above");
+    check_replicas(comm, &model);
+    if (lg.file && logger_close(&lg) != 0) fatal("%s", lg.error);
+    free(inputs);
+    free(targets);
+    train_data_free(&data);
+    if (have_tokenizer) tokenizer_free(&tok);
+    gpt_free(&model);
+    grid_free(&grid);
+    return EXIT_SUCCESS;
+}
+
+#ifndef TRAIN_GPT_NO_MAIN
+int main(int argc, char** argv) {
+    // The flags first: they hold the deadline of the collectives (--comm-timeout), which starts
+    // with comm_init's. Errors are reported after comm_init, on every rank.
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    char msg[512], unused[512];
+    const char* parse_error = flags_parse(FLAGS, NUM_FLAGS, &tc, argc, argv, msg, sizeof(msg));
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    const bool flags_ok = parse_error == nullptr &&
+                          flags_check(FLAGS, NUM_FLAGS, &tc, unused, sizeof(unused)) == nullptr;
+    // Ranks next: this selects the process's GPU. Only rank 0 prints (the others' standard
+    // output goes to /dev/null; errors still reach stderr), logs, samples and writes checkpoints.
+    Comm comm;
+    comm_init(&comm, argc, argv, flags_ok ? tc.comm_timeout : defaults.comm_timeout, tc.rendezvous);
+    if (comm.rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
+        fatal("cannot silence rank %d", comm.rank);
+    if (parse_error) fatal("%s", parse_error);
+    int status = train_main(&comm, &tc, argv[0]);
+    comm_destroy(&comm);
+    return status;
+}
+#endif
