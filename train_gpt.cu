@@ -54,9 +54,9 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/adamw.cuh"   // AdamW's step on one tensor
 #include "llmc/muon.cuh"    // Muon's step on one tensor: momentum, Newton-Schulz, update
 #include "llmc/schedule.h"  // learning-rate schedules
-#include "llmc/comm.cuh"      // ranks (MPI or environment launch) and the NCCL collectives
-#include "llmc/parallel.h"    // the process grid: tensor- and data-parallel groups, ZeRO stage
-#include "llmc/zero.cuh"  // data parallelism: gradient buckets reduced on a communication stream
+#include "llmc/comm.cuh"    // ranks (MPI or environment launch) and the NCCL collectives
+#include "llmc/parallel.h"  // the process grid: tensor- and data-parallel groups, ZeRO stage
+#include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
 
 // =============================================================================================

@@ -13,8 +13,8 @@
 
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
-#include "llmc/flags.h"  // the command line as one table: parsing, bounds, --help, comparing runs
-#include "llmc/logger.h"     // the JSONL training log
+#include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
+#include "llmc/logger.h"  // the JSONL training log
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
 
 // =============================================================================================
