@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <numeric>
 
 #include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
@@ -1247,6 +1248,17 @@ inline void fit_batch(TrainConfig* tc, const Grid* grid) {
                 auto_batch ? "1" : "as given", auto_policy ? "full" : tc->recompute,
                 planned(auto_batch ? 1 : tc->batch,
                         auto_policy ? RECOMPUTE_FULL : recompute_from_name(tc->recompute)));
+        // sequence parallelism cuts the B x T rows into tp parts: the largest such batch
+        const int multiple =
+            tc->sequence_parallel ? grid->tp->size / std::gcd(tc->seq, grid->tp->size) : 1;
+        if (auto_batch && batch % multiple != 0) {
+            if (batch < multiple)
+                fatal(
+                    "--batch auto: %d sequences fit, but --sequence-parallel needs --batch x "
+                    "--seq %d to divide by --tp %d (a multiple of %d sequences)",
+                    batch, tc->seq, grid->tp->size, multiple);
+            batch -= batch % multiple;
+        }
         tc->batch = batch;
         snprintf(tc->recompute, sizeof(tc->recompute), "%s", RECOMPUTE_NAMES[policy]);
         printf(
@@ -1254,7 +1266,8 @@ inline void fit_batch(TrainConfig* tc, const Grid* grid) {
             "planned %.0f bytes",
             usable, budget, batch, tc->recompute, planned(batch, policy));
         if (auto_batch && batch < largest)
-            printf("; --batch %d would need %.0f", batch + 1, planned(batch + 1, policy));
+            printf("; --batch %d would need %.0f", batch + multiple,
+                   planned(batch + multiple, policy));
         printf("\n");
     }
     if (tc->global_batch_tokens > 0) {
