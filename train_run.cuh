@@ -1023,25 +1023,41 @@ inline bool load_tokenizer(const TrainConfig* tc, Tokenizer* tok) {
 
 // Tensor parallelism's accounting of one rank: the elements of its parameter table in tensors
 // the group cuts (1/tp of the whole model's each) and in replicated ones (whole on every rank),
-// and of those the ranges it owns under ZeRO (its optimizer state, master weights and, from
-// stage 2, gradients); and the bytes of the activations that sequence parallelism cuts (1/tp
-// of the rows) next to the rest.
+// and of those the ranges it owns under ZeRO; the bytes of its parameters, gradients, master
+// weights and optimizer state in each (the tensors' elements: without the layout's alignment
+// gaps and ZeRO's slice padding, which the allocated buffers add); and the bytes of the
+// activations that sequence parallelism cuts (1/tp of the rows) next to the rest.
+enum TpPart { TP_PART_CUT, TP_PART_REPLICATED, NUM_TP_PARTS };
 struct TpAccount {
-    size_t sharded, replicated;              // elements of the table
-    size_t owned_sharded, owned_replicated;  // of the owned ranges
+    size_t elements[NUM_TP_PARTS];                  // of the table
+    size_t owned[NUM_TP_PARTS];                     // of the owned ranges
+    size_t bytes[MEM_OPTIMIZER + 1][NUM_TP_PARTS];  // params, grads, master, optimizer
     size_t seq_activation_bytes, other_activation_bytes;
 };
 
 inline TpAccount tp_account(const GPT* m) {
     TpAccount t = {};
+    const int stage = m->dp.stage;
+    auto part_of = [m](int tensor) {
+        return m->layout.tensors[tensor].tp.split == TP_REPLICATED ? TP_PART_REPLICATED
+                                                                   : TP_PART_CUT;
+    };
     for (int i = 0; i < m->layout.count; i++) {
-        const ParamTensor* p = &m->layout.tensors[i];
-        (p->tp.split == TP_REPLICATED ? t.replicated : t.sharded) += p->numel;
+        const size_t n = m->layout.tensors[i].numel;
+        t.elements[part_of(i)] += n;
+        if (stage < 3) t.bytes[MEM_PARAMS][part_of(i)] += n * sizeof(floatX);
+        if (stage < 2) t.bytes[MEM_GRADS][part_of(i)] += n * sizeof(floatX);
     }
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
-        const bool split = m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
-        (split ? t.owned_sharded : t.owned_replicated) += r->n;
+        const int part = part_of(r->tensor);
+        t.owned[part] += r->n;
+        if (stage == 3) t.bytes[MEM_PARAMS][part] += r->n * sizeof(floatX);
+        if (stage >= 1) t.bytes[MEM_GRADS][part] += r->n * sizeof(floatX);  // the reduced shard
+        if (m->master) t.bytes[MEM_MASTER][part] += r->n * sizeof(float);
+        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
+            if (STATE_BUFFERS[b].optimizer == (r->unit ? OPT_MUON : OPT_ADAMW))
+                t.bytes[MEM_OPTIMIZER][part] += r->n * sizeof(float);
     }
     t.seq_activation_bytes = m->acts.seq_bytes;
     t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
@@ -1084,8 +1100,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     // of each cut tensor and the replicated ones whole
     const TpAccount tpa = tp_account(planned);
     const bool tp = planned->tp.size > 1;
-    const double psi =
-        tp ? (double)(tpa.sharded + tpa.replicated) : (double)count_parameters(&planned->layout, c);
+    const double psi = tp ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
+                          : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
     const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
     const double N = planned->dp.group->size;
@@ -1134,7 +1150,7 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
             planned->tp.sequence ? "1/tp of the token rows (sequence parallel)"
                                  : "every token row on every rank (--sequence-parallel cuts them "
                                    "by 1/tp)",
-            tpa.sharded, planned->tp.size, tpa.replicated);
+            tpa.elements[TP_PART_CUT], planned->tp.size, tpa.elements[TP_PART_REPLICATED]);
     const char* why[NUM_MEM_KINDS] = {nullptr,
                                       nullptr,
                                       nullptr,
@@ -1411,12 +1427,19 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "tp", tc->tp);
     logger_int(lg, "sequence_parallel", m->tp.sequence);
     const TpAccount tpa = tp_account(m);
-    logger_object_begin(lg, "tp_elements");  // rank 0's parameter table, cut or replicated
-    logger_int(lg, "sharded", (int64_t)tpa.sharded);
-    logger_int(lg, "replicated", (int64_t)tpa.replicated);
-    logger_int(lg, "owned_sharded", (int64_t)tpa.owned_sharded);
-    logger_int(lg, "owned_replicated", (int64_t)tpa.owned_replicated);
+    // rank 0's parameter table and state, in the tensors tensor parallelism cuts and the rest
+    logger_object_begin(lg, "tp_elements");
+    logger_int(lg, "sharded", (int64_t)tpa.elements[TP_PART_CUT]);
+    logger_int(lg, "replicated", (int64_t)tpa.elements[TP_PART_REPLICATED]);
+    logger_int(lg, "owned_sharded", (int64_t)tpa.owned[TP_PART_CUT]);
+    logger_int(lg, "owned_replicated", (int64_t)tpa.owned[TP_PART_REPLICATED]);
     logger_object_end(lg);
+    for (int part = 0; part < NUM_TP_PARTS; part++) {
+        logger_object_begin(lg, part == TP_PART_CUT ? "tp_cut_bytes" : "tp_replicated_bytes");
+        for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
+            logger_int(lg, MEM_KIND_NAMES[k], (int64_t)tpa.bytes[k][part]);
+        logger_object_end(lg);
+    }
     logger_int(lg, "activation_bytes", (int64_t)m->activation_bytes);
     logger_int(lg, "seq_activation_bytes", (int64_t)tpa.seq_activation_bytes);
     logger_object_begin(lg, "plan_bytes");  // llmc/memplan.h: this rank's, before allocating
@@ -1556,24 +1579,22 @@ inline void print_state_bytes(const GPT* m) {
 inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
     const size_t* h = m->memory.bytes;
     const TpAccount tpa = tp_account(m);
-    constexpr int K = 12;
-    double mine[K] = {(double)h[MEM_PARAMS],
-                      (double)h[MEM_GRADS],
-                      (double)h[MEM_MASTER],
-                      (double)h[MEM_OPTIMIZER],
-                      (double)h[MEM_BUCKETS],
-                      (double)h[MEM_GATHER],
-                      (double)tpa.sharded,
-                      (double)tpa.replicated,
-                      (double)tpa.owned_sharded,
-                      (double)tpa.owned_replicated,
-                      (double)tpa.seq_activation_bytes,
-                      (double)tpa.other_activation_bytes};
+    // the allocated buffers, then the model state in the cut and the replicated tensors, then
+    // the activations between and inside the parallel regions
+    constexpr int K = 6 + 2 * 4 + 2;
+    double mine[K] = {(double)h[MEM_PARAMS],    (double)h[MEM_GRADS],   (double)h[MEM_MASTER],
+                      (double)h[MEM_OPTIMIZER], (double)h[MEM_BUCKETS], (double)h[MEM_GATHER]};
+    for (int part = 0; part < NUM_TP_PARTS; part++)
+        for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
+            mine[6 + 4 * part + k] = (double)tpa.bytes[k][part];
+    mine[14] = (double)tpa.seq_activation_bytes;
+    mine[15] = (double)tpa.other_activation_bytes;
     std::vector<double> all(K * group->size);
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
     const double MiB = 1024.0 * 1024.0;
     // a rank's share of the model: 1/tp of the cut tensors and the replicated ones whole
-    const size_t psi = m->tp.size > 1 ? tpa.sharded + tpa.replicated : parameters;
+    const size_t psi =
+        m->tp.size > 1 ? tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED] : parameters;
     printf(
         "ZeRO stage %d over %d data-parallel rank(s); formula for AdamW in bf16: %.2f MiB of model "
         "state per rank (Psi = %zu%s)\n",
@@ -1599,12 +1620,17 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
             "buckets in flight %.2f MiB, gather buffers %.2f MiB\n",
             r, b[0] / MiB, b[1] / MiB, b[2] / MiB, b[3] / MiB, (b[0] + b[1] + b[2] + b[3]) / MiB,
             b[4] / MiB, b[5] / MiB);
-        if (m->tp.size > 1)
+        if (m->tp.size == 1) continue;
+        for (int part = 0; part < NUM_TP_PARTS; part++)
             printf(
-                "          parameters %.0f cut + %.0f replicated elements (owned for the "
-                "optimizer: %.0f + %.0f); activations %.2f MiB between the parallel regions + "
-                "%.2f MiB inside\n",
-                b[6], b[7], b[8], b[9], b[10] / MiB, b[11] / MiB);
+                "          %-10s tensors: params %.2f + grads %.2f + master %.2f + optimizer "
+                "%.2f MiB\n",
+                part == TP_PART_CUT ? "cut" : "replicated", b[6 + 4 * part] / MiB,
+                b[7 + 4 * part] / MiB, b[8 + 4 * part] / MiB, b[9 + 4 * part] / MiB);
+        printf(
+            "          activations: %.2f MiB between the parallel regions (residual stream, "
+            "LayerNorms) + %.2f MiB inside\n",
+            b[14] / MiB, b[15] / MiB);
     }
 }
 

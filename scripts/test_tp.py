@@ -21,7 +21,8 @@ x --grad-accum; the ranks of a tensor-parallel group read the same sequences). C
    with one process, and with dp 2 x tp 2 ZeRO-3; the single process's resumed with tp 2:
    each within 1e-5 of the uninterrupted run.
 4. What the ranks hold (log header, rank 0): the parameter table's elements of cut tensors are
-   1/tp of one process's (tp_elements.sharded x tp equals it), the replicated ones the same; with
+   1/tp of one process's (tp_elements.sharded x tp equals it), the replicated ones the same, and
+   so are the bytes of their parameters, gradients and optimizer state (tp_cut_bytes); with
    sequence parallelism the activations between the parallel regions 1/tp (seq_activation_bytes
    x tp equals the tp run's without it).
 5. The tensor-parallel collectives of one step (--comm-stats, tp_comm_calls / tp_comm_bytes),
@@ -182,6 +183,10 @@ def main():
                   f"tp {tp}: rank 0 holds {cut} elements of the cut tensors (x {tp} = "
                   f"{one['tp_elements']['sharded']}, one process's) and {same} replicated (one process: "
                   f"{one['tp_elements']['replicated']})")
+            cut_b, same_b = h["tp_cut_bytes"], h["tp_replicated_bytes"]
+            check(all(cut_b[k] * tp == one["tp_cut_bytes"][k] for k in cut_b) and same_b == one["tp_replicated_bytes"],
+                  f"tp {tp}: its parameter, gradient, master and optimizer bytes of the cut tensors {cut_b} are 1/{tp} "
+                  f"of one process's {one['tp_cut_bytes']}, of the replicated ones {same_b} the same")
         plain, seq = head(results["adamw_tp4_dp1_a1_z0"]), head(results["adamw_tp4_dp1_a1_z0_sp"])
         check(seq["seq_activation_bytes"] * 4 == plain["seq_activation_bytes"] and
               seq["activation_bytes"] < plain["activation_bytes"],
