@@ -2437,8 +2437,11 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, a->z_losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
+    // every wait for other ranks has a deadline (llmc/comm.cuh): the tensor-parallel group's
+    // collectives on this stream first, then ZeRO-3's gathers
+    if (tp->size > 1)
+        comm_sync(tp->group, st, "the tensor-parallel collectives of the forward pass (NCCL)");
     dp_sync(dp, st, "the gathers of the forward pass's parameters (NCCL)");
-    comm_sync(tp->group, st, "the tensor-parallel collectives of the forward pass (NCCL)");
     double sum = 0.0, z_sum = 0.0;
     for (int i = 0; i < N; i++) {
         sum += m->host_losses[i];
@@ -2587,6 +2590,9 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
         gpt_backward(m);
     }
     dp_finish(&m->dp, m->stream);
+    if (m->tp.size > 1)
+        comm_sync(m->tp.group, m->stream,
+                  "the tensor-parallel collectives of the backward pass (NCCL)");
     if (z_loss) *z_loss = z_sum / A;
     return loss / A;
 }
@@ -2659,6 +2665,8 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
                         &m->mm, m->tp.group, t->tp.split, m->stream);
         }
     }
+    // Muon's gathers of the tensor-parallel parts (the data-parallel gather waits for itself)
+    if (m->tp.size > 1) comm_sync(m->tp.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
     dp_gather_params(&m->dp, m->params, m->stream);
 }
 
