@@ -454,12 +454,16 @@ def test_running_jobs(bin_dir, work):
     check(first.returncode == 0 and "step    60/60" in text and names == want,
           "two runs on one checkpoint folder: the first finishes intact, its checkpoints and no lock left", str(names))
 
-    for how, sig, zero in (("stopped (SIGSTOP)", signal.SIGSTOP, 0), ("killed (SIGKILL)", signal.SIGKILL, 0),
-                           ("stopped (SIGSTOP) under ZeRO-3", signal.SIGSTOP, 3),
-                           ("killed (SIGKILL) under ZeRO-3", signal.SIGKILL, 3)):
-        out = os.path.join(folder, "job_%d_%d.out" % (sig, zero))
+    tp = "--tp 2 --sequence-parallel --heads 2 --embd 64"
+    for i, (how, sig, grid) in enumerate((("stopped (SIGSTOP)", signal.SIGSTOP, "--zero 0"),
+                                          ("killed (SIGKILL)", signal.SIGKILL, "--zero 0"),
+                                          ("stopped (SIGSTOP) under ZeRO-3", signal.SIGSTOP, "--zero 3"),
+                                          ("killed (SIGKILL) under ZeRO-3", signal.SIGKILL, "--zero 3"),
+                                          ("stopped (SIGSTOP) under tensor parallelism", signal.SIGSTOP, tp),
+                                          ("killed (SIGKILL) under tensor parallelism", signal.SIGKILL, tp))):
+        out = os.path.join(folder, "job_%d.out" % i)
         # names this job's processes for pgrep
-        marker = "--comm-timeout 3 --rendezvous %s_%d --zero %d" % (sig, zero, zero)
+        marker = "--comm-timeout 3 --rendezvous job_%d %s" % (i, grid)
         with open(out, "w") as f:
             job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", FIXTURE["data"], "--steps", "100000",
                                              "--val-every", "0", "--sample-len", "0"] + TINY + marker.split(),
