@@ -126,11 +126,17 @@ inline const floatX* tp_leave_backward(const TensorParallel* tp, const floatX* s
 }
 
 // Adds bias (width) to every row of x (rows, width): a row-parallel layer's bias, added to the
-// reduced output. One thread per element.
+// reduced output. One thread per 16-byte pack (width is a multiple of the pack).
 __global__ void add_bias_kernel(floatX* x, const floatX* bias, size_t rows, int width) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < rows * width;
-         i += (size_t)gridDim.x * blockDim.x)
-        x[i] = (floatX)((float)x[i] + (float)bias[i % width]);
+    const size_t packs = rows * width / x128::size;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t at = i * x128::size;
+        x128 v = load128(x + at);
+        const x128 b = load128(bias + at % width);
+        for (int k = 0; k < x128::size; k++) v[k] = (floatX)((float)v[k] + (float)b[k]);
+        store128(x + at, v);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,7 +177,8 @@ inline floatX* row_parallel_forward(MatmulContext* mm, const TensorParallel* tp,
     floatX* mine = tp_leave(tp, out, out + tp->rank * rows * OC, N, OC, mm->stream);
     if (bias) {
         const int block = 256;
-        add_bias_kernel<<<grid_for(rows * OC, block), block, 0, mm->stream>>>(mine, bias, rows, OC);
+        add_bias_kernel<<<grid_for(rows * OC / x128::size, block), block, 0, mm->stream>>>(
+            mine, bias, rows, OC);
         CUDA_CHECK_LAUNCH();
     }
     return mine;
