@@ -37,8 +37,9 @@ x --grad-accum; the ranks of a tensor-parallel group read the same sequences). C
      Muon adds 6 all-gathers per block (its matrix units, orthogonalized whole); QK-norm 2
      all-reduces of the head size per block.
    Bytes in the ring convention of llmc/comm.cuh: all-reduce 2(t-1)/t S, the others (t-1)/t S.
-6. Validation losses and a sample (greedy, temperature 0) under tp 2 and tp 2 + SP (generation
-   all-gathers the last position's logits) equal the single process's.
+6. Validation losses and a sample (temperature 1 over the whole vocabulary, so every rank's
+   slice of the logits counts) under tp 2 and tp 2 + SP (generation all-gathers the last
+   position's logits) equal the single process's.
 
 Usage: python3 scripts/test_tp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -208,7 +209,7 @@ def main():
                       f"are the predicted {dict((k, (v[0], round(v[1]))) for k, v in want.items())}")
 
         # 6
-        show = ["--steps", "2", "--val-every", "2", "--sample-every", "2", "--sample-len", "12", "--temperature", "0",
+        show = ["--steps", "2", "--val-every", "2", "--sample-every", "2", "--sample-len", "24", "--temperature", "1", "--top-k", "0",
                 "--prompt", "the garden"]
         single = train(fp32, 0, work, "sample_single", ["--data", data, "--batch", str(G)] + show)
         want_val, want_sample = val_losses_and_sample(single[0], 2)
