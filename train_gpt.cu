@@ -338,22 +338,26 @@ inline size_t count_parameters(const ParamLayout* layout, const GPTConfig* c) {
 enum RecomputePolicy { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, NUM_RECOMPUTE };
 static const char* const RECOMPUTE_NAMES[NUM_RECOMPUTE] = {"none", "selective", "full"};
 
+// Shapes in this rank's widths (ModelShapes: att, qkv, mlp, heads, vocab; the whole model's
+// without tensor parallelism) for a micro-batch of N = B*T tokens; S is the rows this rank keeps
+// of the residual stream and the LayerNorms: N, or N/tp under sequence parallelism.
 struct LayerActivations {
-    floatX* ln1;        // (B,T,C)  ln1 output
-    float* ln1_mean;    // (B,T)
-    float* ln1_rstd;    // (B,T)
-    floatX* qkv;        // (B,T,3C) [q | k | v], each (NH, HS); q and k QK-normed in place
-    floatX* qk_raw;     // (B,T,2C) [q | k] before QK-norm (--qk-norm only, else nullptr)
-    float* qk_rstd;     // (B,T,2,NH) 1/rms of each head's q and k (--qk-norm only)
-    floatX* atty;       // (B,T,C)  attention output, heads side by side
-    float* lse;         // (B,NH,T) log-sum-exp of each query's attention scores
-    floatX* residual2;  // (B,T,C)  block input + attention projection
-    floatX* ln2;        // (B,T,C)
-    float* ln2_mean;    // (B,T)
-    float* ln2_rstd;    // (B,T)
-    floatX* fch;        // (B,T,4C) fc output before GELU
-    floatX* fch_gelu;   // (B,T,4C)
-    floatX* residual3;  // (B,T,C)  block output: residual2 + mlp projection
+    floatX* ln1;        // (S,C)   ln1 output
+    float* ln1_mean;    // (S)
+    float* ln1_rstd;    // (S)
+    floatX* qkv;        // (N,qkv) [q | k | v] of this rank's heads, each (heads, HS); q and k
+                        //         QK-normed in place
+    floatX* qk_raw;     // (N,2att) [q | k] before QK-norm (--qk-norm only, else nullptr)
+    float* qk_rstd;     // (N,2,heads) 1/rms of each head's q and k (--qk-norm only)
+    floatX* atty;       // (N,att) attention output, heads side by side
+    float* lse;         // (B,heads,T) log-sum-exp of each query's attention scores
+    floatX* residual2;  // (S,C)   block input + attention projection
+    floatX* ln2;        // (S,C)
+    float* ln2_mean;    // (S)
+    float* ln2_rstd;    // (S)
+    floatX* fch;        // (N,mlp) fc output before GELU
+    floatX* fch_gelu;   // (N,mlp)
+    floatX* residual3;  // (S,C)   block output: residual2 + mlp projection
 };
 
 // The activation tables: each saved tensor of a block (and then of the model, outside the
@@ -413,28 +417,30 @@ struct Activations {
     int recompute;             // RecomputePolicy
     bool sequence_parallel;    // the seq activations hold N/tp rows (llmc/tensor_parallel.cuh)
     size_t seq_bytes;          // of the seq activations (tables above, and dresidual), unaligned
-    floatX* encoded;           // (B,T,C) wte[token] + wpe[position]
+    floatX* encoded;           // (S,C) wte[token] + wpe[position]
     LayerActivations* layers;  // L entries (a host array of device pointers)
-    floatX* lnf;               // (B,T,C)
-    float* lnf_mean;           // (B,T)
-    float* lnf_rstd;           // (B,T)
-    floatX* logits;            // (B,T,Vp); the classifier overwrites it with dlogits
-    float* losses;             // (B,T) cross-entropy of each position
-    float* z_losses;           // (B,T) z-loss of each position: coef * (log Z)^2
-    floatX* proj_out;          // (B,T,C) attn.proj / mlp.proj output before the residual add
+    floatX* lnf;               // (S,C)
+    float* lnf_mean;           // (S)
+    float* lnf_rstd;           // (S)
+    floatX* logits;            // (N,vocab) this rank's vocabulary columns; the classifier
+                               // overwrites them with dlogits
+    float* losses;             // (N) cross-entropy of each position
+    float* z_losses;           // (N) z-loss of each position: coef * (log Z)^2
+    floatX* proj_out;          // (N,C) attn.proj / mlp.proj output before the residual add (a
+                               // partial sum under tensor parallelism, until g sums it)
     // backward scratch, reused by every layer
-    floatX* dresidual;     // (B,T,C) gradient of the residual stream
-    floatX* dbtc;          // (B,T,C) gradient of a layernorm output / attention output
-    floatX* dqkv;          // (B,T,3C)
-    floatX* dfch;          // (B,T,4C) gradient of fch_gelu, then of fch (in place)
-    float* att_delta;      // (B,NH,T) rowsum(dO * O) of each query, for attention backward
-    float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, 4C) per-chunk column sums
+    floatX* dresidual;     // (S,C) gradient of the residual stream
+    floatX* dbtc;          // (N,C) gradient of a layernorm output / attention output
+    floatX* dqkv;          // (N,qkv)
+    floatX* dfch;          // (N,mlp) gradient of fch_gelu, then of fch (in place)
+    float* att_delta;      // (B,heads,T) rowsum(dO * O) of each query, for attention backward
+    float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, max(C, qkv, mlp)) per-chunk column sums
     float* norm_partials;  // NORM_BLOCKS partial sums of the grad norm
     float* norm;           // 1 float: the grad norm
     // tensor parallelism: the vocabulary-parallel cross-entropy's statistics, (N) and (tp, N)
     SoftmaxStats* softmax_stats;
     SoftmaxStats* softmax_stats_all;
-    // sequence parallelism: a LayerNorm output and a residual gradient, all-gathered (B,T,C)
+    // sequence parallelism: a LayerNorm output and a residual gradient, all-gathered (N,C)
     floatX* gathered;
     floatX* dgathered;
 };
