@@ -12,12 +12,15 @@ train_run.cuh, included at the end. Matrix multiplies go to
 cuBLASLt (llmc/matmul.cuh), the optimizer kernels live in llmc/adamw.cuh and llmc/muon.cuh;
 data, tokenizer, checkpoint files and the log have a header each in llmc/.
 
-Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU and reads its own part
-of each global batch (llmc/comm.cuh). The gradients are averaged over the ranks before the
-norm, clipping and the optimizers read them, so every rank takes the same step and keeps
-bit-identical parameters (checked by a hash at the end); printed losses are the global batch's. Only
-rank 0 prints, logs, samples and writes checkpoints; on resume every rank loads the file rank 0
-picks.
+Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU (llmc/comm.cuh). The
+ranks form a grid (llmc/parallel.h): tensor-parallel groups of --tp consecutive ranks split every
+matrix between them and work on the same tokens (llmc/tensor_parallel.cuh: the layout and the
+passes below read this rank's widths from ModelShapes), and the data-parallel groups across them
+each read their own part of every global batch. The gradients are averaged over the
+data-parallel ranks before the norm, clipping and the optimizers read them, so every replica
+takes the same step and keeps bit-identical parameters (checked by a hash at the end); printed
+losses are the global batch's. Only rank 0 prints, logs and writes the checkpoint's manifest;
+on resume every rank loads the checkpoint rank 0 picks.
 
 Resuming: a checkpoint holds everything the step depends on (weights, master weights, the
 optimizers' state and step count, the rounding seed, the loader's position, the generators), so a
