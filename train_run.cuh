@@ -139,9 +139,10 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 // from the prediction after the last m->T tokens before it. Under tensor parallelism every rank
 // of the group calls it (the forward pass is theirs together); the logits of the last position
 // are all-gathered from the ranks' vocabulary slices, and every rank draws the same token.
-// Sequence parallelism cuts the rows of the training shape: its forward passes run at that
-// shape, the context at the start of the first sequence, the rest filled with its last token
-// (causal attention: no position before them sees them).
+// Sequence parallelism cuts the rows into tp parts: its forward passes run on the fewest whole
+// sequences of T tokens that divide (a multiple of tp rows), the context at the start of the
+// first, the rest filled with its last token (causal attention: no position before them sees
+// them).
 inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k,
                          uint64_t* rng) {
     const int V = m->config.vocab, Vl = m->shape.vocab, tp = m->tp.size;
@@ -150,7 +151,9 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
     int* order = (int*)MALLOC_CHECK(V * sizeof(int));
     floatX* gathered = nullptr;
     if (tp > 1) CUDA_CHECK(cudaMalloc(&gathered, (size_t)Vl * tp * sizeof(floatX)));
-    std::vector<int> padded(m->tp.sequence ? (size_t)m->B * m->T : 0);
+    // sequence parallelism: the fewest sequences of T tokens whose rows divide by tp
+    const int sequences = tp / std::gcd(m->T, tp);
+    std::vector<int> padded(m->tp.sequence ? (size_t)sequences * m->T : 0);
     for (int len = n; len < n + n_new; len++) {
         const int window = len < m->T ? len : m->T;
         const int* context = tokens + len - window;
@@ -158,7 +161,7 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
         if (m->tp.sequence) {
             std::fill(padded.begin(), padded.end(), context[window - 1]);
             std::copy(context, context + window, padded.begin());
-            gpt_forward_shape(m, padded.data(), padded.data(), 0.0f, m->B, m->T);
+            gpt_forward_shape(m, padded.data(), padded.data(), 0.0f, sequences, m->T);
         } else {
             gpt_forward_shape(m, context, context, 0.0f, 1, window);
         }
