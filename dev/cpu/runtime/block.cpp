@@ -179,7 +179,8 @@ struct Block {
     // Runnable threads: a FIFO ring of released threads, then the not-yet-started ones:
     // next_start..nthreads-1, or start_order[next_start..] under CUCC_SCHEDULE=random.
     int ring[kMaxThreadsPerBlock];
-    int ring_head, ring_count;
+    unsigned ring_head;  // unsigned, so that % kMaxThreadsPerBlock (on every switch) is a mask
+    int ring_count;
     int start_order[kMaxThreadsPerBlock];
     int next_start;
     bool starting;  // set by pick_next: the thread picked has not started yet
@@ -210,7 +211,7 @@ struct Worker {
     ~Worker() {
         // exit() called inside a kernel runs this on one of these stacks: leave them mapped.
         if (tls_block) return;
-        for (char* s : all_stacks) munmap(s, stack_bytes + page);
+        for (char* s : all_stacks) munmap(s, stack_bytes + 2 * page);
         free(smem);
     }
 };
@@ -308,7 +309,7 @@ char* take_stack(Worker& w) {
         w.free_stacks.pop_back();
         return s;
     }
-    size_t total = w.stack_bytes + w.page;
+    size_t total = w.stack_bytes + 2 * w.page;  // guard page, stack, room for the skew
     void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fatal("cannot map a %zu-byte fiber stack", total);
@@ -319,7 +320,7 @@ char* take_stack(Worker& w) {
     return (char*)p;
 }
 
-void release_exchange(Worker& w, Thread& t) {
+inline void release_exchange(Worker& w, Thread& t) {
     Exchange* e = t.exchange;
     t.exchange = nullptr;
     if (e && --e->refs == 0) w.exchanges.give(e);
@@ -344,6 +345,18 @@ void make_runnable(Block& b, int i) {
     b.warps[i / 32].blocked &= ~(1u << (i % 32));
     b.ring[(b.ring_head + b.ring_count) % kMaxThreadsPerBlock] = i;
     b.ring_count++;
+}
+
+// make_runnable for the given lanes of a warp, in lane order.
+void make_lanes_runnable(Block& b, unsigned warp, unsigned lanes) {
+    b.warps[warp].blocked &= ~lanes;
+    unsigned tail = b.ring_head + b.ring_count;
+    b.ring_count += __builtin_popcount(lanes);
+    for (; lanes; lanes &= lanes - 1, tail++) {
+        unsigned i = 32 * warp + __builtin_ctz(lanes);
+        b.threads[i].state = State::Runnable;
+        b.ring[tail % kMaxThreadsPerBlock] = (int)i;
+    }
 }
 
 // The next thread to run, or -1 if none is runnable; sets b.starting.
@@ -464,7 +477,11 @@ __attribute__((always_inline)) inline void switch_to(Block& b, int next, fcontex
         Worker& w = *b.worker;
         char* stack = take_stack(w);
         start_thread(b, next, stack);
-        fcontext_t fresh = make_fcontext(stack + w.page + w.stack_bytes, w.stack_bytes, fiber_main);
+        // Stack tops are staggered by 128 bytes per thread (the spare page above each stack
+        // leaves at least stack_bytes): aligned alike, the frames of the suspended threads
+        // would all fall into the same few L1 cache sets.
+        size_t top = 2 * w.page + w.stack_bytes - (size_t)(next % 32) * 128;
+        fcontext_t fresh = make_fcontext(stack + top, top - w.page, fiber_main);
         save_context(jump_fcontext(fresh, save));
     } else {
         Thread& n = b.threads[next];
@@ -501,16 +518,22 @@ void check_barrier(Block& b) {
     b.barrier_arrived = 0;
 }
 
-// Releases the lanes of a warp call once every non-exited lane of its mask has arrived.
-bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
-    if (e->mask & w.live & ~e->arrived) return false;
+// Releases the lanes of a warp call whose non-exited lanes have all arrived.
+void finish_exchange(Block& b, Warp& w, int warp, Exchange* e) {
     for (int k = 0; k < w.open_count; k++) {
         if (w.open[k] == e) {
             w.open[k] = w.open[--w.open_count];
             break;
         }
     }
-    for (unsigned m = e->arrived; m; m &= m - 1) make_runnable(b, 32 * warp + __builtin_ctz(m));
+    make_lanes_runnable(b, warp, e->arrived);
+}
+
+// Releases the lanes of a warp call once every non-exited lane of its mask has arrived. Inline:
+// the test runs on every arrival.
+inline bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
+    if (e->mask & w.live & ~e->arrived) return false;
+    finish_exchange(b, w, warp, e);
     return true;
 }
 
@@ -529,9 +552,8 @@ bool complete_group(Block& b, GroupCall* g) {
 
 // Once every live lane of the warp waits or has exited, the lanes waiting in __activemask get
 // the mask of the lanes at their call site.
-void check_convergence(Block& b, int warp) {
+void converge(Block& b, int warp) {
     Warp& w = b.warps[warp];
-    if (!w.at_mask || (w.live & ~w.blocked)) return;
     unsigned left = w.at_mask;
     while (left) {
         const Thread& first = b.threads[32 * warp + __builtin_ctz(left)];
@@ -551,8 +573,14 @@ void check_convergence(Block& b, int warp) {
     w.at_mask = 0;
 }
 
+// Inline: on every warp call, where mostly no lane waits in __activemask.
+inline void check_convergence(Block& b, int warp) {
+    const Warp& w = b.warps[warp];
+    if (w.at_mask && !(w.live & ~w.blocked)) converge(b, warp);
+}
+
 // Thread i stops to wait (state `how`); its warp may now be able to converge.
-void block_thread(Block& b, int i, State how) {
+void block_thread(Block& b, unsigned i, State how) {
     b.threads[i].state = how;
     b.warps[i / 32].blocked |= 1u << (i % 32);
 }
@@ -568,9 +596,11 @@ void thread_exited(Block& b, int i) {
     // Warp calls that waited only for this lane complete without it.
     for (int k = w.open_count - 1; k >= 0; k--)
         if (k < w.open_count) complete_exchange(b, w, warp, w.open[k]);
-    std::vector<GroupCall*> open = b.open_groups;
-    for (GroupCall* g : open)
-        if (i >= (int)g->first && i < (int)(g->first + g->count)) complete_group(b, g);
+    if (!b.open_groups.empty()) {
+        std::vector<GroupCall*> open = b.open_groups;
+        for (GroupCall* g : open)
+            if (i >= (int)g->first && i < (int)(g->first + g->count)) complete_group(b, g);
+    }
     check_convergence(b, warp);
     check_barrier(b);
 }
@@ -641,7 +671,8 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     b.random = config().random;
     b.nthreads = n;
     b.exited = 0;
-    b.ring_head = b.ring_count = 0;
+    b.ring_head = 0;
+    b.ring_count = 0;
     b.next_start = 0;
     b.barrier_arrived = 0;
     b.trapped = false;
@@ -707,13 +738,13 @@ int syncthreads_or(int predicate, const char* file, int line) {
 
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
     Block& b = current_block("a warp-synchronous function");
-    int i = b.current, lane = i % 32, warp = i / 32;
+    unsigned i = (unsigned)b.current, lane = i % 32, warp = i / 32;
     Thread& t = b.threads[i];
     Warp& w = b.warps[warp];
     if (!(mask & (1u << lane)))
         fatal(
-            "kernel %s: thread %d calls a warp-synchronous function with mask 0x%08x, which "
-            "does not include its own lane %d",
+            "kernel %s: thread %u calls a warp-synchronous function with mask 0x%08x, which "
+            "does not include its own lane %u",
             b.grid->name, i, mask, lane);
     if (bytes > kMaxExchangeBytes)
         fatal("warp exchange of %zu bytes per lane (at most %zu)", bytes, kMaxExchangeBytes);

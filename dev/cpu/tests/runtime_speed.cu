@@ -5,8 +5,10 @@
 //     machine's speed cancels: at most LAYERNORM_RATIO times the host's. The bound keeps the
 //     margin of the former fixed budget (100 ms where the runtime took 47, 2.13x) over the
 //     runtime as it was then, whose ratio measures 2.6 to 3.0 on this machine: 2.8 x 2.13 = 6.
-//     (Today's runtime, with divergence-faithful warp calls, measures 3.2 to 4.6: slower, and
-//     reported as such; the ratio is printed on every run.)
+//     (The divergence-faithful warp calls measured 3.8 to 4.5 at first; with the shuffles
+//     inlined into kernels, fiber stacks staggered across cache sets and the warp release
+//     trimmed (block.cpp), 2.5 to 3.2, where the runtime before those warp calls measured 2.3
+//     to 3.6 in the same interleaved runs; the ratio is printed on every run.)
 //   - a barrier-heavy kernel (one block of 256 threads, 2000 __syncthreads) and a warp-shuffle
 //     loop, reported as nanoseconds per thread per barrier / per lane per shuffle.
 // CPU time of the calling thread is used rather than wall time, which other processes on a

@@ -96,9 +96,11 @@ template <class T>
 struct shuffleable : std::is_trivially_copyable<T> {};
 
 // A source lane that did not take part (it exited) has no value to give: CUDA leaves the result
-// undefined; the caller gets its own value.
+// undefined; the caller gets its own value. Always inlined, as are the __shfl*_sync below: each
+// call level between a kernel and the fiber switch costs (see switch_to in runtime/block.cpp).
 template <class T>
-T shuffle(unsigned mask, T var, Shuffle mode, int b, int width) {
+__attribute__((always_inline)) inline T shuffle(unsigned mask, T var, Shuffle mode, int b,
+                                                int width) {
     static_assert(shuffleable<T>::value, "a shuffled type must be trivially copyable");
     int src = shuffle_source(lane_id(), mode, b, width);
     unsigned arrived;
@@ -186,19 +188,23 @@ inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 // ---------------------------------------------------------------------------------------------
 // Warp shuffles and votes, for every shuffleable type (CUDA's overloads are a subset).
 template <class T>
-T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize) {
+__attribute__((always_inline)) inline T __shfl_sync(unsigned mask, T var, int src_lane,
+                                                    int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::index, src_lane, width);
 }
 template <class T>
-T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+__attribute__((always_inline)) inline T __shfl_up_sync(unsigned mask, T var, unsigned delta,
+                                                       int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::up, (int)delta, width);
 }
 template <class T>
-T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+__attribute__((always_inline)) inline T __shfl_down_sync(unsigned mask, T var, unsigned delta,
+                                                         int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::down, (int)delta, width);
 }
 template <class T>
-T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
+__attribute__((always_inline)) inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask,
+                                                        int width = warpSize) {
     return cucc::shuffle(mask, var, cucc::Shuffle::bfly, lane_mask, width);
 }
 
