@@ -703,14 +703,15 @@ static const Flag FLAGS[] = {
     {"--seq", FLAG_INT, FIELD(seq), 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
      "sequence length T (<= --context)"},
     {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, "auto", FLAG_PER_RANK,
-     "micro-batch: sequences per forward/backward pass on each rank (B); auto: the largest "
-     "whose memory plan fits --device-memory"},
+     "micro-batch: sequences per forward/backward pass of each data-parallel replica (B; the "
+     "ranks of a tensor-parallel group share them); auto: the largest whose memory plan fits "
+     "--device-memory"},
     {"--grad-accum", FLAG_INT, FIELD(grad_accum), 1, 1 << 20, nullptr, FLAG_PER_RANK,
      "micro-batches accumulated per optimizer step (A)"},
     {"--global-batch-tokens", FLAG_INT64, FIELD(global_batch_tokens), 0, 9.2e18, nullptr,
      FLAG_PER_RANK,
-     "sets --grad-accum so that --batch x --seq x accumulation x ranks is this many tokens "
-     "(0: off; it must come out whole)"},
+     "sets --grad-accum so that --batch x --seq x accumulation x data-parallel ranks is this "
+     "many tokens (0: off; it must come out whole)"},
     {"--device-memory", FLAG_DOUBLE, FIELD(device_memory), 0, INFINITY, nullptr, FLAG_FREE,
      "bytes of device memory --batch auto and --recompute auto plan for (0: what the device "
      "has free)"},
@@ -805,7 +806,8 @@ static const Flag FLAGS[] = {
      "print each rank's device memory plan for this configuration (nothing is allocated) and "
      "exit"},
     {"--plan-ranks", FLAG_INT, FIELD(plan_ranks), 0, 1 << 20, nullptr, FLAG_FREE,
-     "--plan: the data-parallel ranks to plan for (0: the ranks of this launch)"},
+     "--plan: the ranks to plan for, --tp per tensor-parallel group (0: the ranks of this "
+     "launch)"},
     {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
      "print and log the bytes this rank's collectives send in the first step (ring convention)"},
     {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
