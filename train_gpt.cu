@@ -2144,8 +2144,8 @@ struct ParallelGroups {
 
 // A model of one process (tests, sampling): groups of one, stage 0.
 inline ParallelGroups single_process() {
-    static const CommGroup one = {0, 1, 0, 300.0};
-    return ParallelGroups{&one, 0, 25.0, &one, false};
+    const CommGroup* one = tp_single()->group;
+    return ParallelGroups{one, 0, 25.0, one, false};
 }
 
 // Builds the model, its buffers taken from m->memory (llmc/memplan.h); plan_only: none is

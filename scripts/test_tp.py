@@ -51,7 +51,6 @@ import tempfile
 from test_dp import (MPIRUN, ROOT, check, final_checkpoint, finish, logged_values, make_data, param_hash, run,
                      val_losses_and_sample)
 from test_zero import rel, train as zero_train
-import test_zero
 from testlib import checkpoint_array, checkpoint_files
 
 G, STEPS = 8, 4
@@ -68,8 +67,7 @@ BF16_LOSS = 4e-3
 
 
 def train(binary, ranks, work, name, extra):
-    test_zero.MODEL = MODEL
-    return zero_train(binary, ranks, work, name, extra)
+    return zero_train(binary, ranks, work, name, extra, model=MODEL)
 
 
 def losses_and_params(result, steps=STEPS):

@@ -48,9 +48,9 @@ MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--s
 RTOL = 1e-5
 
 
-def train(binary, ranks, work, name, extra, env=None):
+def train(binary, ranks, work, name, extra, env=None, model=None):
     log, ck = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "_ck")
-    cmd = [binary] + MODEL + ["--log", log, "--checkpoint-dir", ck, "--keep-checkpoints", "0"] + extra
+    cmd = [binary] + (MODEL if model is None else model) + ["--log", log, "--checkpoint-dir", ck, "--keep-checkpoints", "0"] + extra
     if ranks:
         cmd = MPIRUN + ["-np", str(ranks)] + cmd
     out = run(cmd, name)
