@@ -795,8 +795,10 @@ inline void check_muon_step(Tally* tally, const Dump* d, const TestSetup* s, con
     compare_forced(tally, name, ours_b.data(), ref_b.data(), e_b.data(), n);
     snprintf(name, sizeof(name), "step%d.update.%s", f->k, t->name);
     if (FLOATX_IS_FP32) {
+        char drift[176];
+        snprintf(drift, sizeof(drift), "fp32.%s", name);
         compare_forced(tally, name, ours_u.data(), ref_u.data(), e_u.data(), n,
-                       MUON_DRIFT_FACTOR * dump_scalar(d, (std::string("fp32.") + name).c_str()));
+                       MUON_DRIFT_FACTOR * dump_scalar(d, drift));
         return;
     }
     snprintf(name, sizeof(name), "step%d.update_bf16.%s", f->k, t->name);
