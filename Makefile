@@ -36,7 +36,7 @@ GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
 CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))
 
 .PHONY: all cpu test train dev-cuda bench fuzz check-gpu-deps check-cpu-deps check-python-deps \
-        check-fuzz-deps clean
+        check-fuzz-deps clean clean-gpu
 all: check-gpu-deps $(GPU_BINARIES)
 
 train_gpt: $(SOURCES)
@@ -116,5 +116,7 @@ check-fuzz-deps:
 check-python-deps:
 	$(call require,python3 -c 'import torch',PyTorch,pip install torch numpy)
 
-clean:
-	rm -rf build $(GPU_BINARIES)
+clean: clean-gpu
+	rm -rf build
+clean-gpu:
+	rm -f $(GPU_BINARIES)

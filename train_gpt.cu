@@ -2583,7 +2583,8 @@ inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
 // Leaves the gradient of the mean micro-batch objective, averaged over the data-parallel ranks
 // (without QK-norm the key bias gradient exactly zero), where m->dp keeps it: in m->grads at
-// ZeRO-0, and for the ranges this rank owns in its reduced shard otherwise; returns the mean
+// ZeRO-0 and 1 (at 1, the ranges this rank owns hold the reduced gradient), and for the ranges
+// this rank owns in its reduced shard at 2 and 3; returns the mean
 // cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
                                    double* z_loss = nullptr) {

@@ -1058,7 +1058,7 @@ inline TpAccount tp_account(const GPT* m) {
         const int part = part_of(r->tensor);
         t.owned[part] += r->n;
         if (stage == 3) t.bytes[MEM_PARAMS][part] += r->n * sizeof(floatX);
-        if (stage >= 1) t.bytes[MEM_GRADS][part] += r->n * sizeof(floatX);  // the reduced shard
+        if (stage >= 2) t.bytes[MEM_GRADS][part] += r->n * sizeof(floatX);  // the reduced shard
         if (m->master) t.bytes[MEM_MASTER][part] += r->n * sizeof(float);
         for (int b = 0; b < NUM_STATE_BUFFERS; b++)
             if (STATE_BUFFERS[b].optimizer == (r->unit ? OPT_MUON : OPT_ADAMW))
@@ -1130,8 +1130,7 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                          plan->bytes[MEM_MASTER] + plan->bytes[MEM_OPTIMIZER];
     printf(
         "  %-15s %16zu %12.6g | %.6g (AdamW; differences: the layout's alignment gaps and wte's "
-        "padding rows, ZeRO slices' padding, stage 1's reduced gradient shard 2 Psi / N, Muon's "
-        "12 bytes per parameter)\n",
+        "padding rows, ZeRO slices' padding, Muon's 12 bytes per parameter)\n",
         "model state", state, state / GB, seed_model_state_bytes(psi, N, stage) / GB);
     const size_t block = block_activation_bytes(planned, tc->batch, tc->seq, policy);
     const double seed_block =
@@ -1579,8 +1578,7 @@ inline void print_state_bytes(const GPT* m) {
 // and moments: 16 bytes per parameter Psi): stage 0 16 Psi, 1 4 Psi + 12 Psi / N, 2 2 Psi + 14
 // Psi / N, 3 16 Psi / N. The counts differ from the formula by the alignment gaps of the
 // parameter layout (every tensor on 128 elements), the slices' padding (64 elements per
-// bucket), the reduced gradient shard of stage 1 (2 Psi / N), and Muon's 12 bytes per
-// parameter; the buffers of buckets in flight and ZeRO-3's gather buffers are reported apart.
+// bucket), and Muon's 12 bytes per parameter; the buffers of buckets in flight and ZeRO-3's gather buffers are reported apart.
 inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t parameters) {
     const size_t* h = m->memory.bytes;
     const TpAccount tpa = tp_account(m);

@@ -5,9 +5,9 @@
 //   stage 0  every rank holds everything; each bucket is all-reduced; every rank takes the
 //            whole step (4 + 12 bytes per parameter in the bf16 build: 16 Psi);
 //   stage 1  the optimizer state and the fp32 master weights are sharded: each rank receives
-//            the reduced gradient of the part it owns (reduce-scatter), updates that part, and
-//            the updated parameters are all-gathered (4 Psi + 12 Psi / N, plus the owned part
-//            of the reduced gradient, 2 Psi / N);
+//            the reduced gradient of the part it owns (reduce-scatter, in place, then copied
+//            back into the gradient buffer where the part lives), updates that part, and the
+//            updated parameters are all-gathered (4 Psi + 12 Psi / N);
 //   stage 2  the gradients too: the backward pass writes each bucket into a buffer of its own,
 //            reduce-scattered (every micro-batch, accumulated into the owned gradient shard)
 //            and reused, so no rank holds a whole gradient (2 Psi + 14 Psi / N, plus the
@@ -164,12 +164,14 @@ struct DataParallel {
     int owned_count;
     size_t elem_state, unit_state;  // elements of the two kinds of state
     // stages 1 to 3
-    floatX* grad_shard;    // reduced gradients of the owned state: elem_state + unit_state
+    floatX* grad_shard;    // stages 2, 3: reduced gradients of the owned state (elem_state +
+                           // unit_state); stages 0 and 1 keep them in the gradient buffer
     floatX* staging;       // one packed bucket (ranks x slice), then the next
     floatX* accumulate;    // stages 2, 3: a slice or unit reduced before it is added to grad_shard
     CopyRun* runs;         // device: per bucket, packing runs then this rank's parameter runs
-    CopyRun* unpack_runs;  // device: at the packing runs' indices, the way back (packed -> layout;
-                           // stage 3: -> the bucket's gather buffer)
+    CopyRun* unpack_runs;  // device: at each run's index, the way back: packed -> layout (stage 3:
+                           // -> the bucket's gather buffer), and this rank's slice -> its
+                           // parameters' places (stage 1: where its reduced gradient goes)
     int* pack_first;       // per bucket: first packing run (count + 1 entries)
     int* param_first;      // per bucket: first parameter run of this rank (count + 1 entries)
     // stages 2 and 3: the buffers the backward pass writes gradients into
@@ -350,7 +352,8 @@ __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
 // (unit_begin/unit_end: n_units element ranges, each adjacent to the next one's), the plan of
 // tensors[0..n_tensors) and this rank's part. grads: the full gradient buffer (stages 0 and
 // 1), nullptr at stages 2 and 3. Its buffers are taken from `ledger`: the reduced gradient
-// shard (kept between steps) as grads, the buffers of buckets in flight as buckets, stage 3's
+// shard of stages 2 and 3 (kept between steps) as grads, the buffers of buckets in flight as
+// buckets, stage 3's
 // gather buffers, the run lists as other. At stage 3 the caller's parameter buffer is the
 // shard, dp_param_elems elements.
 inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX* grads,
@@ -396,7 +399,9 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     dp->owned = (OwnedRange*)MALLOC_CHECK((owned.size() + 1) * sizeof(OwnedRange));
     std::copy(owned.begin(), owned.end(), dp->owned);
     if (dp->stage > 0) {
-        dp->grad_shard = device_take_n<floatX>(ledger, MEM_GRADS, dp->elem_state + dp->unit_state);
+        if (dp->stage >= 2)
+            dp->grad_shard =
+                device_take_n<floatX>(ledger, MEM_GRADS, dp->elem_state + dp->unit_state);
         size_t staging = 0, largest_unit = 0, largest_bucket = 0;
         for (int b = 0; b < dp->count; b++) {
             staging = std::max(staging, dp->plan.buckets[b].slice * ranks);
@@ -448,12 +453,14 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
             // this rank's updated parameters, from the layout (or, stage 3, from its shard)
             dp->param_first[b] = (int)runs.size();
             for (const OwnedRange& o : owned)
-                if (!o.unit && o.state >= sb->shard && o.state < sb->shard + sb->slice)
-                    runs.push_back(CopyRun{dp->me * sb->slice + (o.state - sb->shard),
-                                           dp->stage == 3 ? o.state : o.offset, o.n});
+                if (!o.unit && o.state >= sb->shard && o.state < sb->shard + sb->slice) {
+                    const CopyRun run{dp->me * sb->slice + (o.state - sb->shard),
+                                      dp->stage == 3 ? o.state : o.offset, o.n};
+                    runs.push_back(run);
+                    unpack.push_back(CopyRun{run.from, run.to, run.n});
+                }
         }
         dp->pack_first[dp->count] = dp->param_first[dp->count] = (int)runs.size();
-        unpack.resize(runs.size());
         dp->runs = device_take_copy(ledger, MEM_OTHER, runs);
         dp->unpack_runs = device_take_copy(ledger, MEM_OTHER, unpack);
     }
@@ -463,7 +470,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
         if (dp->stage > 0 && r != dp->me) continue;
         for (const OwnedRange& o : plan_owned(&dp->plan, r)) {
             if (!tensors[o.tensor].in_norm) continue;
-            const floatX* g = dp->stage == 0
+            const floatX* g = dp->stage <= 1
                                   ? grads + o.offset
                                   : dp->grad_shard + (o.unit ? dp->elem_state : 0) + o.state;
             const int blocks = norm_blocks_for(o.n);
@@ -568,10 +575,12 @@ inline void dp_unit_begin(DataParallel* dp, int unit, cudaStream_t compute) {
     dp_prepare_bucket(dp, dp->bucket_of[unit], compute);
 }
 
-// Reduces bucket b on the communication stream: stage 0 all-reduces its range in place; stages
-// 1 and 2 pack its element-wise pieces (then zeros) into the staging buffer and reduce-scatter
-// it, each rank's slice landing in (or, after the first micro-batch of stage 2, added onto)
-// its gradient shard, and reduce each matrix unit to its owner the same way.
+// Reduces bucket b on the communication stream: stage 0 all-reduces its range in place; the
+// other stages pack its element-wise pieces (then zeros) into the staging buffer and
+// reduce-scatter it, and reduce each matrix unit to its owner. Stage 1 does both in place (the
+// reduced slice is copied back to its places in the gradient buffer, a unit stays where it
+// is); stages 2 and 3 land each rank's slice and units in (or, after the step's first
+// micro-batch, add them onto) its gradient shard.
 inline void dp_reduce_bucket(DataParallel* dp, int b) {
     const GradBucket* g = &dp->buckets[b];
     const ShardBucket* sb = &dp->plan.buckets[b];
@@ -589,15 +598,24 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
     if (padded > sb->packed)
         CUDA_CHECK(cudaMemsetAsync(dp->staging + sb->packed, 0,
                                    (padded - sb->packed) * sizeof(floatX), s));
+    if (dp->stage == 1) {
+        floatX* mine = dp->staging + dp->me * sb->slice;  // NCCL's in-place reduce-scatter
+        comm_reduce_scatter(dp->group, dp->staging, mine, sb->slice, true, s);
+        copy_runs(dp->grads, dp->staging, dp->unpack_runs + dp->param_first[b],
+                  dp->pack_first[b + 1] - dp->param_first[b], s);
+    } else {
+        const bool onto = !dp->first_micro;
+        floatX* mine = dp->grad_shard + sb->shard;
+        comm_reduce_scatter(dp->group, dp->staging, onto ? dp->accumulate : mine, sb->slice, true,
+                            s);
+        if (onto) add_into(mine, dp->accumulate, sb->slice, s);
+    }
     const bool onto = dp->stage >= 2 && !dp->first_micro;
-    floatX* mine = dp->grad_shard + sb->shard;
-    comm_reduce_scatter(dp->group, dp->staging, onto ? dp->accumulate : mine, sb->slice, true, s);
-    if (onto) add_into(mine, dp->accumulate, sb->slice, s);
     for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
         const ShardUnit* u = &dp->plan.units[i];
         const floatX* send = src + (u->offset - src_base);
-        floatX* owned = dp->grad_shard + dp->elem_state + u->shard;
-        // the receive buffer matters on the owner only
+        // the receive buffer matters on the owner only; stage 1 reduces in place
+        floatX* owned = dp->stage == 1 ? (floatX*)send : dp->grad_shard + dp->elem_state + u->shard;
         floatX* recv = u->owner != dp->me ? (floatX*)send : onto ? dp->accumulate : owned;
         comm_reduce(dp->group, send, recv, u->n, u->owner, true, s);
         if (u->owner == dp->me && onto) add_into(owned, dp->accumulate, u->n, s);
@@ -631,9 +649,9 @@ inline void dp_finish(DataParallel* dp, cudaStream_t compute) {
 // ---------------------------------------------------------------------------------------------
 // The optimizer's side.
 
-// The reduced gradient of an owned range: in the full buffer (stage 0) or the shard.
+// The reduced gradient of an owned range: in the full buffer (stages 0 and 1) or the shard.
 inline const floatX* dp_owned_grad(const DataParallel* dp, const OwnedRange* o) {
-    if (dp->stage == 0) return dp->grads + o->offset;
+    if (dp->stage <= 1) return dp->grads + o->offset;
     return dp->grad_shard + (o->unit ? dp->elem_state : 0) + o->state;
 }
 

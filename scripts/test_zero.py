@@ -109,7 +109,7 @@ def expected_state(ranks, stage, C=64, L=2, V=256, T=16):
     if stage == 0:
         state["master"], state["optimizer"] = 4 * slices * ranks, 8 * slices * ranks
     if stage >= 1:
-        state["grads"] = 2 * slices + (2 * total if stage == 1 else 0)
+        state["grads"] = 2 * total if stage == 1 else 2 * slices
     return state, psi
 
 
@@ -167,7 +167,7 @@ def main():
                 formula = [16 * psi, 4 * psi + 12 * psi / 4, 2 * psi + 14 * psi / 4][zero]
                 check(got == want, f"bf16 AdamW, 4 ranks, ZeRO-{zero}: rank 0 holds {sum(got.values())} bytes of model "
                       f"state, as the plan gives ({want}); the formula says {formula:.0f} (the difference: alignment "
-                      f"gaps, slice padding{', the reduced shard' if zero == 1 else ''})")
+                      f"gaps, slice padding)")
                 table = [line for line in out.splitlines() if line.startswith("  rank ")]
                 check(len(table) == 4 and len({line.split(":", 1)[1] for line in table}) == 1,
                       f"bf16 AdamW, ZeRO-{zero}: every rank reports its bytes (all equal here)")
