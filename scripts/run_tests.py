@@ -35,6 +35,10 @@ Four kinds of tests:
 
 Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
 (PATHS: .cu test files and fuzz/*.cc targets, e.g. fuzz/shard.cc)
+       python3 scripts/run_tests.py --only NAME     one test script alone (e.g. --only test_tp)
+       python3 scripts/run_tests.py --config N      one trainer configuration against PyTorch
+                                                    (GPT_CONFIGS, numbered from 1)
+Both may be repeated and combined; the trainer's binaries must be built (make cpu).
 """
 import argparse
 import concurrent.futures
@@ -233,20 +237,31 @@ def run_fuzz_tests(patterns, tally):
         tally.record(os.path.relpath(path, ROOT), verdict(rc, output, "pass", None), output, seconds)
 
 
-def run_python_tests(tally):
-    for script in PYTHON_TESTS:
+def run_python_tests(tally, scripts=PYTHON_TESTS):
+    for script in scripts:
         rc, output, seconds = run_case(f"{sys.executable} {script}", "")
         tally.record(script, verdict(rc, output, "pass", None), output, seconds)
 
 
-def run_gpt_tests(native, tally):
-    bindir = ROOT if native else os.path.join(ROOT, "build", "cpu")
-    for script in TRAINER_TESTS:
-        rc, output, seconds = run_case(f"{sys.executable} {script} --bin-dir {bindir}", "")
+def trainer_bin_dir(native):
+    return ROOT if native else os.path.join(ROOT, "build", "cpu")
+
+
+def run_trainer_scripts(scripts, native, tally):
+    """Runs each test script of the built trainer (an entry of TRAINER_TESTS)."""
+    for script in scripts:
+        rc, output, seconds = run_case(f"{sys.executable} {script} --bin-dir {trainer_bin_dir(native)}", "")
         tally.record(script, verdict(rc, output, "pass", None), output, seconds)
+
+
+def run_reference_configs(indices, native, tally):
+    """Checks the trainer against PyTorch on GPT_CONFIGS[i] for each i: the dump (written once
+    and cached by the configuration and reference.py's text), its independent float64 check,
+    then both test binaries."""
     dumpdir = os.path.join(ROOT, "build", "dumps")
     os.makedirs(dumpdir, exist_ok=True)
-    for config in GPT_CONFIGS:
+    for i in indices:
+        config = GPT_CONFIGS[i]
         key = hashlib.sha1((config + open(os.path.join(ROOT, "scripts", "reference.py")).read())
                            .encode()).hexdigest()[:12]
         dump = os.path.join(dumpdir, f"ref_{key}.bin")
@@ -264,8 +279,20 @@ def run_gpt_tests(native, tally):
         rc, output, seconds = run_case(f"{sys.executable} scripts/check_reference.py {dump}", "")
         tally.record(f"check_reference.py {label}", verdict(rc, output, "pass", None), output, seconds)
         for binary in ("test_gpt_fp32", "test_gpt"):
-            rc, output, seconds = run_case(f"{os.path.join(bindir, binary)} {dump}", "")
+            rc, output, seconds = run_case(f"{os.path.join(trainer_bin_dir(native), binary)} {dump}", "")
             tally.record(f"{binary} {label}", verdict(rc, output, "pass", None), output, seconds)
+
+
+def script_named(name):
+    """The test script of TRAINER_TESTS or PYTHON_TESTS called `name` (its file name, with or
+    without .py), and whether it is a trainer test; exits with the list when there is none."""
+    for scripts, trainer in ((TRAINER_TESTS, True), (PYTHON_TESTS, False)):
+        for script in scripts:
+            base = os.path.basename(script.split()[0])
+            if name in (base, base[:-3]):
+                return script, trainer
+    known = [os.path.basename(s.split()[0])[:-3] for s in PYTHON_TESTS + TRAINER_TESTS]
+    sys.exit(f"run_tests.py: no test script named {name}; the scripts are: {', '.join(known)}")
 
 
 def main():
@@ -275,18 +302,35 @@ def main():
     parser.add_argument("--native", action="store_true", help="build with nvcc and run on the GPU")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2,
                         help="parallel builds (default: all cores)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="run just this test script (e.g. test_tp; repeatable), nothing else")
+    parser.add_argument("--config", action="append", default=[], type=int, metavar="N",
+                        help=f"run just the PyTorch check of trainer configuration N (1 to {len(GPT_CONFIGS)}; "
+                             "repeatable), nothing else")
     args = parser.parse_args()
+    for n in args.config:
+        if not 1 <= n <= len(GPT_CONFIGS):
+            parser.error(f"--config {n}: the configurations are numbered 1 to {len(GPT_CONFIGS)}")
+    only = [script_named(name) for name in args.only]
     native = args.native or has_gpu()
     print(f"running tests {'natively on the GPU' if native else 'through the CPU runtime (no GPU found)'}",
           flush=True)
     tally = Tally()
     t0 = time.time()
-    run_cuda_tests(args.patterns or DEFAULT_TESTS, native, args.jobs, tally)
-    run_fuzz_tests(args.patterns or DEFAULT_TESTS, tally)
-    if not args.patterns:
-        run_python_tests(tally)
-    if args.gpt:
-        run_gpt_tests(native, tally)
+    if only or args.config:
+        if args.patterns:
+            parser.error("--only and --config run those alone: give no test files with them")
+        run_trainer_scripts([script for script, trainer in only if trainer], native, tally)
+        run_python_tests(tally, [script for script, trainer in only if not trainer])
+        run_reference_configs([n - 1 for n in args.config], native, tally)
+    else:
+        run_cuda_tests(args.patterns or DEFAULT_TESTS, native, args.jobs, tally)
+        run_fuzz_tests(args.patterns or DEFAULT_TESTS, tally)
+        if not args.patterns:
+            run_python_tests(tally)
+        if args.gpt:
+            run_trainer_scripts(TRAINER_TESTS, native, tally)
+            run_reference_configs(range(len(GPT_CONFIGS)), native, tally)
     skipped = f", {tally.skipped} skipped" if tally.skipped else ""
     print(f"({time.time() - t0:.0f} s)")
     print(f"{tally.passed} passed, {tally.failed} failed{skipped}")
