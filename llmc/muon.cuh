@@ -34,7 +34,7 @@ workspace sized for the largest matrix unit (MuonWorkspace), not per parameter.
 Determinism: elementwise kernels, the two-pass norm of llmc/norm.cuh and cuBLASLt products with
 fixed algorithms: no atomics, the same bits on any device run and any CPU thread count.
 
-Design note: how ZeRO shards this table (llmc/zero.cuh's shard plan, plan_build, next to the
+Design note: how ZeRO shards this table (llmc/shard_plan.h's plan_build, over the
 data-parallel gradient buckets). The parameter table in train_gpt.cu (ParamTensor) holds, per
 tensor, what the plan is built from: its offset in the parameter/gradient/master buffers, its
 numel and shape, its optimizer, its state_offset in that optimizer's state buffers, and for
