@@ -2,9 +2,9 @@
 // random inputs, host<->device copies, the correctness check against a float64 host reference,
 // and the cudaEvent benchmark timer.
 //
-// A harness first includes train_gpt.cu with TRAIN_GPT_NO_MAIN defined (so its production kernel
-// is one of the variants, not a copy of it), then this file. floatX is bf16 by default and fp32
-// with -DENABLE_FP32, exactly as in the trainer.
+// A harness first includes train_gpt.cu with TRAIN_GPT_MODEL_ONLY defined (the model without the
+// run in train_run.cuh; the production kernel is one of the variants, not a copy of it), then
+// this file. floatX is bf16 by default and fp32 with -DENABLE_FP32, exactly as in the trainer.
 //
 // Every check is |got - ref| <= atol + rtol * |ref| per element, where ref is computed in double
 // on the host from the very (rounded) inputs the GPU saw. NaN never passes. The harness prints
