@@ -175,18 +175,23 @@ static Inputs make_inputs(const Shape* s, uint64_t seed) {
     return in;
 }
 
-// The inputs, and the gradients the backward pass adds to.
-static void upload(const Buffers* d, const Inputs* in) {
+static void upload_inputs(const Buffers* d, const Inputs* in) {
     copy_to_device(d->wte, in->wte);
     copy_to_device(d->wpe, in->wpe);
     copy_to_device(d->dout, in->dout);
+}
+
+// The gradients the backward pass adds to, back to their starting values.
+static void reset_gradients(const Buffers* d, const Inputs* in) {
     copy_to_device(d->dwte, in->dwte);
     copy_to_device(d->dwpe, in->dwpe);
 }
 
 struct Reference {
     std::vector<double> out, dwte, dwte_scale, dwpe, dwpe_scale;
-    std::vector<bool> wte_row_touched;  // (Vl + 2) a token of the row occurs (never a guard's)
+    // the rows the backward pass adds to (wte: the slice's tokens that occur, never a guard row;
+    // wpe: t < T), and the rest
+    std::vector<bool> wte_used, wte_unused, wpe_used, wpe_unused;
 };
 
 // Float64 reference; each *_scale is the sum of the magnitudes of the terms of that gradient.
@@ -197,12 +202,12 @@ static Reference reference(const Inputs* in, const Shape* s) {
     r.dwpe = to_double(in->dwpe);
     for (double g : r.dwte) r.dwte_scale.push_back(fabs(g));
     for (double g : r.dwpe) r.dwpe_scale.push_back(fabs(g));
-    r.wte_row_touched.assign(s->Vl + 2, false);
+    r.wte_used.assign(s->Vl + 2, false);
     for (int row = 0; row < N; row++) {
         const int t = row % s->T, v = in->tokens[row] - s->v0;
         const bool in_slice = v >= 0 && v < s->Vl;
         const size_t w = (size_t)(v + 1) * C;  // the token's wte row, past the first guard
-        if (in_slice) r.wte_row_touched[v + 1] = true;
+        if (in_slice) r.wte_used[v + 1] = true;
         for (int c = 0; c < C; c++) {
             const double d = (float)in->dout[(size_t)row * C + c];
             const double tok = in_slice ? (double)(float)in->wte[w + c] : 0.0;
@@ -215,6 +220,9 @@ static Reference reference(const Inputs* in, const Shape* s) {
             r.dwte_scale[w + c] += fabs(d);
         }
     }
+    for (int t = 0; t < wpe_rows(s); t++) r.wpe_used.push_back(t < s->T);
+    for (bool used : r.wte_used) r.wte_unused.push_back(!used);
+    for (bool used : r.wpe_used) r.wpe_unused.push_back(!used);
     return r;
 }
 
@@ -249,55 +257,60 @@ static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
     return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Checks one variant on one shape for every block size it takes; returns the failure count.
-static int check_shape(int variant, const Shape* s, uint64_t seed) {
-    const int N = s->B * s->T, C = s->C, P = wpe_rows(s);
+// Runs a variant at one block size REPEATS times; checks the first run against the reference and
+// every later run against the first run's bits. Returns whether all passed.
+static bool check_runs(int variant, int block_size, const Buffers* d, const Inputs* in,
+                       const Reference* ref, const Shape* s) {
+    const int C = s->C;
+    const char* const names[3] = {"out", "dwte", "dwpe"};
+    std::vector<float> first[3];  // out, dwte, dwpe of the first run
+    bool same[3] = {true, true, true};
+    for (int run = 0; run < REPEATS; run++) {
+        reset_gradients(d, in);
+        CUDA_CHECK(cudaMemset(d->out, 0xff, in->dout.size() * sizeof(floatX)));
+        launch(variant, block_size, false, d, s);
+        launch(variant, block_size, true, d, s);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got[3] = {host_floats(d->out, in->dout.size()),
+                                     host_floats(d->dwte, in->dwte.size()),
+                                     host_floats(d->dwpe, in->dwpe.size())};
+        for (int k = 0; k < 3; k++) {
+            if (run == 0) first[k].swap(got[k]);
+            else same[k] &= same_bits(first[k], got[k]);
+        }
+    }
+    bool ok = true;
+    for (int k = 0; k < 3; k++) {
+        printf("    %-10s bit-identical over %d runs: %s\n", names[k], REPEATS,
+               same[k] ? "ok" : "FAIL");
+        ok &= same[k];
+    }
+    ok &= check_close("out", first[0], ref->out, {}, TOL_OUT);
+    ok &= check_rows("dwte", first[1], ref->dwte, ref->dwte_scale, ref->wte_used, C, TOL_GRAD);
+    ok &= check_rows("dwte rest", first[1], ref->dwte, {}, ref->wte_unused, C, TOL_EXACT);
+    ok &= check_rows("dwpe", first[2], ref->dwpe, ref->dwpe_scale, ref->wpe_used, C, TOL_GRAD);
+    ok &= check_rows("dwpe rest", first[2], ref->dwpe, {}, ref->wpe_unused, C, TOL_EXACT);
+    return ok;
+}
+
+// Checks every selected variant on one shape at every block size it takes (the inputs and the
+// reference built once); returns the failure count.
+static int check_shape(const Options* o, const Shape* s, uint64_t seed) {
     Inputs in = make_inputs(s, seed);
     Reference ref = reference(&in, s);
-    // the rows the backward pass adds to (wte: the tokens that occur; wpe: t < T), and the rest
-    std::vector<bool> wpe_used(P), wte_unused(s->Vl + 2), wpe_unused(P);
-    for (int t = 0; t < P; t++) wpe_used[t] = t < s->T;
-    for (int v = 0; v < s->Vl + 2; v++) wte_unused[v] = !ref.wte_row_touched[v];
-    for (int t = 0; t < P; t++) wpe_unused[t] = !wpe_used[t];
     Buffers d = alloc_buffers(s, in.tokens);
-    const std::vector<int> block_sizes =
-        variant == 1 ? std::vector<int>{32, 96, 1024} : std::vector<int>{0, 64, 160};
+    upload_inputs(&d, &in);
     int failures = 0;
-    for (int block_size : block_sizes) {
-        printf("  variant %d B %d T %d C %d slice [%d, %d) tokens < %d %s (%s) block %d\n", variant,
-               s->B, s->T, C, s->v0, s->v0 + s->Vl, s->span, s->wpe ? "wpe" : "no wpe", s->what,
-               block_size);
-        // out, dwte, dwpe of the first run; every later run must give the same bits
-        const char* const names[3] = {"out", "dwte", "dwpe"};
-        std::vector<float> first[3];
-        bool same[3] = {true, true, true};
-        for (int run = 0; run < REPEATS; run++) {
-            upload(&d, &in);
-            CUDA_CHECK(cudaMemset(d.out, 0xff, (size_t)N * C * sizeof(floatX)));
-            launch(variant, block_size, false, &d, s);
-            launch(variant, block_size, true, &d, s);
-            CUDA_CHECK(cudaDeviceSynchronize());
-            std::vector<float> got[3] = {host_floats(d.out, (size_t)N * C),
-                                         host_floats(d.dwte, in.dwte.size()),
-                                         host_floats(d.dwpe, in.dwpe.size())};
-            for (int k = 0; k < 3; k++) {
-                if (run == 0) first[k] = got[k];
-                else same[k] &= same_bits(first[k], got[k]);
-            }
+    for (int v = 1; v <= NUM_VARIANTS; v++) {
+        if (!variant_selected(o, v)) continue;
+        const std::vector<int> block_sizes =
+            v == 1 ? std::vector<int>{32, 96, 1024} : std::vector<int>{0, 64, 160};
+        for (int block_size : block_sizes) {
+            printf("  variant %d B %d T %d C %d slice [%d, %d) tokens < %d %s (%s) block %d\n", v,
+                   s->B, s->T, s->C, s->v0, s->v0 + s->Vl, s->span, s->wpe ? "wpe" : "no wpe",
+                   s->what, block_size);
+            failures += !check_runs(v, block_size, &d, &in, &ref, s);
         }
-        bool ok = true;
-        for (int k = 0; k < 3; k++) {
-            printf("    %-10s bit-identical over %d runs: %s\n", names[k], REPEATS,
-                   same[k] ? "ok" : "FAIL");
-            ok &= same[k];
-        }
-        ok &= check_close("out", first[0], ref.out, {}, TOL_OUT);
-        ok &= check_rows("dwte", first[1], ref.dwte, ref.dwte_scale, ref.wte_row_touched, C,
-                         TOL_GRAD);
-        ok &= check_rows("dwte rest", first[1], ref.dwte, {}, wte_unused, C, TOL_EXACT);
-        ok &= check_rows("dwpe", first[2], ref.dwpe, ref.dwpe_scale, wpe_used, C, TOL_GRAD);
-        ok &= check_rows("dwpe rest", first[2], ref.dwpe, {}, wpe_unused, C, TOL_EXACT);
-        failures += !ok;
     }
     free_buffers(&d);
     return failures;
@@ -312,7 +325,8 @@ static void bench(const Options* o) {
     print_bench_intro(shape);
     Inputs in = make_inputs(&s, 7);
     Buffers d = alloc_buffers(&s, in.tokens);
-    upload(&d, &in);
+    upload_inputs(&d, &in);
+    reset_gradients(&d, &in);
     // forward: read a wte and a wpe row, write an out row per position; backward, the least
     // traffic: read dout twice (the wpe and the wte sums), read and write T wpe rows and a wte row
     // per distinct token
@@ -336,15 +350,13 @@ int main(int argc, char** argv) {
                                  {4, 19, 64, 20, 17, 50, false, "tensor-parallel middle rank"},
                                  {5, 16, 48, 0, 32, 64, true, "tensor-parallel first rank"},
                                  {2, 9, 32, 30, 10, 30, false, "no token in the slice"}};
+    // full size: GPT-2's B*T and widths, on a tensor-parallel rank's slice of its 50304 rows
     if (!o.small)
         shapes.insert(shapes.end(),
-                      {{8, 1024, 768, 0, 50304, 50257, true, "GPT-2 124M"},
-                       {4, 1024, 1600, 12576, 12576, 50257, false, "GPT-2 XL, tp 4"}});
+                      {{8, 1024, 768, 0, 6288, 50257, true, "GPT-2 124M, tp 8, first rank"},
+                       {4, 1024, 1600, 12576, 12576, 50257, false, "GPT-2 XL, tp 4, second rank"}});
     int failures = 0;
-    for (int v = 1; v <= NUM_VARIANTS; v++) {
-        if (!variant_selected(&o, v)) continue;
-        for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(v, &shapes[s], 800 + s);
-    }
+    for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, &shapes[s], 800 + s);
     if (o.bench) bench(&o);
     return finish("embedding", failures);
 }
