@@ -2701,4 +2701,7 @@ inline double recompute_flops_per_token(const GPTConfig* c, int T, int policy) {
 
 // =============================================================================================
 // The run: data, sampling, checkpoints, the command line, the memory plan and the training loop.
+// TRAIN_GPT_MODEL_ONLY (the kernel harnesses in dev/cuda) leaves it out: the model alone.
+#ifndef TRAIN_GPT_MODEL_ONLY
 #include "train_run.cuh"
+#endif

@@ -58,7 +58,7 @@ GPU_ARCH="${GENCODE[*]}"
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_STEPS=${TRAIN_STEPS:-30}
 DEADLINE_S=${DEADLINE_S:-420}
-HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz"
+HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz gelu qk_norm embedding"
 E2E_NEED_S=60  # the least time left with which the end-to-end test is started
 SUMMARY="$OUT/summary.txt"
 START=$(date +%s)
@@ -129,8 +129,8 @@ if [ -z "$nccl_h" ] || [ -z "$mpi_h" ]; then
     log "build: single-GPU (NO_MULTI_GPU=1): nccl.h ${nccl_h:-missing}, mpi.h ${mpi_h:-missing}"
 fi
 mkdir -p build/gpu || exit 1
-# The trainer's four binaries, the twelve harnesses and the two single-file compiles build side by
-# side on the 16 cores; each background subshell hands its RC back as its exit status.
+# The trainer's four binaries, the harnesses (both builds) and the two single-file compiles build
+# side by side on the 16 cores; each background subshell hands its RC back as its exit status.
 (
     run "build trainer" 180 "$OUT/build_trainer.log" make -j16 GPU_ARCH="$GPU_ARCH" ${MULTI[@]+"${MULTI[@]}"} all
     exit "$RC"

@@ -20,7 +20,7 @@
 //! cucc: -lcublasLt -DATT_LANE_DIMS=16
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench attention_forward B1 NH2 T64 HS64 variant 2: [\s\S]*variant 3: [\s\S]*all checks passed/
-#define TRAIN_GPT_NO_MAIN
+#define TRAIN_GPT_MODEL_ONLY
 #include "../../train_gpt.cu"
 #include "common.h"
 #include "attention_reference.h"

@@ -2,9 +2,9 @@
 // random inputs, host<->device copies, the correctness check against a float64 host reference,
 // and the cudaEvent benchmark timer.
 //
-// A harness first includes train_gpt.cu with TRAIN_GPT_NO_MAIN defined (so its production kernel
-// is one of the variants, not a copy of it), then this file. floatX is bf16 by default and fp32
-// with -DENABLE_FP32, exactly as in the trainer.
+// A harness first includes train_gpt.cu with TRAIN_GPT_MODEL_ONLY defined (the model without the
+// run in train_run.cuh; the production kernel is one of the variants, not a copy of it), then
+// this file. floatX is bf16 by default and fp32 with -DENABLE_FP32, exactly as in the trainer.
 //
 // Every check is |got - ref| <= atol + rtol * |ref| per element, where ref is computed in double
 // on the host from the very (rounded) inputs the GPU saw. NaN never passes. The harness prints
@@ -103,6 +103,10 @@ inline std::vector<double> to_double(const std::vector<floatX>& v) {
     return d;
 }
 
+// Grid-stride kernels (a thread loops over items i, i + grid size, ...) get launches of this many
+// blocks next to their launcher's: far fewer threads than items, so every thread loops.
+constexpr int STRIDE_GRID = 3;
+
 // ---------------------------------------------------------------------------------------------
 // Device buffers.
 
@@ -112,6 +116,12 @@ T* device_copy(const std::vector<T>& host) {
     CUDA_CHECK(cudaMalloc(&d, host.size() * sizeof(T)));
     CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
+}
+
+// Copies the host array over the first host.size() elements of device array d.
+template <class T>
+void copy_to_device(T* d, const std::vector<T>& host) {
+    CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 
 // n elements filled with all-ones bytes: NaN in fp32 and bf16, so an element a kernel fails to
@@ -153,13 +163,17 @@ struct Tolerance {
 };
 
 // Checks got against ref element by element; prints the worst element and returns whether all
-// passed.
+// passed (an empty selection passes, and says so).
 inline bool check_close(const char* what, const std::vector<float>& got,
                         const std::vector<double>& ref, const std::vector<double>& scale,
                         Tolerance tol) {
     if (got.size() != ref.size() || (!scale.empty() && scale.size() != ref.size())) {
         printf("    %-10s FAIL: %zu values, reference has %zu\n", what, got.size(), ref.size());
         return false;
+    }
+    if (got.empty()) {
+        printf("    %-10s no elements\n", what);
+        return true;
     }
     size_t worst = 0, bad = 0;
     double worst_ratio = -1.0;

@@ -13,7 +13,7 @@
 //! cucc: -lcublasLt
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench fused_classifier variant 2: [\s\S]*all checks passed/
-#define TRAIN_GPT_NO_MAIN
+#define TRAIN_GPT_MODEL_ONLY
 #include "../../train_gpt.cu"
 #include "common.h"
 

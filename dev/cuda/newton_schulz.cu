@@ -20,7 +20,7 @@
 //! cucc: -lcublasLt
 //! run: python3 dev/cuda/newton_schulz_torch.py --out build/newton_schulz_torch.bin && ./prog --small --torch build/newton_schulz_torch.bin => pass /seed example[\s\S]*all checks passed/
 //! run: ./prog --small --bench => pass /bench newton_schulz variant 1: [\s\S]*all checks passed/
-#define TRAIN_GPT_NO_MAIN
+#define TRAIN_GPT_MODEL_ONLY
 #include "../../train_gpt.cu"
 #include "common.h"
 

@@ -42,7 +42,7 @@
 //! cpu-only
 //! run: mpirun -np 2 ./prog => pass /all 62 checks passed on 2 ranks \(tp 2\)/
 //! run: mpirun -np 4 ./prog => pass /all 124 checks passed on 4 ranks \(tp 2 4\)/
-#define TRAIN_GPT_NO_MAIN
+#define TRAIN_GPT_MODEL_ONLY
 #include "../../train_gpt.cu"
 #include "common.h"
 
