@@ -323,12 +323,12 @@ void write_owned_section(CheckpointWriter* w, const GPT* m, const char* name, co
     }
 }
 
-// This rank's shard of the checkpoint of `step`, as shard number `shard`.
-inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) {
+// This rank's shard of the checkpoint of `step`, as shard number save->index of that save.
+inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptSave* save) {
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
     CheckpointWriter w;
-    if (ckpt_writer_begin_file(&w, dir, step, shard, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    if (ckpt_writer_begin_part(&w, dir, step, save, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
     // the ranges in the logical layout: a range of a tensor-parallel part is one record per run
     // of it that is contiguous in the whole tensor (its elements are written in local order,
     // which is the runs' order)
@@ -366,28 +366,37 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, int shard) 
 // Writes the checkpoint of rs->step into dir and keeps the newest `keep` (0: all): every rank
 // with state of its own writes its shard (ZeRO: every rank; stage 0: the first data-parallel
 // rank of each tensor-parallel rank, which holds everything of its part), then rank 0 the
-// manifest (the whole model's table, the run state and identity, the data position, the number
-// of shards), which commits it. Shards hold logical tensors, so any grid reads them. Every rank
-// of the job (`world`) calls it.
+// manifest (the whole model's table, the run state and identity, the data position), which
+// commits it. Every file carries the save's identity (llmc/checkpoint.h's CkptSave: rank 0's
+// random id for this save, the number of shards, the file's index), so a shard of any other
+// save is never taken for one of this checkpoint's. Shards hold logical tensors, so any grid
+// reads them. Every rank of the job (`world`) calls it.
 inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* dir, int keep,
                             const RunState* rs, const TrainData* d,
                             const std::vector<char>* run_config) {
     const int dp_rank = m->dp.group->rank, tp = m->tp.size;
     const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
-    if (m->dp.stage > 0 || dp_rank == 0)
-        save_shard(m, dir, rs->step, (m->dp.stage > 0 ? dp_rank * tp : 0) + m->tp.rank);
+    CkptSave save;
+    char err[CKPT_ERROR_BYTES];
+    if (world->rank == 0 && ckpt_new_save(&save, (uint64_t)shards, err, sizeof(err)) != 0)
+        fatal("%s", err);
+    comm_broadcast(world, &save, sizeof(save), 0);
+    if (m->dp.stage > 0 || dp_rank == 0) {
+        CkptSave mine = save;
+        mine.index = (uint64_t)((m->dp.stage > 0 ? dp_rank * tp : 0) + m->tp.rank);
+        save_shard(m, dir, rs->step, &mine);
+    }
     comm_barrier(world, "the barrier before a checkpoint's manifest (every shard written)");
     if (world->rank != 0) return;
     const CheckpointConfig cc = checkpoint_config_of(&m->config);
     CheckpointWriter w;
-    if (ckpt_writer_begin(&w, dir, rs->step, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
+    if (ckpt_writer_begin_part(&w, dir, rs->step, &save, &cc, sizeof(cc)) != 0)
+        fatal("%s", w.error);
     std::vector<LayoutRecord> records(m->logical.count);
     for (int i = 0; i < m->logical.count; i++)
         records[i] = layout_record_of(&m->logical.tensors[i]);
-    const uint64_t shard_count = (uint64_t)shards;
     if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
             0 ||
-        ckpt_write_section(&w, "shards", &shard_count, sizeof(shard_count)) != 0 ||
         ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0 ||
         ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
         fatal("%s", w.error);
@@ -398,17 +407,11 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
     if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
 }
 
-inline bool checkpoint_has_section(const CheckpointReader* r, const char* name) {
-    for (uint64_t i = 0; i < r->section_count; i++)
-        if (strcmp(r->sections[i].name, name) == 0) return true;
-    return false;
-}
-
 // The layout section of an open checkpoint. A checkpoint from before the parameter table
 // (AdamW's moments as adam_m/adam_v over every tensor, no layout) is refused here, by name.
 inline std::vector<LayoutRecord> read_layout(CheckpointReader* r) {
-    if (!checkpoint_has_section(r, "layout")) {
-        if (checkpoint_has_section(r, "adam_m"))
+    if (!ckpt_has_section(r, "layout")) {
+        if (ckpt_has_section(r, "adam_m"))
             fatal(
                 "checkpoint %s was written before optimizer state had a layout (it holds "
                 "adam_m/adam_v for every tensor and no 'layout' section); this program cannot "
@@ -484,7 +487,8 @@ struct ShardSource {
 inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderState* ds) {
     const ParamLayout* logical = &m->logical;
     check_layout(manifest, read_layout(manifest), logical);
-    const int64_t shard_count = ckpt_shard_count(manifest);
+    CkptSave save;
+    const int64_t shard_count = ckpt_manifest_save(manifest, &save);
     if (shard_count < 0) fatal("%s", manifest->error);
     if (shard_count == 0)
         fatal(
@@ -509,7 +513,9 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
         ShardSource src;
         char path[CKPT_PATH_BYTES];
         ckpt_shard_name(path, sizeof(path), dir, manifest->step, (int)k);
-        if (ckpt_open(&src.r, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+        if (ckpt_open(&src.r, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) !=
+                0 ||
+            ckpt_check_shard(&src.r, manifest->step, &save, (uint64_t)k) != 0)
             fatal("%s", src.r.error);
         const CkptSectionInfo* info = ckpt_lookup(&src.r, "owned");
         if (info == nullptr || info->size % sizeof(OwnedRecord) != 0)
@@ -588,7 +594,8 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
     if (params_read != numel || owned_read != owned_total)
         fatal(
             "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
-            "the %zu elements of state this rank needs (shards missing, or of another run?)",
+            "the %zu elements of state this rank needs (its shards, all of this save, do not "
+            "cover them: written by a faulty writer)",
             manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
     std::vector<floatX> local(m->layout.total);
     local_from_logical(m, params.data(), local.data());
@@ -675,7 +682,7 @@ struct TrainConfig {
     int plan;                       // print the memory plan and exit
     int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
     long long global_batch_tokens;  // 0: --grad-accum as given
-    double device_memory;           // 0: cudaMemGetInfo's free bytes
+    long long device_memory;        // bytes; 0: cudaMemGetInfo's free bytes
     char rendezvous[512];           // the meeting folder of a launch without MPI
     int help;
 };
@@ -712,8 +719,9 @@ static const Flag FLAGS[] = {
      FLAG_PER_RANK,
      "sets --grad-accum so that --batch x --seq x accumulation x data-parallel ranks is this "
      "many tokens (0: off; it must come out whole)"},
-    {"--device-memory", FLAG_DOUBLE, FIELD(device_memory), 0, INFINITY, nullptr, FLAG_FREE,
-     "bytes of device memory --batch auto and --recompute auto plan for (0: what the device "
+    {"--device-memory", FLAG_BYTES, FIELD(device_memory), 0, FLAG_BYTES_MAX, nullptr, FLAG_FREE,
+     "bytes of device memory --batch auto and --recompute auto plan for, a whole number with an "
+     "optional unit k, M, G or T (powers of 1024: 80G is 80 x 2^30 bytes) (0: what the device "
      "has free)"},
     {"--steps", FLAG_INT, FIELD(steps), POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
     {"--lr", FLAG_DOUBLE, FIELD(lr), 0, INFINITY, nullptr, FLAG_IDENTITY, "peak learning rate"},
@@ -738,7 +746,7 @@ static const Flag FLAGS[] = {
      "Muon's momentum mu (the buffer is an average: buf += (1-mu)(g - buf))"},
     {"--muon-nesterov", FLAG_INT, FIELD(muon_nesterov), 0, 1, nullptr, FLAG_IDENTITY,
      "1: Nesterov momentum (orthogonalize g + mu (buf - g)); 0: orthogonalize buf"},
-    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), 0, 99, nullptr, FLAG_IDENTITY,
+    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), 1, 99, nullptr, FLAG_IDENTITY,
      "Newton-Schulz iterations (quintic, coefficients 3.4445, -4.7750, 2.0315)"},
     {"--muon-adjust", FLAG_STRING, STRING_FIELD(muon_adjust), 0, 0, "original|match_rms_adamw",
      FLAG_IDENTITY,
@@ -965,6 +973,20 @@ inline void print_usage(FILE* f, const char* prog) {
 // vocab already resolved). Returns an error message or nullptr.
 inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     if (const char* err = flags_check(FLAGS, NUM_FLAGS, tc, msg, len)) return err;
+    // values inside the table's ranges that leave nothing to train
+    if (tc->model.vocab == 1) {
+        snprintf(msg, len,
+                 "--vocab must be 0 (the tokenizer's) or at least 2 (got 1): with one token the "
+                 "loss and every gradient are 0");
+        return msg;
+    }
+    if (tc->muon_momentum >= 1.0) {
+        snprintf(msg, len,
+                 "--muon-momentum must be in [0, 1) (got %g): at 1 Muon's momentum buffer never "
+                 "leaves zero, so Muon never moves its matrices",
+                 tc->muon_momentum);
+        return msg;
+    }
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
@@ -1204,91 +1226,109 @@ inline ParallelGroups grid_groups(const Grid* g, const TrainConfig* tc) {
     return ParallelGroups{g->dp, tc->zero, tc->bucket_mb, g->tp, tc->sequence_parallel != 0};
 }
 
+// The largest of every rank's `value` (over the data-parallel group, then the tensor-parallel
+// one: every rank of the job), the same on every rank. Every rank calls it.
+inline double grid_max(const Grid* grid, double value) {
+    const CommGroup* groups[2] = {grid->dp, grid->tp};
+    for (const CommGroup* g : groups) {
+        std::vector<double> all(g->size);
+        comm_allgather_host(g, &value, sizeof(value), all.data(),
+                            "the ranks' device memory and plans");
+        value = *std::max_element(all.begin(), all.end());
+    }
+    return value;
+}
+
+// The device memory this rank fits --batch auto and --recompute auto into: --device-memory, or
+// what cudaMemGetInfo reports free.
+inline double device_budget(const TrainConfig* tc) {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return tc->device_memory > 0 ? (double)tc->device_memory : (double)free_bytes;
+}
+
 // --batch auto and --recompute auto: the largest micro-batch (and the least recompute) whose
-// plan fits the device memory of the rank with the least of it (--device-memory, or what
-// cudaMemGetInfo reports free), less 1% of it for what the plan cannot see on a GPU (the
-// allocator's page rounding of large buffers, NCCL's and cuBLASLt's own allocations; under the
-// CPU runtime the plan is exact). Then --global-batch-tokens sets the accumulation. Each choice
-// is printed with the numbers behind it.
-inline void fit_batch(TrainConfig* tc, const Grid* grid) {
+// plan fits `budget` bytes of device memory, less 1% of it for what the plan cannot see on a GPU
+// (the allocator's page rounding of large buffers, NCCL's and cuBLASLt's own allocations; under
+// the CPU runtime the plan is exact). need(config) is the plan's total for a configuration on
+// the rank that needs the most, so that every rank makes the same choice. Under
+// --sequence-parallel (tensor-parallel groups of tp) the batch is cut to one whose rows tp
+// divides. Sets tc->batch and tc->recompute and prints the choice with the numbers behind it.
+template <class Need>
+void fit_memory(TrainConfig* tc, double budget, int tp, Need need) {
     const bool auto_batch = tc->batch == FLAG_AUTO;
     const bool auto_policy = strcmp(tc->recompute, "auto") == 0;
-    if (auto_batch || auto_policy) {
-        size_t free_bytes = 0, total_bytes = 0;
-        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-        double budget = tc->device_memory > 0 ? tc->device_memory : (double)free_bytes;
-        std::vector<double> budgets(grid->dp->size);
-        comm_allgather_host(grid->dp, &budget, sizeof(budget), budgets.data(),
-                            "the ranks' device memory");
-        if (grid->tp->size > 1) {  // the least of every rank's
-            const double least = *std::min_element(budgets.begin(), budgets.end());
-            budgets.assign(grid->tp->size, 0.0);
-            comm_allgather_host(grid->tp, &least, sizeof(least), budgets.data(),
-                                "the ranks' device memory");
+    const double usable = 0.99 * budget;
+    auto planned = [&](int B, int policy) {
+        TrainConfig t = *tc;
+        t.batch = B;
+        snprintf(t.recompute, sizeof(t.recompute), "%s", RECOMPUTE_NAMES[policy]);
+        return need(&t);
+    };
+    const int largest = (int)std::min<double>(MAX_BATCH, std::floor(MAX_ROWS / tc->seq));
+    int batch = 0, policy = 0;
+    for (int p = auto_policy ? 0 : recompute_from_name(tc->recompute); p < NUM_RECOMPUTE; p++) {
+        const int fixed = auto_batch ? 1 : tc->batch;
+        if (planned(fixed, p) > usable) {
+            if (!auto_policy) break;  // not even this batch fits under the policy asked for
+            continue;
         }
-        budget = *std::min_element(budgets.begin(), budgets.end());
-        const double usable = 0.99 * budget;
+        batch = fixed;
+        policy = p;
+        if (auto_batch) {  // the plan grows with B: the largest B that fits, by bisection
+            int hi = 2;
+            while (hi <= largest && planned(hi, p) <= usable) batch = hi, hi *= 2;
+            hi = std::min(hi, largest + 1);  // batch fits, hi does not (or is past the limit)
+            while (hi - batch > 1) {
+                const int mid = batch + (hi - batch) / 2;
+                if (planned(mid, p) <= usable) batch = mid;
+                else hi = mid;
+            }
+        }
+        break;
+    }
+    if (batch == 0)
+        fatal(
+            "no configuration fits %.0f bytes of device memory (99%% of %.0f%s): --batch %s "
+            "with --recompute %s needs %.0f; use a higher --zero, more ranks or a smaller "
+            "--seq (--plan shows where the bytes go)",
+            usable, budget, tc->device_memory > 0 ? ", --device-memory" : " free",
+            auto_batch ? "1" : "as given", auto_policy ? "full" : tc->recompute,
+            planned(auto_batch ? 1 : tc->batch,
+                    auto_policy ? RECOMPUTE_FULL : recompute_from_name(tc->recompute)));
+    // sequence parallelism cuts the B x T rows into tp parts: the largest such batch
+    const int multiple = tc->sequence_parallel ? tp / std::gcd(tc->seq, tp) : 1;
+    if (auto_batch && batch % multiple != 0) {
+        if (batch < multiple)
+            fatal(
+                "--batch auto: %d sequences fit, but --sequence-parallel needs --batch x --seq "
+                "%d to divide by --tp %d (a multiple of %d sequences)",
+                batch, tc->seq, tp, multiple);
+        batch -= batch % multiple;
+    }
+    tc->batch = batch;
+    snprintf(tc->recompute, sizeof(tc->recompute), "%s", RECOMPUTE_NAMES[policy]);
+    printf(
+        "fitted to %.0f bytes of device memory (99%% of %.0f): --batch %d --recompute %s, planned "
+        "%.0f bytes",
+        usable, budget, batch, tc->recompute, planned(batch, policy));
+    if (auto_batch && batch < largest)
+        printf("; --batch %d would need %.0f", batch + multiple, planned(batch + multiple, policy));
+    printf("\n");
+}
+
+// --batch auto and --recompute auto for a run on this grid: the least budget of every rank's
+// (device_budget), each candidate's plan on the rank that needs the most (fit_memory); then
+// --global-batch-tokens sets the accumulation. Every rank calls it.
+inline void fit_batch(TrainConfig* tc, const Grid* grid) {
+    if (tc->batch == FLAG_AUTO || strcmp(tc->recompute, "auto") == 0) {
+        const double least = -grid_max(grid, -device_budget(tc));
         const OptimizerConfig opt = optimizer_config_of(tc);
         const ParallelGroups par = grid_groups(grid, tc);
-        auto planned = [&](int B, int policy) {
-            TrainConfig t = *tc;
-            t.batch = B;
-            snprintf(t.recompute, sizeof(t.recompute), "%s", RECOMPUTE_NAMES[policy]);
-            const DeviceLedger plan = plan_model(&t, &opt, par);
-            return (double)ledger_total(&plan);
-        };
-        const int largest = (int)std::min<double>(MAX_BATCH, std::floor(MAX_ROWS / tc->seq));
-        int batch = 0, policy = 0;
-        for (int p = auto_policy ? 0 : recompute_from_name(tc->recompute); p < NUM_RECOMPUTE; p++) {
-            const int fixed = auto_batch ? 1 : tc->batch;
-            if (planned(fixed, p) > usable) {
-                if (!auto_policy) break;  // not even this batch fits under the policy asked for
-                continue;
-            }
-            batch = fixed;
-            policy = p;
-            if (auto_batch) {  // the plan grows with B: the largest B that fits, by bisection
-                int hi = 2;
-                while (hi <= largest && planned(hi, p) <= usable) batch = hi, hi *= 2;
-                hi = std::min(hi, largest + 1);  // batch fits, hi does not (or is past the limit)
-                while (hi - batch > 1) {
-                    const int mid = batch + (hi - batch) / 2;
-                    if (planned(mid, p) <= usable) batch = mid;
-                    else hi = mid;
-                }
-            }
-            break;
-        }
-        if (batch == 0)
-            fatal(
-                "no configuration fits %.0f bytes of device memory (99%% of %.0f%s): --batch %s "
-                "with --recompute %s needs %.0f; use a higher --zero, more ranks or a smaller "
-                "--seq (--plan shows where the bytes go)",
-                usable, budget, tc->device_memory > 0 ? ", --device-memory" : " free",
-                auto_batch ? "1" : "as given", auto_policy ? "full" : tc->recompute,
-                planned(auto_batch ? 1 : tc->batch,
-                        auto_policy ? RECOMPUTE_FULL : recompute_from_name(tc->recompute)));
-        // sequence parallelism cuts the B x T rows into tp parts: the largest such batch
-        const int multiple =
-            tc->sequence_parallel ? grid->tp->size / std::gcd(tc->seq, grid->tp->size) : 1;
-        if (auto_batch && batch % multiple != 0) {
-            if (batch < multiple)
-                fatal(
-                    "--batch auto: %d sequences fit, but --sequence-parallel needs --batch x "
-                    "--seq %d to divide by --tp %d (a multiple of %d sequences)",
-                    batch, tc->seq, grid->tp->size, multiple);
-            batch -= batch % multiple;
-        }
-        tc->batch = batch;
-        snprintf(tc->recompute, sizeof(tc->recompute), "%s", RECOMPUTE_NAMES[policy]);
-        printf(
-            "fitted to %.0f bytes of device memory (99%% of %.0f): --batch %d --recompute %s, "
-            "planned %.0f bytes",
-            usable, budget, batch, tc->recompute, planned(batch, policy));
-        if (auto_batch && batch < largest)
-            printf("; --batch %d would need %.0f", batch + multiple,
-                   planned(batch + multiple, policy));
-        printf("\n");
+        fit_memory(tc, least, grid->tp->size, [&](const TrainConfig* t) {
+            const DeviceLedger plan = plan_model(t, &opt, par);
+            return grid_max(grid, (double)ledger_total(&plan));
+        });
     }
     if (tc->global_batch_tokens > 0) {
         const long long per_micro = (long long)tc->batch * tc->seq * grid->dp->size;
@@ -1304,32 +1344,59 @@ inline void fit_batch(TrainConfig* tc, const Grid* grid) {
     }
 }
 
+// One rank of a planned launch: rank r of `ranks` in tc's grid, its groups only shapes (no
+// collective is made), its model built plan-only. Free the model with gpt_free.
+struct PlannedRank {
+    CommGroup dp, tp;  // the model points at them
+    GPT model;
+};
+
+inline void plan_rank(PlannedRank* p, const TrainConfig* tc, const OptimizerConfig* opt, int ranks,
+                      int r) {
+    memset(&p->dp, 0, sizeof(p->dp));
+    memset(&p->tp, 0, sizeof(p->tp));
+    p->dp.rank = r / tc->tp, p->dp.size = ranks / tc->tp;
+    p->tp.rank = r % tc->tp, p->tp.size = tc->tp;
+    p->dp.world_rank = p->tp.world_rank = r;
+    p->dp.timeout_s = p->tp.timeout_s = tc->comm_timeout;
+    gpt_build(&p->model, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed,
+              ParallelGroups{&p->dp, tc->zero, tc->bucket_mb, &p->tp, tc->sequence_parallel != 0},
+              recompute_from_name(tc->recompute), true);
+}
+
 // --plan: every rank's plan for tc's configuration on --plan-ranks data-parallel ranks (or this
-// launch's), rank 0's in full; allocates nothing, needs no data.
-inline int plan_main(const TrainConfig* tc, const Comm* comm) {
+// launch's), rank 0's in full; allocates nothing, needs no data. --batch auto and --recompute
+// auto are fitted first, to --device-memory or what this device has free, by the plan of the
+// planned rank that needs the most.
+inline int plan_main(TrainConfig* tc, const Comm* comm) {
     if (comm->rank != 0) return EXIT_SUCCESS;
     const int ranks = tc->plan_ranks > 0 ? tc->plan_ranks : comm->world;
     const OptimizerConfig opt = optimizer_config_of(tc);
-    size_t lo = SIZE_MAX, hi = 0;
     if (ranks % tc->tp != 0)
         fatal("--plan-ranks %d cannot be cut into tensor-parallel groups of --tp %d", ranks,
               tc->tp);
-    for (int r = 0; r < ranks; r++) {
-        // groups that are only shapes: no collective is made
-        CommGroup dp = {}, tp = {};
-        dp.rank = r / tc->tp, dp.size = ranks / tc->tp;
-        tp.rank = r % tc->tp, tp.size = tc->tp;
-        dp.world_rank = tp.world_rank = r;
-        dp.timeout_s = tp.timeout_s = tc->comm_timeout;
-        GPT planned;
-        gpt_build(&planned, &tc->model, &opt, tc->batch, tc->seq, (uint64_t)tc->seed,
-                  ParallelGroups{&dp, tc->zero, tc->bucket_mb, &tp, tc->sequence_parallel != 0},
-                  recompute_from_name(tc->recompute), true);
-        if (r == 0) print_plan(&planned, tc, 0, ranks);
-        lo = std::min(lo, ledger_total(&planned.memory));
-        hi = std::max(hi, ledger_total(&planned.memory));
-        gpt_free(&planned);
-    }
+    // calls each(r, model) with the planned model of every rank r of t's configuration
+    auto for_each_rank = [&](const TrainConfig* t, auto each) {
+        for (int r = 0; r < ranks; r++) {
+            PlannedRank p;
+            plan_rank(&p, t, &opt, ranks, r);
+            each(r, &p.model);
+            gpt_free(&p.model);
+        }
+    };
+    if (tc->batch == FLAG_AUTO || strcmp(tc->recompute, "auto") == 0)
+        fit_memory(tc, device_budget(tc), tc->tp, [&](const TrainConfig* t) {
+            size_t most = 0;
+            for_each_rank(
+                t, [&](int, const GPT* g) { most = std::max(most, ledger_total(&g->memory)); });
+            return (double)most;
+        });
+    size_t lo = SIZE_MAX, hi = 0;
+    for_each_rank(tc, [&](int r, const GPT* g) {
+        if (r == 0) print_plan(g, tc, 0, ranks);
+        lo = std::min(lo, ledger_total(&g->memory));
+        hi = std::max(hi, ledger_total(&g->memory));
+    });
     printf("total per rank over the %d ranks: %zu to %zu bytes (%.3f to %.3f GB)\n", ranks, lo, hi,
            lo / 1e9, hi / 1e9);
     return EXIT_SUCCESS;
@@ -1680,10 +1747,29 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
 
+// Appends to out the ranks r in [from, n) whose masks[r] has bit `bit`, as "3, 5-7".
+inline void append_rank_list(char* out, size_t len, const uint64_t* masks, int from, int n,
+                             int bit) {
+    auto has = [&](int r) { return r < n && ((masks[r] >> bit) & 1); };
+    const char* sep = "";
+    for (int r = from; r < n; r++) {
+        if (!has(r)) continue;
+        int last = r;
+        while (has(last + 1)) last++;
+        const size_t used = strlen(out);
+        if (last == r) snprintf(out + used, len - used, "%s%d", sep, r);
+        else snprintf(out + used, len - used, "%s%d-%d", sep, r, last);
+        sep = ", ";
+        r = last;
+    }
+}
+
 // Every rank must run with rank 0's configuration: ranks started with other flags (an MPMD
 // launch, a script that differs per node) would issue other collectives and hang, or train
 // something else. Rank 0's resolved configuration goes to every rank, which names each flag
-// where it differs; then all ranks stop together if any differs. Called before any work.
+// where it differs; then every rank learns which flags differ where (a bit per flag from each
+// rank, and a flag's value on the first rank where it differs), so that the message all ranks
+// stop with, rank 0's included, names every difference. Called before any work.
 inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
     if (comm->world == 1) return;
     char build[64], root_build[64];  // the same struct layout and precision first
@@ -1700,17 +1786,42 @@ inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
     comm_broadcast(&comm->all, &root, sizeof(root), 0);
     char diff[4096] = "";
     const unsigned every_role = (1u << FLAG_IDENTITY) | (1u << FLAG_PER_RANK) | (1u << FLAG_FREE);
-    double differences = flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0",
-                                           "here", diff, sizeof(diff));
-    if (differences > 0)
+    if (flags_differences(FLAGS, NUM_FLAGS, &root, tc, every_role, "on rank 0", "here", diff,
+                          sizeof(diff)) > 0)
         fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
                 diff);
-    comm_sum_scalars(&comm->all, &differences, 1);
+    static_assert(NUM_FLAGS <= 64, "a rank's differing flags travel as a 64-bit mask");
+    const uint64_t mine = flags_difference_mask(FLAGS, NUM_FLAGS, &root, tc, every_role);
+    std::vector<uint64_t> masks(comm->world);
+    comm_allgather_host(&comm->all, &mine, sizeof(mine), masks.data(),
+                        "the ranks' differing flags");
+    char named[4096] = "";
+    int differences = 0;
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        int first = 0;
+        while (first < comm->world && !((masks[first] >> i) & 1)) first++;
+        if (first == comm->world) continue;
+        differences++;
+        char value[600], root_value[600];
+        flag_format(&FLAGS[i], tc, value, sizeof(value));
+        comm_broadcast(&comm->all, value, sizeof(value), first);
+        flag_format(&FLAGS[i], &root, root_value, sizeof(root_value));
+        size_t used = strlen(named);
+        snprintf(named + used, sizeof(named) - used, "\n  %s: %s on rank 0, %s on rank %d",
+                 FLAGS[i].name, root_value, value, first);
+        if (first + 1 < comm->world) {
+            char more[512] = "";
+            append_rank_list(more, sizeof(more), masks.data(), first + 1, comm->world, i);
+            used = strlen(named);
+            if (more[0])
+                snprintf(named + used, sizeof(named) - used, " (it differs on ranks %s too)", more);
+        }
+    }
     if (differences > 0)
         fatal(
-            "rank %d: the ranks were started with different flags (%g differences; every rank "
-            "must get the same command line)",
-            comm->rank, differences);
+            "rank %d: the ranks were started with different flags (%d difference%s; every rank "
+            "must get the same command line):%s",
+            comm->rank, differences, differences == 1 ? "" : "s", named);
 }
 
 // Trains (or samples, with --sample) as one rank of `comm`.

@@ -13,7 +13,8 @@ configuration (a random change would almost never keep the CRC right). Each time
 - when it is intact, every section is looked up and read whole and in two parts that must
   agree, and a read of the wrong size or past the end is refused;
 - ckpt_find_latest over the folder finds it when it is intact, and skips it (freeing what it
-  read) when it is a manifest whose "shards" section names shard files: the folder has none.
+  read) when it is a manifest whose "save" section names shard files (the folder has none), or
+  one of the older format, with a "shards" section and no "save".
 Every refusal must come with a message.
 
 Seeds: with FUZZ_WRITE_SEEDS=DIR set, this program writes its seed corpus into DIR with the
@@ -74,8 +75,8 @@ static void exercise(const std::string& path) {
     const bool intact = ckpt_open(&r, path.c_str(), NULL, 0, NULL, 0) == 0;
     fuzz_check(intact || (r.error[0] != '\0' && r.file == NULL),
                "ckpt_open failed without a message");
-    // a manifest's shards: a "shards" section names files that must exist and be intact (here
-    // there are none, so a count above 0 makes the checkpoint incomplete)
+    // a manifest's shards: a "save" section names files that must exist, be intact and be of its
+    // save (here there are none, so a manifest is always incomplete)
     bool shards_intact = false;
     if (intact) {
         read_sections(&r);
@@ -143,12 +144,12 @@ static void write_seed(const char* dir, uint64_t step, const void* config, size_
     }
 }
 
-// A sharded checkpoint's manifest: its "shards" section names `shards` shard files, which the
+// A sharded checkpoint's manifest: its "save" section names `shards` shard files, which the
 // fuzzer's folder never holds, so ckpt_find_latest must skip it (and free what it read).
 static void write_manifest_seed(const char* dir, uint64_t step, uint64_t shards) {
     CheckpointWriter w;
-    int rc = ckpt_writer_begin(&w, dir, step, &DEFAULT_CONFIG, sizeof(DEFAULT_CONFIG));
-    if (rc == 0) rc = ckpt_write_section(&w, "shards", &shards, sizeof(shards));
+    const CkptSave save = {{0x0123456789abcdefull, step}, shards, CKPT_MANIFEST};
+    int rc = ckpt_writer_begin_part(&w, dir, step, &save, &DEFAULT_CONFIG, sizeof(DEFAULT_CONFIG));
     if (rc == 0) rc = ckpt_write_section(&w, "run", &step, sizeof(step));
     if (rc == 0) rc = ckpt_writer_commit(&w, 0);
     if (rc != 0) {

@@ -49,6 +49,7 @@ caller prints it and exits non-zero. Running out of host memory exits at once (M
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <signal.h>
@@ -764,6 +765,13 @@ inline const CkptSectionInfo* ckpt_lookup(CheckpointReader* r, const char* name)
     return NULL;
 }
 
+// Whether the open checkpoint r has a section called name.
+inline bool ckpt_has_section(const CheckpointReader* r, const char* name) {
+    for (uint64_t i = 0; i < r->section_count; i++)
+        if (strcmp(r->sections[i].name, name) == 0) return true;
+    return false;
+}
+
 // Reads section `name`, which must have exactly `size` bytes.
 inline int ckpt_read_section(CheckpointReader* r, const char* name, void* dst, size_t size) {
     const CkptSectionInfo* s = ckpt_lookup(r, name);
@@ -793,28 +801,112 @@ inline int ckpt_read_section_part(CheckpointReader* r, const char* name, uint64_
 
 // ---------------------------------------------------------------------------------------------
 // Sharded checkpoints. A checkpoint may be a manifest plus shard files: every rank that holds
-// state writes its shard, ckpt_stepSSSSSSSS.rankRRRRR.bin, atomically like any checkpoint file
-// (ckpt_writer_begin_file with its rank); once all are committed, rank 0 writes the manifest,
-// ckpt_stepSSSSSSSS.bin, whose section "shards" holds the number of shard files (uint64), and
-// only the manifest commits the checkpoint: a save that dies earlier leaves shards without a
-// manifest, which are no checkpoint (the folder lock's next holder deletes them). Pruning a
-// checkpoint deletes its manifest, then its shards.
+// state writes its shard, ckpt_stepSSSSSSSS.rankRRRRR.bin, atomically like any checkpoint file;
+// once all are committed, rank 0 writes the manifest, ckpt_stepSSSSSSSS.bin, and only the
+// manifest commits the checkpoint: a save that dies earlier leaves shards without a manifest,
+// which are no checkpoint (the folder lock's next holder deletes them). Pruning a checkpoint
+// deletes its manifest, then its shards.
+//
+// The files of one save know each other: each starts with the section "save" (CkptSave), the
+// save's identity, a random 128-bit id drawn once per save (rank 0 draws it and hands it to
+// every writer), the number of shards, and which shard the file is (CKPT_MANIFEST in the
+// manifest). A shard belongs to a manifest only when its step, id, count and index are the
+// manifest's: the step and the model's configuration alone would accept a shard copied from
+// another run, a shard copied over another of the same checkpoint, and a shard that a later save
+// of the same step renamed into place before it died, ahead of its manifest. Such a checkpoint
+// is damaged: ckpt_find_latest skips it like any other, and a reader refuses it.
 
-// The number of shards the open manifest r lists (0 for a checkpoint of one file), or -1.
-inline int64_t ckpt_shard_count(CheckpointReader* r) {
-    for (uint64_t i = 0; i < r->section_count; i++) {
-        if (strcmp(r->sections[i].name, "shards") != 0) continue;
-        uint64_t n = 0;
-        if (ckpt_read_section(r, "shards", &n, sizeof(n)) != 0) return -1;
-        return (int64_t)n;
+#define CKPT_MANIFEST UINT64_MAX  // CkptSave::index of a manifest
+
+typedef struct {      // section "save", 32 bytes
+    uint64_t id[2];   // random, the same in every file of the save
+    uint64_t shards;  // the checkpoint's shard files
+    uint64_t index;   // which of them this file is, or CKPT_MANIFEST
+} CkptSave;
+static_assert(sizeof(CkptSave) == 32, "CkptSave has padding");
+
+// A new save's identity: a random id (getrandom), `shards` shard files, index CKPT_MANIFEST.
+// Returns 0, or -1 with a message.
+inline int ckpt_new_save(CkptSave* save, uint64_t shards, char* err, size_t err_size) {
+    memset(save, 0, sizeof(*save));
+    const ssize_t got = getrandom(save->id, sizeof(save->id), 0);
+    if (got != (ssize_t)sizeof(save->id)) {
+        snprintf(err, err_size, "cannot draw a checkpoint's save id: %s",
+                 got < 0 ? strerror(errno) : "short read");
+        return -1;
     }
+    save->shards = shards;
+    save->index = CKPT_MANIFEST;
     return 0;
 }
 
-// Checks the integrity of every shard the open manifest r lists (ckpt_open with no config).
-// Returns 0, or -1 with the first problem in r->error.
+// Opens a file of a sharded checkpoint for writing, its section "save" written: the manifest
+// (save->index CKPT_MANIFEST) or shard number save->index.
+inline int ckpt_writer_begin_part(CheckpointWriter* w, const char* dir, uint64_t step,
+                                  const CkptSave* save, const void* config, size_t config_size) {
+    const int rank = save->index == CKPT_MANIFEST ? -1 : (int)save->index;
+    if (ckpt_writer_begin_file(w, dir, step, rank, config, config_size) != 0) return -1;
+    return ckpt_write_section(w, "save", save, sizeof(*save));
+}
+
+// The identity of the open manifest r: returns the number of its shards (with *save), 0 for a
+// checkpoint of one file, or -1 with a message (a file that is no manifest, or a manifest of an
+// older format whose shards carry no identity).
+inline int64_t ckpt_manifest_save(CheckpointReader* r, CkptSave* save) {
+    if (!ckpt_has_section(r, "save")) {
+        if (!ckpt_has_section(r, "shards")) return 0;
+        return ckpt_reader_error(r,
+                                 "checkpoint %s lists shards that carry no save identity "
+                                 "(written by an older train_gpt), so they cannot be verified "
+                                 "as its own",
+                                 r->path);
+    }
+    if (ckpt_read_section(r, "save", save, sizeof(*save)) != 0) return -1;
+    if (save->index != CKPT_MANIFEST)
+        return ckpt_reader_error(r, "checkpoint %s is shard %llu of a checkpoint, not a manifest",
+                                 r->path, (unsigned long long)save->index);
+    if (save->shards == 0 || save->shards > INT32_MAX)
+        return ckpt_reader_error(r, "checkpoint %s is malformed: it lists %llu shards", r->path,
+                                 (unsigned long long)save->shards);
+    return (int64_t)save->shards;
+}
+
+// Checks that the open file `shard` is shard number `index` of the save whose manifest has step
+// `step` and identity *manifest. Returns 0, or -1 with a message in shard->error.
+inline int ckpt_check_shard(CheckpointReader* shard, uint64_t step, const CkptSave* manifest,
+                            uint64_t index) {
+    CkptSave own;
+    if (shard->step != step)
+        return ckpt_reader_error(shard, "checkpoint shard %s is of step %llu, its manifest of %llu",
+                                 shard->path, (unsigned long long)shard->step,
+                                 (unsigned long long)step);
+    if (ckpt_read_section(shard, "save", &own, sizeof(own)) != 0) return -1;
+    if (own.id[0] != manifest->id[0] || own.id[1] != manifest->id[1])
+        return ckpt_reader_error(shard,
+                                 "checkpoint shard %s is of another save than its manifest (save "
+                                 "id %016llx%016llx, the manifest's %016llx%016llx): a shard of "
+                                 "another run, or of a later save of this step that ended before "
+                                 "its manifest",
+                                 shard->path, (unsigned long long)own.id[0],
+                                 (unsigned long long)own.id[1], (unsigned long long)manifest->id[0],
+                                 (unsigned long long)manifest->id[1]);
+    if (own.index != index || own.shards != manifest->shards)
+        return ckpt_reader_error(shard,
+                                 "checkpoint shard %s holds shard %llu of %llu, where its "
+                                 "manifest expects shard %llu of %llu (a shard file copied or "
+                                 "renamed over another)",
+                                 shard->path, (unsigned long long)own.index,
+                                 (unsigned long long)own.shards, (unsigned long long)index,
+                                 (unsigned long long)manifest->shards);
+    return 0;
+}
+
+// Checks the integrity of every shard the open manifest r lists (ckpt_open with no config) and
+// that each is the shard of r's save it should be. Returns 0, or -1 with the first problem in
+// r->error.
 inline int ckpt_shards_intact(CheckpointReader* r) {
-    const int64_t n = ckpt_shard_count(r);
+    CkptSave save;
+    const int64_t n = ckpt_manifest_save(r, &save);
     if (n < 0) return -1;
     char dir[CKPT_PATH_BYTES];
     snprintf(dir, sizeof(dir), "%s", r->path);
@@ -829,12 +921,10 @@ inline int ckpt_shards_intact(CheckpointReader* r) {
             snprintf(r->error, sizeof(r->error), "its shard %lld: %s", (long long)k, sr.error);
             return -1;
         }
-        const int same_step = sr.step == r->step;
+        const int own = ckpt_check_shard(&sr, r->step, &save, (uint64_t)k);
+        if (own != 0) memcpy(r->error, sr.error, sizeof(r->error));
         ckpt_close(&sr);
-        if (!same_step) {
-            snprintf(r->error, sizeof(r->error), "its shard %s is of another step", shard);
-            return -1;
-        }
+        if (own != 0) return -1;
     }
     return 0;
 }
@@ -924,26 +1014,6 @@ inline int ckpt_make_dirs(const char* dir, char* err, size_t err_size) {
     }
 }
 
-// This process's start time (field 22 of /proc/self/stat), 0 where /proc is missing.
-inline unsigned long long ckpt_process_start(long pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE* f = fopen(path, "r");
-    if (f == NULL) return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
-    unsigned long long start = 0;
-    // after ") " come fields 3 (state) .. 21, then 22: starttime
-    if (p == NULL || sscanf(p + 2,
-                            "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-                            "%*s %*s %*s %*s %llu",
-                            &start) != 1)
-        return 0;
-    return start;
-}
-
 // The holder named in a lock's content: returns 1 when the fields parse.
 inline int ckpt_lock_parse(const char* content, char* host, size_t host_size, long* pid,
                            unsigned long long* start) {
@@ -974,10 +1044,7 @@ inline int ckpt_lock_is_stale(const char* content, const char* my_host) {
     long pid;
     unsigned long long start;
     if (!ckpt_lock_parse(content, host, sizeof(host), &pid, &start)) return 0;
-    if (strcmp(host, my_host) != 0) return 0;
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
-    const unsigned long long now_start = ckpt_process_start(pid);
-    return now_start != 0 && start != 0 && now_start != start;  // the pid was reused
+    return process_gone(host, pid, start, my_host);
 }
 
 // Deletes the temporary files crashed writers left in dir (.ckpt_step*.bin.tmp*).
@@ -1013,7 +1080,7 @@ inline int ckpt_lock_take(CkptLock* lk, const char* dir, char* err, size_t err_s
     const long pid = (long)getpid();
     snprintf(lk->path, sizeof(lk->path), "%s/%s", dir, CKPT_LOCK_NAME);
     snprintf(lk->content, sizeof(lk->content), "host %s pid %ld start %llu\n", host, pid,
-             ckpt_process_start(pid));
+             process_start_time(pid));
     char tmp[CKPT_PATH_BYTES + 64], aside[CKPT_PATH_BYTES + 64];
     snprintf(tmp, sizeof(tmp), "%s/.%s.new%ld", dir, CKPT_LOCK_NAME, pid);
     snprintf(aside, sizeof(aside), "%s/.%s.stale%ld", dir, CKPT_LOCK_NAME, pid);

@@ -5,7 +5,7 @@
 //   - a launcher that only sets environment variables, torchrun-style (RANK, WORLD_SIZE,
 //     LOCAL_RANK) or Slurm's srun without an MPI plugin (SLURM_PROCID, SLURM_NTASKS,
 //     SLURM_LOCALID): the NCCL id travels through files in a folder every rank can read
-//     (--rendezvous DIR, see comm_rendezvous);
+//     (--rendezvous DIR, see comm_id_by_files), and every rank must be given its local rank;
 //   - no launcher: a single process, rank 0 of 1, that makes no MPI or NCCL call; collectives
 //     over one rank leave their data as it is.
 // After start-up everything goes through NCCL: device collectives on the caller's stream, and
@@ -40,7 +40,9 @@
 // process.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -144,7 +146,9 @@ inline int mpi_launcher_world_size() {
 }
 
 // Rank, world and local rank from a launcher that sets them in the environment (torchrun's
-// names first, then Slurm's). Returns false when neither set is there.
+// names first, then Slurm's). Returns false when neither set is there. The local rank picks the
+// rank's GPU on its node, so a launch of several ranks must give it: without it every rank would
+// take GPU 0 (torchrun always sets LOCAL_RANK, srun SLURM_LOCALID; a script must set it too).
 inline bool env_launch(int* rank, int* world, int* local_rank) {
     const char* sets[2][3] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
                               {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
@@ -152,12 +156,21 @@ inline bool env_launch(int* rank, int* world, int* local_rank) {
         if (!getenv(names[0]) || !getenv(names[1])) continue;
         *rank = launcher_env_int(names[0], 0);
         *world = launcher_env_int(names[1], 0);
-        *local_rank = launcher_env_int(names[2], 0);
+        *local_rank = launcher_env_int(names[2], -1);
         if (*world < 1 || *rank >= *world) {
             fprintf(stderr, "error: the launcher says rank %d of %d (%s, %s)\n", *rank, *world,
                     names[0], names[1]);
             exit(EXIT_FAILURE);
         }
+        if (*local_rank < 0 && *world > 1) {
+            fprintf(stderr,
+                    "error: rank %d of %d: the launcher set %s and %s but not %s, the rank's "
+                    "place among the processes of its node, which picks its GPU (without it every "
+                    "rank would take GPU 0); set %s for every rank (0 to the node's GPUs - 1)\n",
+                    *rank, *world, names[0], names[1], names[2], names[2]);
+            exit(EXIT_FAILURE);
+        }
+        if (*local_rank < 0) *local_rank = 0;
         return true;
     }
     return false;
@@ -264,129 +277,582 @@ inline void comm_id_by_mpi(const Comm* comm, ncclUniqueId* id) {
     }
 }
 
-// The rendezvous of an environment launch, through files in `dir` (a folder every rank can
-// read and write, shared by all nodes). Files are named after the job: the launcher's job id
-// (SLURM_JOB_ID and SLURM_STEP_ID, else TORCHELASTIC_RUN_ID, else MASTER_ADDR and MASTER_PORT)
-// and the world size, so jobs sharing the folder do not meet each other's files.
-//   1. every rank r writes DIR/NAME.rank<r> (host and pid), atomically (temporary + rename);
-//   2. rank 0 waits until all ranks' files exist (so every rank is alive and about to join),
-//      then writes the NCCL id into DIR/NAME.id, atomically;
-//   3. every other rank waits for DIR/NAME.id and reads the id;
-//   4. after ncclCommInitRank, which returns once all ranks joined, rank 0 removes the files.
-// Each wait has the deadline; rank 0 names the ranks that never arrived. A job killed during
-// its start-up leaves files that the next rank 0 of the same job name overwrites; a rank > 0
-// that starts before that rank 0 could read such a stale id and would then fail in
-// ncclCommInitRank: give each job its own name (the launcher's job id) or folder.
-struct Rendezvous {
-    char base[4096];  // DIR/train_gpt_rendezvous_<job>_w<world>
+// The rendezvous of an environment launch, through files in `dir` (a folder every rank can read
+// and write, shared by all nodes) named after the job: DIR/train_gpt_rendezvous_<job>, <job>
+// from the launcher's job id (SLURM_JOB_ID and SLURM_STEP_ID, else TORCHELASTIC_RUN_ID, else
+// MASTER_ADDR and MASTER_PORT, else "job"), so that jobs sharing the folder keep apart.
+//
+// Every process publishes a card, NAME.rank<r> (RendezvousCard): its rank, world size, local
+// rank, host, pid and start time, and a random nonce of its own. Rank 0 publishes an offer,
+// NAME.id (RendezvousOffer): a random session number, its world size, the NCCL id, and for each
+// rank the nonce of the card it accepted. Then:
+//   1. rank 0 lists in its offer the card of every rank r < world it finds;
+//   2. a rank whose nonce the offer lists answers it: it writes the session into its card. An
+//      answer proves that the card's process runs and sees this offer, so rank 0 checks the
+//      answered cards: one of another world size, or on the same host with the same local
+//      rank as another (two ranks on one GPU), ends the rendezvous with a message naming both;
+//   3. once every rank has answered, rank 0 marks the offer complete ("go"); a rank that reads
+//      it deletes its card and joins ncclCommInitRank, and rank 0 deletes the offer and its card
+//      once that returns (every rank has joined, so every rank has read the offer): no file is
+//      left, and no rank enters ncclCommInitRank unless all will.
+// Files of an earlier job cannot complete the rendezvous of a new one: a stale card never
+// answers, and a stale offer never lists a new rank's nonce; rank 0 replaces them, or names them
+// when it gives up. All writes are atomic (a temporary file, then rename), and a card is claimed
+// with link(), which fails when one is there already:
+//   - a card of a live process of this host (its pid runs, started at the card's start time)
+//     means two processes were given the same rank: the newcomer replaces it by a conflict card
+//     naming itself, which tells the holder, and both end with a message naming the two (the
+//     holder goes on only when it was past its rendezvous already: then its job has all ranks);
+//   - a card of a process of this host that ended is stale and replaced; a card of another host
+//     cannot be judged from here and is replaced too: a live holder that finds its card taken
+//     over ends with a message naming the newcomer.
+// Every rank gives up at its deadline (--comm-timeout from its start), deletes the files it
+// wrote while they are still its own, and says why: rank 0 names the ranks that did not join and
+// what their cards say, the others what they saw of rank 0; and both list the rendezvous files
+// of other jobs in the folder whose processes may run (ranks given different job ids meet under
+// different names).
+
+constexpr char RENDEZVOUS_MAGIC[16] = "train_gpt-rdv-1";
+constexpr size_t RENDEZVOUS_PATH_BYTES = 4400;
+
+struct RendezvousCard {  // DIR/NAME.rank<r>
+    char magic[16];
+    int32_t rank, world, local_rank, unused;  // unused: no padding before pid
+    int64_t pid;
+    uint64_t start;      // the process's start time (process_start_time)
+    uint64_t nonce;      // random, this process's own
+    uint64_t session;    // the session of the offer it answered (0: none yet)
+    uint64_t displaces;  // a conflict card: the nonce of the live card it contests (0: none)
+    char host[128];
 };
 
-inline void rendezvous_name(Rendezvous* rv, const char* dir, int world) {
-    char job[256] = "";
+struct RendezvousOffer {  // DIR/NAME.id, followed by `world` nonces (uint64_t)
+    char magic[16];
+    uint64_t session;   // random, this rendezvous's
+    int32_t world, go;  // go: 1 once every rank has answered
+    int64_t pid;
+    uint64_t start;
+    char host[128];
+    ncclUniqueId id;
+};
+
+struct Rendezvous {
+    char dir[4096];
+    char job[256];
+    char base[RENDEZVOUS_PATH_BYTES];  // DIR/train_gpt_rendezvous_<job>
+    char card_path[RENDEZVOUS_PATH_BYTES], offer_path[RENDEZVOUS_PATH_BYTES];
+    RendezvousCard card;  // this process's
+    uint64_t session;     // rank 0: its offer's
+    double timeout_s, deadline;
+    char others[2048];  // the other jobs' files the last scan that found any found
+    double next_scan;   // when rendezvous_watch_others scans next
+};
+
+// A random number other than 0 (getrandom). Ends the process when the system gives none.
+inline uint64_t rendezvous_random() {
+    uint64_t v = 0;
+    while (v == 0) {
+        if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+            fprintf(stderr, "error: cannot draw a random number for the rendezvous: %s\n",
+                    strerror(errno));
+            exit(EXIT_FAILURE);
+        }
+    }
+    return v;
+}
+
+// The job's name from the launcher's variables, as a file name (letters, digits, '.', '-').
+inline void rendezvous_job(char* job, size_t len) {
     if (getenv("SLURM_JOB_ID"))
-        snprintf(job, sizeof(job), "slurm%s.%s", getenv("SLURM_JOB_ID"),
+        snprintf(job, len, "slurm%s.%s", getenv("SLURM_JOB_ID"),
                  getenv("SLURM_STEP_ID") ? getenv("SLURM_STEP_ID") : "0");
     else if (getenv("TORCHELASTIC_RUN_ID"))
-        snprintf(job, sizeof(job), "run%s", getenv("TORCHELASTIC_RUN_ID"));
+        snprintf(job, len, "run%s", getenv("TORCHELASTIC_RUN_ID"));
     else if (getenv("MASTER_ADDR") && getenv("MASTER_PORT"))
-        snprintf(job, sizeof(job), "%s.%s", getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
-    else snprintf(job, sizeof(job), "job");
-    for (char* p = job; *p; p++)  // a file name: letters, digits, '.', '-' only
+        snprintf(job, len, "%s.%s", getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
+    else snprintf(job, len, "job");
+    for (char* p = job; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '.' || *p == '-'))
             *p = '_';
-    snprintf(rv->base, sizeof(rv->base), "%s/train_gpt_rendezvous_%s_w%d", dir, job, world);
 }
 
-// Writes bytes to path atomically (a temporary file, then rename). Ends the process on failure.
-inline void rendezvous_write(const char* path, const void* data, size_t n) {
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, data, n) != (ssize_t)n || fsync(fd) != 0 || close(fd) != 0 ||
-        rename(tmp, path) != 0) {
-        fprintf(stderr,
-                "error: cannot write the rendezvous file %s: %s (--rendezvous must be a "
-                "folder every rank can write)\n",
-                path, strerror(errno));
-        exit(EXIT_FAILURE);
-    }
+// Writes bytes to path (created or truncated) and syncs it. Returns false with errno.
+inline bool rendezvous_write_file(const char* path, const void* data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return false;
+    const bool ok = write(fd, data, n) == (ssize_t)n && fsync(fd) == 0;
+    const int saved = errno;
+    const bool closed = close(fd) == 0;
+    if (!ok) errno = saved;
+    return ok && closed;
 }
 
-inline bool rendezvous_read(const char* path, void* data, size_t n) {
+// Reads a small file whole (up to 16 MiB) into bytes. Returns false when it is missing, not a
+// regular file or larger.
+inline bool rendezvous_load(const char* path, std::vector<uint8_t>* bytes) {
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return false;
-    ssize_t got = read(fd, data, n);
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (16 << 20);
+    if (ok) {
+        bytes->resize((size_t)st.st_size);
+        ok = read(fd, bytes->data(), bytes->size()) == (ssize_t)bytes->size();
+    }
     close(fd);
-    return got == (ssize_t)n;
+    return ok;
 }
 
-inline void comm_id_by_files(const Comm* comm, const char* dir, ncclUniqueId* id) {
-    Rendezvous rv;
-    rendezvous_name(&rv, dir, comm->world);
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "error: rank %d: --rendezvous %s is not a folder\n", comm->rank, dir);
-        exit(EXIT_FAILURE);
+// The card at path, when it is rank `rank`'s card.
+inline bool rendezvous_read_card(const char* path, int rank, RendezvousCard* c) {
+    std::vector<uint8_t> bytes;
+    if (!rendezvous_load(path, &bytes) || bytes.size() != sizeof(*c)) return false;
+    memcpy(c, bytes.data(), sizeof(*c));
+    c->host[sizeof(c->host) - 1] = '\0';
+    return memcmp(c->magic, RENDEZVOUS_MAGIC, sizeof(c->magic)) == 0 && c->rank == rank;
+}
+
+// The offer at path and the nonces it lists, when it is an offer.
+inline bool rendezvous_read_offer(const char* path, RendezvousOffer* o,
+                                  std::vector<uint64_t>* nonces) {
+    std::vector<uint8_t> bytes;
+    if (!rendezvous_load(path, &bytes) || bytes.size() < sizeof(*o)) return false;
+    memcpy(o, bytes.data(), sizeof(*o));
+    o->host[sizeof(o->host) - 1] = '\0';
+    if (memcmp(o->magic, RENDEZVOUS_MAGIC, sizeof(o->magic)) != 0 || o->world < 1 ||
+        bytes.size() != sizeof(*o) + (size_t)o->world * sizeof(uint64_t))
+        return false;
+    nonces->resize((size_t)o->world);
+    memcpy(nonces->data(), bytes.data() + sizeof(*o), nonces->size() * sizeof(uint64_t));
+    return true;
+}
+
+// "host H pid P": the process a card or an offer names.
+inline const char* rendezvous_who(const char* host, int64_t pid, char* out, size_t len) {
+    snprintf(out, len, "host %s pid %lld", host, (long long)pid);
+    return out;
+}
+
+// Whether the process of a card is known to have ended (a process of this host).
+inline bool rendezvous_gone(const Rendezvous* rv, const RendezvousCard* c) {
+    return process_gone(c->host, (long)c->pid, c->start, rv->card.host);
+}
+
+// Deletes this process's card and (rank 0) its offer, each while it is still this process's.
+inline void comm_rendezvous_cleanup(const Rendezvous* rv) {
+    RendezvousCard c;
+    if (rendezvous_read_card(rv->card_path, rv->card.rank, &c) && c.nonce == rv->card.nonce)
+        unlink(rv->card_path);
+    RendezvousOffer o;
+    std::vector<uint64_t> nonces;
+    if (rv->session != 0 && rendezvous_read_offer(rv->offer_path, &o, &nonces) &&
+        o.session == rv->session)
+        unlink(rv->offer_path);
+}
+
+// Ends this process's part in the rendezvous: deletes its files (comm_rendezvous_cleanup),
+// prints "error: rank R: MESSAGE" and exits.
+[[noreturn]] __attribute__((format(printf, 2, 3))) inline void rendezvous_fail(const Rendezvous* rv,
+                                                                               const char* fmt,
+                                                                               ...) {
+    char message[8192];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof(message), fmt, args);
+    va_end(args);
+    comm_rendezvous_cleanup(rv);
+    fprintf(stderr, "error: rank %d: %s\n", rv->card.rank, message);
+    exit(EXIT_FAILURE);
+}
+
+// Writes bytes to path atomically (a temporary file, then rename), or ends the rendezvous.
+inline void rendezvous_write(const Rendezvous* rv, const char* path, const void* data, size_t n) {
+    char tmp[RENDEZVOUS_PATH_BYTES + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
+    if (!rendezvous_write_file(tmp, data, n) || rename(tmp, path) != 0) {
+        const int saved = errno;
+        unlink(tmp);
+        rendezvous_fail(rv,
+                        "cannot write the rendezvous file %s: %s (--rendezvous must be a folder "
+                        "every rank can write)",
+                        path, strerror(saved));
     }
-    char path[4200], mine[256];
-    snprintf(path, sizeof(path), "%s.rank%d", rv.base, comm->rank);
-    char host[128] = "?";
-    gethostname(host, sizeof(host) - 1);
-    const int mine_len = snprintf(mine, sizeof(mine), "host %s pid %ld\n", host, (long)getpid());
-    rendezvous_write(path, mine, (size_t)mine_len);
-    const double deadline = comm_now_s() + comm->all.timeout_s;
-    char id_path[4200];
-    snprintf(id_path, sizeof(id_path), "%s.id", rv.base);
+}
+
+// Appends to out the rendezvous files of other jobs in the folder whose processes may still run
+// (a few of them): ranks given different job ids meet under different names. Empty when there
+// are none.
+inline void rendezvous_other_jobs(const Rendezvous* rv, char* out, size_t len) {
+    DIR* d = opendir(rv->dir);
+    if (d == nullptr) return;
+    const char* prefix = "train_gpt_rendezvous_";
+    const size_t prefix_len = strlen(prefix);
+    int listed = 0;
+    for (struct dirent* e; listed < 4 && (e = readdir(d)) != nullptr;) {
+        const char* dot = strrchr(e->d_name, '.');
+        if (strncmp(e->d_name, prefix, prefix_len) != 0 || dot == nullptr) continue;
+        char job[256], path[RENDEZVOUS_PATH_BYTES + 256], who[200], what[300];
+        snprintf(job, sizeof(job), "%.*s", (int)(dot - e->d_name - prefix_len),
+                 e->d_name + prefix_len);
+        snprintf(path, sizeof(path), "%s/%s", rv->dir, e->d_name);
+        int rank = -1, used = 0;
+        RendezvousCard c;
+        RendezvousOffer o;
+        std::vector<uint64_t> nonces;
+        if (strcmp(job, rv->job) == 0) continue;
+        if (sscanf(dot, ".rank%d%n", &rank, &used) == 1 && dot[used] == '\0' &&
+            rendezvous_read_card(path, rank, &c) && !rendezvous_gone(rv, &c))
+            snprintf(what, sizeof(what), "rank %d of %d ranks (%s)", rank, c.world,
+                     rendezvous_who(c.host, c.pid, who, sizeof(who)));
+        else if (strcmp(dot, ".id") == 0 && rendezvous_read_offer(path, &o, &nonces) &&
+                 !process_gone(o.host, (long)o.pid, o.start, rv->card.host))
+            snprintf(what, sizeof(what), "rank 0's offer for %d ranks (%s)", o.world,
+                     rendezvous_who(o.host, o.pid, who, sizeof(who)));
+        else continue;
+        const size_t at = strlen(out);
+        snprintf(out + at, len - at, "\n  a file of job '%s' (this job is '%s'): %s", job, rv->job,
+                 what);
+        listed++;
+    }
+    closedir(d);
+    if (listed > 0) {
+        const size_t at = strlen(out);
+        snprintf(out + at, len - at,
+                 "\n  ranks of one job must get the same job id (SLURM_JOB_ID and SLURM_STEP_ID, "
+                 "TORCHELASTIC_RUN_ID, or MASTER_ADDR and MASTER_PORT): ranks given different "
+                 "ones meet under different names");
+    }
+}
+
+// Scans the folder for other jobs' files (rendezvous_other_jobs) every half second of a wait, or
+// now, keeping what the last scan that found any found: a rank that gives up deletes its files,
+// so a scan at this rank's deadline alone could miss the rank of another job id that gave up a
+// moment before.
+inline void rendezvous_watch_others(Rendezvous* rv, bool now) {
+    if (!now && comm_now_s() < rv->next_scan) return;
+    rv->next_scan = comm_now_s() + 0.5;
+    char found[sizeof(rv->others)] = "";
+    rendezvous_other_jobs(rv, found, sizeof(found));
+    if (found[0]) memcpy(rv->others, found, sizeof(found));
+}
+
+// This process was given the rank that `held`, a live process of this host, holds: replaces
+// that card by a conflict card naming this process, which tells the holder (which ends and
+// deletes it). Waits until the holder has done so, has ended, or is past its rendezvous (an
+// offer marked complete lists its card: it joins its job, reading no more cards), or the
+// deadline; deletes the conflict card if it is still there, and ends.
+[[noreturn]] inline void rendezvous_conflict(Rendezvous* rv, const RendezvousCard* held,
+                                             const char* tmp) {
+    RendezvousCard conflict = rv->card;
+    conflict.displaces = held->nonce;
+    const bool posted =
+        rendezvous_write_file(tmp, &conflict, sizeof(conflict)) && rename(tmp, rv->card_path) == 0;
+    if (!posted) unlink(tmp);
     long sleep_ns = 50000;
-    if (comm->rank == 0) {
-        for (int r = 1; r < comm->world;) {
-            snprintf(path, sizeof(path), "%s.rank%d", rv.base, r);
-            if (access(path, F_OK) == 0) {
-                r++;
-                continue;
-            }
-            if (comm_now_s() > deadline) {
-                fprintf(stderr, "error: rank 0: ranks %d", r);
-                for (int q = r + 1; q < comm->world; q++) {
-                    snprintf(path, sizeof(path), "%s.rank%d", rv.base, q);
-                    if (access(path, F_OK) != 0) fprintf(stderr, ", %d", q);
-                }
-                fprintf(stderr,
-                        " of %d did not arrive at the rendezvous in %s within %g s "
-                        "(--comm-timeout)\n",
-                        comm->world, dir, comm->all.timeout_s);
-                exit(EXIT_FAILURE);
+    RendezvousCard now;
+    RendezvousOffer offer;
+    std::vector<uint64_t> nonces;
+    bool told = false, joined = false;
+    while (posted && !told && !joined && !rendezvous_gone(rv, held) &&
+           comm_now_s() < rv->deadline) {
+        comm_backoff(&sleep_ns);
+        told = !rendezvous_read_card(rv->card_path, rv->card.rank, &now) ||
+               now.nonce != conflict.nonce;
+        joined = rendezvous_read_offer(rv->offer_path, &offer, &nonces) && offer.go &&
+                 held->rank < offer.world && nonces[held->rank] == held->nonce;
+    }
+    if (rendezvous_read_card(rv->card_path, rv->card.rank, &now) && now.nonce == conflict.nonce)
+        unlink(rv->card_path);
+    char who[200];
+    fprintf(stderr,
+            "error: rank %d: two processes were given rank %d (RANK or SLURM_PROCID): %s holds it "
+            "in %s%s, and this process (pid %ld) came second; %s\n",
+            rv->card.rank, rv->card.rank, rendezvous_who(held->host, held->pid, who, sizeof(who)),
+            rv->dir, joined ? " (it has joined its job)" : "", (long)getpid(),
+            told ? "both end" : "this one ends");
+    exit(EXIT_FAILURE);
+}
+
+// Publishes this process's card, claiming its rank's name with link(): a card that is there
+// already is judged as the comment above the rendezvous says.
+inline void rendezvous_claim(Rendezvous* rv) {
+    char tmp[RENDEZVOUS_PATH_BYTES + 32];
+    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", rv->card_path, (long)getpid());
+    if (!rendezvous_write_file(tmp, &rv->card, sizeof(rv->card))) {
+        const int saved = errno;
+        unlink(tmp);
+        rendezvous_fail(rv,
+                        "cannot write the rendezvous file %s: %s (--rendezvous must be a "
+                        "folder every rank can write)",
+                        tmp, strerror(saved));
+    }
+    long sleep_ns = 50000;
+    for (;;) {
+        if (link(tmp, rv->card_path) == 0) break;
+        if (errno != EEXIST) {
+            const int saved = errno;
+            unlink(tmp);
+            rendezvous_fail(rv, "cannot create the rendezvous file %s: %s", rv->card_path,
+                            strerror(saved));
+        }
+        RendezvousCard held;
+        const bool card = rendezvous_read_card(rv->card_path, rv->card.rank, &held);
+        if (!card && access(rv->card_path, F_OK) != 0) {  // deleted meanwhile: link again
+            if (comm_now_s() > rv->deadline) {
+                unlink(tmp);
+                rendezvous_fail(rv, "cannot claim the rendezvous file %s", rv->card_path);
             }
             comm_backoff(&sleep_ns);
+            continue;
         }
-        NCCL_CHECK(ncclGetUniqueId(id));
-        rendezvous_write(id_path, id, sizeof(*id));
+        const bool gone = card && rendezvous_gone(rv, &held);
+        if (card && !gone && strcmp(held.host, rv->card.host) == 0)
+            rendezvous_conflict(rv, &held, tmp);
+        if (rename(tmp, rv->card_path) != 0) {
+            const int saved = errno;
+            unlink(tmp);
+            rendezvous_fail(rv, "cannot replace the rendezvous file %s: %s", rv->card_path,
+                            strerror(saved));
+        }
+        char who[200] = "", why[400];
+        if (card) rendezvous_who(held.host, held.pid, who, sizeof(who));
+        if (!card)
+            snprintf(why, sizeof(why), "it is no rendezvous card (a file of an older train_gpt?)");
+        else if (gone)
+            snprintf(why, sizeof(why), "its process (%s) no longer runs: a file of an earlier job",
+                     who);
+        else
+            snprintf(why, sizeof(why),
+                     "its process (%s) runs on another host, which cannot be checked from here: a "
+                     "file of an earlier job, or of another process given the same rank",
+                     who);
+        fprintf(stderr, "note: rank %d: replaced the rendezvous file %s: %s\n", rv->card.rank,
+                rv->card_path, why);
         return;
     }
-    while (!rendezvous_read(id_path, id, sizeof(*id))) {
-        if (comm_now_s() > deadline) {
-            fprintf(stderr,
-                    "error: rank %d: no NCCL id from rank 0 in %s within %g s "
-                    "(--comm-timeout): is rank 0 running, with the same --rendezvous folder "
-                    "(shared by every node)?\n",
-                    comm->rank, id_path, comm->all.timeout_s);
-            exit(EXIT_FAILURE);
+    unlink(tmp);
+}
+
+// Ends this process when its card is no longer its own: replaced by a conflict card that names
+// it (another process of this host was given this rank: this one deletes that card), or by the
+// card of another process (one of another host was given this rank, or took over this name).
+inline void rendezvous_check_card(const Rendezvous* rv) {
+    RendezvousCard now;
+    const bool card = rendezvous_read_card(rv->card_path, rv->card.rank, &now);
+    if (card && now.nonce == rv->card.nonce) return;
+    if (!card)
+        rendezvous_fail(rv, "another process deleted or damaged this rank's rendezvous file %s",
+                        rv->card_path);
+    char who[200];
+    rendezvous_who(now.host, now.pid, who, sizeof(who));
+    if (now.displaces == rv->card.nonce) {
+        unlink(rv->card_path);  // the conflict card is addressed to this process
+        rendezvous_fail(rv,
+                        "two processes were given rank %d (RANK or SLURM_PROCID): this one (pid "
+                        "%ld) and %s, which came second; both end",
+                        rv->card.rank, (long)getpid(), who);
+    }
+    rendezvous_fail(rv,
+                    "%s took over this rank's rendezvous file %s: two processes were given rank %d "
+                    "(RANK or SLURM_PROCID); this one (pid %ld) ends",
+                    who, rv->card_path, rv->card.rank, (long)getpid());
+}
+
+// Rank 0's side: publishes the offer, lists the cards it finds, checks the answers, and marks
+// the offer complete once every rank has answered (see above). The NCCL id goes to *id.
+inline void rendezvous_offer(Rendezvous* rv, ncclUniqueId* id) {
+    const int world = rv->card.world;
+    RendezvousOffer offer;
+    memset(&offer, 0, sizeof(offer));
+    memcpy(offer.magic, RENDEZVOUS_MAGIC, sizeof(offer.magic));
+    offer.session = rv->session = rendezvous_random();
+    offer.world = world;
+    offer.pid = rv->card.pid;
+    offer.start = rv->card.start;
+    memcpy(offer.host, rv->card.host, sizeof(offer.host));
+    NCCL_CHECK(ncclGetUniqueId(&offer.id));
+    std::vector<uint8_t> bytes(sizeof(offer) + (size_t)world * sizeof(uint64_t));
+    uint64_t* nonces = (uint64_t*)(bytes.data() + sizeof(offer));
+    auto publish = [&]() {
+        memcpy(bytes.data(), &offer, sizeof(offer));
+        rendezvous_write(rv, rv->offer_path, bytes.data(), bytes.size());
+    };
+    std::vector<RendezvousCard> cards(world);  // the last card read of each rank
+    std::vector<char> seen(world, 0), answered(world, 0);
+    cards[0] = rv->card;
+    seen[0] = answered[0] = 1;
+    nonces[0] = rv->card.nonce;
+    publish();
+    char path[RENDEZVOUS_PATH_BYTES + 32], who[200], other[200];
+    long sleep_ns = 50000;
+    for (int missing = world - 1; missing > 0;) {
+        rendezvous_check_card(rv);
+        bool changed = false;
+        for (int r = 1; r < world; r++) {
+            if (answered[r]) continue;
+            snprintf(path, sizeof(path), "%s.rank%d", rv->base, r);
+            RendezvousCard* c = &cards[r];
+            seen[r] = rendezvous_read_card(path, r, c) && c->displaces == 0;
+            if (!seen[r] || rendezvous_gone(rv, c)) continue;  // none yet, or a leftover
+            if (nonces[r] != c->nonce) nonces[r] = c->nonce, changed = true;
+            if (c->session != rv->session) continue;
+            rendezvous_who(c->host, c->pid, who, sizeof(who));
+            if (c->world != world)
+                rendezvous_fail(rv,
+                                "rank %d (%s) was started as one of %d ranks, rank 0 as one of "
+                                "%d: the launcher's WORLD_SIZE (or SLURM_NTASKS) differs between "
+                                "them",
+                                r, who, c->world, world);
+            for (int q = 0; q < world; q++)
+                if (answered[q] && cards[q].local_rank == c->local_rank &&
+                    strcmp(cards[q].host, c->host) == 0)
+                    rendezvous_fail(
+                        rv,
+                        "ranks %d (%s) and %d (%s) are both local rank %d of host %s "
+                        "(LOCAL_RANK or SLURM_LOCALID), so they would share a GPU",
+                        q, rendezvous_who(cards[q].host, cards[q].pid, other, sizeof(other)), r,
+                        who, c->local_rank, c->host);
+            answered[r] = 1;
+            missing--;
         }
+        if (changed) publish();
+        if (missing == 0) break;
+        if (comm_now_s() > rv->deadline) {
+            char ranks[2048] = "", detail[4096] = "";
+            for (int r = 1; r < world; r++) {
+                if (answered[r]) continue;
+                size_t at = strlen(ranks);
+                snprintf(ranks + at, sizeof(ranks) - at, "%s%d", ranks[0] ? ", " : "", r);
+                if (!seen[r]) continue;
+                const RendezvousCard* c = &cards[r];
+                rendezvous_who(c->host, c->pid, who, sizeof(who));
+                at = strlen(detail);
+                if (rendezvous_gone(rv, c))
+                    snprintf(detail + at, sizeof(detail) - at,
+                             "\n  %s.rank%d is a file of an earlier job: its process (%s) no "
+                             "longer runs",
+                             rv->base, r, who);
+                else
+                    snprintf(detail + at, sizeof(detail) - at,
+                             "\n  rank %d's card (%s, one of %d ranks) never answered: a file an "
+                             "earlier job left on another host, or a rank that stopped",
+                             r, who, c->world);
+            }
+            rendezvous_watch_others(rv, true);
+            snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail), "%s", rv->others);
+            rendezvous_fail(rv,
+                            "rank%s %s of %d did not join the rendezvous in %s within %g s "
+                            "(--comm-timeout)%s",
+                            strchr(ranks, ',') ? "s" : "", ranks, world, rv->dir, rv->timeout_s,
+                            detail);
+        }
+        rendezvous_watch_others(rv, false);
+        comm_backoff(&sleep_ns);
+    }
+    offer.go = 1;
+    publish();
+    *id = offer.id;
+}
+
+// The side of a rank > 0: answers the offers that list its card, and returns with the NCCL id
+// once one of them is complete (see above).
+inline void rendezvous_join(Rendezvous* rv, ncclUniqueId* id) {
+    const int rank = rv->card.rank, world = rv->card.world;
+    RendezvousOffer offer, listed;  // the offer read last, the last one that listed this rank
+    memset(&listed, 0, sizeof(listed));
+    std::vector<uint64_t> nonces;
+    char who[200];
+    long sleep_ns = 50000;
+    for (;;) {
+        rendezvous_check_card(rv);
+        const bool have = rendezvous_read_offer(rv->offer_path, &offer, &nonces);
+        if (have && rank < offer.world && nonces[rank] == rv->card.nonce) {
+            listed = offer;
+            if (rv->card.session != offer.session) {  // the answer
+                rv->card.session = offer.session;
+                rendezvous_write(rv, rv->card_path, &rv->card, sizeof(rv->card));
+            }
+            if (offer.go && offer.world == world) {
+                *id = offer.id;
+                comm_rendezvous_cleanup(rv);  // rank 0 needs the card no more
+                return;
+            }
+        } else if (!have && listed.session != 0) {  // rank 0 gave up after it listed this rank
+            rendezvous_who(listed.host, listed.pid, who, sizeof(who));
+            if (listed.world != world)
+                rendezvous_fail(rv,
+                                "rank 0 (%s) was started as one of %d ranks, this rank as one of "
+                                "%d: the launcher's WORLD_SIZE (or SLURM_NTASKS) differs between "
+                                "them",
+                                who, listed.world, world);
+            rendezvous_fail(rv,
+                            "rank 0 (%s) ended the rendezvous before it completed: see its "
+                            "message",
+                            who);
+        }
+        if (comm_now_s() > rv->deadline) {
+            char detail[4096];
+            if (!have) {
+                snprintf(detail, sizeof(detail),
+                         "there is no offer of rank 0 (%s): is rank 0 running, with the same "
+                         "--rendezvous folder and job id?",
+                         rv->offer_path);
+            } else {
+                const char* mismatch =
+                    "is for another number of ranks: the launcher's WORLD_SIZE (or SLURM_NTASKS) "
+                    "differs between rank 0 and this rank";
+                const char* why =
+                    "does not list this rank: a file of an earlier job, or rank 0 has not found "
+                    "this rank's card";
+                if (listed.session == offer.session)  // rank 0 runs: it read this rank's card
+                    why = offer.world != world ? mismatch
+                                               : "lists this rank, but other ranks did not answer "
+                                                 "it (see rank 0's message)";
+                else if (process_gone(offer.host, (long)offer.pid, offer.start, rv->card.host))
+                    why = "is a file of an earlier job: its process no longer runs";
+                else if (offer.world != world) why = mismatch;
+                snprintf(detail, sizeof(detail), "the offer there (%s, for %d ranks) %s",
+                         rendezvous_who(offer.host, offer.pid, who, sizeof(who)), offer.world, why);
+            }
+            rendezvous_watch_others(rv, true);
+            snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail), "%s", rv->others);
+            rendezvous_fail(rv,
+                            "no complete offer from rank 0 in %s within %g s (--comm-timeout): %s",
+                            rv->dir, rv->timeout_s, detail);
+        }
+        rendezvous_watch_others(rv, false);
         comm_backoff(&sleep_ns);
     }
 }
 
-inline void comm_rendezvous_cleanup(const Comm* comm, const char* dir) {
-    Rendezvous rv;
-    rendezvous_name(&rv, dir, comm->world);
-    char path[4200];
-    snprintf(path, sizeof(path), "%s.id", rv.base);
-    unlink(path);
-    for (int r = 0; r < comm->world; r++) {
-        snprintf(path, sizeof(path), "%s.rank%d", rv.base, r);
-        unlink(path);
+// The NCCL id of an environment launch, through the rendezvous in `dir`; rv keeps what
+// comm_rendezvous_cleanup needs once ncclCommInitRank has returned.
+inline void comm_id_by_files(const Comm* comm, const char* dir, Rendezvous* rv, ncclUniqueId* id) {
+    memset(rv, 0, sizeof(*rv));
+    struct stat st;
+    if (strlen(dir) >= sizeof(rv->dir) - 64 || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "error: rank %d: --rendezvous %s is not a folder\n", comm->rank, dir);
+        exit(EXIT_FAILURE);
     }
+    snprintf(rv->dir, sizeof(rv->dir), "%s", dir);
+    rendezvous_job(rv->job, sizeof(rv->job));
+    snprintf(rv->base, sizeof(rv->base), "%s/train_gpt_rendezvous_%s", dir, rv->job);
+    snprintf(rv->card_path, sizeof(rv->card_path), "%s.rank%d", rv->base, comm->rank);
+    snprintf(rv->offer_path, sizeof(rv->offer_path), "%s.id", rv->base);
+    rv->timeout_s = comm->all.timeout_s;
+    rv->deadline = comm_now_s() + rv->timeout_s;
+    RendezvousCard* c = &rv->card;
+    memcpy(c->magic, RENDEZVOUS_MAGIC, sizeof(c->magic));
+    c->rank = comm->rank;
+    c->world = comm->world;
+    c->local_rank = comm->local_rank;
+    c->pid = (int64_t)getpid();
+    c->start = process_start_time((long)getpid());
+    c->nonce = rendezvous_random();
+    if (gethostname(c->host, sizeof(c->host) - 1) != 0) snprintf(c->host, sizeof(c->host), "?");
+    rendezvous_claim(rv);
+    if (comm->rank == 0) rendezvous_offer(rv, id);
+    else rendezvous_join(rv, id);
 }
 #endif
 
@@ -459,15 +925,14 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
     all->size = comm->world;
     all->world_rank = comm->rank;
     ncclUniqueId id;  // rank 0 makes the id that names the communicator; everyone joins it
+    Rendezvous rv;
     if (comm->launch == LAUNCH_MPI) comm_id_by_mpi(comm, &id);
-    else comm_id_by_files(comm, rendezvous, &id);
+    else comm_id_by_files(comm, rendezvous, &rv, &id);
     ncclComm_t nccl;
     NCCL_CHECK(ncclCommInitRank(&nccl, all->size, id, all->rank));
     comm_group_attach(all, nccl);
-    if (comm->launch == LAUNCH_ENV) {
-        comm_barrier(all, "the barrier after the rendezvous");  // every rank has read the id
-        if (comm->rank == 0) comm_rendezvous_cleanup(comm, rendezvous);
-    }
+    // every rank has joined, so has read the offer: rank 0 deletes it and its card
+    if (comm->launch == LAUNCH_ENV) comm_rendezvous_cleanup(&rv);
 #endif
 }
 

@@ -1,7 +1,8 @@
 /*
 llmc/fileio.h: the host-side checks on files and memory that every loader shares: the checked
-malloc/fopen/fread of the trainer (print where and what, then exit), and fopen_regular(), the
-one way a loader opens an input file.
+malloc/fopen/fread of the trainer (print where and what, then exit), fopen_regular(), the one
+way a loader opens an input file, and the liveness of a process that a file names (the folder
+lock of checkpoint.h, the rendezvous cards of comm.cuh).
 
 fopen_regular opens a path for reading only when it is a regular file, and returns its size.
 A FIFO, a directory, a device or a socket given where a data shard, a tokenizer or a checkpoint
@@ -19,6 +20,7 @@ checkpoint.h) build with any host compiler, e.g. the fuzz harnesses in fuzz/.
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,4 +108,38 @@ inline FILE* fopen_regular(const char* path, const char* what, int64_t* size, ch
     }
     *size = (int64_t)st.st_size;
     return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes named in files. A process is named by its host, pid and start time (field 22 of
+// /proc/PID/stat, clock ticks since boot), which tells a reused pid from the original.
+
+// The start time of process pid, 0 where /proc does not say.
+inline unsigned long long process_start_time(long pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE* f = fopen(path, "r");
+    if (f == nullptr) return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
+    unsigned long long start = 0;
+    // after ") " come fields 3 (state) .. 21, then 22: starttime
+    if (p == nullptr || sscanf(p + 2,
+                               "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                               "%*s %*s %*s %*s %llu",
+                               &start) != 1)
+        return 0;
+    return start;
+}
+
+// Whether the process (host, pid, start) is known to have ended: it is of this host (my_host)
+// and no process runs here with that pid, or the one that does started at another time. A
+// process of another host is never known to have ended.
+inline int process_gone(const char* host, long pid, unsigned long long start, const char* my_host) {
+    if (strcmp(host, my_host) != 0) return 0;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+    const unsigned long long now_start = process_start_time(pid);
+    return now_start != 0 && start != 0 && now_start != start;
 }

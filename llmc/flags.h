@@ -10,7 +10,10 @@ one job prove they agree.
 
 Rules of the command line: `--name value` or `--name=value`; a switch takes no value; a flag
 given twice takes its last value; a number must be all digits (integers) or a finite number
-(doubles) in the flag's range; an unknown flag is an error, never ignored.
+(doubles) in the flag's range; an unknown flag is an error, never ignored. A byte count
+(FLAG_BYTES) is a number with an optional unit, k, M, G or T (powers of 1024, either case: 80G
+is 80 x 2^30 bytes), that comes to a whole number of bytes (1.5G is exact; 1.5 alone, or 0.1k,
+is refused rather than rounded).
 
 Host code only.
 */
@@ -24,7 +27,8 @@ Host code only.
 #include <cstdlib>
 #include <cstring>
 
-enum FlagType { FLAG_INT, FLAG_INT64, FLAG_DOUBLE, FLAG_STRING, FLAG_SWITCH };
+enum FlagType { FLAG_INT, FLAG_INT64, FLAG_BYTES, FLAG_DOUBLE, FLAG_STRING, FLAG_SWITCH };
+// FLAG_BYTES: a byte count held in a long long (see the rules above).
 
 // What part of a run a flag describes, for comparing two configurations.
 enum FlagRole {
@@ -79,6 +83,7 @@ inline const char* flag_format(const Flag* flag, const void* config, char* out, 
             else snprintf(out, len, "%d", *(const int*)field);
             break;
         case FLAG_INT64:
+        case FLAG_BYTES:
             snprintf(out, len, "%lld", *(const long long*)field);
             break;
         case FLAG_DOUBLE: {  // the shortest of %g and %.17g that reads back as the same double
@@ -95,6 +100,42 @@ inline const char* flag_format(const Flag* flag, const void* config, char* out, 
             break;
     }
     return out;
+}
+
+// Largest byte count a FLAG_BYTES flag takes: 2^53, below which a double holds every whole
+// number exactly (8 PiB).
+constexpr double FLAG_BYTES_MAX = 9007199254740992.0;
+
+// The bytes that `value` (a number with an optional unit k, M, G or T) comes to, or nullptr
+// with a message in msg when it is no byte count or not a whole number of bytes.
+inline const char* flag_parse_bytes(const Flag* flag, const char* value, long long* bytes,
+                                    char* msg, size_t len) {
+    char* end = nullptr;
+    errno = 0;
+    const double number = strtod(value, &end);
+    const char* units = "kKmMgGtT";  // 2^10, 2^20, 2^30, 2^40 in pairs
+    const char* unit_at = end != value && *end != '\0' ? strchr(units, *end) : nullptr;
+    double unit = 1.0;
+    if (unit_at != nullptr) {
+        unit = std::ldexp(1.0, 10 * (1 + (int)(unit_at - units) / 2));
+        end++;
+    }
+    const double v = number * unit;
+    if (end == value || *end != '\0' || errno != 0 || !std::isfinite(v))
+        snprintf(msg, len,
+                 "%s: '%s' is not a byte count: a number with an optional unit k, M, G or T "
+                 "(powers of 1024), e.g. 80G, 512M or 4e9",
+                 flag->name, value);
+    else if (std::fabs(v) > FLAG_BYTES_MAX)
+        snprintf(msg, len, "%s: '%s' is more than 2^53 bytes", flag->name, value);
+    else if (v != std::floor(v))
+        snprintf(msg, len, "%s: '%s' is %.15g bytes, not a whole number of bytes", flag->name,
+                 value, v);
+    else {
+        *bytes = (long long)v;
+        return nullptr;
+    }
+    return msg;
 }
 
 // Sets `flag` in config from text. Returns an error message in msg, or nullptr. The range and
@@ -122,6 +163,8 @@ inline const char* flag_set(const Flag* flag, void* config, const char* value, c
             if (ok) *(long long*)field = v;
             break;
         }
+        case FLAG_BYTES:
+            return flag_parse_bytes(flag, value, (long long*)field, msg, len);
         case FLAG_DOUBLE: {
             double v = strtod(value, &end);
             ok = ok && *end == '\0' && errno == 0 && std::isfinite(v);
@@ -193,6 +236,7 @@ inline const char* flags_check(const Flag* flags, int count, const void* config,
                 v = *(const int*)field;
                 break;
             case FLAG_INT64:
+            case FLAG_BYTES:
                 v = (double)*(const long long*)field;
                 break;
             case FLAG_DOUBLE:
@@ -235,6 +279,15 @@ inline void flags_print_usage(FILE* out, const Flag* flags, int count, const voi
     }
 }
 
+// Whether `flag` has another value in configuration a than in b, both formatted into va and vb
+// (len bytes each).
+inline bool flag_differs(const Flag* flag, const void* a, const void* b, char* va, char* vb,
+                         size_t len) {
+    flag_format(flag, a, va, len);
+    flag_format(flag, b, vb, len);
+    return strcmp(va, vb) != 0;
+}
+
 // Writes one line "  --flag: A vs B" into out (of len bytes, appended after what is there)
 // for every flag whose role is in role_mask (1 << FlagRole) and whose value differs between
 // configurations a and b, with the labels naming each side. Returns the number of differences.
@@ -244,11 +297,8 @@ inline int flags_differences(const Flag* flags, int count, const void* a, const 
     int differences = 0;
     for (int i = 0; i < count; i++) {
         const Flag* f = &flags[i];
-        if (!(role_mask & (1u << f->role))) continue;
         char va[600], vb[600];
-        flag_format(f, a, va, sizeof(va));
-        flag_format(f, b, vb, sizeof(vb));
-        if (strcmp(va, vb) == 0) continue;
+        if (!(role_mask & (1u << f->role)) || !flag_differs(f, a, b, va, vb, sizeof(va))) continue;
         differences++;
         const size_t used = strlen(out);
         if (used + 1 < len)
@@ -256,4 +306,18 @@ inline int flags_differences(const Flag* flags, int count, const void* a, const 
                      label_b);
     }
     return differences;
+}
+
+// The flags that differ between configurations a and b, as flags_differences counts them: bit
+// i is set when flags[i] differs (a table of at most 64 flags).
+inline uint64_t flags_difference_mask(const Flag* flags, int count, const void* a, const void* b,
+                                      unsigned role_mask) {
+    uint64_t mask = 0;
+    for (int i = 0; i < count && i < 64; i++) {
+        char va[600], vb[600];
+        if ((role_mask & (1u << flags[i].role)) &&
+            flag_differs(&flags[i], a, b, va, vb, sizeof(va)))
+            mask |= 1ull << i;
+    }
+    return mask;
 }

@@ -10,19 +10,30 @@ Each case of CASES is one command of the trainer that must end
     checkpoints and log of a finished run) and the case's own folder are hashed before and
     after (regular files by content; FIFOs, folders and other special files by their kind,
     never opened), and a file that changed or disappeared fails the case. New files may
-    appear (a case that is expected to train writes its own).
+    appear (a case that is expected to train writes its own);
+  - with a case that says `clean`: nothing new or changed left in its scratch folder (a launch's
+    rendezvous files, the CPU NCCL's files), where files that were there may be replaced or
+    deleted.
 
 The fixture, made once: a tiny byte-level data set (dev/data/prepare.py on test_e2e's text),
-and a 4-step run of a tiny model that leaves checkpoints at steps 2 and 4 and a log.
+a 4-step run of a tiny model that leaves checkpoints at steps 2 and 4 and a log, and the
+checkpoints of two 2-rank ZeRO-1 runs (2 shards each): ck2, 6 steps, checkpoints at steps 2, 4
+and 6; ck2b, the same run resumed from ck2's step 4 with --steps 7 (another schedule: a change
+--resume allows), checkpoints at steps 6 and 7.
 
 Adding a case: append a Case(...) to CASES. Its args are the trainer's arguments (after
 the binary; with `launcher`, e.g. MPIRUN + ["-np", "1"], the command is launcher + binary +
 args, and "{bin}" in args names the binary again, for an MPMD launch `A : -np 1 {bin} B`).
-In args, {data} is the data set, {ck} the finished run's checkpoint folder, {ckpt} its step-4
-file, {log} its log and {case} the case's own folder (empty; its files are hashed too). `setup`
-(a function of the case folder) makes the bad files in it before the run. Other fields:
-`status` (an exact exit status, e.g. 0 for documented correct behaviour such as skipping a bad
-checkpoint), `timeout` (seconds), `binary` ("train_gpt_fp32" for the other precision).
+In args and the launcher, {data} is the data set, {ck} the finished run's checkpoint folder,
+{ckpt} its step-4 file, {log} its log, {ck2} and {ck2b} the 2-rank runs' folders, {case} the
+case's own folder (empty; its files are hashed too) and {scratch} a folder beside it, CASE.scratch
+(not hashed; with an empty subfolder shm, where ranks() points the CPU NCCL). `setup` (a function
+of the case folder) makes the bad files in it (or in its scratch folder) before the run. Other
+fields: `status` (an exact exit status, e.g. 0 for documented correct behaviour such as skipping a
+bad checkpoint), `timeout` (seconds), `binary` ("train_gpt_fp32" for the other precision), `clean`
+(see above). ranks(...) is the launcher of a launch without MPI: one process per set of
+environment variables (RANK, WORLD_SIZE, ...), all started at once; it prints their exit statuses
+in order ("exit statuses: 1 0") and exits 0, so the pattern checks each.
 
 Usage: python3 scripts/test_bad_inputs.py [--bin-dir DIR] [--keep] [-k SUBSTRING]
 Exits non-zero when any check fails; prints one line per case.
@@ -51,12 +62,29 @@ TIMEOUT_S = int(os.environ.get("BAD_INPUTS_TIMEOUT_S", 60))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 # A tiny run: 2 steps, no validation, no samples (cases that are refused never get to train).
 RUN = ["--steps", "2", "--val-every", "0", "--sample-len", "0"] + TINY
+# The 2-rank run's flags (ck2), resumed on one rank with the same global batch, to step 5 (so it
+# writes a new checkpoint and replaces none of the case's files).
+RESUME_CK2 = ["--steps", "5", "--checkpoint-every", "0", "--val-every", "0", "--sample-len", "0"] + TINY + [
+    "--batch", "8"]
 
 
 def Case(name, args, pattern, setup=None, status=None, timeout=TIMEOUT_S, binary="train_gpt",
-         launcher=()):
+         launcher=(), clean=False):
     return types.SimpleNamespace(name=name, args=args, pattern=pattern, setup=setup, status=status,
-                                 timeout=timeout, binary=binary, launcher=list(launcher))
+                                 timeout=timeout, binary=binary, launcher=list(launcher), clean=clean)
+
+
+def ranks(*envs):
+    """The launcher of processes started by environment variables alone (torchrun-style, Slurm's
+    srun without MPI): one process of the command per dict of envs, all at once, each with the CPU
+    NCCL's files in {scratch}/shm; then 'exit statuses: S0 S1 ...', and status 0."""
+    script = ""
+    for i, env in enumerate(envs):
+        env = dict(env, CUCC_NCCL_DIR="{scratch}/shm")
+        script += 'env %s "$@" & p%d=$!\n' % (" ".join("%s=%s" % kv for kv in env.items()), i)
+    script += ('s=""; for p in %s; do wait $p; s="$s $?"; done; echo "exit statuses:$s"\n'
+               % " ".join("$p%d" % i for i in range(len(envs))))
+    return ["sh", "-c", script, "sh"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +178,43 @@ def copied_checkpoints(extra):
         shutil.copytree(FIXTURE["ck"], os.path.join(case, "ck"))
         extra(os.path.join(case, "ck"))
     return setup
+
+
+def copied_ck2(extra):
+    """{case}/ck: a copy of the 2-rank run's checkpoint folder (steps 2, 4, 6), then
+    extra(folder)."""
+    def setup(case):
+        shutil.copytree(FIXTURE["ck2"], os.path.join(case, "ck"))
+        extra(os.path.join(case, "ck"))
+    return setup
+
+
+def copy_file(source, target):
+    """A function of a checkpoint folder that copies file `source` over `target` in it (source
+    may be a path, with {ck2b} for the other run's folder)."""
+    return lambda ck: shutil.copy(os.path.join(ck, source.format(**FIXTURE)), os.path.join(ck, target))
+
+
+SHARD6 = "ckpt_step00000006.rank%05d.bin"
+
+
+def stale_rendezvous(case):
+    """{scratch}/rv holds the files of an earlier job of the same (default) name and world size,
+    killed during its rendezvous: rank 1 started first and was killed while it waited for rank 0,
+    then rank 0, killed once it had published the NCCL id; their cards and rank 0's offer stay."""
+    rv = os.path.join(case + ".scratch", "rv")
+    os.makedirs(rv)
+    for rank, last in ((1, ".rank1"), (0, ".id")):
+        proc = subprocess.Popen([FIXTURE["bin"], "--rendezvous", rv, "--comm-timeout", "60"] + RUN,
+                                env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                                         CUCC_NCCL_DIR=os.path.join(case + ".scratch", "shm")),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(n.endswith(last) for n in os.listdir(rv)):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.kill()
+        proc.wait()
 
 
 def live_lock(case):
@@ -251,6 +316,26 @@ CASES = [
          r"skipping checkpoint \S+ckpt_step00000009.bin: .*FIFO[\s\S]*resuming from \S+ckpt_step00000004.bin",
          setup=copied_checkpoints(lambda ck: os.mkfifo(os.path.join(ck, "ckpt_step00000009.bin"))),
          status=0),
+    # the shards of a checkpoint must be its save's own (resumed on one rank: any grid reads them)
+    Case("--resume latest: rank 1's shard of another run's step 6 is skipped",
+         ["--data", "{data}", "--checkpoint-dir", "{case}/ck", "--resume", "latest"] + RESUME_CK2,
+         r"skipping checkpoint \S+ckpt_step00000006.bin: checkpoint shard \S+rank00001.bin is of "
+         r"another save than its manifest[\s\S]*resuming from \S+ckpt_step00000004.bin",
+         setup=copied_ck2(copy_file("{ck2b}/" + SHARD6 % 1, SHARD6 % 1)), status=0),
+    Case("--resume of that checkpoint's manifest itself is refused",
+         ["--data", "{data}", "--resume", "{case}/ck/ckpt_step00000006.bin"] + RESUME_CK2,
+         r"checkpoint shard \S+rank00001.bin is of another save than its manifest",
+         setup=copied_ck2(copy_file("{ck2b}/" + SHARD6 % 1, SHARD6 % 1))),
+    Case("--resume latest: shard 0 copied over shard 1 of step 6 is skipped",
+         ["--data", "{data}", "--checkpoint-dir", "{case}/ck", "--resume", "latest"] + RESUME_CK2,
+         r"skipping checkpoint \S+ckpt_step00000006.bin: checkpoint shard \S+rank00001.bin holds "
+         r"shard 0 of 2, where its manifest expects shard 1 of 2[\s\S]*resuming from "
+         r"\S+ckpt_step00000004.bin", setup=copied_ck2(copy_file(SHARD6 % 0, SHARD6 % 1)), status=0),
+    Case("--resume latest: a manifest without its shard 1 is skipped",
+         ["--data", "{data}", "--checkpoint-dir", "{case}/ck", "--resume", "latest"] + RESUME_CK2,
+         r"skipping checkpoint \S+ckpt_step00000006.bin: its shard 1: cannot open checkpoint "
+         r"\S+rank00001.bin: No such file[\s\S]*resuming from \S+ckpt_step00000004.bin",
+         setup=copied_ck2(lambda ck: os.remove(os.path.join(ck, SHARD6 % 1))), status=0),
     Case("a FIFO as --log", ["--data", "{data}", "--log", "{case}/log"] + RUN,
          r"cannot open log \S+log: it is a FIFO \(named pipe\), not a regular file", setup=fifo("log")),
     # the command line, in train and in sample mode alike
@@ -296,6 +381,29 @@ CASES = [
                                                           "--plan-ranks", "3"],
          r"3 ranks cannot be cut into tensor-parallel groups of --tp 2"),
     Case("--tp 0", ["--data", "{data}"] + RUN + ["--tp", "0"], r"--tp must be in \[1, 65536\] \(got 0\)"),
+    Case("--muon-ns-steps 0 (Muon without orthogonalization)", ["--data", "{data}"] + RUN
+         + ["--optimizer", "muon", "--muon-ns-steps", "0"], r"--muon-ns-steps must be in \[1, 99\] \(got 0\)"),
+    Case("--muon-momentum 1 (a buffer that never moves)", ["--data", "{data}"] + RUN
+         + ["--optimizer", "muon", "--muon-momentum", "1"], r"--muon-momentum must be in \[0, 1\) \(got 1\)"),
+    Case("--vocab 1 (a loss of 0)", RUN + ["--vocab", "1"], r"--vocab must be 0 \(the tokenizer's\) or at least 2 "
+         r"\(got 1\)"),
+    Case("--device-memory 1.5 (not whole bytes)", RUN + ["--batch", "auto", "--device-memory", "1.5"],
+         r"--device-memory: '1.5' is 1.5 bytes, not a whole number of bytes"),
+    Case("--device-memory 10GB (no such unit)", RUN + ["--batch", "auto", "--device-memory", "10GB"],
+         r"--device-memory: '10GB' is not a byte count: a number with an optional unit k, M, G or T"),
+    Case("--device-memory 1k: 1024 bytes, in which nothing fits", RUN + ["--batch", "auto", "--device-memory", "1k"],
+         r"no configuration fits 1014 bytes of device memory \(99% of 1024, --device-memory\)"),
+    Case("--plan --batch auto --device-memory 1.5G plans the fitted batch", RUN + ["--plan", "--batch", "auto",
+                                                                                   "--device-memory", "1.5G"],
+         r"fitted to \d+ bytes of device memory \(99% of 1610612736\): --batch (\d+) --recompute none[\s\S]*"
+         r"memory plan of rank 0 of 1 \(ZeRO-0 over 1 data-parallel ranks, tp 1, recompute none, B \1 x T 64",
+         status=0),
+    Case("--plan --recompute auto on 4 planned ZeRO-3 ranks plans the fitted recompute",
+         RUN + ["--plan", "--plan-ranks", "4", "--zero", "3", "--batch", "16", "--recompute", "auto",
+                "--device-memory", "158000000"],
+         r"fitted to 156420000 bytes of device memory \(99% of 158000000\): --batch 16 --recompute selective"
+         r"[\s\S]*memory plan of rank 0 of 4 \(ZeRO-3 over 4 data-parallel ranks, tp 1, recompute selective, B 16",
+         status=0),
     Case("--zero 4", ["--data", "{data}"] + RUN + ["--zero", "4"], r"--zero must be in \[0, 3\] \(got 4\)"),
     Case("a repeated flag takes its last value", ["--data", "{data}"] + RUN + ["--steps", "1", "--steps", "3"],
          r"step +3/3", status=0),
@@ -334,6 +442,10 @@ CASES = [
     Case("ranks with --val-every 0 : 5", ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data", "{data}"]
          + RUN + ["--val-every", "5"], r"rank 1 was started with other flags than rank 0:\n  --val-every: 0 on rank 0, "
          r"5 here", launcher=MPIRUN + ["-np", "1"]),
+    Case("ranks with --val-every 0 : 5: rank 0's message names it (1 difference)",
+         ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data", "{data}"] + RUN + ["--val-every", "5"],
+         r"rank 0: the ranks were started with different flags \(1 difference; every rank must get the same "
+         r"command line\):\n  --val-every: 0 on rank 0, 5 on rank 1", launcher=MPIRUN + ["-np", "1"]),
     Case("ranks with another --batch and --data", ["--data", "{data}"] + RUN + [":", "-np", "1", "{bin}", "--data",
                                                                                 "{case}/d"] + RUN + ["--batch", "2"],
          r"rank 1 was started with other flags than rank 0:\n  --data: .*\n  --batch: 4 on rank 0, 2 here",
@@ -343,10 +455,47 @@ CASES = [
          launcher=MPIRUN + ["-np", "1"]),
     Case("a rank started without MPI and without --rendezvous", ["--data", "{data}"] + RUN,
          r"give every rank --rendezvous DIR", launcher=["env", "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1"]),
-    Case("a rendezvous that rank 1 never reaches", ["--data", "{data}", "--rendezvous", "{case}", "--comm-timeout",
-                                                    "1"] + RUN,
-         r"rank 0: ranks 1 of 2 did not arrive at the rendezvous in \S+ within 1 s", launcher=["env", "RANK=0",
-                                                                                               "WORLD_SIZE=2"]),
+    Case("a rendezvous that rank 1 never reaches", ["--rendezvous", "{scratch}", "--comm-timeout", "1"] + RUN,
+         r"rank 0: rank 1 of 2 did not join the rendezvous in \S+ within 1 s[\s\S]*exit statuses: 1$",
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0)), status=0, clean=True),
+    Case("a rank started with WORLD_SIZE 2 but no LOCAL_RANK", ["--rendezvous", "{scratch}"] + RUN,
+         r"rank 1 of 2: the launcher set RANK and WORLD_SIZE but not LOCAL_RANK",
+         launcher=["env", "RANK=1", "WORLD_SIZE=2"], clean=True, timeout=20),
+    Case("stale rendezvous files of a killed job: rank 0 alone names them in time",
+         ["--rendezvous", "{scratch}/rv", "--comm-timeout", "3"] + RUN,
+         r"rank 0: rank 1 of 2 did not join the rendezvous in \S+ within 3 s \(--comm-timeout\)\n  \S+rank1 is a "
+         r"file of an earlier job: its process \(host \S+ pid \d+\) no longer runs[\s\S]*exit statuses: 1$",
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0)), setup=stale_rendezvous, status=0, clean=True),
+    Case("stale rendezvous files of a killed job: a new job of 2 ranks meets and trains",
+         ["--rendezvous", "{scratch}/rv", "--comm-timeout", "30"] + RUN,
+         r"step +2/2[\s\S]*exit statuses: 0 0$", setup=stale_rendezvous, status=0, clean=True,
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0), dict(RANK=1, WORLD_SIZE=2, LOCAL_RANK=1))),
+    Case("two processes given RANK=0: both end, naming each other", ["--rendezvous", "{scratch}", "--comm-timeout",
+                                                                      "3"] + RUN,
+         r"(two processes were given rank 0 [^\n]*both end\n[\s\S]*){2}exit statuses: 1 1$", status=0, clean=True,
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0), dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0))),
+    Case("two processes given RANK=0 and one RANK=1: none hangs, the duplicate is named",
+         ["--rendezvous", "{scratch}", "--comm-timeout", "10"] + RUN,
+         r"two processes were given rank 0[\s\S]*exit statuses: \d \d \d$", status=0, clean=True,
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0), dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0),
+                        dict(RANK=1, WORLD_SIZE=2, LOCAL_RANK=1))),
+    Case("ranks started with WORLD_SIZE 2 and 3: both name the mismatch at once",
+         ["--rendezvous", "{scratch}", "--comm-timeout", "20"] + RUN,
+         r"rank 0: rank 1 \(host \S+ pid \d+\) was started as one of 3 ranks, rank 0 as one of 2[\s\S]*"
+         r"exit statuses: 1 1$", status=0, clean=True, timeout=15,
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0), dict(RANK=1, WORLD_SIZE=3, LOCAL_RANK=1))),
+    Case("ranks started with SLURM_JOB_ID 100 and 200: the deadline's message names the other job",
+         ["--rendezvous", "{scratch}", "--comm-timeout", "3"] + RUN,
+         r"\A(?=[\s\S]*rank 0: rank 1 of 2 did not join[^\n]*\n  a file of job 'slurm200.0' \(this job is "
+         r"'slurm100.0'\): rank 1 of 2 ranks)(?=[\s\S]*rank 1: no complete offer[^\n]*\n  a file of job "
+         r"'slurm100.0' \(this job is 'slurm200.0'\): rank 0)[\s\S]*exit statuses: 1 1$", status=0, clean=True,
+         launcher=ranks(dict(SLURM_PROCID=0, SLURM_NTASKS=2, SLURM_LOCALID=0, SLURM_JOB_ID=100),
+                        dict(SLURM_PROCID=1, SLURM_NTASKS=2, SLURM_LOCALID=1, SLURM_JOB_ID=200))),
+    Case("two ranks with LOCAL_RANK 0 on one host: named before they share a GPU",
+         ["--rendezvous", "{scratch}", "--comm-timeout", "20"] + RUN,
+         r"ranks 0 \(host \S+ pid \d+\) and 1 \(host \S+ pid \d+\) are both local rank 0 of host[\s\S]*"
+         r"exit statuses: 1 1$", status=0, clean=True, timeout=15,
+         launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0), dict(RANK=1, WORLD_SIZE=2, LOCAL_RANK=0))),
     # a run that diverges
     Case("--lr 1e300: a non-finite loss stops the run", ["--data", "{data}"] + RUN + ["--lr", "1e300"],
          r"the loss is -?nan and the gradient norm -?nan: training diverged"),
@@ -379,14 +528,17 @@ def changed(before, after):
 
 def run_case(case, bin_dir, work):
     folder = os.path.join(work, "cases", re.sub(r"\W+", "_", case.name)[:60])
+    scratch = folder + ".scratch"
     os.makedirs(folder)
+    os.makedirs(os.path.join(scratch, "shm"))
     if case.setup:
         case.setup(folder)
     binary = os.path.join(bin_dir, case.binary)
-    fields = dict(FIXTURE, case=folder, bin=binary)
-    command = case.launcher + [binary] + [a.format(**fields) for a in case.args]
-    watched = [FIXTURE["data"], FIXTURE["ck"], FIXTURE["log"], folder]
+    fields = dict(FIXTURE, case=folder, scratch=scratch, bin=binary)
+    command = [a.format(**fields) for a in case.launcher + [binary] + case.args]
+    watched = [FIXTURE["data"], FIXTURE["ck"], FIXTURE["ck2"], FIXTURE["ck2b"], FIXTURE["log"], folder]
     before = snapshot(watched)
+    scratch_before = snapshot([scratch])
     t0 = time.time()
     proc = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -410,6 +562,9 @@ def run_case(case, bin_dir, work):
     damaged = changed(before, snapshot(watched))
     if damaged:
         problems.append("files changed: %s" % ", ".join(os.path.relpath(p, work) for p in damaged))
+    left = changed(snapshot([scratch]), scratch_before) if case.clean else []
+    if left:
+        problems.append("files left behind: %s" % ", ".join(os.path.relpath(p, work) for p in left))
     last = text.strip().splitlines()[-1] if text.strip() else "(no output)"
     check(not problems, "%s (%.1f s)" % (case.name, seconds),
           last if not problems else "; ".join(problems) + "\n" + text[-1500:])
@@ -509,7 +664,26 @@ def make_fixture(bin_dir, work):
                  "fixture: a 4-step run leaves checkpoints at steps 2 and 4 and a log",
                  (p.stdout + p.stderr)[-800:] if p.returncode else ""):
         return False
-    FIXTURE.update(data=data, ck=ck, ckpt=os.path.join(ck, names[-1]), log=log)
+    FIXTURE.update(data=data, ck=ck, ckpt=os.path.join(ck, names[-1]), log=log,
+                   bin=os.path.join(bin_dir, "train_gpt"))
+    # the 2-rank runs: ck2, and ck2b resumed from its step 4 with another --steps
+    ck2, ck2b = os.path.join(work, "ck2"), os.path.join(work, "ck2b")
+    two = MPIRUN + ["-np", "2", FIXTURE["bin"], "--data", data, "--zero", "1", "--val-every", "0",
+                    "--sample-len", "0"] + TINY
+    for folder, extra, want in (
+            (ck2, ["--steps", "6", "--checkpoint-every", "2"], [2, 4, 6]),
+            (ck2b, ["--steps", "7", "--checkpoint-every", "6", "--resume",
+                    os.path.join(ck2, "ckpt_step00000004.bin")], [6, 7])):
+        p = subprocess.run(two + extra + ["--checkpoint-dir", folder], capture_output=True, text=True,
+                           cwd=work, timeout=300)
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        expect = sorted("ckpt_step%08d%s.bin" % (step, part) for step in want
+                        for part in ("", ".rank00000", ".rank00001"))
+        if not check(p.returncode == 0 and names == expect,
+                     "fixture: a 2-rank ZeRO-1 run leaves 2-shard checkpoints at steps %s in %s"
+                     % (want, os.path.basename(folder)), (p.stdout + p.stderr)[-800:] if p.returncode else str(names)):
+            return False
+    FIXTURE.update(ck2=ck2, ck2b=ck2b)
     return True
 
 

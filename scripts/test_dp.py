@@ -16,9 +16,10 @@ tokens, and checks:
    parameters and prints "parameter hash H on each of N ranks" only when all are equal (it
    exits non-zero otherwise); checked for bf16 and fp32, on 2 and 3 ranks.
 3. mpirun -np 1 equals the plain run bit for bit (bf16): the same losses in the log, the same
-   parameter hash, and byte-identical checkpoint files.
+   parameter hash, and identical checkpoint files (testlib's checkpoint_hash: byte for byte
+   but each save's random id).
 4. Resuming under mpirun -np 2 from a checkpoint (all ranks load the file rank 0 wrote)
-   continues exactly: the final checkpoint equals the uninterrupted run's byte for byte.
+   continues exactly: the final checkpoint equals the uninterrupted run's (checkpoint_hash).
 5. The gradient buckets and the communication stream (llmc/zero.cuh): one bucket per block
    (--bucket-mb 0.01) and one for everything give the same parameter hash, also when the CPU
    runtime runs the streams' work in random orders (CUCC_SCHEDULE=random, several seeds); and a

@@ -41,11 +41,17 @@ def checkpoint_files(manifest):
 
 
 def checkpoint_hash(manifest):
-    """One SHA-256 over the bytes of every file of a checkpoint (manifest first, then shards)."""
+    """One SHA-256 over every file of a checkpoint (manifest first, then shards): each file's
+    configuration and its sections in order, but of section "save" only the shard count and index,
+    not the id (random for every save, so equal checkpoints of two runs differ there alone, and in
+    the trailer's CRC, which covers it)."""
     h = hashlib.sha256()
     for path in checkpoint_files(manifest):
-        with open(path, "rb") as f:
-            h.update(f.read())
+        config, sections = checkpoint_sections(path)
+        h.update(config)
+        for name, data in sections.items():
+            h.update(name.encode() + b"\0" + struct.pack("<Q", len(data)))
+            h.update(data[16:] if name == "save" else data)
     return h.hexdigest()
 
 
@@ -59,7 +65,7 @@ def checkpoint_array(manifest, name, dtype=np.float32):
     size (the largest offset + n of any range), zero where no shard holds an element."""
     _, head = checkpoint_sections(manifest)
     shards = checkpoint_files(manifest)[1:]
-    assert len(shards) == struct.unpack("<Q", head["shards"])[0], manifest
+    assert len(shards) == struct.unpack("<4Q", head["save"])[2], manifest  # id, id, shards, index
     parts = []
     for path in shards:
         _, sec = checkpoint_sections(path)

@@ -19,7 +19,9 @@
 // - the launch by environment variables (torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Slurm's
 //   SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) with a --rendezvous folder: the same checks, the
 //   folder empty afterwards; a rank that never arrives and a rank 0 that never publishes the id
-//   end with a message naming who is missing; no folder is an error.
+//   end with a message naming who is missing; no folder, and no local rank, are errors (more
+//   cases of the rendezvous, stale files and duplicated ranks among them, are in
+//   scripts/test_bad_inputs.py).
 // Multi-rank runs need one GPU per rank, hence cpu-only; comm_single.cu includes this file to
 // run the same checks on a build without -DMULTI_GPU.
 //! cucc: -DMULTI_GPU --mpi -lnccl
@@ -33,9 +35,10 @@
 //! run: timeout 60 mpirun -np 3 ./prog --timeout 1 --hang device => fail /rank [01]: the test's all-reduce did not finish within 1 s \(--comm-timeout\)/
 //! run: d=$(mktemp -d) && (RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 ./prog --rendezvous $d & RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 ./prog --rendezvous $d & RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 ./prog --rendezvous $d; s=$?; wait; test $s = 0 && test -z "$(ls $d)") => pass /all comm checks passed on 3 ranks \(launched: yes, by environment variables\)/
 //! run: d=$(mktemp -d) && (SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_JOB_ID=7 ./prog --rendezvous $d & SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=7 ./prog --rendezvous $d) => pass /all comm checks passed on 2 ranks/
-//! run: d=$(mktemp -d) && RANK=0 WORLD_SIZE=3 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 0: ranks 1, 2 of 3 did not arrive at the rendezvous in .* within 1 s/
-//! run: d=$(mktemp -d) && RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 1: no NCCL id from rank 0 in .* within 1 s/
-//! run: RANK=1 WORLD_SIZE=2 ./prog => fail /give every rank --rendezvous DIR/
+//! run: d=$(mktemp -d) && RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 0: ranks 1, 2 of 3 did not join the rendezvous in .* within 1 s/
+//! run: d=$(mktemp -d) && RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 1: no complete offer from rank 0 in .* within 1 s/
+//! run: RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 ./prog => fail /give every rank --rendezvous DIR/
+//! run: RANK=1 WORLD_SIZE=2 ./prog => fail /the launcher set RANK and WORLD_SIZE but not LOCAL_RANK/
 
 #include <math.h>
 #include <signal.h>
