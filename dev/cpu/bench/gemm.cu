@@ -6,7 +6,8 @@
 //
 // Prints the BLAS under the CPU cuBLASLt, then one line per shape with the best of REPEATS runs
 // (after one warm-up) of three ways to compute the column-major D = op(A) op(B), each on the same
-// values (random, exact in bf16):
+// values (random, exact in bf16). Times are CPU time of the process (every thread: the stream's
+// work may run on another), which other processes on a shared machine do not inflate:
 //   blas  the BLAS's sgemm called directly (cucc_blas_sgemm), fp32;
 //   fp32  cublasLtMatmul, fp32 operands and output;
 //   bf16  cublasLtMatmul, bf16 operands and output, fp32 compute.
@@ -16,11 +17,11 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <vector>
 
@@ -56,14 +57,19 @@ static void make_operand(size_t count, void* out[2]) {
     CHECK_CUDA(cudaMemcpy(out[1], h.data(), count * 2, cudaMemcpyHostToDevice));
 }
 
+static double cpu_seconds() {
+    timespec t;
+    check(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0, "clock_gettime");
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 static double best_seconds(int repeats, const std::function<void()>& f) {
     f();  // warm-up
     double best = INFINITY;
     for (int r = 0; r < repeats; r++) {
-        auto t0 = std::chrono::steady_clock::now();
+        const double t0 = cpu_seconds();
         f();
-        best = std::min(
-            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(best, cpu_seconds() - t0);
     }
     return best;
 }

@@ -12,7 +12,8 @@
 //      writes the aux matrix and the bias-gradient sums, and rounds each element into D. A plain
 //      fp32 matmul needs no such pass.
 // Steps 2 and 3 run on CUCC_THREADS threads over fixed chunks of columns (OpenBLAS's own threads
-// stay off), so every result is bit-identical for any thread count.
+// stay off), so every result is bit-identical for any thread count; a chunk's step 3 follows its
+// step 2 on the same thread, while the chunk is in that core's caches (unless D is in ROW order).
 // Everything runs on the stream, in order with kernels and copies (cucc::stream_enqueue); the
 // descriptors and host scalars are read at call time, device scalars when the work runs.
 // Two more type families: CUBLAS_COMPUTE_16F on fp16 data (fp16 scalars) runs the same fp32
@@ -135,6 +136,16 @@ inline uint16_t bf16_bits_rn(float x) {
     return (bits & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : static_cast<uint16_t>(rounded);
 }
 
+// out[i * step] = convert(x[i]) for rows elements, the contiguous case in a loop of its own, which
+// the compiler vectorizes.
+template <class T, class F>
+void convert_into(T* out, int64_t step, const float* x, int64_t rows, F convert) {
+    if (step == 1)
+        for (int64_t i = 0; i < rows; i++) out[i] = convert(x[i]);
+    else
+        for (int64_t i = 0; i < rows; i++) out[i * step] = convert(x[i]);
+}
+
 // Rounds column j of an fp32 matrix (x, contiguous) into column j of matrix l at base. The type
 // switch sits outside the loop: this runs for every output element.
 void store_column(const Layout& l, void* base, int64_t j, const float* x) {
@@ -142,21 +153,17 @@ void store_column(const Layout& l, void* base, int64_t j, const float* x) {
     const int64_t step = l.order == CUBLASLT_ORDER_COL ? 1 : l.ld;
     const int64_t first = l.order == CUBLASLT_ORDER_COL ? j * l.ld : j;
     switch (l.type) {
-        case CUDA_R_16BF: {
-            uint16_t* out = static_cast<uint16_t*>(base) + first;  // (bf16 bits)
-            for (int64_t i = 0; i < rows; i++) out[i * step] = bf16_bits_rn(x[i]);
+        case CUDA_R_16BF:  // (bf16 bits)
+            convert_into(static_cast<uint16_t*>(base) + first, step, x, rows, bf16_bits_rn);
             break;
-        }
-        case CUDA_R_16F: {
-            __half* out = static_cast<__half*>(base) + first;
-            for (int64_t i = 0; i < rows; i++) out[i * step] = __float2half_rn(x[i]);
+        case CUDA_R_16F:
+            convert_into(static_cast<__half*>(base) + first, step, x, rows,
+                         [](float v) { return __float2half_rn(v); });
             break;
-        }
-        default: {
-            float* out = static_cast<float*>(base) + first;
-            for (int64_t i = 0; i < rows; i++) out[i * step] = x[i];
+        default:
+            convert_into(static_cast<float*>(base) + first, step, x, rows,
+                         [](float v) { return v; });
             break;
-        }
     }
 }
 
@@ -416,19 +423,15 @@ GemmFn<float> blas_gemm(float) { return blas().sgemm; }
 GemmFn<double> blas_gemm(double) { return blas().dgemm; }
 
 // T = alpha op(A) op(B) + beta T, T of fp32 or fp64 with layout t (COL or ROW order). beta == 0
-// ignores what T held (NaN included), as BLAS does; so does alpha == 0 for op(A) op(B).
+// ignores what T held (NaN included), as BLAS does; so does alpha == 0 for op(A) op(B). The work
+// is cut into chunks of T's stored columns (chunks_of); `after`, when given, runs for each chunk
+// on the thread that computed it, right after it, while the chunk is still in that core's caches
+// (run_batch's element pass).
 template <class E>
 void gemm(const PanelOf<E>& pa, const PanelOf<E>& pb, int64_t m, int64_t n, int64_t k, E alpha,
-          E beta, E* T, const Layout& t, int threads) {
+          E beta, E* T, const Layout& t, int threads,
+          const std::function<void(int64_t)>& after = nullptr) {
     if (m == 0 || n == 0) return;
-    if (k == 0 || alpha == 0) {
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t i = 0; i < m; i++) {
-                E& x = T[element(t, i, j)];
-                x = beta == 0 ? E(0) : beta * x;
-            }
-        return;
-    }
     // The BLAS call computes X = op(P) op(Q), column-major. In COL order X is T; a ROW-order T
     // is stored as its transpose, X = T^T = op(B)^T op(A)^T, and op(Y)^T is Y with the flag
     // flipped.
@@ -440,11 +443,20 @@ void gemm(const PanelOf<E>& pa, const PanelOf<E>& pb, int64_t m, int64_t n, int6
     const GemmFn<E> blas_gemm_e = blas_gemm(E());
     const Chunks chunks = chunks_of(cols);
     for_each_chunk(chunks.count, threads, [&](int64_t c) {
-        const int64_t j0 = c * chunks.width, width = chunks.end(c, cols) - j0;
-        const E* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
-        blas_gemm_e(kBlasColMajor, op(P.trans), op(Q.trans), static_cast<int>(rows),
-                    static_cast<int>(width), static_cast<int>(k), alpha, P.data, P.ld, q, Q.ld,
-                    beta, T + j0 * t.ld, static_cast<int>(t.ld));
+        const int64_t j0 = c * chunks.width, j1 = chunks.end(c, cols);
+        if (k == 0 || alpha == 0) {
+            for (int64_t j = j0; j < j1; j++)
+                for (int64_t i = 0; i < rows; i++) {
+                    E& x = T[i + j * t.ld];
+                    x = beta == 0 ? E(0) : beta * x;
+                }
+        } else {
+            const E* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
+            blas_gemm_e(kBlasColMajor, op(P.trans), op(Q.trans), static_cast<int>(rows),
+                        static_cast<int>(j1 - j0), static_cast<int>(k), alpha, P.data, P.ld, q,
+                        Q.ld, beta, T + j0 * t.ld, static_cast<int>(t.ld));
+        }
+        if (after) after(c);
     });
 }
 
@@ -503,7 +515,6 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < m; i++)
                 T[element(t, i, j)] = load(p.c.type, C, element(p.c, i, j));
-    gemm(pa, pb, m, n, k, alpha, c_in_t ? beta : 0.0f, T, t, threads);
 
     // Bias gradients of the operands, fp32 sums in a fixed order.
     sums.assign(static_cast<size_t>(p.bias_length), 0.0f);
@@ -517,6 +528,8 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
     // The element pass over chunks of D's columns: the epilogue in fp32 on each column of T, then
     // the column rounded into D (unless T is D). C is read only when beta != 0 (it may hold NaN or
     // be null otherwise). DGELU_BGRAD's row sums are summed per chunk, then over chunks in order.
+    // With T in COL order gemm's chunks are these, and each runs right after its sgemm; a
+    // ROW-order D (T) is chunked along its rows there, so its pass runs after the whole product.
     const bool read_c = beta != 0.0f && !c_in_t;
     const bool epilogue = read_c || e.adds_bias || e.activation != Activation::kNone ||
                           e.bias_grad == BiasGrad::kRowsOfD;
@@ -525,36 +538,39 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
         partial_sums.assign(static_cast<size_t>(chunks.count * m), 0.0f);
     float* partial = partial_sums.data();  // (the helper threads have their own thread_locals)
     const int64_t t_step = t.order == CUBLASLT_ORDER_COL ? 1 : t.ld;  // between rows of a column
-    if (epilogue || !t_is_d)
-        for_each_chunk(chunks.count, threads, [&](int64_t c) {
-            float* row_sums = e.bias_grad == BiasGrad::kRowsOfD ? partial + c * m : nullptr;
-            for (int64_t j = c * chunks.width; j < chunks.end(c, n); j++) {
-                float* column = T + element(t, 0, j);
-                for (int64_t i = 0; epilogue && i < m; i++) {
-                    float x = column[i * t_step];
-                    if (read_c) x += beta * load(p.c.type, C, element(p.c, i, j));
-                    if (e.adds_bias) x += load(p.bias_type, bias, i);
-                    float out = x;
-                    switch (e.activation) {
-                        case Activation::kNone:
-                            break;
-                        case Activation::kRelu:
-                            out = fmaxf(x, 0.0f);
-                            break;
-                        case Activation::kGelu:
-                            if (e.writes_aux) store(p.aux_type, aux, i + j * desc.aux_ld, x);
-                            out = gelu(x);
-                            break;
-                        case Activation::kGeluGrad:
-                            out = x * gelu_grad(load(p.aux_type, aux, i + j * desc.aux_ld));
-                            break;
-                    }
-                    if (row_sums) row_sums[i] += out;
-                    column[i * t_step] = out;
+    const auto element_pass = [&](int64_t c) {
+        float* row_sums = e.bias_grad == BiasGrad::kRowsOfD ? partial + c * m : nullptr;
+        for (int64_t j = c * chunks.width; j < chunks.end(c, n); j++) {
+            float* column = T + element(t, 0, j);
+            for (int64_t i = 0; epilogue && i < m; i++) {
+                float x = column[i * t_step];
+                if (read_c) x += beta * load(p.c.type, C, element(p.c, i, j));
+                if (e.adds_bias) x += load(p.bias_type, bias, i);
+                float out = x;
+                switch (e.activation) {
+                    case Activation::kNone:
+                        break;
+                    case Activation::kRelu:
+                        out = fmaxf(x, 0.0f);
+                        break;
+                    case Activation::kGelu:
+                        if (e.writes_aux) store(p.aux_type, aux, i + j * desc.aux_ld, x);
+                        out = gelu(x);
+                        break;
+                    case Activation::kGeluGrad:
+                        out = x * gelu_grad(load(p.aux_type, aux, i + j * desc.aux_ld));
+                        break;
                 }
-                if (!t_is_d) store_column(p.d, D, j, column);
+                if (row_sums) row_sums[i] += out;
+                column[i * t_step] = out;
             }
-        });
+            if (!t_is_d) store_column(p.d, D, j, column);
+        }
+    };
+    const bool pass = epilogue || !t_is_d, fused = pass && t.order == CUBLASLT_ORDER_COL;
+    gemm(pa, pb, m, n, k, alpha, c_in_t ? beta : 0.0f, T, t, threads,
+         fused ? std::function<void(int64_t)>(element_pass) : nullptr);
+    if (pass && !fused) for_each_chunk(chunks.count, threads, element_pass);
     if (e.bias_grad == BiasGrad::kRowsOfD)
         for (int64_t c = 0; c < chunks.count; c++)
             for (int64_t i = 0; i < m; i++) sums[i] += partial_sums[c * m + i];
