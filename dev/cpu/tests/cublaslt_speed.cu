@@ -16,13 +16,16 @@
 // fp32 / blas <= kFp32OverBlas (1.25). On fp32 data the CPU cuBLASLt adds one cost to the BLAS's:
 //   its fixed chunks of output columns (512 here; one sgemm each, so that results do not depend
 //   on the thread count), each of which packs all of op(A) again: m k copies per 1024 m k flops.
-//   Both scale with the machine, so the share is alike on a slow and a fast one: 3% to 7% of the
-//   time on this AVX2 core, twice that at most where an AVX-512 sgemm outpaces its copies.
+//   Copies and flops both scale with the machine, so the share moves little between a slow and a
+//   fast one: 3% to 7% of the time on this AVX2 core, at most twice that where an AVX-512 sgemm
+//   outpaces its copies.
 //   Seen here: 0.90 to 1.10 (2 cores shared with builds).
 // bf16 / fp32 <= kBf16OverFp32 (1.5). bf16 adds the widening of A and B and the rounding of D:
 //   m k + k n + m n element operations against 2 m n k flops, at most 1/512 as many for m, n,
-//   k >= 768. At about a nanosecond each that is 7% to 14% of an AVX2 core's sgemm time, up to
-//   twice as much on a core with twice the flops. Seen here: 1.00 to 1.15, 1.32 once under load.
+//   k >= 768, in vectorized loops, D's rounding on each chunk right after its sgemm (while the
+//   chunk is in the cache). A core with twice the flops does them faster too, though maybe not
+//   twice as fast: their share at most doubles there. Seen here: 0.95 to 1.05 (1.00 to 1.15, and
+//   1.32 once under load, before those loops were vectorized and moved into the chunks).
 // Times are the CPU time of the process, which other processes on the core do not count in (as
 // they do in wall time), and the best of several runs counts, as the rest of a busy machine (its
 // caches, the other hyperthread) only slows a run down: rounds of the three (interleaved, so
