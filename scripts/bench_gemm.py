@@ -10,8 +10,8 @@ cuBLASLt's op flags, as train_gpt.cu's matmul() calls them with B*T = 2048 token
 (dx = W dout) and NT (dW = x dout^T). NumPy and PyTorch compute the same product from the same
 memory layout (transposed views, no copies), fp32; PyTorch also in bf16. Times are CPU time of
 the process (other processes on a shared machine do not count in it, as they do in wall time);
-rounds (--rounds) of the three interleave, so that a busy stretch of the machine hits all of them,
-and the best time of each over all rounds and repeats counts.
+rounds (--rounds) time the three one after the other on each shape, so that a busy stretch of
+the machine hits all of them, and the best time of each over all rounds and repeats counts.
 
 Columns: GFLOP/s (2 M N K per product) of cuBLASLt fp32, the BLAS under it called directly,
 NumPy, PyTorch fp32, cuBLASLt bf16 (bf16 operands and output, fp32 compute) and PyTorch bf16
@@ -158,11 +158,12 @@ def main():
     shapes = CPU_MODEL if args.small_only else GPT2_SMALL + CPU_MODEL
     best = {}
     for r in range(args.rounds):
-        cublaslt, blas = time_cublaslt(shapes, args.repeats, args.cpu)
-        merge(best, {"cublaslt": cublaslt, "numpy": time_numpy(np, shapes, args.repeats),
-                     "torch": time_torch(np, torch, shapes, args.repeats, torch.float32)})
-        if r == 0:  # (a reference column only, and slow where the core has no bf16 arithmetic)
-            merge(best, {"torch_bf16": time_torch(np, torch, shapes, 1, torch.bfloat16)})
+        for shape in shapes:  # (the three one after the other on each shape)
+            cublaslt, blas = time_cublaslt([shape], args.repeats, args.cpu)
+            merge(best, {"cublaslt": cublaslt, "numpy": time_numpy(np, [shape], args.repeats),
+                         "torch": time_torch(np, torch, [shape], args.repeats, torch.float32)})
+            if r == 0:  # (a reference column only, slow where the core has no bf16 arithmetic)
+                merge(best, {"torch_bf16": time_torch(np, torch, [shape], 1, torch.bfloat16)})
         print("round %d of %d done" % (r + 1, args.rounds), file=sys.stderr)
 
     print("CPU cuBLASLt BLAS: %s" % blas)
