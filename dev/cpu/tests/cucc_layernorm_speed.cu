@@ -3,11 +3,10 @@
 // (one OS thread). No time is fixed: the machines this runs on differ several times over in
 // speed. The kernel's time is bounded by kRatio times that of the host layernorm (in double) that
 // checks its result, timed in the same run; both are CPU time of this thread, which other
-// processes do not inflate, and the kernel's is the best of 5 launches. Measured here: 2.7 to 3.3
-// (with the machine idle and with its 2 cores shared with builds, where the kernel's wall time,
-// 180 to 210 ms, was twice the former fixed budget of 100 ms). kRatio, 7.5, is about 2.3 times
-// the highest, the margin runtime_speed.cu's bound keeps over its layernorm's; the ratio is
-// printed on every run.
+// processes do not inflate, and the kernel's is the best of 5 launches. Measured here, on 2 cores
+// shared with builds: 2.7 to 3.3, while the kernel's wall time, 180 to 210 ms, was twice the
+// former fixed budget of 100 ms. kRatio, 7.5, is about 2.3 times the highest, the margin
+// runtime_speed.cu's bound keeps over its layernorm's; the ratio is printed on every run.
 //! run: CUCC_THREADS=1 ./prog => pass
 #include <time.h>
 
