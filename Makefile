@@ -108,7 +108,7 @@ check-gpu-deps:
 check-cpu-deps:
 	$(call require,test -f $(CUDA_HOME)/include/cuda_runtime_api.h,the CUDA toolkit headers,install the CUDA toolkit (headers are enough) or set CUDA_HOME)
 	$(call require,test -f /usr/include/boost/context/fiber.hpp,boost.context,apt-get install libboost-context-dev)
-	$(call require,test -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h -o -f /usr/include/cblas.h,OpenBLAS,apt-get install libopenblas-dev)
+	$(call require,python3 -c 'import scipy_openblas32' || /sbin/ldconfig -p | grep -q libopenblas.so.0,OpenBLAS,scripts/setup.sh (PyPI's scipy-openblas32) or apt-get install libopenblas0)
 	$(call require,which mpicxx,Open MPI,apt-get install openmpi-bin libopenmpi-dev)
 check-fuzz-deps:
 	$(call require,command -v $(FUZZ_CXX),clang (libFuzzer),apt-get install clang-14 libclang-rt-14-dev (or scripts/setup.sh --test))

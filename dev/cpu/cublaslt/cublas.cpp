@@ -17,7 +17,6 @@
 // the call and a host result is written before the call returns (it waits for the stream, as
 // cuBLAS does); device ones are read and written when the work runs. Operands that are not
 // device memory end the process with a message, as they would fault on a GPU.
-#include <cblas.h>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -27,6 +26,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "blas.h"
 #include "cublaslt_internal.h"
 #include "cucc/runtime.h"
 
@@ -94,42 +94,44 @@ Scalar<T> scalar(cublasHandle_t h, const T* p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Level 1 and 2 through OpenBLAS, single and double precision.
+// Level 1 and 2 through the BLAS (blas.cpp), single and double precision.
 void blas_axpy(int n, float a, const float* x, int incx, float* y, int incy) {
-    cblas_saxpy(n, a, x, incx, y, incy);
+    blas().saxpy(n, a, x, incx, y, incy);
 }
 void blas_axpy(int n, double a, const double* x, int incx, double* y, int incy) {
-    cblas_daxpy(n, a, x, incx, y, incy);
+    blas().daxpy(n, a, x, incx, y, incy);
 }
-void blas_scal(int n, float a, float* x, int incx) { cblas_sscal(n, a, x, incx); }
-void blas_scal(int n, double a, double* x, int incx) { cblas_dscal(n, a, x, incx); }
+void blas_scal(int n, float a, float* x, int incx) { blas().sscal(n, a, x, incx); }
+void blas_scal(int n, double a, double* x, int incx) { blas().dscal(n, a, x, incx); }
 float blas_dot(int n, const float* x, int incx, const float* y, int incy) {
-    return cblas_sdot(n, x, incx, y, incy);
+    return blas().sdot(n, x, incx, y, incy);
 }
 double blas_dot(int n, const double* x, int incx, const double* y, int incy) {
-    return cblas_ddot(n, x, incx, y, incy);
+    return blas().ddot(n, x, incx, y, incy);
 }
-float blas_nrm2(int n, const float* x, int incx) { return cblas_snrm2(n, x, incx); }
-double blas_nrm2(int n, const double* x, int incx) { return cblas_dnrm2(n, x, incx); }
-float blas_asum(int n, const float* x, int incx) { return cblas_sasum(n, x, incx); }
-double blas_asum(int n, const double* x, int incx) { return cblas_dasum(n, x, incx); }
+float blas_nrm2(int n, const float* x, int incx) { return blas().snrm2(n, x, incx); }
+double blas_nrm2(int n, const double* x, int incx) { return blas().dnrm2(n, x, incx); }
+float blas_asum(int n, const float* x, int incx) { return blas().sasum(n, x, incx); }
+double blas_asum(int n, const double* x, int incx) { return blas().dasum(n, x, incx); }
 void blas_copy(int n, const float* x, int incx, float* y, int incy) {
-    cblas_scopy(n, x, incx, y, incy);
+    blas().scopy(n, x, incx, y, incy);
 }
 void blas_copy(int n, const double* x, int incx, double* y, int incy) {
-    cblas_dcopy(n, x, incx, y, incy);
+    blas().dcopy(n, x, incx, y, incy);
 }
-void blas_swap(int n, float* x, int incx, float* y, int incy) { cblas_sswap(n, x, incx, y, incy); }
+void blas_swap(int n, float* x, int incx, float* y, int incy) { blas().sswap(n, x, incx, y, incy); }
 void blas_swap(int n, double* x, int incx, double* y, int incy) {
-    cblas_dswap(n, x, incx, y, incy);
+    blas().dswap(n, x, incx, y, incy);
 }
-void blas_gemv(CBLAS_TRANSPOSE t, int m, int n, float a, const float* A, int lda, const float* x,
-               int incx, float b, float* y, int incy) {
-    cblas_sgemv(CblasColMajor, t, m, n, a, A, lda, x, incx, b, y, incy);
+void blas_gemv(bool trans, int m, int n, float a, const float* A, int lda, const float* x, int incx,
+               float b, float* y, int incy) {
+    blas().sgemv(kBlasColMajor, trans ? kBlasTrans : kBlasNoTrans, m, n, a, A, lda, x, incx, b, y,
+                 incy);
 }
-void blas_gemv(CBLAS_TRANSPOSE t, int m, int n, double a, const double* A, int lda, const double* x,
+void blas_gemv(bool trans, int m, int n, double a, const double* A, int lda, const double* x,
                int incx, double b, double* y, int incy) {
-    cblas_dgemv(CblasColMajor, t, m, n, a, A, lda, x, incx, b, y, incy);
+    blas().dgemv(kBlasColMajor, trans ? kBlasTrans : kBlasNoTrans, m, n, a, A, lda, x, incx, b, y,
+                 incy);
 }
 
 // The 1-based index of the first element of largest (or smallest) magnitude, 0 for no elements.
@@ -153,7 +155,6 @@ cublasStatus_t axpy(const char* api, cublasHandle_t h, int n, const T* alpha, co
     require_device(api, x, n, incx, sizeof(T));
     require_device(api, y, n, incy, sizeof(T));
     Scalar<T> a = scalar(h, alpha);
-    cublaslt_cpu::blas_threads();
     return submit(
         h, api, [=] { blas_axpy(n, a.get(), x, incx, y, incy); }, false);
 }
@@ -165,7 +166,6 @@ cublasStatus_t scal(const char* api, cublasHandle_t h, int n, const T* alpha, T*
     if (!alpha || !x) return CUBLAS_STATUS_INVALID_VALUE;
     require_device(api, x, n, incx, sizeof(T));
     Scalar<T> a = scalar(h, alpha);
-    cublaslt_cpu::blas_threads();
     return submit(
         h, api, [=] { blas_scal(n, a.get(), x, incx); }, false);
 }
@@ -177,7 +177,6 @@ cublasStatus_t reduction(const char* api, cublasHandle_t h, R* result, F compute
     if (!result) return CUBLAS_STATUS_INVALID_VALUE;
     bool device = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
     if (device) require_device(api, result, 1, 1, sizeof(R));
-    cublaslt_cpu::blas_threads();
     return submit(
         h, api, [=] { *result = compute(); }, !device);
 }
@@ -219,7 +218,6 @@ cublasStatus_t copy_or_swap(const char* api, cublasHandle_t h, int n, T* x, int 
     if (!x || !y) return CUBLAS_STATUS_INVALID_VALUE;
     require_device(api, x, n, incx, sizeof(T));
     require_device(api, y, n, incy, sizeof(T));
-    cublaslt_cpu::blas_threads();
     return submit(
         h, api,
         [=] {
@@ -243,14 +241,8 @@ cublasStatus_t gemv(const char* api, cublasHandle_t h, cublasOperation_t trans, 
     require_device(api, x, t ? m : n, incx, sizeof(T));
     require_device(api, y, t ? n : m, incy, sizeof(T));
     Scalar<T> a = scalar(h, alpha), b = scalar(h, beta);
-    cublaslt_cpu::blas_threads();
     return submit(
-        h, api,
-        [=] {
-            blas_gemv(t ? CblasTrans : CblasNoTrans, m, n, a.get(), A, lda, x, incx, b.get(), y,
-                      incy);
-        },
-        false);
+        h, api, [=] { blas_gemv(t, m, n, a.get(), A, lda, x, incx, b.get(), y, incy); }, false);
 }
 
 // C = alpha op(A) + beta op(B), all m x n after the operations. In place is allowed when C is A

@@ -90,7 +90,7 @@ inline Preference* pref_of(cublasLtMatmulPreference_t p) {
 // a null or destroyed one.
 constexpr uint64_t kHandleMagic = 0x63707542'4c41534cull;
 
-// The algorithm that cublasLtMatmulAlgoGetHeuristic returns (there is one: OpenBLAS sgemm plus a
+// The algorithm that cublasLtMatmulAlgoGetHeuristic returns (there is one: the BLAS's sgemm plus a
 // scalar epilogue); data[0] holds this id so cublasLtMatmul can tell it from an uninitialized one.
 constexpr uint64_t kAlgoId = 0x43505553'47454d4dull;
 
@@ -118,9 +118,6 @@ cublasStatus_t matmul_arrays(const char* api, cublasLtMatmulDesc_t desc, const v
                              const void* const* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
                              void* const* C, cublasLtMatrixLayout_t Cdesc, int batch,
                              cudaStream_t stream);
-// Threads a matmul splits over (CUCC_THREADS); the first call makes OpenBLAS single-threaded,
-// so results never depend on the thread count.
-int blas_threads();
 // Status names and texts, for cublasLtGetStatus* and cublasGetStatus* (descriptors.cpp).
 const char* status_name(cublasStatus_t status);
 const char* status_text(cublasStatus_t status);

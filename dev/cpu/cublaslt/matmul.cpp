@@ -6,13 +6,14 @@
 //   1. op(A) and op(B) become fp32 column-major panels. An fp32 operand is used in place (a matrix
 //      in ROW order is the transpose of the COL-order matrix with the same ld, so ROW order only
 //      flips the transpose flag); bf16 and fp16 operands are widened to fp32, which is exact.
-//   2. T = alpha * op(A) op(B) by OpenBLAS sgemm, in fp32: into D itself when D is fp32 (with
-//      beta * C too), else into a scratch matrix.
+//   2. T = alpha * op(A) op(B) by sgemm (OpenBLAS, chosen and checked by blas.cpp), in fp32:
+//      into D itself when D is fp32 (with beta * C too), else into a scratch matrix.
 //   3. One pass over T adds beta * C and the bias, applies the activation (or its gradient),
 //      writes the aux matrix and the bias-gradient sums, and rounds each element into D. A plain
 //      fp32 matmul needs no such pass.
 // Steps 2 and 3 run on CUCC_THREADS threads over fixed chunks of columns (OpenBLAS's own threads
-// stay off), so every result is bit-identical for any thread count.
+// stay off), so every result is bit-identical for any thread count; a chunk's step 3 follows its
+// step 2 on the same thread, while the chunk is in that core's caches (unless D is in ROW order).
 // Everything runs on the stream, in order with kernels and copies (cucc::stream_enqueue); the
 // descriptors and host scalars are read at call time, device scalars when the work runs.
 // Two more type families: CUBLAS_COMPUTE_16F on fp16 data (fp16 scalars) runs the same fp32
@@ -20,7 +21,6 @@
 // half precision"), and CUBLAS_COMPUTE_64F on fp64 data runs OpenBLAS dgemm, for column-major
 // matrices without an epilogue. The legacy cuBLAS API (cublas.cpp) builds these same
 // descriptors and calls matmul() / matmul_arrays() below: one implementation serves both.
-#include <cblas.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -30,10 +30,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "blas.h"
 #include "cublaslt_internal.h"
 #include "cucc/runtime.h"
 
@@ -123,6 +125,27 @@ void store(uint32_t type, void* base, int64_t i, float v) {
     }
 }
 
+// The bits of __float2bfloat16_rn(x) without its branches, which mispredict on the random low
+// halves of the products: round to nearest even by adding 0x7fff plus the kept part's lowest bit
+// (the carry also takes a finite maximum to infinity, as the rounding does), and a NaN becomes
+// 0x7fff. The results are the same for every float.
+inline uint16_t bf16_bits_rn(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    return (bits & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : static_cast<uint16_t>(rounded);
+}
+
+// out[i * step] = convert(x[i]) for rows elements, the contiguous case in a loop of its own, which
+// the compiler vectorizes.
+template <class T, class F>
+void convert_into(T* out, int64_t step, const float* x, int64_t rows, F convert) {
+    if (step == 1)
+        for (int64_t i = 0; i < rows; i++) out[i] = convert(x[i]);
+    else
+        for (int64_t i = 0; i < rows; i++) out[i * step] = convert(x[i]);
+}
+
 // Rounds column j of an fp32 matrix (x, contiguous) into column j of matrix l at base. The type
 // switch sits outside the loop: this runs for every output element.
 void store_column(const Layout& l, void* base, int64_t j, const float* x) {
@@ -130,21 +153,17 @@ void store_column(const Layout& l, void* base, int64_t j, const float* x) {
     const int64_t step = l.order == CUBLASLT_ORDER_COL ? 1 : l.ld;
     const int64_t first = l.order == CUBLASLT_ORDER_COL ? j * l.ld : j;
     switch (l.type) {
-        case CUDA_R_16BF: {
-            __nv_bfloat16* out = static_cast<__nv_bfloat16*>(base) + first;
-            for (int64_t i = 0; i < rows; i++) out[i * step] = __float2bfloat16_rn(x[i]);
+        case CUDA_R_16BF:  // (bf16 bits)
+            convert_into(static_cast<uint16_t*>(base) + first, step, x, rows, bf16_bits_rn);
             break;
-        }
-        case CUDA_R_16F: {
-            __half* out = static_cast<__half*>(base) + first;
-            for (int64_t i = 0; i < rows; i++) out[i * step] = __float2half_rn(x[i]);
+        case CUDA_R_16F:
+            convert_into(static_cast<__half*>(base) + first, step, x, rows,
+                         [](float v) { return __float2half_rn(v); });
             break;
-        }
-        default: {
-            float* out = static_cast<float*>(base) + first;
-            for (int64_t i = 0; i < rows; i++) out[i * step] = x[i];
+        default:
+            convert_into(static_cast<float*>(base) + first, step, x, rows,
+                         [](float v) { return v; });
             break;
-        }
     }
 }
 
@@ -341,8 +360,19 @@ Panel as_fp32(const Layout& l, const void* data, bool trans, std::vector<float>&
     if (l.type == CUDA_R_32F)
         return {static_cast<const float*>(data), static_cast<int>(l.ld), trans != row};
     scratch.resize(static_cast<size_t>(rows * cols));
-    for (int64_t j = 0; j < cols; j++)
-        for (int64_t i = 0; i < rows; i++) scratch[i + j * rows] = load(l.type, data, i + j * l.ld);
+    for (int64_t j = 0; j < cols; j++) {
+        float* out = scratch.data() + j * rows;
+        if (l.type == CUDA_R_16BF) {  // a bf16 is the upper half of the float it widens to
+            const uint16_t* in = static_cast<const uint16_t*>(data) + j * l.ld;
+            for (int64_t i = 0; i < rows; i++) {
+                const uint32_t bits = static_cast<uint32_t>(in[i]) << 16;
+                memcpy(&out[i], &bits, sizeof bits);
+            }
+        } else {
+            const __half* in = static_cast<const __half*>(data) + j * l.ld;
+            for (int64_t i = 0; i < rows; i++) out[i] = __half2float(in[i]);
+        }
+    }
     return {scratch.data(), static_cast<int>(std::max<int64_t>(rows, 1)), trans != row};
 }
 
@@ -350,24 +380,24 @@ float panel_at(const Panel& p, int64_t i, int64_t j) {
     return p.trans ? p.data[j + i * p.ld] : p.data[i + j * p.ld];
 }
 
-// Threads for one matmul: the runtime's CUCC_THREADS. OpenBLAS itself runs single-threaded:
-// we split the work into fixed chunks, so the result never depends on the thread count.
-int matmul_threads() {
-    static const int threads = [] {
-        openblas_set_num_threads(1);
-        return cucc::thread_count();
-    }();
-    return threads;
-}
-
-// Work is cut into chunks of kChunkColumns output columns whatever the thread count, and each
-// chunk is computed the same way by whichever thread takes it, so results never depend on the
-// number of threads. Below kParallelFlops a matmul runs on the calling thread alone (starting
+// Work is cut into chunks of output columns whatever the thread count, and each chunk is
+// computed the same way by whichever thread takes it, so results never depend on the number of
+// threads. The chunk width depends on the number of columns only: 512, or 256 where 512 would
+// leave fewer than 4 chunks to share out. Each chunk is one sgemm, which packs all of op(A)
+// again: m k copies per 2 m k width flops, about 10% of the time at 256 columns on an AVX2 core
+// and half that at 512 (and twice those shares on a core with an AVX-512 sgemm, which is faster
+// than its copies). Below kParallelFlops a matmul runs on the calling thread alone (starting
 // threads costs more than it saves).
-constexpr int64_t kChunkColumns = 256;
 constexpr double kParallelFlops = 1 << 24;
 
-int64_t chunk_count(int64_t columns) { return (columns + kChunkColumns - 1) / kChunkColumns; }
+struct Chunks {
+    int64_t width, count;
+    int64_t end(int64_t c, int64_t columns) const { return std::min(columns, (c + 1) * width); }
+};
+Chunks chunks_of(int64_t columns) {
+    const int64_t width = columns >= 4 * 512 ? 512 : 256;
+    return {width, (columns + width - 1) / width};
+}
 
 // Runs body(c) for every chunk c in [0, count), on up to `threads` threads (the caller's included).
 void for_each_chunk(int64_t count, int threads, const std::function<void(int64_t)>& body) {
@@ -388,30 +418,20 @@ struct Operands {
     void* D;
 };
 
-void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-               const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-    cblas_sgemm(CblasColMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
-               const double* a, int lda, const double* b, int ldb, double beta, double* c,
-               int ldc) {
-    cblas_dgemm(CblasColMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
+// The BLAS gemm of an element type (the argument only names the type).
+GemmFn<float> blas_gemm(float) { return blas().sgemm; }
+GemmFn<double> blas_gemm(double) { return blas().dgemm; }
 
 // T = alpha op(A) op(B) + beta T, T of fp32 or fp64 with layout t (COL or ROW order). beta == 0
-// ignores what T held (NaN included), as BLAS does; so does alpha == 0 for op(A) op(B).
+// ignores what T held (NaN included), as BLAS does; so does alpha == 0 for op(A) op(B). The work
+// is cut into chunks of T's stored columns (chunks_of); `after`, when given, runs for each chunk
+// on the thread that computed it, right after it, while the chunk is still in that core's caches
+// (run_batch's element pass).
 template <class E>
 void gemm(const PanelOf<E>& pa, const PanelOf<E>& pb, int64_t m, int64_t n, int64_t k, E alpha,
-          E beta, E* T, const Layout& t, int threads) {
+          E beta, E* T, const Layout& t, int threads,
+          const std::function<void(int64_t)>& after = nullptr) {
     if (m == 0 || n == 0) return;
-    if (k == 0 || alpha == 0) {
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t i = 0; i < m; i++) {
-                E& x = T[element(t, i, j)];
-                x = beta == 0 ? E(0) : beta * x;
-            }
-        return;
-    }
     // The BLAS call computes X = op(P) op(Q), column-major. In COL order X is T; a ROW-order T
     // is stored as its transpose, X = T^T = op(B)^T op(A)^T, and op(Y)^T is Y with the flag
     // flipped.
@@ -419,13 +439,24 @@ void gemm(const PanelOf<E>& pa, const PanelOf<E>& pb, int64_t m, int64_t n, int6
     const PanelOf<E> P = row ? PanelOf<E>{pb.data, pb.ld, !pb.trans} : pa;
     const PanelOf<E> Q = row ? PanelOf<E>{pa.data, pa.ld, !pa.trans} : pb;
     const int64_t rows = row ? n : m, cols = row ? m : n;
-    const auto op = [](bool trans) { return trans ? CblasTrans : CblasNoTrans; };
-    for_each_chunk(chunk_count(cols), threads, [&](int64_t c) {
-        const int64_t j0 = c * kChunkColumns, width = std::min(kChunkColumns, cols - j0);
-        const E* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
-        blas_gemm(op(P.trans), op(Q.trans), static_cast<int>(rows), static_cast<int>(width),
-                  static_cast<int>(k), alpha, P.data, P.ld, q, Q.ld, beta, T + j0 * t.ld,
-                  static_cast<int>(t.ld));
+    const auto op = [](bool trans) { return trans ? kBlasTrans : kBlasNoTrans; };
+    const GemmFn<E> blas_gemm_e = blas_gemm(E());
+    const Chunks chunks = chunks_of(cols);
+    for_each_chunk(chunks.count, threads, [&](int64_t c) {
+        const int64_t j0 = c * chunks.width, j1 = chunks.end(c, cols);
+        if (k == 0 || alpha == 0) {
+            for (int64_t j = j0; j < j1; j++)
+                for (int64_t i = 0; i < rows; i++) {
+                    E& x = T[i + j * t.ld];
+                    x = beta == 0 ? E(0) : beta * x;
+                }
+        } else {
+            const E* q = Q.trans ? Q.data + j0 : Q.data + j0 * Q.ld;  // op(Q)[:, j0]
+            blas_gemm_e(kBlasColMajor, op(P.trans), op(Q.trans), static_cast<int>(rows),
+                        static_cast<int>(j1 - j0), static_cast<int>(k), alpha, P.data, P.ld, q,
+                        Q.ld, beta, T + j0 * t.ld, static_cast<int>(t.ld));
+        }
+        if (after) after(c);
     });
 }
 
@@ -438,7 +469,7 @@ void run_batch_f64(const Problem& p, const Operands& ops, int b, double alpha, d
     if (beta != 0 && C != D)
         for (int64_t j = 0; j < p.n; j++)
             for (int64_t i = 0; i < p.m; i++) D[i + j * p.d.ld] = C[i + j * p.c.ld];
-    int threads = 2.0 * p.m * p.n * p.k < kParallelFlops ? 1 : matmul_threads();
+    int threads = 2.0 * p.m * p.n * p.k < kParallelFlops ? 1 : cucc::thread_count();
     gemm(PanelOf<double>{A, static_cast<int>(p.a.ld), p.trans_a},
          PanelOf<double>{B, static_cast<int>(p.b.ld), p.trans_b}, p.m, p.n, p.k, alpha, beta, D,
          p.d, threads);
@@ -449,8 +480,7 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
     const MatmulDesc& desc = p.desc;
     const Epilogue& e = p.epilogue;
     const int64_t m = p.m, n = p.n, k = p.k;
-    int threads = matmul_threads();  // (the first call also makes OpenBLAS single-threaded)
-    if (2.0 * m * n * k < kParallelFlops) threads = 1;
+    const int threads = 2.0 * m * n * k < kParallelFlops ? 1 : cucc::thread_count();
     const void* A = offset(ops.A, p.a.type, b * p.a.batch_stride);
     const void* B = offset(ops.B, p.b.type, b * p.b.batch_stride);
     const void* C = ops.C ? offset(ops.C, p.c.type, b * p.c.batch_stride) : nullptr;
@@ -485,7 +515,6 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < m; i++)
                 T[element(t, i, j)] = load(p.c.type, C, element(p.c, i, j));
-    gemm(pa, pb, m, n, k, alpha, c_in_t ? beta : 0.0f, T, t, threads);
 
     // Bias gradients of the operands, fp32 sums in a fixed order.
     sums.assign(static_cast<size_t>(p.bias_length), 0.0f);
@@ -499,46 +528,51 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
     // The element pass over chunks of D's columns: the epilogue in fp32 on each column of T, then
     // the column rounded into D (unless T is D). C is read only when beta != 0 (it may hold NaN or
     // be null otherwise). DGELU_BGRAD's row sums are summed per chunk, then over chunks in order.
+    // With T in COL order gemm's chunks are these, and each runs right after its sgemm; a
+    // ROW-order D (T) is chunked along its rows there, so its pass runs after the whole product.
     const bool read_c = beta != 0.0f && !c_in_t;
     const bool epilogue = read_c || e.adds_bias || e.activation != Activation::kNone ||
                           e.bias_grad == BiasGrad::kRowsOfD;
-    const int64_t chunks = chunk_count(n);
+    const Chunks chunks = chunks_of(n);
     if (e.bias_grad == BiasGrad::kRowsOfD)
-        partial_sums.assign(static_cast<size_t>(chunks * m), 0.0f);
+        partial_sums.assign(static_cast<size_t>(chunks.count * m), 0.0f);
     float* partial = partial_sums.data();  // (the helper threads have their own thread_locals)
     const int64_t t_step = t.order == CUBLASLT_ORDER_COL ? 1 : t.ld;  // between rows of a column
-    if (epilogue || !t_is_d)
-        for_each_chunk(chunks, threads, [&](int64_t c) {
-            float* row_sums = e.bias_grad == BiasGrad::kRowsOfD ? partial + c * m : nullptr;
-            for (int64_t j = c * kChunkColumns; j < std::min(n, (c + 1) * kChunkColumns); j++) {
-                float* column = T + element(t, 0, j);
-                for (int64_t i = 0; epilogue && i < m; i++) {
-                    float x = column[i * t_step];
-                    if (read_c) x += beta * load(p.c.type, C, element(p.c, i, j));
-                    if (e.adds_bias) x += load(p.bias_type, bias, i);
-                    float out = x;
-                    switch (e.activation) {
-                        case Activation::kNone:
-                            break;
-                        case Activation::kRelu:
-                            out = fmaxf(x, 0.0f);
-                            break;
-                        case Activation::kGelu:
-                            if (e.writes_aux) store(p.aux_type, aux, i + j * desc.aux_ld, x);
-                            out = gelu(x);
-                            break;
-                        case Activation::kGeluGrad:
-                            out = x * gelu_grad(load(p.aux_type, aux, i + j * desc.aux_ld));
-                            break;
-                    }
-                    if (row_sums) row_sums[i] += out;
-                    column[i * t_step] = out;
+    const auto element_pass = [&](int64_t c) {
+        float* row_sums = e.bias_grad == BiasGrad::kRowsOfD ? partial + c * m : nullptr;
+        for (int64_t j = c * chunks.width; j < chunks.end(c, n); j++) {
+            float* column = T + element(t, 0, j);
+            for (int64_t i = 0; epilogue && i < m; i++) {
+                float x = column[i * t_step];
+                if (read_c) x += beta * load(p.c.type, C, element(p.c, i, j));
+                if (e.adds_bias) x += load(p.bias_type, bias, i);
+                float out = x;
+                switch (e.activation) {
+                    case Activation::kNone:
+                        break;
+                    case Activation::kRelu:
+                        out = fmaxf(x, 0.0f);
+                        break;
+                    case Activation::kGelu:
+                        if (e.writes_aux) store(p.aux_type, aux, i + j * desc.aux_ld, x);
+                        out = gelu(x);
+                        break;
+                    case Activation::kGeluGrad:
+                        out = x * gelu_grad(load(p.aux_type, aux, i + j * desc.aux_ld));
+                        break;
                 }
-                if (!t_is_d) store_column(p.d, D, j, column);
+                if (row_sums) row_sums[i] += out;
+                column[i * t_step] = out;
             }
-        });
+            if (!t_is_d) store_column(p.d, D, j, column);
+        }
+    };
+    const bool pass = epilogue || !t_is_d, fused = pass && t.order == CUBLASLT_ORDER_COL;
+    gemm(pa, pb, m, n, k, alpha, c_in_t ? beta : 0.0f, T, t, threads,
+         fused ? std::function<void(int64_t)>(element_pass) : nullptr);
+    if (pass && !fused) for_each_chunk(chunks.count, threads, element_pass);
     if (e.bias_grad == BiasGrad::kRowsOfD)
-        for (int64_t c = 0; c < chunks; c++)
+        for (int64_t c = 0; c < chunks.count; c++)
             for (int64_t i = 0; i < m; i++) sums[i] += partial_sums[c * m + i];
     if (e.bias_grad != BiasGrad::kNone)
         for (int64_t i = 0; i < p.bias_length; i++) store(p.bias_type, bias, i, sums[i]);
@@ -763,5 +797,3 @@ cublasStatus_t matmul_arrays(const char* api, cublasLtMatmulDesc_t desc, const v
 }
 
 }  // namespace cublaslt_cpu
-
-int cublaslt_cpu::blas_threads() { return matmul_threads(); }

@@ -12,8 +12,11 @@
 // Tolerances: |got - want| <= k * 2^-22 * sum_k |a_ik b_kj| (fp32 accumulation) plus, for 16-bit
 // outputs, one rounding to the output type (2^-8 relative for bf16, 2^-11 for fp16); fp64:
 // k * 2^-50 * the same sum.
+// The second run uses, on the CPU runtime, the fallback BLAS (Debian's OpenBLAS,
+// dev/cpu/cublaslt/blas.cpp) instead of the current one; a GPU ignores CUCC_BLAS.
 //! cucc: -lcublas -lcublasLt
 //! run: ./prog => pass /all cuBLAS checks passed/
+//! run: CUCC_BLAS=system ./prog => pass /all cuBLAS checks passed/
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

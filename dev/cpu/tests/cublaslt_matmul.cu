@@ -7,6 +7,8 @@
 // large enough (> 2^24 flops) for the library to split them between threads.
 // Part "epilogues": every epilogue the trainer may use, with bias, aux and their batch strides.
 // Part "stream": work is ordered on its stream, and device scalars are read when the work runs.
+// "layouts" runs again with CUCC_BLAS=system: on the CPU runtime, the fallback BLAS (Debian's
+// OpenBLAS, dev/cpu/cublaslt/blas.cpp) instead of the current one; a GPU ignores the variable.
 //
 // Inputs hold values exactly representable in their type, so the float64 reference sees what the
 // library sees. Every byte outside the matrices (ld padding, batch gaps, bias tails) is poisoned
@@ -24,6 +26,7 @@
 //! run: ./prog --part layouts => pass /layouts: \d+ cases passed/
 //! run: ./prog --part epilogues => pass /epilogues: \d+ cases passed/
 //! run: ./prog --part stream => pass /stream: \d+ cases passed/
+//! run: CUCC_BLAS=system ./prog --part layouts => pass /layouts: \d+ cases passed/
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

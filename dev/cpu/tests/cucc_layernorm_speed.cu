@@ -1,15 +1,28 @@
 // Speed of warp-synchronous code on the CPU runtime: a layernorm forward over 4096 rows of 768,
-// one warp per row, two shuffle reductions per row (mean, then variance), must take under
-// 100 ms with CUCC_THREADS=1 (one OS thread). The time is the best of 5 launches, so that a
-// machine busy with other work for part of the run does not fail the test. The result is
-// checked against a host layernorm computed in double.
+// one warp per row, two shuffle reductions per row (mean, then variance), with CUCC_THREADS=1
+// (one OS thread). No time is fixed: the machines this runs on differ several times over in
+// speed. The kernel's time is bounded by kRatio times that of the host layernorm (in double) that
+// checks its result, timed in the same run; both are CPU time of this thread, which other
+// processes do not inflate, and the kernel's is the best of 5 launches. Measured here, on 2 cores
+// shared with builds: 2.7 to 3.3, while the kernel's wall time, 180 to 210 ms, was twice the
+// former fixed budget of 100 ms. kRatio, 7.5, is about 2.3 times the highest, the margin
+// runtime_speed.cu's bound keeps over its layernorm's; the ratio is printed on every run.
 //! run: CUCC_THREADS=1 ./prog => pass
-#include <chrono>
+#include <time.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include "test_util.h"
+
+constexpr double kRatio = 7.5;
+
+static double cpu_ms() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
 
 __device__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -61,16 +74,15 @@ int main() {
     const int launches = 5;
     double best_ms = 1e30;
     for (int rep = 0; rep < launches; rep++) {
-        auto t0 = std::chrono::steady_clock::now();
+        const double t0 = cpu_ms();
         layernorm_forward_kernel<<<grid, block>>>(d_out, d_inp, d_w, d_b, N, C);
         CUDA_CHECK(cudaDeviceSynchronize());
-        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count();
-        best_ms = ms < best_ms ? ms : best_ms;
+        best_ms = std::fmin(best_ms, cpu_ms() - t0);
     }
     CUDA_CHECK(cudaMemcpy(out.data(), d_out, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
 
     double max_err = 0.0;
+    const double host_t0 = cpu_ms();
     for (int r = 0; r < N; r++) {
         const float* x = &inp[(size_t)r * C];
         double mean = 0.0, var = 0.0;
@@ -83,14 +95,14 @@ int main() {
             max_err = std::fmax(max_err, std::fabs(out[(size_t)r * C + c] - want));
         }
     }
-    const double bound_ms = 100.0, bound_err = 1e-4;
+    const double host_ms = cpu_ms() - host_t0, ratio = best_ms / host_ms, bound_err = 1e-4;
     printf(
-        "layernorm %d x %d, warp per row: best of %d launches %.1f ms (bound %.0f ms), "
-        "max abs error %.2e (bound %.0e)\n",
-        N, C, launches, best_ms, bound_ms, max_err, bound_err);
+        "layernorm %d x %d, warp per row: best of %d launches %.1f ms CPU, %.2f x the host "
+        "reference's %.1f ms (bound %.1f x), max abs error %.2e (bound %.0e)\n",
+        N, C, launches, best_ms, ratio, host_ms, kRatio, max_err, bound_err);
     CUDA_CHECK(cudaFree(d_inp));
     CUDA_CHECK(cudaFree(d_out));
     CUDA_CHECK(cudaFree(d_w));
     CUDA_CHECK(cudaFree(d_b));
-    return (best_ms < bound_ms && max_err < bound_err) ? 0 : 1;
+    return (ratio <= kRatio && max_err < bound_err) ? 0 : 1;
 }
