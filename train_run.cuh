@@ -17,6 +17,9 @@
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 #include "llmc/logger.h"  // the JSONL training log
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
+#ifdef __CUCC__
+#include <cucc/blas.h>  // cucc_blas_description: the BLAS under the CPU cuBLASLt, for the log
+#endif
 
 // =============================================================================================
 // Training data: B x T batches from the token shards of a folder written by dev/data/prepare.py
@@ -1954,6 +1957,9 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
         T, A, comm->world, dp->size, grid.tp->size, model.tp.sequence ? ", sequence parallel" : "",
         parameters, tc.data[0] ? tc.data : "random tokens", attention_path_name(ATTENTION_PATH));
+#ifdef __CUCC__
+    printf("CPU runtime: cuBLASLt on %s\n", cucc_blas_description());
+#endif
     if (data.shards)
         printf(
             "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
