@@ -114,11 +114,14 @@ struct CommGroup {
 
 enum LaunchKind { LAUNCH_NONE, LAUNCH_MPI, LAUNCH_ENV };
 
+struct Rendezvous;
+
 struct Comm {
     int rank, world;              // this process among all of them
     int local_rank, local_world;  // among the processes of its node: local_rank is its GPU
     LaunchKind launch;
-    CommGroup all;  // every rank of the job (split into the grid's groups by comm_split)
+    CommGroup all;           // every rank of the job (split into the grid's groups by comm_split)
+    Rendezvous* rendezvous;  // an environment launch's: this rank's card stays while it runs
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -292,9 +295,11 @@ inline void comm_id_by_mpi(const Comm* comm, ncclUniqueId* id) {
 //      answered cards: one of another world size, or on the same host with the same local
 //      rank as another (two ranks on one GPU), ends the rendezvous with a message naming both;
 //   3. once every rank has answered, rank 0 marks the offer complete ("go"); a rank that reads
-//      it deletes its card and joins ncclCommInitRank, and rank 0 deletes the offer and its card
-//      once that returns (every rank has joined, so every rank has read the offer): no file is
-//      left, and no rank enters ncclCommInitRank unless all will.
+//      it marks its card joined and joins ncclCommInitRank, and rank 0 deletes the offer once
+//      that returns (every rank has joined, so every rank has read the offer) and marks its own
+//      card: no rank enters ncclCommInitRank unless all will. The joined cards stay while the
+//      job runs, so that a process given a rank of a running job is told so at once; each rank
+//      deletes its own at the end (comm_destroy).
 // Files of an earlier job cannot complete the rendezvous of a new one: a stale card never
 // answers, and a stale offer never lists a new rank's nonce; rank 0 replaces them, or names them
 // when it gives up. All writes are atomic (a temporary file, then rename), and a card is claimed
@@ -317,7 +322,8 @@ constexpr size_t RENDEZVOUS_PATH_BYTES = 4400;
 
 struct RendezvousCard {  // DIR/NAME.rank<r>
     char magic[16];
-    int32_t rank, world, local_rank, unused;  // unused: no padding before pid
+    int32_t rank, world, local_rank;
+    int32_t joined;  // 1 once past the rendezvous: its job runs
     int64_t pid;
     uint64_t start;      // the process's start time (process_start_time)
     uint64_t nonce;      // random, this process's own
@@ -545,14 +551,15 @@ inline void rendezvous_watch_others(Rendezvous* rv, bool now) {
                                              const char* tmp) {
     RendezvousCard conflict = rv->card;
     conflict.displaces = held->nonce;
-    const bool posted =
-        rendezvous_write_file(tmp, &conflict, sizeof(conflict)) && rename(tmp, rv->card_path) == 0;
+    // a holder past its rendezvous reads no more cards: there is no one to tell
+    const bool posted = !held->joined && rendezvous_write_file(tmp, &conflict, sizeof(conflict)) &&
+                        rename(tmp, rv->card_path) == 0;
     if (!posted) unlink(tmp);
     long sleep_ns = 50000;
     RendezvousCard now;
     RendezvousOffer offer;
     std::vector<uint64_t> nonces;
-    bool told = false, joined = false;
+    bool told = false, joined = held->joined != 0;
     while (posted && !told && !joined && !rendezvous_gone(rv, held) &&
            comm_now_s() < rv->deadline) {
         comm_backoff(&sleep_ns);
@@ -774,7 +781,8 @@ inline void rendezvous_join(Rendezvous* rv, ncclUniqueId* id) {
             }
             if (offer.go && offer.world == world) {
                 *id = offer.id;
-                comm_rendezvous_cleanup(rv);  // rank 0 needs the card no more
+                rv->card.joined = 1;
+                rendezvous_write(rv, rv->card_path, &rv->card, sizeof(rv->card));
                 return;
             }
         } else if (!have && listed.session != 0) {  // rank 0 gave up after it listed this rank
@@ -823,6 +831,16 @@ inline void rendezvous_join(Rendezvous* rv, ncclUniqueId* id) {
         rendezvous_watch_others(rv, false);
         comm_backoff(&sleep_ns);
     }
+}
+
+// Rank 0, once every rank has joined: deletes its offer and marks its card joined.
+inline void rendezvous_joined_rank0(Rendezvous* rv) {
+    RendezvousOffer o;
+    std::vector<uint64_t> nonces;
+    if (rendezvous_read_offer(rv->offer_path, &o, &nonces) && o.session == rv->session)
+        unlink(rv->offer_path);
+    rv->card.joined = 1;
+    rendezvous_write(rv, rv->card_path, &rv->card, sizeof(rv->card));
 }
 
 // The NCCL id of an environment launch, through the rendezvous in `dir`; rv keeps what
@@ -925,14 +943,17 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
     all->size = comm->world;
     all->world_rank = comm->rank;
     ncclUniqueId id;  // rank 0 makes the id that names the communicator; everyone joins it
-    Rendezvous rv;
-    if (comm->launch == LAUNCH_MPI) comm_id_by_mpi(comm, &id);
-    else comm_id_by_files(comm, rendezvous, &rv, &id);
+    if (comm->launch == LAUNCH_MPI) {
+        comm_id_by_mpi(comm, &id);
+    } else {
+        comm->rendezvous = (Rendezvous*)calloc(1, sizeof(Rendezvous));
+        comm_id_by_files(comm, rendezvous, comm->rendezvous, &id);
+    }
     ncclComm_t nccl;
     NCCL_CHECK(ncclCommInitRank(&nccl, all->size, id, all->rank));
     comm_group_attach(all, nccl);
-    // every rank has joined, so has read the offer: rank 0 deletes it and its card
-    if (comm->launch == LAUNCH_ENV) comm_rendezvous_cleanup(&rv);
+    // every rank has joined, so has read the offer: rank 0 deletes it and marks its card
+    if (comm->rendezvous && comm->rank == 0) rendezvous_joined_rank0(comm->rendezvous);
 #endif
 }
 
@@ -957,6 +978,9 @@ inline void comm_destroy(Comm* comm) {
     comm_group_free(&comm->all);
 #ifdef MULTI_GPU
     if (comm->launch == LAUNCH_MPI) MPI_CHECK(MPI_Finalize());
+    if (comm->rendezvous) comm_rendezvous_cleanup(comm->rendezvous);
+    free(comm->rendezvous);
+    comm->rendezvous = nullptr;
 #endif
     comm->launch = LAUNCH_NONE;
 }
