@@ -124,12 +124,14 @@ void comm_fail(CommState* c, ncclResult_t err, const char* fmt, ...) {
     if (c->header) unlink_unread_posts(c);
 }
 
-// Unlinks the data files of slots that `poster` published and not every reader has opened.
-static void unlink_unread(CommState* c, int poster) {
-    auto unread_seq = [](const Slot* s, uint64_t* seq) {
+// Unlinks the data files of slots that `poster` published and not every reader has opened;
+// with reader >= 0, only those that rank `reader` was to read and has not opened.
+static void unlink_unread(CommState* c, int poster, int reader) {
+    auto unread_seq = [reader](const Slot* s, uint64_t* seq) {
         uint64_t tag = s->tag.load(std::memory_order_acquire);
         *seq = tag - 1;
-        return tag != 0 && s->opened.load(std::memory_order_acquire) != s->readers;
+        uint64_t missing = s->readers & ~s->opened.load(std::memory_order_acquire);
+        return tag != 0 && (reader < 0 ? missing != 0 : (missing >> reader & 1) != 0);
     };
     uint64_t seq;
     for (int i = 0; i < kCollSlots; i++) {
@@ -144,13 +146,18 @@ static void unlink_unread(CommState* c, int poster) {
     }
 }
 
-void unlink_unread_posts(CommState* c) { unlink_unread(c, c->rank); }
+void unlink_unread_posts(CommState* c) { unlink_unread(c, c->rank, -1); }
+
+void unlink_at_abort(CommState* c, bool failed) {
+    for (int poster = 0; poster < c->nranks; poster++)
+        unlink_unread(c, poster, failed ? -1 : c->rank);
+}
 
 void fail_waiting_on(CommState* c, int r, const char* why, const char* what) {
     comm_fail(c, ncclRemoteError, "%s: rank %d %s", what, r, why);
     // What a dead rank posted and nobody read yet would stay behind: nobody else cleans up.
     SharedRank& peer = c->ranks()[r];
-    if (peer.state.load() == kAlive && !process_alive(peer.pid.load())) unlink_unread(c, r);
+    if (peer.state.load() == kAlive && !process_alive(peer.pid.load())) unlink_unread(c, r, -1);
 }
 
 // ---------------------------------------------------------------------------------------------
