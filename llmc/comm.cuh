@@ -221,14 +221,17 @@ inline void comm_backoff(long* sleep_ns) {
 //
 // Threads: the main thread makes the NCCL calls and records the events; the watchdog queries the
 // events and the errors and, when it ends the job, aborts the communicators. The watchdog's lock
-// orders them: the main thread holds it across each NCCL call that returns at once (never across
-// a wait), the watchdog across its bookkeeping (never across an event query: on the CPU runtime
-// a query runs the device work that is ready), and whoever ends the job takes it for good. So
-// once collectives are aborted, the main thread, whose waits then return, stops at its next call
-// into this file (comm_enter, comm_wait_end): no function here returns what an aborted
-// collective left (a barrier never passes on an abort) and no NCCL call reaches a destroyed
-// communicator. Device work queued behind an aborted collective may still run on undefined data
-// until the process ends, as on a GPU.
+// guards their shared state and is held only for bookkeeping: never across a CUDA or NCCL call
+// that may wait (an enqueue blocks behind a stuck collective once a GPU's launch queue is full,
+// and on the CPU runtime an event query runs the device work that is ready). While the main
+// thread is inside an NCCL call, that communicator is `busy_comm`: NCCL allows no other call on
+// it meanwhile, so an ending leaves it alone (after waiting briefly for a call that returns at
+// once). Whoever ends the job sets comm_ending and then takes the lock for good; the main thread
+// checks comm_ending whenever it takes the lock (comm_lock_or_park) and stops there. So once
+// collectives are aborted, the main thread, whose waits then return, stops at its next call into
+// this file: no function here returns what an aborted collective left (a barrier never passes
+// on an abort) and no NCCL call reaches a destroyed communicator. Device work queued behind an
+// aborted collective may still run on undefined data until the process ends, as on a GPU.
 
 constexpr double COMM_WATCHDOG_POLL_S = 0.01;  // between two looks at everything
 
@@ -265,12 +268,11 @@ struct CommWatchdog {
     std::vector<CommWatched> comms;
     std::vector<CommWatch> watches;  // in the order they were queued
     std::vector<cudaEvent_t> spare_events;
-    // The main thread's wait: its kind, what it is, since when, and the communicator of a
-    // blocking NCCL call (which no other thread may use meanwhile, so an ending leaves it).
+    // The main thread's wait: its kind, what it is, since when.
     CommWaitKind wait_kind = COMM_WAIT_NONE;
     const char* wait_what = nullptr;
     double wait_since = 0.0;
-    ncclComm_t wait_comm = nullptr;
+    ncclComm_t busy_comm = nullptr;  // the communicator of the main thread's NCCL call, if any
     struct sigaction old_term, old_int;
 };
 
@@ -293,10 +295,10 @@ inline void comm_rank_name(const CommWatchdog* w, char* out, size_t len) {
     else snprintf(out, len, "process %ld", (long)getpid());
 }
 
-// Aborts every communicator but the one a blocking call of the main thread uses. Under the lock.
+// Aborts every communicator but the one an NCCL call of the main thread uses. Under the lock.
 inline void comm_abort_all(CommWatchdog* w) {
     for (const CommWatched& c : w->comms) {
-        if (c.nccl == w->wait_comm) continue;
+        if (c.nccl == w->busy_comm) continue;
         const ncclResult_t res = ncclCommAbort(c.nccl);
         if (res != ncclSuccess)
             fprintf(stderr, "ncclCommAbort failed: %s (%s)\n", ncclGetErrorString(res),
@@ -313,6 +315,15 @@ inline void comm_abort_all(CommWatchdog* w) {
     fprintf(stderr, "%s\n", message);
     fflush(stderr);
     w->lock.lock();  // for good: the main thread stops at its next call into this file
+    // An NCCL call that returns at once (an enqueue) is given 0.2 s to return, so that its
+    // communicator is aborted too; a blocking call (or an enqueue stuck behind a full launch
+    // queue) is not waited for.
+    for (int ms = 0; ms < 200 && w->busy_comm && w->wait_kind != COMM_WAIT_CALL; ms++) {
+        w->lock.unlock();
+        const timespec pause_1ms = {0, 1000000};
+        nanosleep(&pause_1ms, nullptr);
+        w->lock.lock();
+    }
     comm_abort_all(w);
     fflush(stdout);
     if (signal_number != 0) {  // (should either call fail, the exit below ends the process)
@@ -350,30 +361,41 @@ inline void comm_deadline_message(const CommWatchdog* w, const char* what, const
     comm_end_job(message, 0);
 }
 
-// Around each NCCL call of the main thread that returns at once: blocks for good once the job
-// is being ended (whoever ends it holds the lock).
-inline void comm_enter() { comm_watchdog()->lock.lock(); }
-inline void comm_leave() { comm_watchdog()->lock.unlock(); }
+// The main thread releases the lock and, if the job is being ended, stops for good: what it
+// used or waited for may have been aborted.
+inline void comm_unlock_or_park(CommWatchdog* w) {
+    const bool ending = comm_ending.load();
+    w->lock.unlock();
+    if (ending) comm_park();
+}
+
+// The main thread takes the lock, unless the job is being ended (then it stops for good).
+inline void comm_lock_or_park(CommWatchdog* w) {
+    w->lock.lock();
+    if (comm_ending.load()) comm_unlock_or_park(w);
+}
 
 // The main thread starts waiting for `what` (kind: see CommWaitKind; nccl: the communicator of
-// a blocking NCCL call).
+// a blocking NCCL call, busy until comm_wait_end).
 inline void comm_wait_begin(CommWaitKind kind, const char* what, ncclComm_t nccl) {
     CommWatchdog* w = comm_watchdog();
-    std::lock_guard<std::recursive_mutex> guard(w->lock);
+    comm_lock_or_park(w);
     w->wait_kind = kind;
     w->wait_what = what;
     w->wait_since = comm_now_s();
-    w->wait_comm = nccl;
+    w->busy_comm = nccl;
+    w->lock.unlock();
 }
 
-// The wait is over. Blocks for good if the job is being ended: what it waited for may have
+// The wait is over. Stops for good if the job is being ended: what it waited for may have
 // returned only because it was aborted.
 inline void comm_wait_end() {
     CommWatchdog* w = comm_watchdog();
-    std::lock_guard<std::recursive_mutex> guard(w->lock);
+    w->lock.lock();
     w->wait_kind = COMM_WAIT_NONE;
     w->wait_what = nullptr;
-    w->wait_comm = nullptr;
+    w->busy_comm = nullptr;
+    comm_unlock_or_park(w);
 }
 
 // An event for a watch: a spare one, or a new one. Under the lock.
@@ -395,7 +417,7 @@ template <class Call>
 void comm_watched(const CommGroup* g, CommKind kind, size_t whole_bytes, cudaStream_t stream,
                   const char* what, Call call) {
     CommWatchdog* w = comm_watchdog();
-    comm_enter();
+    comm_lock_or_park(w);
     CommWatch x = {};
     x.start = comm_spare_event(w);
     x.end = comm_spare_event(w);
@@ -409,17 +431,22 @@ void comm_watched(const CommGroup* g, CommKind kind, size_t whole_bytes, cudaStr
     else
         snprintf(x.what, sizeof(x.what), "%s #%lld (%zu bytes over a group of %d ranks)",
                  COMM_KIND_NAMES[kind], number, whole_bytes, g->size);
+    w->busy_comm = g->nccl;
+    w->lock.unlock();
+    // Without the lock: an enqueue may wait (see above), and the watchdog must go on meanwhile.
     CUDA_CHECK(cudaEventRecord(x.start, stream));
     NCCL_CHECK(call());
     CUDA_CHECK(cudaEventRecord(x.end, stream));
+    w->lock.lock();
+    w->busy_comm = nullptr;
     w->watches.push_back(x);
-    comm_leave();
+    comm_unlock_or_park(w);
 }
 
 // The first asynchronous error of a communicator, as a message (empty: none). Under the lock.
 inline void comm_async_error(const CommWatchdog* w, char* message, size_t len) {
     for (const CommWatched& c : w->comms) {
-        if (c.nccl == w->wait_comm) continue;  // in use by a blocking call
+        if (c.nccl == w->busy_comm) continue;  // no other call on it meanwhile
         ncclResult_t async = ncclSuccess;
         const ncclResult_t res = ncclCommGetAsyncError(c.nccl, &async);
         if (res != ncclSuccess) async = res;
@@ -539,6 +566,7 @@ inline void comm_at_exit() {
     CommWatchdog* w = comm_watchdog();
     if (!w->running || comm_ending.exchange(true)) return;
     std::lock_guard<std::recursive_mutex> guard(w->lock);
+    w->busy_comm = nullptr;  // the exiting main thread is in no NCCL call
     comm_abort_all(w);
 }
 
@@ -627,9 +655,10 @@ inline void comm_single_process(Comm* comm, double timeout_s) {
 // collectives.
 inline void comm_group_attach(CommGroup* g, ncclComm_t nccl) {
     g->nccl = nccl;
-    comm_enter();
-    comm_watchdog()->comms.push_back(CommWatched{nccl, 0});
-    comm_leave();
+    CommWatchdog* w = comm_watchdog();
+    comm_lock_or_park(w);
+    w->comms.push_back(CommWatched{nccl, 0});
+    w->lock.unlock();
     g->traffic = (CommTraffic*)calloc(1, sizeof(CommTraffic));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->host_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMalloc(&g->scratch, COMM_SCRATCH_BYTES));
@@ -808,9 +837,10 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
         // SERIALIZED: the watchdog may call MPI_Abort (never while the main thread is in MPI)
         int provided = MPI_THREAD_SINGLE;
         MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided));
-        comm_enter();
-        comm_watchdog()->mpi_serialized = provided >= MPI_THREAD_SERIALIZED;
-        comm_leave();
+        CommWatchdog* w = comm_watchdog();
+        comm_lock_or_park(w);
+        w->mpi_serialized = provided >= MPI_THREAD_SERIALIZED;
+        w->lock.unlock();
         // Errors come back as codes, so MPI_CHECK can say where they happened.
         MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
         comm->launch = LAUNCH_MPI;
@@ -888,7 +918,7 @@ inline void comm_group_free(CommGroup* g) {
         CUDA_CHECK(cudaDeviceSynchronize());
         comm_wait_end();
         CommWatchdog* w = comm_watchdog();
-        comm_enter();
+        comm_lock_or_park(w);
         for (size_t i = 0; i < w->comms.size(); i++)
             if (w->comms[i].nccl == g->nccl) w->comms.erase(w->comms.begin() + i--);
         for (size_t i = 0; i < w->watches.size(); i++) {
@@ -897,7 +927,7 @@ inline void comm_group_free(CommGroup* g) {
             w->spare_events.push_back(w->watches[i].end);
             w->watches.erase(w->watches.begin() + i--);
         }
-        comm_leave();
+        w->lock.unlock();
         comm_wait_begin(COMM_WAIT_CALL, "ncclCommFinalize", nullptr);
         NCCL_CHECK(ncclCommFinalize(g->nccl));
         NCCL_CHECK(ncclCommDestroy(g->nccl));
