@@ -234,6 +234,7 @@ inline void comm_backoff(long* sleep_ns) {
 // aborted collective may still run on undefined data until the process ends, as on a GPU.
 
 constexpr double COMM_WATCHDOG_POLL_S = 0.01;  // between two looks at everything
+constexpr unsigned COMM_END_GRACE_S = 5;       // the most an ending may take
 
 // What the main thread is waiting in.
 enum CommWaitKind {
@@ -314,6 +315,10 @@ inline void comm_abort_all(CommWatchdog* w) {
     if (comm_ending.exchange(true)) comm_park();  // another thread is ending the job
     fprintf(stderr, "%s\n", message);
     fflush(stderr);
+    // Should the ending itself hang (a GPU's ncclCommAbort can, behind a stuck kernel), the
+    // default action of SIGALRM ends the process.
+    signal(SIGALRM, SIG_DFL);
+    alarm(COMM_END_GRACE_S);
     w->lock.lock();  // for good: the main thread stops at its next call into this file
     // An NCCL call that returns at once (an enqueue) is given 0.2 s to return, so that its
     // communicator is aborted too; a blocking call (or an enqueue stuck behind a full launch
@@ -340,24 +345,22 @@ inline void comm_abort_all(CommWatchdog* w) {
     _exit(EXIT_FAILURE);
 }
 
-// The message for a wait for `what` that did not finish by the deadline (waiting: what the main
-// thread waits in meanwhile, or nullptr).
-inline void comm_deadline_message(const CommWatchdog* w, const char* what, const char* waiting,
-                                  char* message, size_t len) {
-    char who[64];
-    comm_rank_name(w, who, sizeof(who));
+// The message for a wait of `who` for `what` that did not finish by the deadline (waiting: what
+// the main thread waits in meanwhile, or nullptr).
+inline void comm_deadline_message(const char* who, double timeout_s, const char* what,
+                                  const char* waiting, char* message, size_t len) {
     snprintf(message, len,
              "error: %s: %s did not finish within %g s (--comm-timeout)%s%s: another rank died, "
              "hangs, or is busy for longer than that; ending the job",
-             who, what, w->timeout_s, waiting ? " while this rank waited for " : "",
+             who, what, timeout_s, waiting ? " while this rank waited for " : "",
              waiting ? waiting : "");
 }
 
 // Ends the job because the main thread's own wait for `what` (at start-up) ran out of time.
 [[noreturn]] inline void comm_timed_out(const CommGroup* g, const char* what) {
-    (void)g;  // the watchdog holds the rank and the deadline
-    char message[1024];
-    comm_deadline_message(comm_watchdog(), what, nullptr, message, sizeof(message));
+    char who[64], message[1024];
+    snprintf(who, sizeof(who), "rank %d", g->world_rank);
+    comm_deadline_message(who, g->timeout_s, what, nullptr, message, sizeof(message));
     comm_end_job(message, 0);
 }
 
@@ -443,8 +446,9 @@ void comm_watched(const CommGroup* g, CommKind kind, size_t whole_bytes, cudaStr
     comm_unlock_or_park(w);
 }
 
-// The first asynchronous error of a communicator, as a message (empty: none). Under the lock.
-inline void comm_async_error(const CommWatchdog* w, char* message, size_t len) {
+// The first asynchronous error of a communicator, as a message of `who` (empty: none). Under the
+// lock.
+inline void comm_async_error(const CommWatchdog* w, const char* who, char* message, size_t len) {
     for (const CommWatched& c : w->comms) {
         if (c.nccl == w->busy_comm) continue;  // no other call on it meanwhile
         ncclResult_t async = ncclSuccess;
@@ -457,20 +461,16 @@ inline void comm_async_error(const CommWatchdog* w, char* message, size_t len) {
                 during = x.what;
                 break;
             }
-        char who[64];
-        comm_rank_name(w, who, sizeof(who));
         snprintf(message, len, "error: %s: NCCL failed during %s: %s (%s); ending the job", who,
                  during, ncclGetErrorString(async), ncclGetLastError(c.nccl));
         return;
     }
 }
 
-// A failed CUDA call of the watchdog (`doing` what), as a message: the device failed, which the
-// main thread would see too, but the other ranks would wait for this one.
-inline void comm_cuda_failed(const CommWatchdog* w, const char* doing, cudaError_t err,
-                             char* message, size_t len) {
-    char who[64];
-    comm_rank_name(w, who, sizeof(who));
+// A failed CUDA call of the watchdog of `who` (`doing` what), as a message: the device failed,
+// which the main thread would see too, but the other ranks would wait for this one.
+inline void comm_cuda_failed(const char* who, const char* doing, cudaError_t err, char* message,
+                             size_t len) {
     snprintf(message, len, "error: %s: CUDA error while the watchdog %s: %s (%s); ending the job",
              who, doing, cudaGetErrorString(err), cudaGetErrorName(err));
 }
@@ -478,7 +478,7 @@ inline void comm_cuda_failed(const CommWatchdog* w, const char* doing, cudaError
 // The watchdog thread: every COMM_WATCHDOG_POLL_S, a signal, the asynchronous errors, a blocking
 // call's clock, then the events of the collectives in flight.
 inline void comm_watchdog_loop(CommWatchdog* w) {
-    char message[1024];
+    char who[64], message[1024];
     std::vector<CommWatch> seen;  // a copy of the watches, queried without the lock
     std::vector<char> finished;
     bool on_device = false;
@@ -487,7 +487,6 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
         nanosleep(&nap, nullptr);
         if (comm_ending.load()) comm_park();  // the job is being ended elsewhere
         if (comm_signal_seen != 0) {
-            char who[64];
             comm_rank_name(w, who, sizeof(who));
             snprintf(message, sizeof(message), "%s: %s: aborting the communicators", who,
                      strsignal(comm_signal_seen));
@@ -497,15 +496,17 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
         {
             std::lock_guard<std::recursive_mutex> guard(w->lock);
             if (w->stop) return;
-            comm_async_error(w, message, sizeof(message));
+            comm_rank_name(w, who, sizeof(who));
+            comm_async_error(w, who, message, sizeof(message));
             if (!message[0] && (w->wait_kind == COMM_WAIT_CALL || w->wait_kind == COMM_WAIT_MPI) &&
                 comm_now_s() - w->wait_since > w->timeout_s)
-                comm_deadline_message(w, w->wait_what, nullptr, message, sizeof(message));
+                comm_deadline_message(who, w->timeout_s, w->wait_what, nullptr, message,
+                                      sizeof(message));
             if (!message[0] && !on_device && !w->watches.empty()) {
                 // the thread's CUDA calls go to the rank's GPU (not GPU 0's context)
                 const cudaError_t err = cudaSetDevice(w->device);
                 if (err != cudaSuccess)
-                    comm_cuda_failed(w, "selected the GPU", err, message, sizeof(message));
+                    comm_cuda_failed(who, "selected the GPU", err, message, sizeof(message));
                 on_device = true;
             }
             seen = w->watches;
@@ -518,13 +519,13 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
                 const cudaError_t q = cudaEventQuery(x->start);
                 if (q == cudaSuccess) x->started_s = comm_now_s();  // its clock starts
                 else if (q != cudaErrorNotReady)
-                    comm_cuda_failed(w, "queried an event", q, message, sizeof(message));
+                    comm_cuda_failed(who, "queried an event", q, message, sizeof(message));
             }
             if (x->started_s > 0.0 && !message[0]) {
                 const cudaError_t q = cudaEventQuery(x->end);
                 if (q == cudaSuccess) finished[i] = 1;
                 else if (q != cudaErrorNotReady)
-                    comm_cuda_failed(w, "queried an event", q, message, sizeof(message));
+                    comm_cuda_failed(who, "queried an event", q, message, sizeof(message));
             }
         }
         if (message[0]) comm_end_job(message, 0);
@@ -548,8 +549,8 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
                 // late: named with the main thread's wait, unless that is its host collective
                 const bool named = w->wait_kind == COMM_WAIT_STREAM && w->wait_what &&
                                    strncmp(seen[i].what, w->wait_what, strlen(w->wait_what)) != 0;
-                comm_deadline_message(w, seen[i].what, named ? w->wait_what : nullptr, message,
-                                      sizeof(message));
+                comm_deadline_message(who, w->timeout_s, seen[i].what,
+                                      named ? w->wait_what : nullptr, message, sizeof(message));
             }
         }
         if (message[0]) comm_end_job(message, 0);

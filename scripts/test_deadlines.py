@@ -181,9 +181,9 @@ def trial(binary, data, work, mode, sig, rng, timeout):
         if job.returncode == 0:
             problems.append("exit status 0")
         if sig == signal.SIGSTOP:
-            other = 1 - victim
-            deadline = r"error: (rank %d|process \d+): .* did not finish within %g s \(--comm-timeout\)" % (
-                other, timeout)
+            other = 1 - victim  # named by its rank, or by its pid before MPI has said it
+            deadline = r"error: (rank %d|process %d): .* did not finish within %g s \(--comm-timeout\)" % (
+                other, ranks[other], timeout)
             if not re.search(deadline, text):
                 problems.append("no deadline message from rank %d" % other)
         elif not re.search(r"signal 9|Killed|did not finish within|NCCL failed during", text):

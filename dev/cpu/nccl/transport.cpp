@@ -409,7 +409,18 @@ bool write_data_file(CommState* c, const std::string& path, const void* src, siz
 int open_data_file(CommState* c, Slot* slot, const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY);
     if (fd < 0) {
-        comm_fail(c, ncclSystemError, "cannot open %s: %s", path.c_str(), strerror(errno));
+        const int err = errno;
+        // A rank that aborted after a failure removed what was unread (unlink_at_abort).
+        for (int r = 0; err == ENOENT && r < c->nranks; r++) {
+            if (c->ranks()[r].state.load(std::memory_order_acquire) == kFailed) {
+                comm_fail(c, ncclRemoteError,
+                          "cannot open %s: rank %d failed (it aborted the communicator, which "
+                          "removed what nobody had read)",
+                          path.c_str(), r);
+                return -1;
+            }
+        }
+        comm_fail(c, ncclSystemError, "cannot open %s: %s", path.c_str(), strerror(err));
         return -1;
     }
     uint64_t bit = 1ull << c->rank;
