@@ -25,16 +25,20 @@
 // also reduces in rank order, so runs repeat exactly); host scalars are gathered and summed in
 // rank order on every rank, so they too are the same bits everywhere.
 //
-// Timeouts: no collective waits forever. A rank that dies is noticed by an MPI launcher, which
-// ends the job; a rank that hangs (stopped, deadlocked, or started with other flags and so
-// making other calls) would leave the others waiting in their next collective. So every wait
-// for another rank has a deadline, `timeout_s` seconds (--comm-timeout) from its start: device
-// collectives are awaited by polling the stream and NCCL's asynchronous error (comm_sync), the
-// start-up by polling files or MPI requests. A rank that reaches the deadline prints which
-// collective it was waiting in and ends the whole job (ncclCommAbort, then MPI_Abort under
-// MPI; a plain exit otherwise, after which the other ranks time out in turn). The deadline must
-// exceed the longest time one rank works while the others wait for it (rank 0 writing a
-// checkpoint or a sample).
+// Timeouts: no wait for another rank lasts forever. A rank that dies is noticed by an MPI
+// launcher, which ends the job; a rank that hangs (stopped, deadlocked, or started with other
+// flags and so making other calls) would leave the others waiting in their next collective, and
+// waits for other ranks hide everywhere: a copy of a loss into pageable host memory waits for
+// the tensor-parallel collectives queued before it, a cudaStreamSynchronize for ZeRO's buckets,
+// MPI_Finalize for every rank to arrive. So the waits are not timed one by one: a watchdog
+// thread (see "The watchdog" below), started by comm_init in a run of several ranks, times
+// every device collective from the moment it actually starts on its stream and every blocking
+// call into NCCL or MPI from its call, and polls NCCL's asynchronous errors. A collective or
+// call that does not finish within `timeout_s` seconds (--comm-timeout), or an asynchronous
+// error, ends the whole job with a message naming the rank and what it waited for
+// (ncclCommAbort of every communicator, then MPI_Abort under MPI; a prompt exit otherwise, after
+// which the other ranks time out in turn). The deadline must exceed the longest time one rank
+// works while the others wait for it (rank 0 writing a checkpoint or a sample).
 //
 // Errors: NCCL_CHECK and MPI_CHECK print the file, line and the library's message and end the
 // process.
@@ -42,14 +46,19 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common.cuh"
@@ -196,50 +205,453 @@ inline void comm_backoff(long* sleep_ns) {
     *sleep_ns = *sleep_ns * 2 < 2000000 ? *sleep_ns * 2 : 2000000;
 }
 
-// The end of a collective that did not finish in time: says so and ends the whole job.
-[[noreturn]] inline void comm_timed_out(const CommGroup* g, const char* what) {
-    fprintf(stderr,
-            "error: rank %d: %s did not finish within %g s (--comm-timeout): another rank died, "
-            "hangs, or is busy for longer than that; ending the job\n",
-            g->world_rank, what, g->timeout_s);
-    fflush(stderr);
 #ifdef MULTI_GPU
-    if (g->nccl) ncclCommAbort(g->nccl);
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
-#endif
-    exit(EXIT_FAILURE);
+// ---------------------------------------------------------------------------------------------
+// The watchdog: a host thread of each process of a multi-rank run, started by comm_init and
+// joined by comm_destroy, that gives every wait for other ranks the deadline. It watches
+//   - every device collective of this file (comm_watched), through two events recorded on the
+//     collective's stream just before and just after it. The collective's clock starts when the
+//     watchdog sees the start event complete: when the work queued before it on its stream (the
+//     compute it follows, a wait for another stream) is done and the collective itself runs. A
+//     collective queued long before it runs (ZeRO-3's prefetch of the next block, a bucket
+//     queued behind the backward pass) does not count the compute before it. The end event
+//     stops the clock;
+//   - the asynchronous error of every communicator (ncclCommGetAsyncError): a peer died,
+//     failed, aborted, or made another call;
+//   - the blocking calls into MPI and NCCL that wait for the other ranks (MPI's start-up,
+//     ncclCommInitRank, ncclCommSplit, ncclCommFinalize, MPI_Finalize), from their call
+//     (comm_wait_begin with COMM_WAIT_CALL or COMM_WAIT_MPI);
+//   - SIGTERM and SIGINT, with which a launcher ends the job once another rank has failed.
+// So any host wait anywhere (a copy into pageable memory, cudaStreamSynchronize,
+// cudaEventSynchronize, a host collective, MPI_Finalize) ends in time: whatever it waits for
+// behind is a watched collective or is itself a watched call.
+//
+// Ending the job (comm_end_job: the watchdog's, or the main thread's at start-up) prints which
+// rank waited for what, aborts every communicator (ncclCommAbort: its queued collectives end as
+// no-ops and the peers' collectives fail rather than wait; the CPU NCCL removes the
+// communicator's files from /dev/shm, also those of a stopped or killed peer, which cannot do
+// it itself) and ends the process: MPI_Abort under MPI (the launcher ends every rank), or
+// _exit with a failure while the main thread is inside an MPI call (MPI_Abort may not run
+// alongside it; the launcher ends the job on the failed rank alike) or without MPI; on a
+// signal, the signal's default action.
+//
+// Threads: the main thread makes the NCCL calls and records the events; the watchdog queries the
+// events and the errors and, when it ends the job, aborts the communicators. The watchdog's lock
+// guards their shared state and is held only for bookkeeping: never across a CUDA or NCCL call
+// that may wait (an enqueue blocks behind a stuck collective once a GPU's launch queue is full,
+// and on the CPU runtime an event query runs the device work that is ready). While the main
+// thread is inside an NCCL call, that communicator is `busy_comm`: NCCL allows no other call on
+// it meanwhile, so an ending leaves it alone (after waiting briefly for a call that returns at
+// once). Whoever ends the job sets comm_ending and then takes the lock for good; the main thread
+// checks comm_ending whenever it takes the lock (comm_lock_or_park) and stops there. So once
+// collectives are aborted, the main thread, whose waits then return, stops at its next call into
+// this file: no function here returns what an aborted collective left (a barrier never passes
+// on an abort) and no NCCL call reaches a destroyed communicator. Device work queued behind an
+// aborted collective may still run on undefined data until the process ends, as on a GPU.
+
+constexpr double COMM_WATCHDOG_POLL_S = 0.01;  // between two looks at everything
+constexpr unsigned COMM_END_GRACE_S = 5;       // the most an ending may take
+
+// What the main thread is waiting in.
+enum CommWaitKind {
+    COMM_WAIT_NONE,
+    COMM_WAIT_STREAM,  // device work: the collectives under it are watched; named in messages
+    COMM_WAIT_CALL,    // a blocking NCCL call: the deadline runs from the call
+    COMM_WAIT_MPI,     // a blocking MPI call, likewise (MPI_Abort may not run alongside it)
+};
+
+struct CommWatch {           // a device collective queued and not seen finished
+    cudaEvent_t start, end;  // recorded just before and just after it on its stream
+    ncclComm_t nccl;
+    double started_s;  // when the watchdog saw `start` complete (0: not yet)
+    char what[320];
+};
+
+struct CommWatched {  // a communicator of this process
+    ncclComm_t nccl;
+    long long calls;  // collectives queued on it (their numbers in messages)
+};
+
+struct CommWatchdog {
+    // Recursive: an error check that exits while holding it reaches comm_at_exit, which takes it.
+    std::recursive_mutex lock;
+    std::thread thread;
+    std::thread::id main_thread;
+    bool running = false, stop = false;
+    double timeout_s = 0.0;
+    int world_rank = -1;          // -1 until MPI or the launcher says it
+    int device = 0;               // the GPU comm_init selected
+    bool mpi_serialized = false;  // MPI may be called from the watchdog (MPI_THREAD_SERIALIZED)
+    std::vector<CommWatched> comms;
+    std::vector<CommWatch> watches;  // in the order they were queued
+    std::vector<cudaEvent_t> spare_events;
+    // The main thread's wait: its kind, what it is, since when.
+    CommWaitKind wait_kind = COMM_WAIT_NONE;
+    const char* wait_what = nullptr;
+    double wait_since = 0.0;
+    ncclComm_t busy_comm = nullptr;  // the communicator of the main thread's NCCL call, if any
+    struct sigaction old_term, old_int;
+};
+
+// The process's watchdog, never freed: its thread may outlive static destructors.
+inline CommWatchdog* comm_watchdog() {
+    static CommWatchdog* w = new CommWatchdog();
+    return w;
+}
+inline std::atomic<bool> comm_ending{false};        // set once, by whoever ends the job
+inline volatile sig_atomic_t comm_signal_seen = 0;  // SIGTERM or SIGINT, set by the handler
+
+// Stops the calling thread for good: another thread is ending the process.
+[[noreturn]] inline void comm_park() {
+    for (;;) pause();
 }
 
-// Waits until the work queued on `stream` (collectives of g included) is done, or ends the job
-// when a collective of g fails or does not finish by the deadline. Without an NCCL
-// communicator it is cudaStreamSynchronize.
+// "rank R" for messages, or "process PID" before MPI has said the rank.
+inline void comm_rank_name(const CommWatchdog* w, char* out, size_t len) {
+    if (w->world_rank >= 0) snprintf(out, len, "rank %d", w->world_rank);
+    else snprintf(out, len, "process %ld", (long)getpid());
+}
+
+// Aborts every communicator but the one an NCCL call of the main thread uses. Under the lock.
+inline void comm_abort_all(CommWatchdog* w) {
+    for (const CommWatched& c : w->comms) {
+        if (c.nccl == w->busy_comm) continue;
+        const ncclResult_t res = ncclCommAbort(c.nccl);
+        if (res != ncclSuccess)
+            fprintf(stderr, "ncclCommAbort failed: %s (%s)\n", ncclGetErrorString(res),
+                    ncclGetLastError(nullptr));
+    }
+    w->comms.clear();
+}
+
+// Ends the job (see above) after printing `message`; `signal_number`: the signal that asked for
+// it, or 0 for a failure.
+[[noreturn]] inline void comm_end_job(const char* message, int signal_number) {
+    CommWatchdog* w = comm_watchdog();
+    if (comm_ending.exchange(true)) comm_park();  // another thread is ending the job
+    fprintf(stderr, "%s\n", message);
+    fflush(stderr);
+    // Should the ending itself hang (a GPU's ncclCommAbort can, behind a stuck kernel), the
+    // default action of SIGALRM ends the process.
+    signal(SIGALRM, SIG_DFL);
+    alarm(COMM_END_GRACE_S);
+    w->lock.lock();  // for good: the main thread stops at its next call into this file
+    // An NCCL call that returns at once (an enqueue) is given 0.2 s to return, so that its
+    // communicator is aborted too; a blocking call (or an enqueue stuck behind a full launch
+    // queue) is not waited for.
+    for (int ms = 0; ms < 200 && w->busy_comm && w->wait_kind != COMM_WAIT_CALL; ms++) {
+        w->lock.unlock();
+        const timespec pause_1ms = {0, 1000000};
+        nanosleep(&pause_1ms, nullptr);
+        w->lock.lock();
+    }
+    comm_abort_all(w);
+    fflush(stdout);
+    if (signal_number != 0) {  // (should either call fail, the exit below ends the process)
+        signal(signal_number, SIG_DFL);
+        raise(signal_number);
+    }
+    int initialized = 0, finalized = 0;  // (failed calls leave 0: then the exit below)
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    const bool on_main = std::this_thread::get_id() == w->main_thread;
+    if (initialized && !finalized &&
+        (on_main || (w->mpi_serialized && w->wait_kind != COMM_WAIT_MPI)))
+        MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+    _exit(EXIT_FAILURE);
+}
+
+// The message for a wait of `who` for `what` that did not finish by the deadline (waiting: what
+// the main thread waits in meanwhile, or nullptr).
+inline void comm_deadline_message(const char* who, double timeout_s, const char* what,
+                                  const char* waiting, char* message, size_t len) {
+    snprintf(message, len,
+             "error: %s: %s did not finish within %g s (--comm-timeout)%s%s: another rank died, "
+             "hangs, or is busy for longer than that; ending the job",
+             who, what, timeout_s, waiting ? " while this rank waited for " : "",
+             waiting ? waiting : "");
+}
+
+// Ends the job because the main thread's own wait for `what` (at start-up) ran out of time.
+[[noreturn]] inline void comm_timed_out(const CommGroup* g, const char* what) {
+    char who[64], message[1024];
+    snprintf(who, sizeof(who), "rank %d", g->world_rank);
+    comm_deadline_message(who, g->timeout_s, what, nullptr, message, sizeof(message));
+    comm_end_job(message, 0);
+}
+
+// The main thread releases the lock and, if the job is being ended, stops for good: what it
+// used or waited for may have been aborted.
+inline void comm_unlock_or_park(CommWatchdog* w) {
+    const bool ending = comm_ending.load();
+    w->lock.unlock();
+    if (ending) comm_park();
+}
+
+// The main thread takes the lock, unless the job is being ended (then it stops for good).
+inline void comm_lock_or_park(CommWatchdog* w) {
+    w->lock.lock();
+    if (comm_ending.load()) comm_unlock_or_park(w);
+}
+
+// The main thread starts waiting for `what` (kind: see CommWaitKind; nccl: the communicator of
+// a blocking NCCL call, busy until comm_wait_end).
+inline void comm_wait_begin(CommWaitKind kind, const char* what, ncclComm_t nccl) {
+    CommWatchdog* w = comm_watchdog();
+    comm_lock_or_park(w);
+    w->wait_kind = kind;
+    w->wait_what = what;
+    w->wait_since = comm_now_s();
+    w->busy_comm = nccl;
+    w->lock.unlock();
+}
+
+// The wait is over. Stops for good if the job is being ended: what it waited for may have
+// returned only because it was aborted.
+inline void comm_wait_end() {
+    CommWatchdog* w = comm_watchdog();
+    w->lock.lock();
+    w->wait_kind = COMM_WAIT_NONE;
+    w->wait_what = nullptr;
+    w->busy_comm = nullptr;
+    comm_unlock_or_park(w);
+}
+
+// An event for a watch: a spare one, or a new one. Under the lock.
+inline cudaEvent_t comm_spare_event(CommWatchdog* w) {
+    if (w->spare_events.empty()) {
+        cudaEvent_t e;
+        CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        return e;
+    }
+    cudaEvent_t e = w->spare_events.back();
+    w->spare_events.pop_back();
+    return e;
+}
+
+// Queues `call` (an NCCL collective of g on `stream`, a callable returning ncclResult_t)
+// between the events of a new watch. `what` names a host collective (nullptr: a device
+// collective, named by its kind); whole_bytes: the size of the whole buffer, for messages.
+template <class Call>
+void comm_watched(const CommGroup* g, CommKind kind, size_t whole_bytes, cudaStream_t stream,
+                  const char* what, Call call) {
+    CommWatchdog* w = comm_watchdog();
+    comm_lock_or_park(w);
+    CommWatch x = {};
+    x.start = comm_spare_event(w);
+    x.end = comm_spare_event(w);
+    x.nccl = g->nccl;
+    long long number = 0;
+    for (CommWatched& c : w->comms)
+        if (c.nccl == g->nccl) number = ++c.calls;
+    if (what)
+        snprintf(x.what, sizeof(x.what), "%s (%s #%lld, %zu bytes over a group of %d ranks)", what,
+                 COMM_KIND_NAMES[kind], number, whole_bytes, g->size);
+    else
+        snprintf(x.what, sizeof(x.what), "%s #%lld (%zu bytes over a group of %d ranks)",
+                 COMM_KIND_NAMES[kind], number, whole_bytes, g->size);
+    w->busy_comm = g->nccl;
+    w->lock.unlock();
+    // Without the lock: an enqueue may wait (see above), and the watchdog must go on meanwhile.
+    CUDA_CHECK(cudaEventRecord(x.start, stream));
+    NCCL_CHECK(call());
+    CUDA_CHECK(cudaEventRecord(x.end, stream));
+    w->lock.lock();
+    w->busy_comm = nullptr;
+    w->watches.push_back(x);
+    comm_unlock_or_park(w);
+}
+
+// The first asynchronous error of a communicator, as a message of `who` (empty: none). Under the
+// lock.
+inline void comm_async_error(const CommWatchdog* w, const char* who, char* message, size_t len) {
+    for (const CommWatched& c : w->comms) {
+        if (c.nccl == w->busy_comm) continue;  // no other call on it meanwhile
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t res = ncclCommGetAsyncError(c.nccl, &async);
+        if (res != ncclSuccess) async = res;
+        if (async == ncclSuccess || async == ncclInProgress) continue;
+        const char* during = "a collective";
+        for (const CommWatch& x : w->watches)  // the oldest one of that communicator
+            if (x.nccl == c.nccl) {
+                during = x.what;
+                break;
+            }
+        snprintf(message, len, "error: %s: NCCL failed during %s: %s (%s); ending the job", who,
+                 during, ncclGetErrorString(async), ncclGetLastError(c.nccl));
+        return;
+    }
+}
+
+// A failed CUDA call of the watchdog of `who` (`doing` what), as a message: the device failed,
+// which the main thread would see too, but the other ranks would wait for this one.
+inline void comm_cuda_failed(const char* who, const char* doing, cudaError_t err, char* message,
+                             size_t len) {
+    snprintf(message, len, "error: %s: CUDA error while the watchdog %s: %s (%s); ending the job",
+             who, doing, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+// The watchdog thread: every COMM_WATCHDOG_POLL_S, a signal, the asynchronous errors, a blocking
+// call's clock, then the events of the collectives in flight.
+inline void comm_watchdog_loop(CommWatchdog* w) {
+    char who[64], message[1024];
+    std::vector<CommWatch> seen;  // a copy of the watches, queried without the lock
+    std::vector<char> finished;
+    bool on_device = false;
+    for (;;) {
+        const timespec nap = {0, (long)(COMM_WATCHDOG_POLL_S * 1e9)};
+        nanosleep(&nap, nullptr);
+        if (comm_ending.load()) comm_park();  // the job is being ended elsewhere
+        if (comm_signal_seen != 0) {
+            comm_rank_name(w, who, sizeof(who));
+            snprintf(message, sizeof(message), "%s: %s: aborting the communicators", who,
+                     strsignal(comm_signal_seen));
+            comm_end_job(message, comm_signal_seen);
+        }
+        message[0] = '\0';
+        {
+            std::lock_guard<std::recursive_mutex> guard(w->lock);
+            if (w->stop) return;
+            comm_rank_name(w, who, sizeof(who));
+            comm_async_error(w, who, message, sizeof(message));
+            if (!message[0] && (w->wait_kind == COMM_WAIT_CALL || w->wait_kind == COMM_WAIT_MPI) &&
+                comm_now_s() - w->wait_since > w->timeout_s)
+                comm_deadline_message(who, w->timeout_s, w->wait_what, nullptr, message,
+                                      sizeof(message));
+            if (!message[0] && !on_device && !w->watches.empty()) {
+                // the thread's CUDA calls go to the rank's GPU (not GPU 0's context)
+                const cudaError_t err = cudaSetDevice(w->device);
+                if (err != cudaSuccess)
+                    comm_cuda_failed(who, "selected the GPU", err, message, sizeof(message));
+                on_device = true;
+            }
+            seen = w->watches;
+        }
+        if (message[0]) comm_end_job(message, 0);
+        finished.assign(seen.size(), 0);
+        for (size_t i = 0; i < seen.size() && !message[0]; i++) {
+            CommWatch* x = &seen[i];
+            if (x->started_s == 0.0) {
+                const cudaError_t q = cudaEventQuery(x->start);
+                if (q == cudaSuccess) x->started_s = comm_now_s();  // its clock starts
+                else if (q != cudaErrorNotReady)
+                    comm_cuda_failed(who, "queried an event", q, message, sizeof(message));
+            }
+            if (x->started_s > 0.0 && !message[0]) {
+                const cudaError_t q = cudaEventQuery(x->end);
+                if (q == cudaSuccess) finished[i] = 1;
+                else if (q != cudaErrorNotReady)
+                    comm_cuda_failed(who, "queried an event", q, message, sizeof(message));
+            }
+        }
+        if (message[0]) comm_end_job(message, 0);
+        {
+            std::lock_guard<std::recursive_mutex> guard(w->lock);
+            const double now = comm_now_s();
+            for (size_t i = 0; i < seen.size(); i++) {
+                size_t k = 0;  // the same watch in the list (the main thread only appends)
+                while (k < w->watches.size() && w->watches[k].start != seen[i].start) k++;
+                if (k == w->watches.size()) continue;  // dropped with its communicator
+                if (finished[i]) {
+                    w->spare_events.push_back(seen[i].start);
+                    w->spare_events.push_back(seen[i].end);
+                    w->watches.erase(w->watches.begin() + k);
+                    continue;
+                }
+                w->watches[k].started_s = seen[i].started_s;
+                if (message[0] || seen[i].started_s == 0.0 ||
+                    now - seen[i].started_s <= w->timeout_s)
+                    continue;
+                // late: named with the main thread's wait, unless that is its host collective
+                const bool named = w->wait_kind == COMM_WAIT_STREAM && w->wait_what &&
+                                   strncmp(seen[i].what, w->wait_what, strlen(w->wait_what)) != 0;
+                comm_deadline_message(who, w->timeout_s, seen[i].what,
+                                      named ? w->wait_what : nullptr, message, sizeof(message));
+            }
+        }
+        if (message[0]) comm_end_job(message, 0);
+    }
+}
+
+inline void comm_on_signal(int signal_number) { comm_signal_seen = signal_number; }
+
+// At exit() while the watchdog runs (an error check or fatal() on this rank): aborts the
+// communicators, so that the peers fail at once rather than time out and the files of the CPU
+// NCCL go; the watchdog stops at its next look. (If another thread is ending the job already,
+// the exit goes on: both end the process.)
+inline void comm_at_exit() {
+    CommWatchdog* w = comm_watchdog();
+    if (!w->running || comm_ending.exchange(true)) return;
+    std::lock_guard<std::recursive_mutex> guard(w->lock);
+    w->busy_comm = nullptr;  // the exiting main thread is in no NCCL call
+    comm_abort_all(w);
+}
+
+// Starts the watchdog (comm_init of a multi-rank run, before MPI's start-up).
+inline void comm_watchdog_start(double timeout_s) {
+    CommWatchdog* w = comm_watchdog();
+    w->timeout_s = timeout_s;
+    w->main_thread = std::this_thread::get_id();
+    w->running = true;
+    struct sigaction on;
+    memset(&on, 0, sizeof(on));
+    on.sa_handler = comm_on_signal;
+    on.sa_flags = SA_RESTART;  // the main thread's system calls go on
+    if (sigemptyset(&on.sa_mask) != 0 || sigaction(SIGTERM, &on, &w->old_term) != 0 ||
+        sigaction(SIGINT, &on, &w->old_int) != 0 || atexit(comm_at_exit) != 0) {
+        fprintf(stderr, "error: cannot install the collective watchdog's handlers: %s\n",
+                strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+    w->thread = std::thread(comm_watchdog_loop, w);
+}
+
+// What messages call this rank, and its GPU (for the event queries).
+inline void comm_watchdog_identify(int world_rank, int device) {
+    CommWatchdog* w = comm_watchdog();
+    std::lock_guard<std::recursive_mutex> guard(w->lock);
+    w->world_rank = world_rank;
+    w->device = device;
+}
+
+// Stops the watchdog (comm_destroy, after MPI_Finalize): joins it, restores the signals'
+// handlers and frees the events.
+inline void comm_watchdog_stop() {
+    CommWatchdog* w = comm_watchdog();
+    {
+        std::lock_guard<std::recursive_mutex> guard(w->lock);
+        w->stop = true;
+    }
+    w->thread.join();
+    if (sigaction(SIGTERM, &w->old_term, nullptr) != 0 ||
+        sigaction(SIGINT, &w->old_int, nullptr) != 0) {
+        fprintf(stderr, "error: cannot restore the signal handlers: %s\n", strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+    for (const CommWatch& x : w->watches) {
+        CUDA_CHECK(cudaEventDestroy(x.start));
+        CUDA_CHECK(cudaEventDestroy(x.end));
+    }
+    for (cudaEvent_t e : w->spare_events) CUDA_CHECK(cudaEventDestroy(e));
+    w->watches.clear();
+    w->spare_events.clear();
+    w->running = false;
+}
+#endif
+
+// Waits until the work queued on `stream` (collectives of g included) is done. The watchdog
+// gives the collectives under it their deadline; `what` names the wait in its messages.
 inline void comm_sync(const CommGroup* g, cudaStream_t stream, const char* what) {
 #ifdef MULTI_GPU
     if (g->nccl) {
-        const double deadline = comm_now_s() + g->timeout_s;
-        long sleep_ns = 50000;
-        for (;;) {
-            cudaError_t status = cudaStreamQuery(stream);
-            if (status == cudaSuccess) return;
-            if (status != cudaErrorNotReady) CUDA_CHECK(status);
-            ncclResult_t async = ncclSuccess;
-            NCCL_CHECK(ncclCommGetAsyncError(g->nccl, &async));
-            if (async != ncclSuccess && async != ncclInProgress) {
-                fprintf(stderr, "error: rank %d: NCCL failed during %s: %s (%s)\n", g->world_rank,
-                        what, ncclGetErrorString(async), ncclGetLastError(g->nccl));
-                comm_timed_out(g, what);
-            }
-            if (comm_now_s() > deadline) comm_timed_out(g, what);
-            comm_backoff(&sleep_ns);
-        }
+        comm_wait_begin(COMM_WAIT_STREAM, what, nullptr);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        comm_wait_end();
+        return;
     }
-#else
+#endif
     (void)g;
     (void)what;
-#endif
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -256,9 +668,14 @@ inline void comm_single_process(Comm* comm, double timeout_s) {
 }
 
 #ifdef MULTI_GPU
-// Gives g its NCCL communicator and the buffers of its host collectives.
+// Gives g its NCCL communicator, which the watchdog then watches, and the buffers of its host
+// collectives.
 inline void comm_group_attach(CommGroup* g, ncclComm_t nccl) {
     g->nccl = nccl;
+    CommWatchdog* w = comm_watchdog();
+    comm_lock_or_park(w);
+    w->comms.push_back(CommWatched{nccl, 0});
+    w->lock.unlock();
     g->traffic = (CommTraffic*)calloc(1, sizeof(CommTraffic));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->host_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMalloc(&g->scratch, COMM_SCRATCH_BYTES));
@@ -897,19 +1314,31 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
         exit(EXIT_FAILURE);
     }
 #else
+    // From here every wait for the other ranks is watched (MPI's start-up included).
+    if (mpi_ranks > 0 || (by_env && env_world > 1)) comm_watchdog_start(timeout_s);
     if (mpi_ranks > 0) {
-        MPI_CHECK(MPI_Init(&argc, &argv));
+        comm_wait_begin(COMM_WAIT_MPI, "MPI's start-up (MPI_Init_thread, MPI_Comm_split_type)",
+                        nullptr);
+        // SERIALIZED: the watchdog may call MPI_Abort (never while the main thread is in MPI)
+        int provided = MPI_THREAD_SINGLE;
+        MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided));
+        CommWatchdog* w = comm_watchdog();
+        comm_lock_or_park(w);
+        w->mpi_serialized = provided >= MPI_THREAD_SERIALIZED;
+        w->lock.unlock();
         // Errors come back as codes, so MPI_CHECK can say where they happened.
         MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
         comm->launch = LAUNCH_MPI;
         MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
         MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
+        comm_watchdog_identify(comm->rank, 0);
         MPI_Comm node;  // the ranks that share this node's memory, i.e. its GPUs
         MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank,
                                       MPI_INFO_NULL, &node));
         MPI_CHECK(MPI_Comm_rank(node, &comm->local_rank));
         MPI_CHECK(MPI_Comm_size(node, &comm->local_world));
         MPI_CHECK(MPI_Comm_free(&node));
+        comm_wait_end();
     } else if (by_env && env_world > 1) {  // one rank started this way is a single process
         comm->launch = LAUNCH_ENV;
         comm->rank = env_rank;
@@ -937,6 +1366,7 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
         exit(EXIT_FAILURE);
     }
     CUDA_CHECK(cudaSetDevice(comm->local_rank));
+    comm_watchdog_identify(comm->rank, comm->local_rank);
 
     CommGroup* all = &comm->all;
     all->rank = comm->rank;
@@ -944,13 +1374,18 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
     all->world_rank = comm->rank;
     ncclUniqueId id;  // rank 0 makes the id that names the communicator; everyone joins it
     if (comm->launch == LAUNCH_MPI) {
+        comm_wait_begin(COMM_WAIT_MPI, "the broadcast of the NCCL id at start-up (MPI)", nullptr);
         comm_id_by_mpi(comm, &id);
+        comm_wait_end();
     } else {
         comm->rendezvous = (Rendezvous*)calloc(1, sizeof(Rendezvous));
         comm_id_by_files(comm, rendezvous, comm->rendezvous, &id);
     }
     ncclComm_t nccl;
+    comm_wait_begin(COMM_WAIT_CALL, "ncclCommInitRank (every rank joining the communicator)",
+                    nullptr);
     NCCL_CHECK(ncclCommInitRank(&nccl, all->size, id, all->rank));
+    comm_wait_end();
     comm_group_attach(all, nccl);
     // every rank has joined, so has read the offer: rank 0 deletes it and marks its card
     if (comm->rendezvous && comm->rank == 0) rendezvous_joined_rank0(comm->rendezvous);
@@ -960,8 +1395,27 @@ inline void comm_init(Comm* comm, int argc, char** argv, double timeout_s, const
 inline void comm_group_free(CommGroup* g) {
 #ifdef MULTI_GPU
     if (g->nccl) {
-        NCCL_CHECK(ncclCommFinalize(g->nccl));  // waits for the group's queued collectives
+        // The group's queued collectives first, watched; then the watchdog forgets the
+        // communicator (and its finished watches) and the finalization has a call's deadline.
+        comm_wait_begin(COMM_WAIT_STREAM, "the collectives queued before freeing a communicator",
+                        nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        comm_wait_end();
+        CommWatchdog* w = comm_watchdog();
+        comm_lock_or_park(w);
+        for (size_t i = 0; i < w->comms.size(); i++)
+            if (w->comms[i].nccl == g->nccl) w->comms.erase(w->comms.begin() + i--);
+        for (size_t i = 0; i < w->watches.size(); i++) {
+            if (w->watches[i].nccl != g->nccl) continue;
+            w->spare_events.push_back(w->watches[i].start);
+            w->spare_events.push_back(w->watches[i].end);
+            w->watches.erase(w->watches.begin() + i--);
+        }
+        w->lock.unlock();
+        comm_wait_begin(COMM_WAIT_CALL, "ncclCommFinalize", nullptr);
+        NCCL_CHECK(ncclCommFinalize(g->nccl));
         NCCL_CHECK(ncclCommDestroy(g->nccl));
+        comm_wait_end();
         g->nccl = nullptr;
         CUDA_CHECK(cudaFree(g->scratch));
         CUDA_CHECK(cudaStreamDestroy(g->host_stream));
@@ -973,11 +1427,17 @@ inline void comm_group_free(CommGroup* g) {
 #endif
 }
 
-// Frees the groups and ends MPI. Every rank must call it.
+// Frees the groups, ends MPI (MPI_Finalize waits for every rank: a watched call) and stops the
+// watchdog. Every rank must call it.
 inline void comm_destroy(Comm* comm) {
     comm_group_free(&comm->all);
 #ifdef MULTI_GPU
-    if (comm->launch == LAUNCH_MPI) MPI_CHECK(MPI_Finalize());
+    if (comm->launch == LAUNCH_MPI) {
+        comm_wait_begin(COMM_WAIT_MPI, "MPI_Finalize (every rank ending)", nullptr);
+        MPI_CHECK(MPI_Finalize());
+        comm_wait_end();
+    }
+    if (comm->launch != LAUNCH_NONE) comm_watchdog_stop();
     if (comm->rendezvous) comm_rendezvous_cleanup(comm->rendezvous);
     free(comm->rendezvous);
     comm->rendezvous = nullptr;
@@ -998,7 +1458,10 @@ inline void comm_split(const CommGroup* parent, int color, int key, CommGroup* o
     // shows that every one has come this far.
     comm_barrier(parent, "the barrier before splitting a communicator");
     ncclComm_t nccl;
+    comm_wait_begin(COMM_WAIT_CALL, "ncclCommSplit (every rank joining the new groups)",
+                    parent->nccl);
     NCCL_CHECK(ncclCommSplit(parent->nccl, color, key, &nccl, nullptr));
+    comm_wait_end();
     NCCL_CHECK(ncclCommUserRank(nccl, &out->rank));
     NCCL_CHECK(ncclCommCount(nccl, &out->size));
     comm_group_attach(out, nccl);
@@ -1053,8 +1516,10 @@ void comm_allreduce(const CommGroup* g, T* buf, size_t n, bool average, cudaStre
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;
     comm_count(g, COMM_ALL_REDUCE, n * sizeof(T));
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type_of(buf), average ? ncclAvg : ncclSum, g->nccl,
-                             stream));
+    comm_watched(g, COMM_ALL_REDUCE, n * sizeof(T), stream, nullptr, [&] {
+        return ncclAllReduce(buf, buf, n, nccl_type_of(buf), average ? ncclAvg : ncclSum, g->nccl,
+                             stream);
+    });
 #else
     (void)g, (void)buf, (void)n, (void)average, (void)stream;
 #endif
@@ -1075,8 +1540,10 @@ void comm_reduce_scatter(const CommGroup* g, const T* send, T* recv, size_t coun
     if (comm_is_local(g)) return comm_local_result(send, recv, count, stream);
 #ifdef MULTI_GPU
     comm_count(g, COMM_REDUCE_SCATTER, count * g->size * sizeof(T));
-    NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type_of(send), average ? ncclAvg : ncclSum,
-                                 g->nccl, stream));
+    comm_watched(g, COMM_REDUCE_SCATTER, count * g->size * sizeof(T), stream, nullptr, [&] {
+        return ncclReduceScatter(send, recv, count, nccl_type_of(send), average ? ncclAvg : ncclSum,
+                                 g->nccl, stream);
+    });
 #else
     (void)average;
 #endif
@@ -1089,7 +1556,9 @@ void comm_allgather(const CommGroup* g, const T* send, T* recv, size_t count, cu
     if (comm_is_local(g)) return comm_local_result(send, recv, count, stream);
 #ifdef MULTI_GPU
     comm_count(g, COMM_ALL_GATHER, count * g->size * sizeof(T));
-    NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type_of(send), g->nccl, stream));
+    comm_watched(g, COMM_ALL_GATHER, count * g->size * sizeof(T), stream, nullptr, [&] {
+        return ncclAllGather(send, recv, count, nccl_type_of(send), g->nccl, stream);
+    });
 #endif
 }
 
@@ -1101,8 +1570,10 @@ void comm_reduce(const CommGroup* g, const T* send, T* recv, size_t n, int root,
     if (comm_is_local(g)) return comm_local_result(send, recv, n, stream);
 #ifdef MULTI_GPU
     comm_count(g, COMM_REDUCE, n * sizeof(T));
-    NCCL_CHECK(ncclReduce(send, recv, n, nccl_type_of(send), average ? ncclAvg : ncclSum, root,
-                          g->nccl, stream));
+    comm_watched(g, COMM_REDUCE, n * sizeof(T), stream, nullptr, [&] {
+        return ncclReduce(send, recv, n, nccl_type_of(send), average ? ncclAvg : ncclSum, root,
+                          g->nccl, stream);
+    });
 #else
     (void)root, (void)average;
 #endif
@@ -1116,7 +1587,9 @@ void comm_broadcast_device(const CommGroup* g, const T* send, T* recv, size_t n,
     if (comm_is_local(g)) return comm_local_result(send, recv, n, stream);
 #ifdef MULTI_GPU
     comm_count(g, COMM_BROADCAST, n * sizeof(T));
-    NCCL_CHECK(ncclBroadcast(send, recv, n, nccl_type_of(recv), root, g->nccl, stream));
+    comm_watched(g, COMM_BROADCAST, n * sizeof(T), stream, nullptr, [&] {
+        return ncclBroadcast(send, recv, n, nccl_type_of(recv), root, g->nccl, stream);
+    });
 #else
     (void)root;
 #endif
@@ -1141,16 +1614,17 @@ inline void comm_allgather_host(const CommGroup* g, const void* mine, size_t byt
                 what, bytes, g->size, COMM_SCRATCH_BYTES);
         exit(EXIT_FAILURE);
     }
+    comm_wait_begin(COMM_WAIT_STREAM, what, nullptr);
     CUDA_CHECK(cudaMemcpyAsync(g->scratch + g->rank * bytes, mine, bytes, cudaMemcpyHostToDevice,
                                g->host_stream));
-    NCCL_CHECK(ncclAllGather(g->scratch + g->rank * bytes, g->scratch, bytes, ncclUint8, g->nccl,
-                             g->host_stream));
-    // a copy into pageable host memory would wait for the collective without a deadline: it
-    // comes after the timed wait, on the idle stream
-    comm_sync(g, g->host_stream, what);
+    comm_watched(g, COMM_ALL_GATHER, bytes * g->size, g->host_stream, what, [&] {
+        return ncclAllGather(g->scratch + g->rank * bytes, g->scratch, bytes, ncclUint8, g->nccl,
+                             g->host_stream);
+    });
     CUDA_CHECK(
         cudaMemcpyAsync(all, g->scratch, bytes * g->size, cudaMemcpyDeviceToHost, g->host_stream));
     CUDA_CHECK(cudaStreamSynchronize(g->host_stream));
+    comm_wait_end();  // stops here if the gather was aborted: its bytes are never used
 #else
     (void)what;
 #endif
@@ -1180,18 +1654,22 @@ inline double comm_mean(const CommGroup* g, double value) {
 inline void comm_broadcast(const CommGroup* g, void* buf, size_t bytes, int root) {
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;
+    const char* what = "a broadcast of host data";
+    comm_wait_begin(COMM_WAIT_STREAM, what, nullptr);
     for (size_t done = 0; done < bytes; done += COMM_SCRATCH_BYTES) {
         const size_t n = bytes - done < COMM_SCRATCH_BYTES ? bytes - done : COMM_SCRATCH_BYTES;
         uint8_t* part = (uint8_t*)buf + done;
         if (g->rank == root)
             CUDA_CHECK(
                 cudaMemcpyAsync(g->scratch, part, n, cudaMemcpyHostToDevice, g->host_stream));
-        NCCL_CHECK(
-            ncclBroadcast(g->scratch, g->scratch, n, ncclUint8, root, g->nccl, g->host_stream));
-        comm_sync(g, g->host_stream, "a broadcast of host data");  // before the copy, as above
+        comm_watched(g, COMM_BROADCAST, n, g->host_stream, what, [&] {
+            return ncclBroadcast(g->scratch, g->scratch, n, ncclUint8, root, g->nccl,
+                                 g->host_stream);
+        });
         CUDA_CHECK(cudaMemcpyAsync(part, g->scratch, n, cudaMemcpyDeviceToHost, g->host_stream));
         CUDA_CHECK(cudaStreamSynchronize(g->host_stream));
     }
+    comm_wait_end();  // stops here if a piece was aborted, as above
 #else
     (void)g;
     (void)buf;

@@ -29,7 +29,9 @@ Four kinds of tests:
 4. Trainer checks (--gpt): scripts/test_e2e.py runs the trainer end to end, scripts/test_dp.py
    checks data parallelism (mpirun -np 2 and 3 against one process on the same global batch),
    scripts/test_bad_inputs.py feeds it bad inputs (each must end with its message, a non-zero
-   exit, in bounded time, with no file changed), scripts/reference.py writes a PyTorch dump
+   exit, in bounded time, with no file changed), scripts/test_deadlines.py stops a rank of a
+   two-rank job at a random moment in each parallel mode (the job must end by the deadline,
+   leaving no process or shared-memory file), scripts/reference.py writes a PyTorch dump
    for each configuration in GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
@@ -60,7 +62,7 @@ PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scrip
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
 TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_zero.py", "scripts/test_zero3.py", "scripts/test_tp.py",
                  "scripts/test_recompute.py", "scripts/test_memplan.py", "scripts/test_bad_inputs.py",
-                 "scripts/readme_flags.py --check"]
+                 "scripts/test_deadlines.py", "scripts/readme_flags.py --check"]
 # Seconds each fuzz target runs in the suite (make fuzz runs them for FUZZ_SECONDS, default 60).
 FUZZ_SECONDS = 5
 RUN_TIMEOUT_S = 600

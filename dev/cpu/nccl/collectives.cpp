@@ -268,29 +268,32 @@ struct Batch {
     bool done = false;
 };
 
-// The stream op's ready(): advances every task; true once all are done or failed. The runtime
-// backs off between polls that return false.
+// The stream op's ready(): advances every task; true once all are done, or ended by an abort.
+// The runtime backs off between polls that return false.
+// A task of a failed communicator (a peer died, failed, left or made another call, or the wait
+// timed out) never completes, as a GPU's NCCL kernel spins until ncclCommAbort: its stream stays
+// blocked, the error shows in ncclCommGetAsyncError, and the caller's way out is
+// ncclCommAbort, after which the task ends as a no-op. A collective that completed would let
+// the caller go on with a result that not every rank made (a barrier would pass).
 bool progress(Batch& batch) {
     std::unique_lock<std::mutex> lock(batch.mutex, std::try_to_lock);
     if (!lock.owns_lock()) return false;
     if (batch.done) return true;
-    bool all_done = true;
     for (Task& t : batch.tasks) {
         if (t.done) continue;
         CommState* c = t.comm.get();
-        if (c->aborted.load() || c->async_error.load() != ncclSuccess) {
+        if (c->aborted.load()) {
             t.done = true;
             continue;
         }
+        if (c->async_error.load() != ncclSuccess) continue;  // hangs until aborted
         bool progressed = false;
         if (!t.posted) {
             t.posted = post(t);
             progressed = t.posted;
         }
         if (t.posted && c->async_error.load() == ncclSuccess) consume(t, &progressed);
-        if (c->async_error.load() != ncclSuccess) t.done = true;
-        if (t.done) continue;
-        all_done = false;
+        if (t.done || c->async_error.load() != ncclSuccess) continue;
         double now = now_s();
         if (progressed || t.blocked_since < 0) t.blocked_since = now;
         if (now - t.blocked_since > c->timeout_s) {
@@ -298,9 +301,10 @@ bool progress(Batch& batch) {
                       "%s (call %llu): no progress for %.0f s (CUCC_NCCL_TIMEOUT); a rank may not "
                       "have made the same call",
                       kind_name(t.kind), (unsigned long long)t.seq, c->timeout_s);
-            t.done = true;
         }
     }
+    bool all_done = true;
+    for (const Task& t : batch.tasks) all_done &= t.done;
     batch.done = all_done;
     return all_done;
 }

@@ -404,16 +404,10 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
         report("ncclCommFinalize: communicator %.8s was finalized already", c->name.c_str());
         return ncclInvalidArgument;
     }
-    // Flush: run the streams until this communicator's queued operations have finished. They
-    // may sit on streams of other devices (ncclCommInitAll), so drain every device.
-    int saved = 0, count = 0;
-    cudaGetDevice(&saved);
-    cudaGetDeviceCount(&count);
-    for (int d = 0; d < count && c->pending.load() > 0; d++) {
-        cudaSetDevice(d);
-        cucc::drain_all();
-    }
-    cudaSetDevice(saved);
+    // Flush: run the streams (of every device: ncclCommInitAll's ranks share a thread) until this
+    // communicator's queued operations have finished, or it has failed: its operations then
+    // never finish (see progress in collectives.cpp), and the error is the result.
+    cucc::run_until([c] { return c->pending.load() == 0 || c->async_error.load() != ncclSuccess; });
     c->finalized = true;
     ncclResult_t res = ncclResult_t(c->async_error.load());
     if (c->pending.load() > 0 && res == ncclSuccess) {
@@ -442,7 +436,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     // Without any, an abort leaves like a destroy and peers may still read what was posted.
     bool failed = c->pending.load() > 0 || c->async_error.load() != ncclSuccess;
     c->ranks()[c->rank].state.store(failed ? kFailed : kLeft, std::memory_order_release);
-    if (failed) unlink_unread_posts(c);
+    unlink_at_abort(c, failed);
     delete comm;
     return ncclSuccess;
 }

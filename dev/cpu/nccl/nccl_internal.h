@@ -17,17 +17,20 @@
 // keep the data alive). A Slot is reused S sequence numbers later once every reader has opened.
 // Files of killed processes: a rank that finds a peer dead unlinks what that peer posted and
 // nobody read, and its own unread posts, when it fails; an init that finds a peer dead unlinks
-// the control file. When every rank was killed (mpirun ends the others), the first
-// communicator a later process creates in the same directory removes what they left: data files
-// whose poster's pid is no longer a live process, and control files whose recorded ranks are all
-// dead (or, never claimed by any rank, older than a minute).
+// the control file; ncclCommAbort unlinks what nobody will read to the end any more (see
+// unlink_at_abort), also what a stopped peer posted. When every rank was killed (mpirun ends the
+// others), the first communicator a later process creates in the same directory removes what they
+// left: data files whose poster's pid is no longer a live process, and control files whose recorded
+// ranks are all dead (or, never claimed by any rank, older than a minute).
 //
 // Every call is stream-ordered: it becomes a cucc::StreamOp whose ready() predicate, polled by
 // the runtime once the op is at the head of its stream (the kernels before it have run), posts
 // this rank's contribution and then consumes the peers' contributions as they appear; run()
-// only ends the op. Doing the work inside ready() lets every op of an ncclGroupStart/End group
-// advance together and lets one thread drive several communicators (ncclCommInitAll); ranks in
-// separate processes progress whenever they poll. Reductions run in rank order 0..n-1 on every
+// only ends the op. An op of a failed communicator never ends, as NCCL's kernels spin after a
+// peer's failure: the error is reported by ncclCommGetAsyncError, and ncclCommAbort makes the
+// queued ops no-ops that end. Doing the work inside ready() lets every op of an ncclGroupStart/End
+// group advance together and lets one thread drive several communicators (ncclCommInitAll); ranks
+// in separate processes progress whenever they poll. Reductions run in rank order 0..n-1 on every
 // rank, rounding to the element type at each step, so every rank gets the same bits.
 //
 // Limits: all ranks on one host (they meet through files), at most kMaxRanks per communicator.
@@ -226,8 +229,14 @@ void comm_fail(CommState* c, ncclResult_t err, const char* fmt, ...)
 void report(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // The last message report() printed.
 const char* last_error();
-// Unlinks the data files this rank posted that are not fully opened (after an error or abort).
+// Unlinks the data files this rank posted that are not fully opened (after an error).
 void unlink_unread_posts(CommState* c);
+// At ncclCommAbort: unlinks what nobody will read to the end any more. After a failure (failed:
+// this rank had queued operations or an error) the communicator is over for every rank, so
+// every post not fully opened goes, whoever posted it: a stopped or killed peer cannot remove
+// its own. After a clean leave, the posts this rank was to read and never opened (a peer ahead
+// of it), which no reader can complete any more.
+void unlink_at_abort(CommState* c, bool failed);
 // Fails c (ncclRemoteError) because `what` waits on rank r, which is gone (`why`, from
 // peer_gone); unlinks what r posted and nobody read if r's process has died.
 void fail_waiting_on(CommState* c, int r, const char* why, const char* what);

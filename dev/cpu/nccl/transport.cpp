@@ -124,12 +124,14 @@ void comm_fail(CommState* c, ncclResult_t err, const char* fmt, ...) {
     if (c->header) unlink_unread_posts(c);
 }
 
-// Unlinks the data files of slots that `poster` published and not every reader has opened.
-static void unlink_unread(CommState* c, int poster) {
-    auto unread_seq = [](const Slot* s, uint64_t* seq) {
+// Unlinks the data files of slots that `poster` published and not every reader has opened;
+// with reader >= 0, only those that rank `reader` was to read and has not opened.
+static void unlink_unread(CommState* c, int poster, int reader) {
+    auto unread_seq = [reader](const Slot* s, uint64_t* seq) {
         uint64_t tag = s->tag.load(std::memory_order_acquire);
         *seq = tag - 1;
-        return tag != 0 && s->opened.load(std::memory_order_acquire) != s->readers;
+        uint64_t missing = s->readers & ~s->opened.load(std::memory_order_acquire);
+        return tag != 0 && (reader < 0 ? missing != 0 : (missing >> reader & 1) != 0);
     };
     uint64_t seq;
     for (int i = 0; i < kCollSlots; i++) {
@@ -144,13 +146,18 @@ static void unlink_unread(CommState* c, int poster) {
     }
 }
 
-void unlink_unread_posts(CommState* c) { unlink_unread(c, c->rank); }
+void unlink_unread_posts(CommState* c) { unlink_unread(c, c->rank, -1); }
+
+void unlink_at_abort(CommState* c, bool failed) {
+    for (int poster = 0; poster < c->nranks; poster++)
+        unlink_unread(c, poster, failed ? -1 : c->rank);
+}
 
 void fail_waiting_on(CommState* c, int r, const char* why, const char* what) {
     comm_fail(c, ncclRemoteError, "%s: rank %d %s", what, r, why);
     // What a dead rank posted and nobody read yet would stay behind: nobody else cleans up.
     SharedRank& peer = c->ranks()[r];
-    if (peer.state.load() == kAlive && !process_alive(peer.pid.load())) unlink_unread(c, r);
+    if (peer.state.load() == kAlive && !process_alive(peer.pid.load())) unlink_unread(c, r, -1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,7 +409,18 @@ bool write_data_file(CommState* c, const std::string& path, const void* src, siz
 int open_data_file(CommState* c, Slot* slot, const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY);
     if (fd < 0) {
-        comm_fail(c, ncclSystemError, "cannot open %s: %s", path.c_str(), strerror(errno));
+        const int err = errno;
+        // A rank that aborted after a failure removed what was unread (unlink_at_abort).
+        for (int r = 0; err == ENOENT && r < c->nranks; r++) {
+            if (c->ranks()[r].state.load(std::memory_order_acquire) == kFailed) {
+                comm_fail(c, ncclRemoteError,
+                          "cannot open %s: rank %d failed (it aborted the communicator, which "
+                          "removed what nobody had read)",
+                          path.c_str(), r);
+                return -1;
+            }
+        }
+        comm_fail(c, ncclSystemError, "cannot open %s: %s", path.c_str(), strerror(err));
         return -1;
     }
     uint64_t bit = 1ull << c->rank;

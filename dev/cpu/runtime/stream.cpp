@@ -476,7 +476,7 @@ void synchronize_all() {
         true);
 }
 
-void drain_all() { synchronize_device(current_device()); }
+void run_until(const std::function<bool()>& done) { run_work(done, true); }
 
 cudaError_t record_event(cudaEvent_t event, cudaStream_t stream) {
     ApiLock lock;

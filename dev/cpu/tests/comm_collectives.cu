@@ -13,9 +13,11 @@
 //   defines them, and a sum over each half equals the sum of that half's ranks;
 // - comm_replicas_agree: true on identical buffers, false when one byte of one rank differs
 //   (the last byte of an odd-sized buffer: the hash must see the zero-padded tail word);
-// - timeouts: with `--hang host|device` the last rank stops (SIGSTOP to itself) and the others
-//   wait for it in a host collective (comm_mean) or a device all-reduce (comm_sync); each must
-//   give up after --timeout seconds with a message naming the collective and end the whole job;
+// - timeouts: with `--hang host|device|finalize` the last rank stops (SIGSTOP to itself) and
+//   the others wait for it in a host collective (comm_mean), a device all-reduce (comm_sync) or
+//   MPI_Finalize (comm_destroy); the watchdog must end the whole job after --timeout seconds
+//   with a message naming the collective (for the device one, also the wait it is under) or
+//   the call;
 // - the launch by environment variables (torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Slurm's
 //   SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) with a --rendezvous folder: the same checks, the
 //   folder empty afterwards; a rank that never arrives and a rank 0 that never publishes the id
@@ -31,8 +33,9 @@
 //! run: mpirun -np 2 ./prog => pass /all comm checks passed on 2 ranks/
 //! run: mpirun -np 3 ./prog => pass /all comm checks passed on 3 ranks/
 //! run: CUCC_DEVICES=2 mpirun -np 3 ./prog => fail /rank 2 is process 3 of 3 on its node, but the node has 2 GPUs/
-//! run: timeout 60 mpirun -np 2 ./prog --timeout 1 --hang host => fail /rank 0: a sum of host values over the ranks did not finish within 1 s \(--comm-timeout\)/
-//! run: timeout 60 mpirun -np 3 ./prog --timeout 1 --hang device => fail /rank [01]: the test's all-reduce did not finish within 1 s \(--comm-timeout\)/
+//! run: timeout 60 mpirun -np 2 ./prog --timeout 1 --hang host => fail /rank 0: a sum of host values over the ranks \(all_gather #\d+, 16 bytes over a group of 2 ranks\) did not finish within 1 s \(--comm-timeout\)/
+//! run: timeout 60 mpirun -np 3 ./prog --timeout 1 --hang device => fail /rank [01]: all_reduce #\d+ \(4096 bytes over a group of 3 ranks\) did not finish within 1 s \(--comm-timeout\) while this rank waited for the test's all-reduce/
+//! run: timeout 60 mpirun -np 2 ./prog --timeout 1 --hang finalize => fail /rank 0: MPI_Finalize \(every rank ending\) did not finish within 1 s \(--comm-timeout\)/
 //! run: d=$(mktemp -d) && (RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 ./prog --rendezvous $d & RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 ./prog --rendezvous $d & RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 ./prog --rendezvous $d; s=$?; wait; test $s = 0 && test -z "$(ls $d)") => pass /all comm checks passed on 3 ranks \(launched: yes, by environment variables\)/
 //! run: d=$(mktemp -d) && (SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_JOB_ID=7 ./prog --rendezvous $d & SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=7 ./prog --rendezvous $d) => pass /all comm checks passed on 2 ranks/
 //! run: d=$(mktemp -d) && RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 0: ranks 1, 2 of 3 did not join the rendezvous in .* within 1 s/
@@ -211,18 +214,20 @@ static void hang(Comm* c, const char* where) {
     if (c->rank == c->world - 1) raise(SIGSTOP);
     if (strcmp(where, "host") == 0) {
         comm_mean(&c->all, 1.0);
+    } else if (strcmp(where, "finalize") == 0) {
+        comm_destroy(c);
     } else {
         float* buf;
         CUDA_CHECK(cudaMalloc(&buf, 1024 * sizeof(float)));
         comm_allreduce_sum(&c->all, buf, 1024, (cudaStream_t)0);
         comm_sync(&c->all, (cudaStream_t)0, "the test's all-reduce");
     }
-    printf("rank %d: the collective returned although a rank is stopped\n", c->rank);
+    printf("rank %d: the wait returned although a rank is stopped\n", c->rank);
     exit(0);
 }
 
 int main(int argc, char** argv) {
-    // [--rendezvous DIR] [--timeout SECONDS] [--hang host|device]
+    // [--rendezvous DIR] [--timeout SECONDS] [--hang host|device|finalize]
     const char* rendezvous = nullptr;
     const char* hang_in = nullptr;
     double timeout = 60.0;

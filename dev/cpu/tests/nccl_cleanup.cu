@@ -94,12 +94,10 @@ static void survivor() {
     NCCL_CHECK(ncclAllReduce(d, d, 64, ncclFloat32, ncclSum, comm, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     NCCL_CHECK(ncclAllReduce(d, d, 64, ncclFloat32, ncclSum, comm, 0));
-    cudaDeviceSynchronize();
-    ncclResult_t async = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+    ncclResult_t async = wait_for_async_error(comm, 0, 30);  // the failed call never completes
     expect(async == ncclRemoteError, "the survivor's next collective fails with ncclRemoteError");
     expect(files().empty(), "nothing is left in the directory", listing());
-    ncclCommAbort(comm);
+    NCCL_CHECK(ncclCommAbort(comm));
 }
 
 static void stale() {

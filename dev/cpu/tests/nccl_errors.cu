@@ -20,6 +20,8 @@
 //   --case timeout      rank 1 stays alive but never calls: with CUCC_NCCL_TIMEOUT=1 rank 0
 //                       fails with ncclSystemError after about a second;
 //   --case init-timeout rank 1 never calls ncclCommInitRank: rank 0's fails (ncclSystemError).
+// A failed collective never completes (as NCCL's kernels spin): its stream stays busy until
+// ncclCommAbort (nccl_test_util.h's expect_stuck_until_abort).
 // After each two-rank case the directory of the CPU NCCL's files (CUCC_NCCL_DIR, a fresh one
 // per run) must be empty again: no shared-memory file leaks, errors included.
 // CPU-runtime specific (host pointers, ids, CUCC_NCCL_* variables), hence cpu-only.
@@ -55,12 +57,6 @@ static void expect_result(ncclResult_t got, ncclResult_t want, const char* what)
     expect(got == want, what,
            "rank " + std::to_string(g_rank) + " got " + ncclGetErrorString(got) + ", want " +
                ncclGetErrorString(want));
-}
-
-static double now_s() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static float* device_floats(size_t n, float value) {
@@ -219,29 +215,25 @@ static void case_mismatch(int rank, ncclComm_t comm, cudaStream_t stream, bool o
     size_t count = op_differs || rank == 0 ? 100 : 50;
     ncclRedOp_t op = op_differs && rank == 1 ? ncclMax : ncclSum;
     NCCL_CHECK(ncclAllReduce(x, x, count, ncclFloat32, op, comm, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    ncclResult_t async;
-    NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-    expect_result(async, ncclInvalidUsage, "mismatched AllReduce: ncclCommGetAsyncError");
+    expect_result(wait_for_async_error(comm, stream, 30), ncclInvalidUsage,
+                  "mismatched AllReduce: ncclCommGetAsyncError");
     EXPECT_RESULT(ncclAllReduce(x, x, 100, ncclFloat32, ncclSum, comm, stream), ncclInvalidUsage);
-    NCCL_CHECK(ncclCommAbort(comm));
+    expect_stuck_until_abort(comm, stream, "mismatched AllReduce, rank " + std::to_string(rank));
 }
 
 // Rank 0 calls an AllReduce rank 1 never joins; it must fail with `want` within `limit_s`.
 static void expect_failed_allreduce(ncclComm_t comm, cudaStream_t stream, ncclResult_t want,
                                     double limit_s) {
     float* x = device_floats(100, 1.0f);
-    double start = now_s();
+    double start = nccl_test_now_s();
     NCCL_CHECK(ncclAllReduce(x, x, 100, ncclFloat32, ncclSum, comm, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    double waited = now_s() - start;
-    ncclResult_t async;
-    NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+    ncclResult_t async = wait_for_async_error(comm, stream, 30);
+    double waited = nccl_test_now_s() - start;
     expect_result(async, want, "AllReduce without its peer: ncclCommGetAsyncError");
     EXPECT_RESULT(ncclAllReduce(x, x, 100, ncclFloat32, ncclSum, comm, stream), want);
     expect(waited < limit_s, "the failure came in time");
     printf("rank 0 saw %s after %.2f s\n", ncclGetErrorString(async), waited);
-    NCCL_CHECK(ncclCommAbort(comm));
+    expect_stuck_until_abort(comm, stream, "AllReduce without its peer");
 }
 
 static int list_files(const char* dir) {
@@ -291,7 +283,8 @@ static void two_ranks(const std::string& which) {
         }
     } else {
         FILE* f = nullptr;
-        for (double start = now_s(); !(f = fopen(id_path.c_str(), "rb")) && now_s() - start < 30;)
+        for (double start = nccl_test_now_s();
+             !(f = fopen(id_path.c_str(), "rb")) && nccl_test_now_s() - start < 30;)
             usleep(1000);
         if (!f || fread(&id, sizeof(id), 1, f) != 1) {
             printf("FAIL: reading %s\n", id_path.c_str());
@@ -303,9 +296,9 @@ static void two_ranks(const std::string& which) {
     ncclComm_t comm = nullptr;
     if (which == "init-timeout") {
         if (g_rank == 0) {
-            double start = now_s();
+            double start = nccl_test_now_s();
             EXPECT_RESULT(ncclCommInitRank(&comm, 2, id, 0), ncclSystemError);
-            expect(now_s() - start < 5, "init timeout came in time");
+            expect(nccl_test_now_s() - start < 5, "init timeout came in time");
         }
     } else {
         NCCL_CHECK(ncclCommInitRank(&comm, 2, id, g_rank));
@@ -327,8 +320,8 @@ static void two_ranks(const std::string& which) {
             // Rank 1 stays alive until rank 0 has seen its failure (or 30 s).
             std::string done_path = std::string(id_dir) + "/done";
             if (g_rank == 1) {
-                for (double start = now_s();
-                     access(done_path.c_str(), F_OK) != 0 && now_s() - start < 30;)
+                for (double start = nccl_test_now_s();
+                     access(done_path.c_str(), F_OK) != 0 && nccl_test_now_s() - start < 30;)
                     usleep(1000);
             } else {
                 expect_failed_allreduce(comm, stream, ncclSystemError, 3.5);

@@ -234,8 +234,9 @@ struct StreamOp {
 // records it when the stream is capturing. Returns cudaErrorInvalidResourceHandle (and queues
 // nothing) for an invalid stream, and the capture errors CUDA gives (see stream.cpp).
 cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op);
-// Runs queued work until every stream of the current device is empty.
-void drain_all();
+// Runs queued work (of every device) until done() holds. done is called with the runtime's lock
+// held, between ops and while the work waits for an external condition (a StreamOp's ready).
+void run_until(const std::function<bool()>& done);
 // OS threads the runtime runs blocks on (CUCC_THREADS, default: all cores); the CPU libraries
 // (cuBLASLt) split their work over as many.
 int thread_count();
