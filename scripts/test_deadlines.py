@@ -9,7 +9,7 @@ losses, a host collective, a checkpoint's barrier, a sample's gathers, MPI's sta
 by the deadline (llmc/comm.cuh's watchdog). Each trial passes when
   - the job ends within T + 5 s of the stop, with a non-zero exit status,
   - the other rank printed the deadline message ("error: rank R: ... did not finish within T s
-    (--comm-timeout)"),
+    (--comm-timeout)", or "error: process PID: ..." before MPI has said its rank),
   - no process of the job is left (its session, which mpirun leads, is empty),
   - no file of the job is left in /dev/shm: every file new since the trial began that the job
     made (the files its ranks mapped, and the CPU NCCL's data files, named after their poster's
@@ -22,6 +22,7 @@ job): the same checks but the message, which mpirun or the other rank prints.
 
 Usage: python3 scripts/test_deadlines.py [--bin-dir DIR] [--trials N] [--kill-trials N]
                                           [--timeout T] [--seed S] [-k MODE]
+(defaults: 1 SIGSTOP trial per mode and 2 SIGKILL trials, about a minute for the suite)
 Prints one line per trial and a summary per mode; exits non-zero when any trial fails.
 """
 import argparse
