@@ -130,7 +130,7 @@ def incomplete_checkpoints(folder):
     for name in manifest_names(folder):
         manifest = os.path.join(folder, name)
         _, sections = checkpoint_sections(manifest)
-        want = struct.unpack("<Q", sections["shards"])[0]
+        want = struct.unpack("<4Q", sections["save"])[2]  # the save's id (2 words), shards, index
         have = len(checkpoint_files(manifest)) - 1
         if have != want:
             bad.append("%s has %d of %d shards" % (name, have, want))
