@@ -862,21 +862,21 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 
 // ---------------------------------------------------------------------------------------------
 // Causal self-attention, flash style: no (T,T) matrix ever reaches global memory.
-// qkv is (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS; the output
-// is (B,T,C) with head h at columns h*HS. Here (as in QK-norm below) NH is the heads the caller
-// passes and C = NH * HS their width: under tensor parallelism this rank's heads, ModelShapes'
-// heads and att, whose qkv rows are [q | k | v] of those heads only. A block of ATT_THREADS threads
-// owns consecutive rows (queries in the forward and dQ passes, keys in the dK/dV pass) of one
-// (batch, head). A row belongs to a group of G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane
-// g of the group owns the 16-byte packs g, g + G, ... of the row (ATT_LANE_DIMS of the HS
-// dimensions) and keeps its part of the row and of the row's accumulators in registers, so a group
-// reads and writes a row with contiguous 128-bit accesses. A dot product of two rows is the sum of
-// the G lanes' partial sums, added by an xor butterfly inside the group, which leaves the same
-// bits in every lane of the group. The other side (keys and values, or queries and output
-// gradients) streams through shared memory in tiles of ATT_TILE rows, kept as floatX (half the
-// space of floats) and copied in 16-byte packs by the whole block between two barriers; the
-// lanes of a group read consecutive packs of a tile row and every group of a warp reads the
-// same tile row (a broadcast), so the reads have no bank conflicts.
+// Here (as in QK-norm below) NH is the heads the caller passes and att_width = NH * HS their width:
+// under tensor parallelism this rank's heads, ModelShapes' heads and att, whose qkv rows are
+// [q | k | v] of those heads only (not the model's width C). qkv is (B,T,3 att_width) with q, k, v
+// of head h at columns h*HS, att_width + h*HS, 2 att_width + h*HS; the output is (B,T,att_width)
+// with head h at columns h*HS. A block of ATT_THREADS threads owns consecutive rows (queries in the
+// forward and dQ passes, keys in the dK/dV pass) of one (batch, head). A row belongs to a group of
+// G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane g of the group owns the 16-byte packs
+// g, g + G, ... of the row (ATT_LANE_DIMS of the HS dimensions) and keeps its part of the row and
+// of the row's accumulators in registers, so a group reads and writes a row with contiguous 128-bit
+// accesses. A dot product of two rows is the sum of the G lanes' partial sums, added by an xor
+// butterfly inside the group, which leaves the same bits in every lane of the group. The other side
+// (keys and values, or queries and output gradients) streams through shared memory in tiles of
+// ATT_TILE rows, kept as floatX (half the space of floats) and copied in 16-byte packs by the whole
+// block between two barriers; the lanes of a group read consecutive packs of a tile row and every
+// group of a warp reads the same tile row (a broadcast), so the reads have no bank conflicts.
 
 constexpr int ATT_THREADS = 256;  // threads per block
 constexpr int ATT_TILE = 32;      // rows of a shared-memory tile
@@ -973,20 +973,22 @@ __global__ void __launch_bounds__(ATT_THREADS)
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
     const int block_last = min(q_first + R::per_block, T) - 1;  // sees keys 0..block_last
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
     const int warp_keys =
         warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
     float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
-    if (t < T) row_part_load<HS>(q, base + (size_t)t * 3 * C + h * HS, g, 1.0f / sqrtf((float)HS));
+    if (t < T)
+        row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, 1.0f / sqrtf((float)HS));
     float m = -INFINITY, l = 0.0f;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + C + h * HS, 3 * C, base + 2 * C + h * HS, 3 * C,
-                           k_first, min(ATT_TILE, block_last + 1 - k_first));
+        att_load_tiles<HS>(k_tile, v_tile, base + att_width + h * HS, 3 * att_width,
+                           base + 2 * att_width + h * HS, 3 * att_width, k_first,
+                           min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();  // the tile is loaded
         // every lane of the warp runs the same keys (the shuffles need them all); a row skips
         // the keys after it; rows past T in a warp with valid rows compute values never stored
@@ -1007,7 +1009,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     if (t >= T) return;
     const size_t row = (size_t)b * T + t;
-    row_part_store<HS>(out + row * C + h * HS, o, g, 1.0f / l);
+    row_part_store<HS>(out + row * att_width + h * HS, o, g, 1.0f / l);
     if (g == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
 }
 
@@ -1021,29 +1023,30 @@ __global__ void __launch_bounds__(ATT_THREADS)
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
     const int block_last = min(q_first + R::per_block, T) - 1;
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
     const int warp_keys =
         warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
     const size_t row = (size_t)b * T + t;
     const float scale = 1.0f / sqrtf((float)HS);
     float q[ATT_LANE_DIMS] = {}, dO[ATT_LANE_DIMS] = {}, dq[ATT_LANE_DIMS] = {};
     float row_lse = 0.0f;
     if (t < T) {
-        row_part_load<HS>(q, base + (size_t)t * 3 * C + h * HS, g, scale);
-        row_part_load<HS>(dO, dout + row * C + h * HS, g, 1.0f);
+        row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, scale);
+        row_part_load<HS>(dO, dout + row * att_width + h * HS, g, 1.0f);
         row_lse = lse[((size_t)b * NH + h) * T + t];
     }
     const float D =
-        group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * C + h * HS, g) : 0.0f);
+        group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * att_width + h * HS, g) : 0.0f);
     if (t < T && g == 0) delta[((size_t)b * NH + h) * T + t] = D;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + C + h * HS, 3 * C, base + 2 * C + h * HS, 3 * C,
-                           k_first, min(ATT_TILE, block_last + 1 - k_first));
+        att_load_tiles<HS>(k_tile, v_tile, base + att_width + h * HS, 3 * att_width,
+                           base + 2 * att_width + h * HS, 3 * att_width, k_first,
+                           min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();                                        // the tile is loaded
         const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
         for (int j = 0; j < n_keys; j++) {
@@ -1054,7 +1057,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     if (t >= T) return;
-    row_part_store<HS>(dqkv + row * 3 * C + h * HS, dq, g, scale);
+    row_part_store<HS>(dqkv + row * 3 * att_width + h * HS, dq, g, scale);
 }
 
 // Backward, pass 2 (dK, dV): a lane group owns key row s; queries t >= s stream through shared
@@ -1068,17 +1071,17 @@ __global__ void __launch_bounds__(ATT_THREADS)
     alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
     __shared__ float lse_tile[ATT_TILE];
     __shared__ float delta_tile[ATT_TILE];
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
     const int k_first = blockIdx.x * R::per_block, s = k_first + threadIdx.x / R::lanes;
     const int warp_first = k_first + (int)(threadIdx.x / 32) * R::per_warp;  // the warp's first key
-    const floatX* base = qkv + (size_t)b * T * 3 * C;
+    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
     const float scale = 1.0f / sqrtf((float)HS);
     float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {},
           dv[ATT_LANE_DIMS] = {};
     if (s < T) {
-        row_part_load<HS>(k, base + (size_t)s * 3 * C + C + h * HS, g,
+        row_part_load<HS>(k, base + (size_t)s * 3 * att_width + att_width + h * HS, g,
                           scale);  // scores = q . (scale k)
-        row_part_load<HS>(v, base + (size_t)s * 3 * C + 2 * C + h * HS, g, 1.0f);
+        row_part_load<HS>(v, base + (size_t)s * 3 * att_width + 2 * att_width + h * HS, g, 1.0f);
     }
     const float* lse_bh = lse + ((size_t)b * NH + h) * T;
     const float* delta_bh = delta + ((size_t)b * NH + h) * T;
@@ -1086,8 +1089,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
          q_first += ATT_TILE) {  // queries before k_first see no key here
         const int count = min(ATT_TILE, T - q_first);
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * C, dout + (size_t)b * T * C + h * HS,
-                           C, q_first, count);
+        att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * att_width,
+                           dout + (size_t)b * T * att_width + h * HS, att_width, q_first, count);
         if ((int)threadIdx.x < count) {
             lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
             delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
@@ -1106,8 +1109,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     if (s >= T) return;
     const size_t row = (size_t)b * T + s;
-    row_part_store<HS>(dqkv + row * 3 * C + C + h * HS, dk, g, scale);
-    row_part_store<HS>(dqkv + row * 3 * C + 2 * C + h * HS, dv, g, 1.0f);
+    row_part_store<HS>(dqkv + row * 3 * att_width + att_width + h * HS, dk, g, scale);
+    row_part_store<HS>(dqkv + row * 3 * att_width + 2 * att_width + h * HS, dv, g, 1.0f);
 }
 
 template <int HS>
@@ -1295,17 +1298,18 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
     extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
     const uint32_t q_tile = smem_address(att_smem), kv = q_tile + MMA_ATT_ROWS * A::row_bytes;
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);  // the warp's rows; last key
     const bool warp_has_rows = wq0 < T;
-    const size_t stride = 3 * (size_t)C;
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;  // k at q + C, v at q + 2C
+    const size_t stride = 3 * (size_t)att_width;
+    // k at q + att_width, v at q + 2 att_width
+    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
     const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
-    att_tile_load<HS, BC>(kv, q + C, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, q + 2 * C, stride, 0, T);
+    att_tile_load<HS, BC>(kv, q + att_width, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, q + 2 * att_width, stride, 0, T);
     cp_async_commit();
     const float scale_log2 = LOG2E / sqrtf((float)HS);
     uint32_t qf[A::ksteps][4];
@@ -1316,8 +1320,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j is in for every thread; every warp is done with tile j - 1
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, q + C, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, q + 2 * C, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, q + att_width, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, q + 2 * att_width, stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0 && warp_has_rows)
@@ -1373,7 +1377,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         const float sum = quad_sum(l[r]);
         const int row = wq0 + g + 8 * r;
         if (row >= T) continue;
-        att_store_row<HS>(out + ((size_t)b * T + row) * C + h * HS, o, r, 1.0f / sum);
+        att_store_row<HS>(out + ((size_t)b * T + row) * att_width + h * HS, o, r, 1.0f / sum);
         if (t == 0) lse[((size_t)b * NH + h) * T + row] = (m[r] + log2f(sum)) / LOG2E;
     }
 }
@@ -1395,27 +1399,28 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
                    kv = do_tile + ROWS_BYTES;
     float* row_lse = (float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
     float* row_d = row_lse + MMA_ATT_ROWS;
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y;
     const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);
     const bool warp_has_rows = wq0 < T;
-    const size_t stride = 3 * (size_t)C;
+    const size_t stride = 3 * (size_t)att_width;
     const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* dout_bh = dout + (size_t)b * T * C + h * HS;
+    const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
     const size_t bh = ((size_t)b * NH + h) * T;
     const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
-    att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, C, q0, T);
-    att_tile_load<HS, BC>(kv, q + C, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, q + 2 * C, stride, 0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, att_width, q0, T);
+    att_tile_load<HS, BC>(kv, q + att_width, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, q + 2 * att_width, stride, 0, T);
     cp_async_commit();
     {  // D of row wq0 + lane/2: each lane of the pair sums half of the row
         const int r = 16 * warp + lane / 2, row = q0 + r, half = lane % 2;
         float sum = 0.0f;
         if (row < T)
             for (int i = 0; i < HS / 16; i++) {
-                const size_t at = ((size_t)b * T + row) * C + h * HS + half * (HS / 2) + 8 * i;
+                const size_t at =
+                    ((size_t)b * T + row) * att_width + h * HS + half * (HS / 2) + 8 * i;
                 const x128 dov = load128(dout + at), ov = load128(out + at);
                 for (int k = 0; k < x128::size; k++) sum += (float)dov[k] * (float)ov[k];
             }
@@ -1434,8 +1439,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j (at j = 0 also Q, dO, lse, D) is in; tile j - 1 is done with
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, q + C, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, q + 2 * C, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, q + att_width, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, q + 2 * att_width, stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0)
@@ -1486,21 +1491,21 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const uint32_t k_tile = smem_address(att_smem), v_tile = k_tile + ROWS_BYTES,
                    qd = v_tile + ROWS_BYTES, vec = qd + 4 * TILE;
     const float* vectors = (const float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
-    const int C = NH * HS, b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wk0 = k0 + 16 * warp;  // the warp's first key
     const bool warp_has_rows = wk0 < T;
-    const size_t stride = 3 * (size_t)C;
+    const size_t stride = 3 * (size_t)att_width;
     const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* dout_bh = dout + (size_t)b * T * C + h * HS;
+    const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
     const size_t bh = ((size_t)b * NH + h) * T;
     const int first = k0 / BQ, tiles = (T - 1) / BQ + 1 - first;  // queries before k0 see no key
-    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, q + C, stride, k0, T);
-    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, q + 2 * C, stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, q + att_width, stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, q + 2 * att_width, stride, k0, T);
     auto load_queries = [&](int i) {  // query tile i into buffer i % 2
         const int buf = i & 1, qt0 = (first + i) * BQ;
         att_tile_load<HS, BQ>(qd + buf * 2 * TILE, q, stride, qt0, T);
-        att_tile_load<HS, BQ>(qd + buf * 2 * TILE + TILE, dout_bh, C, qt0, T);
+        att_tile_load<HS, BQ>(qd + buf * 2 * TILE + TILE, dout_bh, att_width, qt0, T);
         att_vector_load<BQ>(vec + buf * 8 * BQ, lse + bh, qt0, T);
         att_vector_load<BQ>(vec + buf * 8 * BQ + 4 * BQ, delta + bh, qt0, T);
     };
@@ -1550,8 +1555,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         const int row = wk0 + g + 8 * r;
         if (row >= T) continue;
         floatX* drow = dqkv + ((size_t)b * T + row) * stride + h * HS;
-        att_store_row<HS>(drow + C, dk, r, scale);
-        att_store_row<HS>(drow + 2 * C, dv, r, 1.0f);
+        att_store_row<HS>(drow + att_width, dk, r, scale);
+        att_store_row<HS>(drow + 2 * att_width, dv, r, 1.0f);
     }
 }
 
@@ -1624,7 +1629,7 @@ inline void attention_path_check(AttentionPath path) {
         fatal("attention: the tensor-core kernels need the bf16 build");
 }
 
-// out (B,T,C), lse (B,NH,T) = causal attention of qkv (B,T,3C).
+// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,3 att_width).
 inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
                               int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
     attention_path_check(path);
@@ -1638,7 +1643,8 @@ inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B,
     });
 }
 
-// dqkv (B,T,3C) = gradient of the attention output dout (B,T,C); delta is (B,NH,T) scratch.
+// dqkv (B,T,3 att_width) = gradient of the attention output dout (B,T,att_width); delta is
+// (B,NH,T) scratch.
 inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
                                cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
@@ -1722,10 +1728,10 @@ __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, co
     const int c = (int)(t % G) * x128::size;
     // lanes past the last vector join the shuffles with zeros and store nothing
     const bool valid = v < (size_t)N * 2 * NH;
-    const int C = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
+    const int att_width = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
     const size_t row = v / (2 * NH);
-    const size_t at = part * C + h * HS + c;
-    const x128 x = valid ? load128(qkv + (size_t)row * 3 * C + at) : x128{};
+    const size_t at = part * att_width + h * HS + c;
+    const x128 x = valid ? load128(qkv + (size_t)row * 3 * att_width + at) : x128{};
     float sq = 0.0f;
     for (int k = 0; k < x128::size; k++) sq += (float)x[k] * (float)x[k];
     const float r = 1.0f / sqrtf(warp_group_sum(sq, G) / HS + QK_NORM_EPS);
@@ -1733,8 +1739,8 @@ __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, co
     const x128 w = load128((part == 0 ? q_w : k_w) + c);
     x128 y;
     for (int k = 0; k < x128::size; k++) y[k] = (floatX)((float)x[k] * r * (float)w[k]);
-    store128(raw + (size_t)row * 2 * C + at, x);
-    store128(qkv + (size_t)row * 3 * C + at, y);
+    store128(raw + (size_t)row * 2 * att_width + at, x);
+    store128(qkv + (size_t)row * 3 * att_width + at, y);
     if (c == 0) rstd[v] = r;
 }
 
@@ -1747,12 +1753,12 @@ __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const f
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
     const int c = (int)(t % G) * x128::size;
     const bool valid = v < (size_t)N * 2 * NH;
-    const int C = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
+    const int att_width = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
     const size_t row = v / (2 * NH);
-    const size_t at = part * C + h * HS + c;
-    floatX* dx = dqkv + (size_t)row * 3 * C + at;
+    const size_t at = part * att_width + h * HS + c;
+    floatX* dx = dqkv + (size_t)row * 3 * att_width + at;
     const x128 dy = valid ? load128(dx) : x128{};
-    const x128 x = valid ? load128(raw + (size_t)row * 2 * C + at) : x128{};
+    const x128 x = valid ? load128(raw + (size_t)row * 2 * att_width + at) : x128{};
     const x128 w = load128((part == 0 ? q_w : k_w) + c);
     const float r = valid ? rstd[v] : 0.0f;
     float g[x128::size], xhat[x128::size], sum_gx = 0.0f;
@@ -1775,7 +1781,7 @@ __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const f
 __global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
                                               const floatX* raw, const float* rstd, int N, int NH,
                                               int HS) {
-    const int i = threadIdx.x % HS, part = threadIdx.x / HS, C = NH * HS;
+    const int i = threadIdx.x % HS, part = threadIdx.x / HS, att_width = NH * HS;
     const size_t first = (size_t)blockIdx.x * COLUMN_CHUNK;
     const size_t vectors = (size_t)N * NH;  // (row, head) pairs
     const size_t end = first + COLUMN_CHUNK < vectors ? first + COLUMN_CHUNK : vectors;
@@ -1784,8 +1790,9 @@ __global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqk
         const size_t row = j / NH;
         const int h = (int)(j % NH);
         const float r = rstd[((size_t)row * 2 + part) * NH + h];
-        const size_t at = part * C + h * HS + i;
-        sum += (float)dqkv[(size_t)row * 3 * C + at] * ((float)raw[(size_t)row * 2 * C + at] * r);
+        const size_t at = part * att_width + h * HS + i;
+        sum += (float)dqkv[(size_t)row * 3 * att_width + at] *
+               ((float)raw[(size_t)row * 2 * att_width + at] * r);
     }
     partials[((size_t)blockIdx.x * 2 + part) * HS + i] = sum;
 }
