@@ -2286,8 +2286,9 @@ void local_from_logical(const GPT* m, const T* logical, T* local) {
         const ParamTensor* t = &m->layout.tensors[i];
         const size_t base = m->logical.tensors[i].offset;
         tp_local_runs(&t->tp, m->tp.rank, m->tp.size, 0, t->numel,
-                      [&](size_t from, size_t to, size_t n) {
-                          memcpy(local + t->offset + to, logical + base + from, n * sizeof(T));
+                      [&](size_t logical_at, size_t local_at, size_t n) {
+                          memcpy(local + t->offset + local_at, logical + base + logical_at,
+                                 n * sizeof(T));
                       });
     }
 }

@@ -1592,9 +1592,10 @@ inline void gpt_params_download_logical(GPT* m, floatX* logical) {
             const ParamTensor* t = &m->layout.tensors[i];
             const size_t base = m->logical.tensors[i].offset;
             const floatX* part = parts.data() + (size_t)r * P + t->offset;
-            tp_local_runs(&t->tp, r, tp, 0, t->numel, [&](size_t to, size_t from, size_t n) {
-                memcpy(logical + base + to, part + from, n * sizeof(floatX));
-            });
+            tp_local_runs(
+                &t->tp, r, tp, 0, t->numel, [&](size_t logical_at, size_t local_at, size_t n) {
+                    memcpy(logical + base + logical_at, part + local_at, n * sizeof(floatX));
+                });
         }
 }
 
