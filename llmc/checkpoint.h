@@ -3,6 +3,12 @@ llmc/checkpoint.h: saving and restoring the training state, so a run killed at a
 continue from its last checkpoint as if it had never stopped. Host code only: the caller stages
 device tensors through host memory and hands the bytes over section by section.
 
+Entry points: writing: ckpt_new_save, ckpt_writer_begin_part, ckpt_section_begin /
+ckpt_section_write / ckpt_write_section, ckpt_writer_commit, ckpt_manifest_save, ckpt_shard_name;
+reading: ckpt_find_latest, ckpt_peek_config, ckpt_open / ckpt_close, ckpt_has_section,
+ckpt_read_section / ckpt_read_section_part, ckpt_check_shard; the folder lock:
+ckpt_lock_for_process.
+
 File format (every integer is a little-endian uint64; ckpt_stepSSSSSSSS.bin, S = step, %08llu):
     header   32 bytes   "GPT-CKPT" | version (1) | step | config_bytes
     config   config_bytes bytes, the caller's configuration struct as given to the writer

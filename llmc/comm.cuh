@@ -12,6 +12,11 @@
 // the small host values (scalars for the log, broadcasts of configurations, barriers) through
 // a scratch buffer on a stream of their own, so that the same code serves every launch.
 //
+// Entry points: comm_init / comm_destroy (the job), comm_split / comm_group_free (a CommGroup); on
+// the device comm_allreduce_sum / comm_allreduce_avg, comm_reduce_scatter, comm_allgather,
+// comm_reduce, comm_broadcast_device, comm_sync; on the host comm_sum_scalars, comm_mean,
+// comm_broadcast, comm_allgather_host, comm_barrier; host_buffer_hash and comm_hashes_agree.
+//
 // Groups. A CommGroup is a set of ranks that run collectives together, with an NCCL
 // communicator. comm_init makes `all`, every rank of the job; comm_split() cuts a group into
 // sub-groups (ncclCommSplit): train_gpt's grid takes color = rank / tp for tensor-parallel

@@ -4,6 +4,10 @@
 // reductions, the seeded stochastic rounding used when fp32 values are written into bf16
 // storage, and the host's seeded random numbers.
 //
+// Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, floatX, ceil_div / round_up / grid_for,
+// x128 with load128 / store128, warp_sum / warp_group_sum / warp_max, stochastic_round_store,
+// rng_next / rng_uniform / rng_normal.
+//
 // floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
 // accumulates in float whatever floatX is.
 #pragma once

@@ -3,6 +3,9 @@ llmc/dataloader.h: reads the token shards written by dev/data/prepare.py (llm.c'
 B x T batches of inputs and targets, shuffled reproducibly and split across ranks; plus the
 unigram baseline loss that the trainer prints once.
 
+Entry points: dataloader_init / dataloader_free, dataloader_next_batch, dataloader_reset,
+dataloader_state / dataloader_restore, unigram_loss.
+
 Shard file: 256 int32 header ([0] 20240520 magic, [1] version 1, [2] token count N, rest 0),
 then N uint16 tokens, nothing after them.
 

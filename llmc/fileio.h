@@ -4,6 +4,8 @@ malloc/fopen/fread of the trainer (print where and what, then exit), fopen_regul
 way a loader opens an input file, and the liveness of a process that a file names (the folder
 lock of checkpoint.h, the rendezvous cards of comm.cuh).
 
+Entry points: fopen_regular, FOPEN_CHECK / FREAD_CHECK / MALLOC_CHECK, process_gone.
+
 fopen_regular opens a path for reading only when it is a regular file, and returns its size.
 A FIFO, a directory, a device or a socket given where a data shard, a tokenizer or a checkpoint
 belongs is refused with a message naming the path and what it is, instead of hanging in a

@@ -3,6 +3,9 @@ llmc/logger.h: the machine-readable training log, one JSON object per line (JSON
 scripts/plot.py and by anyone's own tools. Rank 0 writes it; every line is flushed as it ends,
 so a crash loses at most the line being written.
 
+Entry points: logger_open / logger_close, logger_begin, logger_int / logger_float /
+logger_string, logger_object_begin / logger_object_end, logger_end.
+
 Lines, in file order:
     {"model":"gpt2","layers":12,...,"unigram_val_loss":u}   the header: the run's configuration
     {"step":N,"train_loss":x,"lr":y,"grad_norm":g,"ms":t,"tok_per_s":r,"mfu":m}

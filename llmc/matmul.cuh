@@ -3,6 +3,9 @@
 // optional bias epilogue. The model's layers call it as matmul() (alpha 1, optional accumulation
 // into the output); Muon's Newton-Schulz iteration (llmc/muon.cuh) uses alpha, beta and C.
 //
+// Entry points: matmul_init / matmul_free (a MatmulContext), matmul() for the model's layers,
+// matmul_general() for Muon.
+//
 // cuBLASLt is column-major. A row-major (R, K) matrix is the same memory as a column-major
 // (K, R) matrix, its transpose; the row-major callers in train_gpt.cu pick the transpose flags
 // with that in mind (each caller says which product it forms).

@@ -5,6 +5,9 @@
 // planning ledger: the code that would allocate says what it would allocate, so the plan is the
 // run's allocation, not an estimate; the seeds' formulas (below) are printed beside it, and the
 // difference is explained there.
+//
+// Entry points: DeviceLedger, device_take / device_take_n / device_take_copy, ledger_total,
+// seed_model_state_bytes / seed_layer_activation_bytes.
 #pragma once
 
 #include <cstdio>

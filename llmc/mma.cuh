@@ -4,6 +4,9 @@
 // The same source runs on a GPU (sm_80 and later) and on the CPU runtime, whose cucc translates
 // exactly this PTX (dev/cpu/include/cucc/ptx.h).
 //
+// Entry points: mma_bf16_16816, ldmatrix_x4 / ldmatrix_x4_trans, cp_async_16 / cp_async_4 with
+// cp_async_commit / cp_async_wait, smem_address, pack_bf16.
+//
 // Fragments of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
 // type"), for lane l with g = l / 4 and t = l % 4, two bf16 per 32-bit register, the lower
 // column (or row of B) in the low half:

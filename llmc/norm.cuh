@@ -1,6 +1,9 @@
 // llmc/norm.cuh: the L2 norm of a floatX buffer as a deterministic two-pass reduction: the
 // global gradient norm (clipping) and the Frobenius norm that Muon's Newton-Schulz iteration
 // normalizes by (llmc/muon.cuh).
+//
+// Entry points: l2_norm and norm_blocks_for (Muon's matrices), block_sum_of_squares (one block's
+// share of the gradient norm, which llmc/zero.cuh sums over the shard plan).
 #pragma once
 
 #include "common.cuh"

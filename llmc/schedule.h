@@ -7,6 +7,8 @@
 //   wsd:      n = ceil(D*K); LR while s < K-n, then LR + (floor-LR) * (s-(K-n)+1)/n
 //   constant: LR
 // with floor = F * LR (F = min_lr_frac) and D = decay_frac.
+//
+// Entry points: learning_rate(ScheduleConfig, step), schedule_from_name.
 #pragma once
 
 #include <cmath>

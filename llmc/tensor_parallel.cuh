@@ -12,6 +12,10 @@
 // Everything else (the LayerNorms, the row-parallel layers' biases, wpe, QK-norm's scales) is
 // replicated: every rank of the group holds it whole and updates it the same way.
 //
+// Entry points: tp_of (a TensorParallel of a group), column_parallel_forward /
+// column_parallel_backward, row_parallel_forward / row_parallel_backward, tp_leave, tp_shard_rows,
+// tp_sum_partial_grad, vocab_parallel_combine (SoftmaxStats), linear_forward / linear_backward.
+//
 // The two collectives of a column-parallel + row-parallel pair, Megatron's f and g:
 //   f  "enter the parallel region", before a column-parallel layer: forward the identity (every
 //      rank needs the whole input), backward an all-reduce (each rank's input gradient covers

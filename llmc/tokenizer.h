@@ -2,6 +2,8 @@
 llmc/tokenizer.h: reads the tokenizer file written by dev/data/prepare.py, decodes token ids
 to bytes (to print samples) and encodes text to token ids (to turn a prompt into tokens).
 
+Entry points: tokenizer_load / tokenizer_free, tokenizer_decode, tokenizer_encode.
+
 Two kinds, as in dev/data/tokenizer.py, whose docstring defines the file format:
 - byte: vocab 256, token = byte; token 0 separates documents and prints as "<|endoftext|>".
 - gpt2: GPT-2's byte-level BPE. Encoding matches the Python tokenizer (and tiktoken's gpt2):
