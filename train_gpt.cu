@@ -433,7 +433,7 @@ struct Activations {
                                // partial sum under tensor parallelism, until g sums it)
     // backward scratch, reused by every layer
     floatX* dresidual;     // (S,C) gradient of the residual stream
-    floatX* dbtc;          // (N,C) gradient of a layernorm output / attention output
+    floatX* dlinear_in;    // (N,C) gradient of a linear layer's input: lnf, ln2, ln1, atty
     floatX* dqkv;          // (N,qkv)
     floatX* dfch;          // (N,mlp) gradient of fch_gelu, then of fch (in place)
     float* att_delta;      // (B,heads,T) rowsum(dO * O) of each query, for attention backward
@@ -508,7 +508,7 @@ inline void layout_activations(Activations* a, const GPTConfig* c, const ModelSh
     take_tensor(&a->proj_out, xbase, &xc, N * C);
     take_tensor(&a->dresidual, xbase, &xc, seq_rows * C);
     a->seq_bytes += seq_rows * C * sizeof(floatX);
-    take_tensor(&a->dbtc, xbase, &xc, N * C);
+    take_tensor(&a->dlinear_in, xbase, &xc, N * C);
     take_tensor(&a->dqkv, xbase, &xc, N * s->qkv);
     take_tensor(&a->dfch, xbase, &xc, N * s->mlp);
     take_tensor(&a->att_delta, fbase, &fc, N * s->heads);
@@ -2520,7 +2520,7 @@ inline void gpt_backward(GPT* m) {
     // lm head (tied to wte, still gathered from the forward pass): dlnf = dlogits @ wte,
     // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
     const floatX* lnf = tp_enter(tp, a->lnf, a->gathered, N, C, st);
-    floatX* dlnf = column_parallel_backward(&m->mm, tp, a->dbtc, grad(WTE), nullptr, partials,
+    floatX* dlnf = column_parallel_backward(&m->mm, tp, a->dlinear_in, grad(WTE), nullptr, partials,
                                             a->logits, lnf, weight(m, WTE), N, C, s->vocab);
     // the final LayerNorm belongs to the last block's unit: its hook comes first (ZeRO-3: the
     // forward pass's last two blocks are still gathered)
@@ -2542,7 +2542,7 @@ inline void gpt_backward(GPT* m) {
                               C);
         gelu_backward(a->dfch, la->fch, (size_t)N * s->mlp, st);
         const floatX* ln2 = tp_enter(tp, la->ln2, a->gathered, N, C, st);
-        floatX* dln2 = column_parallel_backward(&m->mm, tp, a->dbtc, layer_grad(l, FC_W),
+        floatX* dln2 = column_parallel_backward(&m->mm, tp, a->dlinear_in, layer_grad(l, FC_W),
                                                 layer_grad(l, FC_B), partials, a->dfch, ln2,
                                                 layer_weight(m, l, FC_W), N, C, s->mlp);
         layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials, dln2,
@@ -2550,17 +2550,17 @@ inline void gpt_backward(GPT* m) {
                            rows, C, true, st);
         // residual2 = residual + attention
         dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
-        row_parallel_backward(&m->mm, a->dbtc, layer_grad(l, ATTPROJ_W), layer_grad(l, ATTPROJ_B),
-                              partials, dout, la->atty, layer_weight(m, l, ATTPROJ_W), N, s->att,
-                              C);
-        attention_backward(a->dqkv, a->att_delta, a->dbtc, la->atty, la->qkv, la->lse, B, T,
+        row_parallel_backward(&m->mm, a->dlinear_in, layer_grad(l, ATTPROJ_W),
+                              layer_grad(l, ATTPROJ_B), partials, dout, la->atty,
+                              layer_weight(m, l, ATTPROJ_W), N, s->att, C);
+        attention_backward(a->dqkv, a->att_delta, a->dlinear_in, la->atty, la->qkv, la->lse, B, T,
                            s->heads, s->HS, st);
         if (c->qk_norm)
             qk_norm_backward(a->dqkv, layer_grad(l, Q_NORM_W), layer_grad(l, K_NORM_W), partials,
                              la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
                              layer_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
         const floatX* ln1 = tp_enter(tp, la->ln1, a->gathered, N, C, st);
-        floatX* dln1 = column_parallel_backward(&m->mm, tp, a->dbtc, layer_grad(l, QKV_W),
+        floatX* dln1 = column_parallel_backward(&m->mm, tp, a->dlinear_in, layer_grad(l, QKV_W),
                                                 layer_grad(l, QKV_B), partials, a->dqkv, ln1,
                                                 layer_weight(m, l, QKV_W), N, C, s->qkv);
         layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials, dln1,
