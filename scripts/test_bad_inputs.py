@@ -53,13 +53,10 @@ import time
 import types
 import zlib
 
-import test_e2e
-from testlib import checkpoint_files, manifest_names
-from test_e2e import TINY, check, make_text, write_shard
+from testlib import (MPIRUN, ROOT, TINY, check, checkpoint_files, make_text, manifest_names, prepare_text,
+                     timed_summary, write_shard)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_S = int(os.environ.get("BAD_INPUTS_TIMEOUT_S", 60))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 # A tiny run: 2 steps, no validation, no samples (cases that are refused never get to train).
 RUN = ["--steps", "2", "--val-every", "0", "--sample-len", "0"] + TINY
 # The 2-rank run's flags (ck2), resumed on one rank with the same global batch, to step 5 (so it
@@ -648,9 +645,7 @@ def test_running_jobs(bin_dir, work):
 def make_fixture(bin_dir, work):
     text, data = os.path.join(work, "tiny.txt"), os.path.join(work, "data")
     make_text(text)
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input",
-                        text, "--tokenizer", "byte", "--out-dir", data, "--val-frac", "0.1",
-                        "--val-chunk", "512"], capture_output=True, text=True)
+    p = prepare_text(text, data)
     if not check(p.returncode == 0, "fixture: prepare.py makes a tiny byte-level data set",
                  p.stderr[-500:] if p.returncode else ""):
         return False
@@ -720,9 +715,7 @@ def main():
             print("scratch folder kept: %s" % work)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    failed = test_e2e.FAILED
-    print("%s: %d check(s) failed in %.0f s" % ("FAIL" if failed else "PASS", len(failed), time.time() - start))
-    return 1 if failed else 0
+    return timed_summary(start)
 
 
 if __name__ == "__main__":

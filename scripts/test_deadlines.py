@@ -37,12 +37,9 @@ import sys
 import tempfile
 import time
 
-import test_e2e
-from testlib import checkpoint_files, checkpoint_sections, manifest_names
+from testlib import MPIRUN, ROOT, TINY, checkpoint_files, checkpoint_sections, make_text, manifest_names, prepare_text
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
-TINY = test_e2e.TINY + ["--val-every", "0", "--sample-len", "0", "--steps", "100000"]
+ENDLESS = TINY + ["--val-every", "0", "--sample-len", "0", "--steps", "100000"]  # a job that runs until stopped
 TP = ["--tp", "2", "--heads", "2", "--embd", "64"]
 # name: extra flags ({dir}: the trial's folder); a repeated flag takes its last value
 MODES = {
@@ -147,8 +144,8 @@ def trial(binary, data, work, mode, sig, rng, timeout):
     delay = rng.uniform(*STOP_WINDOW_S)
     victim = rng.randrange(2)
     with open(out_path, "w") as out:
-        job = subprocess.Popen(MPIRUN + [binary, "--data", data, "--comm-timeout", str(timeout)] +
-                               TINY + flags, stdout=out, stderr=subprocess.STDOUT, cwd=folder,
+        job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", data, "--comm-timeout", str(timeout)] +
+                               ENDLESS + flags, stdout=out, stderr=subprocess.STDOUT, cwd=folder,
                                start_new_session=True)
     launched = time.time()
     mapped, pids, ranks = set(), set(), {}
@@ -224,10 +221,8 @@ def trial(binary, data, work, mode, sig, rng, timeout):
 
 def make_data(work):
     text, data = os.path.join(work, "tiny.txt"), os.path.join(work, "data")
-    test_e2e.make_text(text)
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input",
-                        text, "--tokenizer", "byte", "--out-dir", data, "--val-frac", "0.1",
-                        "--val-chunk", "512"], capture_output=True, text=True)
+    make_text(text)
+    p = prepare_text(text, data)
     if p.returncode != 0:
         print("error: prepare.py failed: %s" % p.stderr[-500:], file=sys.stderr)
         return None

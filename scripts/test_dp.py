@@ -31,10 +31,8 @@ tokens, and checks:
 Usage: python3 scripts/test_dp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
 import argparse
-import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,10 +40,9 @@ import tempfile
 
 import numpy as np
 
-from testlib import checkpoint_array, checkpoint_files, checkpoint_hash
+from testlib import (MPIRUN, ROOT, check, checkpoint_array, checkpoint_hash, env_launch, final_checkpoint, finish,
+                     logged_values, make_data, param_hash, rel, resume, run, train, variant_build)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "32",
          "--lr", "1e-3", "--warmup", "1", "--seed", "5"]
 # fp32 sums in another order differ by a few ulps: ~1e-7 relative in losses, norms and the
@@ -58,113 +55,17 @@ LOSS_RTOL = 1e-6
 GRAD_RTOL = 1e-5
 PARAM_RTOL = 1e-3
 
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("PASS  " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures += 1
-
-
-def make_data(folder):
-    """Token shards and a byte tokenizer, written by dev/data/prepare.py from random sentences."""
-    texts = os.path.join(folder, "texts")
-    os.makedirs(texts)
-    rng = np.random.default_rng(11)
-    words = "the garden was quiet and emma walked to the house while mr knightley read a letter".split()
-    for i in range(3):
-        with open(os.path.join(texts, f"{i}.txt"), "w") as f:
-            f.write(" ".join(rng.choice(words, 2500)) + "\n")
-    run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input", texts, "--tokenizer", "byte",
-         "--out-dir", os.path.join(folder, "out"), "--name", "tiny", "--val-frac", "0.1", "--val-chunk", "64",
-         "--shard-tokens", "20000"], "prepare.py")
-    return os.path.join(folder, "out")
-
-
-def run(cmd, label):
-    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT)
-    out = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        print(f"FAIL  {label}: exit {proc.returncode}\n    $ {' '.join(cmd)}")
-        print("\n".join("    | " + line for line in out.strip().splitlines()[-25:]))
-        sys.exit(1)
-    return out
-
-
-def train(binary, ranks, workdir, name, extra):
-    """Runs the trainer (plain when ranks is 0, else under mpirun -np ranks) with a log and a
-    checkpoint folder named after `name`; returns (stdout, log records, checkpoint folder)."""
-    log = os.path.join(workdir, name + ".jsonl")
-    ckpt = os.path.join(workdir, name + "_ckpt")
-    cmd = [binary] + MODEL + ["--log", log, "--checkpoint-dir", ckpt, "--keep-checkpoints", "0"] + extra
-    if ranks:
-        cmd = MPIRUN + ["-np", str(ranks)] + cmd
-    out = run(cmd, name)
-    with open(log) as f:
-        records = [json.loads(line) for line in f]
-    return out, records, ckpt
-
-
-def finish(what):
-    """Prints a test script's summary line for its checks of `what` and exits with its status."""
-    print(f"all {what} checks passed" if failures == 0 else f"{failures} {what} checks FAILED")
-    sys.exit(1 if failures else 0)
-
-
-def val_losses_and_sample(out, step):
-    """The validation losses a run printed, and its sample at `step` (None if it printed none)."""
-    sample = re.search(r"sample at step %d:\n---\n(.*?)\n---" % step, out, re.S)
-    return re.findall(r"val loss ([0-9.]+) at step", out), sample.group(1) if sample else None
-
-
-def env_launch(cmd, ranks, rendezvous):
-    """Runs cmd as `ranks` processes started by environment variables (RANK, WORLD_SIZE,
-    LOCAL_RANK), meeting in folder `rendezvous`; returns (every one exited 0, rank 0's output)."""
-    os.makedirs(rendezvous, exist_ok=True)
-    procs = [subprocess.Popen(cmd + ["--rendezvous", rendezvous], cwd=ROOT,
-                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-             for rank in reversed(range(ranks))]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
-    return all(p.returncode == 0 for p in procs), outs[-1]
-
-
-def logged_values(records):
-    """{(key, step): value} for every train loss, gradient norm and val loss of a log."""
-    out = {}
-    for r in records:
-        for key in ("train_loss", "grad_norm", "val_loss"):
-            if key in r:
-                out[(key, r["step"])] = r[key]
-    return out
-
-
-def final_checkpoint(folder, step):
-    return os.path.join(folder, "ckpt_step%08d.bin" % step)
-
-
-def param_hash(out, ranks):
-    m = re.search(r"parameter hash ([0-9a-f]{16}) on each of (\d+) ranks", out)
-    return m.group(1) if m and int(m.group(2)) == ranks else None
-
-
 def section(path, name):
     """Section `name` of a checkpoint of the fp32 build, in layout order, as float64."""
     return checkpoint_array(path, name).astype(np.float64)
-
-
-def rel_err(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def compare_with_single(bin_dir, workdir, ranks, batch, accum, extra, steps, label):
     """Checks 1 and 2: `ranks` processes of batch B against one of batch ranks*B."""
     fp32 = os.path.join(bin_dir, "train_gpt_fp32")
     args = extra + ["--steps", str(steps), "--checkpoint-every", "1", "--grad-accum", str(accum)]
-    out_dp, log_dp, ckpt_dp = train(fp32, ranks, workdir, f"dp{ranks}", args + ["--batch", str(batch)])
-    _, log_one, ckpt_one = train(fp32, 0, workdir, f"single{ranks}", args + ["--batch", str(ranks * batch)])
+    out_dp, log_dp, ckpt_dp = train(fp32, ranks, workdir, f"dp{ranks}", MODEL, args + ["--batch", str(batch)])
+    _, log_one, ckpt_one = train(fp32, 0, workdir, f"single{ranks}", MODEL, args + ["--batch", str(ranks * batch)])
     check(param_hash(out_dp, ranks) is not None, f"{label}: parameters bit-identical on all {ranks} ranks")
     a, b = logged_values(log_dp), logged_values(log_one)
     check(a.keys() == b.keys() and len(b) >= 2 * steps, f"{label}: the same {len(b)} logged losses and norms")
@@ -176,13 +77,14 @@ def compare_with_single(bin_dir, workdir, ranks, batch, accum, extra, steps, lab
     for name in ("optimizer.adamw.m", "optimizer.adamw.v", "optimizer.muon.momentum"):
         if not section(first_one, name).any():
             continue  # no Muon tensors
-        err = rel_err(section(first_dp, name), section(first_one, name))
+        err = rel(section(first_dp, name), section(first_one, name))
         check(err <= GRAD_RTOL, f"{label}: step 1 {name} (the averaged gradient) relative norm error {err:.2e} <= {GRAD_RTOL:.0e}")
     # Parameters, through their change since initialization (--lr 0 writes the initial ones).
-    _, _, ckpt_init = train(fp32, 0, workdir, f"init{ranks}", extra + ["--steps", "1", "--lr", "0", "--batch", str(ranks * batch)])
+    _, _, ckpt_init = train(fp32, 0, workdir, f"init{ranks}", MODEL,
+                            extra + ["--steps", "1", "--lr", "0", "--batch", str(ranks * batch)])
     p0 = section(final_checkpoint(ckpt_init, 1), "params")
     p_one = section(final_checkpoint(ckpt_one, steps), "params")
-    err = rel_err(section(final_checkpoint(ckpt_dp, steps), "params") - p0, p_one - p0)
+    err = rel(section(final_checkpoint(ckpt_dp, steps), "params") - p0, p_one - p0)
     check(err <= PARAM_RTOL, f"{label}: step {steps} parameter changes agree, relative norm error {err:.2e} <= {PARAM_RTOL:.0e}")
 
 
@@ -208,13 +110,13 @@ def main():
                             "fp32, random tokens, Muon + QK-norm + z-loss, 2 ranks x batch 2 vs batch 4")
 
         bf16 = os.path.join(args.bin_dir, "train_gpt")
-        out, _, _ = train(bf16, 3, workdir, "bf16_3", ["--batch", "2", "--steps", "4"])
+        out, _, _ = train(bf16, 3, workdir, "bf16_3", MODEL, ["--batch", "2", "--steps", "4"])
         check(param_hash(out, 3) is not None, "bf16, random tokens: parameters bit-identical on all 3 ranks")
 
         # 3: mpirun -np 1 is the plain run, bit for bit.
         one = shards + ["--batch", "3", "--steps", "6", "--checkpoint-every", "3"]
-        out_plain, log_plain, ckpt_plain = train(bf16, 0, workdir, "plain", one)
-        out_np1, log_np1, ckpt_np1 = train(bf16, 1, workdir, "np1", one)
+        out_plain, log_plain, ckpt_plain = train(bf16, 0, workdir, "plain", MODEL, one)
+        out_np1, log_np1, ckpt_np1 = train(bf16, 1, workdir, "np1", MODEL, one)
         check(logged_values(log_plain) == logged_values(log_np1), "bf16: mpirun -np 1 logs the same losses as the plain run")
         h_plain, h_np1 = param_hash(out_plain, 1), param_hash(out_np1, 1)
         check(h_plain is not None and h_plain == h_np1, f"bf16: the same parameter hash ({h_plain} vs {h_np1})")
@@ -224,26 +126,20 @@ def main():
 
         # 4: resume on 2 ranks from the step-3 checkpoint of a 2-rank run.
         two = shards + ["--batch", "2", "--steps", "6", "--checkpoint-every", "3"]
-        out_full, _, ckpt_full = train(bf16, 2, workdir, "full2", two)
-        check(param_hash(out_full, 2) is not None, "bf16, shards: parameters bit-identical on both ranks")
-        resumed = os.path.join(workdir, "resumed2_ckpt")
-        os.makedirs(resumed)
-        for path in checkpoint_files(final_checkpoint(ckpt_full, 3)):
-            shutil.copy(path, resumed)
-        out_res, _, _ = train(bf16, 2, workdir, "resumed2", two + ["--resume", "latest"])
-        check("resuming from" in out_res and param_hash(out_res, 2) == param_hash(out_full, 2),
+        full = train(bf16, 2, workdir, "full2", MODEL, two)
+        check(param_hash(full[0], 2) is not None, "bf16, shards: parameters bit-identical on both ranks")
+        out_res, _, resumed = resume(bf16, full, 2, workdir, "resumed2", MODEL, two, step=3)
+        check("resuming from" in out_res and param_hash(out_res, 2) == param_hash(full[0], 2),
               "bf16: resumed 2-rank run ends with the uninterrupted run's parameter hash")
-        same = checkpoint_hash(final_checkpoint(resumed, 6)) == checkpoint_hash(final_checkpoint(ckpt_full, 6))
+        same = checkpoint_hash(final_checkpoint(resumed, 6)) == checkpoint_hash(final_checkpoint(full[2], 6))
         check(same, "bf16: resumed 2-rank run writes the uninterrupted run's final checkpoint bytes")
 
         # 5: buckets and stream order.
         tiny = shards + ["--batch", "2", "--steps", "2", "--val-every", "0"]
-        out_one, _, _ = train(bf16, 2, workdir, "one_bucket", tiny)
+        out_one, _, _ = train(bf16, 2, workdir, "one_bucket", MODEL, tiny)
         reference = param_hash(out_one, 2)
         drop = os.path.join(workdir, "train_gpt_dropwait")
-        run([os.path.join(ROOT, "dev", "cpu", "cucc"), "-O2", "-std=c++17", "-DMULTI_GPU", "--mpi",
-             "-DDP_TEST_DROP_WAIT", os.path.join(ROOT, "train_gpt.cu"), "-o", drop, "-lcublasLt", "-lnccl"],
-            "build without the communication stream's wait")
+        run(variant_build("DP_TEST_DROP_WAIT", drop), "build without the communication stream's wait")
         for seed in (1, 2, 3):
             env = ["-x", "CUCC_SCHEDULE=random", "-x", f"CUCC_SEED={seed}"]
             cmd = MPIRUN + env + ["-np", "2", bf16] + MODEL + tiny + ["--bucket-mb", "0.01"]
@@ -257,15 +153,8 @@ def main():
 
         # 6: the launch by environment variables, with a rendezvous folder.
         rdv = os.path.join(workdir, "rendezvous")
-        os.makedirs(rdv)
-        procs = []
-        for rank in (1, 0):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank))
-            procs.append(subprocess.Popen([bf16] + MODEL + tiny + ["--rendezvous", rdv], env=env, cwd=ROOT,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                          errors="replace"))
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-        check(all(p.returncode == 0 for p in procs) and param_hash(outs[1], 2) == reference and not os.listdir(rdv),
+        ok, out = env_launch([bf16] + MODEL + tiny, 2, rdv)
+        check(ok and param_hash(out, 2) == reference and not os.listdir(rdv),
               f"bf16: the environment launch with --rendezvous gives the mpirun run's hash {reference}, folder left empty")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -36,7 +36,6 @@ import argparse
 import hashlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -48,19 +47,8 @@ import time
 import types
 import zlib
 
-from testlib import checkpoint_array, checkpoint_files, checkpoint_hash, checkpoint_sections, manifest_names
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAILED = []
-
-TINY = ["--layers", "2", "--heads", "1", "--embd", "32", "--seq", "64", "--batch", "4", "--lr", "3e-3"]
-
-
-def check(ok, what, detail=""):
-    print("%s  %s%s" % ("PASS" if ok else "FAIL", what, (": " + detail) if detail else ""), flush=True)
-    if not ok:
-        FAILED.append(what)
-    return ok
+from testlib import (ROOT, TINY, check, checkpoint_array, checkpoint_files, checkpoint_hash, checkpoint_sections,
+                     make_text, manifest_names, prepare_text, timed_summary, write_shard)
 
 
 def run(binary, args, cwd):
@@ -106,25 +94,6 @@ def read_shard(path):
         data = f.read()
     header = struct.unpack("<256i", data[:1024])
     return header, list(struct.unpack("<%dH" % header[2], data[1024:1024 + 2 * header[2]]))
-
-
-def write_shard(path, tokens, magic=20240520, version=1, count=None):
-    header = [0] * 256
-    header[0], header[1], header[2] = magic, version, len(tokens) if count is None else count
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", *header) + struct.pack("<%dH" % len(tokens), *tokens))
-
-
-def make_text(path):
-    """About 60 KB of sentences from a small word list, seeded: learnable, and the same each run."""
-    r = random.Random(5)
-    words = ("the a lady gentleman house letter sister walked said was had not but she he her his "
-             "very much would could to of and in with Elizabeth Darcy Emma Mr Mrs Bennet happy "
-             "evening morning").split()
-    lines = [" ".join(r.choice(words) for _ in range(r.randint(4, 12))).capitalize() + "."
-             for _ in range(1500)]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def wait_for(proc, predicate, timeout):
@@ -581,9 +550,7 @@ def main():
     try:
         text, data = os.path.join(work, "tiny.txt"), os.path.join(work, "data")
         make_text(text)
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input", text,
-                            "--tokenizer", "byte", "--out-dir", data, "--val-frac", "0.1", "--val-chunk", "512"],
-                           capture_output=True, text=True)
+        p = prepare_text(text, data)
         if not check(p.returncode == 0, "data: prepare.py makes a tiny byte-level data set",
                      p.stderr[-500:] if p.returncode else ""):
             return 1
@@ -605,8 +572,7 @@ def main():
             print("scratch folder kept: %s" % work)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print("%s: %d check(s) failed in %.0f s" % ("FAIL" if FAILED else "PASS", len(FAILED), time.time() - start))
-    return 1 if FAILED else 0
+    return timed_summary(start)
 
 
 if __name__ == "__main__":

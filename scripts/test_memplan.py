@@ -26,22 +26,19 @@ Checks:
 Usage: python3 scripts/test_memplan.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 
-from test_dp import MPIRUN, ROOT, check, finish, make_data, run
+from testlib import ROOT, check, finish, make_data, run, train
 
 TINY = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "32", "--lr", "1e-3",
         "--steps", "1", "--val-every", "0", "--sample-len", "0"]
 
 
-def header_and_allocation(log):
-    with open(log) as f:
-        records = [json.loads(line) for line in f]
+def header_and_allocation(records):
     allocated = next(r["allocated_bytes"] for r in records if "allocated_bytes" in r)
     return records[0], allocated
 
@@ -73,10 +70,8 @@ def main():
                 (bf16, 4, ["--batch", "2", "--tp", "2", "--sequence-parallel", "--zero", "3", "--recompute",
                            "selective"])]
         for i, (binary, ranks, extra) in enumerate(runs):
-            log = os.path.join(work, f"run{i}.jsonl")
-            cmd = [binary] + TINY + ["--data", data, "--log", log] + extra
-            run(MPIRUN + ["-np", str(ranks)] + cmd if ranks else cmd, f"run {i}")
-            header, allocated = header_and_allocation(log)
+            _, records, _ = train(binary, ranks, work, f"run{i}", TINY, ["--data", data] + extra, checkpoints=False)
+            header, allocated = header_and_allocation(records)
             planned = header["plan_bytes"]["total"]
             plan_out = run([binary] + TINY + extra + ["--plan", "--plan-ranks", str(max(ranks, 1))], f"plan {i}")
             label = f"{os.path.basename(binary)} on {max(ranks, 1)} rank(s) {' '.join(extra)}"

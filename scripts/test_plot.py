@@ -26,14 +26,10 @@ import sys
 import tempfile
 import zlib
 
+from testlib import FAILED, PASSED, check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLOT = os.path.join(HERE, "plot.py")
-results = {"passed": 0, "failed": 0}
-
-
-def check(ok, what, detail=""):
-    results["passed" if ok else "failed"] += 1
-    print("%s %s%s" % ("ok  " if ok else "FAIL", what, (": " + detail) if detail else ""))
 
 
 def run_plot(args, env=None):
@@ -171,8 +167,8 @@ def run_checks(tmp):
 def main():
     with tempfile.TemporaryDirectory(prefix="test_plot_") as tmp:
         run_checks(tmp)
-    print("%d passed, %d failed" % (results["passed"], results["failed"]))
-    sys.exit(1 if results["failed"] else 0)
+    print("%d passed, %d failed" % (len(PASSED), len(FAILED)))
+    sys.exit(1 if FAILED else 0)
 
 
 if __name__ == "__main__":

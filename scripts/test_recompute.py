@@ -21,22 +21,17 @@ A tiny model of 3 blocks on token shards. Checks:
 Usage: python3 scripts/test_recompute.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
 import argparse
-import json
 import os
 import shutil
 import tempfile
 
-from test_dp import MPIRUN, ROOT, check, finish, make_data, param_hash, run, val_losses_and_sample
+from testlib import ROOT, check, finish, make_data, param_hash, run, train, up, val_losses_and_sample
 
 C, L, NH, V, T, B = 64, 3, 2, 256, 16, 4
 MODEL = ["--vocab", str(V), "--layers", str(L), "--heads", str(NH), "--embd", str(C), "--seq", str(T),
          "--batch", str(B), "--lr", "3e-3", "--warmup", "1", "--seed", "5", "--steps", "3", "--val-every", "0",
          "--sample-len", "0"]
 POLICIES = ("none", "selective", "full")
-
-
-def up(n, k=128):
-    return (n + k - 1) // k * k
 
 
 def saved_bytes(policy, floatx_bytes, qk_norm):
@@ -54,14 +49,9 @@ def saved_bytes(policy, floatx_bytes, qk_norm):
     return (L - 1) * per_block
 
 
-def train(binary, ranks, work, name, extra):
-    log = os.path.join(work, name + ".jsonl")
-    cmd = [binary] + MODEL + ["--log", log] + extra
-    out = run(MPIRUN + ["-np", str(ranks)] + cmd if ranks else cmd, name)
-    with open(log) as f:
-        records = [json.loads(line) for line in f]
-    steps = [(r["train_loss"], r["grad_norm"]) for r in records if "train_loss" in r]
-    return out, records, steps
+def steps_of(records):
+    """Every step's train loss and gradient norm in a log."""
+    return [(r["train_loss"], r["grad_norm"]) for r in records if "train_loss" in r]
 
 
 def main():
@@ -79,12 +69,13 @@ def main():
                 results = {}
                 for policy in POLICIES:
                     name = f"{build}_{len(extra)}_{policy}"
-                    results[policy] = train(binary, 0, work, name, ["--data", data, "--recompute", policy] + extra)
-                out, header, steps = results["none"]
+                    results[policy] = train(binary, 0, work, name, MODEL,
+                                            ["--data", data, "--recompute", policy] + extra, checkpoints=False)
+                out, header, _ = results["none"]
                 for policy in ("selective", "full"):
-                    out_p, records, steps_p = results[policy]
+                    out_p, records, _ = results[policy]
                     same = param_hash(out, 1) is not None and param_hash(out_p, 1) == param_hash(out, 1)
-                    check(steps_p == steps and same,
+                    check(steps_of(records) == steps_of(header) and same,
                           f"{build}, {label}: --recompute {policy} gives none's losses, norms and parameters, "
                           f"bit for bit ({param_hash(out, 1)})")
                     want = saved_bytes(policy, floatx_bytes, "--qk-norm" in extra)
@@ -101,9 +92,9 @@ def main():
                                 (4, 3, ["--tp", "2", "--sequence-parallel", "--qk-norm"])):
             hashes = []
             for policy in POLICIES:
-                out, _, _ = train(bf16, ranks, work, f"dp{ranks}_z{zero}_{'_'.join(tp)}_{policy}",
+                out, _, _ = train(bf16, ranks, work, f"dp{ranks}_z{zero}_{'_'.join(tp)}_{policy}", MODEL,
                                   ["--data", data, "--zero", str(zero), "--optimizer", "muon", "--recompute", policy]
-                                  + tp)
+                                  + tp, checkpoints=False)
                 hashes.append(param_hash(out, ranks))
             check(hashes[0] is not None and len(set(hashes)) == 1,
                   f"bf16, {ranks} ranks, ZeRO-{zero} {' '.join(tp)}: none, selective and full give one parameter "

@@ -48,16 +48,13 @@ import os
 import shutil
 import tempfile
 
-from test_dp import (MPIRUN, ROOT, check, final_checkpoint, finish, logged_values, make_data, param_hash, run,
+from testlib import (ROOT, check, compare, finish, logged_values, make_data, param_hash, resume, train,
                      val_losses_and_sample)
-from test_zero import rel, train as zero_train
-from testlib import checkpoint_array, checkpoint_files
 
 G, STEPS = 8, 4
 L, C, T, HS = 2, 128, 16, 32
 MODEL = ["--vocab", "256", "--layers", str(L), "--heads", "4", "--embd", str(C), "--seq", str(T), "--lr", "3e-3",
          "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0"]
-RTOL = 1e-5
 MUON = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-4"]
 # bf16: the grids sum the row-parallel products' bf16 partial sums (each rounded to 8 bits of
 # mantissa, 2^-9 relative) where one process rounds once; over 4 steps the losses of a correct
@@ -66,37 +63,9 @@ MUON = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-4"]
 BF16_LOSS = 4e-3
 
 
-def train(binary, ranks, work, name, extra):
-    return zero_train(binary, ranks, work, name, extra, model=MODEL)
-
-
-def losses_and_params(result, steps=STEPS):
-    out, records, ck = result
-    return logged_values(records), checkpoint_array(final_checkpoint(ck, steps), "params")
-
-
-def compare(label, got, ref, steps=STEPS, first=1):
-    a, pa = losses_and_params(got, steps)
-    b, pb = losses_and_params(ref, steps)
-    keys = [k for k in b if k[1] >= first]
-    worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in keys), default=float("inf")) \
-        if all(k in a for k in keys) else float("inf")
-    err = rel(pa, pb)
-    check(worst <= RTOL and err <= RTOL,
-          f"{label}: losses and norms within {worst:.1e} <= {RTOL:.0e}, final parameters {err:.1e} <= {RTOL:.0e}")
-
-
 def grid_args(tp, dp, accum, zero, sp):
     return ["--tp", str(tp), "--zero", str(zero), "--grad-accum", str(accum), "--batch", str(G // (dp * accum))] + \
         (["--sequence-parallel"] if sp else [])
-
-
-def resume_from(binary, source, ranks, work, name, extra):
-    ck = os.path.join(work, name + "_ck")
-    os.makedirs(ck)
-    for path in checkpoint_files(final_checkpoint(source[2], 2)):
-        shutil.copy(path, ck)
-    return train(binary, ranks, work, name, extra + ["--resume", "latest"])
 
 
 def predicted_tp_traffic(tp, sp, muon, qk_norm, N, elem):
@@ -144,18 +113,19 @@ def main():
         for opt, tp, dp, accum, zero, sp in runs:
             key = (tuple(opt), accum)
             if key not in refs:
-                refs[key] = train(fp32, 0, work, f"single_{'muon' if opt else 'adamw'}_a{accum}",
+                refs[key] = train(fp32, 0, work, f"single_{'muon' if opt else 'adamw'}_a{accum}", MODEL,
                                   base + opt + ["--grad-accum", str(accum), "--batch", str(G // accum)])
             name = f"{'muon' if opt else 'adamw'}_tp{tp}_dp{dp}_a{accum}_z{zero}{'_sp' if sp else ''}"
-            results[name] = train(fp32, tp * dp, work, name, base + opt + grid_args(tp, dp, accum, zero, sp))
+            results[name] = train(fp32, tp * dp, work, name, MODEL, base + opt + grid_args(tp, dp, accum, zero, sp))
             compare(f"fp32 {'Muon + QK-norm + z-loss' if opt else 'AdamW'}, tp {tp} x dp {dp}, accum {accum}, "
-                    f"ZeRO-{zero}{', sequence parallel' if sp else ''}", results[name], refs[key])
+                    f"ZeRO-{zero}{', sequence parallel' if sp else ''}", results[name], refs[key], STEPS)
 
         # 2
-        single_bf16 = train(bf16, 0, work, "single_bf16", base + ["--batch", str(G)])
+        single_bf16 = train(bf16, 0, work, "single_bf16", MODEL, base + ["--batch", str(G)])
         want = logged_values(single_bf16[1])
         for sp in (False, True):
-            out, records, _ = train(bf16, 2, work, f"bf16_tp2{'_sp' if sp else ''}", base + grid_args(2, 1, 1, 0, sp))
+            out, records, _ = train(bf16, 2, work, f"bf16_tp2{'_sp' if sp else ''}", MODEL,
+                                    base + grid_args(2, 1, 1, 0, sp))
             got = logged_values(records)
             worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want if k[0] == "train_loss")
             check(worst <= BF16_LOSS and param_hash(out, 2) is not None,
@@ -166,11 +136,11 @@ def main():
         source = results["muon_tp2_dp1_a1_z0"]
         for label, ranks, extra in (("tp 4 + SP", 4, grid_args(4, 1, 1, 0, True)), ("one process", 0, ["--batch", str(G)]),
                                     ("dp 2 x tp 2 ZeRO-3", 4, grid_args(2, 2, 1, 3, False))):
-            got = resume_from(fp32, source, ranks, work, "resume_" + label.replace(" ", "_").replace("+", ""),
-                              base + MUON + extra)
-            compare(f"Muon tp 2 checkpoint at step 2 resumed with {label}", got, source, first=3)
-        got = resume_from(fp32, refs[((), 1)], 2, work, "resume_single_tp2", base + grid_args(2, 1, 1, 0, False))
-        compare("AdamW single-process checkpoint resumed with tp 2", got, refs[((), 1)], first=3)
+            got = resume(fp32, source, ranks, work, "resume_" + label.replace(" ", "_").replace("+", ""), MODEL,
+                         base + MUON + extra)
+            compare(f"Muon tp 2 checkpoint at step 2 resumed with {label}", got, source, STEPS, first=3)
+        got = resume(fp32, refs[((), 1)], 2, work, "resume_single_tp2", MODEL, base + grid_args(2, 1, 1, 0, False))
+        compare("AdamW single-process checkpoint resumed with tp 2", got, refs[((), 1)], STEPS, first=3)
 
         # 4
         head = lambda result: result[1][0]
@@ -196,7 +166,7 @@ def main():
         # 5
         for tp, sp, opt in ((2, False, []), (4, False, MUON), (2, True, []), (4, True, MUON)):
             name = f"stats_tp{tp}{'_sp' if sp else ''}{'_muon' if opt else ''}"
-            _, records, _ = train(fp32, tp, work, name, ["--steps", "1", "--batch", str(G), "--tp", str(tp),
+            _, records, _ = train(fp32, tp, work, name, MODEL, ["--steps", "1", "--batch", str(G), "--tp", str(tp),
                                                          "--comm-stats"] + (["--sequence-parallel"] if sp else []) + opt)
             line = next(r for r in records if "tp_comm_calls" in r)
             want = predicted_tp_traffic(tp, sp, bool(opt), bool(opt), G * T, 4)
@@ -209,10 +179,11 @@ def main():
         # 6
         show = ["--steps", "2", "--val-every", "2", "--sample-every", "2", "--sample-len", "24", "--temperature", "1", "--top-k", "0",
                 "--prompt", "the garden"]
-        single = train(fp32, 0, work, "sample_single", ["--data", data, "--batch", str(G)] + show)
+        single = train(fp32, 0, work, "sample_single", MODEL, ["--data", data, "--batch", str(G)] + show)
         want_val, want_sample = val_losses_and_sample(single[0], 2)
         for sp in (False, True):
-            got = train(fp32, 2, work, f"sample_tp2{'_sp' if sp else ''}", ["--data", data] + grid_args(2, 1, 1, 0, sp) + show)
+            got = train(fp32, 2, work, f"sample_tp2{'_sp' if sp else ''}", MODEL,
+                        ["--data", data] + grid_args(2, 1, 1, 0, sp) + show)
             got_val, got_sample = val_losses_and_sample(got[0], 2)
             check(got_sample is not None and got_sample == want_sample and len(got_val) == len(want_val) and
                   all(abs(float(a) - float(b)) <= 1e-4 for a, b in zip(got_val, want_val)),

@@ -35,64 +35,10 @@ import os
 import shutil
 import tempfile
 
-import numpy as np
+from testlib import (ROOT, RTOL, ZERO_GLOBAL_BATCH as G, ZERO_MODEL as MODEL, check, compare, env_launch,
+                     finish, logged_values, make_data, param_hash, resume, resume_errors, train, up)
 
-from test_dp import (MPIRUN, ROOT, check, env_launch, final_checkpoint, finish, logged_values, make_data,
-                     param_hash, run)
-from testlib import checkpoint_array, checkpoint_files
-
-G = 36  # the global batch in sequences
 STEPS = 4
-MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "16", "--lr", "3e-3",
-         "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0", "--bucket-mb", "0.02"]
-RTOL = 1e-5
-
-
-def train(binary, ranks, work, name, extra, env=None, model=None):
-    log, ck = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "_ck")
-    cmd = [binary] + (MODEL if model is None else model) + ["--log", log, "--checkpoint-dir", ck, "--keep-checkpoints", "0"] + extra
-    if ranks:
-        cmd = MPIRUN + ["-np", str(ranks)] + cmd
-    out = run(cmd, name)
-    with open(log) as f:
-        records = [__import__("json").loads(line) for line in f]
-    return out, records, ck
-
-
-def rel(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
-def compare(label, records, ck, ref_records, ref_ck, steps=STEPS):
-    a, b = logged_values(records), logged_values(ref_records)
-    worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in b), default=float("inf")) if a.keys() == b.keys() else float("inf")
-    err = rel(checkpoint_array(final_checkpoint(ck, steps), "params"),
-              checkpoint_array(final_checkpoint(ref_ck, steps), "params"))
-    check(worst <= RTOL and err <= RTOL,
-          f"{label}: losses and norms within {worst:.1e} <= {RTOL:.0e}, final parameters {err:.1e} <= {RTOL:.0e}")
-
-
-def resume(binary, source, ranks, work, name, extra, steps=STEPS):
-    """Runs `extra` with --resume latest from a copy of the step-2 checkpoint of `source` (a
-    train() result) on `ranks` ranks; returns (stdout, the largest relative loss difference
-    from the uninterrupted run over the resumed steps, the relative error of the final
-    parameters against its; both None for the bf16 build, whose runs compare by hash)."""
-    ck = os.path.join(work, name + "_ck")
-    os.makedirs(ck)
-    for path in checkpoint_files(final_checkpoint(source[2], 2)):
-        shutil.copy(path, ck)
-    out, records, _ = train(binary, ranks, work, name, extra + ["--resume", "latest"])
-    if not binary.endswith("_fp32"):
-        return out, None, None
-    whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
-    worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in records if "train_loss" in r)
-    err = rel(checkpoint_array(final_checkpoint(ck, steps), "params"),
-              checkpoint_array(final_checkpoint(source[2], steps), "params"))
-    return out, worst, err
-
-
-def up(n, k):
-    return (n + k - 1) // k * k
 
 
 def expected_state(ranks, stage, C=64, L=2, V=256, T=16):
@@ -127,7 +73,7 @@ def main():
         refs = {}
         for opt in ("adamw", "muon"):
             for accum in (1, 3):
-                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}",
+                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}", MODEL,
                                          base + ["--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // accum)])
         runs = [("adamw", 1, 2, 0), ("adamw", 1, 2, 1), ("adamw", 1, 2, 2), ("adamw", 1, 3, 1), ("adamw", 1, 4, 2),
                 ("adamw", 3, 2, 0), ("adamw", 3, 2, 1), ("adamw", 3, 4, 2), ("muon", 1, 2, 0), ("muon", 1, 2, 2),
@@ -135,11 +81,11 @@ def main():
         hashes = {}
         for opt, accum, ranks, zero in runs:
             name = f"dp{ranks}_z{zero}_{opt}_a{accum}"
-            out, records, ck = train(fp32, ranks, work, name, base + [
+            got = train(fp32, ranks, work, name, MODEL, base + [
                 "--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // (accum * ranks)), "--zero", str(zero)])
-            hashes[opt, accum, ranks, zero] = param_hash(out, ranks)
-            compare(f"fp32 {opt}, {ranks} ranks x {G // (accum * ranks)} x accum {accum}, ZeRO-{zero}", records, ck,
-                    refs[opt, accum][1], refs[opt, accum][2])
+            hashes[opt, accum, ranks, zero] = param_hash(got[0], ranks)
+            compare(f"fp32 {opt}, {ranks} ranks x {G // (accum * ranks)} x accum {accum}, ZeRO-{zero}", got,
+                    refs[opt, accum], STEPS)
         for opt, accum, stages in (("adamw", 1, (0, 1, 2)), ("muon", 1, (0, 2)), ("adamw", 3, (0, 1))):
             hs = [hashes[opt, accum, 2, z] for z in stages]
             check(hs[0] is not None and len(set(hs)) == 1,
@@ -148,7 +94,8 @@ def main():
         # 3
         bf = {}
         for zero in (0, 2):
-            out, records, _ = train(bf16, 2, work, f"bf16_z{zero}", base + ["--batch", str(G // 2), "--zero", str(zero)])
+            out, records, _ = train(bf16, 2, work, f"bf16_z{zero}", MODEL,
+                                    base + ["--batch", str(G // 2), "--zero", str(zero)])
             bf[zero] = param_hash(out, 2), logged_values(records)
         check(bf[0][0] is not None and bf[0] == bf[2], f"bf16, 2 ranks: ZeRO-2 bit-identical to ZeRO-0 ({bf[0][0]})")
 
@@ -156,7 +103,7 @@ def main():
         traffic = {}
         for opt in ("adamw", "muon"):
             for zero in (0, 1, 2):
-                out, records, _ = train(bf16, 4, work, f"stats_{opt}_z{zero}", ["--data", data, "--steps", "1",
+                out, records, _ = train(bf16, 4, work, f"stats_{opt}_z{zero}", MODEL, ["--data", data, "--steps", "1",
                                         "--batch", str(G // 4), "--zero", str(zero), "--optimizer", opt, "--comm-stats"])
                 traffic[opt, zero] = next(r["comm_bytes"] for r in records if "comm_bytes" in r)
                 if opt != "adamw":
@@ -184,18 +131,20 @@ def main():
               f"Muon, 4 ranks: ZeRO-1 sends {ratio:.3f}x plain DP's bytes; the shapes predict {predicted:.3f}")
 
         # 6
-        full = train(bf16, 2, work, "full_z2", base + ["--batch", str(G // 2), "--zero", "2"])
-        fp_full = train(fp32, 2, work, "fp_full_z2", base + ["--batch", str(G // 2), "--zero", "2"])
+        full = train(bf16, 2, work, "full_z2", MODEL, base + ["--batch", str(G // 2), "--zero", "2"])
+        fp_full = train(fp32, 2, work, "fp_full_z2", MODEL, base + ["--batch", str(G // 2), "--zero", "2"])
         for binary, source, label in ((bf16, full, "bf16"), (fp32, fp_full, "fp32")):
             for ranks, zero, batch in ((2, 2, G // 2), (3, 1, G // 3), (0, 0, G)):
                 if binary == bf16 and (ranks, zero) != (2, 2):
                     continue
-                out, worst, err = resume(binary, source, ranks, work, f"resume_{label}_{ranks}_{zero}",
-                                         base + ["--batch", str(batch), "--zero", str(zero)])
+                got = resume(binary, source, ranks, work, f"resume_{label}_{ranks}_{zero}", MODEL,
+                             base + ["--batch", str(batch), "--zero", str(zero)])
+                out = got[0]
                 if binary == bf16:
                     check("resuming from" in out and param_hash(out, 2) == param_hash(source[0], 2),
                           "bf16 ZeRO-2 on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
                     continue
+                worst, err = resume_errors(got, source, STEPS)
                 check("resuming from" in out and worst <= RTOL and err <= RTOL,
                       f"fp32 ZeRO-2 checkpoint of 2 ranks resumed on {max(ranks, 1)} rank(s) with ZeRO-{zero}: losses "
                       f"within {worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")

@@ -39,8 +39,9 @@ import subprocess
 import sys
 import tempfile
 
-from test_dp import MPIRUN, ROOT, check, env_launch, finish, make_data, param_hash, run, val_losses_and_sample
-from test_zero import G, MODEL, RTOL, compare, resume, train, up
+from testlib import (MPIRUN, ROOT, RTOL, ZERO_GLOBAL_BATCH as G, ZERO_MODEL as MODEL, check, compare, env_launch,
+                     finish, make_data, param_hash, resume, resume_errors, run, train, up, val_losses_and_sample,
+                     variant_build)
 
 STEPS = 4
 C, L, V, T = 64, 4, 256, 16
@@ -98,9 +99,7 @@ def main():
     work = tempfile.mkdtemp(prefix="test_zero3_")
     try:
         # the builds without a wait compile while the first runs train
-        builds = [subprocess.Popen([os.path.join(ROOT, "dev", "cpu", "cucc"), "-O2", "-std=c++17", "-DMULTI_GPU",
-                                    "--mpi", f"-DZERO3_TEST_DROP_WAIT={v}", os.path.join(ROOT, "train_gpt.cu"), "-o",
-                                    os.path.join(work, f"drop_wait_{v}"), "-lcublasLt", "-lnccl"],
+        builds = [subprocess.Popen(variant_build(f"ZERO3_TEST_DROP_WAIT={v}", os.path.join(work, f"drop_wait_{v}")),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
                   for v in (1, 2)]
         data = make_data(os.path.join(work, "data"))
@@ -110,19 +109,19 @@ def main():
         refs = {}
         for opt in ("adamw", "muon"):
             for accum in (1, 3):
-                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}",
+                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}", MODEL,
                                          base + ["--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // accum)])
         runs = [("adamw", 1, 2, 3), ("adamw", 1, 2, 0), ("adamw", 3, 3, 3), ("adamw", 3, 3, 2), ("adamw", 1, 4, 3),
                 ("muon", 1, 3, 3), ("muon", 1, 3, 2), ("muon", 3, 2, 3), ("muon", 3, 2, 2), ("muon", 3, 4, 3)]
         hashes = {}
         for opt, accum, ranks, zero in runs:
             name = f"dp{ranks}_z{zero}_{opt}_a{accum}"
-            out, records, ck = train(fp32, ranks, work, name, base + [
+            got = train(fp32, ranks, work, name, MODEL, base + [
                 "--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // (accum * ranks)), "--zero", str(zero)])
-            hashes[opt, accum, ranks, zero] = param_hash(out, ranks)
+            hashes[opt, accum, ranks, zero] = param_hash(got[0], ranks)
             if zero == 3:
-                compare(f"fp32 {opt}, {ranks} ranks x {G // (accum * ranks)} x accum {accum}, ZeRO-3", records, ck,
-                        refs[opt, accum][1], refs[opt, accum][2])
+                compare(f"fp32 {opt}, {ranks} ranks x {G // (accum * ranks)} x accum {accum}, ZeRO-3", got,
+                        refs[opt, accum], STEPS)
         for opt, accum, ranks, other in (("adamw", 1, 2, 0), ("adamw", 3, 3, 2), ("muon", 1, 3, 2), ("muon", 3, 2, 2)):
             a, b = hashes[opt, accum, ranks, 3], hashes[opt, accum, ranks, other]
             check(a is not None and a == b,
@@ -130,9 +129,9 @@ def main():
 
         # 3
         bf = ["--batch", "6", "--grad-accum", "3"]
-        out2, _, _ = train(bf16, 2, work, "bf16_z2", base + bf + ["--zero", "2"])
+        out2, _, _ = train(bf16, 2, work, "bf16_z2", MODEL, base + bf + ["--zero", "2"])
         reference = param_hash(out2, 2)
-        out3, _, _ = train(bf16, 2, work, "bf16_z3", base + bf + ["--zero", "3"])
+        out3, _, _ = train(bf16, 2, work, "bf16_z3", MODEL, base + bf + ["--zero", "3"])
         check(reference is not None and param_hash(out3, 2) == reference,
               f"bf16, 2 ranks, accum 3: ZeRO-3 bit-identical to ZeRO-2 ({reference})")
         for b in builds:
@@ -163,7 +162,7 @@ def main():
         traffic = {}
         for opt in ("adamw", "muon"):
             for zero in (0, 3):
-                out, records, _ = train(bf16, 4, work, f"stats_{opt}_z{zero}", SHAPE + [
+                out, records, _ = train(bf16, 4, work, f"stats_{opt}_z{zero}", MODEL, SHAPE + [
                     "--data", data, "--steps", "1", "--val-every", "0", "--batch", str(G // 4), "--zero", str(zero),
                     "--optimizer", opt, "--comm-stats"])
                 traffic[opt, zero] = sum(next(r["comm_bytes"] for r in records if "comm_bytes" in r).values())
@@ -185,18 +184,20 @@ def main():
                   f"{opt}, 4 ranks: ZeRO-3 sends {ratio:.3f}x plain DP's bytes per step; the shapes predict {predicted:.3f}")
 
         # 6
-        full = train(bf16, 2, work, "full_z3", base + ["--batch", str(G // 2), "--zero", "3"])
-        fp_full = train(fp32, 2, work, "fp_full_z3", base + ["--batch", str(G // 2), "--zero", "3"])
-        fp_z1 = train(fp32, 2, work, "fp_full_z1", base + ["--batch", str(G // 2), "--zero", "1"])
+        full = train(bf16, 2, work, "full_z3", MODEL, base + ["--batch", str(G // 2), "--zero", "3"])
+        fp_full = train(fp32, 2, work, "fp_full_z3", MODEL, base + ["--batch", str(G // 2), "--zero", "3"])
+        fp_z1 = train(fp32, 2, work, "fp_full_z1", MODEL, base + ["--batch", str(G // 2), "--zero", "1"])
         cases = [(bf16, full, 2, 3, "bf16 ZeRO-3"), (fp32, fp_full, 3, 2, "fp32 ZeRO-3"),
                  (fp32, fp_full, 0, 0, "fp32 ZeRO-3"), (fp32, fp_z1, 4, 3, "fp32 ZeRO-1")]
         for binary, source, ranks, zero, label in cases:
-            out, worst, err = resume(binary, source, ranks, work, f"resume_{label.replace(' ', '_')}_{ranks}_{zero}",
-                                     base + ["--batch", str(G // max(ranks, 1)), "--zero", str(zero)])
+            got = resume(binary, source, ranks, work, f"resume_{label.replace(' ', '_')}_{ranks}_{zero}", MODEL,
+                         base + ["--batch", str(G // max(ranks, 1)), "--zero", str(zero)])
+            out = got[0]
             if binary == bf16:
                 check("resuming from" in out and param_hash(out, 2) == param_hash(source[0], 2),
                       "bf16 ZeRO-3 on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
                 continue
+            worst, err = resume_errors(got, source, STEPS)
             check("resuming from" in out and worst <= RTOL and err <= RTOL,
                   f"{label} checkpoint of 2 ranks resumed on {max(ranks, 1)} rank(s) with ZeRO-{zero}: losses within "
                   f"{worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")

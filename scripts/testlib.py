@@ -8,13 +8,40 @@ offset, n, unit), and its sections hold those ranges' elements one after the oth
 and "master" every range, each optimizer's state ("optimizer.adamw.m", "optimizer.adamw.v":
 the element-wise ranges; "optimizer.muon.momentum": the matrix units). checkpoint_array
 reassembles any of them in layout order, whatever the grid and ZeRO stage that wrote it.
+
+And the rest the test scripts share: the check tally (check, finish), running the trainer
+(run, train, resume, env_launch) and reading what it printed and logged (param_hash,
+logged_values, val_losses_and_sample, final_checkpoint), comparing two fp32 runs (rel, compare,
+resume_errors), the data sets (make_data: token shards for the parallel tests; make_text,
+prepare_text and write_shard for test_e2e and the scripts built on it) and the models and
+constants more than one script runs.
 """
 import glob
 import hashlib
+import json
 import os
+import random
+import re
+import shutil
 import struct
+import subprocess
+import sys
+import time
 
 import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+# The tiny model of test_e2e, test_bad_inputs and test_deadlines.
+TINY = ["--layers", "2", "--heads", "1", "--embd", "32", "--seq", "64", "--batch", "4", "--lr", "3e-3"]
+# The model of test_zero and test_zero3 (which gives it more blocks) and its global batch in
+# sequences.
+ZERO_MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "16", "--lr", "3e-3",
+              "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0", "--bucket-mb", "0.02"]
+ZERO_GLOBAL_BATCH = 36
+# fp32 runs that sum in another order (other grids, resumed on another grid) against one
+# process: losses, norms and parameters within this, in relative norm.
+RTOL = 1e-5
 
 UNIT_SECTIONS = {"optimizer.muon.momentum"}  # sections that hold the matrix units only
 ELEMENTWISE_SECTIONS = {"optimizer.adamw.m", "optimizer.adamw.v"}
@@ -82,3 +109,198 @@ def checkpoint_array(manifest, name, dtype=np.float32):
             at += n
         assert at == len(values), (manifest, name)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The check tally: every script prints a line per check and ends with a summary.
+PASSED, FAILED = [], []
+
+
+def check(ok, what, detail=""):
+    """Prints PASS or FAIL, what was checked and, if given, the detail; counts it; returns ok."""
+    print("%s  %s%s" % ("PASS" if ok else "FAIL", what, (": " + detail) if detail else ""), flush=True)
+    (PASSED if ok else FAILED).append(what)
+    return ok
+
+
+def finish(what):
+    """Prints a test script's summary line for its checks of `what` and exits with its status."""
+    print(f"all {what} checks passed" if not FAILED else f"{len(FAILED)} {what} checks FAILED")
+    sys.exit(1 if FAILED else 0)
+
+
+def timed_summary(start):
+    """Prints the summary line of test_e2e and test_bad_inputs (started at time `start`) and
+    returns the exit status."""
+    print("%s: %d check(s) failed in %.0f s" % ("FAIL" if FAILED else "PASS", len(FAILED), time.time() - start))
+    return 1 if FAILED else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the trainer and reading its output.
+def run(cmd, label):
+    """Runs cmd in the repository root and returns its output; on a non-zero exit prints the
+    command and the end of its output and exits."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT)
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        print(f"FAIL  {label}: exit {proc.returncode}\n    $ {' '.join(cmd)}")
+        print("\n".join("    | " + line for line in out.strip().splitlines()[-25:]))
+        sys.exit(1)
+    return out
+
+
+def train(binary, ranks, work, name, model, extra, checkpoints=True):
+    """Runs the trainer on `model` + `extra` (plain when ranks is 0, else under mpirun -np ranks)
+    with a log, and unless checkpoints is False a checkpoint folder, named after `name` in
+    `work`; returns (its output, the log's records, the checkpoint folder)."""
+    log = os.path.join(work, name + ".jsonl")
+    ck = os.path.join(work, name + "_ck")
+    cmd = [binary] + model + ["--log", log]
+    if checkpoints:
+        cmd += ["--checkpoint-dir", ck, "--keep-checkpoints", "0"]
+    cmd += extra
+    if ranks:
+        cmd = MPIRUN + ["-np", str(ranks)] + cmd
+    out = run(cmd, name)
+    with open(log) as f:
+        records = [json.loads(line) for line in f]
+    return out, records, ck
+
+
+def resume(binary, source, ranks, work, name, model, extra, step=2):
+    """Runs `extra` with --resume latest on `ranks` ranks from a copy of the step-`step`
+    checkpoint of `source` (a train() result); returns the run's train() result."""
+    ck = os.path.join(work, name + "_ck")
+    os.makedirs(ck)
+    for path in checkpoint_files(final_checkpoint(source[2], step)):
+        shutil.copy(path, ck)
+    return train(binary, ranks, work, name, model, extra + ["--resume", "latest"])
+
+
+def env_launch(cmd, ranks, rendezvous):
+    """Runs cmd as `ranks` processes started by environment variables (RANK, WORLD_SIZE,
+    LOCAL_RANK), meeting in folder `rendezvous`; returns (every one exited 0, rank 0's output)."""
+    os.makedirs(rendezvous, exist_ok=True)
+    procs = [subprocess.Popen(cmd + ["--rendezvous", rendezvous], cwd=ROOT,
+                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+             for rank in reversed(range(ranks))]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    return all(p.returncode == 0 for p in procs), outs[-1]
+
+
+def variant_build(define, out):
+    """The command that builds the trainer (bf16, with MPI) with -D`define` into `out`."""
+    return [os.path.join(ROOT, "dev", "cpu", "cucc"), "-O2", "-std=c++17", "-DMULTI_GPU", "--mpi", "-D" + define,
+            os.path.join(ROOT, "train_gpt.cu"), "-o", out, "-lcublasLt", "-lnccl"]
+
+
+def param_hash(out, ranks):
+    """The parameter hash a run printed, if every one of its `ranks` ranks held the same model."""
+    m = re.search(r"parameter hash ([0-9a-f]{16}) on each of (\d+) ranks", out)
+    return m.group(1) if m and int(m.group(2)) == ranks else None
+
+
+def logged_values(records):
+    """{(key, step): value} for every train loss, gradient norm and val loss of a log."""
+    out = {}
+    for r in records:
+        for key in ("train_loss", "grad_norm", "val_loss"):
+            if key in r:
+                out[(key, r["step"])] = r[key]
+    return out
+
+
+def val_losses_and_sample(out, step):
+    """The validation losses a run printed, and its sample at `step` (None if it printed none)."""
+    sample = re.search(r"sample at step %d:\n---\n(.*?)\n---" % step, out, re.S)
+    return re.findall(r"val loss ([0-9.]+) at step", out), sample.group(1) if sample else None
+
+
+def final_checkpoint(folder, step):
+    """The manifest of the step-`step` checkpoint in `folder`."""
+    return os.path.join(folder, "ckpt_step%08d.bin" % step)
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing fp32 runs.
+def rel(a, b):
+    """||a - b|| / ||b||."""
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def compare(label, got, ref, steps, first=1):
+    """Checks an fp32 run against a reference run (train() results): the same losses and norms
+    logged from step `first` on, each within RTOL, and the parameters of their step-`steps`
+    checkpoints within RTOL."""
+    a, b = logged_values(got[1]), logged_values(ref[1])
+    keys = {k for k in b if k[1] >= first}
+    same = keys == {k for k in a if k[1] >= first}
+    worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in keys), default=float("inf")) if same else float("inf")
+    err = rel(checkpoint_array(final_checkpoint(got[2], steps), "params"),
+              checkpoint_array(final_checkpoint(ref[2], steps), "params"))
+    check(worst <= RTOL and err <= RTOL,
+          f"{label}: losses and norms within {worst:.1e} <= {RTOL:.0e}, final parameters {err:.1e} <= {RTOL:.0e}")
+
+
+def resume_errors(resumed, source, steps):
+    """fp32: the largest relative train-loss difference of a resumed run from the uninterrupted
+    run `source` over the resumed steps, and the relative error of its step-`steps` parameters
+    against source's (both train() results)."""
+    whole = {r["step"]: r["train_loss"] for r in source[1] if "train_loss" in r}
+    worst = max(abs(r["train_loss"] - whole[r["step"]]) / abs(whole[r["step"]])
+                for r in resumed[1] if "train_loss" in r)
+    err = rel(checkpoint_array(final_checkpoint(resumed[2], steps), "params"),
+              checkpoint_array(final_checkpoint(source[2], steps), "params"))
+    return worst, err
+
+
+def up(n, k=128):
+    """n rounded up to a multiple of k (the layout puts each tensor on 128 elements)."""
+    return (n + k - 1) // k * k
+
+
+# ---------------------------------------------------------------------------------------------
+# Data sets.
+def make_data(folder):
+    """Token shards and a byte tokenizer, written by dev/data/prepare.py from random sentences."""
+    texts = os.path.join(folder, "texts")
+    os.makedirs(texts)
+    rng = np.random.default_rng(11)
+    words = "the garden was quiet and emma walked to the house while mr knightley read a letter".split()
+    for i in range(3):
+        with open(os.path.join(texts, f"{i}.txt"), "w") as f:
+            f.write(" ".join(rng.choice(words, 2500)) + "\n")
+    run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input", texts, "--tokenizer", "byte",
+         "--out-dir", os.path.join(folder, "out"), "--name", "tiny", "--val-frac", "0.1", "--val-chunk", "64",
+         "--shard-tokens", "20000"], "prepare.py")
+    return os.path.join(folder, "out")
+
+
+def make_text(path):
+    """About 60 KB of sentences from a small word list, seeded: learnable, and the same each run."""
+    r = random.Random(5)
+    words = ("the a lady gentleman house letter sister walked said was had not but she he her his "
+             "very much would could to of and in with Elizabeth Darcy Emma Mr Mrs Bennet happy "
+             "evening morning").split()
+    lines = [" ".join(r.choice(words) for _ in range(r.randint(4, 12))).capitalize() + "."
+             for _ in range(1500)]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def prepare_text(text, out_dir):
+    """Runs dev/data/prepare.py on a text file (make_text's) with the byte tokenizer; returns the
+    finished process."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "dev", "data", "prepare.py"), "--input", text,
+                           "--tokenizer", "byte", "--out-dir", out_dir, "--val-frac", "0.1", "--val-chunk", "512"],
+                          capture_output=True, text=True)
+
+
+def write_shard(path, tokens, magic=20240520, version=1, count=None):
+    """A token shard (llmc/dataloader.h's format), with the header's fields as given."""
+    header = [0] * 256
+    header[0], header[1], header[2] = magic, version, len(tokens) if count is None else count
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header) + struct.pack("<%dH" % len(tokens), *tokens))
