@@ -15,7 +15,7 @@ Each case of CASES is one command of the trainer that must end
     rendezvous files, the CPU NCCL's files), where files that were there may be replaced or
     deleted.
 
-The fixture, made once: a tiny byte-level data set (dev/data/prepare.py on test_e2e's text),
+The fixture, made once: a tiny byte-level data set (dev/data/prepare.py on testlib's make_text),
 a 4-step run of a tiny model that leaves checkpoints at steps 2 and 4 and a log, and the
 checkpoints of two 2-rank ZeRO-1 runs (2 shards each): ck2, 6 steps, checkpoints at steps 2, 4
 and 6; ck2b, the same run resumed from ck2's step 4 with --steps 7 (another schedule: a change

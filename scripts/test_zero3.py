@@ -45,7 +45,7 @@ from testlib import (MPIRUN, ROOT, RTOL, ZERO_GLOBAL_BATCH as G, ZERO_MODEL as M
 
 STEPS = 4
 C, L, V, T = 64, 4, 256, 16
-SHAPE = ["--layers", str(L)]  # test_zero's model with more blocks
+SHAPE = ["--layers", str(L)]  # ZERO_MODEL (test_zero's) with more blocks
 
 
 def units():
