@@ -11,8 +11,8 @@ reassembles any of them in layout order, whatever the grid and ZeRO stage that w
 
 And the rest the test scripts share: the check tally (check, finish), running the trainer
 (run, train, resume, env_launch) and reading what it printed and logged (param_hash,
-logged_values, val_losses_and_sample, final_checkpoint), comparing two fp32 runs (rel, compare,
-resume_errors), the data sets (make_data: token shards for the parallel tests; make_text,
+logged_values, val_losses_and_sample, final_checkpoint), comparing two runs (rel, compare,
+resume_errors, check_resumed), the data sets (make_data: token shards for the parallel tests; make_text,
 prepare_text and write_shard for test_e2e and the scripts built on it) and the models and
 constants more than one script runs.
 """
@@ -254,6 +254,21 @@ def resume_errors(resumed, source, steps):
     err = rel(checkpoint_array(final_checkpoint(resumed[2], steps), "params"),
               checkpoint_array(final_checkpoint(source[2], steps), "params"))
     return worst, err
+
+
+def check_resumed(binary, got, source, label, ranks, zero, steps):
+    """Checks a run resumed by resume() with ZeRO stage `zero` on `ranks` ranks from a checkpoint
+    of `source`, an uninterrupted run on 2 ranks (`label` names both): the bf16 build (resumed on
+    the same grid) ends with source's parameter hash, the fp32 build within RTOL of it."""
+    out = got[0]
+    if not binary.endswith("_fp32"):
+        check("resuming from" in out and param_hash(out, 2) == param_hash(source[0], 2),
+              f"{label} on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
+        return
+    worst, err = resume_errors(got, source, steps)
+    check("resuming from" in out and worst <= RTOL and err <= RTOL,
+          f"{label} checkpoint of 2 ranks resumed on {max(ranks, 1)} rank(s) with ZeRO-{zero}: losses within "
+          f"{worst:.1e}, final parameters {err:.1e} (<= {RTOL:.0e})")
 
 
 def up(n, k=128):
