@@ -9,12 +9,12 @@ and "master" every range, each optimizer's state ("optimizer.adamw.m", "optimize
 the element-wise ranges; "optimizer.muon.momentum": the matrix units). checkpoint_array
 reassembles any of them in layout order, whatever the grid and ZeRO stage that wrote it.
 
-And the rest the test scripts share: the check tally (check, finish), running the trainer
-(run, train, resume, env_launch) and reading what it printed and logged (param_hash,
-logged_values, val_losses_and_sample, final_checkpoint), comparing two runs (rel, compare,
-resume_errors, check_resumed), the data sets (make_data: token shards for the parallel tests; make_text,
-prepare_text and write_shard for test_e2e and the scripts built on it) and the models and
-constants more than one script runs.
+And the rest the test scripts share: the check tally (check, finish), running the trainer (run,
+train, resume, env_launch) and reading what it printed and logged (param_hash, logged_values,
+val_losses_and_sample, final_checkpoint), comparing two runs (rel, compare, resume_errors,
+check_resumed), the data sets (make_data: token shards for the parallel tests; make_text,
+prepare_text and write_shard for test_e2e and the scripts built on it) and the models and constants
+more than one script runs.
 """
 import glob
 import hashlib
@@ -29,19 +29,6 @@ import sys
 import time
 
 import numpy as np
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-# The tiny model of test_e2e, test_bad_inputs and test_deadlines.
-TINY = ["--layers", "2", "--heads", "1", "--embd", "32", "--seq", "64", "--batch", "4", "--lr", "3e-3"]
-# The model of test_zero and test_zero3 (which gives it more blocks) and its global batch in
-# sequences.
-ZERO_MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "16", "--lr", "3e-3",
-              "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0", "--bucket-mb", "0.02"]
-ZERO_GLOBAL_BATCH = 36
-# fp32 runs that sum in another order (other grids, resumed on another grid) against one
-# process: losses, norms and parameters within this, in relative norm.
-RTOL = 1e-5
 
 UNIT_SECTIONS = {"optimizer.muon.momentum"}  # sections that hold the matrix units only
 ELEMENTWISE_SECTIONS = {"optimizer.adamw.m", "optimizer.adamw.v"}
@@ -109,6 +96,22 @@ def checkpoint_array(manifest, name, dtype=np.float32):
             at += n
         assert at == len(values), (manifest, name)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the scripts run, and the models and tolerances several of them share.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+# The tiny model of test_e2e, test_bad_inputs and test_deadlines.
+TINY = ["--layers", "2", "--heads", "1", "--embd", "32", "--seq", "64", "--batch", "4", "--lr", "3e-3"]
+# The model of test_zero and test_zero3 (which gives it more blocks) and its global batch in
+# sequences.
+ZERO_MODEL = ["--vocab", "256", "--layers", "2", "--heads", "2", "--embd", "64", "--seq", "16", "--lr", "3e-3",
+              "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0", "--bucket-mb", "0.02"]
+ZERO_GLOBAL_BATCH = 36
+# fp32 runs that sum in another order (other grids, resumed on another grid) against one
+# process: losses, norms and parameters within this, in relative norm.
+RTOL = 1e-5
 
 
 # ---------------------------------------------------------------------------------------------
