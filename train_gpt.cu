@@ -1998,6 +1998,7 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
 // L, the last. Every group is one contiguous range of the layout.
 inline int block_grad_group(const ParamIndex* at, int l) { return at->blocks - 1 - l; }
 inline int embeddings_grad_group(const ParamIndex* at) { return at->blocks; }
+inline int num_grad_groups(const ParamIndex* at) { return at->blocks + 1; }
 
 inline int grad_group_of_tensor(const ParamIndex* at, int index) {
     if (index == at->wte || index == at->wpe) return embeddings_grad_group(at);
@@ -2005,9 +2006,9 @@ inline int grad_group_of_tensor(const ParamIndex* at, int index) {
     return block_grad_group(at, block_of_tensor(at, index));
 }
 
-// The element range [begin, end) of each of the L+1 gradient groups in the parameter layout.
+// The element range [begin, end) of each gradient group in the parameter layout.
 inline void gpt_grad_groups(const ParamLayout* layout, size_t* begin, size_t* end) {
-    for (int g = 0; g <= layout->index.blocks; g++) {
+    for (int g = 0; g < num_grad_groups(&layout->index); g++) {
         begin[g] = layout->total;
         end[g] = 0;
     }
@@ -2205,7 +2206,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
     if (par.zero < 2 || par.dp->size == 1) m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
-    // (Muon), and the backward pass's units of gradients.
+    // (Muon), and the backward pass's gradient groups.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
     // first rank only (every rank holds the same one).
     std::vector<ShardTensor> shard_tensors(m->layout.count);
@@ -2215,10 +2216,11 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         shard_tensors[i] = ShardTensor{t->offset, t->numel, t->optimizer == OPT_MUON ? t->units : 0,
                                        t->rows,   t->cols,  in_norm};
     }
-    std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
-    gpt_grad_groups(&m->layout, unit_begin.data(), unit_end.data());
-    dp_init(&m->dp, par.dp, par.zero, m->grads, unit_begin.data(), unit_end.data(),
-            config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
+    const int groups = num_grad_groups(&m->layout.index);
+    std::vector<size_t> group_begin(groups), group_end(groups);
+    gpt_grad_groups(&m->layout, group_begin.data(), group_end.data());
+    dp_init(&m->dp, par.dp, par.zero, m->grads, group_begin.data(), group_end.data(), groups,
+            shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
         m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
@@ -2347,7 +2349,8 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 // The block (GPT-2's kind): its tensors (LayerTensor, in the parameter table), its activations
 // (LayerActivations, BLOCK_ACTIVATIONS), and below its forward and backward pass side by side.
 // The passes are loops over the blocks that call the per-block hooks (further below) around
-// each one.
+// each one; they see a block only through block_input, block_forward, norm_after_block and
+// block_backward.
 // Tensor parallelism (llmc/tensor_parallel.cuh): attention runs this rank's heads and the MLP its
 // hidden units; ln1 and ln2 enter the parallel region (f) before attn.qkv and mlp.fc, attn.proj
 // and mlp.proj leave it (g). Of the N tokens of a micro-batch, the residual stream and the
