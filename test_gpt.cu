@@ -444,7 +444,7 @@ inline void check_key_bias_zero(Tally* tally, const GPT* m, const float* grads) 
     const int C = m->config.channels;
     for (int l = 0; l < m->config.layers && !m->config.qk_norm; l++) {
         const float* kb =
-            grads + m->layout.tensors[layer_tensor_index(&m->layout, l, QKV_B)].offset + C;
+            grads + m->layout.tensors[block_tensor(&m->layout.index, l, QKV_B)].offset + C;
         bool zero = true;
         for (int i = 0; i < C; i++) zero = zero && kb[i] == 0.0f && !std::signbit(kb[i]);
         tally->checks++;

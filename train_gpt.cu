@@ -227,36 +227,52 @@ struct ParamTensor {
                  // rows, cols above are this rank's part
 };
 
+// Where the model's tensors are in ParamLayout::tensors, filled by build_param_layout as it
+// adds them: the passes, the gradient groups and the tests find a tensor through it, never by
+// its position. A block's tensors follow its kind's tensor table (GPT-2's: LayerTensor).
+struct ParamIndex {
+    int wte, wpe;      // the embeddings (wte is also the lm head)
+    int lnf_w, lnf_b;  // the final LayerNorm
+    int blocks;        // L
+    int block_first;   // block l's tensor `which` is block_first + l * per_block + which
+    int per_block;     // tensors of a block: NUM_LAYER_TENSORS, or 2 fewer without QK-norm
+};
+constexpr int NUM_MODEL_TENSORS = 4;  // the tensors outside the blocks: wte, wpe, lnf.w, lnf.b
+
+inline int block_tensor(const ParamIndex* at, int l, int which) {
+    return at->block_first + l * at->per_block + which;
+}
+
+// The block tensor `index` belongs to, or -1 for a tensor outside the blocks.
+inline int block_of_tensor(const ParamIndex* at, int index) {
+    const int first = at->block_first, end = first + at->blocks * at->per_block;
+    return index >= first && index < end ? (index - first) / at->per_block : -1;
+}
+
 struct ParamLayout {
-    int count;             // 2 + per_layer * L + 2 tensors
-    int per_layer;         // tensors of a block: NUM_LAYER_TENSORS, or 2 fewer without QK-norm
-    ParamTensor* tensors;  // wte, wpe, h0.ln1.w ... h{L-1}.<last>, lnf.w, lnf.b
+    int count;             // NUM_MODEL_TENSORS + per_block * L tensors
+    ParamTensor* tensors;  // in layout order: wte, wpe, h0.ln1.w ... h{L-1}.<last>, lnf.w, lnf.b
+    ParamIndex index;      // where each of them is
     size_t total;          // parameter buffer size in elements
 };
-
-// Index in ParamLayout::tensors of the embeddings, a block's tensor and the final layernorm.
-constexpr int WTE = 0, WPE = 1;
-inline int layer_tensor_index(const ParamLayout* layout, int layer, int which) {
-    return 2 + layer * layout->per_layer + which;
-}
-inline int lnf_index(const ParamLayout* layout, int which /* 0 weight, 1 bias */) {
-    return layout->count - 2 + which;
-}
 
 // The table of this rank's part of the model (shapes s; tp = 1: the whole model, the logical
 // table that checkpoints describe). Every rank of a tensor-parallel group has the same table.
 inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const OptimizerConfig* opt,
                                const ModelShapes* s) {
     const int C = c->channels, L = c->layers, HS = s->HS, tp = s->tp;
-    layout->per_layer = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
-    layout->count = 2 + layout->per_layer * L + 2;
+    ParamIndex* at = &layout->index;
+    at->blocks = L;
+    at->per_block = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
+    layout->count = NUM_MODEL_TENSORS + at->per_block * L;
     layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
     size_t offset = 0;
     int index = 0;
-    // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows)
+    // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows).
+    // Returns the tensor's index.
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
                    int optimizer, int units, int split, int parts) {
-        ParamTensor* t = &layout->tensors[index++];
+        ParamTensor* t = &layout->tensors[index];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->rows = rows;
         t->cols = cols;
@@ -274,10 +290,11 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         t->init_std = init_std;
         t->init_value = init_value;
         offset += round_up(t->numel, TENSOR_ALIGN);
+        return index++;
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
-    add("wte", s->vocab, C, std, 0.0f, OPT_ADAMW, 1, TP_ROWS, 1);
-    add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    at->wte = add("wte", s->vocab, C, std, 0.0f, OPT_ADAMW, 1, TP_ROWS, 1);
+    at->wpe = add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
     // (rows, cols) of this rank's part of each block tensor and how it is cut, in LayerTensor
     // order: column-parallel layers by output rows (attn.qkv in its Q, K and V parts), row-
     // parallel ones by input columns, the rest replicated
@@ -290,8 +307,9 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         {C, 0, TP_REPLICATED, 1},  {C, 0, TP_REPLICATED, 1}, {s->mlp, C, TP_ROWS, 1},
         {s->mlp, 0, TP_ROWS, 1},   {C, s->mlp, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
         {HS, 0, TP_REPLICATED, 1}, {HS, 0, TP_REPLICATED, 1}};
+    at->block_first = index;
     for (int l = 0; l < L; l++) {
-        for (int j = 0; j < layout->per_layer; j++) {
+        for (int j = 0; j < at->per_block; j++) {
             const BlockTensor* b = &shapes[j];
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
@@ -306,8 +324,8 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
                 optimizer == OPT_MUON && j == QKV_W ? 3 : 1, b->split, b->parts);
         }
     }
-    add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
-    add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    at->lnf_w = add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    at->lnf_b = add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
     layout->total = offset;
 }
 
@@ -1981,17 +1999,32 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
 // The model: parameters, gradients and optimizer state in the table above, activations for
 // micro-batches of B x T tokens.
 
-// The backward pass's units of gradients (llmc/zero.cuh), in the order it completes them: unit
-// L-1-l is block l (the last one with the final LayerNorm), unit L the embeddings (wte, which
-// the lm head also writes, and wpe). begin/end: L+1 element ranges of the parameter layout.
-inline void gpt_grad_units(const ParamLayout* layout, int L, size_t* begin, size_t* end) {
-    for (int l = 0; l < L; l++) {
-        begin[L - 1 - l] = layout->tensors[layer_tensor_index(layout, l, 0)].offset;
-        end[L - 1 - l] = l + 1 < L ? layout->tensors[layer_tensor_index(layout, l + 1, 0)].offset
-                                   : layout->total;
+// The gradient groups (llmc/zero.cuh's units), numbered in the order the backward pass
+// completes them: block l's group is L-1-l (the last block's also holds lnf, which its fused
+// residual add + norm reads), the embeddings' (wte, which the lm head also writes, and wpe) is
+// L, the last. Every group is one contiguous range of the layout.
+inline int block_grad_group(const ParamIndex* at, int l) { return at->blocks - 1 - l; }
+inline int embeddings_grad_group(const ParamIndex* at) { return at->blocks; }
+inline int num_grad_groups(const ParamIndex* at) { return at->blocks + 1; }
+
+inline int grad_group_of_tensor(const ParamIndex* at, int index) {
+    if (index == at->wte || index == at->wpe) return embeddings_grad_group(at);
+    if (index == at->lnf_w || index == at->lnf_b) return block_grad_group(at, at->blocks - 1);
+    return block_grad_group(at, block_of_tensor(at, index));
+}
+
+// The element range [begin, end) of each gradient group in the parameter layout.
+inline void gpt_grad_groups(const ParamLayout* layout, size_t* begin, size_t* end) {
+    for (int g = 0; g < num_grad_groups(&layout->index); g++) {
+        begin[g] = layout->total;
+        end[g] = 0;
     }
-    begin[L] = 0;
-    end[L] = layout->tensors[layer_tensor_index(layout, 0, 0)].offset;
+    for (int i = 0; i < layout->count; i++) {
+        const ParamTensor* t = &layout->tensors[i];
+        const int g = grad_group_of_tensor(&layout->index, i);
+        begin[g] = std::min(begin[g], t->offset);
+        end[g] = std::max(end[g], t->offset + round_up(t->numel, TENSOR_ALIGN));
+    }
 }
 
 struct GPT {
@@ -2028,22 +2061,24 @@ struct GPT {
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
 };
 
-// The unit (llmc/zero.cuh) that holds parameter tensor `index`: unit L-1-l is block l (the last
-// one with the final LayerNorm), unit L the embeddings.
-inline int unit_of_tensor(const GPT* m, int index) {
-    const int L = m->config.layers;
-    if (index == WTE || index == WPE) return L;
-    if (index >= lnf_index(&m->layout, 0)) return 0;
-    return L - 1 - (index - 2) / m->layout.per_layer;
+// The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
+// buffer of the tensor's group (which the passes' hooks fill first).
+inline const floatX* weight(const GPT* m, int index) {
+    return dp_weights(&m->dp, m->params, grad_group_of_tensor(&m->layout.index, index),
+                      m->layout.tensors[index].offset);
+}
+inline const floatX* block_weight(const GPT* m, int l, int which) {
+    return weight(m, block_tensor(&m->layout.index, l, which));
 }
 
-// The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
-// buffer of the tensor's unit (which the passes' hooks fill first).
-inline const floatX* weight(const GPT* m, int index) {
-    return dp_weights(&m->dp, m->params, unit_of_tensor(m, index), m->layout.tensors[index].offset);
+// Where the backward pass writes a tensor's gradient (llmc/zero.cuh): in the gradient buffer,
+// or at ZeRO-2 and 3 in the buffer of the tensor's bucket.
+inline floatX* param_grad(const GPT* m, int index) {
+    return dp_grad(&m->dp, m->grads, grad_group_of_tensor(&m->layout.index, index),
+                   m->layout.tensors[index].offset);
 }
-inline const floatX* layer_weight(const GPT* m, int layer, int which) {
-    return weight(m, layer_tensor_index(&m->layout, layer, which));
+inline floatX* block_grad(const GPT* m, int l, int which) {
+    return param_grad(m, block_tensor(&m->layout.index, l, which));
 }
 
 // Elements of state buffer `which` (STATE_BUFFERS): AdamW's cover the element-wise ranges this
@@ -2131,7 +2166,7 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
     memset(layout_values, 0, m->layout.total * sizeof(floatX));
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        dp_params_ready(&m->dp, unit_of_tensor(m, i), m->params, m->stream);
+        dp_params_ready(&m->dp, grad_group_of_tensor(&m->layout.index, i), m->params, m->stream);
         dp_sync(&m->dp, m->stream, "the gathers of the parameters (NCCL)");
         CUDA_CHECK(cudaMemcpy(layout_values + t->offset, weight(m, i), t->numel * sizeof(floatX),
                               cudaMemcpyDeviceToHost));
@@ -2178,7 +2213,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
     if (par.zero < 2 || par.dp->size == 1) m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
-    // (Muon), and the backward pass's units of gradients.
+    // (Muon), and the backward pass's gradient groups.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
     // first rank only (every rank holds the same one).
     std::vector<ShardTensor> shard_tensors(m->layout.count);
@@ -2188,10 +2223,11 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         shard_tensors[i] = ShardTensor{t->offset, t->numel, t->optimizer == OPT_MUON ? t->units : 0,
                                        t->rows,   t->cols,  in_norm};
     }
-    std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
-    gpt_grad_units(&m->layout, config->layers, unit_begin.data(), unit_end.data());
-    dp_init(&m->dp, par.dp, par.zero, m->grads, unit_begin.data(), unit_end.data(),
-            config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
+    const int groups = num_grad_groups(&m->layout.index);
+    std::vector<size_t> group_begin(groups), group_end(groups);
+    gpt_grad_groups(&m->layout, group_begin.data(), group_end.data());
+    dp_init(&m->dp, par.dp, par.zero, m->grads, group_begin.data(), group_end.data(), groups,
+            shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
         m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
@@ -2307,7 +2343,7 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
                 t->init_std > 0.0f ? (float)(t->init_std * rng_normal(&state)) : t->init_value;
     }
     // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
-    const ParamTensor* wte = &logical->tensors[WTE];
+    const ParamTensor* wte = &logical->tensors[logical->index.wte];
     memset(values + wte->offset + (size_t)m->config.vocab * m->config.channels, 0,
            (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels * sizeof(float));
     float* local = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
@@ -2318,64 +2354,216 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Forward pass of one block, in pieces that the backward pass reruns under activation
-// recompute: ln1 of its input (the forward pass fuses it into the block before, except for
-// block 0) and everything from there up to the GELU; the MLP's projection and the residual
-// add fused with the next layernorm follow in gpt_forward_shape.
+// The block (GPT-2's kind): its tensors (LayerTensor, in the parameter table), its activations
+// (LayerActivations, BLOCK_ACTIVATIONS), and below its forward and backward pass side by side.
+// The passes are loops over the blocks that call the per-block hooks (further below) around
+// each one; they see a block only through block_input, block_forward, norm_after_block and
+// block_backward.
 // Tensor parallelism (llmc/tensor_parallel.cuh): attention runs this rank's heads and the MLP its
 // hidden units; ln1 and ln2 enter the parallel region (f) before attn.qkv and mlp.fc, attn.proj
 // and mlp.proj leave it (g). Of the N tokens of a micro-batch, the residual stream and the
 // LayerNorms (inputs, outputs, statistics) hold seq_rows: N / tp under sequence parallelism.
+// The fusion across blocks: a block's last residual add (residual3 = residual2 + mlp) is one
+// kernel with the LayerNorm that reads the sum, the next block's ln1 or, after the last block,
+// lnf (norm_after_block). So in the forward pass only block 0 runs its ln1 alone, and the last
+// block's gradient group also holds lnf.
 
 inline int seq_rows(const GPT* m, int N) { return tp_shard_rows(&m->tp, N); }
 
-inline void block_ln1(GPT* m, int l, const floatX* residual, int N) {
-    LayerActivations* la = &m->acts.layers[l];
-    layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, residual, nullptr,
-                      layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), seq_rows(m, N),
-                      m->shape.C, m->stream);
+// Block l's input: the embeddings for block 0, else the output of the block before.
+inline const floatX* block_input(const GPT* m, int l) {
+    return l == 0 ? m->acts.encoded : m->acts.layers[l - 1].residual3;
 }
 
-inline void block_forward_to_gelu(GPT* m, int l, const floatX* residual, int B, int T) {
+// The LayerNorm that reads block l's output: its parameters and where it writes.
+struct NormAfterBlock {
+    const floatX *weight, *bias;
+    floatX* out;
+    float *mean, *rstd;
+};
+
+// Block l+1's ln1, or lnf after the last block. Under ZeRO-3 block l+1's parameters are another
+// gradient group's: this waits for their gather (lnf's are the last block's own).
+inline NormAfterBlock norm_after_block(GPT* m, int l) {
+    const ParamIndex* at = &m->layout.index;
+    Activations* acts = &m->acts;
+    if (l == at->blocks - 1)
+        return {weight(m, at->lnf_w), weight(m, at->lnf_b), acts->lnf, acts->lnf_mean,
+                acts->lnf_rstd};
+    dp_params_ready(&m->dp, block_grad_group(at, l + 1), m->params, m->stream);
+    LayerActivations* next = &acts->layers[l + 1];
+    return {block_weight(m, l + 1, LN1_W), block_weight(m, l + 1, LN1_B), next->ln1, next->ln1_mean,
+            next->ln1_rstd};
+}
+
+// How far block_forward runs: to the GELU (what full recompute reruns before the block's
+// backward pass), or to the block's output and the norm after it (the forward pass).
+enum BlockForwardUntil { BLOCK_UNTIL_GELU, BLOCK_UNTIL_OUTPUT };
+
+// Block l's forward pass over B x T tokens from its input. ln1 runs here for block 0 and when
+// recomputing; in the forward pass the block before ran it, fused with its residual add.
+inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int until) {
     const ModelShapes* s = &m->shape;
-    const int N = B * T, C = s->C;
+    const int N = B * T, rows = seq_rows(m, N), C = s->C;
     LayerActivations* la = &m->acts.layers[l];
-    Activations* a = &m->acts;
+    Activations* acts = &m->acts;
+    const TensorParallel* tp = &m->tp;
     cudaStream_t st = m->stream;
-    const floatX* ln1 = tp_enter(&m->tp, la->ln1, a->gathered, N, C, st);
-    column_parallel_forward(&m->mm, la->qkv, ln1, layer_weight(m, l, QKV_W),
-                            layer_weight(m, l, QKV_B), N, C, s->qkv);
+    if (l == 0 || until == BLOCK_UNTIL_GELU)
+        layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, input, nullptr,
+                          block_weight(m, l, LN1_W), block_weight(m, l, LN1_B), rows, C, st);
+    const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
+    column_parallel_forward(&m->mm, la->qkv, ln1, block_weight(m, l, QKV_W),
+                            block_weight(m, l, QKV_B), N, C, s->qkv);
     if (m->config.qk_norm)
-        qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
-                        layer_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
+        qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
+                        block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
     attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st);
     const floatX* attn =
-        row_parallel_forward(&m->mm, &m->tp, a->proj_out, la->atty, layer_weight(m, l, ATTPROJ_W),
-                             layer_weight(m, l, ATTPROJ_B), N, s->att, C);
-    layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, residual, attn,
-                      layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), seq_rows(m, N), C, st);
-    const floatX* ln2 = tp_enter(&m->tp, la->ln2, a->gathered, N, C, st);
-    column_parallel_forward(&m->mm, la->fch, ln2, layer_weight(m, l, FC_W),
-                            layer_weight(m, l, FC_B), N, C, s->mlp);
+        row_parallel_forward(&m->mm, tp, acts->proj_out, la->atty, block_weight(m, l, ATTPROJ_W),
+                             block_weight(m, l, ATTPROJ_B), N, s->att, C);
+    layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, input, attn,
+                      block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
+    const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
+    column_parallel_forward(&m->mm, la->fch, ln2, block_weight(m, l, FC_W),
+                            block_weight(m, l, FC_B), N, C, s->mlp);
     gelu_forward(la->fch_gelu, la->fch, (size_t)N * s->mlp, st);
+    if (until == BLOCK_UNTIL_GELU) return;
+    const floatX* mlp =
+        row_parallel_forward(&m->mm, tp, acts->proj_out, la->fch_gelu, block_weight(m, l, FCPROJ_W),
+                             block_weight(m, l, FCPROJ_B), N, s->mlp, C);
+    const NormAfterBlock next = norm_after_block(m, l);
+    layernorm_forward(la->residual3, next.out, next.mean, next.rstd, la->residual2, mlp,
+                      next.weight, next.bias, rows, C, st);
 }
 
-// What the policy did not keep of block l's activations, recomputed before its backward pass
-// (residual: the block's input).
-inline void block_recompute(GPT* m, int l, const floatX* residual) {
+// What the policy did not keep of block l's activations, recomputed before its backward pass.
+inline void block_recompute(GPT* m, int l, const floatX* input) {
     const int N = m->B * m->T, rows = seq_rows(m, N), C = m->shape.C;
     LayerActivations* la = &m->acts.layers[l];
     cudaStream_t st = m->stream;
     if (m->acts.recompute == RECOMPUTE_FULL) {
-        block_ln1(m, l, residual, N);
-        block_forward_to_gelu(m, l, residual, m->B, m->T);
+        block_forward(m, l, input, m->B, m->T, BLOCK_UNTIL_GELU);
     } else if (m->acts.recompute == RECOMPUTE_SELECTIVE) {
-        layernorm_recompute(la->ln1, la->ln1_mean, la->ln1_rstd, residual,
-                            layer_weight(m, l, LN1_W), layer_weight(m, l, LN1_B), rows, C, st);
+        layernorm_recompute(la->ln1, la->ln1_mean, la->ln1_rstd, input, block_weight(m, l, LN1_W),
+                            block_weight(m, l, LN1_B), rows, C, st);
         layernorm_recompute(la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
-                            layer_weight(m, l, LN2_W), layer_weight(m, l, LN2_B), rows, C, st);
+                            block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
         gelu_forward(la->fch_gelu, la->fch, (size_t)N * m->shape.mlp, st);
     }
+}
+
+// Block l's backward pass over the micro-batch of the last forward pass (its full shape): from
+// the gradient of the block's output in acts.dresidual to that of its input, there; adds the
+// block's parameter gradients. First recomputes what the policy did not keep.
+inline void block_backward(GPT* m, int l, const floatX* input) {
+    const ModelShapes* s = &m->shape;
+    const int B = m->B, T = m->T, N = B * T, rows = seq_rows(m, N), C = s->C;
+    LayerActivations* la = &m->acts.layers[l];
+    Activations* acts = &m->acts;
+    const TensorParallel* tp = &m->tp;
+    cudaStream_t st = m->stream;
+    float* partials = acts->col_partials;
+    block_recompute(m, l, input);
+    // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
+    const floatX* dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
+    row_parallel_backward(&m->mm, acts->dfch, block_grad(m, l, FCPROJ_W),
+                          block_grad(m, l, FCPROJ_B), partials, dout, la->fch_gelu,
+                          block_weight(m, l, FCPROJ_W), N, s->mlp, C);
+    gelu_backward(acts->dfch, la->fch, (size_t)N * s->mlp, st);
+    const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
+    floatX* dln2 = column_parallel_backward(&m->mm, tp, acts->dlinear_in, block_grad(m, l, FC_W),
+                                            block_grad(m, l, FC_B), partials, acts->dfch, ln2,
+                                            block_weight(m, l, FC_W), N, C, s->mlp);
+    layernorm_backward(acts->dresidual, block_grad(m, l, LN2_W), block_grad(m, l, LN2_B), partials,
+                       dln2, la->residual2, la->ln2_mean, la->ln2_rstd, block_weight(m, l, LN2_W),
+                       rows, C, true, st);
+    // residual2 = input + attention
+    dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
+    row_parallel_backward(&m->mm, acts->dlinear_in, block_grad(m, l, ATTPROJ_W),
+                          block_grad(m, l, ATTPROJ_B), partials, dout, la->atty,
+                          block_weight(m, l, ATTPROJ_W), N, s->att, C);
+    attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B, T,
+                       s->heads, s->HS, st);
+    if (m->config.qk_norm)
+        qk_norm_backward(acts->dqkv, block_grad(m, l, Q_NORM_W), block_grad(m, l, K_NORM_W),
+                         partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
+                         block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
+    const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
+    floatX* dln1 = column_parallel_backward(&m->mm, tp, acts->dlinear_in, block_grad(m, l, QKV_W),
+                                            block_grad(m, l, QKV_B), partials, acts->dqkv, ln1,
+                                            block_weight(m, l, QKV_W), N, C, s->qkv);
+    layernorm_backward(acts->dresidual, block_grad(m, l, LN1_W), block_grad(m, l, LN1_B), partials,
+                       dln1, input, la->ln1_mean, la->ln1_rstd, block_weight(m, l, LN1_W), rows, C,
+                       true, st);
+    // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
+    // constant): set it so, rather than leave the rounding noise of its column sums for
+    // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient).
+    // This rank's qkv bias is [q | k | v] of its heads: the key part is the middle third.
+    if (!m->config.qk_norm)
+        CUDA_CHECK(
+            cudaMemsetAsync(block_grad(m, l, QKV_B) + s->att, 0, s->att * sizeof(floatX), st));
+}
+
+// Tensor parallelism: the gradients of block l's replicated tensors that each rank computed
+// from its part of the work, summed over the group (llmc/tensor_parallel.cuh): QK-norm's scales
+// (each rank normalizes its heads) and, under sequence parallelism, the LayerNorms' (each rank
+// normalizes its rows; the last block's group also holds lnf). The other replicated tensors get
+// whole gradients on every rank. Once per reduction of the gradients (m->dp.reduce: at stages 0
+// and 1 the last micro-batch sums the whole step's), before the data-parallel reduction.
+inline void tp_sum_partial_grads(GPT* m, int l) {
+    if (m->tp.size == 1 || !m->dp.reduce) return;
+    const ParamIndex* at = &m->layout.index;
+    std::vector<int> tensors;
+    if (m->config.qk_norm)
+        for (int which : {Q_NORM_W, K_NORM_W}) tensors.push_back(block_tensor(at, l, which));
+    if (m->tp.sequence) {
+        for (int which : {LN1_W, LN1_B, LN2_W, LN2_B})
+            tensors.push_back(block_tensor(at, l, which));
+        if (l == at->blocks - 1)
+            for (int index : {at->lnf_w, at->lnf_b}) tensors.push_back(index);
+    }
+    for (int i : tensors)
+        tp_sum_partial_grad(&m->tp, param_grad(m, i), m->layout.tensors[i].numel, m->stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hooks the passes call around each block and around the embeddings. They own the gradient
+// groups' numbering (block_grad_group), ZeRO-3's parameter gathers (llmc/zero.cuh; no-ops
+// below stage 3: a group's parameters ready before its kernels, the gather of the group the
+// pass runs next under way), the gradient buckets (made ready before a group's gradients are
+// written, reduced once a bucket's last group is done) and the tensor-parallel sums of partial
+// gradients. The one gather inside a block, of the next block's ln1, is norm_after_block's.
+
+inline void before_embeddings_forward(GPT* m) {  // gathered once, kept for the whole step
+    dp_params_ready(&m->dp, embeddings_grad_group(&m->layout.index), m->params, m->stream);
+}
+
+inline void before_block_forward(GPT* m, int l) {
+    const ParamIndex* at = &m->layout.index;
+    const int next = l + 1 < at->blocks ? block_grad_group(at, l + 1) : -1;
+    dp_params_begin(&m->dp, block_grad_group(at, l), next, m->params, m->stream);
+}
+
+// (for the last block, also before lnf's backward pass: lnf is in its group)
+inline void before_block_backward(GPT* m, int l) {
+    const ParamIndex* at = &m->layout.index;
+    const int group = block_grad_group(at, l), next = l > 0 ? block_grad_group(at, l - 1) : -1;
+    dp_params_begin(&m->dp, group, next, m->params, m->stream);
+    dp_unit_begin(&m->dp, group, m->stream);
+}
+
+inline void after_block_backward(GPT* m, int l) {  // the block's gradients are complete
+    tp_sum_partial_grads(m, l);
+    dp_unit_done(&m->dp, block_grad_group(&m->layout.index, l), m->stream);
+}
+
+inline void before_embeddings_backward(GPT* m) {
+    dp_unit_begin(&m->dp, embeddings_grad_group(&m->layout.index), m->stream);
+}
+
+inline void after_embeddings_backward(GPT* m) {
+    dp_unit_done(&m->dp, embeddings_grad_group(&m->layout.index), m->stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2389,9 +2577,9 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
                                 int T, double* z_loss = nullptr) {
     const GPTConfig* c = &m->config;
     const ModelShapes* s = &m->shape;
+    const ParamIndex* at = &m->layout.index;
     const int N = B * T, C = c->channels;
-    const int L = c->layers;
-    Activations* a = &m->acts;
+    Activations* acts = &m->acts;
     const TensorParallel* tp = &m->tp;
     cudaStream_t st = m->stream;
     if (m->poison_activations) {  // all-ones bytes are NaN in fp32 and bf16
@@ -2409,56 +2597,35 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     token_buckets_build(&m->buckets, inputs, N, s->vocab_begin, s->vocab, st);
 
-    // Layer hooks (llmc/zero.cuh; no-ops below ZeRO-3): before a unit's kernels its parameters
-    // are made ready and the gather of the unit after it started. Block l is unit L-1-l; the
-    // embeddings, unit L, stay gathered for the whole step (the lm head reads wte again).
-    DataParallel* dp = &m->dp;
-    dp_params_ready(dp, L, m->params, st);
     // The vocabulary-parallel embedding: each rank looks up its own tokens (the group's first
     // rank adds wpe) and the sum over the group (g) gives every row (under sequence parallelism
     // this rank's rows, reduce-scattered from the whole lookup in proj_out).
-    floatX* lookup = tp->sequence ? a->proj_out : a->encoded;
-    encoder_forward(lookup, m->inputs, weight(m, WTE), tp->rank == 0 ? weight(m, WPE) : nullptr, B,
-                    T, C, s->vocab_begin, s->vocab, st);
-    tp_leave(tp, lookup, a->encoded, N, C, st);
-    for (int l = 0; l < L; l++) {
-        dp_params_begin(dp, L - 1 - l, l + 1 < L ? L - 2 - l : -1, m->params, st);
-        LayerActivations* la = &a->layers[l];
-        const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
-        // ln1 of layer 0 normalizes the embeddings; every later layernorm is fused with the
-        // residual add before it (attention output into ln2, MLP output into the next ln1 / lnf)
-        if (l == 0) block_ln1(m, 0, a->encoded, N);
-        block_forward_to_gelu(m, l, residual, B, T);
-        const floatX* mlp = row_parallel_forward(&m->mm, tp, a->proj_out, la->fch_gelu,
-                                                 layer_weight(m, l, FCPROJ_W),
-                                                 layer_weight(m, l, FCPROJ_B), N, s->mlp, C);
-        bool last = l == L - 1;
-        LayerActivations* next = last ? nullptr : &a->layers[l + 1];
-        // the fused add + layernorm reads the next block's ln1 (the last block's lnf is in its
-        // own unit): that unit's gather must be done
-        if (!last) dp_params_ready(dp, L - 2 - l, m->params, st);
-        layernorm_forward(
-            la->residual3, last ? a->lnf : next->ln1, last ? a->lnf_mean : next->ln1_mean,
-            last ? a->lnf_rstd : next->ln1_rstd, la->residual2, mlp,
-            last ? weight(m, lnf_index(&m->layout, 0)) : layer_weight(m, l + 1, LN1_W),
-            last ? weight(m, lnf_index(&m->layout, 1)) : layer_weight(m, l + 1, LN1_B),
-            seq_rows(m, N), C, st);
+    before_embeddings_forward(m);
+    floatX* lookup = tp->sequence ? acts->proj_out : acts->encoded;
+    encoder_forward(lookup, m->inputs, weight(m, at->wte),
+                    tp->rank == 0 ? weight(m, at->wpe) : nullptr, B, T, C, s->vocab_begin, s->vocab,
+                    st);
+    tp_leave(tp, lookup, acts->encoded, N, C, st);
+    for (int l = 0; l < at->blocks; l++) {
+        before_block_forward(m, l);
+        block_forward(m, l, block_input(m, l), B, T, BLOCK_UNTIL_OUTPUT);
     }
     // the lm head, column-parallel over the vocabulary, and the vocabulary-parallel loss
-    const floatX* lnf = tp_enter(tp, a->lnf, a->gathered, N, C, st);
-    column_parallel_forward(&m->mm, a->logits, lnf, weight(m, WTE), nullptr, N, C, s->vocab);
-    classifier(tp, a->logits, a->losses, a->z_losses, a->softmax_stats, a->softmax_stats_all,
-               m->targets, N, c->vocab, s->vocab, dloss, (float)m->z_loss_coef, st);
+    const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
+    column_parallel_forward(&m->mm, acts->logits, lnf, weight(m, at->wte), nullptr, N, C, s->vocab);
+    classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->softmax_stats,
+               acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss,
+               (float)m->z_loss_coef, st);
 
-    CUDA_CHECK(
-        cudaMemcpyAsync(m->host_losses, a->losses, N * sizeof(float), cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, a->z_losses, N * sizeof(float),
+    CUDA_CHECK(cudaMemcpyAsync(m->host_losses, acts->losses, N * sizeof(float),
+                               cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, acts->z_losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
     // every wait for other ranks has a deadline (llmc/comm.cuh): the tensor-parallel group's
     // collectives on this stream first, then ZeRO-3's gathers
     if (tp->size > 1)
         comm_sync(tp->group, st, "the tensor-parallel collectives of the forward pass (NCCL)");
-    dp_sync(dp, st, "the gathers of the forward pass's parameters (NCCL)");
+    dp_sync(&m->dp, st, "the gathers of the forward pass's parameters (NCCL)");
     double sum = 0.0, z_sum = 0.0;
     for (int i = 0; i < N; i++) {
         sum += m->host_losses[i];
@@ -2473,114 +2640,38 @@ inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float d
     return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
 }
 
-// Tensor parallelism: the gradients of block l's replicated tensors that each rank computed
-// from its part of the work, summed over the group (llmc/tensor_parallel.cuh): QK-norm's scales
-// (each rank normalizes its heads) and, under sequence parallelism, the LayerNorms' (each rank
-// normalizes its rows; the last block's unit also holds lnf). The other replicated tensors get
-// whole gradients on every rank. Once per reduction of the gradients (m->dp.reduce: at stages 0
-// and 1 the last micro-batch sums the whole step's), before the data-parallel reduction.
-template <class Grad>
-void tp_sum_partial_grads(GPT* m, int l, Grad grad) {
-    if (m->tp.size == 1 || !m->dp.reduce) return;
-    std::vector<int> tensors;
-    if (m->config.qk_norm)
-        for (int which : {Q_NORM_W, K_NORM_W})
-            tensors.push_back(layer_tensor_index(&m->layout, l, which));
-    if (m->tp.sequence) {
-        for (int which : {LN1_W, LN1_B, LN2_W, LN2_B})
-            tensors.push_back(layer_tensor_index(&m->layout, l, which));
-        if (l == m->config.layers - 1)
-            for (int which : {0, 1}) tensors.push_back(lnf_index(&m->layout, which));
-    }
-    for (int i : tensors)
-        tp_sum_partial_grad(&m->tp, grad(i), m->layout.tensors[i].numel, m->stream);
-}
-
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
 // parameter gradients to m->grads.
 inline void gpt_backward(GPT* m) {
-    const GPTConfig* c = &m->config;
     const ModelShapes* s = &m->shape;
+    const ParamIndex* at = &m->layout.index;
     const int B = m->B, T = m->T, N = B * T, rows = seq_rows(m, N), C = s->C;
-    const int L = c->layers;
-    Activations* a = &m->acts;
+    Activations* acts = &m->acts;
     const TensorParallel* tp = &m->tp;
     cudaStream_t st = m->stream;
-    DataParallel* dp = &m->dp;
-    float* partials = a->col_partials;
-    // Gradients go where the data-parallel machinery wants them (llmc/zero.cuh): the gradient
-    // buffer, or at ZeRO-2 and 3 the buffer of the tensor's bucket.
-    auto grad = [m](int index) {
-        return dp_grad(&m->dp, m->grads, unit_of_tensor(m, index), m->layout.tensors[index].offset);
-    };
-    auto layer_grad = [&](int l, int which) {
-        return grad(layer_tensor_index(&m->layout, l, which));
-    };
+    float* partials = acts->col_partials;
 
     // lm head (tied to wte, still gathered from the forward pass): dlnf = dlogits @ wte,
     // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
-    const floatX* lnf = tp_enter(tp, a->lnf, a->gathered, N, C, st);
-    floatX* dlnf = column_parallel_backward(&m->mm, tp, a->dlinear_in, grad(WTE), nullptr, partials,
-                                            a->logits, lnf, weight(m, WTE), N, C, s->vocab);
-    // the final LayerNorm belongs to the last block's unit: its hook comes first (ZeRO-3: the
-    // forward pass's last two blocks are still gathered)
-    dp_params_begin(dp, 0, L > 1 ? 1 : -1, m->params, st);
-    const floatX* last_residual = a->layers[L - 1].residual3;
-    layernorm_backward(a->dresidual, grad(lnf_index(&m->layout, 0)), grad(lnf_index(&m->layout, 1)),
-                       partials, dlnf, last_residual, a->lnf_mean, a->lnf_rstd,
-                       weight(m, lnf_index(&m->layout, 0)), rows, C, false, st);
-    for (int l = L - 1; l >= 0; l--) {
-        LayerActivations* la = &a->layers[l];
-        const floatX* residual = l == 0 ? a->encoded : a->layers[l - 1].residual3;
-        dp_params_begin(dp, L - 1 - l, l > 0 ? L - l : -1, m->params, st);
-        dp_unit_begin(dp, L - 1 - l, st);
-        block_recompute(m, l, residual);
-        // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
-        const floatX* dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
-        row_parallel_backward(&m->mm, a->dfch, layer_grad(l, FCPROJ_W), layer_grad(l, FCPROJ_B),
-                              partials, dout, la->fch_gelu, layer_weight(m, l, FCPROJ_W), N, s->mlp,
-                              C);
-        gelu_backward(a->dfch, la->fch, (size_t)N * s->mlp, st);
-        const floatX* ln2 = tp_enter(tp, la->ln2, a->gathered, N, C, st);
-        floatX* dln2 = column_parallel_backward(&m->mm, tp, a->dlinear_in, layer_grad(l, FC_W),
-                                                layer_grad(l, FC_B), partials, a->dfch, ln2,
-                                                layer_weight(m, l, FC_W), N, C, s->mlp);
-        layernorm_backward(a->dresidual, layer_grad(l, LN2_W), layer_grad(l, LN2_B), partials, dln2,
-                           la->residual2, la->ln2_mean, la->ln2_rstd, layer_weight(m, l, LN2_W),
-                           rows, C, true, st);
-        // residual2 = residual + attention
-        dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
-        row_parallel_backward(&m->mm, a->dlinear_in, layer_grad(l, ATTPROJ_W),
-                              layer_grad(l, ATTPROJ_B), partials, dout, la->atty,
-                              layer_weight(m, l, ATTPROJ_W), N, s->att, C);
-        attention_backward(a->dqkv, a->att_delta, a->dlinear_in, la->atty, la->qkv, la->lse, B, T,
-                           s->heads, s->HS, st);
-        if (c->qk_norm)
-            qk_norm_backward(a->dqkv, layer_grad(l, Q_NORM_W), layer_grad(l, K_NORM_W), partials,
-                             la->qk_raw, la->qk_rstd, layer_weight(m, l, Q_NORM_W),
-                             layer_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
-        const floatX* ln1 = tp_enter(tp, la->ln1, a->gathered, N, C, st);
-        floatX* dln1 = column_parallel_backward(&m->mm, tp, a->dlinear_in, layer_grad(l, QKV_W),
-                                                layer_grad(l, QKV_B), partials, a->dqkv, ln1,
-                                                layer_weight(m, l, QKV_W), N, C, s->qkv);
-        layernorm_backward(a->dresidual, layer_grad(l, LN1_W), layer_grad(l, LN1_B), partials, dln1,
-                           residual, la->ln1_mean, la->ln1_rstd, layer_weight(m, l, LN1_W), rows, C,
-                           true, st);
-        // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
-        // constant): set it so, rather than leave the rounding noise of its column sums for
-        // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient).
-        // This rank's qkv bias is [q | k | v] of its heads: the key part is the middle third.
-        if (!c->qk_norm)
-            CUDA_CHECK(
-                cudaMemsetAsync(layer_grad(l, QKV_B) + s->att, 0, s->att * sizeof(floatX), st));
-        tp_sum_partial_grads(m, l, grad);
-        dp_unit_done(dp, L - 1 - l, st);  // the block's gradients are complete
+    const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
+    floatX* dlnf =
+        column_parallel_backward(&m->mm, tp, acts->dlinear_in, param_grad(m, at->wte), nullptr, partials,
+                                 acts->logits, lnf, weight(m, at->wte), N, C, s->vocab);
+    for (int l = at->blocks - 1; l >= 0; l--) {
+        before_block_backward(m, l);
+        if (l == at->blocks - 1)  // lnf, the norm after the last block (in its group)
+            layernorm_backward(acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
+                               partials, dlnf, acts->layers[l].residual3, acts->lnf_mean,
+                               acts->lnf_rstd, weight(m, at->lnf_w), rows, C, false, st);
+        block_backward(m, l, block_input(m, l));
+        after_block_backward(m, l);
     }
-    dp_unit_begin(dp, L, st);
     // the embeddings: wpe's gradient from every row, wte's for this rank's tokens only
-    const floatX* dout = tp_leave_backward(tp, a->dresidual, a->dgathered, N, C, st);
-    encoder_backward(grad(WTE), grad(WPE), dout, &m->buckets, B, T, C, st);
-    dp_unit_done(dp, L, st);
+    before_embeddings_backward(m);
+    const floatX* dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
+    encoder_backward(param_grad(m, at->wte), param_grad(m, at->wpe), dout, &m->buckets, B, T, C,
+                     st);
+    after_embeddings_backward(m);
 }
 
 inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it is taken
