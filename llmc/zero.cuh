@@ -75,7 +75,7 @@ struct NormItem {
 };
 
 struct DataParallel {
-    const CommGroup* group;
+    const CommGroup* group;  // the grid's shard group (dp x cp ranks, llmc/parallel.h)
     int stage;            // 0 to 3 (see the top)
     int me;               // this rank in the group
     cudaStream_t stream;  // the communication stream
