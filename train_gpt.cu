@@ -2161,7 +2161,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     build_param_layout(&m->logical, config, opt, &whole);
     const size_t P = m->layout.total;
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
-    if (dims.zero < 2 || dims.shard_group->size == 1) m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
+    if (dims.zero < 2 || dims.shard_group->size == 1)
+        m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
     // (Muon), and the backward pass's units of gradients.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's

@@ -1480,18 +1480,20 @@ inline const CommGroup* comm_group_of_one() {
 
 // The groups of a grid that are not comm->all or a group of one (ParallelDims points at them).
 struct GridGroups {
-    CommGroup tp, cp, pp, dp, shard;
+    CommGroup tp_group, cp_group, pp_group, dp_group, shard_group;
 };
 
 // Makes dims's groups for `rank` in `made` and points dims at them, in the order tp, cp, pp, dp,
-// shard: split from comm->all when comm is given (rank comm->rank; every rank calls it), else
-// only their shapes, with the deadline timeout_s (a plan: no collective is made). A group of
-// one rank is comm_group_of_one(), one of every rank comm->all; with cp 1 the shard group is
+// shard: split from comm->all when comm is given (rank is then comm->rank; every rank calls it),
+// else only their shapes, with the deadline timeout_s (a plan: no collective is made). A group
+// of one rank is comm_group_of_one(), one of every rank comm->all; with cp 1 the shard group is
 // the data-parallel one. Free the groups with comm_grid_free.
 inline void comm_grid_groups(const Comm* comm, int rank, double timeout_s, ParallelDims* dims,
                              GridGroups* made) {
     memset(made, 0, sizeof(*made));
     const GridCoords c = grid_coords(dims, rank);
+    // a group of `size` ranks: those whose place in the other dimensions is `others` (the color),
+    // numbered by `key`, this rank's place in the group
     auto group = [&](CommGroup* g, int size, GridCoords others, int key) -> const CommGroup* {
         if (size == 1) return comm_group_of_one();
         if (comm && size == comm->world) return &comm->all;
@@ -1504,18 +1506,23 @@ inline void comm_grid_groups(const Comm* comm, int rank, double timeout_s, Paral
         }
         return g;
     };
-    // each group's color: the place in the other dimensions (this one's coordinate set to 0)
-    dims->tp_group = group(&made->tp, dims->tp, GridCoords{c.dp, c.pp, c.cp, 0}, c.tp);
-    dims->cp_group = group(&made->cp, dims->cp, GridCoords{c.dp, c.pp, 0, c.tp}, c.cp);
-    dims->pp_group = group(&made->pp, dims->pp, GridCoords{c.dp, 0, c.cp, c.tp}, c.pp);
-    dims->dp_group = group(&made->dp, dims->dp, GridCoords{0, c.pp, c.cp, c.tp}, c.dp);
+    dims->tp_group =
+        group(&made->tp_group, dims->tp, GridCoords{c.dp_rank, c.pp_rank, c.cp_rank, 0}, c.tp_rank);
+    dims->cp_group =
+        group(&made->cp_group, dims->cp, GridCoords{c.dp_rank, c.pp_rank, 0, c.tp_rank}, c.cp_rank);
+    dims->pp_group =
+        group(&made->pp_group, dims->pp, GridCoords{c.dp_rank, 0, c.cp_rank, c.tp_rank}, c.pp_rank);
+    dims->dp_group =
+        group(&made->dp_group, dims->dp, GridCoords{0, c.pp_rank, c.cp_rank, c.tp_rank}, c.dp_rank);
     dims->shard_group = dims->cp == 1 ? dims->dp_group
-                                      : group(&made->shard, dims->dp * dims->cp,
-                                              GridCoords{0, c.pp, 0, c.tp}, c.dp * dims->cp + c.cp);
+                                      : group(&made->shard_group, dims->dp * dims->cp,
+                                              GridCoords{0, c.pp_rank, 0, c.tp_rank},
+                                              c.dp_rank * dims->cp + c.cp_rank);
 }
 
 inline void comm_grid_free(GridGroups* made) {
-    CommGroup* groups[] = {&made->tp, &made->cp, &made->pp, &made->dp, &made->shard};
+    CommGroup* groups[] = {&made->tp_group, &made->cp_group, &made->pp_group, &made->dp_group,
+                           &made->shard_group};
     for (CommGroup* g : groups) comm_group_free(g);
 }
 

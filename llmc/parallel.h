@@ -37,22 +37,22 @@ struct ParallelDims {
     const CommGroup *tp_group, *cp_group, *pp_group, *dp_group, *shard_group;
 };
 
-// A rank's place in the grid.
+// A rank's place in the grid: its rank in each dimension's group.
 struct GridCoords {
-    int dp, pp, cp, tp;
+    int dp_rank, pp_rank, cp_rank, tp_rank;
 };
 
 inline GridCoords grid_coords(const ParallelDims* d, int rank) {
     GridCoords c;
-    c.tp = rank % d->tp;
-    c.cp = rank / d->tp % d->cp;
-    c.pp = rank / (d->tp * d->cp) % d->pp;
-    c.dp = rank / (d->tp * d->cp * d->pp);
+    c.tp_rank = rank % d->tp;
+    c.cp_rank = rank / d->tp % d->cp;
+    c.pp_rank = rank / (d->tp * d->cp) % d->pp;
+    c.dp_rank = rank / (d->tp * d->cp * d->pp);
     return c;
 }
 
 inline int grid_rank(const ParallelDims* d, GridCoords c) {
-    return ((c.dp * d->pp + c.pp) * d->cp + c.cp) * d->tp + c.tp;
+    return ((c.dp_rank * d->pp + c.pp_rank) * d->cp + c.cp_rank) * d->tp + c.tp_rank;
 }
 
 // The grid of `world` ranks with tensor-parallel groups of `tp` (pp and cp 1), its groups not
