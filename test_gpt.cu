@@ -527,7 +527,7 @@ struct TestSetup {
     OptimizerConfig opt;
     int B, T, A, K;
     ScheduleConfig sched;  // AdamW's peak; Muon's is muon_lr
-    double muon_lr, grad_clip, z_loss;
+    double muon_lr, grad_clip;
     double muon_order_noise;  // the largest bf16.*.update_order.* of the dump (header)
     uint64_t seed;
     ParamLayout layout;
@@ -547,7 +547,6 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     GPT model;
     gpt_build(&model, c, &s->opt, s->B, s->T, s->seed);
     model.poison_activations = true;
-    model.z_loss_coef = s->z_loss;
     gpt_set_params(&model, s->init);
     const ParamLayout* layout = &model.layout;
     const size_t P = layout->total;
@@ -833,7 +832,6 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
     GPT model;
     gpt_build(&model, c, &s->opt, s->B, s->T, s->seed);
     model.poison_activations = true;
-    model.z_loss_coef = s->z_loss;
     const ParamLayout* layout = &model.layout;
     const size_t P = layout->total;
     std::vector<float> theta(P);    // theta_{k-1}
@@ -928,7 +926,7 @@ int main(int argc, char** argv) {
     s.sched.steps = s.K;
     s.grad_clip = dump_scalar(&d, "config.grad_clip");
     s.config.qk_norm = (int)dump_scalar(&d, "config.qk_norm");
-    s.z_loss = dump_scalar(&d, "config.z_loss");
+    s.config.z_loss = dump_scalar(&d, "config.z_loss");
     s.muon_lr = dump_scalar(&d, "config.muon_lr");
     s.opt.kind = (int)dump_scalar(&d, "config.optimizer");
     s.opt.weight_decay = dump_scalar(&d, "config.weight_decay");
@@ -971,7 +969,7 @@ int main(int argc, char** argv) {
         printf(" (lr %g, momentum %g, nesterov %d, %d Newton-Schulz steps, %s)", s.muon_lr,
                s.opt.muon_momentum, s.opt.muon_nesterov, s.opt.muon_ns_steps,
                MUON_ADJUST_NAMES[s.opt.muon_adjust]);
-    printf(" | qk-norm %s | z-loss %g\n", s.config.qk_norm ? "on" : "off", s.z_loss);
+    printf(" | qk-norm %s | z-loss %g\n", s.config.qk_norm ? "on" : "off", s.config.z_loss);
     const size_t tokens = (size_t)s.K * s.A * s.B * s.T;
     s.inputs = (const int*)dump_array(&d, "inputs", DUMP_I32, tokens);
     s.targets = (const int*)dump_array(&d, "targets", DUMP_I32, tokens);

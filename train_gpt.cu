@@ -58,7 +58,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/muon.cuh"    // Muon's step on one tensor: momentum, Newton-Schulz, update
 #include "llmc/schedule.h"  // learning-rate schedules
 #include "llmc/comm.cuh"    // ranks (MPI or environment launch) and the NCCL collectives
-#include "llmc/parallel.h"  // the process grid: tensor- and data-parallel groups, ZeRO stage
+#include "llmc/parallel.h"  // the process grid (dp, pp, cp, tp): its checks and rank arithmetic
 #include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
 
@@ -73,6 +73,7 @@ struct GPTConfig {
     int heads;         // NH
     int channels;      // C; the head size is HS = C / NH
     int qk_norm;       // 1: RMSNorm of each head's q and k, with learned scales (--qk-norm)
+    double z_loss;     // the objective adds z_loss * (log Z)^2 per position (--z-loss; 0: off)
 };
 
 inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
@@ -2052,7 +2053,6 @@ struct GPT {
     TokenBuckets buckets;          // inputs grouped by token, for the wte gradient
     float* host_losses;            // (B,T)
     float* host_z_losses;          // (B,T)
-    double z_loss_coef;            // the z-loss coefficient of the objective (0: off)
     int opt_step;             // optimizer steps taken (AdamW's bias correction, rounding seeds)
     uint64_t seed;            // stochastic rounding seeds derive from it
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
@@ -2173,27 +2173,19 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
     }
 }
 
-// The parallel side of a model: its data-parallel group, the ZeRO stage (0 to 3, llmc/zero.cuh)
-// and the gradient bucket size; its tensor-parallel group and whether it is also sequence
-// parallel (llmc/tensor_parallel.cuh).
-struct ParallelGroups {
-    const CommGroup* dp;
-    int zero;
-    double bucket_mb;
-    const CommGroup* tp;
-    bool sequence_parallel;
-};
-
-// A model of one process (tests, sampling): groups of one, stage 0.
-inline ParallelGroups single_process() {
-    const CommGroup* one = tp_single()->group;
-    return ParallelGroups{one, 0, 25.0, one, false};
+// The grid of a single process (tests, sampling): every degree and group of one, stage 0.
+inline ParallelDims single_process() {
+    ParallelDims dims = parallel_dims(1, 1, 0, false, 25.0);
+    dims.tp_group = dims.cp_group = dims.pp_group = dims.dp_group = dims.shard_group =
+        comm_group_of_one();
+    return dims;
 }
 
-// Builds the model, its buffers taken from m->memory (llmc/memplan.h); plan_only: none is
+// Builds the model on this rank of `dims`'s grid (its groups made: llmc/comm.cuh's
+// comm_grid_groups), its buffers taken from m->memory (llmc/memplan.h); plan_only: none is
 // allocated (every device pointer stays nullptr), the ledger says what would be: the plan.
 inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
-                      uint64_t seed, ParallelGroups par = single_process(),
+                      uint64_t seed, ParallelDims dims = single_process(),
                       int recompute = RECOMPUTE_NONE, bool plan_only = false) {
     memset(m, 0, sizeof(*m));
     DeviceLedger* ledger = &m->memory;
@@ -2204,14 +2196,15 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->T = T;
     m->seed = seed;
     m->stream = 0;
-    m->tp = tp_of(par.tp, par.sequence_parallel);
+    m->tp = tp_of(dims.tp_group, dims.sequence_parallel);
     m->shape = model_shapes(config, m->tp.size, m->tp.rank);
     build_param_layout(&m->layout, config, opt, &m->shape);
     const ModelShapes whole = model_shapes(config, 1, 0);
     build_param_layout(&m->logical, config, opt, &whole);
     const size_t P = m->layout.total;
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
-    if (par.zero < 2 || par.dp->size == 1) m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
+    if (dims.zero < 2 || dims.shard_group->size == 1)
+        m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
     // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
     // (Muon), and the backward pass's gradient groups.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
@@ -2226,8 +2219,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
     gpt_grad_groups(&m->layout, group_begin.data(), group_end.data());
-    dp_init(&m->dp, par.dp, par.zero, m->grads, group_begin.data(), group_end.data(), groups,
-            shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
+    dp_init(&m->dp, dims.shard_group, dims.zero, m->grads, group_begin.data(), group_end.data(),
+            groups, shard_tensors.data(), m->layout.count, dims.bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
         m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
@@ -2569,7 +2562,7 @@ inline void after_embeddings_backward(GPT* m) {
 // ---------------------------------------------------------------------------------------------
 // Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
 // classifier also leaves dloss * d(objective of each position)/d(logits) in acts.logits for
-// gpt_backward, the objective being the cross-entropy plus m->z_loss_coef * (log Z)^2. Returns
+// gpt_backward, the objective being the cross-entropy plus c->z_loss * (log Z)^2. Returns
 // the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
 // B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
 // uses the front of every activation buffer; the backward pass needs the full shape.
@@ -2614,8 +2607,8 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
     column_parallel_forward(&m->mm, acts->logits, lnf, weight(m, at->wte), nullptr, N, C, s->vocab);
     classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->softmax_stats,
-               acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss,
-               (float)m->z_loss_coef, st);
+               acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
+               st);
 
     CUDA_CHECK(cudaMemcpyAsync(m->host_losses, acts->losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));

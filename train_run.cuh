@@ -665,7 +665,6 @@ struct TrainConfig {
     double muon_momentum;
     int muon_nesterov, muon_ns_steps;
     char muon_adjust[24];
-    double z_loss;   // the z-loss coefficient (0: off)
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -695,139 +694,143 @@ struct TrainConfig {
 #define NON_NEGATIVE 0, FLAG_INT_MAX
 #define POSITIVE 1, FLAG_INT_MAX
 static const Flag FLAGS[] = {
-    {"--data", FLAG_STRING, STRING_FIELD(data), 0, 0, nullptr, FLAG_IDENTITY,
+    {"--data", FLAG_STRING, STRING_FIELD(data), "", 0, 0, nullptr, FLAG_IDENTITY,
      "folder written by dev/data/prepare.py: trains on its *_train*.bin shards, validates on "
      "*_val*.bin; empty: random tokens"},
-    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), 0, 0, nullptr, FLAG_FREE,
+    {"--tokenizer", FLAG_STRING, STRING_FIELD(tokenizer), "", 0, 0, nullptr, FLAG_FREE,
      "tokenizer file for samples and prompts (empty: tokenizer.bin in --data)"},
-    {"--vocab", FLAG_INT, FIELD(model.vocab), 0, MAX_VOCAB, nullptr, FLAG_IDENTITY,
+    {"--vocab", FLAG_INT, FIELD(model.vocab), "0", 0, MAX_VOCAB, nullptr, FLAG_IDENTITY,
      "vocabulary size V, padded to a multiple of 128 inside (0: the tokenizer's, else 50257)"},
-    {"--context", FLAG_INT, FIELD(model.context), 0, MAX_SEQ, nullptr, FLAG_IDENTITY,
+    {"--context", FLAG_INT, FIELD(model.context), "0", 0, MAX_SEQ, nullptr, FLAG_IDENTITY,
      "model context maxT, rows of wpe (0: same as --seq)"},
-    {"--layers", FLAG_INT, FIELD(model.layers), 1, MAX_LAYERS, nullptr, FLAG_IDENTITY,
+    {"--layers", FLAG_INT, FIELD(model.layers), "12", 1, MAX_LAYERS, nullptr, FLAG_IDENTITY,
      "transformer blocks L"},
-    {"--heads", FLAG_INT, FIELD(model.heads), 1, MAX_HEADS, nullptr, FLAG_IDENTITY,
+    {"--heads", FLAG_INT, FIELD(model.heads), "12", 1, MAX_HEADS, nullptr, FLAG_IDENTITY,
      "attention heads NH; --embd/--heads must be 32, 64 or 128"},
-    {"--embd", FLAG_INT, FIELD(model.channels), 1, MAX_CHANNELS, nullptr, FLAG_IDENTITY,
+    {"--embd", FLAG_INT, FIELD(model.channels), "768", 1, MAX_CHANNELS, nullptr, FLAG_IDENTITY,
      "model width C"},
-    {"--seq", FLAG_INT, FIELD(seq), 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
+    {"--seq", FLAG_INT, FIELD(seq), "1024", 1, MAX_SEQ, nullptr, FLAG_IDENTITY,
      "sequence length T (<= --context)"},
-    {"--batch", FLAG_INT, FIELD(batch), 1, MAX_BATCH, "auto", FLAG_PER_RANK,
+    {"--batch", FLAG_INT, FIELD(batch), "4", 1, MAX_BATCH, "auto", FLAG_PER_RANK,
      "micro-batch: sequences per forward/backward pass of each data-parallel replica (B; the "
      "ranks of a tensor-parallel group share them); auto: the largest whose memory plan fits "
      "--device-memory"},
-    {"--grad-accum", FLAG_INT, FIELD(grad_accum), 1, 1 << 20, nullptr, FLAG_PER_RANK,
+    {"--grad-accum", FLAG_INT, FIELD(grad_accum), "1", 1, 1 << 20, nullptr, FLAG_PER_RANK,
      "micro-batches accumulated per optimizer step (A)"},
-    {"--global-batch-tokens", FLAG_INT64, FIELD(global_batch_tokens), 0, 9.2e18, nullptr,
+    {"--global-batch-tokens", FLAG_INT64, FIELD(global_batch_tokens), "0", 0, 9.2e18, nullptr,
      FLAG_PER_RANK,
      "sets --grad-accum so that --batch x --seq x accumulation x data-parallel ranks is this "
      "many tokens (0: off; it must come out whole)"},
-    {"--device-memory", FLAG_BYTES, FIELD(device_memory), 0, FLAG_BYTES_MAX, nullptr, FLAG_FREE,
+    {"--device-memory", FLAG_BYTES, FIELD(device_memory), "0", 0, FLAG_BYTES_MAX, nullptr,
+     FLAG_FREE,
      "bytes of device memory --batch auto and --recompute auto plan for, a whole number with an "
      "optional unit k, M, G or T (powers of 1024: 80G is 80 x 2^30 bytes) (0: what the device "
      "has free)"},
-    {"--steps", FLAG_INT, FIELD(steps), POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
-    {"--lr", FLAG_DOUBLE, FIELD(lr), 0, INFINITY, nullptr, FLAG_IDENTITY, "peak learning rate"},
-    {"--warmup", FLAG_INT, FIELD(warmup), NON_NEGATIVE, nullptr, FLAG_IDENTITY,
+    {"--steps", FLAG_INT, FIELD(steps), "20", POSITIVE, nullptr, FLAG_FREE, "optimizer steps K"},
+    {"--lr", FLAG_DOUBLE, FIELD(lr), "6e-4", 0, INFINITY, nullptr, FLAG_IDENTITY,
+     "peak learning rate"},
+    {"--warmup", FLAG_INT, FIELD(warmup), "0", NON_NEGATIVE, nullptr, FLAG_IDENTITY,
      "linear warmup steps W (0: none)"},
-    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), 0, 0, "cosine|wsd|linear|constant",
-     FLAG_IDENTITY, "learning rate after warmup"},
-    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), 0, 1, nullptr, FLAG_IDENTITY,
+    {"--schedule", FLAG_STRING, STRING_FIELD(schedule), "cosine", 0, 0,
+     "cosine|wsd|linear|constant", FLAG_IDENTITY, "learning rate after warmup"},
+    {"--min-lr-frac", FLAG_DOUBLE, FIELD(min_lr_frac), "0.1", 0, 1, nullptr, FLAG_IDENTITY,
      "final learning rate as a fraction of --lr (cosine, wsd, linear)"},
-    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), 0, 1, nullptr, FLAG_IDENTITY,
+    {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), "0.2", 0, 1, nullptr, FLAG_IDENTITY,
      "wsd: fraction of the steps spent decaying"},
-    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), 0, INFINITY, nullptr, FLAG_IDENTITY,
+    {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), "0.1", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "decoupled weight decay on 2-D tensors (AdamW's and Muon's, with the unadjusted lr)"},
-    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), 0, INFINITY, nullptr, FLAG_IDENTITY,
+    {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), "1", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "clip the global gradient norm to this (0: off)"},
-    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), 0, 0, "adamw|muon", FLAG_IDENTITY,
+    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), "adamw", 0, 0, "adamw|muon",
+     FLAG_IDENTITY,
      "adamw: AdamW for every tensor (betas 0.9/0.95, eps 1e-8); muon: Muon for the hidden "
      "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest"},
-    {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), 0, INFINITY, nullptr, FLAG_IDENTITY,
+    {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), "0", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "Muon's peak learning rate, scaled by the schedule as --lr is (0: --lr)"},
-    {"--muon-momentum", FLAG_DOUBLE, FIELD(muon_momentum), 0, 1, nullptr, FLAG_IDENTITY,
+    {"--muon-momentum", FLAG_DOUBLE, FIELD(muon_momentum), "0.95", 0, 1, nullptr, FLAG_IDENTITY,
      "Muon's momentum mu (the buffer is an average: buf += (1-mu)(g - buf))"},
-    {"--muon-nesterov", FLAG_INT, FIELD(muon_nesterov), 0, 1, nullptr, FLAG_IDENTITY,
+    {"--muon-nesterov", FLAG_INT, FIELD(muon_nesterov), "1", 0, 1, nullptr, FLAG_IDENTITY,
      "1: Nesterov momentum (orthogonalize g + mu (buf - g)); 0: orthogonalize buf"},
-    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), 1, 99, nullptr, FLAG_IDENTITY,
+    {"--muon-ns-steps", FLAG_INT, FIELD(muon_ns_steps), "5", 1, 99, nullptr, FLAG_IDENTITY,
      "Newton-Schulz iterations (quintic, coefficients 3.4445, -4.7750, 2.0315)"},
-    {"--muon-adjust", FLAG_STRING, STRING_FIELD(muon_adjust), 0, 0, "original|match_rms_adamw",
-     FLAG_IDENTITY,
+    {"--muon-adjust", FLAG_STRING, STRING_FIELD(muon_adjust), "match_rms_adamw", 0, 0,
+     "original|match_rms_adamw", FLAG_IDENTITY,
      "Muon's lr per matrix of A output x B input features: original sqrt(max(1, A/B)); "
      "match_rms_adamw 0.2 sqrt(max(A, B)), so AdamW's lr and weight decay carry over"},
-    {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), 0, 0, nullptr, FLAG_IDENTITY,
+    {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), "off", 0, 0, nullptr, FLAG_IDENTITY,
      "RMSNorm of each head's q and k (eps 1e-6) with learned per-dimension scales, before the "
      "softmax scale"},
-    {"--z-loss", FLAG_DOUBLE, FIELD(z_loss), 0, INFINITY, nullptr, FLAG_IDENTITY,
+    {"--z-loss", FLAG_DOUBLE, FIELD(model.z_loss), "0", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "z-loss coefficient: adds COEF * (log Z)^2 per position to the objective (0: off; 1e-4 "
      "is the usual value); train_loss stays the cross-entropy"},
-    {"--seed", FLAG_INT64, FIELD(seed), 0, 9.2e18, nullptr, FLAG_IDENTITY,
+    {"--seed", FLAG_INT64, FIELD(seed), "1337", 0, 9.2e18, nullptr, FLAG_IDENTITY,
      "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
-    {"--val-every", FLAG_INT, FIELD(val_every), NON_NEGATIVE, nullptr, FLAG_FREE,
+    {"--val-every", FLAG_INT, FIELD(val_every), "100", NON_NEGATIVE, nullptr, FLAG_FREE,
      "validation loss at step 0, every N steps and at the end (0: never)"},
-    {"--val-steps", FLAG_INT, FIELD(val_steps), NON_NEGATIVE, nullptr, FLAG_FREE,
+    {"--val-steps", FLAG_INT, FIELD(val_steps), "20", NON_NEGATIVE, nullptr, FLAG_FREE,
      "validation batches per evaluation (0: the whole split)"},
-    {"--sample-every", FLAG_INT, FIELD(sample_every), NON_NEGATIVE, nullptr, FLAG_FREE,
+    {"--sample-every", FLAG_INT, FIELD(sample_every), "0", NON_NEGATIVE, nullptr, FLAG_FREE,
      "print a text sample every N steps and at the end (0: at the end only)"},
-    {"--sample-len", FLAG_INT, FIELD(sample_len), 0, MAX_SAMPLE_LEN, nullptr, FLAG_FREE,
+    {"--sample-len", FLAG_INT, FIELD(sample_len), "200", 0, MAX_SAMPLE_LEN, nullptr, FLAG_FREE,
      "tokens per sample (0: no samples)"},
-    {"--temperature", FLAG_DOUBLE, FIELD(temperature), 0, INFINITY, nullptr, FLAG_FREE,
+    {"--temperature", FLAG_DOUBLE, FIELD(temperature), "0.8", 0, INFINITY, nullptr, FLAG_FREE,
      "sampling temperature (0: always the most likely token)"},
-    {"--top-k", FLAG_INT, FIELD(top_k), NON_NEGATIVE, nullptr, FLAG_FREE,
+    {"--top-k", FLAG_INT, FIELD(top_k), "40", NON_NEGATIVE, nullptr, FLAG_FREE,
      "sample from the k most likely tokens (0: from all)"},
-    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), 0, 0, nullptr, FLAG_FREE,
+    {"--prompt", FLAG_STRING, STRING_FIELD(prompt), "", 0, 0, nullptr, FLAG_FREE,
      "text the samples continue"},
-    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), 0, 0, nullptr, FLAG_FREE,
+    {"--checkpoint-dir", FLAG_STRING, STRING_FIELD(checkpoint_dir), "", 0, 0, nullptr, FLAG_FREE,
      "folder for checkpoints, locked for the run (empty: none are written)"},
-    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), NON_NEGATIVE, nullptr, FLAG_FREE,
+    {"--checkpoint-every", FLAG_INT, FIELD(checkpoint_every), "0", NON_NEGATIVE, nullptr, FLAG_FREE,
      "write a checkpoint every N steps and at the end (0: at the end only)"},
-    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), NON_NEGATIVE, nullptr, FLAG_FREE,
+    {"--keep-checkpoints", FLAG_INT, FIELD(keep_checkpoints), "3", NON_NEGATIVE, nullptr, FLAG_FREE,
      "keep the newest N checkpoints (0: all)"},
-    {"--resume", FLAG_STRING, STRING_FIELD(resume), 0, 0, nullptr, FLAG_FREE,
+    {"--resume", FLAG_STRING, STRING_FIELD(resume), "", 0, 0, nullptr, FLAG_FREE,
      "continue from a checkpoint file, or 'latest' in --checkpoint-dir (a fresh start when there "
      "is none); the checkpoint must be of this run (see README)"},
-    {"--log", FLAG_STRING, STRING_FIELD(log), 0, 0, nullptr, FLAG_FREE,
+    {"--log", FLAG_STRING, STRING_FIELD(log), "", 0, 0, nullptr, FLAG_FREE,
      "JSONL log of the run, read by scripts/plot.py (empty: none)"},
-    {"--sample", FLAG_STRING, STRING_FIELD(sample), 0, 0, nullptr, FLAG_FREE,
+    {"--sample", FLAG_STRING, STRING_FIELD(sample), "", 0, 0, nullptr, FLAG_FREE,
      "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes "
      "from it), continue --prompt by --sample-len tokens, print, exit"},
-    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), 1, INFINITY, nullptr, FLAG_FREE,
+    {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), "989e12", 1, INFINITY, nullptr, FLAG_FREE,
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
-    {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), 0.1, 1e6, nullptr, FLAG_FREE,
+    {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), "300", 0.1, 1e6, nullptr, FLAG_FREE,
      "seconds a rank waits in a collective before it ends the job (longer than any rank "
      "works alone: checkpoint writes, samples)"},
-    {"--zero", FLAG_INT, FIELD(zero), 0, ZERO_MAX_STAGE, nullptr, FLAG_FREE,
+    {"--zero", FLAG_INT, FIELD(zero), "0", 0, ZERO_MAX_STAGE, nullptr, FLAG_FREE,
      "ZeRO stage over the data-parallel ranks: 0 every rank holds everything, 1 the optimizer "
      "state and master weights are sharded, 2 the gradients too, 3 the parameters too (each "
      "block gathered before it runs)"},
-    {"--tp", FLAG_INT, FIELD(tp), 1, 1 << 16, nullptr, FLAG_FREE,
+    {"--tp", FLAG_INT, FIELD(tp), "1", 1, 1 << 16, nullptr, FLAG_FREE,
      "tensor-parallel group size: groups of consecutive ranks on one node split every matrix "
      "(attention by heads, the MLP by its hidden units, the vocabulary); must divide the ranks, "
      "the heads, the width and the padded vocabulary"},
-    {"--sequence-parallel", FLAG_SWITCH, FIELD(sequence_parallel), 0, 0, nullptr, FLAG_FREE,
+    {"--sequence-parallel", FLAG_SWITCH, FIELD(sequence_parallel), "off", 0, 0, nullptr, FLAG_FREE,
      "with --tp > 1: each rank of a group keeps 1/tp of the token rows of the residual stream "
      "and LayerNorms (all-gather / reduce-scatter in place of all-reduce); --batch x --seq must "
      "divide by --tp"},
-    {"--recompute", FLAG_STRING, STRING_FIELD(recompute), 0, 0, "none|selective|full|auto",
+    {"--recompute", FLAG_STRING, STRING_FIELD(recompute), "none", 0, 0, "none|selective|full|auto",
      FLAG_FREE,
      "activation recompute: selective keeps no LayerNorm or GELU outputs (recomputed in the "
      "backward pass), full keeps only each block's output (its forward rerun); the same bits; "
      "auto: the least recompute whose memory plan fits --device-memory"},
-    {"--plan", FLAG_SWITCH, FIELD(plan), 0, 0, nullptr, FLAG_FREE,
+    {"--plan", FLAG_SWITCH, FIELD(plan), "off", 0, 0, nullptr, FLAG_FREE,
      "print each rank's device memory plan for this configuration (nothing is allocated) and "
      "exit"},
-    {"--plan-ranks", FLAG_INT, FIELD(plan_ranks), 0, 1 << 20, nullptr, FLAG_FREE,
+    {"--plan-ranks", FLAG_INT, FIELD(plan_ranks), "0", 0, 1 << 20, nullptr, FLAG_FREE,
      "--plan: the ranks to plan for, --tp per tensor-parallel group (0: the ranks of this "
      "launch)"},
-    {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), 0, 0, nullptr, FLAG_FREE,
+    {"--comm-stats", FLAG_SWITCH, FIELD(comm_stats), "off", 0, 0, nullptr, FLAG_FREE,
      "print and log the bytes this rank's collectives send in the first step (ring convention)"},
-    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), 1e-3, 1e6, nullptr, FLAG_FREE,
+    {"--bucket-mb", FLAG_DOUBLE, FIELD(bucket_mb), "25", 1e-3, 1e6, nullptr, FLAG_FREE,
      "data parallel: gradients are reduced in buckets of at least this many MiB, each as soon "
      "as the backward pass has finished it (ZeRO-3: a bucket per block)"},
-    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), 0, 0, nullptr, FLAG_FREE,
+    {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), "", 0, 0, nullptr, FLAG_FREE,
      "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
      "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
-    {"--help", FLAG_SWITCH, FIELD(help), 0, 0, nullptr, FLAG_FREE, "print this help and exit"},
+    {"--help", FLAG_SWITCH, FIELD(help), "off", 0, 0, nullptr, FLAG_FREE,
+     "print this help and exit"},
 };
 #undef FIELD
 #undef STRING_FIELD
@@ -835,44 +838,11 @@ static const Flag FLAGS[] = {
 #undef POSITIVE
 constexpr int NUM_FLAGS = sizeof(FLAGS) / sizeof(FLAGS[0]);
 
+// Every flag at its default (the table's column), the other bytes zero.
 inline void train_config_defaults(TrainConfig* tc) {
-    memset(tc, 0, sizeof(*tc));  // also the unused bytes of strings, so configs compare exactly
-    tc->model.vocab = 0;
-    tc->model.context = 0;
-    tc->model.layers = 12;
-    tc->model.heads = 12;
-    tc->model.channels = 768;
-    tc->seq = 1024;
-    tc->batch = 4;
-    tc->grad_accum = 1;
-    tc->steps = 20;
-    tc->lr = 6e-4;
-    tc->warmup = 0;
-    snprintf(tc->schedule, sizeof(tc->schedule), "cosine");
-    snprintf(tc->optimizer, sizeof(tc->optimizer), "adamw");
-    snprintf(tc->recompute, sizeof(tc->recompute), "none");
-    tc->muon_lr = 0.0;
-    tc->muon_momentum = 0.95;
-    tc->muon_nesterov = 1;
-    tc->muon_ns_steps = 5;
-    snprintf(tc->muon_adjust, sizeof(tc->muon_adjust), "match_rms_adamw");
-    tc->z_loss = 0.0;
-    tc->min_lr_frac = 0.1;
-    tc->decay_frac = 0.2;
-    tc->weight_decay = 0.1;
-    tc->grad_clip = 1.0;
-    tc->seed = 1337;
-    tc->val_every = 100;
-    tc->val_steps = 20;
-    tc->sample_every = 0;
-    tc->sample_len = 200;
-    tc->temperature = 0.8;
-    tc->top_k = 40;
-    tc->keep_checkpoints = 3;
-    tc->peak_flops = 989e12;
-    tc->comm_timeout = 300;
-    tc->bucket_mb = 25;
-    tc->tp = 1;
+    char msg[256];
+    if (const char* err = flags_defaults(FLAGS, NUM_FLAGS, tc, sizeof(*tc), msg, sizeof(msg)))
+        fatal("a default of the flag table: %s", err);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1094,11 +1064,11 @@ inline TpAccount tp_account(const GPT* m) {
     return t;
 }
 
-// The ledger of the model this configuration builds on this rank of par's group.
+// The ledger of the model this configuration builds on this rank of grid `dims`.
 inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt,
-                               ParallelGroups par) {
+                               const ParallelDims* dims) {
     GPT planned;
-    gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, par,
+    gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, *dims,
               recompute_from_name(tc->recompute), true);
     const DeviceLedger ledger = planned.memory;
     gpt_free(&planned);
@@ -1197,49 +1167,27 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     printf("  %-15s %16zu %12.6g |\n", "total", ledger_total(plan), ledger_total(plan) / GB);
 }
 
-// The process grid of a run (llmc/parallel.h): tensor-parallel groups of tp consecutive ranks,
-// data-parallel groups of the ranks with the same place in theirs. Without tensor parallelism
-// the data-parallel group is every rank and the tensor-parallel one this rank alone.
-struct Grid {
-    const CommGroup* dp;
-    const CommGroup* tp;
-    CommGroup dp_group, tp_group;  // split from comm->all when tp > 1
-};
-
-inline void grid_init(Grid* g, const Comm* comm, int tp) {
-    memset(g, 0, sizeof(*g));
-    if (tp == 1) {
-        g->dp = &comm->all;
-        g->tp = tp_single()->group;
-        return;
-    }
-    comm_split(&comm->all, comm->rank / tp, comm->rank, &g->tp_group);
-    comm_split(&comm->all, comm->rank % tp, comm->rank, &g->dp_group);
-    g->dp = &g->dp_group;
-    g->tp = &g->tp_group;
+// The process grid of tc's run on `world` ranks (llmc/parallel.h), its groups not yet made.
+inline ParallelDims grid_of(const TrainConfig* tc, int world) {
+    return parallel_dims(world, tc->tp, tc->zero, tc->sequence_parallel != 0, tc->bucket_mb);
 }
 
-inline void grid_free(Grid* g) {
-    if (g->tp != &g->tp_group) return;
-    comm_group_free(&g->tp_group);
-    comm_group_free(&g->dp_group);
+// Stops the run if tc's model and micro-batch cannot train on grid `dims` (ranks_per_node: the
+// ranks on this node, 0 when the launcher does not say).
+inline void check_grid(const TrainConfig* tc, const ParallelDims* dims, int ranks_per_node) {
+    const ParallelShapes shapes = {tc->model.heads, tc->model.channels, tc->model.padded_vocab,
+                                   tc->batch > 0 ? (long long)tc->batch * tc->seq : 0};
+    char msg[512];
+    if (const char* err = parallel_dims_check(dims, &shapes, ranks_per_node, msg, sizeof(msg)))
+        fatal("%s", err);
 }
 
-inline ParallelGroups grid_groups(const Grid* g, const TrainConfig* tc) {
-    return ParallelGroups{g->dp, tc->zero, tc->bucket_mb, g->tp, tc->sequence_parallel != 0};
-}
-
-// The largest of every rank's `value` (over the data-parallel group, then the tensor-parallel
-// one: every rank of the job), the same on every rank. Every rank calls it.
-inline double grid_max(const Grid* grid, double value) {
-    const CommGroup* groups[2] = {grid->dp, grid->tp};
-    for (const CommGroup* g : groups) {
-        std::vector<double> all(g->size);
-        comm_allgather_host(g, &value, sizeof(value), all.data(),
-                            "the ranks' device memory and plans");
-        value = *std::max_element(all.begin(), all.end());
-    }
-    return value;
+// The largest of every rank's `value`, the same on every rank. Every rank calls it.
+inline double ranks_max(const Comm* comm, double value) {
+    std::vector<double> all(comm->world);
+    comm_allgather_host(&comm->all, &value, sizeof(value), all.data(),
+                        "the ranks' device memory and plans");
+    return *std::max_element(all.begin(), all.end());
 }
 
 // The device memory this rank fits --batch auto and --recompute auto into: --device-memory, or
@@ -1323,47 +1271,42 @@ void fit_memory(TrainConfig* tc, double budget, int tp, Need need) {
 // --batch auto and --recompute auto for a run on this grid: the least budget of every rank's
 // (device_budget), each candidate's plan on the rank that needs the most (fit_memory); then
 // --global-batch-tokens sets the accumulation. Every rank calls it.
-inline void fit_batch(TrainConfig* tc, const Grid* grid) {
+inline void fit_batch(TrainConfig* tc, const Comm* comm, const ParallelDims* dims) {
     if (tc->batch == FLAG_AUTO || strcmp(tc->recompute, "auto") == 0) {
-        const double least = -grid_max(grid, -device_budget(tc));
+        const double least = -ranks_max(comm, -device_budget(tc));
         const OptimizerConfig opt = optimizer_config_of(tc);
-        const ParallelGroups par = grid_groups(grid, tc);
-        fit_memory(tc, least, grid->tp->size, [&](const TrainConfig* t) {
-            const DeviceLedger plan = plan_model(t, &opt, par);
-            return grid_max(grid, (double)ledger_total(&plan));
+        fit_memory(tc, least, dims->tp, [&](const TrainConfig* t) {
+            const DeviceLedger plan = plan_model(t, &opt, dims);
+            return ranks_max(comm, (double)ledger_total(&plan));
         });
     }
     if (tc->global_batch_tokens > 0) {
-        const long long per_micro = (long long)tc->batch * tc->seq * grid->dp->size;
+        const long long per_micro = (long long)tc->batch * tc->seq * dims->dp;
         const long long accum = tc->global_batch_tokens / per_micro;
         if (tc->global_batch_tokens % per_micro != 0 || accum > (1 << 20))
             fatal(
                 "--global-batch-tokens %lld is not a whole number (up to 2^20) of micro-batches of "
                 "--batch %d x --seq %d x %d data-parallel ranks = %lld tokens",
-                tc->global_batch_tokens, tc->batch, tc->seq, grid->dp->size, per_micro);
+                tc->global_batch_tokens, tc->batch, tc->seq, dims->dp, per_micro);
         tc->grad_accum = (int)accum;
         printf("--global-batch-tokens %lld: --grad-accum %d (%lld tokens per micro-batch)\n",
                tc->global_batch_tokens, tc->grad_accum, per_micro);
     }
 }
 
-// One rank of a planned launch: rank r of `ranks` in tc's grid, its groups only shapes (no
-// collective is made), its model built plan-only. Free the model with gpt_free.
+// One rank of a planned launch: rank r of grid `dims`, its groups only shapes (no collective is
+// made), its model built plan-only. Free the model with gpt_free.
 struct PlannedRank {
-    CommGroup dp, tp;  // the model points at them
+    ParallelDims dims;
+    GridGroups groups;  // the model points at them
     GPT model;
 };
 
-inline void plan_rank(PlannedRank* p, const TrainConfig* tc, const OptimizerConfig* opt, int ranks,
-                      int r) {
-    memset(&p->dp, 0, sizeof(p->dp));
-    memset(&p->tp, 0, sizeof(p->tp));
-    p->dp.rank = r / tc->tp, p->dp.size = ranks / tc->tp;
-    p->tp.rank = r % tc->tp, p->tp.size = tc->tp;
-    p->dp.world_rank = p->tp.world_rank = r;
-    p->dp.timeout_s = p->tp.timeout_s = tc->comm_timeout;
-    gpt_build(&p->model, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed,
-              ParallelGroups{&p->dp, tc->zero, tc->bucket_mb, &p->tp, tc->sequence_parallel != 0},
+inline void plan_rank(PlannedRank* p, const TrainConfig* tc, const OptimizerConfig* opt,
+                      const ParallelDims* dims, int r) {
+    p->dims = *dims;
+    comm_grid_groups(nullptr, r, tc->comm_timeout, &p->dims, &p->groups);
+    gpt_build(&p->model, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, p->dims,
               recompute_from_name(tc->recompute), true);
 }
 
@@ -1371,18 +1314,15 @@ inline void plan_rank(PlannedRank* p, const TrainConfig* tc, const OptimizerConf
 // launch's), rank 0's in full; allocates nothing, needs no data. --batch auto and --recompute
 // auto are fitted first, to --device-memory or what this device has free, by the plan of the
 // planned rank that needs the most.
-inline int plan_main(TrainConfig* tc, const Comm* comm) {
+inline int plan_main(TrainConfig* tc, const Comm* comm, const ParallelDims* dims) {
     if (comm->rank != 0) return EXIT_SUCCESS;
-    const int ranks = tc->plan_ranks > 0 ? tc->plan_ranks : comm->world;
+    const int ranks = dims->world;
     const OptimizerConfig opt = optimizer_config_of(tc);
-    if (ranks % tc->tp != 0)
-        fatal("--plan-ranks %d cannot be cut into tensor-parallel groups of --tp %d", ranks,
-              tc->tp);
     // calls each(r, model) with the planned model of every rank r of t's configuration
     auto for_each_rank = [&](const TrainConfig* t, auto each) {
         for (int r = 0; r < ranks; r++) {
             PlannedRank p;
-            plan_rank(&p, t, &opt, ranks, r);
+            plan_rank(&p, t, &opt, dims, r);
             each(r, &p.model);
             gpt_free(&p.model);
         }
@@ -1491,7 +1431,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_string(lg, "recompute", tc->recompute, strlen(tc->recompute));
     if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)muon_peak_lr(tc));
     logger_int(lg, "qk_norm", c->qk_norm);
-    logger_float(lg, "z_loss", (float)tc->z_loss);
+    logger_float(lg, "z_loss", (float)tc->model.z_loss);
     logger_int(lg, "seed", tc->seed);
     logger_object_begin(lg, "state_bytes");  // as allocated
     for (int k : {MEM_PARAMS, MEM_GRADS, MEM_MASTER, MEM_OPTIMIZER, MEM_BUCKETS, MEM_GATHER})
@@ -1828,6 +1768,319 @@ inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
             comm->rank, differences, differences == 1 ? "" : "s", named);
 }
 
+// =============================================================================================
+// The training run, in steps: train_main checks the command line and makes the grid;
+// run_setup opens the data and builds the model; run_resume loads a checkpoint; run_start
+// opens the log and describes the run; then for each step train_step, log_step and
+// after_step (validation, samples, checkpoints); run_end.
+
+// One rank's training run: what run_setup makes and the steps use.
+struct Run {
+    const Comm* comm;
+    const TrainConfig* tc;
+    const ParallelDims* dims;  // the grid, its groups made
+    const Tokenizer* tok;      // nullptr: none (no samples)
+    TrainData data;
+    std::vector<char> run_config;  // the checkpoints' run_config section
+    OptimizerConfig opt;
+    ScheduleConfig sched;
+    DeviceLedger plan;  // the model's memory plan
+    size_t allocated;   // the device memory building the model took (cudaMemGetInfo)
+    GPT model;
+    RunState rs;
+    Logger lg;
+    int *inputs, *targets;   // a step's tokens on this rank
+    size_t tokens_per_step;  // of every rank
+    double flops_per_step;
+    double val_loss;  // the last validation's (-1: none yet)
+};
+
+// Opens the data and builds the model on grid `dims`, its parameters drawn from --seed.
+inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const ParallelDims* dims,
+                      const Tokenizer* tok) {
+    run->comm = comm;
+    run->tc = tc;
+    run->dims = dims;
+    run->tok = tok;
+    const GPTConfig* c = &tc->model;
+    const int B = tc->batch, T = tc->seq, A = tc->grad_accum;
+    run->sched = {schedule_from_name(tc->schedule),
+                  tc->lr,
+                  tc->warmup,
+                  tc->min_lr_frac,
+                  tc->decay_frac,
+                  tc->steps};
+
+    // Data first: a bad shard stops the run before anything is written.
+    // every rank of a tensor-parallel group reads the same tokens: its data-parallel replica's
+    const CommGroup* dp = dims->dp_group;
+    train_data_open(&run->data, tc->data, c->vocab, B, T, A, (uint64_t)tc->seed, dp->rank,
+                    dp->size);
+    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
+    // it also proves it can be written, before any step is trained.
+    if (tc->checkpoint_dir[0] && comm->rank == 0) {
+        char err[CKPT_ERROR_BYTES];
+        if (ckpt_lock_for_process(tc->checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
+    }
+    run->run_config = run_config_section(tc, dp->size);
+
+    // The memory plan first: the model built without allocating, by the code that allocates,
+    // so a run that cannot fit stops here with the numbers; then the model, measured.
+    run->opt = optimizer_config_of(tc);
+    run->plan = plan_model(tc, &run->opt, dims);
+    size_t free_before = 0, free_after = 0, device_total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_before, &device_total));
+    if (ledger_total(&run->plan) > free_before)
+        fatal(
+            "rank %d: the model needs %zu bytes of device memory (--plan shows where they go), "
+            "the device has %zu of %zu free: use a smaller --batch, --recompute selective or "
+            "full, a higher --zero, or more ranks",
+            comm->rank, ledger_total(&run->plan), free_before, device_total);
+    gpt_build(&run->model, c, &run->opt, B, T, (uint64_t)tc->seed, *dims,
+              recompute_from_name(tc->recompute));
+    CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
+    run->allocated = free_before - free_after;
+    gpt_init_random(&run->model, (uint64_t)tc->seed);
+    run->rs = {0, 0, run->model.seed, (uint64_t)tc->seed ^ 0x2545f4914f6cdd1dull,
+               run->data.token_rng};
+}
+
+// --resume: loads the checkpoint, verified, before the log or any checkpoint is touched.
+// Returns whether one was loaded. Rank 0 picks the checkpoint and every rank loads that file,
+// so all start from one state; the loader's saved position is that of the global batch, the
+// same for every rank.
+inline bool run_resume(Run* run) {
+    const TrainConfig* tc = run->tc;
+    if (!tc->resume[0]) return false;
+    char path[CKPT_PATH_BYTES] = "";
+    const bool latest = strcmp(tc->resume, "latest") == 0;
+    const char* spec = latest ? tc->checkpoint_dir : tc->resume;
+    if (run->comm->rank == 0 && !(latest ? latest_checkpoint(spec, path, sizeof(path))
+                                         : find_checkpoint(spec, path, sizeof(path))))
+        path[0] = '\0';
+    comm_broadcast(&run->comm->all, path, sizeof(path), 0);
+    if (!path[0]) {
+        printf("no checkpoint in %s: starting at step 0\n", spec);
+        return false;
+    }
+    CheckpointConfig cc = checkpoint_config_of(&tc->model);
+    CheckpointReader reader;
+    if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
+        fatal("%s", reader.error);
+    check_run_config(&reader, tc, run->dims->dp_group->size);
+    TrainData* data = &run->data;
+    DataLoaderState ds;
+    run->rs = load_checkpoint(&run->model, &reader, data->shards ? &ds : nullptr);
+    ckpt_close(&reader);
+    if (data->shards && dataloader_restore(&data->train, &ds) != 0)
+        fatal("%s: %s", path, data->train.error);
+    data->token_rng = run->rs.token_rng;
+    if (run->rs.step > (uint64_t)tc->steps)
+        fatal("checkpoint %s is at step %llu, past --steps %d", path,
+              (unsigned long long)run->rs.step, tc->steps);
+    printf("resuming from %s at step %llu\n", path, (unsigned long long)run->rs.step);
+    return true;
+}
+
+// Opens the log (appending to it when resumed), describes the run on standard output and, for
+// a new one, in the log's header, and validates at step 0.
+inline void run_start(Run* run, bool resumed) {
+    const TrainConfig* tc = run->tc;
+    const GPTConfig* c = &tc->model;
+    const GPT* model = &run->model;
+    const int B = tc->batch, T = tc->seq, A = tc->grad_accum;
+    const CommGroup* dp = run->dims->dp_group;
+    const double unigram = run->data.unigram;
+    Logger* lg = &run->lg;
+    memset(lg, 0, sizeof(*lg));
+    if (tc->log[0] && run->comm->rank == 0 &&
+        logger_open(lg, tc->log, resumed ? (int64_t)run->rs.step : -1) != 0)
+        fatal("%s", lg->error);
+
+    const size_t parameters = count_parameters(&model->layout, c);
+    printf(
+        "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d (dp %d "
+        "x tp %d%s) | %zu parameters | %s | attention on %s\n",
+        PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
+        T, A, run->comm->world, dp->size, run->dims->tp,
+        model->tp.sequence ? ", sequence parallel" : "", parameters,
+        tc->data[0] ? tc->data : "random tokens", attention_path_name(ATTENTION_PATH));
+#ifdef __CUCC__
+    printf("CPU runtime: cuBLASLt on %s\n", cucc_blas_description());
+#endif
+    if (run->data.shards)
+        printf(
+            "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
+            "%.4f\n",
+            (long long)run->data.train.batches_per_epoch,
+            (long long)run->data.val.batches_per_epoch, unigram);
+    print_state_bytes(model);
+    printf(
+        "activations: %.2f MiB for B %d x T %d (recompute %s: %.2f MiB saved, %.1f%% more "
+        "FLOPs per token)\n",
+        model->activation_bytes / 1048576.0, B, T, tc->recompute,
+        model->recompute_saved_bytes / 1048576.0,
+        100.0 * recompute_flops_per_token(c, T, model->acts.recompute) / flops_per_token(c, T));
+    print_rank_state_bytes(model, &run->comm->all, parameters);
+    const size_t planned = ledger_total(&run->plan);
+    printf(
+        "device memory: planned %zu bytes, allocated %zu (cudaMemGetInfo before and after the "
+        "model), difference %+.3f%%\n",
+        planned, run->allocated,
+        100.0 * ((double)run->allocated - (double)planned) / (double)planned);
+    // the log describes the run as it started: a resumed run appends to it, changing neither
+    if (lg->file && lg->needs_header) {
+        log_header(lg, tc, parameters, unigram, dp->size, model, &run->plan);
+        logger_begin(lg);
+        logger_int(lg, "step", (int64_t)run->rs.step);
+        logger_int(lg, "allocated_bytes", (int64_t)run->allocated);
+        logger_int(lg, "planned_bytes", (int64_t)planned);
+        if (logger_end(lg) != 0) fatal("%s", lg->error);
+    }
+    run->val_loss = -1.0;
+    if (run->data.shards && tc->val_every > 0 && run->rs.step == 0)
+        run_validation(&run->model, &run->data, tc, lg, 0, unigram, dp);
+
+    const size_t rank_tokens =
+        (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
+    run->tokens_per_step = rank_tokens * dp->size;
+    run->flops_per_step = flops_per_token(c, T) * run->tokens_per_step;
+    run->inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
+    run->targets = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
+}
+
+// What one optimizer step did: its line and log record (log_step).
+struct StepStats {
+    int step;             // steps done, this one included
+    double loss, z_loss;  // the global batch's mean cross-entropy and z-loss term
+    float norm;           // the global gradient norm, before clipping
+    double lrs[NUM_OPTIMIZERS];
+    double seconds, tokens_per_s, mfu;  // tokens/s and MFU of every rank
+};
+
+// Trains step `step` (0-based) on the next global batch.
+inline StepStats train_step(Run* run, int step) {
+    const TrainConfig* tc = run->tc;
+    GPT* model = &run->model;
+    const CommGroup* dp = run->dims->dp_group;
+    StepStats s = {};
+    s.step = step + 1;
+    train_data_next(&run->data, run->inputs, run->targets, tc->grad_accum, tc->batch, tc->seq,
+                    tc->model.vocab);
+    auto start = std::chrono::steady_clock::now();
+    s.loss = gpt_forward_backward(model, run->inputs, run->targets, tc->grad_accum, &s.z_loss);
+    // Data parallel: the backward pass left the gradients' mean over the ranks (model->dp),
+    // so the norm, clipping and the optimizers see the global batch's gradient on every rank
+    // and the parameters stay identical; the losses become the global batch's too.
+    s.loss = comm_mean(dp, s.loss);
+    s.z_loss = comm_mean(dp, s.z_loss);
+    s.norm = gpt_grad_norm(model);
+    // Every rank holds the same loss and norm, so all stop together; the update is not
+    // taken, and the checkpoints on disk stay those of finite steps.
+    if (!std::isfinite(s.loss) || !std::isfinite(s.norm))
+        fatal(
+            "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
+            "before the update (try a lower --lr, warmup or --grad-clip)",
+            step + 1, s.loss, s.norm);
+    step_learning_rates(&run->sched, muon_peak_lr(tc), step, s.lrs);
+    gpt_update(model, s.lrs, clip_scale(s.norm, tc->grad_clip));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    s.tokens_per_s = run->tokens_per_step / s.seconds;
+    s.mfu = 100.0 * run->flops_per_step / s.seconds / (tc->peak_flops * run->comm->world);
+    return s;
+}
+
+// One value of a step's line and log record.
+enum StepValueKind { STEP_FLOAT, STEP_INT, STEP_TEXT };
+struct StepValue {
+    const char* shown;  // its printf format in the step's line; nullptr: logged only
+    const char* key;    // its key in the log
+    int kind;           // StepValueKind: logged as a float, an integer or text
+    double number;      // STEP_FLOAT, STEP_INT (whole, below 2^53)
+    const char* text;   // STEP_TEXT
+    bool present;       // whether this run has it
+};
+
+// Prints the step's line and appends its log record, both from one list of values.
+inline void log_step(Run* run, const StepStats* s) {
+    const TrainConfig* tc = run->tc;
+    const GPT* m = &run->model;
+    const bool z_loss = tc->model.z_loss > 0.0, muon = run->opt.kind == OPT_MUON;
+    const bool recompute = m->acts.recompute != RECOMPUTE_NONE;
+    const StepValue values[] = {
+        {nullptr, "step", STEP_INT, (double)s->step, nullptr, true},
+        {" | loss %.6f", "train_loss", STEP_FLOAT, s->loss, nullptr, true},
+        {" | z-loss %.6f", "z_loss", STEP_FLOAT, s->z_loss, nullptr, z_loss},
+        {" | lr %.4e", "lr", STEP_FLOAT, s->lrs[OPT_ADAMW], nullptr, true},
+        {" | muon lr %.4e", "muon_lr", STEP_FLOAT, s->lrs[OPT_MUON], nullptr, muon},
+        {" | norm %.4f", "grad_norm", STEP_FLOAT, s->norm, nullptr, true},
+        {nullptr, "recompute", STEP_TEXT, 0.0, tc->recompute, recompute},
+        {nullptr, "recompute_saved_bytes", STEP_INT, (double)m->recompute_saved_bytes, nullptr,
+         recompute},
+        {" | %.1f ms", "ms", STEP_FLOAT, s->seconds * 1e3, nullptr, true},
+        {" | %.0f tok/s", "tok_per_s", STEP_FLOAT, s->tokens_per_s, nullptr, true},
+        {" | MFU %.1f%%", "mfu", STEP_FLOAT, s->mfu, nullptr, ON_GPU},
+    };
+    printf("step %5d/%d", s->step, tc->steps);
+    for (const StepValue& v : values)
+        if (v.present && v.shown) printf(v.shown, v.number);
+    printf("\n");
+    fflush(stdout);
+    Logger* lg = &run->lg;
+    if (!lg->file) return;
+    logger_begin(lg);
+    for (const StepValue& v : values) {
+        if (!v.present) continue;
+        if (v.kind == STEP_FLOAT) logger_float(lg, v.key, (float)v.number);
+        else if (v.kind == STEP_INT) logger_int(lg, v.key, (int64_t)v.number);
+        else logger_string(lg, v.key, v.text, strlen(v.text));
+    }
+    if (logger_end(lg) != 0) fatal("%s", lg->error);
+}
+
+// After step `done` (1-based): validation, samples and checkpoints when they are due.
+inline void after_step(Run* run, int done) {
+    const TrainConfig* tc = run->tc;
+    GPT* model = &run->model;
+    const CommGroup* dp = run->dims->dp_group;
+    run->rs.step = (uint64_t)done;
+    run->rs.opt_step = (uint64_t)model->opt_step;
+    const bool last = done == tc->steps;
+    if (run->data.shards && tc->val_every > 0 && (done % tc->val_every == 0 || last))
+        run->val_loss =
+            run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram, dp);
+    // under ZeRO-3 every rank runs the forward passes of generation (they gather the
+    // parameters); only rank 0's output is seen
+    const bool samples_here = dp->rank == 0 || model->dp.stage == 3;
+    if (run->tok && tc->sample_len > 0 && samples_here &&
+        ((tc->sample_every > 0 && done % tc->sample_every == 0) || last))
+        run_sample(model, run->tok, tc, &run->lg, done, &run->rs.sample_rng);
+    if (tc->checkpoint_dir[0] &&
+        ((tc->checkpoint_every > 0 && done % tc->checkpoint_every == 0) || last)) {
+        run->rs.token_rng = run->data.token_rng;
+        save_checkpoint(model, &run->comm->all, tc->checkpoint_dir, tc->keep_checkpoints, &run->rs,
+                        &run->data, &run->run_config);
+        printf("checkpoint: %s/ckpt_step%08d.bin\n", tc->checkpoint_dir, done);
+    }
+}
+
+// The end of the run: the last validation against the baseline, the replicas' check, the
+// log closed, everything freed.
+inline void run_end(Run* run) {
+    const double val_loss = run->val_loss, unigram = run->data.unigram;
+    if (val_loss >= 0.0)
+        printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss,
+               unigram, 100.0 * fabs(1.0 - val_loss / unigram),
+               val_loss <= unigram ? "below" : "above");
+    check_replicas(run->comm, &run->model);
+    if (run->lg.file && logger_close(&run->lg) != 0) fatal("%s", run->lg.error);
+    free(run->inputs);
+    free(run->targets);
+    train_data_free(&run->data);
+    gpt_free(&run->model);
+}
+
 // Trains (or samples, with --sample) as one rank of `comm`.
 inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     TrainConfig& tc = *config;
@@ -1847,250 +2100,42 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
     check_ranks_agree(comm, &tc);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
-    auto check_grid = [&](int world) {
-        const ParallelConfig grid =
-            parallel_config(world, tc.tp, tc.zero, tc.sequence_parallel != 0);
-        const ParallelShapes shapes = {tc.model.heads, tc.model.channels, tc.model.padded_vocab,
-                                       tc.batch > 0 ? (long long)tc.batch * tc.seq : 0};
-        if (const char* err = parallel_config_check(
-                &grid, &shapes, world == comm->world ? comm->local_world : 0, msg, sizeof(msg)))
-            fatal("%s", err);
-    };
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
-    check_grid(plan_world);
+    ParallelDims dims = grid_of(&tc, plan_world);
+    check_grid(&tc, &dims, plan_world == comm->world ? comm->local_world : 0);
     if (tc.plan) {
         if (have_tokenizer) tokenizer_free(&tok);
-        return plan_main(&tc, comm);
+        return plan_main(&tc, comm, &dims);
     }
-    Grid grid;
-    grid_init(&grid, comm, tc.tp);
-    if (!tc.sample[0]) fit_batch(&tc, &grid);
-    check_grid(comm->world);
+    GridGroups groups;
+    comm_grid_groups(comm, comm->rank, comm->all.timeout_s, &dims, &groups);
+    if (!tc.sample[0]) fit_batch(&tc, comm, &dims);
+    check_grid(&tc, &dims, comm->local_world);
     if (tc.sample[0]) {
         const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
         if (have_tokenizer) tokenizer_free(&tok);
         return status;
     }
-    const GPTConfig* c = &tc.model;
-    const int B = tc.batch, T = tc.seq, A = tc.grad_accum;
-    ScheduleConfig sched = {
-        schedule_from_name(tc.schedule), tc.lr, tc.warmup, tc.min_lr_frac, tc.decay_frac, tc.steps};
 
-    // Data first: a bad shard stops the run before anything is written.
-    TrainData data;
-    // every rank of a tensor-parallel group reads the same tokens: its data-parallel replica's
-    const CommGroup* dp = grid.dp;
-    train_data_open(&data, tc.data, c->vocab, B, T, A, (uint64_t)tc.seed, dp->rank, dp->size);
-    const double unigram = data.unigram;
-    // The checkpoint folder belongs to this run from here to its exit (rank 0 writes it); taking
-    // it also proves it can be written, before any step is trained.
-    if (tc.checkpoint_dir[0] && comm->rank == 0) {
-        char err[CKPT_ERROR_BYTES];
-        if (ckpt_lock_for_process(tc.checkpoint_dir, err, sizeof(err)) != 0) fatal("%s", err);
-    }
-    const std::vector<char> run_config = run_config_section(&tc, dp->size);
-
-    // The memory plan first: the model built without allocating, by the code that allocates,
-    // so a run that cannot fit stops here with the numbers; then the model, measured.
-    GPT model;
-    const OptimizerConfig opt = optimizer_config_of(&tc);
-    const ParallelGroups par = grid_groups(&grid, &tc);
-    const DeviceLedger plan = plan_model(&tc, &opt, par);
-    size_t free_before = 0, free_after = 0, device_total = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_before, &device_total));
-    if (ledger_total(&plan) > free_before)
-        fatal(
-            "rank %d: the model needs %zu bytes of device memory (--plan shows where they go), "
-            "the device has %zu of %zu free: use a smaller --batch, --recompute selective or "
-            "full, a higher --zero, or more ranks",
-            comm->rank, ledger_total(&plan), free_before, device_total);
-    gpt_build(&model, c, &opt, B, T, (uint64_t)tc.seed, par, recompute_from_name(tc.recompute));
-    CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
-    const size_t allocated = free_before - free_after;
-    model.z_loss_coef = tc.z_loss;
-    gpt_init_random(&model, (uint64_t)tc.seed);
-    RunState rs = {0, 0, model.seed, (uint64_t)tc.seed ^ 0x2545f4914f6cdd1dull, data.token_rng};
-
-    // Resuming: everything is verified and loaded before the log or any checkpoint is touched.
-    bool resumed = false;
-    // Rank 0 picks the checkpoint and every rank loads that file, so all start from one state;
-    // the loader's saved position is that of the global batch, the same for every rank.
-    if (tc.resume[0]) {
-        char path[CKPT_PATH_BYTES] = "";
-        const bool latest = strcmp(tc.resume, "latest") == 0;
-        const char* spec = latest ? tc.checkpoint_dir : tc.resume;
-        if (comm->rank == 0 && !(latest ? latest_checkpoint(spec, path, sizeof(path))
-                                        : find_checkpoint(spec, path, sizeof(path))))
-            path[0] = '\0';
-        comm_broadcast(&comm->all, path, sizeof(path), 0);
-        if (path[0]) {
-            CheckpointConfig cc = checkpoint_config_of(c);
-            CheckpointReader reader;
-            if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS,
-                          NUM_CHECKPOINT_FIELDS) != 0)
-                fatal("%s", reader.error);
-            check_run_config(&reader, &tc, dp->size);
-            DataLoaderState ds;
-            rs = load_checkpoint(&model, &reader, data.shards ? &ds : nullptr);
-            ckpt_close(&reader);
-            if (data.shards && dataloader_restore(&data.train, &ds) != 0)
-                fatal("%s: %s", path, data.train.error);
-            data.token_rng = rs.token_rng;
-            if (rs.step > (uint64_t)tc.steps)
-                fatal("checkpoint %s is at step %llu, past --steps %d", path,
-                      (unsigned long long)rs.step, tc.steps);
-            printf("resuming from %s at step %llu\n", path, (unsigned long long)rs.step);
-            resumed = true;
-        } else {
-            printf("no checkpoint in %s: starting at step 0\n", spec);
-        }
-    }
-    const bool main_rank = comm->rank == 0;
-    Logger lg;
-    memset(&lg, 0, sizeof(lg));
-    if (tc.log[0] && main_rank && logger_open(&lg, tc.log, resumed ? (int64_t)rs.step : -1) != 0)
-        fatal("%s", lg.error);
-
-    const size_t parameters = count_parameters(&model.layout, c);
-    printf(
-        "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d (dp %d "
-        "x tp %d%s) | %zu parameters | %s | attention on %s\n",
-        PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
-        T, A, comm->world, dp->size, grid.tp->size, model.tp.sequence ? ", sequence parallel" : "",
-        parameters, tc.data[0] ? tc.data : "random tokens", attention_path_name(ATTENTION_PATH));
-#ifdef __CUCC__
-    printf("CPU runtime: cuBLASLt on %s\n", cucc_blas_description());
-#endif
-    if (data.shards)
-        printf(
-            "data: %lld train batches per epoch, %lld val batches | unigram baseline val loss "
-            "%.4f\n",
-            (long long)data.train.batches_per_epoch, (long long)data.val.batches_per_epoch,
-            unigram);
-    print_state_bytes(&model);
-    printf(
-        "activations: %.2f MiB for B %d x T %d (recompute %s: %.2f MiB saved, %.1f%% more "
-        "FLOPs per token)\n",
-        model.activation_bytes / 1048576.0, B, T, tc.recompute,
-        model.recompute_saved_bytes / 1048576.0,
-        100.0 * recompute_flops_per_token(c, T, model.acts.recompute) / flops_per_token(c, T));
-    print_rank_state_bytes(&model, &comm->all, parameters);
-    const size_t planned = ledger_total(&plan);
-    printf(
-        "device memory: planned %zu bytes, allocated %zu (cudaMemGetInfo before and after the "
-        "model), difference %+.3f%%\n",
-        planned, allocated, 100.0 * ((double)allocated - (double)planned) / (double)planned);
-    // the log describes the run as it started: a resumed run appends to it, changing neither
-    if (lg.file && lg.needs_header) {
-        log_header(&lg, &tc, parameters, unigram, dp->size, &model, &plan);
-        logger_begin(&lg);
-        logger_int(&lg, "step", (int64_t)rs.step);
-        logger_int(&lg, "allocated_bytes", (int64_t)allocated);
-        logger_int(&lg, "planned_bytes", (int64_t)planned);
-        if (logger_end(&lg) != 0) fatal("%s", lg.error);
-    }
-    const bool validate = data.shards && tc.val_every > 0;
-    const bool sample = have_tokenizer && tc.sample_len > 0;
-    if (validate && rs.step == 0) run_validation(&model, &data, &tc, &lg, 0, unigram, dp);
-
-    const size_t rank_tokens =
-        (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
-    const size_t tokens_per_step = rank_tokens * dp->size;
-    const double flops_per_step = flops_per_token(c, T) * tokens_per_step;
-    int* inputs = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
-    int* targets = (int*)MALLOC_CHECK(rank_tokens * sizeof(int));
-    double val_loss = -1.0;
-    const int first_step = (int)rs.step;
+    Run run{};
+    run_setup(&run, comm, &tc, &dims, have_tokenizer ? &tok : nullptr);
+    run_start(&run, run_resume(&run));
+    const int first_step = (int)run.rs.step;
     for (int step = first_step; step < tc.steps; step++) {
-        train_data_next(&data, inputs, targets, A, B, T, c->vocab);
         const bool count_traffic = tc.comm_stats && step == first_step && comm->all.traffic;
-        const CommGroup* counted[3] = {&comm->all, dp, grid.tp};
+        const CommGroup* counted[3] = {&comm->all, dims.dp_group, dims.tp_group};
         if (count_traffic)
             for (const CommGroup* g : counted)
                 if (g->traffic) memset(g->traffic, 0, sizeof(CommTraffic));
-        auto start = std::chrono::steady_clock::now();
-        double z_loss = 0.0;
-        double loss = gpt_forward_backward(&model, inputs, targets, A, &z_loss);
-        // Data parallel: the backward pass left the gradients' mean over the ranks (model.dp),
-        // so the norm, clipping and the optimizers see the global batch's gradient on every rank
-        // and the parameters stay identical; the losses become the global batch's too.
-        loss = comm_mean(dp, loss);
-        z_loss = comm_mean(dp, z_loss);
-        float norm = gpt_grad_norm(&model);
-        // Every rank holds the same loss and norm, so all stop together; the update is not
-        // taken, and the checkpoints on disk stay those of finite steps.
-        if (!std::isfinite(loss) || !std::isfinite(norm))
-            fatal(
-                "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
-                "before the update (try a lower --lr, warmup or --grad-clip)",
-                step + 1, loss, norm);
-        double lrs[NUM_OPTIMIZERS];
-        step_learning_rates(&sched, muon_peak_lr(&tc), step, lrs);
-        const double lr = lrs[OPT_ADAMW];
-        gpt_update(&model, lrs, clip_scale(norm, tc.grad_clip));
-        CUDA_CHECK(cudaDeviceSynchronize());
-        double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const double mfu = 100.0 * flops_per_step / seconds / (tc.peak_flops * comm->world);
-        const int done = step + 1;
-        printf("step %5d/%d | loss %.6f", done, tc.steps, loss);
-        if (tc.z_loss > 0.0) printf(" | z-loss %.6f", z_loss);
-        printf(" | lr %.4e", lr);
-        if (opt.kind == OPT_MUON) printf(" | muon lr %.4e", lrs[OPT_MUON]);
-        printf(" | norm %.4f | %.1f ms | %.0f tok/s", norm, seconds * 1e3,
-               tokens_per_step / seconds);
-        if (ON_GPU) printf(" | MFU %.1f%%", mfu);
-        printf("\n");
-        fflush(stdout);
-        if (lg.file) {
-            logger_begin(&lg);
-            logger_int(&lg, "step", done);
-            logger_float(&lg, "train_loss", (float)loss);
-            if (tc.z_loss > 0.0) logger_float(&lg, "z_loss", (float)z_loss);
-            logger_float(&lg, "lr", (float)lr);
-            if (opt.kind == OPT_MUON) logger_float(&lg, "muon_lr", (float)lrs[OPT_MUON]);
-            logger_float(&lg, "grad_norm", norm);
-            if (model.acts.recompute != RECOMPUTE_NONE) {
-                logger_string(&lg, "recompute", tc.recompute, strlen(tc.recompute));
-                logger_int(&lg, "recompute_saved_bytes", (int64_t)model.recompute_saved_bytes);
-            }
-            logger_float(&lg, "ms", (float)(seconds * 1e3));
-            logger_float(&lg, "tok_per_s", (float)(tokens_per_step / seconds));
-            if (ON_GPU) logger_float(&lg, "mfu", (float)mfu);
-            if (logger_end(&lg) != 0) fatal("%s", lg.error);
-        }
-        if (count_traffic) report_traffic(&lg, &comm->all, dp, grid.tp, done);
-        rs.step = (uint64_t)done;
-        rs.opt_step = (uint64_t)model.opt_step;
-        const bool last = done == tc.steps;
-        if (validate && (done % tc.val_every == 0 || last))
-            val_loss = run_validation(&model, &data, &tc, &lg, done, unigram, dp);
-        // under ZeRO-3 every rank runs the forward passes of generation (they gather the
-        // parameters); only rank 0's output is seen
-        const bool samples_here = dp->rank == 0 || model.dp.stage == 3;
-        if (sample && samples_here &&
-            ((tc.sample_every > 0 && done % tc.sample_every == 0) || last))
-            run_sample(&model, &tok, &tc, &lg, done, &rs.sample_rng);
-        if (tc.checkpoint_dir[0] &&
-            ((tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) || last)) {
-            rs.token_rng = data.token_rng;
-            save_checkpoint(&model, &comm->all, tc.checkpoint_dir, tc.keep_checkpoints, &rs, &data,
-                            &run_config);
-            printf("checkpoint: %s/ckpt_step%08d.bin\n", tc.checkpoint_dir, done);
-        }
+        const StepStats stats = train_step(&run, step);
+        log_step(&run, &stats);
+        if (count_traffic)
+            report_traffic(&run.lg, &comm->all, dims.dp_group, dims.tp_group, stats.step);
+        after_step(&run, stats.step);
     }
-    if (val_loss >= 0.0)
-        printf("final val loss %.4f | unigram baseline %.4f | %.1f%% %s the baseline\n", val_loss,
-               unigram, 100.0 * fabs(1.0 - val_loss / unigram),
-               val_loss <= unigram ? "below" : "above");
-    check_replicas(comm, &model);
-    if (lg.file && logger_close(&lg) != 0) fatal("%s", lg.error);
-    free(inputs);
-    free(targets);
-    train_data_free(&data);
+    run_end(&run);
     if (have_tokenizer) tokenizer_free(&tok);
-    gpt_free(&model);
-    grid_free(&grid);
+    comm_grid_free(&groups);
     return EXIT_SUCCESS;
 }
 

@@ -19,8 +19,8 @@
 //
 // Groups. A CommGroup is a set of ranks that run collectives together, with an NCCL
 // communicator. comm_init makes `all`, every rank of the job; comm_split() cuts a group into
-// sub-groups (ncclCommSplit): train_gpt's grid takes color = rank / tp for tensor-parallel
-// groups of consecutive ranks and color = rank % tp for data-parallel ones (llmc/parallel.h).
+// sub-groups (ncclCommSplit); comm_grid_groups() cuts `all` into the groups of a process grid
+// (llmc/parallel.h's ParallelDims), once, at start-up.
 //
 // Builds: with -DMULTI_GPU (the Makefile adds it, with MPI's flags and -lnccl, when the MPI and
 // NCCL headers exist); a binary built without it refuses to run as one of several ranks
@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "common.cuh"
+#include "parallel.h"  // ParallelDims: the grid comm_grid_groups splits
 
 #ifdef MULTI_GPU
 #include <mpi.h>
@@ -1474,6 +1475,60 @@ inline void comm_split(const CommGroup* parent, int color, int key, CommGroup* o
     (void)color;
     (void)key;
 #endif
+}
+
+// A group of this rank alone (no tensor, context or pipeline parallelism; tests, sampling).
+inline const CommGroup* comm_group_of_one() {
+    static const CommGroup one = {0, 1, 0, 300.0};
+    return &one;
+}
+
+// The groups of a grid that are not comm->all or a group of one (ParallelDims points at them).
+struct GridGroups {
+    CommGroup tp_group, cp_group, pp_group, dp_group, shard_group;
+};
+
+// Makes dims's groups for `rank` in `made` and points dims at them, in the order tp, cp, pp, dp,
+// shard: split from comm->all when comm is given (rank is then comm->rank; every rank calls it),
+// else only their shapes, with the deadline timeout_s (a plan: no collective is made). A group
+// of one rank is comm_group_of_one(), one of every rank comm->all; with cp 1 the shard group is
+// the data-parallel one. Free the groups with comm_grid_free.
+inline void comm_grid_groups(const Comm* comm, int rank, double timeout_s, ParallelDims* dims,
+                             GridGroups* made) {
+    memset(made, 0, sizeof(*made));
+    const GridCoords c = grid_coords(dims, rank);
+    // a group of `size` ranks: those whose place in the other dimensions is `others` (the color),
+    // numbered by `key`, this rank's place in the group
+    auto group = [&](CommGroup* g, int size, GridCoords others, int key) -> const CommGroup* {
+        if (size == 1) return comm_group_of_one();
+        if (comm && size == comm->world) return &comm->all;
+        if (comm) {
+            comm_split(&comm->all, grid_rank(dims, others), key, g);
+        } else {
+            g->rank = key, g->size = size;
+            g->world_rank = rank;
+            g->timeout_s = timeout_s;
+        }
+        return g;
+    };
+    dims->tp_group =
+        group(&made->tp_group, dims->tp, GridCoords{c.dp_rank, c.pp_rank, c.cp_rank, 0}, c.tp_rank);
+    dims->cp_group =
+        group(&made->cp_group, dims->cp, GridCoords{c.dp_rank, c.pp_rank, 0, c.tp_rank}, c.cp_rank);
+    dims->pp_group =
+        group(&made->pp_group, dims->pp, GridCoords{c.dp_rank, 0, c.cp_rank, c.tp_rank}, c.pp_rank);
+    dims->dp_group =
+        group(&made->dp_group, dims->dp, GridCoords{0, c.pp_rank, c.cp_rank, c.tp_rank}, c.dp_rank);
+    dims->shard_group = dims->cp == 1 ? dims->dp_group
+                                      : group(&made->shard_group, dims->dp * dims->cp,
+                                              GridCoords{0, c.pp_rank, 0, c.tp_rank},
+                                              c.dp_rank * dims->cp + c.cp_rank);
+}
+
+inline void comm_grid_free(GridGroups* made) {
+    CommGroup* groups[] = {&made->tp_group, &made->cp_group, &made->pp_group, &made->dp_group,
+                           &made->shard_group};
+    for (CommGroup* g : groups) comm_group_free(g);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 /*
 llmc/flags.h: a command line described by one table. Each entry names a flag, the field of the
-program's configuration struct it sets, its type, its allowed values (a range for numbers, a
-list of choices or a length for strings), what part of the run it belongs to, and its help
-line. Everything else reads the table: parsing (flags_parse), checking every value against its
-bounds (flags_check: one function for every mode of the program), --help (flags_print_usage),
-printing a value (flag_format) and reading one back (flag_set), and comparing two
-configurations flag by flag (flags_differences), which is how a resumed run and the ranks of
-one job prove they agree.
+program's configuration struct it sets, its type, its default, its allowed values (a range for
+numbers, a list of choices or a length for strings), what part of the run it belongs to, and its
+help line. Everything else reads the table: the defaults (flags_defaults), parsing
+(flags_parse), checking every value against its bounds (flags_check: one function for every mode
+of the program), --help (flags_print_usage), printing a value (flag_format) and reading one back
+(flag_set), and comparing two configurations flag by flag (flags_differences), which is how a
+resumed run and the ranks of one job prove they agree.
 
 Rules of the command line: `--name value` or `--name=value`; a switch takes no value; a flag
 given twice takes its last value; a number must be all digits (integers) or a finite number
@@ -43,6 +43,7 @@ struct Flag {
     FlagType type;
     size_t field;         // offsetof in the configuration struct
     size_t capacity;      // FLAG_STRING: the field's size in bytes
+    const char* default_value;  // as given on the command line ("" for a string, "off": a switch)
     double min, max;      // numbers: the allowed range, inclusive
     const char* choices;  // FLAG_STRING: allowed values separated by '|', or nullptr for any;
                           // FLAG_INT: "auto" lets the flag also take the word auto (FLAG_AUTO)
@@ -190,6 +191,18 @@ inline const char* flag_set(const Flag* flag, void* config, const char* value, c
              : flag->type == FLAG_SWITCH ? " switch value (on or off)"
                                          : "n integer in range");
     return msg;
+}
+
+// Sets every flag in config (of `size` bytes) to its default, and the bytes no flag sets to zero
+// (so that two configurations compare exactly). Returns an error message naming a default that
+// does not parse, or nullptr.
+inline const char* flags_defaults(const Flag* flags, int count, void* config, size_t size,
+                                  char* msg, size_t len) {
+    memset(config, 0, size);
+    for (int i = 0; i < count; i++)
+        if (const char* err = flag_set(&flags[i], config, flags[i].default_value, msg, len))
+            return err;
+    return nullptr;
 }
 
 // Parses argv[1..argc) into config, which holds the defaults. Returns an error message or

@@ -1,13 +1,18 @@
-// llmc/parallel.h: the process grid. A run of `world` ranks is a grid of tp x dp ranks:
+// llmc/parallel.h: the process grid. A run of `world` ranks is a grid of dp x pp x cp x tp ranks
+// (ParallelDims), numbered with tp innermost: rank = ((dp_rank * pp + pp_rank) * cp + cp_rank)
+// * tp + tp_rank.
 //   - tensor parallelism (tp) cuts every layer's matrices over a group of tp ranks that work
 //     on the same tokens; their activations cross the group several times per layer, so a
 //     group is tp consecutive ranks, which launchers place on one node (NVLink);
-//   - data parallelism (dp) runs world / tp such groups on different parts of the batch; rank
-//     r is in data-parallel group r % tp, with the ranks r % tp, r % tp + tp, ... across nodes;
-//   - the ZeRO stage says how much of the model state the data-parallel ranks shard between
-//     them (llmc/zero.cuh).
-// Everything about the grid that can be wrong is checked here, in one function, before any
-// buffer is allocated. It also says where each element of a tensor lives when tensor
+//   - context parallelism (cp) and pipeline parallelism (pp) have degree 1 until they are
+//     built: the grid, its rank arithmetic and its groups already have their places;
+//   - data parallelism (dp) runs world / (pp cp tp) replicas on different parts of the batch;
+//     a data-parallel group is the ranks with the same place in the other three dimensions;
+//   - the ZeRO stage says how much of the model state the dp x cp ranks (the shard group)
+//     shard between them (llmc/zero.cuh).
+// Everything about the grid that can be wrong is checked here, in one function
+// (parallel_dims_check), before any buffer is allocated; llmc/comm.cuh splits the groups
+// (comm_grid_groups). It also says where each element of a tensor lives when tensor
 // parallelism cuts it (TpShape); the parallel layers are llmc/tensor_parallel.cuh.
 #pragma once
 
@@ -15,16 +20,57 @@
 #include <cstddef>
 #include <cstdio>
 
+struct CommGroup;  // llmc/comm.cuh
+
 // The highest ZeRO stage this build trains with (llmc/zero.cuh).
 constexpr int ZERO_MAX_STAGE = 3;
 
-struct ParallelConfig {
-    int world;  // ranks in the job
-    int dp;     // data-parallel ranks: world / tp
-    int tp;     // tensor-parallel ranks per group
-    int zero;   // ZeRO stage, 0..ZERO_MAX_STAGE
+// A run's grid and this rank's groups in it.
+struct ParallelDims {
+    int world;           // ranks in the job
+    int dp, pp, cp, tp;  // the degrees: world = dp * pp * cp * tp (dp 0: they do not divide)
+    int zero;            // ZeRO stage over the shard group, 0..ZERO_MAX_STAGE
     bool sequence_parallel;
+    double bucket_mb;  // the gradient buckets' size (llmc/zero.cuh)
+    // This rank's groups (llmc/comm.cuh's comm_grid_groups): the ranks that differ from it only
+    // in that dimension; shard_group: those that differ in dp or cp, which ZeRO shards over.
+    const CommGroup *tp_group, *cp_group, *pp_group, *dp_group, *shard_group;
 };
+
+// A rank's place in the grid: its rank in each dimension's group.
+struct GridCoords {
+    int dp_rank, pp_rank, cp_rank, tp_rank;
+};
+
+inline GridCoords grid_coords(const ParallelDims* d, int rank) {
+    GridCoords c;
+    c.tp_rank = rank % d->tp;
+    c.cp_rank = rank / d->tp % d->cp;
+    c.pp_rank = rank / (d->tp * d->cp) % d->pp;
+    c.dp_rank = rank / (d->tp * d->cp * d->pp);
+    return c;
+}
+
+inline int grid_rank(const ParallelDims* d, GridCoords c) {
+    return ((c.dp_rank * d->pp + c.pp_rank) * d->cp + c.cp_rank) * d->tp + c.tp_rank;
+}
+
+// The grid of `world` ranks with tensor-parallel groups of `tp` (pp and cp 1), its groups not
+// yet made; dp is left at 0 when the other degrees do not divide world (parallel_dims_check
+// says so).
+inline ParallelDims parallel_dims(int world, int tp, int zero, bool sequence_parallel,
+                                  double bucket_mb) {
+    ParallelDims d = {};
+    d.world = world;
+    d.pp = d.cp = 1;
+    d.tp = tp;
+    d.zero = zero;
+    d.sequence_parallel = sequence_parallel;
+    d.bucket_mb = bucket_mb;
+    const int inner = d.pp * d.cp * d.tp;
+    if (inner > 0 && world % inner == 0) d.dp = world / inner;
+    return d;
+}
 
 // The shapes the tensor-parallel cut must divide.
 struct ParallelShapes {
@@ -34,49 +80,37 @@ struct ParallelShapes {
     long long rows;    // B*T tokens of a micro-batch: sequence parallelism cuts them into tp parts
 };
 
-// The grid of `world` ranks with tensor-parallel groups of `tp`: dp is left at 0 when tp does
-// not divide world (parallel_config_check says so).
-inline ParallelConfig parallel_config(int world, int tp, int zero, bool sequence_parallel) {
-    ParallelConfig p = {world, 0, tp, zero, sequence_parallel};
-    if (tp > 0 && world % tp == 0) p.dp = world / tp;
-    return p;
-}
-
-// Where rank `rank` sits in the grid.
-inline int grid_tp_rank(const ParallelConfig* p, int rank) { return rank % p->tp; }
-inline int grid_dp_rank(const ParallelConfig* p, int rank) { return rank / p->tp; }
-
 // nullptr if the grid can train the model, else a message in msg. ranks_per_node: the ranks
 // the launcher put on this rank's node, 0 when it does not say.
-inline const char* parallel_config_check(const ParallelConfig* p, const ParallelShapes* s,
-                                         int ranks_per_node, char* msg, size_t len) {
-    if (p->tp < 1 || p->world % p->tp != 0)
+inline const char* parallel_dims_check(const ParallelDims* d, const ParallelShapes* s,
+                                       int ranks_per_node, char* msg, size_t len) {
+    if (d->tp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp)
         snprintf(msg, len, "%d ranks cannot be cut into tensor-parallel groups of --tp %d",
-                 p->world, p->tp);
-    else if (ranks_per_node > 0 && ranks_per_node % p->tp != 0)
+                 d->world, d->tp);
+    else if (ranks_per_node > 0 && ranks_per_node % d->tp != 0)
         snprintf(msg, len,
                  "a tensor-parallel group must lie within a node, but --tp %d does not divide "
                  "the %d ranks on this node",
-                 p->tp, ranks_per_node);
-    else if (s->heads % p->tp != 0)
-        snprintf(msg, len, "--tp %d does not divide the %d attention heads", p->tp, s->heads);
-    else if (s->channels % p->tp != 0)
-        snprintf(msg, len, "--tp %d does not divide the model width %d", p->tp, s->channels);
-    else if (s->padded_vocab % p->tp != 0)
-        snprintf(msg, len, "--tp %d does not divide the padded vocabulary of %d rows", p->tp,
+                 d->tp, ranks_per_node);
+    else if (s->heads % d->tp != 0)
+        snprintf(msg, len, "--tp %d does not divide the %d attention heads", d->tp, s->heads);
+    else if (s->channels % d->tp != 0)
+        snprintf(msg, len, "--tp %d does not divide the model width %d", d->tp, s->channels);
+    else if (s->padded_vocab % d->tp != 0)
+        snprintf(msg, len, "--tp %d does not divide the padded vocabulary of %d rows", d->tp,
                  s->padded_vocab);
-    else if (s->padded_vocab / p->tp % 8 != 0)
+    else if (s->padded_vocab / d->tp % 8 != 0)
         snprintf(msg, len,
                  "--tp %d leaves each rank %d rows of the padded vocabulary, not a multiple of 8 "
                  "(the classifier reads a row in 16-byte packs)",
-                 p->tp, s->padded_vocab / p->tp);
-    else if (p->sequence_parallel && p->tp > 1 && s->rows % p->tp != 0)
+                 d->tp, s->padded_vocab / d->tp);
+    else if (d->sequence_parallel && d->tp > 1 && s->rows % d->tp != 0)
         snprintf(msg, len,
                  "--sequence-parallel cuts the %lld tokens of a micro-batch (--batch x --seq) "
                  "into --tp %d parts: they do not divide",
-                 s->rows, p->tp);
-    else if (p->zero < 0 || p->zero > ZERO_MAX_STAGE)
-        snprintf(msg, len, "--zero %d: the ZeRO stages are 0 to %d", p->zero, ZERO_MAX_STAGE);
+                 s->rows, d->tp);
+    else if (d->zero < 0 || d->zero > ZERO_MAX_STAGE)
+        snprintf(msg, len, "--zero %d: the ZeRO stages are 0 to %d", d->zero, ZERO_MAX_STAGE);
     else return nullptr;
     return msg;
 }

@@ -258,7 +258,6 @@ inline void vocab_parallel_combine(const TensorParallel* tp, SoftmaxStats* combi
 
 // No tensor parallelism: a group of one (tests, sampling, kernels' benchmarks).
 inline const TensorParallel* tp_single() {
-    static const CommGroup one = {0, 1, 0, 300.0};
-    static const TensorParallel none = tp_of(&one, false);
+    static const TensorParallel none = tp_of(comm_group_of_one(), false);
     return &none;
 }

@@ -75,6 +75,8 @@ struct NormItem {
 };
 
 struct DataParallel {
+    // the grid's shard group (dp x cp ranks, llmc/parallel.h): the gradients are reduced over
+    // it and the model state sharded
     const CommGroup* group;
     int stage;            // 0 to 3 (see the top)
     int me;               // this rank in the group
