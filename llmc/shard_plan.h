@@ -12,7 +12,8 @@
 // an all-gather of the slices rebuilds the updated parameters everywhere. The cut of a slice
 // into runs of one tensor each is its list of segments.
 //
-// Matrix units (Muon: Newton-Schulz needs a whole matrix) are never cut: each is owned whole by
+// Matrix units (of an optimizer whose row in train_gpt.cu's table needs whole matrices; Muon:
+// Newton-Schulz needs a whole matrix) are never cut: each is owned whole by
 // one rank, chosen largest first for the least loaded rank by Newton-Schulz cost (m^2 n for an
 // (m, n) unit with m <= n), ties to the lowest rank, so the work is balanced and the choice
 // depends on the table and the group size only. A unit's gradient is reduced to its owner
@@ -32,6 +33,7 @@
 struct ShardTensor {  // a tensor as the plan sees it
     size_t offset, numel;
     int units;       // 0: element-wise; > 0: that many matrix units of numel / units each
+                     // (as the tensor's optimizer's row says: whole matrices or not)
     int rows, cols;  // the shape (rows split into units), for the cost of a unit
     bool in_norm;    // counted in the gradient norm (a replicated tensor of a tensor-parallel
                      // group is counted on one rank of it)
