@@ -872,7 +872,7 @@ inline void check_lion_step(Tally* tally, const Dump* d, const TestSetup* s, con
             lion_element(f->theta[o], g_round, &m_round, &c_round, lr, wd, &s->opt);
         // either gradient's c within float32 rounding of zero: its sign is the arithmetic's
         const double terms = b1 * fabs(m0[j]) + (1.0 - b1) * fmax(fabs(g), fabs(g_round));
-        const bool near_zero = fmin(fabs(c_exact), fabs(c_round)) <= 1e-6 * terms;
+        const bool near_zero = fmin(fabs(c_exact), fabs(c_round)) < 1e-6 * terms;
         e_u[j] += fabs(u_round - u_exact) + (near_zero ? 2.0 * lr : 0.0);
         e_m[j] = fabs(m_round - m_exact);
         ours_m[j] = f->after->buf[LION_M][o];

@@ -1099,9 +1099,9 @@ inline TpAccount tp_account(const GPT* m) {
         if (stage == 3) t.bytes[MEM_PARAMS][part] += r->n * sizeof(floatX);
         if (stage >= 2) t.bytes[MEM_GRADS][part] += r->n * sizeof(floatX);  // the reduced shard
         if (m->master) t.bytes[MEM_MASTER][part] += r->n * sizeof(float);
-        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
-            if (STATE_BUFFERS[b].optimizer == m->layout.tensors[r->tensor].optimizer)
-                t.bytes[MEM_OPTIMIZER][part] += r->n * STATE_BUFFERS[b].elem_bytes;
+        const OptimizerInfo* o = &OPTIMIZERS[m->layout.tensors[r->tensor].optimizer];
+        for (int b = o->first_state; b < o->first_state + o->state_count; b++)
+            t.bytes[MEM_OPTIMIZER][part] += r->n * STATE_BUFFERS[b].elem_bytes;
     }
     t.seq_activation_bytes = m->acts.seq_bytes;
     t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
@@ -1649,8 +1649,9 @@ inline void print_state_bytes(const GPT* m) {
             tensors++;
             params += m->layout.tensors[i].numel;
         }
-        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
-            if (STATE_BUFFERS[b].optimizer == o) bytes += STATE_BUFFERS[b].elem_bytes;
+        for (int b = OPTIMIZERS[o].first_state;
+             b < OPTIMIZERS[o].first_state + OPTIMIZERS[o].state_count; b++)
+            bytes += STATE_BUFFERS[b].elem_bytes;
         if (tensors > 0)
             printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZERS[o].name, tensors,
                    params, bytes);

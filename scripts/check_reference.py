@@ -249,7 +249,7 @@ def lion64(theta, m, g, c, lr, decay_factor, grad_scale):
     b1, b2 = c["lion_beta1"], c["lion_beta2"]
     g = g * grad_scale
     interp = b1 * m + (1 - b1) * g
-    near_zero = interp.abs() <= 1e-6 * (b1 * m.abs() + (1 - b1) * g.abs())
+    near_zero = interp.abs() < 1e-6 * (b1 * m.abs() + (1 - b1) * g.abs())
     update = (decay_factor - 1) * theta - lr * torch.sign(interp)
     return update, b2 * m + (1 - b2) * g, torch.where(near_zero, 2 * lr, 0.0)
 
