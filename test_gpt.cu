@@ -674,7 +674,7 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     h = hash_device(h, model.grads, P * sizeof(floatX));
     if (model.master)
         h = hash_device(h, model.master,
-                        (model.dp.elem_state + model.dp.unit_state) * sizeof(float));
+                        (model.dp.elem_state + model.dp.matrix_state) * sizeof(float));
     for (int b = 0; b < NUM_STATE_BUFFERS; b++)
         if (model.opt_state[b])
             h = hash_device(h, model.opt_state[b], state_elems(&model, b) * sizeof(float));

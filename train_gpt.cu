@@ -183,7 +183,7 @@ static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
 // The optimizers. Each tensor of the parameter table names its optimizer (OptimizerKind), an
 // index into OPTIMIZERS, the optimizer table: its name, its state buffers, whether it needs
 // whole matrices and its update. The state layout (state_elems, state_index), the shard plan
-// (whole matrix pieces or element ranges), gpt_update and the checkpoint's state sections read
+// (whole matrices or element ranges), gpt_update and the checkpoint's state sections read
 // the table; a new optimizer is a row there, its state buffers in STATE_BUFFERS, its kernel in a
 // header of its own and its settings in OptimizerConfig.
 enum OptimizerKind { OPT_ADAMW = 0, OPT_MUON = 1, OPT_LION = 2, NUM_OPTIMIZERS };
@@ -240,10 +240,10 @@ inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step);
 inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step);
 
 struct OptimizerInfo {
-    const char* name;  // --optimizer's word, and the checkpoints' and logs' name
+    const char* name;              // --optimizer's word, and the checkpoints' and logs' name
     int first_state, state_count;  // its state buffers: STATE_BUFFERS[first_state ...]
-    bool whole_matrices;  // updates each matrix piece whole (Newton-Schulz); else element-wise,
-                          // on ranges cut anywhere
+    bool whole_matrices;     // updates each matrix of a tensor whole (Newton-Schulz); else
+                             // element-wise, on ranges cut anywhere
     OptimizerUpdate update;  // one owned range of one of its tensors
 };
 static const OptimizerInfo OPTIMIZERS[NUM_OPTIMIZERS] = {
@@ -257,11 +257,12 @@ struct ParamTensor {
     size_t numel;
     size_t offset;    // in elements from the start of the parameter/gradient/master buffers
     int optimizer;    // OptimizerKind: its row in OPTIMIZERS
-    int units;        // an optimizer of whole matrices: `units` row blocks of (rows / units,
-                      // cols), each a matrix of its own (qkv.w: Q, K and V); 1 otherwise
+    int matrices;     // an optimizer of whole matrices: `matrices` row blocks of (rows /
+                      // matrices, cols), each a matrix of its own (qkv.w: Q, K and V); 1
+                      // otherwise
     bool decay;       // weight decay applies (2-D tensors only)
     double lr_scale;  // the optimizer's scheduled lr is multiplied by this: AdamW 1 (the
-                      // whole step); Muon the shape adjustment of one unit (the update
+                      // whole step); Muon the shape adjustment of one matrix (the update
                       // only: weight decay uses the unadjusted lr, as torch's Muon does)
     float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
@@ -297,7 +298,7 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     int index = 0;
     // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows)
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
-                   int optimizer, int units, int split, int parts) {
+                   int optimizer, int matrices, int split, int parts) {
         ParamTensor* t = &layout->tensors[index++];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->rows = rows;
@@ -305,13 +306,13 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         t->numel = (size_t)rows * (cols > 0 ? cols : 1);
         t->offset = offset;
         t->optimizer = optimizer;
-        t->units = units;
+        t->matrices = matrices;
         t->decay = cols > 0;
         t->tp = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
                         split == TP_COLS ? cols * tp : cols};
-        // the shape adjustment of a whole (logical) unit: the same lr on every grid
+        // the shape adjustment of a whole (logical) matrix: the same lr on every grid
         t->lr_scale = optimizer == OPT_MUON
-                          ? muon_lr_scale(opt->muon_adjust, t->tp.rows / units, t->tp.cols)
+                          ? muon_lr_scale(opt->muon_adjust, t->tp.rows / matrices, t->tp.cols)
                           : 1.0;
         t->init_std = init_std;
         t->init_value = init_value;
@@ -2090,16 +2091,16 @@ inline bool optimizer_in_use(const ParamLayout* layout, int kind) {
 
 // Elements of state buffer `which` (STATE_BUFFERS): none when its optimizer updates no tensor;
 // else an element-wise optimizer's span the element-wise state this rank owns, a whole-matrix
-// optimizer's its matrix units.
+// optimizer's its matrices.
 inline size_t state_elems(const GPT* m, int which) {
     const int kind = STATE_BUFFERS[which].optimizer;
     if (!optimizer_in_use(&m->layout, kind)) return 0;
-    return OPTIMIZERS[kind].whole_matrices ? m->dp.unit_state : m->dp.elem_state;
+    return OPTIMIZERS[kind].whole_matrices ? m->dp.matrix_state : m->dp.elem_state;
 }
 
-// The master weights of an owned range: the element-wise ones first, then the units'.
+// The master weights of an owned range: the element-wise ones first, then the matrices'.
 inline size_t master_index(const GPT* m, const OwnedRange* o) {
-    return (o->unit ? m->dp.elem_state : 0) + o->state;
+    return (o->matrix ? m->dp.elem_state : 0) + o->state;
 }
 
 // The parameters of an owned range in m->params: at its layout offset, or under ZeRO-3 (where
@@ -2222,7 +2223,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     const size_t P = m->layout.total;
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
     if (par.zero < 2 || par.dp->size == 1) m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
-    // The shard plan over the table: each tensor, element-wise or in matrix units (as its
+    // The shard plan over the table: each tensor, element-wise or in whole matrices (as its
     // optimizer's row says), and the backward pass's units of gradients.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
     // first rank only (every rank holds the same one).
@@ -2230,8 +2231,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp.split != TP_REPLICATED || m->tp.rank == 0;
-        const int units = OPTIMIZERS[t->optimizer].whole_matrices ? t->units : 0;
-        shard_tensors[i] = ShardTensor{t->offset, t->numel, units, t->rows, t->cols, in_norm};
+        const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
+        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm};
     }
     std::vector<size_t> unit_begin(config->layers + 1), unit_end(config->layers + 1);
     gpt_grad_units(&m->layout, config->layers, unit_begin.data(), unit_end.data());
@@ -2239,16 +2240,16 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
             config->layers + 1, shard_tensors.data(), m->layout.count, par.bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
-        m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
+        m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.matrix_state);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         m->opt_state[i] = device_take_n<float>(ledger, MEM_OPTIMIZER, state_elems(m, i));
-    // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n: a whole
-    // (logical) unit, also under tensor parallelism
+    // Newton-Schulz scratch for the largest Muon matrix, (m, n) with m <= n: a whole
+    // (logical) matrix, also under tensor parallelism
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         if (t->optimizer != OPT_MUON) continue;
-        const size_t rows = t->tp.rows / t->units, cols = t->tp.cols;
+        const size_t rows = t->tp.rows / t->matrices, cols = t->tp.cols;
         matrix_elems = std::max(matrix_elems, rows * cols);
         gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
     }
@@ -2719,15 +2720,15 @@ inline void adamw_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
                  r->offset, owned_decay(m, r), &h, m->stream);
 }
 
-inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {  // one unit, whole
+inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {  // one matrix
     const OptimizerConfig* o = &m->opt;
     const ParamTensor* t = &m->layout.tensors[r->tensor];
-    const MuonHyper h = {step->lr,         o->muon_momentum,  o->muon_nesterov != 0,
+    const MuonHyper h = {step->lr,         o->muon_momentum, o->muon_nesterov != 0,
                          o->muon_ns_steps, step->grad_scale, step->seed};
     muon_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
-                m->opt_state[MUON_MOMENTUM] + r->state, t->rows / t->units, t->cols, 1, r->offset,
-                t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm, m->tp.group, t->tp.split,
-                m->stream);
+                m->opt_state[MUON_MOMENTUM] + r->state, t->rows / t->matrices, t->cols, 1,
+                r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm, m->tp.group,
+                t->tp.split, m->stream);
 }
 
 inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
@@ -2735,8 +2736,7 @@ inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
     const LionHyper h = {step->lr * m->layout.tensors[r->tensor].lr_scale, o->lion_beta1,
                          o->lion_beta2, step->grad_scale, step->seed};
     lion_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
-                m->opt_state[LION_M] + r->state, r->n, r->offset, owned_decay(m, r), &h,
-                m->stream);
+                m->opt_state[LION_M] + r->state, r->n, r->offset, owned_decay(m, r), &h, m->stream);
 }
 
 // One optimizer step: a loop over the ranges of the parameter table this rank owns (everything

@@ -270,7 +270,7 @@ struct LayoutRecord {  // 64 bytes, no padding
     char name[32];
     int32_t rows, cols;
     int32_t optimizer;  // OptimizerKind
-    int32_t units;      // Muon matrix units
+    int32_t matrices;   // Muon's matrices of the tensor
     uint64_t offset;    // in the parameter layout (elements)
     uint64_t numel;
 };
@@ -283,7 +283,7 @@ inline LayoutRecord layout_record_of(const ParamTensor* t) {
     rec.rows = t->rows;
     rec.cols = t->cols;
     rec.optimizer = t->optimizer;
-    rec.units = t->units;
+    rec.matrices = t->matrices;
     rec.offset = t->offset;
     rec.numel = t->numel;
     return rec;
@@ -293,7 +293,7 @@ inline LayoutRecord layout_record_of(const ParamTensor* t) {
 // The shard's other sections hold, range after range: "params" and "master" every range's
 // elements, each optimizer's state buffer the ranges of that optimizer's tensors.
 struct OwnedRecord {  // 32 bytes, no padding
-    uint64_t tensor, offset, n, unit;
+    uint64_t tensor, offset, n, matrix;
 };
 
 // Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
@@ -344,7 +344,7 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
         tp_local_runs(&t->tp, m->tp.rank, m->tp.size, r->offset - t->offset, r->n,
                       [&](size_t logical, size_t, size_t n) {
                           records.push_back(OwnedRecord{(uint64_t)r->tensor, base + logical, n,
-                                                        (uint64_t)r->unit});
+                                                        (uint64_t)r->matrix});
                       });
     }
     if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
@@ -453,11 +453,11 @@ inline void check_layout(const CheckpointReader* r, const std::vector<LayoutReco
         if (s->optimizer != t->optimizer)
             fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
                   r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
-        if (s->rows != t->rows || s->cols != t->cols || s->units != t->units)
+        if (s->rows != t->rows || s->cols != t->cols || s->matrices != t->matrices)
             fatal(
-                "checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
+                "checkpoint %s: tensor %s is (%d, %d) in %d matrices there, (%d, %d) in %d "
                 "here",
-                r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
+                r->path, t->name, s->rows, s->cols, s->matrices, t->rows, t->cols, t->matrices);
         if (s->offset != t->offset || s->numel != t->numel || (size_t)i >= stored.size() ||
             s != &stored[i])
             fatal(
@@ -507,9 +507,9 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
     std::vector<std::vector<float>> state(STATE_MASTER + 1);
     for (int which = 0; which <= STATE_MASTER; which++)
         if (state_buffer(m, which))
-            state[which].assign(
-                which == STATE_MASTER ? m->dp.elem_state + m->dp.unit_state : state_elems(m, which),
-                0.0f);
+            state[which].assign(which == STATE_MASTER ? m->dp.elem_state + m->dp.matrix_state
+                                                      : state_elems(m, which),
+                                0.0f);
     size_t params_read = 0, owned_read = 0, owned_total = 0;
     for (int i = 0; i < m->dp.owned_count; i++) owned_total += m->dp.owned[i].n;
     for (int64_t k = 0; k < shard_count; k++) {
@@ -528,7 +528,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
             fatal("%s", src.r.error);
         uint64_t all = 0, of_optimizer[NUM_OPTIMIZERS] = {};
         for (const OwnedRecord& o : src.ranges) {
-            if (o.tensor >= (uint64_t)logical->count || o.unit > 1 ||
+            if (o.tensor >= (uint64_t)logical->count || o.matrix > 1 ||
                 o.offset < logical->tensors[o.tensor].offset ||
                 o.offset + o.n >
                     logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
@@ -581,7 +581,8 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
                             if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
                             const bool all_ranges = which == STATE_MASTER;
                             const uint64_t from =
-                                (all_ranges ? src.at_all[j] : src.at_optimizer[j]) + (lo - o.offset);
+                                (all_ranges ? src.at_all[j] : src.at_optimizer[j]) +
+                                (lo - o.offset);
                             const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
                             if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
                                                        state[which].data() + at + into,

@@ -4,7 +4,7 @@ ckpt_stepSSSSSSSS.rankRRRRR.bin, written by train_run.cuh's save_checkpoint), in
 the trainer's own reader.
 
 A shard's section "owned" lists the ranges of the parameter layout it holds (uint64 tensor,
-offset, n, unit), and its sections hold those ranges' elements one after the other: "params"
+offset, n, matrix), and its sections hold those ranges' elements one after the other: "params"
 and "master" every range, each optimizer's state section (STATE_SECTIONS) the ranges of the
 tensors that optimizer updates (the manifest's "layout" section names each tensor's optimizer).
 checkpoint_array reassembles any of them in layout order, whatever the grid and ZeRO stage that
@@ -24,7 +24,7 @@ STATE_SECTIONS = {"optimizer.adamw.m": "adamw", "optimizer.adamw.v": "adamw",
                   "optimizer.muon.momentum": "muon", "optimizer.lion.m": "lion"}
 # a record of the manifest's section "layout" (train_run.cuh's LayoutRecord)
 LAYOUT_RECORD = np.dtype([("name", "S32"), ("rows", "<i4"), ("cols", "<i4"), ("optimizer", "<i4"),
-                          ("units", "<i4"), ("offset", "<u8"), ("numel", "<u8")])
+                          ("matrices", "<i4"), ("offset", "<u8"), ("numel", "<u8")])
 
 
 def checkpoint_sections(path):
@@ -83,7 +83,7 @@ def checkpoint_array(manifest, name, dtype=np.float32):
     out = np.zeros(total, dtype=dtype)
     for ranges, values in parts:
         at = 0
-        for tensor, offset, n, _unit in ranges:
+        for tensor, offset, n, _matrix in ranges:
             if name in STATE_SECTIONS and OPTIMIZERS[optimizer_of[tensor]] != STATE_SECTIONS[name]:
                 continue
             out[offset:offset + n] = values[at:at + n]
