@@ -7,7 +7,8 @@ docstring specifies the model and the dump format).
 builds the model with the dump's configuration and checks it in two parts.
 
 The dump names the model (QK-norm or not), the objective (the z-loss coefficient) and the
-optimizers (AdamW alone, or Muon for the hidden matrices), and the model is built the same way.
+optimizers (AdamW alone, Muon for the hidden matrices, or Lion alone), and the model is built the
+same way.
 
 (a) The free-running run: from the dump's initial parameters, the same forward, backward and K
     steps as PyTorch's fp32 run, comparing
@@ -15,8 +16,8 @@ optimizers (AdamW alone, or Muon for the hidden matrices), and the model is buil
       - every accumulated gradient of step 0 (without QK-norm the key bias gradient exactly
         zero),
       - for each step k: the loss, the z-loss, both learning rates and the gradient norm,
-      - every parameter after step 0, with AdamW's sign allowance (adamw_allowance) for the
-        AdamW tensors.
+      - every parameter after step 0, with AdamW's and Lion's sign allowance (sign_allowance) for
+        their tensors.
     Then the whole run again: both runs must produce identical bits.
     Parameters after later steps are not compared here. AdamW moves an element whose gradient is
     within rounding noise of zero by about lr in a direction the noise picks; the allowance
@@ -25,14 +26,15 @@ optimizers (AdamW alone, or Muon for the hidden matrices), and the model is buil
     Part (b) checks every step without that cascade.
 (b) Teacher-forced steps k = 0..K-1, each from the dump's own state: the parameters theta_{k-1}
     (init for k = 0; the fp32 master weights too in the bf16 build), the optimizers' state of
-    step k-1 (AdamW's m, v of the AdamW tensors and Muon's momentum of the Muon tensors; zeros
+    step k-1 (AdamW's m, v of the AdamW tensors, Muon's momentum of the Muon tensors, Lion's m
+    of the Lion tensors; zeros
     for k = 0) and the step count k. Then
       - gradients: forward and backward of step k's micro-batches; the loss, the z-loss, the
         gradient norm and every gradient against step<k>.grad.* (key bias as in (a));
       - optimizer: the dump's gradient step<k>.grad.* goes into the gradient buffer and the
         update runs with the dump's learning rates and clip scale; theta_k - theta_{k-1} (fp32
-        parameters: master weights in the bf16 build) and the new state (m_k and v_k, or the
-        momentum) are compared with the dump.
+        parameters: master weights in the bf16 build) and the new state (m_k and v_k, the
+        momentum, or Lion's m) are compared with the dump.
     The gradient check has identical parameters and the optimizer check identical inputs, so
     an error in either shows up at the step that makes it. Part (b) excuses no element: its
     optimizer bounds are norms of what the identical inputs force (below).
@@ -77,6 +79,10 @@ Bounds (each printed next to the measured error; a NaN or Inf never passes):
               Muon's momentum is one fp32 lerp in both programs: e is (1 - mu) times the
               change of the (clipped) gradient element on its rounding to floatX (zero in fp32;
               measured: bit-identical to torch's in the fp32 build).
+              Lion (update lr * sign(c), c = b1 m + (1-b1) g): e of the update and of m is the
+              change the gradient's rounding to floatX makes in double (for the update 2 lr
+              where it flips the sign of c), plus 2 lr where c is within float32 rounding of
+              zero (1e-6 of its terms), whose sign either program may decide otherwise.
   the learning rates are double arithmetic in both programs: rel <= 1e-12 in both builds.
   Exact zeros in the reference (the key bias gradient without QK-norm) must be exact zeros here.
 
@@ -128,7 +134,7 @@ constexpr double LR_REL = 1e-12;
 // Muon's fp32 update also gets this many times the drift float32 arithmetic is measured to leave
 // in torch's own Newton-Schulz (fp32.<name>, header).
 constexpr double MUON_DRIFT_FACTOR = 4.0;
-// Gradient noise relative to a tensor's largest gradient (see adamw_allowance).
+// Gradient noise relative to a tensor's largest gradient (see sign_allowance).
 // GRAD_NOISE: typical noise of one gradient element; SIGN_NOISE: below this RMS an element's
 // update may change sign.
 constexpr double GRAD_NOISE = FLOATX_IS_FP32 ? 1e-6 : 1.0 / 512.0;
@@ -405,7 +411,8 @@ struct HostState {
 };
 
 // The dump's records of each state buffer (step<k>.<kind>.<param>, for its optimizer's tensors).
-static const char* const STATE_RECORDS[NUM_STATE_BUFFERS] = {"adam_m", "adam_v", "muon_momentum"};
+static const char* const STATE_RECORDS[NUM_STATE_BUFFERS] = {"adam_m", "adam_v", "muon_momentum",
+                                                              "lion_m"};
 
 // The state after step k from the dump's records (k < 0: zeros, the state before step 0).
 inline void dump_state_set(const Dump* d, const ParamLayout* layout, int k, HostState* st) {
@@ -482,7 +489,7 @@ inline uint64_t hash_bytes(uint64_t h, const void* ptr, size_t bytes) {
     return h;
 }
 
-// AdamW's allowance (part (a), step 0). AdamW moves an element by lr * m/(sqrt(v)+eps), about
+// AdamW's and Lion's sign allowance (part (a), step 0). AdamW moves an element by lr * m/(sqrt(v)+eps), about
 // lr whatever the size of its gradient, so gradient noise far below anything a gradient check
 // can resolve moves elements with small gradients a lot. To first order a gradient error n
 // moves the update by up to 2 * lr * n / (sqrt(v_hat) + eps) (one term from m, one from
@@ -493,10 +500,12 @@ inline uint64_t hash_bytes(uint64_t h, const void* ptr, size_t bytes) {
 // max|g|) may move the other way altogether and gets the full 2 * lr. Elements with ordinary
 // gradients get a small allowance (fp32: ~2e-5 lr), so the bounds keep their teeth. At step 0
 // this is the whole story: the update is lr * sign(g) up to eps, and m, v start at zero.
+// Lion's step-0 update is lr * sign(g) exactly (its m starts at zero): an element whose gradient
+// is below SIGN_NOISE * max|g| gets 2 * lr, the others none.
 // Muon's tensors get none: Newton-Schulz acts on the whole matrix, not on each element's sign.
 // grads_scratch: layout.total floats of scratch; allowance: layout.total doubles.
-inline void adamw_allowance(double* allowance, float* grads_scratch, const GPT* m, double lr,
-                            double grad_scale) {
+inline void sign_allowance(double* allowance, float* grads_scratch, const GPT* m, double lr,
+                           double grad_scale) {
     const ParamLayout* layout = &m->layout;
     download_floatX(grads_scratch, m->grads, layout->total);
     HostState st;
@@ -506,12 +515,16 @@ inline void adamw_allowance(double* allowance, float* grads_scratch, const GPT* 
     memset(allowance, 0, layout->total * sizeof(double));
     for (int i = 0; i < layout->count; i++) {
         const ParamTensor* t = &layout->tensors[i];
-        if (t->optimizer != OPT_ADAMW) continue;
+        if (t->optimizer == OPT_MUON) continue;
         double max_g = 0.0;
         for (size_t j = 0; j < t->numel; j++)
             max_g = fmax(max_g, fabs(grads_scratch[t->offset + j]));
         const double noise = GRAD_NOISE * max_g * grad_scale;
-        for (size_t j = 0; j < t->numel; j++) {
+        for (size_t j = 0; j < t->numel && t->optimizer == OPT_LION; j++) {
+            const bool may_flip = fabs(grads_scratch[t->offset + j]) < SIGN_NOISE * max_g;
+            allowance[t->offset + j] = may_flip ? 2.0 * lr : 0.0;
+        }
+        for (size_t j = 0; j < t->numel && t->optimizer == OPT_ADAMW; j++) {
             double denom = sqrt(v_state[t->offset + j] / bias_corr2) + 1e-8;
             bool may_flip = denom < SIGN_NOISE * max_g * grad_scale;
             allowance[t->offset + j] = 2.0 * lr * (may_flip ? 1.0 : fmin(1.0, noise / denom));
@@ -604,9 +617,9 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
         if (k > 0) continue;
 
         // The parameters after step 0: theta_0 (fp32) or theta_0 - init (bf16), with the
-        // allowance for elements AdamW may move the other way.
+        // allowance for elements AdamW or Lion may move the other way.
         double* allowance = (double*)MALLOC_CHECK(P * sizeof(double));
-        adamw_allowance(allowance, values, &model, lrs[OPT_ADAMW], grad_scale);
+        sign_allowance(allowance, values, &model, lrs[OPT_ADAMW], grad_scale);
         download_params(values, &model);
         for (int i = 0; i < layout->count; i++) {
             const ParamTensor* t = &layout->tensors[i];
@@ -660,7 +673,7 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     h = hash_device(h, model.grads, P * sizeof(floatX));
     if (model.master)
         h = hash_device(h, model.master,
-                        (model.dp.elem_state + model.dp.unit_state) * sizeof(float));
+                        (model.dp.elem_state + model.dp.matrix_state) * sizeof(float));
     for (int b = 0; b < NUM_STATE_BUFFERS; b++)
         if (model.opt_state[b])
             h = hash_device(h, model.opt_state[b], state_elems(&model, b) * sizeof(float));
@@ -825,6 +838,50 @@ inline void check_muon_step(Tally* tally, const Dump* d, const TestSetup* s, con
     }
 }
 
+// One Lion step of one element in double, the formula of llmc/lion.cuh (g already scaled by the
+// clip factor). Returns theta_t - theta_{t-1}, sets *m to m_t and *c to the interpolation whose
+// sign is the update.
+inline double lion_element(double theta, double g, double* m, double* c, double lr, double wd,
+                           const OptimizerConfig* o) {
+    *c = o->lion_beta1 * *m + (1.0 - o->lion_beta1) * g;
+    *m = o->lion_beta2 * *m + (1.0 - o->lion_beta2) * g;
+    return -lr * wd * theta - lr * (double)((*c > 0.0) - (*c < 0.0));
+}
+
+// A Lion tensor: theta_k - theta_{k-1} and m_k, with the forced errors of the header.
+inline void check_lion_step(Tally* tally, const Dump* d, const TestSetup* s, const ParamTensor* t,
+                            const ForcedStep* f) {
+    const size_t n = t->numel;
+    const double lr = f->lr[OPT_LION], wd = t->decay ? s->opt.weight_decay : 0.0;
+    const float decay = (float)(1.0 - lr * wd);
+    std::vector<double> ours_u(n), ref_u(n), e_u(n), ours_m(n), ref_m(n), e_m(n);
+    update_errors(d, t, f, decay, ours_u.data(), ref_u.data(), e_u.data());
+    char name[160];
+    snprintf(name, sizeof(name), "step%d.lion_m.%s", f->k, t->name);
+    const float* dumped = (const float*)dump_array(d, name, DUMP_F32, n);
+    const float* m0 = f->before->buf[LION_M].data() + t->offset;
+    const double b1 = s->opt.lion_beta1;
+    for (size_t j = 0; j < n; j++) {
+        const size_t o = t->offset + j;
+        const double g = f->grads[o] * f->grad_scale;
+        const double g_round = (double)(float)(floatX)f->grads[o] * f->grad_scale;
+        double m_exact = m0[j], m_round = m0[j], c_exact, c_round;
+        const double u_exact = lion_element(f->theta[o], g, &m_exact, &c_exact, lr, wd, &s->opt);
+        const double u_round =
+            lion_element(f->theta[o], g_round, &m_round, &c_round, lr, wd, &s->opt);
+        // either gradient's c within float32 rounding of zero: its sign is the arithmetic's
+        const double terms = b1 * fabs(m0[j]) + (1.0 - b1) * fmax(fabs(g), fabs(g_round));
+        const bool near_zero = fmin(fabs(c_exact), fabs(c_round)) < 1e-6 * terms;
+        e_u[j] += fabs(u_round - u_exact) + (near_zero ? 2.0 * lr : 0.0);
+        e_m[j] = fabs(m_round - m_exact);
+        ours_m[j] = f->after->buf[LION_M][o];
+        ref_m[j] = dumped[j];
+    }
+    compare_forced(tally, name, ours_m.data(), ref_m.data(), e_m.data(), n);
+    snprintf(name, sizeof(name), "step%d.update.%s", f->k, t->name);
+    compare_forced(tally, name, ours_u.data(), ref_u.data(), e_u.data(), n);
+}
+
 inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) {
     const GPTConfig* c = &s->config;
     const int A = s->A, K = s->K;
@@ -873,6 +930,7 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
         f.lr[OPT_ADAMW] = dump_scalar(d, name);
         snprintf(name, sizeof(name), "step%d.muon_lr", k);
         f.lr[OPT_MUON] = dump_scalar(d, name);
+        f.lr[OPT_LION] = f.lr[OPT_ADAMW];  // the dump's lr is AdamW's and Lion's
         snprintf(name, sizeof(name), "step%d.grad_norm", k);
         f.grad_scale = clip_scale(dump_scalar(d, name), s->grad_clip);
         gpt_update(&model, f.lr, f.grad_scale);
@@ -890,7 +948,8 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
         for (int i = 0; i < layout->count; i++) {
             const ParamTensor* t = &layout->tensors[i];
             if (t->optimizer == OPT_ADAMW) check_adamw_step(tally, d, s, t, &f);
-            else check_muon_step(tally, d, s, t, &f);
+            else if (t->optimizer == OPT_MUON) check_muon_step(tally, d, s, t, &f);
+            else check_lion_step(tally, d, s, t, &f);
         }
     }
     gpt_free(&model);
@@ -937,6 +996,8 @@ int main(int argc, char** argv) {
     s.opt.muon_nesterov = (int)dump_scalar(&d, "config.muon_nesterov");
     s.opt.muon_ns_steps = (int)dump_scalar(&d, "config.muon_ns_steps");
     s.opt.muon_adjust = (int)dump_scalar(&d, "config.muon_adjust");
+    s.opt.lion_beta1 = dump_scalar(&d, "config.lion_beta1");
+    s.opt.lion_beta2 = dump_scalar(&d, "config.lion_beta2");
     s.muon_order_noise = 0.0;
     for (int i = 0; i < d.count; i++)
         if (strncmp(d.records[i].name, "bf16.", 5) == 0 &&
@@ -964,11 +1025,13 @@ int main(int argc, char** argv) {
         PRECISION_NAME, argv[1], s.config.vocab, s.config.padded_vocab, s.T, s.config.context,
         s.config.layers, s.config.heads, s.config.channels, s.B, s.A, s.K,
         SCHEDULE_NAMES[s.sched.schedule], s.sched.lr, s.sched.warmup);
-    printf("  %s", OPTIMIZER_NAMES[s.opt.kind]);
+    printf("  %s", OPTIMIZERS[s.opt.kind].name);
     if (s.opt.kind == OPT_MUON)
         printf(" (lr %g, momentum %g, nesterov %d, %d Newton-Schulz steps, %s)", s.muon_lr,
                s.opt.muon_momentum, s.opt.muon_nesterov, s.opt.muon_ns_steps,
                MUON_ADJUST_NAMES[s.opt.muon_adjust]);
+    if (s.opt.kind == OPT_LION)
+        printf(" (lr %g, betas %g/%g)", s.sched.lr, s.opt.lion_beta1, s.opt.lion_beta2);
     printf(" | qk-norm %s | z-loss %g\n", s.config.qk_norm ? "on" : "off", s.config.z_loss);
     const size_t tokens = (size_t)s.K * s.A * s.B * s.T;
     s.inputs = (const int*)dump_array(&d, "inputs", DUMP_I32, tokens);

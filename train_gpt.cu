@@ -56,6 +56,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/norm.cuh"    // the deterministic L2 norm (gradient clipping, Muon)
 #include "llmc/adamw.cuh"   // AdamW's step on one tensor
 #include "llmc/muon.cuh"    // Muon's step on one tensor: momentum, Newton-Schulz, update
+#include "llmc/lion.cuh"    // Lion's step on one tensor
 #include "llmc/schedule.h"  // learning-rate schedules
 #include "llmc/comm.cuh"    // ranks (MPI or environment launch) and the NCCL collectives
 #include "llmc/parallel.h"  // the process grid (dp, pp, cp, tp): its checks and rank arithmetic
@@ -180,47 +181,89 @@ static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
     "attn.proj.b", "ln2.w",      "ln2.b",         "mlp.fc.w",     "mlp.fc.b",
     "mlp.proj.w",  "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w"};
 
-enum OptimizerKind { OPT_ADAMW = 0, OPT_MUON = 1, NUM_OPTIMIZERS };
-static const char* const OPTIMIZER_NAMES[NUM_OPTIMIZERS] = {"adamw", "muon"};
+// The optimizers. Each tensor of the parameter table names its optimizer (OptimizerKind), an
+// index into OPTIMIZERS, the optimizer table: its name, its state buffers, whether it needs
+// whole matrices and its update. The state layout (state_elems, state_index), the shard plan
+// (whole matrices or element ranges), gpt_update and the checkpoint's state sections read
+// the table; a new optimizer is a row there, its state buffers in STATE_BUFFERS, its kernel in a
+// header of its own and its settings in OptimizerConfig.
+enum OptimizerKind { OPT_ADAMW = 0, OPT_MUON = 1, OPT_LION = 2, NUM_OPTIMIZERS };
 
 // Which optimizer takes which tensors, and the settings of each (the peak learning rates are
 // the schedules', in the training loop). kind OPT_MUON puts the hidden matrices (attn.qkv.w,
 // attn.proj.w, mlp.fc.w, mlp.proj.w) on Muon; wte (also the lm head), wpe, the biases and the
-// norm scales stay on AdamW.
+// norm scales stay on AdamW. OPT_ADAMW and OPT_LION put every tensor on that optimizer.
 struct OptimizerConfig {
-    int kind;                  // OPT_ADAMW: AdamW for every tensor; OPT_MUON: see above
+    int kind;                  // OptimizerKind: see above
     double weight_decay;       // decoupled, on 2-D tensors, with the optimizer's unadjusted lr
     double beta1, beta2, eps;  // AdamW
     double muon_momentum;      // mu
     int muon_nesterov;         // 1: Nesterov momentum
     int muon_ns_steps;         // Newton-Schulz iterations
     int muon_adjust;           // MuonAdjust (llmc/muon.cuh): the lr's shape adjustment
+    double lion_beta1;         // Lion's interpolation of the momentum and the gradient (sign)
+    double lion_beta2;         // Lion's momentum decay
 };
 
-// The optimizers' state buffers (fp32). Each holds the state of the ranges of the parameter
-// layout this rank owns under the shard plan (llmc/zero.cuh) with that optimizer, in the plan's
-// state order (OwnedRange::state); the names are the checkpoint's section names.
-enum StateBuffer { ADAMW_M, ADAMW_V, MUON_MOMENTUM, NUM_STATE_BUFFERS };
+// The optimizer of a tensor under configuration opt: Muon takes the hidden matrices (AdamW the
+// rest), AdamW and Lion every tensor.
+inline int tensor_optimizer(const OptimizerConfig* opt, bool hidden_matrix) {
+    if (opt->kind == OPT_MUON) return hidden_matrix ? OPT_MUON : OPT_ADAMW;
+    return opt->kind;
+}
+
+// The optimizers' state buffers. Each holds the state of the ranges of the parameter layout this
+// rank owns under the shard plan (llmc/zero.cuh) with that optimizer, at the plan's state
+// offsets (OwnedRange::state); the names are the checkpoint's section names.
+enum StateBuffer { ADAMW_M, ADAMW_V, MUON_MOMENTUM, LION_M, NUM_STATE_BUFFERS };
 struct StateBufferInfo {
     const char* name;
-    int optimizer;  // whose tensors it holds
+    int optimizer;      // whose tensors it holds
+    size_t elem_bytes;  // per element (every state is fp32 today)
 };
 static const StateBufferInfo STATE_BUFFERS[NUM_STATE_BUFFERS] = {
-    {"optimizer.adamw.m", OPT_ADAMW},
-    {"optimizer.adamw.v", OPT_ADAMW},
-    {"optimizer.muon.momentum", OPT_MUON}};
+    {"optimizer.adamw.m", OPT_ADAMW, sizeof(float)},
+    {"optimizer.adamw.v", OPT_ADAMW, sizeof(float)},
+    {"optimizer.muon.momentum", OPT_MUON, sizeof(float)},
+    {"optimizer.lion.m", OPT_LION, sizeof(float)}};
+
+// What every update gets of a step: its optimizer's scheduled lr, the clipping scale of the
+// gradients and the stochastic rounding seed. Each row's update builds its own argument struct
+// (AdamWHyper, MuonHyper, LionHyper) from these and the model's OptimizerConfig.
+struct OptimizerStep {
+    double lr, grad_scale;
+    uint32_t seed;
+};
+struct GPT;
+typedef void (*OptimizerUpdate)(GPT* m, const OwnedRange* r, const OptimizerStep* step);
+inline void adamw_step(GPT* m, const OwnedRange* r, const OptimizerStep* step);
+inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step);
+inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step);
+
+struct OptimizerInfo {
+    const char* name;              // --optimizer's word, and the checkpoints' and logs' name
+    int first_state, state_count;  // its state buffers: STATE_BUFFERS[first_state ...]
+    bool whole_matrices;     // updates each matrix of a tensor whole (Newton-Schulz); else
+                             // element-wise, on ranges cut anywhere
+    OptimizerUpdate update;  // one owned range of one of its tensors
+};
+static const OptimizerInfo OPTIMIZERS[NUM_OPTIMIZERS] = {
+    {"adamw", ADAMW_M, 2, false, adamw_step},
+    {"muon", MUON_MOMENTUM, 1, true, muon_step},
+    {"lion", LION_M, 1, false, lion_step}};
 
 struct ParamTensor {
     char name[32];   // as in the reference dump: "wte", "h3.attn.qkv.w", "lnf.b"
     int rows, cols;  // shape (rows, cols) of a 2-D tensor; 1-D tensors have cols = 0
     size_t numel;
     size_t offset;    // in elements from the start of the parameter/gradient/master buffers
-    int optimizer;    // OptimizerKind
-    int units;        // Muon: `units` row blocks of (rows / units, cols), each a matrix of
-                      // its own (qkv.w: Q, K and V); 1 otherwise
+    int optimizer;    // OptimizerKind: its row in OPTIMIZERS
+    int matrices;     // an optimizer of whole matrices: `matrices` row blocks of (rows /
+                      // matrices, cols), each a matrix of its own (qkv.w: Q, K and V); 1
+                      // otherwise
     bool decay;       // weight decay applies (2-D tensors only)
     double lr_scale;  // the optimizer's scheduled lr is multiplied by this: AdamW 1 (the
-                      // whole step); Muon the shape adjustment of one unit (the update
+                      // whole step); Muon the shape adjustment of one matrix (the update
                       // only: weight decay uses the unadjusted lr, as torch's Muon does)
     float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
@@ -272,7 +315,7 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows).
     // Returns the tensor's index.
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
-                   int optimizer, int units, int split, int parts) {
+                   int optimizer, int matrices, int split, int parts) {
         ParamTensor* t = &layout->tensors[index];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->rows = rows;
@@ -280,13 +323,13 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         t->numel = (size_t)rows * (cols > 0 ? cols : 1);
         t->offset = offset;
         t->optimizer = optimizer;
-        t->units = units;
+        t->matrices = matrices;
         t->decay = cols > 0;
         t->tp = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
                         split == TP_COLS ? cols * tp : cols};
-        // the shape adjustment of a whole (logical) unit: the same lr on every grid
+        // the shape adjustment of a whole (logical) matrix: the same lr on every grid
         t->lr_scale = optimizer == OPT_MUON
-                          ? muon_lr_scale(opt->muon_adjust, t->tp.rows / units, t->tp.cols)
+                          ? muon_lr_scale(opt->muon_adjust, t->tp.rows / matrices, t->tp.cols)
                           : 1.0;
         t->init_std = init_std;
         t->init_value = init_value;
@@ -294,8 +337,9 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         return index++;
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
-    at->wte = add("wte", s->vocab, C, std, 0.0f, OPT_ADAMW, 1, TP_ROWS, 1);
-    at->wpe = add("wpe", c->context, C, std, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    at->wte = add("wte", s->vocab, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_ROWS, 1);
+    at->wpe = add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED,
+                  1);
     // (rows, cols) of this rank's part of each block tensor and how it is cut, in LayerTensor
     // order: column-parallel layers by output rows (attn.qkv in its Q, K and V parts), row-
     // parallel ones by input columns, the rest replicated
@@ -319,14 +363,14 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
             const float tensor_std = !is_matrix                          ? 0.0f
                                      : (j == ATTPROJ_W || j == FCPROJ_W) ? residual_std
                                                                          : std;
-            // every matrix of a block is a hidden matrix: Muon's when it is chosen
-            const int optimizer = is_matrix && opt->kind == OPT_MUON ? OPT_MUON : OPT_ADAMW;
+            // every matrix of a block is a hidden matrix
+            const int optimizer = tensor_optimizer(opt, is_matrix);
             add(name, b->rows, b->cols, tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
-                optimizer == OPT_MUON && j == QKV_W ? 3 : 1, b->split, b->parts);
+                OPTIMIZERS[optimizer].whole_matrices && j == QKV_W ? 3 : 1, b->split, b->parts);
         }
     }
-    at->lnf_w = add("lnf.w", C, 0, 0.0f, 1.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
-    at->lnf_b = add("lnf.b", C, 0, 0.0f, 0.0f, OPT_ADAMW, 1, TP_REPLICATED, 1);
+    at->lnf_w = add("lnf.w", C, 0, 0.0f, 1.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1);
+    at->lnf_b = add("lnf.b", C, 0, 0.0f, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1);
     layout->total = offset;
 }
 
@@ -2081,15 +2125,25 @@ inline floatX* block_grad(const GPT* m, int l, int which) {
     return param_grad(m, block_tensor(&m->layout.index, l, which));
 }
 
-// Elements of state buffer `which` (STATE_BUFFERS): AdamW's cover the element-wise ranges this
-// rank owns, Muon's the matrix units.
-inline size_t state_elems(const GPT* m, int which) {
-    return STATE_BUFFERS[which].optimizer == OPT_ADAMW ? m->dp.elem_state : m->dp.unit_state;
+// Whether some tensor of the table is updated by optimizer `kind`.
+inline bool optimizer_in_use(const ParamLayout* layout, int kind) {
+    for (int i = 0; i < layout->count; i++)
+        if (layout->tensors[i].optimizer == kind) return true;
+    return false;
 }
 
-// The master weights of an owned range: the element-wise ones first, then the units'.
+// Elements of state buffer `which` (STATE_BUFFERS): none when its optimizer updates no tensor;
+// else an element-wise optimizer's span the element-wise state this rank owns, a whole-matrix
+// optimizer's its matrices.
+inline size_t state_elems(const GPT* m, int which) {
+    const int kind = STATE_BUFFERS[which].optimizer;
+    if (!optimizer_in_use(&m->layout, kind)) return 0;
+    return OPTIMIZERS[kind].whole_matrices ? m->dp.matrix_state : m->dp.elem_state;
+}
+
+// The master weights of an owned range: the element-wise ones first, then the matrices'.
 inline size_t master_index(const GPT* m, const OwnedRange* o) {
-    return (o->unit ? m->dp.elem_state : 0) + o->state;
+    return (o->matrix ? m->dp.elem_state : 0) + o->state;
 }
 
 // The parameters of an owned range in m->params: at its layout offset, or under ZeRO-3 (where
@@ -2110,7 +2164,7 @@ inline float* state_buffer(const GPT* m, int which) {
 // Whether state `which` has a part for range r, and where in its buffer.
 inline bool state_index(const GPT* m, int which, const OwnedRange* r, size_t* at) {
     if (which == STATE_MASTER) *at = master_index(m, r);
-    else if (r->unit != (STATE_BUFFERS[which].optimizer == OPT_MUON)) return false;
+    else if (m->layout.tensors[r->tensor].optimizer != STATE_BUFFERS[which].optimizer) return false;
     else *at = r->state;
     return true;
 }
@@ -2205,16 +2259,16 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     // ZeRO-2 and 3 keep no whole gradient: the backward pass writes into the buckets' buffers
     if (dims.zero < 2 || dims.shard_group->size == 1)
         m->grads = device_take_n<floatX>(ledger, MEM_GRADS, P);
-    // The shard plan over the table: each tensor, element-wise (AdamW) or in matrix units
-    // (Muon), and the backward pass's gradient groups.
+    // The shard plan over the table: each tensor, element-wise or in whole matrices (as its
+    // optimizer's row says), and the backward pass's gradient groups.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
     // first rank only (every rank holds the same one).
     std::vector<ShardTensor> shard_tensors(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp.split != TP_REPLICATED || m->tp.rank == 0;
-        shard_tensors[i] = ShardTensor{t->offset, t->numel, t->optimizer == OPT_MUON ? t->units : 0,
-                                       t->rows,   t->cols,  in_norm};
+        const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
+        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
@@ -2223,16 +2277,16 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
             groups, shard_tensors.data(), m->layout.count, dims.bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
-        m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.unit_state);
+        m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.matrix_state);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         m->opt_state[i] = device_take_n<float>(ledger, MEM_OPTIMIZER, state_elems(m, i));
-    // Newton-Schulz scratch for the largest Muon matrix unit, (m, n) with m <= n: a whole
-    // (logical) unit, also under tensor parallelism
+    // Newton-Schulz scratch for the largest Muon matrix, (m, n) with m <= n: a whole
+    // (logical) matrix, also under tensor parallelism
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         if (t->optimizer != OPT_MUON) continue;
-        const size_t rows = t->tp.rows / t->units, cols = t->tp.cols;
+        const size_t rows = t->tp.rows / t->matrices, cols = t->tp.cols;
         matrix_elems = std::max(matrix_elems, rows * cols);
         gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
     }
@@ -2723,49 +2777,74 @@ inline double clip_scale(double norm, double clip) {
 }
 
 // The scheduled learning rate of each optimizer at `step`: one schedule, two peaks (--lr for
-// AdamW, --muon-lr for Muon), so the schedule scales both alike.
+// AdamW and Lion, --muon-lr for Muon), so the schedule scales all alike.
 inline void step_learning_rates(const ScheduleConfig* sched, double muon_peak, int step,
                                 double lr[NUM_OPTIMIZERS]) {
     ScheduleConfig muon = *sched;
     muon.lr = muon_peak;
     lr[OPT_ADAMW] = learning_rate(sched, step);
     lr[OPT_MUON] = learning_rate(&muon, step);
+    lr[OPT_LION] = lr[OPT_ADAMW];
+}
+
+// The buffers of an owned range: its parameters, fp32 master weights (nullptr in the fp32
+// build) and reduced gradients, and the weight decay of its tensor.
+inline floatX* owned_params(GPT* m, const OwnedRange* r) { return m->params + param_index(m, r); }
+inline float* owned_master(GPT* m, const OwnedRange* r) {
+    return m->master ? m->master + master_index(m, r) : nullptr;
+}
+inline double owned_decay(const GPT* m, const OwnedRange* r) {
+    return m->layout.tensors[r->tensor].decay ? m->opt.weight_decay : 0.0;
+}
+
+// The optimizer table's updates (OPTIMIZERS), one owned range each.
+inline void adamw_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
+    const OptimizerConfig* o = &m->opt;
+    // AdamW's lr_scale scales its whole step, decay included (a parameter group's lr)
+    const AdamWHyper h = {step->lr * m->layout.tensors[r->tensor].lr_scale,
+                          o->beta1,
+                          o->beta2,
+                          o->eps,
+                          step->grad_scale,
+                          m->opt_step,
+                          step->seed};
+    adamw_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
+                 m->opt_state[ADAMW_M] + r->state, m->opt_state[ADAMW_V] + r->state, r->n,
+                 r->offset, owned_decay(m, r), &h, m->stream);
+}
+
+inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {  // one matrix
+    const OptimizerConfig* o = &m->opt;
+    const ParamTensor* t = &m->layout.tensors[r->tensor];
+    const MuonHyper h = {step->lr,         o->muon_momentum, o->muon_nesterov != 0,
+                         o->muon_ns_steps, step->grad_scale, step->seed};
+    muon_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
+                m->opt_state[MUON_MOMENTUM] + r->state, t->rows / t->matrices, t->cols, 1,
+                r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm, m->tp.group,
+                t->tp.split, m->stream);
+}
+
+inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
+    const OptimizerConfig* o = &m->opt;
+    const LionHyper h = {step->lr * m->layout.tensors[r->tensor].lr_scale, o->lion_beta1,
+                         o->lion_beta2, step->grad_scale, step->seed};
+    lion_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
+                m->opt_state[LION_M] + r->state, r->n, r->offset, owned_decay(m, r), &h, m->stream);
 }
 
 // One optimizer step: a loop over the ranges of the parameter table this rank owns (everything
-// at ZeRO-0), each through its tensor's optimizer at the optimizer's scheduled lr (times the
-// tensor's lr_scale), with the gradients scaled by grad_scale (clipping); then, under ZeRO, the
-// updated parameters go from their owners to every rank.
+// at ZeRO-0), each through its tensor's optimizer's update (OPTIMIZERS) at the optimizer's
+// scheduled lr (times the tensor's lr_scale), with the gradients scaled by grad_scale
+// (clipping); then, under ZeRO, the updated parameters go from their owners to every rank.
 inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
     m->opt_step++;
-    const OptimizerConfig* o = &m->opt;
     const uint32_t seed = hash_u32(
         (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
-    const MuonHyper muon = {lr[OPT_MUON],     o->muon_momentum, o->muon_nesterov != 0,
-                            o->muon_ns_steps, grad_scale,       seed};
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
-        const ParamTensor* t = &m->layout.tensors[r->tensor];
-        floatX* params = m->params + param_index(m, r);
-        float* master = m->master ? m->master + master_index(m, r) : nullptr;
-        const floatX* grads = dp_owned_grad(&m->dp, r);
-        const double wd = t->decay ? o->weight_decay : 0.0;
-        if (!r->unit) {
-            // AdamW's lr_scale scales its whole step, decay included (a parameter group's lr)
-            const AdamWHyper adamw = {lr[OPT_ADAMW] * t->lr_scale,
-                                      o->beta1,
-                                      o->beta2,
-                                      o->eps,
-                                      grad_scale,
-                                      m->opt_step,
-                                      seed};
-            adamw_update(params, master, grads, m->opt_state[ADAMW_M] + r->state,
-                         m->opt_state[ADAMW_V] + r->state, r->n, r->offset, wd, &adamw, m->stream);
-        } else {  // one matrix unit, whole
-            muon_update(params, master, grads, m->opt_state[MUON_MOMENTUM] + r->state,
-                        t->rows / t->units, t->cols, 1, r->offset, t->lr_scale, wd, &muon, &m->muon,
-                        &m->mm, m->tp.group, t->tp.split, m->stream);
-        }
+        const int kind = m->layout.tensors[r->tensor].optimizer;
+        const OptimizerStep step = {lr[kind], grad_scale, seed};
+        OPTIMIZERS[kind].update(m, r, &step);
     }
     // Muon's gathers of the tensor-parallel parts (the data-parallel gather waits for itself)
     if (m->tp.size > 1) comm_sync(m->tp.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");

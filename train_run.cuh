@@ -270,7 +270,7 @@ struct LayoutRecord {  // 64 bytes, no padding
     char name[32];
     int32_t rows, cols;
     int32_t optimizer;  // OptimizerKind
-    int32_t units;      // Muon matrix units
+    int32_t matrices;   // Muon's matrices of the tensor
     uint64_t offset;    // in the parameter layout (elements)
     uint64_t numel;
 };
@@ -283,7 +283,7 @@ inline LayoutRecord layout_record_of(const ParamTensor* t) {
     rec.rows = t->rows;
     rec.cols = t->cols;
     rec.optimizer = t->optimizer;
-    rec.units = t->units;
+    rec.matrices = t->matrices;
     rec.offset = t->offset;
     rec.numel = t->numel;
     return rec;
@@ -293,7 +293,7 @@ inline LayoutRecord layout_record_of(const ParamTensor* t) {
 // The shard's other sections hold, range after range: "params" and "master" every range's
 // elements, each optimizer's state buffer the ranges of that optimizer's tensors.
 struct OwnedRecord {  // 32 bytes, no padding
-    uint64_t tensor, offset, n, unit;
+    uint64_t tensor, offset, n, matrix;
 };
 
 // Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
@@ -344,7 +344,7 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
         tp_local_runs(&t->tp, m->tp.rank, m->tp.size, r->offset - t->offset, r->n,
                       [&](size_t logical, size_t, size_t n) {
                           records.push_back(OwnedRecord{(uint64_t)r->tensor, base + logical, n,
-                                                        (uint64_t)r->unit});
+                                                        (uint64_t)r->matrix});
                       });
     }
     if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
@@ -433,7 +433,7 @@ inline std::vector<LayoutRecord> read_layout(CheckpointReader* r) {
 }
 
 inline const char* optimizer_name(int32_t kind) {
-    return kind >= 0 && kind < NUM_OPTIMIZERS ? OPTIMIZER_NAMES[kind] : "an unknown optimizer";
+    return kind >= 0 && kind < NUM_OPTIMIZERS ? OPTIMIZERS[kind].name : "an unknown optimizer";
 }
 
 // Refuses (fatal) a checkpoint whose layout is not this model's table, naming the first tensor
@@ -453,11 +453,11 @@ inline void check_layout(const CheckpointReader* r, const std::vector<LayoutReco
         if (s->optimizer != t->optimizer)
             fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
                   r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
-        if (s->rows != t->rows || s->cols != t->cols || s->units != t->units)
+        if (s->rows != t->rows || s->cols != t->cols || s->matrices != t->matrices)
             fatal(
-                "checkpoint %s: tensor %s is (%d, %d) in %d matrix unit(s) there, (%d, %d) in %d "
+                "checkpoint %s: tensor %s is (%d, %d) in %d matrices there, (%d, %d) in %d "
                 "here",
-                r->path, t->name, s->rows, s->cols, s->units, t->rows, t->cols, t->units);
+                r->path, t->name, s->rows, s->cols, s->matrices, t->rows, t->cols, t->matrices);
         if (s->offset != t->offset || s->numel != t->numel || (size_t)i >= stored.size() ||
             s != &stored[i])
             fatal(
@@ -474,11 +474,11 @@ inline void check_layout(const CheckpointReader* r, const std::vector<LayoutReco
 }
 
 // One shard of a checkpoint being read: its reader and its ranges, each with where its elements
-// start in "params"/"master" (all) and in its optimizer's state buffers (kind).
+// start in "params"/"master" (all) and in its tensor's optimizer's state buffers.
 struct ShardSource {
     CheckpointReader r;
     std::vector<OwnedRecord> ranges;
-    std::vector<uint64_t> at_all, at_kind;
+    std::vector<uint64_t> at_all, at_optimizer;
 };
 
 // Loads the checkpoint of an open manifest (verified against m's config by ckpt_open) into m
@@ -507,9 +507,9 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
     std::vector<std::vector<float>> state(STATE_MASTER + 1);
     for (int which = 0; which <= STATE_MASTER; which++)
         if (state_buffer(m, which))
-            state[which].assign(
-                which == STATE_MASTER ? m->dp.elem_state + m->dp.unit_state : state_elems(m, which),
-                0.0f);
+            state[which].assign(which == STATE_MASTER ? m->dp.elem_state + m->dp.matrix_state
+                                                      : state_elems(m, which),
+                                0.0f);
     size_t params_read = 0, owned_read = 0, owned_total = 0;
     for (int i = 0; i < m->dp.owned_count; i++) owned_total += m->dp.owned[i].n;
     for (int64_t k = 0; k < shard_count; k++) {
@@ -526,17 +526,18 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
         src.ranges.resize(info->size / sizeof(OwnedRecord));
         if (ckpt_read_section(&src.r, "owned", src.ranges.data(), info->size) != 0)
             fatal("%s", src.r.error);
-        uint64_t all = 0, kind[2] = {0, 0};
+        uint64_t all = 0, of_optimizer[NUM_OPTIMIZERS] = {};
         for (const OwnedRecord& o : src.ranges) {
-            if (o.tensor >= (uint64_t)logical->count || o.unit > 1 ||
+            if (o.tensor >= (uint64_t)logical->count || o.matrix > 1 ||
                 o.offset < logical->tensors[o.tensor].offset ||
                 o.offset + o.n >
                     logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
                 fatal("checkpoint shard %s holds a range outside its tensor", path);
+            const int kind = logical->tensors[o.tensor].optimizer;
             src.at_all.push_back(all);
-            src.at_kind.push_back(kind[o.unit]);
+            src.at_optimizer.push_back(of_optimizer[kind]);
             all += o.n;
-            kind[o.unit] += o.n;
+            of_optimizer[kind] += o.n;
         }
         // the shard's ranges by offset (they do not overlap), to find those a run overlaps
         std::vector<size_t> by_offset(src.ranges.size());
@@ -580,7 +581,8 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
                             if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
                             const bool all_ranges = which == STATE_MASTER;
                             const uint64_t from =
-                                (all_ranges ? src.at_all[j] : src.at_kind[j]) + (lo - o.offset);
+                                (all_ranges ? src.at_all[j] : src.at_optimizer[j]) +
+                                (lo - o.offset);
                             const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
                             if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
                                                        state[which].data() + at + into,
@@ -658,13 +660,14 @@ struct TrainConfig {
     long long seed;
     double lr, min_lr_frac, decay_frac, weight_decay, grad_clip, peak_flops;
     char schedule[16];
-    char optimizer[16];  // "adamw" or "muon"
+    char optimizer[16];  // a row of OPTIMIZERS: "adamw", "muon" or "lion"
     char recompute[16];  // RECOMPUTE_NAMES
     double muon_lr;      // 0: --lr (muon_peak_lr); kept as given, so a resumed run that changes
                          // --lr alone differs from its checkpoint in --lr alone
     double muon_momentum;
     int muon_nesterov, muon_ns_steps;
     char muon_adjust[24];
+    double lion_beta1, lion_beta2;
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -738,13 +741,15 @@ static const Flag FLAGS[] = {
     {"--decay-frac", FLAG_DOUBLE, FIELD(decay_frac), "0.2", 0, 1, nullptr, FLAG_IDENTITY,
      "wsd: fraction of the steps spent decaying"},
     {"--weight-decay", FLAG_DOUBLE, FIELD(weight_decay), "0.1", 0, INFINITY, nullptr, FLAG_IDENTITY,
-     "decoupled weight decay on 2-D tensors (AdamW's and Muon's, with the unadjusted lr)"},
+     "decoupled weight decay on 2-D tensors (AdamW's, Muon's and Lion's, with the unadjusted "
+     "lr)"},
     {"--grad-clip", FLAG_DOUBLE, FIELD(grad_clip), "1", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "clip the global gradient norm to this (0: off)"},
-    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), "adamw", 0, 0, "adamw|muon",
+    {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), "adamw", 0, 0, "adamw|muon|lion",
      FLAG_IDENTITY,
      "adamw: AdamW for every tensor (betas 0.9/0.95, eps 1e-8); muon: Muon for the hidden "
-     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest"},
+     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest; "
+     "lion: Lion for every tensor, at --lr (take it 3-10x smaller than AdamW's)"},
     {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), "0", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "Muon's peak learning rate, scaled by the schedule as --lr is (0: --lr)"},
     {"--muon-momentum", FLAG_DOUBLE, FIELD(muon_momentum), "0.95", 0, 1, nullptr, FLAG_IDENTITY,
@@ -757,6 +762,10 @@ static const Flag FLAGS[] = {
      "original|match_rms_adamw", FLAG_IDENTITY,
      "Muon's lr per matrix of A output x B input features: original sqrt(max(1, A/B)); "
      "match_rms_adamw 0.2 sqrt(max(A, B)), so AdamW's lr and weight decay carry over"},
+    {"--lion-beta1", FLAG_DOUBLE, FIELD(lion_beta1), "0.9", 0, 1, nullptr, FLAG_IDENTITY,
+     "Lion's beta1: the update is sign(beta1 m + (1-beta1) g)"},
+    {"--lion-beta2", FLAG_DOUBLE, FIELD(lion_beta2), "0.99", 0, 1, nullptr, FLAG_IDENTITY,
+     "Lion's beta2: the momentum m = beta2 m + (1-beta2) g"},
     {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), "off", 0, 0, nullptr, FLAG_IDENTITY,
      "RMSNorm of each head's q and k (eps 1e-6) with learned per-dimension scales, before the "
      "softmax scale"},
@@ -989,7 +998,9 @@ inline double muon_peak_lr(const TrainConfig* tc) {
 // The optimizer settings of a checked configuration.
 inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
     OptimizerConfig o;
-    o.kind = strcmp(tc->optimizer, "muon") == 0 ? OPT_MUON : OPT_ADAMW;
+    o.kind = OPT_ADAMW;
+    for (int k = 0; k < NUM_OPTIMIZERS; k++)
+        if (strcmp(tc->optimizer, OPTIMIZERS[k].name) == 0) o.kind = k;
     o.weight_decay = tc->weight_decay;
     o.beta1 = 0.9;
     o.beta2 = 0.95;
@@ -999,6 +1010,8 @@ inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
     o.muon_ns_steps = tc->muon_ns_steps;
     o.muon_adjust = strcmp(tc->muon_adjust, "original") == 0 ? MUON_ADJUST_ORIGINAL
                                                              : MUON_ADJUST_MATCH_RMS_ADAMW;
+    o.lion_beta1 = tc->lion_beta1;
+    o.lion_beta2 = tc->lion_beta2;
     return o;
 }
 
@@ -1055,9 +1068,9 @@ inline TpAccount tp_account(const GPT* m) {
         if (stage == 3) t.bytes[MEM_PARAMS][part] += r->n * sizeof(floatX);
         if (stage >= 2) t.bytes[MEM_GRADS][part] += r->n * sizeof(floatX);  // the reduced shard
         if (m->master) t.bytes[MEM_MASTER][part] += r->n * sizeof(float);
-        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
-            if (STATE_BUFFERS[b].optimizer == (r->unit ? OPT_MUON : OPT_ADAMW))
-                t.bytes[MEM_OPTIMIZER][part] += r->n * sizeof(float);
+        const OptimizerInfo* o = &OPTIMIZERS[m->layout.tensors[r->tensor].optimizer];
+        for (int b = o->first_state; b < o->first_state + o->state_count; b++)
+            t.bytes[MEM_OPTIMIZER][part] += r->n * STATE_BUFFERS[b].elem_bytes;
     }
     t.seq_activation_bytes = m->acts.seq_bytes;
     t.other_activation_bytes = m->activation_bytes - m->acts.seq_bytes;
@@ -1369,13 +1382,14 @@ inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
         fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab,
               tok->vocab_size);
     // The config block holds the shape; the layout section says whether the model has QK-norm's
-    // scales and which optimizer's state the file holds (needed to read it in full).
+    // scales and which optimizer's state the file holds (needed to read it in full): the kind
+    // of the optimizer other than AdamW that updates some tensor, if any.
     OptimizerConfig opt = optimizer_config_of(tc);
     char q_norm_name[32];
     snprintf(q_norm_name, sizeof(q_norm_name), "h0.%s", LAYER_TENSOR_NAMES[Q_NORM_W]);
     for (const LayoutRecord& rec : read_layout(&reader)) {
         if (strcmp(rec.name, q_norm_name) == 0) c.qk_norm = 1;
-        if (rec.optimizer == OPT_MUON) opt.kind = OPT_MUON;
+        if (rec.optimizer > OPT_ADAMW && rec.optimizer < NUM_OPTIMIZERS) opt.kind = rec.optimizer;
     }
     GPT model;
     gpt_build(&model, &c, &opt, 1, c.context, 0);
@@ -1575,10 +1589,11 @@ inline void print_state_bytes(const GPT* m) {
             tensors++;
             params += m->layout.tensors[i].numel;
         }
-        for (int b = 0; b < NUM_STATE_BUFFERS; b++)
-            if (STATE_BUFFERS[b].optimizer == o) bytes += sizeof(float);
+        for (int b = OPTIMIZERS[o].first_state;
+             b < OPTIMIZERS[o].first_state + OPTIMIZERS[o].state_count; b++)
+            bytes += STATE_BUFFERS[b].elem_bytes;
         if (tensors > 0)
-            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZER_NAMES[o], tensors,
+            printf(" | %s: %d tensors, %zu parameters, %zu bytes each", OPTIMIZERS[o].name, tensors,
                    params, bytes);
     }
     printf(" | workspaces %.2f MiB\n", h[MEM_WORKSPACE] / MiB);

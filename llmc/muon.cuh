@@ -2,10 +2,10 @@
 llmc/muon.cuh: Muon's step on one tensor: momentum, Newton-Schulz orthogonalization and the
 update, as torch.optim.Muon (PyTorch >= 2.9) defines them. train_gpt.cu's parameter table
 decides which tensors it updates (the hidden matrices: attn.qkv.w, attn.proj.w, mlp.fc.w,
-mlp.proj.w) and in how many matrix units (attn.qkv.w is three: Q, K and V are orthogonalized as
+mlp.proj.w) and in how many matrices (attn.qkv.w is three: Q, K and V are orthogonalized as
 separate C x C matrices).
 
-The step, for one matrix unit G of shape (A, B) (A = rows = output features), with the gradient
+The step, for one matrix G of shape (A, B) (A = rows = output features), with the gradient
 g = grad * grad_scale (clipping), momentum mu, learning rate lr (the schedule's, unadjusted) and
 weight decay wd:
     buf = lerp(buf, g, 1 - mu)                        buf + (1-mu)(g - buf): an average, not a sum
@@ -29,7 +29,7 @@ written from it with stochastic rounding keyed by the element's global offset.
 
 Memory: the model state of a Muon tensor is 12 bytes per parameter in the bf16 build (bf16 weight
 2, bf16 gradient 2, fp32 master 4, fp32 momentum 4) against AdamW's 16; Newton-Schulz adds a
-workspace sized for the largest matrix unit (MuonWorkspace), not per parameter.
+workspace sized for the largest matrix (MuonWorkspace), not per parameter.
 
 Determinism: elementwise kernels, the two-pass norm of llmc/norm.cuh and cuBLASLt products with
 fixed algorithms: no atomics, the same bits on any device run and any CPU thread count.
@@ -37,26 +37,25 @@ fixed algorithms: no atomics, the same bits on any device run and any CPU thread
 Design note: how ZeRO shards this table (llmc/shard_plan.h's plan_build, over the
 data-parallel gradient buckets). The parameter table in train_gpt.cu (ParamTensor) holds, per
 tensor, what the plan is built from: its offset in the parameter/gradient/master buffers, its
-numel and shape, its optimizer, its state_offset in that optimizer's state buffers, and for
-Muon its matrix units (units row blocks of rows/units x cols each; a unit is the contiguous
-element range offset + u * numel/units, a whole number of TENSOR_ALIGN blocks since C is a
-multiple of 32). Each entry becomes a ShardTensor {offset, numel, units, rows, cols} with units
-0 for an AdamW tensor and ParamTensor::units for a Muon one.
-- AdamW tensors are element-wise, so the plan cuts them anywhere: per gradient bucket their
-  elements are packed and split into equal slices, one per rank of the data-parallel group; a
-  rank holds AdamW's m and v (at the tensors' state offsets) and the master weights of its
-  slices only, the gradients are reduce-scattered by slice and the updated parameters
-  all-gathered.
-- Muon tensors: Newton-Schulz needs a whole matrix, so a matrix unit is never split. Each unit
-  is owned whole by one rank (owner computes), assigned by its Newton-Schulz cost (m^2 n for an
-  (m, n) unit, m <= n; 2 products of that size and one of m^3 per step), largest first to the
-  least loaded rank, so qkv's three units may land on three ranks. The owner holds the unit's
-  momentum (Muon state is sharded by whole units), receives the unit's reduced gradient (a
-  reduce to the owner), updates the momentum, runs Newton-Schulz and applies the update to its
-  master weights; the other ranks receive the new parameters by broadcast from the owner. Each
-  matrix is orthogonalized once per step, on one rank, instead of on every rank after a gather
-  of its momentum. muon_update below already works unit by unit on element ranges, so the
-  owner calls it on its own units with the shard's pointers.
+numel and shape, its optimizer and, for Muon, its matrices (`matrices` row blocks of
+rows/matrices x cols each; a matrix is the contiguous element range offset + k *
+numel/matrices, a whole number of TENSOR_ALIGN blocks since C is a multiple of 32). Each entry
+becomes a ShardTensor {offset, numel, matrices, rows, cols} with matrices 0 for a tensor of an
+element-wise optimizer (AdamW, Lion) and ParamTensor::matrices for a Muon one.
+- Element-wise tensors: the plan cuts them anywhere: per gradient bucket their elements are
+  packed and split into equal slices, one per rank of the data-parallel group; a rank holds the
+  optimizer's state and the master weights of its slices only, the gradients are
+  reduce-scattered by slice and the updated parameters all-gathered.
+- Muon tensors: Newton-Schulz needs a whole matrix, so a matrix is never split. Each is owned
+  whole by one rank (owner computes), assigned by its Newton-Schulz cost (m^2 n for an (m, n)
+  matrix, m <= n; 2 products of that size and one of m^3 per step), largest first to the least
+  loaded rank, so qkv's three matrices may land on three ranks. The owner holds the matrix's
+  momentum (Muon state is sharded by whole matrices), receives its reduced gradient (a reduce
+  to the owner), updates the momentum, runs Newton-Schulz and applies the update to its master
+  weights; the other ranks receive the new parameters by broadcast from the owner. Each matrix
+  is orthogonalized once per step, on one rank, instead of on every rank after a gather of its
+  momentum. muon_update below works matrix by matrix on element ranges, so the owner calls it
+  on its own matrices with the shard's pointers.
 */
 #pragma once
 
@@ -75,7 +74,7 @@ constexpr float MUON_EPS = 1e-7f;
 enum MuonAdjust { MUON_ADJUST_ORIGINAL = 0, MUON_ADJUST_MATCH_RMS_ADAMW = 1 };
 static const char* const MUON_ADJUST_NAMES[] = {"original", "match_rms_adamw"};
 
-// The lr multiplier of a matrix unit of shape (A, B), A = output features (torch's _adjust_lr).
+// The lr multiplier of a matrix of shape (A, B), A = output features (torch's _adjust_lr).
 inline double muon_lr_scale(int adjust, int A, int B) {
     if (adjust == MUON_ADJUST_ORIGINAL) return sqrt(std::max(1.0, (double)A / B));
     return 0.2 * sqrt((double)std::max(A, B));
@@ -90,7 +89,7 @@ struct MuonHyper {
     uint32_t seed;      // stochastic rounding seed of this step
 };
 
-// Newton-Schulz scratch, sized for the largest matrix unit; one per process.
+// Newton-Schulz scratch, sized for the largest matrix; one per process.
 struct MuonWorkspace {
     floatX* x;            // (m, n), m <= n: the iterate
     floatX* x_next;       // (m, n): the next iterate
@@ -130,9 +129,9 @@ __device__ inline float torch_lerp(float start, float end, float weight) {
     return fabsf(weight) < 0.5f ? fmaf(weight, diff, start) : fmaf(weight - 1.0f, diff, end);
 }
 
-// Where a (rows, cols) part of a matrix unit sits in the Newton-Schulz iterate: at (row0, col0)
-// of the whole (whole_rows, whole_cols) unit, which is stored transposed, (whole_cols,
-// whole_rows), when transpose is set. Without tensor parallelism the part is the whole unit.
+// Where a (rows, cols) part of a matrix sits in the Newton-Schulz iterate: at (row0, col0)
+// of the whole (whole_rows, whole_cols) matrix, which is stored transposed, (whole_cols,
+// whole_rows), when transpose is set. Without tensor parallelism the part is the whole matrix.
 struct MuonPart {
     int rows, cols, row0, col0, whole_rows, whole_cols;
     bool transpose;
@@ -144,7 +143,7 @@ __device__ inline size_t muon_part_index(const MuonPart& p, size_t i) {
     return p.transpose ? c * p.whole_rows + r : r * p.whole_cols + c;
 }
 
-// One thread per element of a (rows, cols) matrix unit or part (grid-stride; i = r * cols + c):
+// One thread per element of a (rows, cols) matrix or part (grid-stride; i = r * cols + c):
 // the momentum update and the Newton-Schulz input u, written to x as floatX where `part` places
 // it. one_minus_mu is 1 - mu formed in double, as torch forms its lerp weight from the Python
 // float.
@@ -162,7 +161,7 @@ __global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads,
     }
 }
 
-// Tensor parallelism: the ranks' parts of a unit, gathered rank after rank in `parts` (each
+// Tensor parallelism: the ranks' parts of a matrix, gathered rank after rank in `parts` (each
 // rows x cols, in its own layout), placed into the iterate x. One thread per element.
 __global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart part, int ranks,
                                      bool split_rows) {
@@ -185,9 +184,9 @@ __global__ void muon_normalize_kernel(floatX* x, size_t n, const float* norm) {
         x[i] = (floatX)((float)x[i] / s);
 }
 
-// One thread per element of a (rows, cols) matrix unit or part: decoupled weight decay, then
+// One thread per element of a (rows, cols) matrix or part: decoupled weight decay, then
 // the step along the orthogonalized update o (read where `part` places the element).
-// params/master point at the unit; offset is its global offset (the rounding noise index).
+// params/master point at the matrix; offset is its global offset (the rounding noise index).
 __global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o, MuonPart part,
                                   float decay_factor, float step, uint32_t seed, size_t offset) {
     const size_t n = (size_t)part.rows * part.cols;
@@ -230,40 +229,40 @@ inline const floatX* newton_schulz(MuonWorkspace* ws, MatmulContext* mm, int m, 
     return x;
 }
 
-// Updates one Muon tensor of shape (rows, cols), made of `units` matrix units of
-// (rows / units, cols) each, orthogonalized one by one. params/master/grads/momentum point at
+// Updates one Muon tensor of shape (rows, cols), made of `matrices` matrices of
+// (rows / matrices, cols) each, orthogonalized one by one. params/master/grads/momentum point at
 // the tensor (master nullptr in the fp32 build); offset is its offset in the parameter buffer;
-// lr_scale its shape adjustment (muon_lr_scale of one whole unit).
+// lr_scale its shape adjustment (muon_lr_scale of one whole matrix).
 //
 // Tensor parallelism: when the tensor is this rank's part of a matrix cut over the group tp
 // (split TP_ROWS or TP_COLS, llmc/parallel.h; every rank of tp calls this for its part), each
-// unit is orthogonalized whole, never by parts: each rank writes the momentum-updated u of its
+// matrix is orthogonalized whole, never by parts: each rank writes the momentum-updated u of its
 // part into its slot of x_next, the slots are all-gathered (in place) and placed into the
 // iterate, every rank runs Newton-Schulz on the same whole matrix (the same bits everywhere),
 // and applies the update to its own part.
 inline void muon_update(floatX* params, float* master, const floatX* grads, float* momentum,
-                        int rows, int cols, int units, size_t offset, double lr_scale,
+                        int rows, int cols, int matrices, size_t offset, double lr_scale,
                         double weight_decay, const MuonHyper* h, MuonWorkspace* ws,
                         MatmulContext* mm, const CommGroup* tp, int split, cudaStream_t stream) {
-    const int unit_rows = rows / units, ranks = split == TP_REPLICATED ? 1 : tp->size;
-    MuonPart part = {unit_rows, cols, 0, 0, unit_rows, cols, false};
-    if (split == TP_ROWS) part.whole_rows *= ranks, part.row0 = tp->rank * unit_rows;
+    const int matrix_rows = rows / matrices, ranks = split == TP_REPLICATED ? 1 : tp->size;
+    MuonPart part = {matrix_rows, cols, 0, 0, matrix_rows, cols, false};
+    if (split == TP_ROWS) part.whole_rows *= ranks, part.row0 = tp->rank * matrix_rows;
     if (split == TP_COLS) part.whole_cols *= ranks, part.col0 = tp->rank * cols;
     part.transpose = part.whole_rows > part.whole_cols;  // the iterate is (m, n) with m <= n
     const int m = std::min(part.whole_rows, part.whole_cols);
     const int n = std::max(part.whole_rows, part.whole_cols);
-    const size_t unit = (size_t)unit_rows * cols;
-    if (unit * ranks > ws->matrix_elems || (size_t)m * m > ws->gram_elems) {
-        fprintf(stderr, "muon_update: a (%d, %d) matrix unit does not fit the workspace\n",
+    const size_t matrix_n = (size_t)matrix_rows * cols;
+    if (matrix_n * ranks > ws->matrix_elems || (size_t)m * m > ws->gram_elems) {
+        fprintf(stderr, "muon_update: a (%d, %d) matrix does not fit the workspace\n",
                 part.whole_rows, part.whole_cols);
         exit(EXIT_FAILURE);
     }
     const float decay_factor = (float)(1.0 - h->lr * weight_decay);
     const float step = (float)(h->lr * lr_scale);
     const int block = 256;
-    const int grid = grid_for(unit, block);
-    for (int u = 0; u < units; u++) {
-        const size_t at = u * unit;
+    const int grid = grid_for(matrix_n, block);
+    for (int u = 0; u < matrices; u++) {
+        const size_t at = u * matrix_n;
         const float mu = (float)h->momentum, one_minus_mu = (float)(1.0 - h->momentum);
         const float scale = (float)h->grad_scale;
         if (ranks == 1) {
@@ -271,13 +270,13 @@ inline void muon_update(floatX* params, float* master, const floatX* grads, floa
                                                              mu, one_minus_mu, h->nesterov, scale);
             CUDA_CHECK_LAUNCH();
         } else {
-            const MuonPart own = {unit_rows, cols, 0, 0, unit_rows, cols, false};
-            floatX* slot = ws->x_next + tp->rank * unit;
+            const MuonPart own = {matrix_rows, cols, 0, 0, matrix_rows, cols, false};
+            floatX* slot = ws->x_next + tp->rank * matrix_n;
             muon_momentum_kernel<<<grid, block, 0, stream>>>(slot, momentum + at, grads + at, own,
                                                              mu, one_minus_mu, h->nesterov, scale);
             CUDA_CHECK_LAUNCH();
-            comm_allgather(tp, slot, ws->x_next, unit, stream);
-            muon_assemble_kernel<<<grid_for(unit * ranks, block), block, 0, stream>>>(
+            comm_allgather(tp, slot, ws->x_next, matrix_n, stream);
+            muon_assemble_kernel<<<grid_for(matrix_n * ranks, block), block, 0, stream>>>(
                 ws->x, ws->x_next, part, ranks, split == TP_ROWS);
             CUDA_CHECK_LAUNCH();
         }

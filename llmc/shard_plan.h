@@ -2,20 +2,22 @@
 // (ZeRO), built once from the parameter table and the group size. Pure host code: llmc/zero.cuh
 // builds its buffers, collectives and optimizer ranges from it, the gradient norm and the
 // checkpoint shards follow it, and dev/cpu/tests/shard_plan.cu checks it on its own.
-// Entry points: plan_build, plan_owned (a rank's ranges in its state order), plan_segments,
-// plan_units_of, plan_free.
+// Entry points: plan_build, plan_owned (a rank's ranges in its state order), plan_runs,
+// plan_matrices_of, plan_free. The words for the ranges (tensor, run, piece, unit, bucket,
+// slice, matrix, shard, owned range) are llmc/zero.cuh's, defined at its top.
 //
 // Element-wise tensors may be cut anywhere. In each bucket their elements are packed in layout
 // order (pieces: whole tensors, without the alignment gaps) and the packed sequence is cut into
 // `ranks` equal slices (the last ones padded with zeros), slice r owned by rank r: a
 // reduce-scatter over the packed bucket hands each rank the reduced gradient of its slice, and
-// an all-gather of the slices rebuilds the updated parameters everywhere. The cut of a slice
-// into runs of one tensor each is its list of segments.
+// an all-gather of the slices rebuilds the updated parameters everywhere. A slice is owned as
+// runs of one tensor each (plan_runs).
 //
-// Matrix units (Muon: Newton-Schulz needs a whole matrix) are never cut: each is owned whole by
+// Matrices (the pieces of a tensor whose optimizer's row in train_gpt.cu's table needs whole
+// matrices; Muon: Newton-Schulz needs a whole matrix) are never cut: each is owned whole by
 // one rank, chosen largest first for the least loaded rank by Newton-Schulz cost (m^2 n for an
-// (m, n) unit with m <= n), ties to the lowest rank, so the work is balanced and the choice
-// depends on the table and the group size only. A unit's gradient is reduced to its owner
+// (m, n) matrix with m <= n), ties to the lowest rank, so the work is balanced and the choice
+// depends on the table and the group size only. A matrix's gradient is reduced to its owner
 // (ncclReduce), the owner updates it, and broadcasts the new parameters (ncclBroadcast): S
 // bytes each way where a slice costs (N-1)/N S, the price of whole matrices.
 //
@@ -31,8 +33,9 @@
 
 struct ShardTensor {  // a tensor as the plan sees it
     size_t offset, numel;
-    int units;       // 0: element-wise; > 0: that many matrix units of numel / units each
-    int rows, cols;  // the shape (rows split into units), for the cost of a unit
+    int matrices;    // 0: element-wise; > 0: that many matrices of numel / matrices each (as
+                     // the tensor's optimizer's row says: whole matrices or not)
+    int rows, cols;  // the shape (rows split into the matrices), for the cost of a matrix
     bool in_norm;    // counted in the gradient norm (a replicated tensor of a tensor-parallel
                      // group is counted on one rank of it)
 };
@@ -44,11 +47,11 @@ struct ShardPiece {  // a run of element-wise elements of one tensor, in packed 
     size_t n;
 };
 
-struct ShardUnit {  // a matrix unit, owned whole
-    int tensor, unit;
+struct ShardMatrix {    // a matrix, owned whole
+    int tensor, index;  // the tensor and which of its matrices
     size_t offset, n;  // in the layout
     int owner;
-    size_t shard;  // in the owner's unit shard
+    size_t shard;  // in the owner's matrix shard
 };
 
 struct ShardBucket {
@@ -56,7 +59,7 @@ struct ShardBucket {
     size_t slice;   // elements per rank of the packed sequence (padded)
     size_t shard;   // where each rank's slice of this bucket starts in its element-wise shard
     int piece_first, piece_count;
-    int unit_first, unit_count;
+    int matrix_first, matrix_count;
 };
 
 struct ShardPlan {
@@ -65,31 +68,32 @@ struct ShardPlan {
     ShardBucket* buckets;
     ShardPiece* pieces;
     int piece_count;
-    ShardUnit* units;
-    int unit_count;
+    ShardMatrix* matrices;
+    int matrix_count;
     size_t elem_shard;   // elements of every rank's element-wise shard (the same for each)
-    size_t* unit_shard;  // per rank: elements of the units it owns
+    size_t* matrix_shard;  // per rank: elements of the matrices it owns
 };
 
-// Slices and units start on multiples of this many elements (16-byte accesses, NCCL's fast path).
+// Slices and matrices start on multiples of this many elements (16-byte accesses, NCCL's fast
+// path).
 constexpr size_t SHARD_ALIGN = 64;
 
 // What the plan gives one rank: a run of the layout it owns and where its state is.
 struct OwnedRange {
     int tensor;
     size_t offset;  // in the layout
-    size_t state;   // in the element-wise state (unit == false) or the unit state
+    size_t state;   // in the element-wise state or (matrix) the matrix state
     size_t n;
-    bool unit;  // a matrix unit (its optimizer needs it whole)
+    bool matrix;  // a whole matrix (its optimizer needs it whole)
 };
 
-// The units rank `owner` owns, in the order of its unit shard.
-inline std::vector<ShardUnit*> plan_units_of(const ShardPlan* plan, int owner) {
-    std::vector<ShardUnit*> out;
-    for (int i = 0; i < plan->unit_count; i++)
-        if (plan->units[i].owner == owner) out.push_back(&plan->units[i]);
+// The matrices rank `owner` owns, in the order of its matrix shard.
+inline std::vector<ShardMatrix*> plan_matrices_of(const ShardPlan* plan, int owner) {
+    std::vector<ShardMatrix*> out;
+    for (int i = 0; i < plan->matrix_count; i++)
+        if (plan->matrices[i].owner == owner) out.push_back(&plan->matrices[i]);
     std::sort(out.begin(), out.end(),
-              [](const ShardUnit* a, const ShardUnit* b) { return a->shard < b->shard; });
+              [](const ShardMatrix* a, const ShardMatrix* b) { return a->shard < b->shard; });
     return out;
 }
 
@@ -102,41 +106,42 @@ inline void plan_build(ShardPlan* plan, const size_t* bucket_begin, const size_t
     plan->bucket_count = bucket_count;
     plan->buckets = (ShardBucket*)MALLOC_CHECK(bucket_count * sizeof(ShardBucket));
     plan->pieces = (ShardPiece*)MALLOC_CHECK((n + 1) * sizeof(ShardPiece));
-    int total_units = 0;
-    for (int i = 0; i < n; i++) total_units += tensors[i].units;
-    plan->units = (ShardUnit*)MALLOC_CHECK((total_units + 1) * sizeof(ShardUnit));
-    plan->unit_shard = (size_t*)MALLOC_CHECK(ranks * sizeof(size_t));
-    for (int r = 0; r < ranks; r++) plan->unit_shard[r] = 0;
+    int total_matrices = 0;
+    for (int i = 0; i < n; i++) total_matrices += tensors[i].matrices;
+    plan->matrices = (ShardMatrix*)MALLOC_CHECK((total_matrices + 1) * sizeof(ShardMatrix));
+    plan->matrix_shard = (size_t*)MALLOC_CHECK(ranks * sizeof(size_t));
+    for (int r = 0; r < ranks; r++) plan->matrix_shard[r] = 0;
     for (int b = 0; b < bucket_count; b++) {
         ShardBucket* sb = &plan->buckets[b];
         memset(sb, 0, sizeof(*sb));
         sb->piece_first = plan->piece_count;
-        sb->unit_first = plan->unit_count;
+        sb->matrix_first = plan->matrix_count;
         for (int i = 0; i < n; i++) {
             const ShardTensor* t = &tensors[i];
             if (t->offset < bucket_begin[b] || t->offset >= bucket_end[b]) continue;
-            if (t->units == 0) {
+            if (t->matrices == 0) {
                 plan->pieces[plan->piece_count++] = ShardPiece{i, t->offset, sb->packed, t->numel};
                 sb->packed += t->numel;
                 continue;
             }
-            const size_t un = t->numel / t->units;
-            for (int u = 0; u < t->units; u++)
-                plan->units[plan->unit_count++] = ShardUnit{i, u, t->offset + u * un, un, -1, 0};
+            const size_t un = t->numel / t->matrices;
+            for (int u = 0; u < t->matrices; u++)
+                plan->matrices[plan->matrix_count++] =
+                    ShardMatrix{i, u, t->offset + u * un, un, -1, 0};
         }
         sb->piece_count = plan->piece_count - sb->piece_first;
-        sb->unit_count = plan->unit_count - sb->unit_first;
+        sb->matrix_count = plan->matrix_count - sb->matrix_first;
         sb->slice = round_up(ceil_div(sb->packed, ranks), SHARD_ALIGN);
         sb->shard = plan->elem_shard;
         plan->elem_shard += sb->slice;
     }
-    // Units: largest cost first (stable, so ties keep layout order), each to the least loaded
-    // rank; a rank's units sit in its unit shard in layout order.
-    std::vector<int> order(plan->unit_count);
-    for (int i = 0; i < plan->unit_count; i++) order[i] = i;
+    // Matrices: largest cost first (stable, so ties keep layout order), each to the least loaded
+    // rank; a rank's matrices sit in its matrix shard in layout order.
+    std::vector<int> order(plan->matrix_count);
+    for (int i = 0; i < plan->matrix_count; i++) order[i] = i;
     auto cost = [&](int i) {
-        const ShardTensor* t = &tensors[plan->units[i].tensor];
-        const double rows = t->rows / t->units, m = std::min<double>(rows, t->cols),
+        const ShardTensor* t = &tensors[plan->matrices[i].tensor];
+        const double rows = t->rows / t->matrices, m = std::min<double>(rows, t->cols),
                      k = std::max<double>(rows, t->cols);
         return m * m * k;
     };
@@ -146,27 +151,27 @@ inline void plan_build(ShardPlan* plan, const size_t* bucket_begin, const size_t
         int best = 0;
         for (int r = 1; r < ranks; r++)
             if (load[r] < load[best]) best = r;
-        plan->units[i].owner = best;
+        plan->matrices[i].owner = best;
         load[best] += cost(i);
     }
-    for (int i = 0; i < plan->unit_count; i++) {
-        ShardUnit* u = &plan->units[i];
-        u->shard = plan->unit_shard[u->owner];
-        plan->unit_shard[u->owner] += round_up(u->n, SHARD_ALIGN);
+    for (int i = 0; i < plan->matrix_count; i++) {
+        ShardMatrix* u = &plan->matrices[i];
+        u->shard = plan->matrix_shard[u->owner];
+        plan->matrix_shard[u->owner] += round_up(u->n, SHARD_ALIGN);
     }
 }
 
 inline void plan_free(ShardPlan* plan) {
     free(plan->buckets);
     free(plan->pieces);
-    free(plan->units);
-    free(plan->unit_shard);
+    free(plan->matrices);
+    free(plan->matrix_shard);
 }
 
 // Rank r's element-wise part: runs of one tensor each, bucket after bucket (the order of its
 // shard); state = the run's place in the rank's element-wise shard.
-inline std::vector<OwnedRange> plan_segments(const ShardPlan* plan, int r) {
-    std::vector<OwnedRange> segs;
+inline std::vector<OwnedRange> plan_runs(const ShardPlan* plan, int r) {
+    std::vector<OwnedRange> runs;
     for (int b = 0; b < plan->bucket_count; b++) {
         const ShardBucket* sb = &plan->buckets[b];
         const size_t lo = r * sb->slice, hi = std::min((r + 1) * sb->slice, sb->packed);
@@ -175,17 +180,17 @@ inline std::vector<OwnedRange> plan_segments(const ShardPlan* plan, int r) {
             const size_t a = std::max(lo, piece->packed),
                          z = std::min(hi, piece->packed + piece->n);
             if (a >= z) continue;
-            segs.push_back(OwnedRange{piece->tensor, piece->offset + (a - piece->packed),
+            runs.push_back(OwnedRange{piece->tensor, piece->offset + (a - piece->packed),
                                       sb->shard + (a - lo), z - a, false});
         }
     }
-    return segs;
+    return runs;
 }
 
-// Everything rank r owns, in its state order: its element-wise segments, then its units.
+// Everything rank r owns, in its state order: its element-wise runs, then its matrices.
 inline std::vector<OwnedRange> plan_owned(const ShardPlan* plan, int r) {
-    std::vector<OwnedRange> owned = plan_segments(plan, r);
-    for (const ShardUnit* u : plan_units_of(plan, r))
+    std::vector<OwnedRange> owned = plan_runs(plan, r);
+    for (const ShardMatrix* u : plan_matrices_of(plan, r))
         owned.push_back(OwnedRange{u->tensor, u->offset, u->shard, u->n, true});
     return owned;
 }

@@ -31,18 +31,37 @@
 // gradients locally and reduce during the last backward pass only; stage 2 has nowhere to keep
 // a whole gradient, so it reduces every micro-batch (the traffic says so).
 //
-// The shard plan (llmc/shard_plan.h) says which rank owns what: element-wise tensors (AdamW)
-// are cut into equal slices per bucket, matrix units (Muon) are owned whole. The optimizer
-// state of rank r is its slices bucket after bucket, then its units; at stage 0 every rank
+// The shard plan (llmc/shard_plan.h) says which rank owns what: element-wise tensors (AdamW,
+// Lion) are cut into equal slices per bucket, matrices (Muon) are owned whole. The optimizer
+// state of rank r is its slices bucket after bucket, then its matrices; at stage 0 every rank
 // holds the state of all ranks, the same way, so one update routine serves every stage.
 //
-// The gradient norm (clipping) is a sum over the plan: per rank, its slices and its units in
+// The gradient norm (clipping) is a sum over the plan: per rank, its slices and its matrices in
 // state order, each a fixed two-pass sum of squares; the ranks' sums are added in rank order.
 // At stage 0 one rank computes all of them, at stages 1 and 2 each rank its own: the same
 // arithmetic, so stages 0, 1 and 2 (at one micro-batch per step) give the same bits (the CPU
 // NCCL reduces every collective in rank order; a GPU's NCCL picks its algorithms itself).
 // Stage 3 has a bucket per unit; it gives stage 2's bits when stage 2's buckets are single
 // units too (the norm then sums the same slices).
+//
+// The words for ranges of the parameter layout, here and in llmc/shard_plan.h, from the
+// smallest:
+//   tensor       a parameter tensor's elements (ShardTensor; the parameter table's entry);
+//   run          consecutive elements of one tensor (CopyRun: a run copied from one buffer to
+//                another; plan_runs: the runs of a rank's slices);
+//   piece        an element-wise tensor's elements within a bucket's packed sequence
+//                (ShardPiece: the tensor whole, without its alignment gap);
+//   matrix       one matrix of a tensor whose optimizer needs whole matrices (ShardMatrix;
+//                attn.qkv.w is three under Muon: Q, K and V), owned whole by one rank;
+//   unit         the gradients of one block, or of the embeddings, that the backward pass
+//                finishes together (dp_unit_begin/dp_unit_done);
+//   bucket       consecutive units reduced together (GradBucket; ShardBucket: its plan);
+//   slice        rank r's equal share of a bucket's packed pieces;
+//   shard        what a rank owns of the state: its slices bucket after bucket (the
+//                element-wise shard), then its matrices (the matrix shard);
+//   owned range  one run of a slice, or one matrix, with where its state lies (OwnedRange):
+//                what the optimizer updates and the checkpoint's "owned" section lists.
+// (A gather slot is one of stage 3's gather buffers, not a range.)
 #pragma once
 
 #include <algorithm>
@@ -92,12 +111,12 @@ struct DataParallel {
     // what this rank updates and keeps the state of (stage 0: everything), in state order
     OwnedRange* owned;
     int owned_count;
-    size_t elem_state, unit_state;  // elements of the two kinds of state
+    size_t elem_state, matrix_state;  // elements of the element-wise and the matrix state
     // stages 1 to 3
     floatX* grad_shard;    // stages 2, 3: reduced gradients of the owned state (elem_state +
-                           // unit_state); stages 0 and 1 keep them in the gradient buffer
+                           // matrix_state); stages 0 and 1 keep them in the gradient buffer
     floatX* staging;       // one packed bucket (ranks x slice), then the next
-    floatX* accumulate;    // stages 2, 3: a slice or unit reduced before it is added to grad_shard
+    floatX* accumulate;  // stages 2, 3: a slice or matrix reduced before it is added to grad_shard
     CopyRun* runs;         // device: per bucket, packing runs then this rank's parameter runs
     CopyRun* unpack_runs;  // device: at each run's index, the way back: packed -> layout (stage 3:
                            // -> the bucket's gather buffer), and this rank's slice -> its
@@ -215,11 +234,11 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     for (int r = 0; r < ranks; r++) {
         if (dp->stage > 0 && r != dp->me) continue;
         for (OwnedRange o : plan_owned(&dp->plan, r)) {
-            o.state += o.unit ? dp->unit_state : dp->elem_state;
+            o.state += o.matrix ? dp->matrix_state : dp->elem_state;
             owned.push_back(o);
         }
         dp->elem_state += dp->plan.elem_shard;
-        dp->unit_state += dp->plan.unit_shard[r];
+        dp->matrix_state += dp->plan.matrix_shard[r];
     }
     dp->owned_count = (int)owned.size();
     dp->owned = (OwnedRange*)MALLOC_CHECK((owned.size() + 1) * sizeof(OwnedRange));
@@ -227,22 +246,22 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     if (dp->stage > 0) {
         if (dp->stage >= 2)
             dp->grad_shard =
-                device_take_n<floatX>(ledger, MEM_GRADS, dp->elem_state + dp->unit_state);
-        size_t staging = 0, largest_unit = 0, largest_bucket = 0;
+                device_take_n<floatX>(ledger, MEM_GRADS, dp->elem_state + dp->matrix_state);
+        size_t staging = 0, largest_matrix = 0, largest_bucket = 0;
         for (int b = 0; b < dp->count; b++) {
             staging = std::max(staging, dp->plan.buckets[b].slice * ranks);
             if (b + 1 < dp->count)
                 largest_bucket =
                     std::max(largest_bucket, dp->buckets[b].end - dp->buckets[b].begin);
         }
-        for (int i = 0; i < dp->plan.unit_count; i++)
-            largest_unit = std::max(largest_unit, dp->plan.units[i].n);
+        for (int i = 0; i < dp->plan.matrix_count; i++)
+            largest_matrix = std::max(largest_matrix, dp->plan.matrices[i].n);
         dp->staging = device_take_n<floatX>(ledger, MEM_BUCKETS, staging);
         if (dp->stage >= 2) {
             size_t slice = 0;
             for (int b = 0; b < dp->count; b++) slice = std::max(slice, dp->plan.buckets[b].slice);
             dp->accumulate =
-                device_take_n<floatX>(ledger, MEM_BUCKETS, std::max(slice, largest_unit));
+                device_take_n<floatX>(ledger, MEM_BUCKETS, std::max(slice, largest_matrix));
             for (int s = 0; s < 2 && dp->count > 1; s++)
                 dp->slots[s] = device_take_n<floatX>(ledger, MEM_BUCKETS, largest_bucket);
             const GradBucket* last = &dp->buckets[dp->count - 1];
@@ -279,7 +298,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
             // this rank's updated parameters, from the layout (or, stage 3, from its shard)
             dp->param_first[b] = (int)runs.size();
             for (const OwnedRange& o : owned)
-                if (!o.unit && o.state >= sb->shard && o.state < sb->shard + sb->slice) {
+                if (!o.matrix && o.state >= sb->shard && o.state < sb->shard + sb->slice) {
                     const CopyRun run{dp->me * sb->slice + (o.state - sb->shard),
                                       dp->stage == 3 ? o.state : o.offset, o.n};
                     runs.push_back(run);
@@ -298,7 +317,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
             if (!tensors[o.tensor].in_norm) continue;
             const floatX* g = dp->stage <= 1
                                   ? grads + o.offset
-                                  : dp->grad_shard + (o.unit ? dp->elem_state : 0) + o.state;
+                                  : dp->grad_shard + (o.matrix ? dp->elem_state : 0) + o.state;
             const int blocks = norm_blocks_for(o.n);
             items.push_back(NormItem{g, o.n, r, blocks});
             dp->norm_max_blocks = std::max(dp->norm_max_blocks, blocks);
@@ -323,7 +342,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
 
 // Elements of the parameter buffer: the whole layout (`total`), or at stage 3 the owned part.
 inline size_t dp_param_elems(const DataParallel* dp, size_t total) {
-    return dp->stage == 3 ? dp->elem_state + dp->unit_state : total;
+    return dp->stage == 3 ? dp->elem_state + dp->matrix_state : total;
 }
 
 inline void dp_free(DataParallel* dp) {
@@ -403,9 +422,9 @@ inline void dp_unit_begin(DataParallel* dp, int unit, cudaStream_t compute) {
 
 // Reduces bucket b on the communication stream: stage 0 all-reduces its range in place; the
 // other stages pack its element-wise pieces (then zeros) into the staging buffer and
-// reduce-scatter it, and reduce each matrix unit to its owner. Stage 1 does both in place (the
-// reduced slice is copied back to its places in the gradient buffer, a unit stays where it
-// is); stages 2 and 3 land each rank's slice and units in (or, after the step's first
+// reduce-scatter it, and reduce each matrix to its owner. Stage 1 does both in place (the
+// reduced slice is copied back to its places in the gradient buffer, a matrix stays where it
+// is); stages 2 and 3 land each rank's slice and matrices in (or, after the step's first
 // micro-batch, add them onto) its gradient shard.
 inline void dp_reduce_bucket(DataParallel* dp, int b) {
     const GradBucket* g = &dp->buckets[b];
@@ -437,8 +456,8 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
         if (onto) add_into(mine, dp->accumulate, sb->slice, s);
     }
     const bool onto = dp->stage >= 2 && !dp->first_micro;
-    for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
-        const ShardUnit* u = &dp->plan.units[i];
+    for (int i = sb->matrix_first; i < sb->matrix_first + sb->matrix_count; i++) {
+        const ShardMatrix* u = &dp->plan.matrices[i];
         const floatX* send = src + (u->offset - src_base);
         // the receive buffer matters on the owner only; stage 1 reduces in place
         floatX* owned = dp->stage == 1 ? (floatX*)send : dp->grad_shard + dp->elem_state + u->shard;
@@ -478,7 +497,7 @@ inline void dp_finish(DataParallel* dp, cudaStream_t compute) {
 // The reduced gradient of an owned range: in the full buffer (stages 0 and 1) or the shard.
 inline const floatX* dp_owned_grad(const DataParallel* dp, const OwnedRange* o) {
     if (dp->stage <= 1) return dp->grads + o->offset;
-    return dp->grad_shard + (o->unit ? dp->elem_state : 0) + o->state;
+    return dp->grad_shard + (o->matrix ? dp->elem_state : 0) + o->state;
 }
 
 // ||gradient||^2 over the plan (see the top), the same bits on every rank.
@@ -510,7 +529,7 @@ inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute) {
 // The parameters of bucket b from their owners into `dst` on `stream`: this rank's slice
 // packed into the staging buffer from `params` (the layout at stages 1 and 2, the shard at
 // stage 3), an in-place all-gather, the whole bucket unpacked into dst (the layout, or the
-// bucket's gather buffer at stage 3); each unit broadcast from its owner.
+// bucket's gather buffer at stage 3); each matrix broadcast from its owner.
 inline void dp_gather_bucket(DataParallel* dp, int b, const floatX* params, floatX* dst,
                              cudaStream_t stream) {
     const ShardBucket* sb = &dp->plan.buckets[b];
@@ -520,8 +539,8 @@ inline void dp_gather_bucket(DataParallel* dp, int b, const floatX* params, floa
     comm_allgather(dp->group, dp->staging + dp->me * sb->slice, dp->staging, sb->slice, stream);
     copy_runs(dst, dp->staging, dp->unpack_runs + dp->pack_first[b],
               dp->param_first[b] - dp->pack_first[b], stream);
-    for (int i = sb->unit_first; i < sb->unit_first + sb->unit_count; i++) {
-        const ShardUnit* u = &dp->plan.units[i];
+    for (int i = sb->matrix_first; i < sb->matrix_first + sb->matrix_count; i++) {
+        const ShardMatrix* u = &dp->plan.matrices[i];
         const floatX* send =
             dp->stage == 3 ? params + dp->elem_state + u->shard : params + u->offset;
         comm_broadcast_device(dp->group, send, dst + (u->offset - base), u->n, u->owner, stream);
@@ -540,7 +559,7 @@ inline void dp_sync(const DataParallel* dp, cudaStream_t compute, const char* wh
     else CUDA_CHECK(cudaStreamSynchronize(compute));
 }
 
-// After the update: stages 1 and 2 bring every rank's updated slices and units to every rank,
+// After the update: stages 1 and 2 bring every rank's updated slices and matrices to every rank,
 // bucket after bucket, on `compute`; at stage 3 the gather buffers no longer hold the current
 // parameters (the next pass gathers them).
 inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t compute) {

@@ -5,7 +5,7 @@ test_gpt trusts the dump, so the dump itself is checked here against a second im
 that shares no code with reference.py: its own file reader, and a GPT written as plain float64
 tensor algebra (LayerNorm from mean and variance, QK-norm from the root mean square, attention
 as explicit matmuls and a masked softmax, GELU from its tanh formula, cross-entropy and z-loss
-from logsumexp), differentiated by autograd, and its own float64 AdamW and Muon.
+from logsumexp), differentiated by autograd, and its own float64 AdamW, Muon and Lion.
 Starting from the dump's initial parameters and tokens it verifies:
   - the records, dtypes and shapes the format (reference.py's docstring) promises, the tokens
     regenerated from the seed, and the initialization rules (zero padding rows and biases, unit
@@ -17,13 +17,15 @@ Starting from the dump's initial parameters and tokens it verifies:
   - without QK-norm, the key-bias gradient of every step is exactly zero in the dump, and
     negligible in float64 (with QK-norm it is an ordinary gradient, compared as one);
   - every step's learning rates (AdamW's and Muon's) against the schedule recomputed here;
-  - every step's update: a hand-written float64 AdamW (AdamW tensors) and Muon (Muon tensors:
+  - every step's update: a hand-written float64 AdamW (AdamW tensors), Muon (Muon tensors:
     momentum, Nesterov, Newton-Schulz in float64, the shape-adjusted lr, decoupled weight
+    decay) and Lion (Lion tensors: the sign of the interpolated momentum, decoupled weight
     decay) fed the dump's theta_{k-1}, optimizer state of step k-1 (zeros for k = 0),
     step<k>.grad, lr and grad norm reproduces the dump's theta_k - theta_{k-1} and the new
-    state (m_k and v_k, or the momentum) within 1e-5 relative norm error per tensor (the
-    float32 roundings of the stored theta excused per element, see check_steps; for Muon's
-    update, plus 4x how far float32 arithmetic moves our own Newton-Schulz on that input);
+    state (m_k and v_k, the momentum, or Lion's m) within 1e-5 relative norm error per tensor
+    (the float32 roundings of the stored theta excused per element, see check_steps; for Muon's
+    update, plus 4x how far float32 arithmetic moves our own Newton-Schulz on that input; for
+    Lion's, 2 lr for an element whose sign float32 may decide otherwise);
   - Muon's step<k>.update_bf16.<p> (torch's bf16 step from the bf16 build's inputs) is within
     the dump's own bf16 measures of the float64 update (triangle inequality);
   - the bf16.* and fp32.* records exist for every compared quantity and are finite and
@@ -120,6 +122,18 @@ def param_names(c):
 def muon_tensor(c, name):
     """Whether the dump's Muon updates the tensor (the hidden matrices, with optimizer 1)."""
     return c["optimizer"] == 1 and name.startswith("h") and name.split(".", 1)[1] in MUON_MATRICES
+
+
+def lion_tensor(c, name):
+    """Whether the dump's Lion updates the tensor (every tensor, with optimizer 2)."""
+    return c["optimizer"] == 2
+
+
+def state_kinds(c, name):
+    """The dump's optimizer state records of a tensor, by its optimizer."""
+    if muon_tensor(c, name):
+        return ("muon_momentum",)
+    return ("lion_m",) if lion_tensor(c, name) else ("adam_m", "adam_v")
 
 
 def expected_shapes(c):
@@ -227,6 +241,19 @@ def adamw(theta, m, v, g, t, lr, decay_factor, grad_scale):
     return (decay_factor - 1) * theta - lr * m_hat / (torch.sqrt(v_hat) + eps), m, v
 
 
+def lion64(theta, m, g, c, lr, decay_factor, grad_scale):
+    """One Lion step in float64 on the gradient g times grad_scale, with decoupled weight decay
+    theta *= decay_factor; returns theta_t - theta_{t-1}, m_t and the slack of the update: 2 lr
+    where the interpolation b1*m + (1-b1)*g is within float32 rounding (1e-6 of its terms) of
+    zero, so that the dump's float32 sign may be the other one."""
+    b1, b2 = c["lion_beta1"], c["lion_beta2"]
+    g = g * grad_scale
+    interp = b1 * m + (1 - b1) * g
+    near_zero = interp.abs() < 1e-6 * (b1 * m.abs() + (1 - b1) * g.abs())
+    update = (decay_factor - 1) * theta - lr * torch.sign(interp)
+    return update, b2 * m + (1 - b2) * g, torch.where(near_zero, 2 * lr, 0.0)
+
+
 def newton_schulz(u, steps, dtype, eps=1e-7):
     """Muon's orthogonalization in `dtype` (float64 for the check; float32 to measure how far
     float32 arithmetic moves it): the quintic iteration X <- a X + (b A + c A^2) X, A = X X^T,
@@ -270,7 +297,7 @@ def check_structure(d, r):
             "grad_accum", "steps", "seed", "warmup", "schedule", "optimizer", "muon_nesterov",
             "muon_ns_steps", "muon_adjust", "qk_norm"]
     floats = ["lr", "min_lr_frac", "decay_frac", "weight_decay", "grad_clip", "muon_lr",
-              "muon_momentum", "z_loss"]
+              "muon_momentum", "z_loss", "lion_beta1", "lion_beta2"]
     for n in ints + floats:
         want = torch.int64 if n in ints else torch.float64
         if f"config.{n}" not in d or d[f"config.{n}"].dtype != want or d[f"config.{n}"].dim():
@@ -289,8 +316,8 @@ def check_structure(d, r):
         expect[f"init.{n}"] = (torch.float32, s)
         expect[f"bf16.step0.param.{n}"] = (torch.float64, ())
         for k in range(K):
-            for kind in ("grad", "param") + (("muon_momentum", "update_bf16") if muon
-                                             else ("adam_m", "adam_v")):
+            for kind in ("grad", "param") + state_kinds(c, n) + (("update_bf16",) if muon
+                                                                 else ()):
                 expect[f"step{k}.{kind}.{n}"] = (torch.float32, s)
             expect[f"bf16.step{k}.grad.{n}"] = (torch.float64, ())
             if muon:
@@ -347,15 +374,15 @@ def check_steps(d, c, r):
     key_bias = slice(C, 2 * C)
     for k in range(K):
         # theta_{k-1} and the optimizer state of step k-1: what step k starts from (zeros for
-        # k = 0); AdamW's m, v for AdamW tensors, Muon's momentum for Muon tensors
+        # k = 0); AdamW's m, v for AdamW tensors, Muon's momentum for Muon tensors, Lion's m
+        # for Lion tensors
         if k == 0:
             theta = {n: d[f"init.{n}"] for n in names}
             state = {n: [torch.zeros_like(theta[n], dtype=torch.float64)] * 2 for n in names}
         else:
             theta = {n: d[f"step{k - 1}.param.{n}"] for n in names}
-            state = {n: [d[f"step{k - 1}.{kind}.{n}"].double()
-                         for kind in (("muon_momentum",) if muon_tensor(c, n)
-                                      else ("adam_m", "adam_v"))] for n in names}
+            state = {n: [d[f"step{k - 1}.{kind}.{n}"].double() for kind in state_kinds(c, n)]
+                     for n in names}
         loss, z_loss, grads, logits = step_loss_and_grads(theta, c, d["inputs"][k],
                                                           d["targets"][k])
         if k == 0:
@@ -406,6 +433,7 @@ def check_steps(d, c, r):
             decay = torch.tensor(1 - lr_k * wd, dtype=torch.float32)
             g = d[f"step{k}.grad.{n}"].double()
             tol = TOL
+            slack = half_ulp(d[f"step{k}.param.{n}"])
             if muon:  # attn.qkv.w is Q, K and V: three (C, C) matrices
                 rows = C if n.endswith("attn.qkv.w") else theta0.shape[0]
                 parts = [muon64(t0, b0, g0, c, lr_k, decay.item(), grad_scale) for t0, b0, g0 in
@@ -418,12 +446,16 @@ def check_steps(d, c, r):
                 # here with our own float32 iteration, joins the bound with a factor of 4
                 tol = TOL + 4 * max(drift for _, _, drift in parts)
                 check_muon_records(d, r, k, n, update, tol)
+            elif lion_tensor(c, n):
+                update, m_k, flip = lion64(theta0, state[n][0], g, c, lr_k, decay.item(),
+                                           grad_scale)
+                new_state = {"lion_m": m_k}
+                slack = slack + flip
             else:
                 update, m_k, v_k = adamw(theta0, state[n][0], state[n][1], g, k + 1, lr_k,
                                          decay.item(), grad_scale)
                 new_state = {"adam_m": m_k, "adam_v": v_k}
             theta1 = d[f"step{k}.param.{n}"]
-            slack = half_ulp(theta1)
             if decay.item() != 1.0:
                 slack += half_ulp(theta[n] * decay)
             r.close_to(f"step{k} update {n} (theta_k - theta_k-1, stored roundings excused)",

@@ -49,6 +49,7 @@ multiplied by min(1, G/(norm+1e-6)), clip_grad_norm_'s rule.
 OPTIMIZERS. --optimizer adamw: torch.optim.AdamW for every tensor. --optimizer muon:
 torch.optim.Muon for the hidden matrices (h{l}.attn.qkv.w, attn.proj.w, mlp.fc.w, mlp.proj.w),
 torch.optim.AdamW for the rest (wte, wpe, biases, LayerNorm and QK-norm parameters).
+--optimizer lion: Lion (below) for every tensor.
   AdamW: betas (0.9, 0.95), eps 1e-8, decoupled weight decay WD on its 2-D tensors (wte, wpe
   and, without Muon, every .w of a linear layer), none on biases and norm parameters.
   Muon: lr = --muon-lr (default --lr) under the same schedule, weight_decay WD, momentum
@@ -60,7 +61,12 @@ torch.optim.AdamW for the rest (wte, wpe, biases, LayerNorm and QK-norm paramete
   casts to bfloat16; the fp32 run below substitutes newton_schulz_fp32, a copy of that one
   function with float32 in place of bfloat16 (the same operations in the same order), and is
   otherwise torch's Muon unchanged. The bf16 measurements use torch's own bfloat16 one.
-Learning rate, peak LR = --lr (Muon: --muon-lr), floor = F*LR with F = --min-lr-frac,
+  Lion ("Symbolic Discovery of Optimization Algorithms", Chen et al. 2023; PyTorch has none, so
+  the class Lion below is the paper's pseudocode): lr = --lr under the schedule, betas
+  (--lion-beta1, --lion-beta2), decoupled weight decay WD on the 2-D tensors (AdamW's rule):
+  c = b1*m + (1-b1)*g; theta = theta*(1 - lr*WD) - lr*sign(c) (sign(0) = 0);
+  m = b2*m + (1-b2)*g.
+Learning rate, peak LR = --lr (AdamW, Lion; Muon: --muon-lr), floor = F*LR with F = --min-lr-frac,
 W = --warmup:
   s < W (takes precedence):  LR*(s+1)/W
   cosine:   floor + (LR-floor)*0.5*(1+cos(pi*p)),  p = (s-W)/max(1, K-1-W)
@@ -76,28 +82,30 @@ Records, in this order:
   config.vocab config.padded_vocab config.seq config.context config.layers config.heads
   config.embd config.batch config.grad_accum config.steps config.seed config.warmup   i64
   config.schedule                  i64: 0 cosine, 1 wsd, 2 linear, 3 constant
-  config.optimizer                 i64: 0 adamw, 1 muon
+  config.optimizer                 i64: 0 adamw, 1 muon, 2 lion
   config.muon_nesterov config.muon_ns_steps config.qk_norm (0/1)                    i64
   config.muon_adjust               i64: 0 original, 1 match_rms_adamw
   config.lr config.min_lr_frac config.decay_frac config.weight_decay config.grad_clip
-  config.muon_lr config.muon_momentum config.z_loss                                    f64
+  config.muon_lr config.muon_momentum config.z_loss config.lion_beta1 config.lion_beta2  f64
   inputs, targets                  i32 (K, A, B, T)
   init.<param>                     f32, every parameter at initialization (theta_{-1})
   step0.logits                     f32 (A, B, T, V), every micro-batch of step 0
   then for k = 0..K-1 (the fp32 run, theta_k = parameters after the update of step k):
   step<k>.loss step<k>.z_loss step<k>.lr step<k>.muon_lr step<k>.grad_norm   f64 scalars
-                                   (loss and z_loss are the step's; lr AdamW's, muon_lr Muon's)
+                                   (loss and z_loss are the step's; lr AdamW's and Lion's,
+                                   muon_lr Muon's)
   step<k>.grad.<param>             f32, the accumulated gradient of step k, before clipping
   step<k>.param.<param>            f32, theta_k
   step<k>.adam_m.<param>           f32, AdamW's first moment (exp_avg) after step k  } AdamW
   step<k>.adam_v.<param>           f32, AdamW's second moment (exp_avg_sq)           } tensors
   step<k>.muon_momentum.<param>    f32, Muon's momentum_buffer after step k (Muon tensors)
+  step<k>.lion_m.<param>           f32, Lion's momentum m after step k (Lion tensors)
   then how far bf16 arithmetic alone moves each quantity, as f64 scalars ||b-f||/||f|| (0/0
   gives 0, x/0 gives inf) between a bf16 value b computed under torch.autocast(bfloat16) and
   the fp32 run's value f:
   bf16.step0.logits                step 0's logits, from init
   bf16.step0.param.<param>         theta_0 - init after one optimizer step from init on the
-                                   bf16 gradients (AdamW; Muon with its own bfloat16
+                                   bf16 gradients (AdamW, Lion; Muon with its own bfloat16
                                    Newton-Schulz), against the fp32 run's theta_0 - init
   then for k = 0..K-1, teacher-forced: the bf16 forward and backward of step k run at the fp32
   run's theta_{k-1}, so these measure one step's arithmetic, not a drifting trajectory:
@@ -133,7 +141,7 @@ import torch
 import torch.nn.functional as F
 
 SCHEDULES = ["cosine", "wsd", "linear", "constant"]
-OPTIMIZERS = ["adamw", "muon"]
+OPTIMIZERS = ["adamw", "muon", "lion"]
 MUON_ADJUST = ["original", "match_rms_adamw"]
 QKV_PARTS = ("q", "k", "v")  # the three (C, C) Muon parameters of an attn.qkv.w
 DTYPE_CODES = {np.dtype("<f4"): 0, np.dtype("<i4"): 1, np.dtype("<f8"): 2, np.dtype("<i8"): 3}
@@ -359,16 +367,46 @@ class NewtonSchulzAs:
         torch.optim._muon._zeropower_via_newtonschulz = self.saved
 
 
+class Lion(torch.optim.Optimizer):
+    """Lion as the paper's pseudocode writes it (Chen et al. 2023, Algorithm 2), per parameter:
+    c = b1*m + (1-b1)*g; theta = theta - lr*(sign(c) + wd*theta), the decay applied first as
+    theta *= 1 - lr*wd (as AdamW's decoupled decay here); m = b2*m + (1-b2)*g. State: exp_avg
+    (m), zeros before the first step. Arithmetic in the parameters' dtype."""
+
+    def __init__(self, params, lr, betas, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if not self.state[p]:
+                    self.state[p]["exp_avg"] = torch.zeros_like(p)
+                m, g = self.state[p]["exp_avg"], p.grad
+                c = m * b1 + g * (1 - b1)
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(torch.sign(c), alpha=-group["lr"])
+                m.mul_(b2).add_(g, alpha=1 - b2)
+
+
 def make_optimizers(cfg, p):
     """torch.optim.AdamW for the AdamW tensors and, with --optimizer muon, torch.optim.Muon for
-    the others; p: leaves(). Returns {"adamw": opt, "muon": opt or None}."""
+    the others; with --optimizer lion, Lion for every tensor; p: leaves(). Returns
+    {"adamw": opt or None, "muon": opt or None, "lion": opt or None}."""
     muon = [t for n, t in p.items() if is_muon(cfg, n.split("[")[0])]
     rest = [(n, t) for n, t in p.items() if not is_muon(cfg, n.split("[")[0])]
     decay = [t for n, t in rest if t.dim() == 2]
     no_decay = [t for n, t in rest if t.dim() != 2]
-    opts = {"adamw": torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                        {"params": no_decay, "weight_decay": 0.0}],
-                                       lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8), "muon": None}
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    opts = {"adamw": None, "muon": None, "lion": None}
+    if cfg.optimizer == "lion":
+        opts["lion"] = Lion(groups, lr=cfg.lr, betas=(cfg.lion_beta1, cfg.lion_beta2))
+        return opts
+    opts["adamw"] = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
     if muon:
         opts["muon"] = torch.optim.Muon(muon, lr=cfg.muon_lr, weight_decay=cfg.weight_decay,
                                         momentum=cfg.muon_momentum,
@@ -382,7 +420,7 @@ def optimizer_step(cfg, opts, p, norm, s):
     own clipping) and takes one step of each optimizer at its scheduled lr for step s."""
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grads_with_norm_(list(p.values()), cfg.grad_clip, norm)
-    for kind, peak in (("adamw", cfg.lr), ("muon", cfg.muon_lr)):
+    for kind, peak in (("adamw", cfg.lr), ("muon", cfg.muon_lr), ("lion", cfg.lr)):
         if opts[kind] is None:
             continue
         for group in opts[kind].param_groups:
@@ -391,11 +429,13 @@ def optimizer_step(cfg, opts, p, norm, s):
 
 
 def optimizer_state(cfg, opts, p):
-    """The state after a step, keyed like the dump: adam_m, adam_v (AdamW tensors) and
-    muon_momentum (Muon tensors), each name -> tensor."""
-    state = {"adam_m": {}, "adam_v": {}, "muon_momentum": {}}
+    """The state after a step, keyed like the dump: adam_m, adam_v (AdamW tensors),
+    muon_momentum (Muon tensors) and lion_m (Lion tensors), each name -> tensor."""
+    state = {"adam_m": {}, "adam_v": {}, "muon_momentum": {}, "lion_m": {}}
     for n, t in p.items():
-        if is_muon(cfg, n.split("[")[0]):
+        if opts["lion"] is not None:
+            state["lion_m"][n] = opts["lion"].state[t]["exp_avg"].clone()
+        elif is_muon(cfg, n.split("[")[0]):
             state["muon_momentum"][n] = opts["muon"].state[t]["momentum_buffer"].clone()
         else:
             state["adam_m"][n] = opts["adamw"].state[t]["exp_avg"].clone()
@@ -406,7 +446,7 @@ def optimizer_state(cfg, opts, p):
 def train_fp32(cfg, init, inputs, targets):
     """The fp32 run (Muon with newton_schulz_fp32): K steps from init. Returns the step-0 logits
     and, per step, a dict with loss, z_loss, lr, muon_lr, grad_norm and the tensors grad (before
-    clipping), param, adam_m, adam_v, muon_momentum (name -> tensor, dump names)."""
+    clipping), param, adam_m, adam_v, muon_momentum, lion_m (name -> tensor, dump names)."""
     p = leaves(cfg, init)
     opts = make_optimizers(cfg, p)
     steps = []
@@ -508,7 +548,8 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
     config_f64 = [("lr", cfg.lr), ("min_lr_frac", cfg.min_lr_frac),
                   ("decay_frac", cfg.decay_frac), ("weight_decay", cfg.weight_decay),
                   ("grad_clip", cfg.grad_clip), ("muon_lr", cfg.muon_lr),
-                  ("muon_momentum", cfg.muon_momentum), ("z_loss", cfg.z_loss)]
+                  ("muon_momentum", cfg.muon_momentum), ("z_loss", cfg.z_loss),
+                  ("lion_beta1", cfg.lion_beta1), ("lion_beta2", cfg.lion_beta2)]
     out += [("config." + n, np.array(v, dtype="<f8")) for n, v in config_f64]
     out += [("inputs", inputs.numpy().astype("<i4")), ("targets", targets.numpy().astype("<i4"))]
 
@@ -524,7 +565,7 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
     for k, s in enumerate(steps_f):
         out += [(f"step{k}.{n}", f64(s[n]))
                 for n in ("loss", "z_loss", "lr", "muon_lr", "grad_norm")]
-        for kind in ("grad", "param", "adam_m", "adam_v", "muon_momentum"):
+        for kind in ("grad", "param", "adam_m", "adam_v", "muon_momentum", "lion_m"):
             out += [(f"step{k}.{kind}.{n}", f32(t)) for n, t in s[kind].items()]
     out.append(("bf16.step0.logits", f64(rel_diff(logits_b, logits_f))))
     out += [(f"bf16.step0.param.{n}", f64(rel_diff(theta0_b[n] - t, steps_f[0]["param"][n] - t)))
@@ -589,13 +630,16 @@ FLAGS = [
     ("--weight-decay", "WD", float, 0.1, "AdamW decoupled weight decay on 2-D tensors"),
     ("--grad-clip", "G", float, 1.0, "clip the global gradient norm to this; 0 disables"),
     ("--optimizer", "{" + ",".join(OPTIMIZERS) + "}", str, "adamw",
-     "muon: torch.optim.Muon for the hidden matrices, AdamW for the rest"),
+     "muon: torch.optim.Muon for the hidden matrices, AdamW for the rest; lion: Lion for every "
+     "tensor"),
     ("--muon-lr", "LR", float, None, "Muon's peak learning rate (default: --lr)"),
     ("--muon-momentum", "MU", float, 0.95, "Muon's momentum"),
     ("--muon-nesterov", "{0,1}", int, 1, "Muon's Nesterov momentum"),
     ("--muon-ns-steps", "N", int, 5, "Muon's Newton-Schulz iterations"),
     ("--muon-adjust", "{" + ",".join(MUON_ADJUST) + "}", str, "match_rms_adamw",
      "Muon's adjust_lr_fn"),
+    ("--lion-beta1", "B1", float, 0.9, "Lion's beta1 (the sign's interpolation)"),
+    ("--lion-beta2", "B2", float, 0.99, "Lion's beta2 (the momentum's decay)"),
     ("--qk-norm", None, bool, False, "RMSNorm of each head's q and k with learned scales"),
     ("--z-loss", "COEF", float, 0.0, "z-loss coefficient; 0 disables"),
 ]
@@ -642,6 +686,9 @@ def parse_args(argv):
                  f"{cfg.muon_ns_steps}")
     if not 0.0 <= cfg.muon_momentum <= 1.0:
         ap.error(f"--muon-momentum must be in [0, 1], got {cfg.muon_momentum}")
+    for flag in ("lion_beta1", "lion_beta2"):
+        if not 0.0 <= getattr(cfg, flag) <= 1.0:
+            ap.error(f"--{flag.replace('_', '-')} must be in [0, 1], got {getattr(cfg, flag)}")
     for flag in ("lr", "weight_decay", "grad_clip", "muon_lr", "z_loss"):
         value = getattr(cfg, flag)
         if not (math.isfinite(value) and value >= 0):

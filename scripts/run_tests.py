@@ -72,7 +72,8 @@ MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 # powers of two, head dims 32/64/128, one and several layers, batch > 1, gradient accumulation,
 # every schedule; then Muon (both lr adjustments, with and without Nesterov, its own lr,
 # momentum and step count), QK-norm and z-loss, each alone and all together, with gradient
-# accumulation and clipping. Each entry is the reference.py command line minus --out.
+# accumulation and clipping; then Lion with accumulation and clipping, and with its own betas and
+# QK-norm. Each entry is the reference.py command line minus --out.
 GPT_CONFIGS = [
     "--seed 1 --vocab 313 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 1e-3 --warmup 1 --schedule cosine --min-lr-frac 0.1 --decay-frac 0.2 "
@@ -103,6 +104,12 @@ GPT_CONFIGS = [
     "--seed 15 --vocab 400 --seq 28 --layers 2 --heads 1 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 4 --lr 2e-3 --warmup 1 --schedule linear --weight-decay 0.1 --grad-clip 0.5 "
     "--optimizer muon --qk-norm --z-loss 1e-3",
+    "--seed 16 --vocab 230 --seq 20 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 3e-4 --warmup 1 --schedule cosine --weight-decay 0.1 --grad-clip 0.1 "
+    "--optimizer lion",
+    "--seed 17 --vocab 150 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 1 "
+    "--steps 4 --lr 5e-4 --schedule linear --weight-decay 0.1 --grad-clip 0.0 --optimizer lion "
+    "--lion-beta1 0.95 --lion-beta2 0.98 --qk-norm",
 ]
 
 

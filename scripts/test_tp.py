@@ -15,6 +15,7 @@ x --grad-accum; the ranks of a tensor-parallel group read the same sequences). C
             dp 2 x tp 2 ZeRO-3 + SP
      Muon with QK-norm and z-loss: tp 2; tp 4 + SP at accumulation 2; dp 2 x tp 2 ZeRO-1;
             dp 2 x tp 2 ZeRO-3
+     Lion: tp 2; dp 2 x tp 2 ZeRO-2 + SP
 2. bf16: tp 2 and tp 2 + SP against the bf16 single process: each step's loss within BF16_LOSS
    (see below), and every rank of a run ends with the same model (the trainer's hash check).
 3. Resume on another grid: the step-2 checkpoint of the tp 2 Muon run continued with tp 4 + SP,
@@ -56,11 +57,18 @@ L, C, T, HS = 2, 128, 16, 32
 MODEL = ["--vocab", "256", "--layers", str(L), "--heads", "4", "--embd", str(C), "--seq", str(T), "--lr", "3e-3",
          "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0"]
 MUON = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-4"]
+LION = ["--optimizer", "lion", "--lr", "3e-4"]  # a tenth of AdamW's lr: Lion moves every element by lr
 # bf16: the grids sum the row-parallel products' bf16 partial sums (each rounded to 8 bits of
 # mantissa, 2^-9 relative) where one process rounds once; over 4 steps the losses of a correct
 # run stay within a few of those roundings of 2^-9 = 2e-3 relative, a wrong one (a missed sum, a
 # bias added twice) moves them by 1e-2 or more.
 BF16_LOSS = 4e-3
+
+
+def optimizer_label(opt):
+    """The name and the description of a run's optimizer flags."""
+    return {(): ("adamw", "AdamW"), tuple(MUON): ("muon", "Muon + QK-norm + z-loss"),
+            tuple(LION): ("lion", "Lion")}[tuple(opt)]
 
 
 def grid_args(tp, dp, accum, zero, sp):
@@ -108,16 +116,16 @@ def main():
         runs = [([], 2, 1, 1, 0, False), ([], 4, 1, 1, 0, False), ([], 2, 1, 2, 0, True), ([], 4, 1, 1, 0, True),
                 ([], 2, 2, 1, 1, False), ([], 2, 2, 1, 3, True),
                 (MUON, 2, 1, 1, 0, False), (MUON, 4, 1, 2, 0, True), (MUON, 2, 2, 1, 1, False),
-                (MUON, 2, 2, 1, 3, False)]
+                (MUON, 2, 2, 1, 3, False), (LION, 2, 1, 1, 0, False), (LION, 2, 2, 1, 2, True)]
         refs, results = {}, {}
         for opt, tp, dp, accum, zero, sp in runs:
             key = (tuple(opt), accum)
             if key not in refs:
-                refs[key] = train(fp32, 0, work, f"single_{'muon' if opt else 'adamw'}_a{accum}", MODEL,
+                refs[key] = train(fp32, 0, work, f"single_{optimizer_label(opt)[0]}_a{accum}", MODEL,
                                   base + opt + ["--grad-accum", str(accum), "--batch", str(G // accum)])
-            name = f"{'muon' if opt else 'adamw'}_tp{tp}_dp{dp}_a{accum}_z{zero}{'_sp' if sp else ''}"
+            name = f"{optimizer_label(opt)[0]}_tp{tp}_dp{dp}_a{accum}_z{zero}{'_sp' if sp else ''}"
             results[name] = train(fp32, tp * dp, work, name, MODEL, base + opt + grid_args(tp, dp, accum, zero, sp))
-            compare(f"fp32 {'Muon + QK-norm + z-loss' if opt else 'AdamW'}, tp {tp} x dp {dp}, accum {accum}, "
+            compare(f"fp32 {optimizer_label(opt)[1]}, tp {tp} x dp {dp}, accum {accum}, "
                     f"ZeRO-{zero}{', sequence parallel' if sp else ''}", results[name], refs[key], STEPS)
 
         # 2

@@ -5,7 +5,8 @@ single-process run on the same global batch.
 Global batch G = 36 sequences of a tiny model on token shards, split as ranks x --batch x
 --grad-accum. Checks:
 1. fp32, against the single process of batch G / A (same A): DP 2, 3 and 4 ranks, ZeRO 0, 1
-   and 2, AdamW and Muon, grad accumulation 1 and 3, each combination's every step's loss and
+   and 2, AdamW and Muon, grad accumulation 1 and 3, and Lion on 2 ranks at ZeRO 0 and 2 (one
+   micro-batch; ZeRO-1 on 3 ranks at accumulation 3), each combination's every step's loss and
    gradient norm within 1e-5 relative and the final parameters (those of the last checkpoint,
    in layout order) within 1e-5 relative norm. The sums run in another order on several ranks
    (measured: ~1e-7 on losses, ~1e-6 on the parameters after 4 steps).
@@ -22,8 +23,8 @@ Global batch G = 36 sequences of a tiny model on token shards, split as ranks x 
 5. Traffic (--comm-stats): with AdamW at one micro-batch, ZeRO-1 and ZeRO-2 send within 3% of
    plain DP's bytes per step; with Muon the matrix units travel by reduce + broadcast (S each)
    instead of (N-1)/N S: the ratio is printed and checked against the one the shapes predict.
-6. Checkpoints: a ZeRO-2 run on 2 ranks resumed on the same grid is bit-identical to the
-   uninterrupted run; resumed on 3 ranks with ZeRO-1, and on one process, it continues within
+6. Checkpoints: a ZeRO-2 run on 2 ranks (AdamW; Lion) resumed on the same grid is bit-identical
+   to the uninterrupted run; resumed on 3 ranks with ZeRO-1, and on one process, it continues within
    1e-5 (the state is re-sharded on load); a ZeRO-1 checkpoint resumed with ZeRO-0 likewise.
 7. The launch by environment variables (RANK/WORLD_SIZE/LOCAL_RANK, --rendezvous) with ZeRO-2
    equals the mpirun run bit for bit.
@@ -39,6 +40,9 @@ from testlib import (ROOT, ZERO_GLOBAL_BATCH as G, ZERO_MODEL as MODEL, check, c
                      finish, logged_values, make_data, param_hash, resume, train, up)
 
 STEPS = 4
+# each optimizer's flags; Lion at a tenth of AdamW's lr (it moves every element by lr)
+OPTIMIZER_FLAGS = {"adamw": ["--optimizer", "adamw"], "muon": ["--optimizer", "muon"],
+                   "lion": ["--optimizer", "lion", "--lr", "3e-4"]}
 
 
 def expected_state(ranks, stage, C=64, L=2, V=256, T=16):
@@ -71,22 +75,24 @@ def main():
 
         # 1 and 2
         refs = {}
-        for opt in ("adamw", "muon"):
-            for accum in (1, 3):
-                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}", MODEL,
-                                         base + ["--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // accum)])
         runs = [("adamw", 1, 2, 0), ("adamw", 1, 2, 1), ("adamw", 1, 2, 2), ("adamw", 1, 3, 1), ("adamw", 1, 4, 2),
                 ("adamw", 3, 2, 0), ("adamw", 3, 2, 1), ("adamw", 3, 4, 2), ("muon", 1, 2, 0), ("muon", 1, 2, 2),
-                ("muon", 1, 3, 1), ("muon", 3, 2, 1), ("muon", 3, 3, 2), ("muon", 3, 4, 0)]
+                ("muon", 1, 3, 1), ("muon", 3, 2, 1), ("muon", 3, 3, 2), ("muon", 3, 4, 0), ("lion", 1, 2, 0),
+                ("lion", 1, 2, 2), ("lion", 3, 3, 1)]
+        for opt, accum, _, _ in runs:
+            if (opt, accum) not in refs:
+                refs[opt, accum] = train(fp32, 0, work, f"single_{opt}_{accum}", MODEL, base + OPTIMIZER_FLAGS[opt] + [
+                    "--grad-accum", str(accum), "--batch", str(G // accum)])
         hashes = {}
         for opt, accum, ranks, zero in runs:
             name = f"dp{ranks}_z{zero}_{opt}_a{accum}"
-            got = train(fp32, ranks, work, name, MODEL, base + [
-                "--optimizer", opt, "--grad-accum", str(accum), "--batch", str(G // (accum * ranks)), "--zero", str(zero)])
+            got = train(fp32, ranks, work, name, MODEL, base + OPTIMIZER_FLAGS[opt] + [
+                "--grad-accum", str(accum), "--batch", str(G // (accum * ranks)), "--zero", str(zero)])
             hashes[opt, accum, ranks, zero] = param_hash(got[0], ranks)
             compare(f"fp32 {opt}, {ranks} ranks x {G // (accum * ranks)} x accum {accum}, ZeRO-{zero}", got,
                     refs[opt, accum], STEPS)
-        for opt, accum, stages in (("adamw", 1, (0, 1, 2)), ("muon", 1, (0, 2)), ("adamw", 3, (0, 1))):
+        for opt, accum, stages in (("adamw", 1, (0, 1, 2)), ("muon", 1, (0, 2)), ("adamw", 3, (0, 1)),
+                                   ("lion", 1, (0, 2))):
             hs = [hashes[opt, accum, 2, z] for z in stages]
             check(hs[0] is not None and len(set(hs)) == 1,
                   f"fp32 {opt}, 2 ranks, accum {accum}: ZeRO {', '.join(map(str, stages))} bit-identical ({hs[0]})")
@@ -140,6 +146,12 @@ def main():
                 got = resume(binary, source, ranks, work, f"resume_{label}_{ranks}_{zero}", MODEL,
                              base + ["--batch", str(batch), "--zero", str(zero)])
                 check_resumed(binary, got, source, f"{label} ZeRO-2", ranks, zero, STEPS)
+
+        lion_flags = base + OPTIMIZER_FLAGS["lion"] + ["--batch", str(G // 2), "--zero", "2"]
+        lion_full = train(bf16, 2, work, "lion_full_z2", MODEL, lion_flags)
+        out, _, _ = resume(bf16, lion_full, 2, work, "resume_lion_bf16_2_2", MODEL, lion_flags)
+        check("resuming from" in out and param_hash(out, 2) == param_hash(lion_full[0], 2),
+              "bf16 Lion ZeRO-2 on 2 ranks, resumed on the same grid: the uninterrupted run's parameter hash")
 
         # 7
         ok, out = env_launch([bf16] + MODEL + ["--data", data, "--steps", str(STEPS), "--batch", str(G // 2),

@@ -4,10 +4,11 @@ ckpt_stepSSSSSSSS.rankRRRRR.bin, written by train_run.cuh's save_checkpoint), in
 the trainer's own reader.
 
 A shard's section "owned" lists the ranges of the parameter layout it holds (uint64 tensor,
-offset, n, unit), and its sections hold those ranges' elements one after the other: "params"
-and "master" every range, each optimizer's state ("optimizer.adamw.m", "optimizer.adamw.v":
-the element-wise ranges; "optimizer.muon.momentum": the matrix units). checkpoint_array
-reassembles any of them in layout order, whatever the grid and ZeRO stage that wrote it.
+offset, n, matrix), and its sections hold those ranges' elements one after the other: "params"
+and "master" every range, each optimizer's state section (STATE_SECTIONS) the ranges of the
+tensors that optimizer updates (the manifest's "layout" section names each tensor's optimizer).
+checkpoint_array reassembles any of them in layout order, whatever the grid and ZeRO stage that
+wrote it.
 
 And the rest the test scripts share: the check tally (check, finish), running the trainer (run,
 train, resume, env_launch) and reading what it printed and logged (param_hash, logged_values,
@@ -30,8 +31,14 @@ import time
 
 import numpy as np
 
-UNIT_SECTIONS = {"optimizer.muon.momentum"}  # sections that hold the matrix units only
-ELEMENTWISE_SECTIONS = {"optimizer.adamw.m", "optimizer.adamw.v"}
+# train_gpt.cu's optimizer table (OPTIMIZERS, in OptimizerKind order) and the state sections of
+# each (STATE_BUFFERS)
+OPTIMIZERS = ["adamw", "muon", "lion"]
+STATE_SECTIONS = {"optimizer.adamw.m": "adamw", "optimizer.adamw.v": "adamw",
+                  "optimizer.muon.momentum": "muon", "optimizer.lion.m": "lion"}
+# a record of the manifest's section "layout" (train_run.cuh's LayoutRecord)
+LAYOUT_RECORD = np.dtype([("name", "S32"), ("rows", "<i4"), ("cols", "<i4"), ("optimizer", "<i4"),
+                          ("matrices", "<i4"), ("offset", "<u8"), ("numel", "<u8")])
 
 
 def checkpoint_sections(path):
@@ -78,6 +85,7 @@ def checkpoint_array(manifest, name, dtype=np.float32):
     """Section `name` of every shard of the checkpoint, in layout order: an array of the layout's
     size (the largest offset + n of any range), zero where no shard holds an element."""
     _, head = checkpoint_sections(manifest)
+    optimizer_of = np.frombuffer(head["layout"], dtype=LAYOUT_RECORD)["optimizer"]
     shards = checkpoint_files(manifest)[1:]
     assert len(shards) == struct.unpack("<4Q", head["save"])[2], manifest  # id, id, shards, index
     parts = []
@@ -89,8 +97,8 @@ def checkpoint_array(manifest, name, dtype=np.float32):
     out = np.zeros(total, dtype=dtype)
     for ranges, values in parts:
         at = 0
-        for _tensor, offset, n, unit in ranges:
-            if (name in UNIT_SECTIONS and not unit) or (name in ELEMENTWISE_SECTIONS and unit):
+        for tensor, offset, n, _matrix in ranges:
+            if name in STATE_SECTIONS and OPTIMIZERS[optimizer_of[tensor]] != STATE_SECTIONS[name]:
                 continue
             out[offset:offset + n] = values[at:at + n]
             at += n

@@ -1,17 +1,17 @@
 // Tests llmc/shard_plan.h, the ZeRO shard plan, on its own: random parameter tables (element-wise
-// tensors, matrices cut into Muon units, the layout's alignment gaps) over random bucket cuts and
-// 1 to 9 ranks. For every plan:
+// tensors, matrices cut into Muon's whole matrices, the layout's alignment gaps) over random bucket
+// cuts and 1 to 9 ranks. For every plan:
 // - every element of every tensor is owned by exactly one rank, and nothing outside a tensor
 //   (the alignment gaps) by any;
 // - each rank's element-wise ranges fill distinct places of its element-wise shard, inside
-//   [0, elem_shard), and its units distinct places of its unit shard, on SHARD_ALIGN;
+//   [0, elem_shard), and its matrices distinct places of its matrix shard, on SHARD_ALIGN;
 // - a rank's element-wise ranges in a bucket are exactly its slice of the bucket's packed
 //   sequence (what the reduce-scatter hands it), in packed order;
 // - padding is bounded: a bucket's slices exceed its packed elements by less than
 //   ranks x (SHARD_ALIGN + 1);
 // - Muon's work is balanced as list scheduling guarantees: the most loaded rank carries at most
-//   the mean load plus the largest unit's cost, and largest-first ownership is what the plan
-//   says (each unit to the least loaded rank at its turn, ties to the lowest);
+//   the mean load plus the largest matrix's cost, and largest-first ownership is what the plan
+//   says (each matrix to the least loaded rank at its turn, ties to the lowest);
 // - the plan is a function of the table and the rank count alone (built twice: the same).
 // Host code only.
 //! run: ./prog => pass /all shard plan checks passed/
@@ -41,7 +41,7 @@ struct Table {
 };
 
 // A layout as train_gpt.cu lays it out: tensors one after the other, each on 128 elements;
-// matrices (rows x cols, rows cut into `units` row blocks) and element-wise vectors. Buckets
+// matrices (rows x cols, rows cut into `matrices` row blocks) and element-wise vectors. Buckets
 // are runs of consecutive tensors, taken from the end of the layout to its start, as the
 // backward pass finishes them.
 static Table random_table(std::mt19937* rng) {
@@ -52,11 +52,11 @@ static Table random_table(std::mt19937* rng) {
         ShardTensor s = {};
         s.offset = offset;
         s.in_norm = (*rng)() % 5 != 0;
-        if ((*rng)() % 3 == 0) {  // a matrix with Muon units
-            const int units = 1 + (int)((*rng)() % 4);
+        if ((*rng)() % 3 == 0) {  // a tensor of Muon matrices
+            const int matrices = 1 + (int)((*rng)() % 4);
             s.cols = 32 * (1 + (int)((*rng)() % 8));
-            s.rows = units * 32 * (1 + (int)((*rng)() % 6));
-            s.units = units;
+            s.rows = matrices * 32 * (1 + (int)((*rng)() % 6));
+            s.matrices = matrices;
             s.numel = (size_t)s.rows * s.cols;
         } else {
             s.rows = 1;
@@ -79,8 +79,8 @@ static Table random_table(std::mt19937* rng) {
     return t;
 }
 
-static double unit_cost(const ShardTensor* t) {  // what plan_build balances: m^2 n, m <= n
-    const double rows = t->rows / t->units;
+static double matrix_cost(const ShardTensor* t) {  // what plan_build balances: m^2 n, m <= n
+    const double rows = t->rows / t->matrices;
     const double m = rows < t->cols ? rows : t->cols, k = rows < t->cols ? t->cols : rows;
     return m * m * k;
 }
@@ -98,17 +98,17 @@ static void check_plan(const Table& t, int ranks, int trial) {
     for (int r = 0; r < ranks; r++) {
         std::vector<OwnedRange> owned = plan_owned(&plan, r), owned_again = plan_owned(&again, r);
         same = same && owned.size() == owned_again.size();
-        std::vector<char> elem_used(plan.elem_shard, 0), unit_used(plan.unit_shard[r], 0);
+        std::vector<char> elem_used(plan.elem_shard, 0), matrix_used(plan.matrix_shard[r], 0);
         for (size_t i = 0; i < owned.size(); i++) {
             const OwnedRange& o = owned[i];
             if (same)
                 same = o.tensor == owned_again[i].tensor && o.offset == owned_again[i].offset &&
                        o.state == owned_again[i].state && o.n == owned_again[i].n &&
-                       o.unit == owned_again[i].unit;
+                       o.matrix == owned_again[i].matrix;
             const ShardTensor& s = t.tensors[o.tensor];
             if (o.offset < s.offset || o.offset + o.n > s.offset + s.numel) states_ok = false;
             for (size_t e = 0; e < o.n && o.offset + e < t.total; e++) owners[o.offset + e]++;
-            std::vector<char>& used = o.unit ? unit_used : elem_used;
+            std::vector<char>& used = o.matrix ? matrix_used : elem_used;
             if (o.state + o.n > used.size()) {
                 states_ok = false;
                 continue;
@@ -117,7 +117,7 @@ static void check_plan(const Table& t, int ranks, int trial) {
                 if (used[o.state + e]) states_ok = false;
                 used[o.state + e] = 1;
             }
-            if (o.unit && o.state % SHARD_ALIGN != 0) aligned = false;
+            if (o.matrix && o.state % SHARD_ALIGN != 0) aligned = false;
         }
     }
     bool each_once = true;
@@ -129,7 +129,7 @@ static void check_plan(const Table& t, int ranks, int trial) {
     expect(each_once, "every element of every tensor owned by exactly one rank, no gap by any",
            trial);
     expect(states_ok, "each rank's ranges fill distinct places inside its shards", trial);
-    expect(aligned, "units start on SHARD_ALIGN in their owner's shard", trial);
+    expect(aligned, "matrices start on SHARD_ALIGN in their owner's shard", trial);
     expect(same, "the plan is a function of the table and the rank count", trial);
 
     // slices: rank r's element-wise ranges of bucket b are [r*slice, (r+1)*slice) of the packed
@@ -142,7 +142,7 @@ static void check_plan(const Table& t, int ranks, int trial) {
             padding_ok = false;
         for (int r = 0; r < ranks; r++) {
             size_t next_packed = r * sb->slice, next_state = sb->shard;
-            for (const OwnedRange& o : plan_segments(&plan, r)) {
+            for (const OwnedRange& o : plan_runs(&plan, r)) {
                 if (o.state < sb->shard || o.state >= sb->shard + sb->slice) continue;
                 // the packed position of this range: find its piece
                 size_t packed = (size_t)-1;
@@ -167,28 +167,28 @@ static void check_plan(const Table& t, int ranks, int trial) {
     // Muon: list scheduling's bound, and largest-first to the least loaded rank
     std::vector<double> load(ranks, 0.0);
     double total = 0.0, largest = 0.0;
-    std::vector<int> order(plan.unit_count);
-    for (int i = 0; i < plan.unit_count; i++) order[i] = i;
+    std::vector<int> order(plan.matrix_count);
+    for (int i = 0; i < plan.matrix_count; i++) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        return unit_cost(&t.tensors[plan.units[a].tensor]) >
-               unit_cost(&t.tensors[plan.units[b].tensor]);
+        return matrix_cost(&t.tensors[plan.matrices[a].tensor]) >
+               matrix_cost(&t.tensors[plan.matrices[b].tensor]);
     });
     bool greedy = true;
     for (int i : order) {
-        const double c = unit_cost(&t.tensors[plan.units[i].tensor]);
+        const double c = matrix_cost(&t.tensors[plan.matrices[i].tensor]);
         int least = 0;
         for (int r = 1; r < ranks; r++)
             if (load[r] < load[least]) least = r;
-        if (plan.units[i].owner != least) greedy = false;
-        load[plan.units[i].owner] += c;
+        if (plan.matrices[i].owner != least) greedy = false;
+        load[plan.matrices[i].owner] += c;
         total += c;
         largest = c > largest ? c : largest;
     }
     double most = 0.0;
     for (double l : load) most = l > most ? l : most;
-    expect(greedy, "each unit owned by the least loaded rank at its turn, largest first", trial);
+    expect(greedy, "each matrix owned by the least loaded rank at its turn, largest first", trial);
     expect(most <= total / ranks + largest + 1e-6 * total,
-           "the most loaded rank within the mean plus the largest unit", trial);
+           "the most loaded rank within the mean plus the largest matrix", trial);
     plan_free(&plan);
     plan_free(&again);
 }
