@@ -2044,7 +2044,7 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
 // The model: parameters, gradients and optimizer state in the table above, activations for
 // micro-batches of B x T tokens.
 
-// The gradient groups (llmc/zero.cuh's units), numbered in the order the backward pass
+// The gradient groups (llmc/zero.cuh), numbered in the order the backward pass
 // completes them: block l's group is L-1-l (the last block's also holds lnf, which its fused
 // residual add + norm reads), the embeddings' (wte, which the lm head also writes, and wpe) is
 // L, the last. Every group is one contiguous range of the layout.
@@ -2597,20 +2597,20 @@ inline void before_block_backward(GPT* m, int l) {
     const ParamIndex* at = &m->layout.index;
     const int group = block_grad_group(at, l), next = l > 0 ? block_grad_group(at, l - 1) : -1;
     dp_params_begin(&m->dp, group, next, m->params, m->stream);
-    dp_unit_begin(&m->dp, group, m->stream);
+    dp_group_begin(&m->dp, group, m->stream);
 }
 
 inline void after_block_backward(GPT* m, int l) {  // the block's gradients are complete
     tp_sum_partial_grads(m, l);
-    dp_unit_done(&m->dp, block_grad_group(&m->layout.index, l), m->stream);
+    dp_group_done(&m->dp, block_grad_group(&m->layout.index, l), m->stream);
 }
 
 inline void before_embeddings_backward(GPT* m) {
-    dp_unit_begin(&m->dp, embeddings_grad_group(&m->layout.index), m->stream);
+    dp_group_begin(&m->dp, embeddings_grad_group(&m->layout.index), m->stream);
 }
 
 inline void after_embeddings_backward(GPT* m) {
-    dp_unit_done(&m->dp, embeddings_grad_group(&m->layout.index), m->stream);
+    dp_group_done(&m->dp, embeddings_grad_group(&m->layout.index), m->stream);
 }
 
 // ---------------------------------------------------------------------------------------------

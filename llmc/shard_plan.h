@@ -3,7 +3,7 @@
 // builds its buffers, collectives and optimizer ranges from it, the gradient norm and the
 // checkpoint shards follow it, and dev/cpu/tests/shard_plan.cu checks it on its own.
 // Entry points: plan_build, plan_owned (a rank's ranges in its state order), plan_runs,
-// plan_matrices_of, plan_free. The words for the ranges (tensor, run, piece, unit, bucket,
+// plan_matrices_of, plan_free. The words for the ranges (tensor, run, piece, group, bucket,
 // slice, matrix, shard, owned range) are llmc/zero.cuh's, defined at its top.
 //
 // Element-wise tensors may be cut anywhere. In each bucket their elements are packed in layout

@@ -17,14 +17,14 @@
 //            parameters are all-gathered into a gather buffer before the layer runs, forward and
 //            backward (see "ZeRO-3" below).
 //
-// Gradient units and buckets. The backward pass finishes the gradients of the model in a fixed
-// order of units: the last block (with the final LayerNorm, whose gradient is done just before
+// Gradient groups and buckets. The backward pass finishes the gradients of the model in a fixed
+// order of groups: the last block (with the final LayerNorm, whose gradient is done just before
 // it), then each block down to the first, then the embeddings (wte, which the lm head also
-// writes at the very start, and wpe). Every unit is one contiguous range of the parameter
-// layout, and consecutive units are adjacent ranges, so a bucket, a run of consecutive units of
+// writes at the very start, and wpe). Every group is one contiguous range of the parameter
+// layout, and consecutive groups are adjacent ranges, so a bucket, a run of consecutive groups of
 // at least --bucket-mb MiB (the last one takes what is left), is one contiguous range too. When
-// the backward pass has finished the last unit of a bucket (dp_unit_done, called by the model
-// after each unit), the compute stream records an event, the communication stream waits for it
+// the backward pass has finished the last group of a bucket (dp_group_done, called by the model
+// after each group), the compute stream records an event, the communication stream waits for it
 // and reduces the bucket; before the optimizer reads any gradient the compute stream waits for
 // the last bucket's event (dp_finish): the buckets are reduced in order on one stream, so that
 // event follows them all. With several micro-batches per step, stages 0 and 1 sum the
@@ -41,8 +41,8 @@
 // At stage 0 one rank computes all of them, at stages 1 and 2 each rank its own: the same
 // arithmetic, so stages 0, 1 and 2 (at one micro-batch per step) give the same bits (the CPU
 // NCCL reduces every collective in rank order; a GPU's NCCL picks its algorithms itself).
-// Stage 3 has a bucket per unit; it gives stage 2's bits when stage 2's buckets are single
-// units too (the norm then sums the same slices).
+// Stage 3 has a bucket per group; it gives stage 2's bits when stage 2's buckets are single
+// groups too (the norm then sums the same slices).
 //
 // The words for ranges of the parameter layout, here and in llmc/shard_plan.h, from the
 // smallest:
@@ -53,9 +53,9 @@
 //                (ShardPiece: the tensor whole, without its alignment gap);
 //   matrix       one matrix of a tensor whose optimizer needs whole matrices (ShardMatrix;
 //                attn.qkv.w is three under Muon: Q, K and V), owned whole by one rank;
-//   unit         the gradients of one block, or of the embeddings, that the backward pass
-//                finishes together (dp_unit_begin/dp_unit_done);
-//   bucket       consecutive units reduced together (GradBucket; ShardBucket: its plan);
+//   group        the gradients of one block, or of the embeddings, that the backward pass
+//                finishes together (dp_group_begin/dp_group_done);
+//   bucket       consecutive groups reduced together (GradBucket; ShardBucket: its plan);
 //   slice        rank r's equal share of a bucket's packed pieces;
 //   shard        what a rank owns of the state: its slices bucket after bucket (the
 //                element-wise shard), then its matrices (the matrix shard);
@@ -77,7 +77,7 @@
 
 struct GradBucket {
     size_t begin, end;  // element range of the parameter layout
-    int first_unit, last_unit;
+    int first_group, last_group;
     cudaEvent_t done;  // recorded on the communication stream after its collectives
 };
 
@@ -103,7 +103,7 @@ struct DataParallel {
     floatX* grads;        // the gradient buffer (stages 0 and 1), in the parameter layout
     int count;            // buckets, in the order the backward pass completes them
     GradBucket* buckets;
-    int* bucket_of;        // per unit: its bucket
+    int* bucket_of;        // per group: its bucket
     cudaEvent_t computed;  // recorded on the compute stream when a bucket's gradients are done
     bool reduce;           // reduce during this backward pass
     bool first_micro;      // stages 2, 3: the step's first micro-batch (reduce into, not onto)
@@ -190,8 +190,8 @@ __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
 // ---------------------------------------------------------------------------------------------
 // Set-up.
 
-// Builds the buckets from the units' ranges in the order the backward pass finishes them
-// (unit_begin/unit_end: n_units element ranges, each adjacent to the next one's), the plan of
+// Builds the buckets from the groups' ranges in the order the backward pass finishes them
+// (group_begin/group_end: n_groups element ranges, each adjacent to the next one's), the plan of
 // tensors[0..n_tensors) and this rank's part. grads: the full gradient buffer (stages 0 and
 // 1), nullptr at stages 2 and 3. Its buffers are taken from `ledger`: the reduced gradient
 // shard of stages 2 and 3 (kept between steps) as grads, the buffers of buckets in flight as
@@ -199,7 +199,7 @@ __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
 // gather buffers, the run lists as other. At stage 3 the caller's parameter buffer is the
 // shard, dp_param_elems elements.
 inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX* grads,
-                    const size_t* unit_begin, const size_t* unit_end, int n_units,
+                    const size_t* group_begin, const size_t* group_end, int n_groups,
                     const ShardTensor* tensors, int n_tensors, double bucket_mb,
                     DeviceLedger* ledger) {
     memset(dp, 0, sizeof(*dp));
@@ -207,20 +207,20 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     dp->stage = group->size == 1 ? 0 : stage;  // one rank: nothing to shard
     dp->me = group->rank;
     dp->grads = grads;
-    dp->buckets = (GradBucket*)MALLOC_CHECK(n_units * sizeof(GradBucket));
-    dp->bucket_of = (int*)MALLOC_CHECK(n_units * sizeof(int));
-    // stage 3 gathers, reduces and frees the parameters a unit at a time: a bucket per unit
+    dp->buckets = (GradBucket*)MALLOC_CHECK(n_groups * sizeof(GradBucket));
+    dp->bucket_of = (int*)MALLOC_CHECK(n_groups * sizeof(int));
+    // stage 3 gathers, reduces and frees the parameters a group at a time: a bucket per group
     const size_t bucket_elems =
         dp->stage == 3 ? 0 : (size_t)(bucket_mb * 1048576.0 / sizeof(floatX));
-    size_t lo = unit_begin[0], hi = unit_end[0];
+    size_t lo = group_begin[0], hi = group_end[0];
     int first = 0;
-    for (int u = 0; u < n_units; u++) {
-        lo = std::min(lo, unit_begin[u]);
-        hi = std::max(hi, unit_end[u]);
+    for (int u = 0; u < n_groups; u++) {
+        lo = std::min(lo, group_begin[u]);
+        hi = std::max(hi, group_end[u]);
         dp->bucket_of[u] = dp->count;
-        if (hi - lo >= bucket_elems || u == n_units - 1) {
+        if (hi - lo >= bucket_elems || u == n_groups - 1) {
             dp->buckets[dp->count++] = GradBucket{lo, hi, first, u, nullptr};
-            if (u + 1 < n_units) lo = unit_begin[u + 1], hi = unit_end[u + 1], first = u + 1;
+            if (u + 1 < n_groups) lo = group_begin[u + 1], hi = group_end[u + 1], first = u + 1;
         }
     }
     // The plan is over the whole group at every stage (the norm follows it); stage 0 owns
@@ -380,10 +380,10 @@ inline floatX* dp_bucket_buffer(const DataParallel* dp, int b) {
 }
 
 // Where the backward pass writes the gradient of the tensor at layout offset `offset`, which
-// belongs to unit `unit`.
-inline floatX* dp_grad(const DataParallel* dp, floatX* grads, int unit, size_t offset) {
+// belongs to group `group`.
+inline floatX* dp_grad(const DataParallel* dp, floatX* grads, int group, size_t offset) {
     if (dp->stage < 2) return grads + offset;
-    const int b = dp->bucket_of[unit];
+    const int b = dp->bucket_of[group];
     return dp_bucket_buffer(dp, b) + (offset - dp->buckets[b].begin);
 }
 
@@ -414,10 +414,10 @@ inline void dp_backward_begin(DataParallel* dp, bool last_micro, bool first_micr
     dp_prepare_bucket(dp, 0, compute);
 }
 
-// Called before the backward pass of unit `unit` writes its gradients.
-inline void dp_unit_begin(DataParallel* dp, int unit, cudaStream_t compute) {
+// Called before the backward pass of group `group` writes its gradients.
+inline void dp_group_begin(DataParallel* dp, int group, cudaStream_t compute) {
     if (dp->stage < 2) return;
-    dp_prepare_bucket(dp, dp->bucket_of[unit], compute);
+    dp_prepare_bucket(dp, dp->bucket_of[group], compute);
 }
 
 // Reduces bucket b on the communication stream: stage 0 all-reduces its range in place; the
@@ -467,13 +467,13 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
     }
 }
 
-// The backward pass has queued the last kernel writing unit `unit`'s gradients on `compute`:
+// The backward pass has queued the last kernel writing group `group`'s gradients on `compute`:
 // when that closes a bucket, its reduction starts on the communication stream once the
-// gradients are written. Called by the model after every unit, on every micro-batch.
-inline void dp_unit_done(DataParallel* dp, int unit, cudaStream_t compute) {
+// gradients are written. Called by the model after every group, on every micro-batch.
+inline void dp_group_done(DataParallel* dp, int group, cudaStream_t compute) {
     if (!dp->reduce || dp->group->size == 1) return;
-    const int b = dp->bucket_of[unit];
-    if (dp->buckets[b].last_unit != unit) return;
+    const int b = dp->bucket_of[group];
+    if (dp->buckets[b].last_group != group) return;
     CUDA_CHECK(cudaEventRecord(dp->computed, compute));
 #ifndef DP_TEST_DROP_WAIT  // the test of the stream structure builds without this wait
     CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->computed, 0));
@@ -570,17 +570,17 @@ inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t comp
 }
 
 // =============================================================================================
-// ZeRO-3: the passes' parameters, gathered a unit (a bucket) at a time.
+// ZeRO-3: the passes' parameters, gathered a group (a bucket) at a time.
 //
 // Bucket b's parameters live in gather buffer dp_gather_slot(b): the embeddings (the last
 // bucket: wte is read by the first kernel of the forward pass and by the lm head at both ends
 // of the step) in a buffer of their own, gathered once per step and kept; the blocks'
 // buckets alternate between two buffers, so the bucket a pass runs and the next one it will
 // run are in different buffers: while the compute stream runs one, the communication stream
-// gathers the next (the prefetch). Before a unit's kernels the model calls dp_params_begin
-// (wait for this unit's gather, issue the next one's); a kernel that reads another unit's
+// gathers the next (the prefetch). Before a group's kernels the model calls dp_params_begin
+// (wait for this group's gather, issue the next one's); a kernel that reads another group's
 // parameters (the fused residual add + layernorm at the end of a block reads the next block's
-// ln1) calls dp_params_ready for that unit first, so the dependency is explicit.
+// ln1) calls dp_params_ready for that group first, so the dependency is explicit.
 //
 // Ordering. A gather overwrites a buffer the compute stream read before: it is issued on the
 // communication stream after an event on the compute stream (compute_point) that follows the
@@ -596,11 +596,11 @@ inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t comp
 
 inline int dp_gather_slot(const DataParallel* dp, int b) { return b == dp->count - 1 ? 2 : b % 2; }
 
-// Issues the gather of unit `unit`'s bucket into its buffer unless that holds it already.
-inline void dp_params_prefetch(DataParallel* dp, int unit, const floatX* params,
+// Issues the gather of group `group`'s bucket into its buffer unless that holds it already.
+inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params,
                                cudaStream_t compute) {
     if (dp->stage != 3) return;
-    const int b = dp->bucket_of[unit], k = dp_gather_slot(dp, b);
+    const int b = dp->bucket_of[group], k = dp_gather_slot(dp, b);
     if (dp->gather_held[k] == b) return;
     CUDA_CHECK(cudaEventRecord(dp->compute_point, compute));
 #if ZERO3_TEST_DROP_WAIT != 1  // the test of the stream structure builds without this wait
@@ -611,31 +611,31 @@ inline void dp_params_prefetch(DataParallel* dp, int unit, const floatX* params,
     dp->gather_held[k] = b;
 }
 
-// Makes `compute` wait until unit `unit`'s parameters are in their gather buffer (gathering
+// Makes `compute` wait until group `group`'s parameters are in their gather buffer (gathering
 // them now if no prefetch did).
-inline void dp_params_ready(DataParallel* dp, int unit, const floatX* params,
+inline void dp_params_ready(DataParallel* dp, int group, const floatX* params,
                             cudaStream_t compute) {
     if (dp->stage != 3) return;
-    dp_params_prefetch(dp, unit, params, compute);
+    dp_params_prefetch(dp, group, params, compute);
 #if ZERO3_TEST_DROP_WAIT != 2  // and without this one
     CUDA_CHECK(
-        cudaStreamWaitEvent(compute, dp->gathered[dp_gather_slot(dp, dp->bucket_of[unit])], 0));
+        cudaStreamWaitEvent(compute, dp->gathered[dp_gather_slot(dp, dp->bucket_of[group])], 0));
 #endif
 }
 
-// The hook before unit `unit`'s kernels: its parameters ready, the gather of unit `next` (the
+// The hook before group `group`'s kernels: its parameters ready, the gather of group `next` (the
 // one the pass runs after it; -1: none) under way.
-inline void dp_params_begin(DataParallel* dp, int unit, int next, const floatX* params,
+inline void dp_params_begin(DataParallel* dp, int group, int next, const floatX* params,
                             cudaStream_t compute) {
-    dp_params_ready(dp, unit, params, compute);
+    dp_params_ready(dp, group, params, compute);
     if (next >= 0) dp_params_prefetch(dp, next, params, compute);
 }
 
-// Where the passes read the tensor at layout offset `offset` of unit `unit`: the parameter
+// Where the passes read the tensor at layout offset `offset` of group `group`: the parameter
 // buffer, or at stage 3 the gather buffer of its bucket.
-inline const floatX* dp_weights(const DataParallel* dp, const floatX* params, int unit,
+inline const floatX* dp_weights(const DataParallel* dp, const floatX* params, int group,
                                 size_t offset) {
     if (dp->stage != 3) return params + offset;
-    const int b = dp->bucket_of[unit];
+    const int b = dp->bucket_of[group];
     return dp->gather[dp_gather_slot(dp, b)] + (offset - dp->buckets[b].begin);
 }

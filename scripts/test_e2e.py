@@ -48,7 +48,7 @@ import types
 import zlib
 
 from testlib import (ROOT, TINY, check, checkpoint_array, checkpoint_files, checkpoint_hash, checkpoint_sections,
-                     make_text, manifest_names, prepare_text, timed_summary, write_shard)
+                     make_text, manifest_names, prepare_text, timed_summary, up, write_shard)
 
 
 def run(binary, args, cwd):
@@ -279,10 +279,8 @@ def test_optimizers(bf16, work, data):
     # parameter layout puts each on a multiple of 128 elements (llmc/common.cuh TENSOR_ALIGN); the
     # optimizer state holds the elements alone, packed: AdamW's in one bucket (the default
     # --bucket-mb holds this model whole) rounded up to 64 (llmc/zero.cuh SHARD_ALIGN), Muon's
-    # matrix units each rounded up to 64 (q, k, v: three units of C x C).
+    # matrices each rounded up to 64 (q, k, v: three matrices of C x C).
     V, T, C, L = 256, 64, 32, 2
-    def up(n, k):
-        return (n + k - 1) // k * k
     for log, muon, what in ((os.path.join(work, "run.jsonl"), False, "AdamW"),
                             (os.path.join(work, "muon_full.jsonl"), True, "Muon")):
         layer = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
@@ -291,11 +289,11 @@ def test_optimizers(bf16, work, data):
             layer += [C, C]  # QK-norm's scales (the Muon run has --qk-norm)
         tensors = [V * C, T * C] + layer * L + [C, C]
         total = sum(up(n, 128) for n in tensors)
-        muon_units = [u for i in matrices for u in matrices[i]] * L if muon else []
-        adamw = sum(tensors) - sum(muon_units)
-        elem, unit = up(adamw, 64), sum(up(u, 64) for u in muon_units)
-        want = {"params": 2 * total, "grads": 2 * total, "master": 4 * (elem + unit),
-                "optimizer": 8 * elem + 4 * unit}
+        muon_matrices = [n for i in matrices for n in matrices[i]] * L if muon else []
+        adamw = sum(tensors) - sum(muon_matrices)
+        elem, matrix = up(adamw, 64), sum(up(n, 64) for n in muon_matrices)
+        want = {"params": 2 * total, "grads": 2 * total, "master": 4 * (elem + matrix),
+                "optimizer": 8 * elem + 4 * matrix}
         held = read_log(log)[0].get("state_bytes", {})
         check(held == want,
               "optimizers: log header state_bytes of the %s run (bf16: 2 + 2 bytes per weight "

@@ -35,7 +35,7 @@ x --grad-accum; the ranks of a tensor-parallel group read the same sequences). C
        ln1, ln2 forward and again backward, the residual gradient twice per block backward, lnf
        forward and backward, the embedding's gradient: 6L + 3 of N x C, plus the statistics; and
        4L + 2 all-reduces of C (the LayerNorms' partial gradients);
-     Muon adds 6 all-gathers per block (its matrix units, orthogonalized whole); QK-norm 2
+     Muon adds 6 all-gathers per block (its matrices, orthogonalized whole); QK-norm 2
      all-reduces of the head size per block.
    Bytes in the ring convention of llmc/comm.cuh: all-reduce 2(t-1)/t S, the others (t-1)/t S.
 6. Validation losses and a sample (temperature 1 over the whole vocabulary, so every rank's

@@ -21,7 +21,7 @@ Global batch G = 36 sequences of a tiny model on token shards, split as ranks x 
    within the stated extras: the layout's alignment gaps, the slices' padding and, at stage 1,
    the reduced gradient shard (2 Psi/N).
 5. Traffic (--comm-stats): with AdamW at one micro-batch, ZeRO-1 and ZeRO-2 send within 3% of
-   plain DP's bytes per step; with Muon the matrix units travel by reduce + broadcast (S each)
+   plain DP's bytes per step; with Muon the matrices travel by reduce + broadcast (S each)
    instead of (N-1)/N S: the ratio is printed and checked against the one the shapes predict.
 6. Checkpoints: a ZeRO-2 run on 2 ranks (AdamW; Lion) resumed on the same grid is bit-identical
    to the uninterrupted run; resumed on 3 ranks with ZeRO-1, and on one process, it continues within

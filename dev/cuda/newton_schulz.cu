@@ -348,7 +348,7 @@ static int check_case(const Options* o, const Case* c, MatmulContext* mm, bool f
     return failures;
 }
 
-// GPT-2 124M's Muon matrices (C = 768): per layer four (C, C) units (q, k, v, attn.proj) and
+// GPT-2 124M's Muon matrices (C = 768): per layer four (C, C) matrices (q, k, v, attn.proj) and
 // the (4C, C) and (C, 4C) MLP matrices, both iterated as (C, 4C).
 static void bench(const Options* o, MatmulContext* mm) {
     const int C = o->small ? 64 : 768, L = 12;
