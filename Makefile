@@ -30,7 +30,7 @@ CUCC_LIBS  += -lnccl
 endif
 endif
 
-SOURCES      = train_gpt.cu train_run.cuh $(wildcard llmc/*.cuh llmc/*.h)
+SOURCES      = train_gpt.cu train_run.cuh train_checkpoint.cuh $(wildcard llmc/*.cuh llmc/*.h)
 TEST_SOURCES = test_gpt.cu $(SOURCES)
 GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
 CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))

@@ -124,7 +124,7 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
 // and never write 3*C or 4*C themselves. tp = 1: the whole model.
 struct ModelShapes {
     int C, NH, HS;    // width, heads and head size of the whole model
-    int tp, tp_rank;  // the tensor-parallel group and this rank's place in it
+    int tp, tp_rank;  // the tensor-parallel degree and this rank's place in its group
     int heads;        // attention heads here: NH / tp
     int att;          // their width, heads * HS = C / tp (q, k, v and the attention output)
     int qkv;          // [q | k | v] of these heads: 3 * att
@@ -267,7 +267,7 @@ struct ParamTensor {
                       // only: weight decay uses the unadjusted lr, as torch's Muon does)
     float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
-    TpShape tp;  // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
+    TpShape tp_shape;  // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
                  // rows, cols above are this rank's part
 };
 
@@ -325,11 +325,11 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         t->optimizer = optimizer;
         t->matrices = matrices;
         t->decay = cols > 0;
-        t->tp = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
+        t->tp_shape = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
                         split == TP_COLS ? cols * tp : cols};
         // the shape adjustment of a whole (logical) matrix: the same lr on every grid
         t->lr_scale = optimizer == OPT_MUON
-                          ? muon_lr_scale(opt->muon_adjust, t->tp.rows / matrices, t->tp.cols)
+                          ? muon_lr_scale(opt->muon_adjust, t->tp_shape.rows / matrices, t->tp_shape.cols)
                           : 1.0;
         t->init_std = init_std;
         t->init_value = init_value;
@@ -379,7 +379,7 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
 inline size_t count_parameters(const ParamLayout* layout, const GPTConfig* c) {
     size_t n = 0;
     for (int i = 0; i < layout->count; i++) {
-        const TpShape* t = &layout->tensors[i].tp;
+        const TpShape* t = &layout->tensors[i].tp_shape;
         n += (size_t)t->rows * (t->cols > 0 ? t->cols : 1);
     }
     return n - (size_t)(c->padded_vocab - c->vocab) * c->channels;
@@ -2076,7 +2076,7 @@ struct GPT {
     GPTConfig config;
     OptimizerConfig opt;
     int B, T;             // micro-batch shape the activations are sized for
-    TensorParallel tp;    // the tensor-parallel group (llmc/tensor_parallel.cuh; one rank: none)
+    TensorParallel tensor_parallel;  // the tensor-parallel group (llmc/tensor_parallel.cuh; one rank: none)
     ModelShapes shape;    // this rank's part of the model
     ParamLayout layout;   // the table of this rank's part
     ParamLayout logical;  // the table of the whole model (checkpoints, initialization)
@@ -2250,8 +2250,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->T = T;
     m->seed = seed;
     m->stream = 0;
-    m->tp = tp_of(dims.tp_group, dims.sequence_parallel);
-    m->shape = model_shapes(config, m->tp.size, m->tp.rank);
+    m->tensor_parallel = tp_of(dims.tp_group, dims.sequence_parallel);
+    m->shape = model_shapes(config, m->tensor_parallel.size, m->tensor_parallel.rank);
     build_param_layout(&m->layout, config, opt, &m->shape);
     const ModelShapes whole = model_shapes(config, 1, 0);
     build_param_layout(&m->logical, config, opt, &whole);
@@ -2266,7 +2266,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     std::vector<ShardTensor> shard_tensors(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        const bool in_norm = t->tp.split != TP_REPLICATED || m->tp.rank == 0;
+        const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
         shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm};
     }
@@ -2286,14 +2286,14 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         if (t->optimizer != OPT_MUON) continue;
-        const size_t rows = t->tp.rows / t->matrices, cols = t->tp.cols;
+        const size_t rows = t->tp_shape.rows / t->matrices, cols = t->tp_shape.cols;
         matrix_elems = std::max(matrix_elems, rows * cols);
         gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
     }
     muon_workspace_init(&m->muon, matrix_elems, gram_elems, ledger);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
-    m->acts.sequence_parallel = m->tp.sequence;
+    m->acts.sequence_parallel = m->tensor_parallel.sequence;
     m->acts.recompute = RECOMPUTE_NONE;  // first the sizes without recompute, for the report
     layout_activations(&m->acts, config, &m->shape, B, T, nullptr, nullptr, &m->acts_x_elems,
                        &m->acts_f_elems);
@@ -2368,7 +2368,7 @@ void local_from_logical(const GPT* m, const T* logical, T* local) {
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         const size_t base = m->logical.tensors[i].offset;
-        tp_local_runs(&t->tp, m->tp.rank, m->tp.size, 0, t->numel,
+        tp_local_runs(&t->tp_shape, m->tensor_parallel.rank, m->tensor_parallel.size, 0, t->numel,
                       [&](size_t logical_at, size_t local_at, size_t n) {
                           memcpy(local + t->offset + local_at, logical + base + logical_at,
                                  n * sizeof(T));
@@ -2415,7 +2415,7 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 // lnf (norm_after_block). So in the forward pass only block 0 runs its ln1 alone, and the last
 // block's gradient group also holds lnf.
 
-inline int seq_rows(const GPT* m, int N) { return tp_shard_rows(&m->tp, N); }
+inline int seq_rows(const GPT* m, int N) { return tp_shard_rows(&m->tensor_parallel, N); }
 
 // Block l's input: the embeddings for block 0, else the output of the block before.
 inline const floatX* block_input(const GPT* m, int l) {
@@ -2454,7 +2454,7 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     const int N = B * T, rows = seq_rows(m, N), C = s->C;
     LayerActivations* la = &m->acts.layers[l];
     Activations* acts = &m->acts;
-    const TensorParallel* tp = &m->tp;
+    const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
     if (l == 0 || until == BLOCK_UNTIL_GELU)
         layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, input, nullptr,
@@ -2508,7 +2508,7 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
     const int B = m->B, T = m->T, N = B * T, rows = seq_rows(m, N), C = s->C;
     LayerActivations* la = &m->acts.layers[l];
     Activations* acts = &m->acts;
-    const TensorParallel* tp = &m->tp;
+    const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
     float* partials = acts->col_partials;
     block_recompute(m, l, input);
@@ -2559,19 +2559,19 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
 // whole gradients on every rank. Once per reduction of the gradients (m->dp.reduce: at stages 0
 // and 1 the last micro-batch sums the whole step's), before the data-parallel reduction.
 inline void tp_sum_partial_grads(GPT* m, int l) {
-    if (m->tp.size == 1 || !m->dp.reduce) return;
+    if (m->tensor_parallel.size == 1 || !m->dp.reduce) return;
     const ParamIndex* at = &m->layout.index;
     std::vector<int> tensors;
     if (m->config.qk_norm)
         for (int which : {Q_NORM_W, K_NORM_W}) tensors.push_back(block_tensor(at, l, which));
-    if (m->tp.sequence) {
+    if (m->tensor_parallel.sequence) {
         for (int which : {LN1_W, LN1_B, LN2_W, LN2_B})
             tensors.push_back(block_tensor(at, l, which));
         if (l == at->blocks - 1)
             for (int index : {at->lnf_w, at->lnf_b}) tensors.push_back(index);
     }
     for (int i : tensors)
-        tp_sum_partial_grad(&m->tp, param_grad(m, i), m->layout.tensors[i].numel, m->stream);
+        tp_sum_partial_grad(&m->tensor_parallel, param_grad(m, i), m->layout.tensors[i].numel, m->stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2627,7 +2627,7 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     const ParamIndex* at = &m->layout.index;
     const int N = B * T, C = c->channels;
     Activations* acts = &m->acts;
-    const TensorParallel* tp = &m->tp;
+    const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
     if (m->poison_activations) {  // all-ones bytes are NaN in fp32 and bf16
         CUDA_CHECK(cudaMemsetAsync(m->acts_x, 0xff, m->acts_x_elems * sizeof(floatX), st));
@@ -2694,7 +2694,7 @@ inline void gpt_backward(GPT* m) {
     const ParamIndex* at = &m->layout.index;
     const int B = m->B, T = m->T, N = B * T, rows = seq_rows(m, N), C = s->C;
     Activations* acts = &m->acts;
-    const TensorParallel* tp = &m->tp;
+    const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
     float* partials = acts->col_partials;
 
@@ -2746,8 +2746,8 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
         gpt_backward(m);
     }
     dp_finish(&m->dp, m->stream);
-    if (m->tp.size > 1)
-        comm_sync(m->tp.group, m->stream,
+    if (m->tensor_parallel.size > 1)
+        comm_sync(m->tensor_parallel.group, m->stream,
                   "the tensor-parallel collectives of the backward pass (NCCL)");
     if (z_loss) *z_loss = z_sum / A;
     return loss / A;
@@ -2759,9 +2759,9 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
 // the group's first rank the replicated ones (llmc/zero.cuh's in_norm), added in rank order.
 inline float gpt_grad_norm(GPT* m) {
     float sum = dp_grad_sum_squares(&m->dp, m->stream);
-    if (m->tp.size > 1) {
-        std::vector<float> sums(m->tp.size);
-        comm_allgather_host(m->tp.group, &sum, sizeof(float), sums.data(),
+    if (m->tensor_parallel.size > 1) {
+        std::vector<float> sums(m->tensor_parallel.size);
+        comm_allgather_host(m->tensor_parallel.group, &sum, sizeof(float), sums.data(),
                             "the gradient norm's tensor-parallel partial sums");
         sum = 0.0f;
         for (float part : sums) sum += part;
@@ -2820,8 +2820,8 @@ inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) { 
                          o->muon_ns_steps, step->grad_scale, step->seed};
     muon_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
                 m->opt_state[MUON_MOMENTUM] + r->state, t->rows / t->matrices, t->cols, 1,
-                r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm, m->tp.group,
-                t->tp.split, m->stream);
+                r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm, m->tensor_parallel.group,
+                t->tp_shape.split, m->stream);
 }
 
 inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
@@ -2847,7 +2847,7 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
         OPTIMIZERS[kind].update(m, r, &step);
     }
     // Muon's gathers of the tensor-parallel parts (the data-parallel gather waits for itself)
-    if (m->tp.size > 1) comm_sync(m->tp.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
+    if (m->tensor_parallel.size > 1) comm_sync(m->tensor_parallel.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
     dp_gather_params(&m->dp, m->params, m->stream);
 }
 

@@ -1,8 +1,7 @@
 // train_run.cuh: the run around the model of train_gpt.cu, which includes it at its end: the
-// training data (batches from token shards, validation), text generation, checkpoints (the
-// manifest, the shards of logical tensors, loading on any grid), the command line (one flag
-// table), the --sample mode, the memory plan and fitting a batch to the device, the process grid,
-// the log, the training loop and main(). Everything here builds on the model's structs and
+// training data (batches from token shards, validation), text generation, the command line (one
+// flag table), the --sample mode, the memory plan and fitting a batch to the device, the process
+// grid, the log, the training loop and main(); checkpoints are train_checkpoint.cuh's. Everything here builds on the model's structs and
 // functions (GPT, gpt_build, gpt_forward_backward, gpt_update, ...); nothing of the model's
 // arithmetic is here.
 #pragma once
@@ -12,11 +11,11 @@
 #include <chrono>
 #include <numeric>
 
-#include "llmc/checkpoint.h"  // atomic, checksummed checkpoint files
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 #include "llmc/logger.h"  // the JSONL training log
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
+#include "train_checkpoint.cuh"  // checkpoints of the model: save, load on any grid, find
 #ifdef __CUCC__
 #include <cucc/blas.h>  // cucc_blas_description: the BLAS under the CPU cuBLASLt, for the log
 #endif
@@ -148,7 +147,7 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 // them).
 inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k,
                          uint64_t* rng) {
-    const int V = m->config.vocab, Vl = m->shape.vocab, tp = m->tp.size;
+    const int V = m->config.vocab, Vl = m->shape.vocab, tp = m->tensor_parallel.size;
     floatX* row = (floatX*)MALLOC_CHECK((size_t)Vl * tp * sizeof(floatX));
     float* logits = (float*)MALLOC_CHECK(V * sizeof(float));
     int* order = (int*)MALLOC_CHECK(V * sizeof(int));
@@ -156,12 +155,12 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
     if (tp > 1) CUDA_CHECK(cudaMalloc(&gathered, (size_t)Vl * tp * sizeof(floatX)));
     // sequence parallelism: the fewest sequences of T tokens whose rows divide by tp
     const int sequences = tp / std::gcd(m->T, tp);
-    std::vector<int> padded(m->tp.sequence ? (size_t)sequences * m->T : 0);
+    std::vector<int> padded(m->tensor_parallel.sequence ? (size_t)sequences * m->T : 0);
     for (int len = n; len < n + n_new; len++) {
         const int window = len < m->T ? len : m->T;
         const int* context = tokens + len - window;
         // the targets only feed the unused loss: the context itself serves as valid ids
-        if (m->tp.sequence) {
+        if (m->tensor_parallel.sequence) {
             std::fill(padded.begin(), padded.end(), context[window - 1]);
             std::copy(context, context + window, padded.begin());
             gpt_forward_shape(m, padded.data(), padded.data(), 0.0f, sequences, m->T);
@@ -170,8 +169,8 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
         }
         const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
         if (tp > 1) {
-            comm_allgather(m->tp.group, last, gathered, Vl, m->stream);
-            comm_sync(m->tp.group, m->stream, "the gather of a sample's logits (NCCL)");
+            comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
+            comm_sync(m->tensor_parallel.group, m->stream, "the gather of a sample's logits (NCCL)");
             last = gathered;
         }
         CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
@@ -219,436 +218,6 @@ inline char* generate_text(GPT* m, const Tokenizer* tok, const char* prompt, int
     fflush(stdout);
     free(tokens);
     return text;
-}
-
-// =============================================================================================
-// Checkpoints (llmc/checkpoint.h: written atomically, checksummed, the newest N kept). One holds
-// what a run needs to continue bit for bit: the parameters as the forward pass reads them, the
-// fp32 master weights (bf16 build), the optimizers' state buffers (sections named as in
-// STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
-// parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the
-// seed of stochastic rounding, the generators of samples and random tokens, and the training
-// loader's position. Its configuration block, compared byte for byte on load, is the model's
-// shape and precision; the loader's saved state checks the data, B, T and the seed itself.
-
-struct CheckpointConfig {  // int32 fields only: no padding bytes
-    int32_t vocab, padded_vocab, context, layers, heads, channels;
-    int32_t floatx_bytes;  // 2: bf16 build, 4: fp32 build
-};
-static const CkptField CHECKPOINT_FIELDS[] = {
-    {"vocab", offsetof(CheckpointConfig, vocab), CKPT_INT32},
-    {"padded vocab", offsetof(CheckpointConfig, padded_vocab), CKPT_INT32},
-    {"context", offsetof(CheckpointConfig, context), CKPT_INT32},
-    {"layers", offsetof(CheckpointConfig, layers), CKPT_INT32},
-    {"heads", offsetof(CheckpointConfig, heads), CKPT_INT32},
-    {"embd", offsetof(CheckpointConfig, channels), CKPT_INT32},
-    {"bytes per weight (2 bf16, 4 fp32 build)", offsetof(CheckpointConfig, floatx_bytes),
-     CKPT_INT32},
-};
-constexpr int NUM_CHECKPOINT_FIELDS = sizeof(CHECKPOINT_FIELDS) / sizeof(CHECKPOINT_FIELDS[0]);
-
-inline CheckpointConfig checkpoint_config_of(const GPTConfig* c) {
-    return CheckpointConfig{c->vocab,    c->padded_vocab,        c->context, c->layers, c->heads,
-                            c->channels, (int32_t)sizeof(floatX)};
-}
-
-struct RunState {            // section "run"
-    uint64_t step;           // optimizer steps done
-    uint64_t opt_step;       // GPT::opt_step (AdamW's bias correction, stochastic rounding)
-    uint64_t rounding_seed;  // GPT::seed, from which each step's rounding seed derives
-    uint64_t sample_rng;     // generator of the samples printed during training
-    uint64_t token_rng;      // generator of random tokens (no --data)
-};
-
-// Device tensors go to and from the file through a host buffer of this size.
-constexpr size_t CHECKPOINT_STAGE_BYTES = (size_t)16 << 20;
-
-// Section "layout": the parameter table, one record per tensor in table order. A resumed run's
-// table must equal it record for record, which refuses a checkpoint of another model or
-// optimizer by the name of the first tensor that differs, before any state is read.
-struct LayoutRecord {  // 64 bytes, no padding
-    char name[32];
-    int32_t rows, cols;
-    int32_t optimizer;  // OptimizerKind
-    int32_t matrices;   // Muon's matrices of the tensor
-    uint64_t offset;    // in the parameter layout (elements)
-    uint64_t numel;
-};
-static_assert(sizeof(LayoutRecord) == 64, "LayoutRecord has padding");
-
-inline LayoutRecord layout_record_of(const ParamTensor* t) {
-    LayoutRecord rec;
-    memset(&rec, 0, sizeof(rec));
-    snprintf(rec.name, sizeof(rec.name), "%s", t->name);
-    rec.rows = t->rows;
-    rec.cols = t->cols;
-    rec.optimizer = t->optimizer;
-    rec.matrices = t->matrices;
-    rec.offset = t->offset;
-    rec.numel = t->numel;
-    return rec;
-}
-
-// Section "owned" of a shard: the ranges of the layout it holds, in its writer's state order.
-// The shard's other sections hold, range after range: "params" and "master" every range's
-// elements, each optimizer's state buffer the ranges of that optimizer's tensors.
-struct OwnedRecord {  // 32 bytes, no padding
-    uint64_t tensor, offset, n, matrix;
-};
-
-// Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
-// a tensor-parallel group, so only the group's first rank writes it.
-inline bool shard_holds(const GPT* m, const OwnedRange* r) {
-    return m->tp.rank == 0 || m->layout.tensors[r->tensor].tp.split != TP_REPLICATED;
-}
-
-// Streams into section `name` the parts of device buffer `base` (elem bytes per element) that
-// this rank's shard holds: index(range, &at) says whether a range has a part, at which element
-// of base.
-template <class Index>
-void write_owned_section(CheckpointWriter* w, const GPT* m, const char* name, const void* base,
-                         size_t elem, Index index, uint8_t* stage) {
-    size_t bytes = 0, at;
-    for (int i = 0; i < m->dp.owned_count; i++)
-        if (shard_holds(m, &m->dp.owned[i]) && index(&m->dp.owned[i], &at))
-            bytes += m->dp.owned[i].n * elem;
-    if (ckpt_section_begin(w, name, bytes) != 0) fatal("%s", w->error);
-    for (int i = 0; i < m->dp.owned_count; i++) {
-        const OwnedRange* r = &m->dp.owned[i];
-        if (!shard_holds(m, r) || !index(r, &at)) continue;
-        for (size_t done = 0; done < r->n * elem;) {
-            const size_t n = std::min(r->n * elem - done, CHECKPOINT_STAGE_BYTES);
-            CUDA_CHECK(cudaMemcpy(stage, (const uint8_t*)base + at * elem + done, n,
-                                  cudaMemcpyDeviceToHost));
-            if (ckpt_section_write(w, stage, n) != 0) fatal("%s", w->error);
-            done += n;
-        }
-    }
-}
-
-// This rank's shard of the checkpoint of `step`, as shard number save->index of that save.
-inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptSave* save) {
-    const CheckpointConfig cc = checkpoint_config_of(&m->config);
-    uint8_t* stage = (uint8_t*)MALLOC_CHECK(CHECKPOINT_STAGE_BYTES);
-    CheckpointWriter w;
-    if (ckpt_writer_begin_part(&w, dir, step, save, &cc, sizeof(cc)) != 0) fatal("%s", w.error);
-    // the ranges in the logical layout: a range of a tensor-parallel part is one record per run
-    // of it that is contiguous in the whole tensor (its elements are written in local order,
-    // which is the runs' order)
-    std::vector<OwnedRecord> records;
-    for (int i = 0; i < m->dp.owned_count; i++) {
-        const OwnedRange* r = &m->dp.owned[i];
-        if (!shard_holds(m, r)) continue;
-        const ParamTensor* t = &m->layout.tensors[r->tensor];
-        const size_t base = m->logical.tensors[r->tensor].offset;
-        tp_local_runs(&t->tp, m->tp.rank, m->tp.size, r->offset - t->offset, r->n,
-                      [&](size_t logical, size_t, size_t n) {
-                          records.push_back(OwnedRecord{(uint64_t)r->tensor, base + logical, n,
-                                                        (uint64_t)r->matrix});
-                      });
-    }
-    if (ckpt_write_section(&w, "owned", records.data(), records.size() * sizeof(OwnedRecord)) != 0)
-        fatal("%s", w.error);
-    auto params_at = [m](const OwnedRange* r, size_t* at) {
-        *at = param_index(m, r);
-        return true;
-    };
-    write_owned_section(&w, m, "params", m->params, sizeof(floatX), params_at, stage);
-    for (int which = 0; which <= STATE_MASTER; which++) {
-        if (state_buffer(m, which) == nullptr) continue;
-        auto at = [m, which](const OwnedRange* r, size_t* i) {
-            return state_index(m, which, r, i);
-        };
-        write_owned_section(&w, m, which == STATE_MASTER ? "master" : STATE_BUFFERS[which].name,
-                            state_buffer(m, which), sizeof(float), at, stage);
-    }
-    if (ckpt_writer_commit(&w, 0) != 0) fatal("%s", w.error);
-    free(stage);
-}
-
-// Writes the checkpoint of rs->step into dir and keeps the newest `keep` (0: all): every rank
-// with state of its own writes its shard (ZeRO: every rank; stage 0: the first data-parallel
-// rank of each tensor-parallel rank, which holds everything of its part), then rank 0 the
-// manifest (the whole model's table, the run state and identity, the data position), which
-// commits it. Every file carries the save's identity (llmc/checkpoint.h's CkptSave: rank 0's
-// random id for this save, the number of shards, the file's index), so a shard of any other
-// save is never taken for one of this checkpoint's. Shards hold logical tensors, so any grid
-// reads them. Every rank of the job (`world`) calls it.
-inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* dir, int keep,
-                            const RunState* rs, const TrainData* d,
-                            const std::vector<char>* run_config) {
-    const int dp_rank = m->dp.group->rank, tp = m->tp.size;
-    const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
-    CkptSave save;
-    char err[CKPT_ERROR_BYTES];
-    if (world->rank == 0 && ckpt_new_save(&save, (uint64_t)shards, err, sizeof(err)) != 0)
-        fatal("%s", err);
-    comm_broadcast(world, &save, sizeof(save), 0);
-    if (m->dp.stage > 0 || dp_rank == 0) {
-        CkptSave mine = save;
-        mine.index = (uint64_t)((m->dp.stage > 0 ? dp_rank * tp : 0) + m->tp.rank);
-        save_shard(m, dir, rs->step, &mine);
-    }
-    comm_barrier(world, "the barrier before a checkpoint's manifest (every shard written)");
-    if (world->rank != 0) return;
-    const CheckpointConfig cc = checkpoint_config_of(&m->config);
-    CheckpointWriter w;
-    if (ckpt_writer_begin_part(&w, dir, rs->step, &save, &cc, sizeof(cc)) != 0)
-        fatal("%s", w.error);
-    std::vector<LayoutRecord> records(m->logical.count);
-    for (int i = 0; i < m->logical.count; i++)
-        records[i] = layout_record_of(&m->logical.tensors[i]);
-    if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
-            0 ||
-        ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0 ||
-        ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
-        fatal("%s", w.error);
-    if (d->shards) {
-        DataLoaderState ds = dataloader_state(&d->train);
-        if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
-    }
-    if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
-}
-
-// The layout section of an open checkpoint. A checkpoint from before the parameter table
-// (AdamW's moments as adam_m/adam_v over every tensor, no layout) is refused here, by name.
-inline std::vector<LayoutRecord> read_layout(CheckpointReader* r) {
-    if (!ckpt_has_section(r, "layout")) {
-        if (ckpt_has_section(r, "adam_m"))
-            fatal(
-                "checkpoint %s was written before optimizer state had a layout (it holds "
-                "adam_m/adam_v for every tensor and no 'layout' section); this program cannot "
-                "resume or sample it: start a new run, or use the build that wrote it",
-                r->path);
-        fatal("checkpoint %s has no 'layout' section", r->path);
-    }
-    const CkptSectionInfo* s = ckpt_lookup(r, "layout");
-    if (s->size % sizeof(LayoutRecord) != 0)
-        fatal("checkpoint %s: its layout section has %llu bytes, not whole %zu-byte records",
-              r->path, (unsigned long long)s->size, sizeof(LayoutRecord));
-    std::vector<LayoutRecord> records(s->size / sizeof(LayoutRecord));
-    if (ckpt_read_section(r, "layout", records.data(), s->size) != 0) fatal("%s", r->error);
-    for (LayoutRecord& rec : records) rec.name[sizeof(rec.name) - 1] = '\0';
-    return records;
-}
-
-inline const char* optimizer_name(int32_t kind) {
-    return kind >= 0 && kind < NUM_OPTIMIZERS ? OPTIMIZERS[kind].name : "an unknown optimizer";
-}
-
-// Refuses (fatal) a checkpoint whose layout is not this model's table, naming the first tensor
-// that differs and how.
-inline void check_layout(const CheckpointReader* r, const std::vector<LayoutRecord>& stored,
-                         const ParamLayout* layout) {
-    for (int i = 0; i < layout->count; i++) {
-        const ParamTensor* t = &layout->tensors[i];
-        const LayoutRecord* s = nullptr;
-        for (const LayoutRecord& rec : stored)
-            if (strcmp(rec.name, t->name) == 0) s = &rec;
-        if (s == nullptr)
-            fatal(
-                "checkpoint %s holds no tensor %s, which this model has (another model: "
-                "--qk-norm?)",
-                r->path, t->name);
-        if (s->optimizer != t->optimizer)
-            fatal("checkpoint %s: tensor %s is updated by %s there, by %s here (--optimizer)",
-                  r->path, t->name, optimizer_name(s->optimizer), optimizer_name(t->optimizer));
-        if (s->rows != t->rows || s->cols != t->cols || s->matrices != t->matrices)
-            fatal(
-                "checkpoint %s: tensor %s is (%d, %d) in %d matrices there, (%d, %d) in %d "
-                "here",
-                r->path, t->name, s->rows, s->cols, s->matrices, t->rows, t->cols, t->matrices);
-        if (s->offset != t->offset || s->numel != t->numel || (size_t)i >= stored.size() ||
-            s != &stored[i])
-            fatal(
-                "checkpoint %s: tensor %s lies elsewhere there (entry %d, offset %llu) than here "
-                "(entry %d, offset %zu)",
-                r->path, t->name, (int)(s - stored.data()), (unsigned long long)s->offset, i,
-                t->offset);
-    }
-    if (stored.size() != (size_t)layout->count)
-        fatal(
-            "checkpoint %s holds tensor %s, which this model does not have (another model: "
-            "--qk-norm?)",
-            r->path, stored[layout->count].name);
-}
-
-// One shard of a checkpoint being read: its reader and its ranges, each with where its elements
-// start in "params"/"master" (all) and in its tensor's optimizer's state buffers.
-struct ShardSource {
-    CheckpointReader r;
-    std::vector<OwnedRecord> ranges;
-    std::vector<uint64_t> at_all, at_optimizer;
-};
-
-// Loads the checkpoint of an open manifest (verified against m's config by ckpt_open) into m
-// and returns its run state; the training loader's state goes to *ds when ds is not nullptr.
-// The checkpoint may come from any grid and ZeRO stage: its shards hold ranges of the logical
-// (whole-model) layout, checked equal to this model's first; the parameters are read whole, and
-// the state of each range this rank owns now (a run of its tensor-parallel part at a time) from
-// the shard ranges that overlap it, so a run re-shards on load.
-inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderState* ds) {
-    const ParamLayout* logical = &m->logical;
-    check_layout(manifest, read_layout(manifest), logical);
-    CkptSave save;
-    const int64_t shard_count = ckpt_manifest_save(manifest, &save);
-    if (shard_count < 0) fatal("%s", manifest->error);
-    if (shard_count == 0)
-        fatal(
-            "checkpoint %s is one file, written before checkpoints had shards (an older "
-            "train_gpt): this program cannot resume or sample it; start a new run",
-            manifest->path);
-    char dir[CKPT_PATH_BYTES];
-    snprintf(dir, sizeof(dir), "%s", manifest->path);
-    if (char* slash = strrchr(dir, '/')) *slash = '\0';
-    else snprintf(dir, sizeof(dir), ".");
-    const CheckpointConfig cc = checkpoint_config_of(&m->config);
-    std::vector<floatX> params(logical->total, (floatX)0.0f);
-    std::vector<std::vector<float>> state(STATE_MASTER + 1);
-    for (int which = 0; which <= STATE_MASTER; which++)
-        if (state_buffer(m, which))
-            state[which].assign(which == STATE_MASTER ? m->dp.elem_state + m->dp.matrix_state
-                                                      : state_elems(m, which),
-                                0.0f);
-    size_t params_read = 0, owned_read = 0, owned_total = 0;
-    for (int i = 0; i < m->dp.owned_count; i++) owned_total += m->dp.owned[i].n;
-    for (int64_t k = 0; k < shard_count; k++) {
-        ShardSource src;
-        char path[CKPT_PATH_BYTES];
-        ckpt_shard_name(path, sizeof(path), dir, manifest->step, (int)k);
-        if (ckpt_open(&src.r, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) !=
-                0 ||
-            ckpt_check_shard(&src.r, manifest->step, &save, (uint64_t)k) != 0)
-            fatal("%s", src.r.error);
-        const CkptSectionInfo* info = ckpt_lookup(&src.r, "owned");
-        if (info == nullptr || info->size % sizeof(OwnedRecord) != 0)
-            fatal("checkpoint shard %s has no valid 'owned' section", path);
-        src.ranges.resize(info->size / sizeof(OwnedRecord));
-        if (ckpt_read_section(&src.r, "owned", src.ranges.data(), info->size) != 0)
-            fatal("%s", src.r.error);
-        uint64_t all = 0, of_optimizer[NUM_OPTIMIZERS] = {};
-        for (const OwnedRecord& o : src.ranges) {
-            if (o.tensor >= (uint64_t)logical->count || o.matrix > 1 ||
-                o.offset < logical->tensors[o.tensor].offset ||
-                o.offset + o.n >
-                    logical->tensors[o.tensor].offset + logical->tensors[o.tensor].numel)
-                fatal("checkpoint shard %s holds a range outside its tensor", path);
-            const int kind = logical->tensors[o.tensor].optimizer;
-            src.at_all.push_back(all);
-            src.at_optimizer.push_back(of_optimizer[kind]);
-            all += o.n;
-            of_optimizer[kind] += o.n;
-        }
-        // the shard's ranges by offset (they do not overlap), to find those a run overlaps
-        std::vector<size_t> by_offset(src.ranges.size());
-        for (size_t j = 0; j < by_offset.size(); j++) by_offset[j] = j;
-        std::sort(by_offset.begin(), by_offset.end(), [&src](size_t a, size_t b) {
-            return src.ranges[a].offset < src.ranges[b].offset;
-        });
-        // the parameters, whole, from every shard
-        for (size_t j = 0; j < src.ranges.size(); j++) {
-            const OwnedRecord& o = src.ranges[j];
-            if (ckpt_read_section_part(&src.r, "params", src.at_all[j] * sizeof(floatX),
-                                       params.data() + o.offset, o.n * sizeof(floatX)) != 0)
-                fatal("%s", src.r.error);
-            params_read += o.n;
-        }
-        // the state of each range this rank owns, run by run, from the overlapping ranges
-        for (int i = 0; i < m->dp.owned_count; i++) {
-            const OwnedRange* mine = &m->dp.owned[i];
-            const ParamTensor* t = &m->layout.tensors[mine->tensor];
-            const size_t base = logical->tensors[mine->tensor].offset;
-            const size_t first = mine->offset - t->offset;
-            tp_local_runs(
-                &t->tp, m->tp.rank, m->tp.size, first, mine->n,
-                [&](size_t run_logical, size_t run_local, size_t run_n) {
-                    const size_t run_lo = base + run_logical, run_hi = run_lo + run_n;
-                    auto it = std::lower_bound(
-                        by_offset.begin(), by_offset.end(), run_lo, [&src](size_t j, size_t at) {
-                            return src.ranges[j].offset + src.ranges[j].n <= at;
-                        });
-                    for (; it != by_offset.end() && src.ranges[*it].offset < run_hi; ++it) {
-                        const size_t j = *it;
-                        const OwnedRecord& o = src.ranges[j];
-                        const size_t lo = std::max<size_t>(run_lo, o.offset),
-                                     hi = std::min<size_t>(run_hi, o.offset + o.n);
-                        if (lo >= hi || (int)o.tensor != mine->tensor) continue;
-                        owned_read += hi - lo;
-                        // where the overlap lies in this range's state
-                        const size_t into = run_local - first + (lo - run_lo);
-                        for (int which = 0; which <= STATE_MASTER; which++) {
-                            size_t at;
-                            if (state[which].empty() || !state_index(m, which, mine, &at)) continue;
-                            const bool all_ranges = which == STATE_MASTER;
-                            const uint64_t from =
-                                (all_ranges ? src.at_all[j] : src.at_optimizer[j]) +
-                                (lo - o.offset);
-                            const char* name = all_ranges ? "master" : STATE_BUFFERS[which].name;
-                            if (ckpt_read_section_part(&src.r, name, from * sizeof(float),
-                                                       state[which].data() + at + into,
-                                                       (hi - lo) * sizeof(float)) != 0)
-                                fatal("%s", src.r.error);
-                        }
-                    }
-                });
-        }
-        ckpt_close(&src.r);
-    }
-    size_t numel = 0;
-    for (int i = 0; i < logical->count; i++) numel += logical->tensors[i].numel;
-    if (params_read != numel || owned_read != owned_total)
-        fatal(
-            "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
-            "the %zu elements of state this rank needs (its shards, all of this save, do not "
-            "cover them: written by a faulty writer)",
-            manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
-    std::vector<floatX> local(m->layout.total);
-    local_from_logical(m, params.data(), local.data());
-    gpt_params_upload(m, local.data());
-    for (int which = 0; which <= STATE_MASTER; which++)
-        if (!state[which].empty())
-            CUDA_CHECK(cudaMemcpy(state_buffer(m, which), state[which].data(),
-                                  state[which].size() * sizeof(float), cudaMemcpyHostToDevice));
-    RunState rs;
-    if (ckpt_read_section(manifest, "run", &rs, sizeof(rs)) != 0) fatal("%s", manifest->error);
-    if (ds && ckpt_read_section(manifest, "data", ds, sizeof(*ds)) != 0)
-        fatal("%s (was it written by a run on random tokens?)", manifest->error);
-    if (rs.step != manifest->step)
-        fatal("checkpoint %s is inconsistent: step %llu in its header, %llu in its run state",
-              manifest->path, (unsigned long long)manifest->step, (unsigned long long)rs.step);
-    m->opt_step = (int)rs.opt_step;
-    m->seed = rs.rounding_seed;
-    return rs;
-}
-
-// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
-inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
-    uint64_t step;
-    char err[1024];
-    int found = ckpt_find_latest(dir, path, len, &step, err, sizeof(err));
-    if (found < 0) fatal("%s", err);
-    return found == 1;
-}
-
-// The checkpoint that `spec` names: a file, or a folder whose newest complete checkpoint is
-// taken. Returns false when the folder holds none.
-inline bool find_checkpoint(const char* spec, char* path, size_t len) {
-    struct stat st;
-    if (stat(spec, &st) != 0) fatal("cannot open checkpoint %s: %s", spec, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return latest_checkpoint(spec, path, len);
-    snprintf(path, len, "%s", spec);
-    return true;
-}
-
-// The configuration block stored in a checkpoint file (format: llmc/checkpoint.h), for sample
-// mode, which takes the model's shape from the checkpoint; ckpt_open then verifies the whole
-// file against it. Zeros when the file is too short or its block has another size: ckpt_open
-// reports what is wrong.
-inline CheckpointConfig peek_checkpoint_config(const char* path) {
-    CheckpointConfig cc;
-    char err[CKPT_ERROR_BYTES];
-    if (ckpt_peek_config(path, &cc, sizeof(cc), err, sizeof(err)) != 0) memset(&cc, 0, sizeof(cc));
-    return cc;
 }
 
 // =============================================================================================
@@ -1052,7 +621,7 @@ inline TpAccount tp_account(const GPT* m) {
     TpAccount t = {};
     const int stage = m->dp.stage;
     auto part_of = [m](int tensor) {
-        return m->layout.tensors[tensor].tp.split == TP_REPLICATED ? TP_PART_REPLICATED
+        return m->layout.tensors[tensor].tp_shape.split == TP_REPLICATED ? TP_PART_REPLICATED
                                                                    : TP_PART_CUT;
     };
     for (int i = 0; i < m->layout.count; i++) {
@@ -1095,7 +664,7 @@ inline size_t block_activation_bytes(const GPT* m, int B, int T, int policy) {
     for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
         const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
         if ((info->qk_norm_only && !m->config.qk_norm) || policy > info->kept_until) continue;
-        const size_t rows = activation_rows(info, (size_t)B * T, &m->shape, m->tp.sequence);
+        const size_t rows = activation_rows(info, (size_t)B * T, &m->shape, m->tensor_parallel.sequence);
         bytes += round_up(rows * activation_width(info, &m->shape), TENSOR_ALIGN) *
                  (info->is_float ? sizeof(float) : sizeof(floatX));
     }
@@ -1112,8 +681,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     // under tensor parallelism the ZeRO formulas hold for this rank's part of the model: 1/tp
     // of each cut tensor and the replicated ones whole
     const TpAccount tpa = tp_account(planned);
-    const bool tp = planned->tp.size > 1;
-    const double psi = tp ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
+    const bool tp_cut = planned->tensor_parallel.size > 1;
+    const double psi = tp_cut ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
                           : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
     const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
@@ -1126,9 +695,9 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     printf(
         "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s, recompute "
         "%s, B %d x T %d, %s), Psi = %.0f%s\n",
-        rank, ranks, stage, planned->dp.group->size, planned->tp.size,
-        planned->tp.sequence ? " sequence parallel" : "", tc->recompute, tc->batch, tc->seq,
-        PRECISION_NAME, psi, tp ? " (this rank's tensor-parallel part)" : "");
+        rank, ranks, stage, planned->dp.group->size, planned->tensor_parallel.size,
+        planned->tensor_parallel.sequence ? " sequence parallel" : "", tc->recompute, tc->batch, tc->seq,
+        PRECISION_NAME, psi, tp_cut ? " (this rank's tensor-parallel part)" : "");
     printf("  %-15s %16s %12s | %s\n", "", "bytes", "GB", "the seeds' formula (GB)");
     for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
         printf("  %-15s %16zu %12.6g | %.0f Psi%s = %.6g\n", MEM_KIND_NAMES[k], plan->bytes[k],
@@ -1153,16 +722,16 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         policy == RECOMPUTE_FULL   ? "2 s b h (the block's output)"
         : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
                                    : "20 s b h + statistics");
-    if (tp)
+    if (tp_cut)
         printf(
             "  %-15s %16zu %12.6g | of the activations, those between the tensor-parallel "
             "regions (residual stream, LayerNorms): %s; the parameters: %zu elements of cut "
             "tensors (1/%d each) + %zu replicated\n",
             "tp: seq acts", tpa.seq_activation_bytes, tpa.seq_activation_bytes / GB,
-            planned->tp.sequence ? "1/tp of the token rows (sequence parallel)"
+            planned->tensor_parallel.sequence ? "1/tp of the token rows (sequence parallel)"
                                  : "every token row on every rank (--sequence-parallel cuts them "
                                    "by 1/tp)",
-            tpa.elements[TP_PART_CUT], planned->tp.size, tpa.elements[TP_PART_REPLICATED]);
+            tpa.elements[TP_PART_CUT], planned->tensor_parallel.size, tpa.elements[TP_PART_REPLICATED]);
     const char* why[NUM_MEM_KINDS] = {nullptr,
                                       nullptr,
                                       nullptr,
@@ -1453,7 +1022,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
-    logger_int(lg, "sequence_parallel", m->tp.sequence);
+    logger_int(lg, "sequence_parallel", m->tensor_parallel.sequence);
     const TpAccount tpa = tp_account(m);
     // rank 0's parameter table and state, in the tensors tensor parallelism cuts and the rest
     logger_object_begin(lg, "tp_elements");
@@ -1526,17 +1095,17 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
 // tensor parallelism the group's parts all-gathered and placed. Every rank calls it.
 inline void gpt_params_download_logical(GPT* m, floatX* logical) {
     const size_t P = m->layout.total;
-    const int tp = m->tp.size;
+    const int tp = m->tensor_parallel.size;
     std::vector<floatX> parts(P * tp);
-    gpt_params_download(m, parts.data() + (size_t)m->tp.rank * P);
+    gpt_params_download(m, parts.data() + (size_t)m->tensor_parallel.rank * P);
     if (tp > 1) {
         floatX* dev;
         CUDA_CHECK(cudaMalloc(&dev, P * tp * sizeof(floatX)));
-        floatX* mine = dev + (size_t)m->tp.rank * P;
-        CUDA_CHECK(cudaMemcpy(mine, parts.data() + (size_t)m->tp.rank * P, P * sizeof(floatX),
+        floatX* mine = dev + (size_t)m->tensor_parallel.rank * P;
+        CUDA_CHECK(cudaMemcpy(mine, parts.data() + (size_t)m->tensor_parallel.rank * P, P * sizeof(floatX),
                               cudaMemcpyHostToDevice));
-        comm_allgather(m->tp.group, mine, dev, P, m->stream);
-        comm_sync(m->tp.group, m->stream, "the gather of the tensor-parallel parts (NCCL)");
+        comm_allgather(m->tensor_parallel.group, mine, dev, P, m->stream);
+        comm_sync(m->tensor_parallel.group, m->stream, "the gather of the tensor-parallel parts (NCCL)");
         CUDA_CHECK(cudaMemcpy(parts.data(), dev, P * tp * sizeof(floatX), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaFree(dev));
     }
@@ -1547,7 +1116,7 @@ inline void gpt_params_download_logical(GPT* m, floatX* logical) {
             const size_t base = m->logical.tensors[i].offset;
             const floatX* part = parts.data() + (size_t)r * P + t->offset;
             tp_local_runs(
-                &t->tp, r, tp, 0, t->numel, [&](size_t logical_at, size_t local_at, size_t n) {
+                &t->tp_shape, r, tp, 0, t->numel, [&](size_t logical_at, size_t local_at, size_t n) {
                     memcpy(logical + base + logical_at, part + local_at, n * sizeof(floatX));
                 });
         }
@@ -1623,23 +1192,23 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     const double MiB = 1024.0 * 1024.0;
     // a rank's share of the model: 1/tp of the cut tensors and the replicated ones whole
     const size_t psi =
-        m->tp.size > 1 ? tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED] : parameters;
+        m->tensor_parallel.size > 1 ? tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED] : parameters;
     printf(
         "ZeRO stage %d over %d data-parallel rank(s); formula for AdamW in bf16: %.2f MiB of model "
         "state per rank (Psi = %zu%s)\n",
         m->dp.stage, m->dp.group->size,
         seed_model_state_bytes((double)psi, m->dp.group->size, m->dp.stage) / MiB, psi,
-        m->tp.size > 1 ? ", this rank's tensor-parallel part" : "");
+        m->tensor_parallel.size > 1 ? ", this rank's tensor-parallel part" : "");
     if (m->dp.stage == 3)
         printf(
             "ZeRO-3: 3 gather buffers: 2 for the blocks (the current one and the prefetched "
             "next), 1 for the embeddings (kept for the step)\n");
-    if (m->tp.size > 1)
+    if (m->tensor_parallel.size > 1)
         printf(
             "tensor parallelism over groups of %d%s: each rank holds 1/%d of every cut tensor "
             "(attn.qkv, attn.proj.w, mlp.fc, mlp.proj.w, wte) and all of the replicated ones%s\n",
-            m->tp.size, m->tp.sequence ? " with sequence parallelism" : "", m->tp.size,
-            m->tp.sequence ? "; the activations between the parallel regions hold 1/tp of the "
+            m->tensor_parallel.size, m->tensor_parallel.sequence ? " with sequence parallelism" : "", m->tensor_parallel.size,
+            m->tensor_parallel.sequence ? "; the activations between the parallel regions hold 1/tp of the "
                              "token rows"
                            : "");
     for (int r = 0; r < group->size; r++) {
@@ -1649,7 +1218,7 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
             "buckets in flight %.2f MiB, gather buffers %.2f MiB\n",
             r, b[0] / MiB, b[1] / MiB, b[2] / MiB, b[3] / MiB, (b[0] + b[1] + b[2] + b[3]) / MiB,
             b[4] / MiB, b[5] / MiB);
-        if (m->tp.size == 1) continue;
+        if (m->tensor_parallel.size == 1) continue;
         for (int part = 0; part < NUM_TP_PARTS; part++)
             printf(
                 "          %-10s tensors: params %.2f + grads %.2f + master %.2f + optimizer "
@@ -1918,7 +1487,7 @@ inline void run_start(Run* run, bool resumed) {
         "x tp %d%s) | %zu parameters | %s | attention on %s\n",
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
         T, A, run->comm->world, dp->size, run->dims->tp,
-        model->tp.sequence ? ", sequence parallel" : "", parameters,
+        model->tensor_parallel.sequence ? ", sequence parallel" : "", parameters,
         tc->data[0] ? tc->data : "random tokens", attention_path_name(ATTENTION_PATH));
 #ifdef __CUCC__
     printf("CPU runtime: cuBLASLt on %s\n", cucc_blas_description());
@@ -2075,7 +1644,7 @@ inline void after_step(Run* run, int done) {
         ((tc->checkpoint_every > 0 && done % tc->checkpoint_every == 0) || last)) {
         run->rs.token_rng = run->data.token_rng;
         save_checkpoint(model, &run->comm->all, tc->checkpoint_dir, tc->keep_checkpoints, &run->rs,
-                        &run->data, &run->run_config);
+                        run->data.shards ? &run->data.train : nullptr, &run->run_config);
         printf("checkpoint: %s/ckpt_step%08d.bin\n", tc->checkpoint_dir, done);
     }
 }

@@ -1,6 +1,6 @@
 """scripts/testlib.py: what the Python tests of the trainer share: reading checkpoints (format:
 llmc/checkpoint.h; a checkpoint is a manifest ckpt_stepSSSSSSSS.bin and its shard files
-ckpt_stepSSSSSSSS.rankRRRRR.bin, written by train_run.cuh's save_checkpoint), independently of
+ckpt_stepSSSSSSSS.rankRRRRR.bin, written by train_checkpoint.cuh's save_checkpoint), independently of
 the trainer's own reader.
 
 A shard's section "owned" lists the ranges of the parameter layout it holds (uint64 tensor,
@@ -36,7 +36,7 @@ import numpy as np
 OPTIMIZERS = ["adamw", "muon", "lion"]
 STATE_SECTIONS = {"optimizer.adamw.m": "adamw", "optimizer.adamw.v": "adamw",
                   "optimizer.muon.momentum": "muon", "optimizer.lion.m": "lion"}
-# a record of the manifest's section "layout" (train_run.cuh's LayoutRecord)
+# a record of the manifest's section "layout" (train_checkpoint.cuh's LayoutRecord)
 LAYOUT_RECORD = np.dtype([("name", "S32"), ("rows", "<i4"), ("cols", "<i4"), ("optimizer", "<i4"),
                           ("matrices", "<i4"), ("offset", "<u8"), ("numel", "<u8")])
 
