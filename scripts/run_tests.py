@@ -40,7 +40,7 @@ Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ..
        python3 scripts/run_tests.py --only NAME     one test script alone (e.g. --only test_tp)
        python3 scripts/run_tests.py --config N      one trainer configuration against PyTorch
                                                     (GPT_CONFIGS, numbered from 1)
-Both may be repeated and combined; the trainer's binaries must be built (make cpu).
+Both may be repeated and combined; they build the trainer first (make cpu, or make on a GPU).
 """
 import argparse
 import concurrent.futures
@@ -304,6 +304,14 @@ def script_named(name):
     sys.exit(f"run_tests.py: no test script named {name}; the scripts are: {', '.join(known)}")
 
 
+def build_trainer(native):
+    """Builds (or brings up to date) the trainer's binaries that --only and --config run: make
+    cpu, or make natively on a GPU machine."""
+    print("building the trainer (make " + ("all" if native else "cpu") + ")", flush=True)
+    if subprocess.run(["make", "-s", "-C", ROOT, "all" if native else "cpu"]).returncode != 0:
+        sys.exit("run_tests.py: the trainer does not build")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("patterns", nargs="*", help="test files or globs (default: all)")
@@ -329,6 +337,8 @@ def main():
     if only or args.config:
         if args.patterns:
             parser.error("--only and --config run those alone: give no test files with them")
+        if args.config or any(trainer for _, trainer in only):
+            build_trainer(native)
         run_trainer_scripts([script for script, trainer in only if trainer], native, tally)
         run_python_tests(tally, [script for script, trainer in only if not trainer])
         run_reference_configs([n - 1 for n in args.config], native, tally)
