@@ -412,7 +412,7 @@ struct HostState {
 
 // The dump's records of each state buffer (step<k>.<kind>.<param>, for its optimizer's tensors).
 static const char* const STATE_RECORDS[NUM_STATE_BUFFERS] = {"adam_m", "adam_v", "muon_momentum",
-                                                              "lion_m"};
+                                                             "lion_m"};
 
 // The state after step k from the dump's records (k < 0: zeros, the state before step 0).
 inline void dump_state_set(const Dump* d, const ParamLayout* layout, int k, HostState* st) {
@@ -489,10 +489,10 @@ inline uint64_t hash_bytes(uint64_t h, const void* ptr, size_t bytes) {
     return h;
 }
 
-// AdamW's and Lion's sign allowance (part (a), step 0). AdamW moves an element by lr * m/(sqrt(v)+eps), about
-// lr whatever the size of its gradient, so gradient noise far below anything a gradient check
-// can resolve moves elements with small gradients a lot. To first order a gradient error n
-// moves the update by up to 2 * lr * n / (sqrt(v_hat) + eps) (one term from m, one from
+// AdamW's and Lion's sign allowance (part (a), step 0). AdamW moves an element by lr *
+// m/(sqrt(v)+eps), about lr whatever the size of its gradient, so gradient noise far below anything
+// a gradient check can resolve moves elements with small gradients a lot. To first order a gradient
+// error n moves the update by up to 2 * lr * n / (sqrt(v_hat) + eps) (one term from m, one from
 // sqrt(v)), never more than 2 * lr. The element's difference counts only beyond that, with
 // n = GRAD_NOISE * max|g| of its tensor: fp32 1e-6 (measured gradient errors: up to 3e-7 of
 // max|g|), bf16 2^-9 (bf16's rounding of a gradient). An element whose gradient is below

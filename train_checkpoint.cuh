@@ -92,7 +92,8 @@ struct OwnedRecord {  // 32 bytes, no padding
 // Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
 // a tensor-parallel group, so only the group's first rank writes it.
 inline bool shard_holds(const GPT* m, const OwnedRange* r) {
-    return m->tensor_parallel.rank == 0 || m->layout.tensors[r->tensor].tp_shape.split != TP_REPLICATED;
+    return m->tensor_parallel.rank == 0 ||
+           m->layout.tensors[r->tensor].tp_shape.split != TP_REPLICATED;
 }
 
 // Streams into section `name` the parts of device buffer `base` (elem bytes per element) that
@@ -134,8 +135,8 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
         if (!shard_holds(m, r)) continue;
         const ParamTensor* t = &m->layout.tensors[r->tensor];
         const size_t base = m->logical.tensors[r->tensor].offset;
-        tp_local_runs(&t->tp_shape, m->tensor_parallel.rank, m->tensor_parallel.size, r->offset - t->offset, r->n,
-                      [&](size_t logical, size_t, size_t n) {
+        tp_local_runs(&t->tp_shape, m->tensor_parallel.rank, m->tensor_parallel.size,
+                      r->offset - t->offset, r->n, [&](size_t logical, size_t, size_t n) {
                           records.push_back(OwnedRecord{(uint64_t)r->tensor, base + logical, n,
                                                         (uint64_t)r->matrix});
                       });

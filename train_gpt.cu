@@ -243,9 +243,9 @@ inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step);
 struct OptimizerInfo {
     const char* name;              // --optimizer's word, and the checkpoints' and logs' name
     int first_state, state_count;  // its state buffers: STATE_BUFFERS[first_state ...]
-    bool whole_matrices;     // updates each matrix of a tensor whole (Newton-Schulz); else
-                             // element-wise, on ranges cut anywhere
-    OptimizerUpdate update;  // one owned range of one of its tensors
+    bool whole_matrices;           // updates each matrix of a tensor whole (Newton-Schulz); else
+                                   // element-wise, on ranges cut anywhere
+    OptimizerUpdate update;        // one owned range of one of its tensors
 };
 static const OptimizerInfo OPTIMIZERS[NUM_OPTIMIZERS] = {
     {"adamw", ADAMW_M, 2, false, adamw_step},
@@ -268,7 +268,7 @@ struct ParamTensor {
     float init_std;   // > 0: drawn from N(0, init_std); else filled with init_value
     float init_value;
     TpShape tp_shape;  // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
-                 // rows, cols above are this rank's part
+                       // rows, cols above are this rank's part
 };
 
 // Where the model's tensors are in ParamLayout::tensors, filled by build_param_layout as it
@@ -326,11 +326,12 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         t->matrices = matrices;
         t->decay = cols > 0;
         t->tp_shape = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
-                        split == TP_COLS ? cols * tp : cols};
+                              split == TP_COLS ? cols * tp : cols};
         // the shape adjustment of a whole (logical) matrix: the same lr on every grid
-        t->lr_scale = optimizer == OPT_MUON
-                          ? muon_lr_scale(opt->muon_adjust, t->tp_shape.rows / matrices, t->tp_shape.cols)
-                          : 1.0;
+        t->lr_scale =
+            optimizer == OPT_MUON
+                ? muon_lr_scale(opt->muon_adjust, t->tp_shape.rows / matrices, t->tp_shape.cols)
+                : 1.0;
         t->init_std = init_std;
         t->init_value = init_value;
         offset += round_up(t->numel, TENSOR_ALIGN);
@@ -338,8 +339,8 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
     at->wte = add("wte", s->vocab, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_ROWS, 1);
-    at->wpe = add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED,
-                  1);
+    at->wpe =
+        add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1);
     // (rows, cols) of this rank's part of each block tensor and how it is cut, in LayerTensor
     // order: column-parallel layers by output rows (attn.qkv in its Q, K and V parts), row-
     // parallel ones by input columns, the rest replicated
@@ -2076,7 +2077,8 @@ struct GPT {
     GPTConfig config;
     OptimizerConfig opt;
     int B, T;             // micro-batch shape the activations are sized for
-    TensorParallel tensor_parallel;  // the tensor-parallel group (llmc/tensor_parallel.cuh; one rank: none)
+    TensorParallel
+        tensor_parallel;  // the tensor-parallel group (llmc/tensor_parallel.cuh; one rank: none)
     ModelShapes shape;    // this rank's part of the model
     ParamLayout layout;   // the table of this rank's part
     ParamLayout logical;  // the table of the whole model (checkpoints, initialization)
@@ -2530,8 +2532,8 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
     row_parallel_backward(&m->mm, acts->dlinear_in, block_grad(m, l, ATTPROJ_W),
                           block_grad(m, l, ATTPROJ_B), partials, dout, la->atty,
                           block_weight(m, l, ATTPROJ_W), N, s->att, C);
-    attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B, T,
-                       s->heads, s->HS, st);
+    attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B,
+                       T, s->heads, s->HS, st);
     if (m->config.qk_norm)
         qk_norm_backward(acts->dqkv, block_grad(m, l, Q_NORM_W), block_grad(m, l, K_NORM_W),
                          partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
@@ -2571,7 +2573,8 @@ inline void tp_sum_partial_grads(GPT* m, int l) {
             for (int index : {at->lnf_w, at->lnf_b}) tensors.push_back(index);
     }
     for (int i : tensors)
-        tp_sum_partial_grad(&m->tensor_parallel, param_grad(m, i), m->layout.tensors[i].numel, m->stream);
+        tp_sum_partial_grad(&m->tensor_parallel, param_grad(m, i), m->layout.tensors[i].numel,
+                            m->stream);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2702,8 +2705,8 @@ inline void gpt_backward(GPT* m) {
     // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
     floatX* dlnf =
-        column_parallel_backward(&m->mm, tp, acts->dlinear_in, param_grad(m, at->wte), nullptr, partials,
-                                 acts->logits, lnf, weight(m, at->wte), N, C, s->vocab);
+        column_parallel_backward(&m->mm, tp, acts->dlinear_in, param_grad(m, at->wte), nullptr,
+                                 partials, acts->logits, lnf, weight(m, at->wte), N, C, s->vocab);
     for (int l = at->blocks - 1; l >= 0; l--) {
         before_block_backward(m, l);
         if (l == at->blocks - 1)  // lnf, the norm after the last block (in its group)
@@ -2820,8 +2823,8 @@ inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) { 
                          o->muon_ns_steps, step->grad_scale, step->seed};
     muon_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
                 m->opt_state[MUON_MOMENTUM] + r->state, t->rows / t->matrices, t->cols, 1,
-                r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm, m->tensor_parallel.group,
-                t->tp_shape.split, m->stream);
+                r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm,
+                m->tensor_parallel.group, t->tp_shape.split, m->stream);
 }
 
 inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
@@ -2847,7 +2850,8 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
         OPTIMIZERS[kind].update(m, r, &step);
     }
     // Muon's gathers of the tensor-parallel parts (the data-parallel gather waits for itself)
-    if (m->tensor_parallel.size > 1) comm_sync(m->tensor_parallel.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
+    if (m->tensor_parallel.size > 1)
+        comm_sync(m->tensor_parallel.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
     dp_gather_params(&m->dp, m->params, m->stream);
 }
 

@@ -1,9 +1,9 @@
 // train_run.cuh: the run around the model of train_gpt.cu, which includes it at its end: the
 // training data (batches from token shards, validation), text generation, the command line (one
 // flag table), the --sample mode, the memory plan and fitting a batch to the device, the process
-// grid, the log, the training loop and main(); checkpoints are train_checkpoint.cuh's. Everything here builds on the model's structs and
-// functions (GPT, gpt_build, gpt_forward_backward, gpt_update, ...); nothing of the model's
-// arithmetic is here.
+// grid, the log, the training loop and main(); checkpoints are train_checkpoint.cuh's. Everything
+// here builds on the model's structs and functions (GPT, gpt_build, gpt_forward_backward,
+// gpt_update, ...); nothing of the model's arithmetic is here.
 #pragma once
 
 #include <sys/stat.h>
@@ -170,7 +170,8 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
         const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
         if (tp > 1) {
             comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
-            comm_sync(m->tensor_parallel.group, m->stream, "the gather of a sample's logits (NCCL)");
+            comm_sync(m->tensor_parallel.group, m->stream,
+                      "the gather of a sample's logits (NCCL)");
             last = gathered;
         }
         CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
@@ -622,7 +623,7 @@ inline TpAccount tp_account(const GPT* m) {
     const int stage = m->dp.stage;
     auto part_of = [m](int tensor) {
         return m->layout.tensors[tensor].tp_shape.split == TP_REPLICATED ? TP_PART_REPLICATED
-                                                                   : TP_PART_CUT;
+                                                                         : TP_PART_CUT;
     };
     for (int i = 0; i < m->layout.count; i++) {
         const size_t n = m->layout.tensors[i].numel;
@@ -664,7 +665,8 @@ inline size_t block_activation_bytes(const GPT* m, int B, int T, int policy) {
     for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
         const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
         if ((info->qk_norm_only && !m->config.qk_norm) || policy > info->kept_until) continue;
-        const size_t rows = activation_rows(info, (size_t)B * T, &m->shape, m->tensor_parallel.sequence);
+        const size_t rows =
+            activation_rows(info, (size_t)B * T, &m->shape, m->tensor_parallel.sequence);
         bytes += round_up(rows * activation_width(info, &m->shape), TENSOR_ALIGN) *
                  (info->is_float ? sizeof(float) : sizeof(floatX));
     }
@@ -682,8 +684,9 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     // of each cut tensor and the replicated ones whole
     const TpAccount tpa = tp_account(planned);
     const bool tp_cut = planned->tensor_parallel.size > 1;
-    const double psi = tp_cut ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
-                          : (double)count_parameters(&planned->layout, c);
+    const double psi = tp_cut
+                           ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
+                           : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
     const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
     const double N = planned->dp.group->size;
@@ -696,8 +699,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s, recompute "
         "%s, B %d x T %d, %s), Psi = %.0f%s\n",
         rank, ranks, stage, planned->dp.group->size, planned->tensor_parallel.size,
-        planned->tensor_parallel.sequence ? " sequence parallel" : "", tc->recompute, tc->batch, tc->seq,
-        PRECISION_NAME, psi, tp_cut ? " (this rank's tensor-parallel part)" : "");
+        planned->tensor_parallel.sequence ? " sequence parallel" : "", tc->recompute, tc->batch,
+        tc->seq, PRECISION_NAME, psi, tp_cut ? " (this rank's tensor-parallel part)" : "");
     printf("  %-15s %16s %12s | %s\n", "", "bytes", "GB", "the seeds' formula (GB)");
     for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
         printf("  %-15s %16zu %12.6g | %.0f Psi%s = %.6g\n", MEM_KIND_NAMES[k], plan->bytes[k],
@@ -728,10 +731,12 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
             "regions (residual stream, LayerNorms): %s; the parameters: %zu elements of cut "
             "tensors (1/%d each) + %zu replicated\n",
             "tp: seq acts", tpa.seq_activation_bytes, tpa.seq_activation_bytes / GB,
-            planned->tensor_parallel.sequence ? "1/tp of the token rows (sequence parallel)"
-                                 : "every token row on every rank (--sequence-parallel cuts them "
-                                   "by 1/tp)",
-            tpa.elements[TP_PART_CUT], planned->tensor_parallel.size, tpa.elements[TP_PART_REPLICATED]);
+            planned->tensor_parallel.sequence
+                ? "1/tp of the token rows (sequence parallel)"
+                : "every token row on every rank (--sequence-parallel cuts them "
+                  "by 1/tp)",
+            tpa.elements[TP_PART_CUT], planned->tensor_parallel.size,
+            tpa.elements[TP_PART_REPLICATED]);
     const char* why[NUM_MEM_KINDS] = {nullptr,
                                       nullptr,
                                       nullptr,
@@ -1102,10 +1107,11 @@ inline void gpt_params_download_logical(GPT* m, floatX* logical) {
         floatX* dev;
         CUDA_CHECK(cudaMalloc(&dev, P * tp * sizeof(floatX)));
         floatX* mine = dev + (size_t)m->tensor_parallel.rank * P;
-        CUDA_CHECK(cudaMemcpy(mine, parts.data() + (size_t)m->tensor_parallel.rank * P, P * sizeof(floatX),
-                              cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(mine, parts.data() + (size_t)m->tensor_parallel.rank * P,
+                              P * sizeof(floatX), cudaMemcpyHostToDevice));
         comm_allgather(m->tensor_parallel.group, mine, dev, P, m->stream);
-        comm_sync(m->tensor_parallel.group, m->stream, "the gather of the tensor-parallel parts (NCCL)");
+        comm_sync(m->tensor_parallel.group, m->stream,
+                  "the gather of the tensor-parallel parts (NCCL)");
         CUDA_CHECK(cudaMemcpy(parts.data(), dev, P * tp * sizeof(floatX), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaFree(dev));
     }
@@ -1115,10 +1121,11 @@ inline void gpt_params_download_logical(GPT* m, floatX* logical) {
             const ParamTensor* t = &m->layout.tensors[i];
             const size_t base = m->logical.tensors[i].offset;
             const floatX* part = parts.data() + (size_t)r * P + t->offset;
-            tp_local_runs(
-                &t->tp_shape, r, tp, 0, t->numel, [&](size_t logical_at, size_t local_at, size_t n) {
-                    memcpy(logical + base + logical_at, part + local_at, n * sizeof(floatX));
-                });
+            tp_local_runs(&t->tp_shape, r, tp, 0, t->numel,
+                          [&](size_t logical_at, size_t local_at, size_t n) {
+                              memcpy(logical + base + logical_at, part + local_at,
+                                     n * sizeof(floatX));
+                          });
         }
 }
 
@@ -1191,8 +1198,9 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
     const double MiB = 1024.0 * 1024.0;
     // a rank's share of the model: 1/tp of the cut tensors and the replicated ones whole
-    const size_t psi =
-        m->tensor_parallel.size > 1 ? tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED] : parameters;
+    const size_t psi = m->tensor_parallel.size > 1
+                           ? tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED]
+                           : parameters;
     printf(
         "ZeRO stage %d over %d data-parallel rank(s); formula for AdamW in bf16: %.2f MiB of model "
         "state per rank (Psi = %zu%s)\n",
@@ -1207,10 +1215,13 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
         printf(
             "tensor parallelism over groups of %d%s: each rank holds 1/%d of every cut tensor "
             "(attn.qkv, attn.proj.w, mlp.fc, mlp.proj.w, wte) and all of the replicated ones%s\n",
-            m->tensor_parallel.size, m->tensor_parallel.sequence ? " with sequence parallelism" : "", m->tensor_parallel.size,
-            m->tensor_parallel.sequence ? "; the activations between the parallel regions hold 1/tp of the "
-                             "token rows"
-                           : "");
+            m->tensor_parallel.size,
+            m->tensor_parallel.sequence ? " with sequence parallelism" : "",
+            m->tensor_parallel.size,
+            m->tensor_parallel.sequence
+                ? "; the activations between the parallel regions hold 1/tp of the "
+                  "token rows"
+                : "");
     for (int r = 0; r < group->size; r++) {
         const double* b = &all[K * r];
         printf(

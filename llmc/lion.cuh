@@ -25,7 +25,7 @@ struct LionHyper {
 struct LionScalars {
     float lr, beta1, beta2, grad_scale;
     float one_minus_beta1, one_minus_beta2;  // rounded from double, as the reference's are
-    float decay_factor;  // 1 - lr * weight_decay
+    float decay_factor;                      // 1 - lr * weight_decay
     uint32_t seed;
 };
 
