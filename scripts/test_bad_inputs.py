@@ -53,7 +53,7 @@ import time
 import types
 import zlib
 
-from testlib import (MPIRUN, ROOT, TINY, check, checkpoint_files, make_text, manifest_names, prepare_text,
+from testlib import (KILLED_RANK_MESSAGE, MPIRUN, ROOT, TINY, check, checkpoint_files, make_text, manifest_names, prepare_text,
                      timed_summary, write_shard)
 
 TIMEOUT_S = int(os.environ.get("BAD_INPUTS_TIMEOUT_S", 60))
@@ -583,12 +583,34 @@ def rank_pids(binary, marker):
     return sorted(int(p) for p in out if os.path.realpath("/proc/%s/exe" % p) == os.path.realpath(binary))
 
 
-def test_running_jobs(bin_dir, work):
+TP_GRID = "--tp 2 --sequence-parallel --heads 2 --embd 64"
+# the mpirun jobs of test_running_jobs: how the second rank is ended, the signal, the grid
+STOPPED_OR_KILLED = (("stopped (SIGSTOP)", signal.SIGSTOP, "--zero 0"),
+                     ("killed (SIGKILL)", signal.SIGKILL, "--zero 0"),
+                     ("stopped (SIGSTOP) under ZeRO-3", signal.SIGSTOP, "--zero 3"),
+                     ("killed (SIGKILL) under ZeRO-3", signal.SIGKILL, "--zero 3"),
+                     ("stopped (SIGSTOP) under tensor parallelism", signal.SIGSTOP, TP_GRID),
+                     ("killed (SIGKILL) under tensor parallelism", signal.SIGKILL, TP_GRID))
+# the names of test_running_jobs' cases, for -k
+RUNNING_JOBS = ["two runs on one checkpoint folder"] + [
+    "a rank %s mid-run under mpirun" % how for how, _, _ in STOPPED_OR_KILLED]
+
+
+def test_running_jobs(bin_dir, work, only=""):
     """Cases that need a job running alongside: two runs on one checkpoint folder, and a rank
-    stopped (SIGSTOP) or killed (SIGKILL) in the middle of an mpirun job."""
+    stopped (SIGSTOP) or killed (SIGKILL) in the middle of an mpirun job (those of RUNNING_JOBS
+    whose name contains `only`)."""
     binary = os.path.join(bin_dir, "train_gpt")
     folder = os.path.join(work, "running")
     os.makedirs(folder)
+    if only in RUNNING_JOBS[0]:
+        two_runs_on_one_folder(binary, folder)
+    for i, (how, sig, grid) in enumerate(STOPPED_OR_KILLED):
+        if only in RUNNING_JOBS[1 + i]:
+            rank_stopped_or_killed(binary, folder, i, how, sig, grid)
+
+
+def two_runs_on_one_folder(binary, folder):
     ck, out1 = os.path.join(folder, "ck"), os.path.join(folder, "first.out")
     long_run = ["--data", FIXTURE["data"], "--steps", "60", "--checkpoint-dir", ck, "--checkpoint-every", "20",
                 "--val-every", "0", "--sample-len", "0"] + TINY
@@ -606,40 +628,45 @@ def test_running_jobs(bin_dir, work):
     check(first.returncode == 0 and "step    60/60" in text and names == want,
           "two runs on one checkpoint folder: the first finishes intact, its checkpoints and no lock left", str(names))
 
-    tp = "--tp 2 --sequence-parallel --heads 2 --embd 64"
-    for i, (how, sig, grid) in enumerate((("stopped (SIGSTOP)", signal.SIGSTOP, "--zero 0"),
-                                          ("killed (SIGKILL)", signal.SIGKILL, "--zero 0"),
-                                          ("stopped (SIGSTOP) under ZeRO-3", signal.SIGSTOP, "--zero 3"),
-                                          ("killed (SIGKILL) under ZeRO-3", signal.SIGKILL, "--zero 3"),
-                                          ("stopped (SIGSTOP) under tensor parallelism", signal.SIGSTOP, tp),
-                                          ("killed (SIGKILL) under tensor parallelism", signal.SIGKILL, tp))):
-        out = os.path.join(folder, "job_%d.out" % i)
-        # names this job's processes for pgrep
-        marker = "--comm-timeout 3 --rendezvous job_%d %s" % (i, grid)
-        with open(out, "w") as f:
-            job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", FIXTURE["data"], "--steps", "100000",
-                                             "--val-every", "0", "--sample-len", "0"] + TINY + marker.split(),
-                                   stdout=f, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
-        started = wait_for_step(out, 2, 120)
-        pids = rank_pids(binary, marker)
-        t0 = time.time()
-        if started and len(pids) == 2:
-            os.kill(pids[1], sig)
-        try:
-            job.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
-        seconds = time.time() - t0
-        text = open(out, errors="replace").read()
-        expected = r"did not finish within 3 s \(--comm-timeout\)" if sig == signal.SIGSTOP else r"signal 9|killed|exited on signal"
-        check(started and len(pids) == 2 and job.returncode != 0 and seconds < 30 and re.search(expected, text),
-              "a rank %s mid-run under mpirun: the job ends in %.1f s with a message" % (how, seconds),
-              text.strip().splitlines()[-1] if text.strip() else "(no output)")
-        left = rank_pids(binary, marker)
-        check(not left, "a rank %s: no process of the job is left" % how, str(left))
-        for p in left:
-            os.kill(p, signal.SIGKILL)
+
+def rank_stopped_or_killed(binary, folder, i, how, sig, grid):
+    """Job i: two ranks under mpirun, the second (in pid order) stopped or killed (sig) at step 2.
+    The job must end within 30 s with a non-zero status and a message naming the failure: the
+    survivor's deadline message for SIGSTOP; for SIGKILL, whichever of mpirun's report and the
+    survivor's message comes first (KILLED_RANK_MESSAGE: their order is not deterministic)."""
+    out = os.path.join(folder, "job_%d.out" % i)
+    # names this job's processes for pgrep
+    marker = "--comm-timeout 3 --rendezvous job_%d %s" % (i, grid)
+    with open(out, "w") as f:
+        job = subprocess.Popen(MPIRUN + ["-np", "2", binary, "--data", FIXTURE["data"], "--steps", "100000",
+                                         "--val-every", "0", "--sample-len", "0"] + TINY + marker.split(),
+                               stdout=f, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
+    started = wait_for_step(out, 2, 120)
+    pids = rank_pids(binary, marker)
+    t0 = time.time()
+    if started and len(pids) == 2:
+        os.kill(pids[1], sig)
+    try:
+        job.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    seconds = time.time() - t0
+    text = open(out, errors="replace").read()
+    expected = r"did not finish within 3 s \(--comm-timeout\)" if sig == signal.SIGSTOP else KILLED_RANK_MESSAGE
+    check(started and len(pids) == 2 and job.returncode != 0 and seconds < 30 and re.search(expected, text, re.M),
+          "a rank %s mid-run under mpirun: the job ends in %.1f s with a message" % (how, seconds),
+          "status %s: " % job.returncode + (" | ".join(l for l in text.splitlines() if re.search(expected, l))
+                                            or "no line matches /%s/; last: %s" % (
+                                                expected, text.strip().splitlines()[-1] if text.strip() else "(no output)")))
+    # mpirun may exit before a rank it signalled as it ended the job (SIGCONT, SIGTERM) has
+    # finished handling the signal: the ranks too must be gone within the job's 30 s
+    while rank_pids(binary, marker) and time.time() < t0 + 30:
+        time.sleep(0.05)
+    left = rank_pids(binary, marker)
+    check(not left, "a rank %s: no process of the job is left" % how, str(left))
+    for p in left:
+        os.kill(p, signal.SIGKILL)
 
 
 def make_fixture(bin_dir, work):
@@ -690,7 +717,8 @@ def main():
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"),
                     help="folder with train_gpt and train_gpt_fp32 (default build/cpu, made by `make cpu`)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder and print its path")
-    ap.add_argument("-k", dest="only", default="", help="run only the cases whose name contains this")
+    ap.add_argument("-k", dest="only", default="",
+                    help="run only the cases whose name contains this (of the running-job cases too)")
     args = ap.parse_args()
     bin_dir = os.path.abspath(args.bin_dir)
     for name in sorted({c.binary for c in CASES} | {"train_gpt"}):
@@ -699,7 +727,7 @@ def main():
                   % os.path.join(bin_dir, name), file=sys.stderr)
             return 1
     cases = [c for c in CASES if args.only in c.name]
-    if not cases:
+    if not cases and not any(args.only in name for name in RUNNING_JOBS):
         print("error: no case's name contains %r" % args.only, file=sys.stderr)
         return 1
     work = tempfile.mkdtemp(prefix="test_bad_inputs_")
@@ -708,8 +736,7 @@ def main():
         if make_fixture(bin_dir, work):
             for case in cases:
                 run_case(case, bin_dir, work)
-            if not args.only:
-                test_running_jobs(bin_dir, work)
+            test_running_jobs(bin_dir, work, args.only)
     finally:
         if args.keep:
             print("scratch folder kept: %s" % work)

@@ -7,10 +7,12 @@ start-up included) one rank, chosen at random, is stopped with SIGSTOP. Every wa
 stopped rank, wherever the other one is (a device collective queued far ahead, a copy of the
 losses, a host collective, a checkpoint's barrier, a sample's gathers, MPI's start-up), must end
 by the deadline (llmc/comm.cuh's watchdog). Each trial passes when
-  - the job ends within T + 5 s of the stop, with a non-zero exit status,
+  - the job ends within T + 5 s of the stop, with a non-zero exit status: mpirun and every
+    process of the job (a rank may outlive mpirun for a moment while it handles the SIGTERM that
+    mpirun sent it; it must still be gone by then),
   - the other rank printed the deadline message ("error: rank R: ... did not finish within T s
     (--comm-timeout)", or "error: process PID: ..." before MPI has said its rank),
-  - no process of the job is left (its session, which mpirun leads, is empty),
+  - no process of the job is left then (its session, which mpirun leads, is empty),
   - no file of the job is left in /dev/shm: every file new since the trial began that the job
     made (the files its ranks mapped, and the CPU NCCL's data files, named after their poster's
     pid) is gone; files of other users' jobs are named but not counted,
@@ -37,7 +39,8 @@ import sys
 import tempfile
 import time
 
-from testlib import MPIRUN, ROOT, TINY, checkpoint_files, checkpoint_sections, make_text, manifest_names, prepare_text
+from testlib import (KILLED_RANK_MESSAGE, MPIRUN, ROOT, TINY, checkpoint_files, checkpoint_sections, make_text,
+                     manifest_names, prepare_text)
 
 ENDLESS = TINY + ["--val-every", "0", "--sample-len", "0", "--steps", "100000"]  # a job that runs until stopped
 TP = ["--tp", "2", "--heads", "2", "--embd", "64"]
@@ -77,6 +80,12 @@ def all_pids():
 def session_members(sid):
     """The processes of session sid (the job's: mpirun leads it)."""
     return [p for p in all_pids() if (proc_stat(p) or (0, 0))[1] == sid]
+
+
+def job_alive(job_pid, pids):
+    """The processes of the job still alive (not exited, not zombies): of mpirun's session, and
+    the ranks (pids), wherever they went."""
+    return session_members(job_pid) + [p for p in pids if proc_stat(p)]
 
 
 def ranks_of(job_pid, binary):
@@ -162,7 +171,12 @@ def trial(binary, data, work, mode, sig, rng, timeout):
     if job.poll() is None and len(ranks) == 2:
         os.kill(ranks[victim], sig)
         signalled = time.time()
-        while job.poll() is None and time.time() < signalled + timeout + GRACE_S:
+        # The job is over when mpirun and every process of it are: mpirun may exit before a rank
+        # it signalled as it ended the job (SIGCONT, SIGTERM: the stopped rank among them) has
+        # finished handling the signal (the watchdog aborts its communicators, then the signal's
+        # default action ends it), so the ranks are given the same bound as mpirun.
+        bound = signalled + timeout + GRACE_S
+        while time.time() < bound and (job.poll() is None or job_alive(job.pid, pids)):
             shm_mapped(pids, mapped)
             time.sleep(0.02)
         seconds = time.time() - signalled
@@ -184,12 +198,13 @@ def trial(binary, data, work, mode, sig, rng, timeout):
                 other, ranks[other], timeout)
             if not re.search(deadline, text):
                 problems.append("no deadline message from rank %d" % other)
-        elif not re.search(r"signal 9|Killed|did not finish within|NCCL failed during", text):
+        elif not re.search(KILLED_RANK_MESSAGE, text, re.M):  # whichever of mpirun and the other comes first
             problems.append("no message about the killed rank")
     time.sleep(0.1)  # mpirun has exited: what is left now stays
-    left = session_members(job.pid) + [p for p in pids if proc_stat(p)]
+    left = job_alive(job.pid, pids)
     if left:
-        problems.append("processes left: %s" % sorted(set(left)))
+        problems.append("processes left: %s%s" % (sorted(set(left)), "" if signalled is None else
+                                                  " %.1f s after the signal" % (time.time() - signalled)))
         for p in set(left):
             try:
                 os.kill(p, signal.SIGKILL)
@@ -207,7 +222,7 @@ def trial(binary, data, work, mode, sig, rng, timeout):
                 pass
     problems += incomplete_checkpoints(os.path.join(folder, "ck"))
     how = "SIGSTOP" if sig == signal.SIGSTOP else "SIGKILL"
-    lines = [l for l in text.splitlines() if re.search(r"did not finish|NCCL failed|signal 9", l)]
+    lines = [l for l in text.splitlines() if re.search(r"did not finish|NCCL failed|NCCL error|signal 9", l)]
     line = "%-10s %s rank %d at %.2f s: ended %.1f s later, status %s%s" % (
         mode, how, victim, delay, seconds, job.returncode,
         "; " + "; ".join(problems) if problems else "")

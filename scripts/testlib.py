@@ -110,6 +110,21 @@ def checkpoint_array(manifest, name, dtype=np.float32):
 # Where the scripts run, and the models and tolerances several of them share.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+# What names the failure when one rank of an mpirun job is killed (SIGKILL) mid-run: whichever
+# reaches the output first, as their order is not deterministic (two processes' streams through
+# mpirun, and mpirun may learn of the survivor's MPI_Abort before it reaps the killed rank; then
+# it reports the abort and never says "signal 9"):
+#   mpirun's report of the killed rank ("... rank R with PID P on node N exited on signal 9"),
+#   the survivor's watchdog, seeing NCCL's error ("error: rank R: NCCL failed during ...: remote
+#   error ..."; the CPU NCCL prints "cucc nccl: ...: rank R exited: ..." before it), its main
+#   thread's NCCL call refused on the failed communicator ("NCCL error at FILE:LINE: remote
+#   error"), or the survivor's deadline (should its wait not see the death: "error: rank R: ...
+#   did not finish within T s (--comm-timeout)").
+# A hang, a zero exit or a job that ends without any of these is still a failure.
+# ("remote error": the CPU NCCL's name of ncclRemoteError; NCCL's says "remote process exited")
+KILLED_RANK_MESSAGE = (r"exited on signal 9|^error: (rank|process) \d+: NCCL failed during .*remote (error|process)|"
+                       r"^NCCL error at \S+: remote (error|process)|"
+                       r"^error: (rank|process) \d+: .* did not finish within [\d.]+ s \(--comm-timeout\)")
 # The tiny model of test_e2e, test_bad_inputs and test_deadlines.
 TINY = ["--layers", "2", "--heads", "1", "--embd", "32", "--seq", "64", "--batch", "4", "--lr", "3e-3"]
 # The model of test_zero and test_zero3 (which gives it more blocks) and its global batch in
