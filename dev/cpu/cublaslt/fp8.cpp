@@ -199,6 +199,9 @@ float scale_or_one(const void* scale) { return scale ? *static_cast<const float*
 //   BLK128x128_32F: [expected] a ceil(outer/128) x ceil(K/128) array with the K blocks contiguous,
 //                  each row padded to a multiple of 4 values (16 bytes): the scale of (kk, o) at
 //                  (kk / 128) + (o / 128) * round_up(ceil(K/128), 4).
+// The sizes agree with NVIDIA's cuBLASLt samples (CUDALibrarySamples, cuBLASLt/Common/helpers.h,
+// getScaleTensorSize: ceil(K/128) * outer and round_up(ceil(K/128), 4) * ceil(outer/128)); which
+// dimension is contiguous is what stays [expected].
 int64_t scale_index(int32_t mode, int64_t kk, int64_t o, int64_t k, int64_t outer) {
     switch (mode) {
         case CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F:

@@ -21,6 +21,8 @@
 // half precision"), and CUBLAS_COMPUTE_64F on fp64 data runs OpenBLAS dgemm, for column-major
 // matrices without an epilogue. The legacy cuBLAS API (cublas.cpp) builds these same
 // descriptors and calls matmul() / matmul_arrays() below: one implementation serves both.
+// FP8 operands (E4M3, E5M2) are decoded to fp32 with their scale factors and then take the same
+// fp32 path; fp8.cpp holds their rules, decoding and saturating output.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
