@@ -357,7 +357,7 @@ fi
 #     BLK128x128 on both A and B, a scalar or outer-vector scale mixed with another mode,
 #     K / M / leading dimensions not 16-byte multiples, DGELU / DGELU_BGRAD / BGRADA / BGRADB, a
 #     GELU aux with an FP8 D, and a batch with non-scalar scales; a misaligned A/B/C/D pointer is
-#     refused by cublasLtMatmul alone
+#     refused by cublasLtMatmul alone; the legacy cublasGemmEx refuses FP8 (cublas_legacy.cu)
 #   - CUBLAS_STATUS_INVALID_VALUE: an unknown scale mode, a non-scalar mode without its scale
 #     pointer, a D scale with a 16-bit or fp32 D
 #   - accepted: VEC128 x VEC128, VEC128 x BLK128x128 and BLK128x128 x VEC128; the forward
