@@ -356,7 +356,8 @@ fi
 #     other than CUBLAS_COMPUTE_32F, VEC32_UE8M0 (MXFP8) and VEC16_UE4M3 scales on sm_90,
 #     BLK128x128 on both A and B, a scalar or outer-vector scale mixed with another mode,
 #     K / M / leading dimensions not 16-byte multiples, DGELU / DGELU_BGRAD / BGRADA / BGRADB, a
-#     GELU aux with an FP8 D, and a batch with non-scalar scales; a misaligned A/B/C/D pointer is
+#     GELU aux with an FP8 D, a bias type other than the table's (bf16 for an fp32 D, which is
+#     also the default), and a batch with non-scalar scales; a misaligned A/B/C/D pointer is
 #     refused by cublasLtMatmul alone; the legacy cublasGemmEx refuses FP8 (cublas_legacy.cu)
 #   - CUBLAS_STATUS_INVALID_VALUE: an unknown scale mode, a non-scalar mode without its scale
 #     pointer, a D scale with a 16-bit or fp32 D

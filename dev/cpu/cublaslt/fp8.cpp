@@ -53,7 +53,7 @@ bool fp8_types_supported(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
     return d == CUDA_R_8F_E5M2 && (a == CUDA_R_8F_E5M2 || b == CUDA_R_8F_E5M2);
 }
 
-// The table's bias type: bf16 for fp32 C, else C's type. It is also the default when
+// The table's bias type: bf16 for fp32 C ([expected]), else C's type. It is also the default when
 // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE is unset (cublasLt.h: FP8 kernels with fp32 or FP8 output
 // are the exceptions to "bias has D's type").
 uint32_t fp8_bias_type(uint32_t c) { return c == CUDA_R_32F ? uint32_t{CUDA_R_16BF} : c; }
@@ -165,8 +165,11 @@ cublasStatus_t check_fp8_problem(const MatmulDesc& desc, const Layout& a, const 
         default:
             return CUBLAS_STATUS_NOT_SUPPORTED;
     }
+    // A bias type other than the table's is refused when an epilogue reads the bias (every
+    // epilogue with a bias has CUBLASLT_EPILOGUE_BIAS's bit).
     const uint32_t table_bias = fp8_bias_type(c.type);
-    if (desc.bias_data_type != -1 && static_cast<uint32_t>(desc.bias_data_type) != table_bias)
+    if ((epilogue & CUBLASLT_EPILOGUE_BIAS) && desc.bias_data_type != -1 &&
+        static_cast<uint32_t>(desc.bias_data_type) != table_bias)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     *bias_type = table_bias;
     return CUBLAS_STATUS_SUCCESS;

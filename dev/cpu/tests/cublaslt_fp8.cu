@@ -158,7 +158,9 @@ struct Case {
     bool set_c_scale = false, set_d_scale = false, amax = false;
     float alpha = 1.0f, beta = 0.0f;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    size_t misalign_a = 0;  // bytes added to A's pointer
+    size_t misalign_a = 0;        // bytes added to A's pointer
+    int32_t bias_data_type = -1;  // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1: unset
+    int batch = 1;  // refusal cases only: the layouts say `batch`, the memory holds one
     // Inputs: FP8 bits of A (k x lda) and B; the scale arrays; C; the bias.
     std::vector<unsigned char> a, b, c;
     std::vector<float> a_scales, b_scales, bias;
@@ -281,6 +283,9 @@ static Result run(const Case& s) {
         for (size_t i = 0; i < s.bias.size(); i++) put(bias_type(s), bias, i, s.bias[i]);
         const void* p = device(bias.data(), bias.size());
         set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p);
+        if (s.bias_data_type != -1)
+            set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &s.bias_data_type,
+                     sizeof s.bias_data_type);
     }
     void* aux = nullptr;
     const int64_t aux_ld = (s.m + 7) / 8 * 8;
@@ -299,9 +304,15 @@ static Result run(const Case& s) {
         cublasLtMatrixLayoutCreate(&lb, s.b_type, tb ? s.n : s.k, tb ? s.k : s.n, ld_b(s)));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, s.c_type, s.m, s.n, ld_d(s)));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, s.d_type, s.m, s.n, ld_d(s)));
-    for (cublasLtMatrixLayout_t l : {la, lb, lc, ld})
+    const int64_t batch_stride = 1 << 20;
+    for (cublasLtMatrixLayout_t l : {la, lb, lc, ld}) {
         CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &s.order,
                                                       sizeof s.order));
+        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &s.batch, sizeof s.batch));
+        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+            l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof batch_stride));
+    }
 
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -451,6 +462,13 @@ static int part_modes() {
         s.name += ", beta 0.5 with a C scale, alpha 0.75, bias";
         s.alpha = 0.75f, s.beta = 0.5f, s.set_c_scale = true, s.c_scale = 1.5f;
         s.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        add(s);
+    }
+    {
+        Case s;
+        s.name = "fp32 D with its bf16 bias type set explicitly";
+        s.c_type = s.d_type = CUDA_R_32F, s.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        s.bias_data_type = CUDA_R_16BF;
         add(s);
     }
     {
@@ -667,6 +685,18 @@ static int part_refused() {
         Case s;
         s.name = "D scale with a bf16 D", s.set_d_scale = true;
         refused(s, invalid);
+    }
+    {
+        Case s;
+        s.name = "an fp32 bias (the table's is bf16)", s.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        s.c_type = s.d_type = CUDA_R_32F, s.bias_data_type = CUDA_R_32F;
+        refused(s, unsupported);
+    }
+    {
+        Case s;
+        s.name = "a batch of 2 with 1x128 scales", s.batch = 2;
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        refused(s, unsupported);
     }
     {
         Case s;
