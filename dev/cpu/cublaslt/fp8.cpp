@@ -17,14 +17,13 @@
 // multiplied by its scale factor where the scale varies inside the matrix (OUTER_VEC_32F,
 // VEC128_32F, BLK128x128_32F: one fp32 rounding per element); per-tensor scales (SCALAR_32F) fold
 // into alpha, the C scale into beta. The product is then the fp32 sgemm of every other type.
-// CUBLASLT_MATMUL_DESC_FAST_ACCUM: the documentation says fast accumulation may be faster but
-// less accurate, because intermediate results are not periodically promoted to higher precision;
-// here every accumulation is fp32, with or without it.
+// CUBLASLT_MATMUL_DESC_FAST_ACCUM (cublasLt.h): fast accumulation may be faster but less accurate,
+// because intermediate results are not periodically promoted to higher precision; here every
+// accumulation is fp32, with or without it, so the flag changes nothing.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <vector>
 
 #include "cublaslt_internal.h"

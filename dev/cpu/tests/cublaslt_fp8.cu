@@ -6,10 +6,10 @@
 // (SCALAR_32F), row-wise (OUTER_VEC_32F), 1x128 tiles (VEC128_32F) with 1x128 tiles or 128x128
 // blocks (BLK128x128_32F) on the other operand, on sizes that leave partial tiles and blocks;
 // every type combination of the FP8 table with a bf16, fp16, fp32 or FP8 D; C with its scale and
-// beta; the bias, GELU (with aux) and ReLU epilogues; an FP8 D with its D scale, and the amax
-// output. Part "special": FP8 D saturating at the format's largest finite value (448 E4M3, 57344
-// E5M2), subnormal FP8 inputs, NaN inputs propagating to their row or column. Part "refused": what
-// cuBLASLt refuses for FP8 on Hopper, with its status, from both cublasLtMatmul and
+// beta; the bias, GELU (with aux) and ReLU epilogues; fast accumulation; an FP8 D with its D scale,
+// and the amax output. Part "special": FP8 D saturating at the format's largest finite value (448
+// E4M3, 57344 E5M2), subnormal FP8 inputs, NaN inputs propagating to their row or column. Part
+// "refused": what cuBLASLt refuses for FP8 on Hopper, with its status, from both cublasLtMatmul and
 // cublasLtMatmulAlgoGetHeuristic: every layout but TN, ROW order, E5M2 x E5M2, types outside the
 // FP8 table, MXFP8 and NVFP4 scale modes, unsupported mode pairs, dimensions and pointers not
 // 16-byte aligned, gradient epilogues, a D scale on a non-FP8 D. Several of these statuses are
@@ -160,7 +160,8 @@ struct Case {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     size_t misalign_a = 0;        // bytes added to A's pointer
     int32_t bias_data_type = -1;  // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1: unset
-    int batch = 1;  // refusal cases only: the layouts say `batch`, the memory holds one
+    int8_t fast_accum = 0;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM (fp32 accumulation either way here)
+    int batch = 1;          // refusal cases only: the layouts say `batch`, the memory holds one
     // Inputs: FP8 bits of A (k x lda) and B; the scale arrays; C; the bias.
     std::vector<unsigned char> a, b, c;
     std::vector<float> a_scales, b_scales, bias;
@@ -254,6 +255,7 @@ static Result run(const Case& s) {
     set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue);
     set_attr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &s.a_mode, sizeof s.a_mode);
     set_attr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &s.b_mode, sizeof s.b_mode);
+    set_attr(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &s.fast_accum, sizeof s.fast_accum);
     std::vector<void*> allocations;
     const auto device = [&](const void* host, size_t bytes) {
         allocations.push_back(upload(host, bytes));
@@ -518,6 +520,12 @@ static int part_modes() {
             s.epilogue = CUBLASLT_EPILOGUE_BIAS;
             if (d == e4) s.set_d_scale = true, s.d_scale = 0.01f;
             add(s);
+            if (d == CUDA_R_16BF) {
+                s.name = std::string(mode.name) + " -> bf16 with CUBLASLT_MATMUL_DESC_FAST_ACCUM";
+                s.fast_accum = 1;
+                add(s);
+                s.fast_accum = 0;
+            }
             if (d == CUDA_R_32F) {
                 s.name = std::string(mode.name) + " -> f32, E5M2 B, beta 1, 128 x 256 x 256";
                 s.b_type = e5, s.m = 128, s.n = 256, s.k = 256, s.beta = 1.0f;
