@@ -348,6 +348,27 @@ fi
 # ---------------------------------------------------------------------------------------------
 # 4. The real cuBLASLt against what the CPU one assumes: the suite's verdicts, then the binaries it
 # built once more for what a passing run does not print (the suite shows output only on failure).
+# FP8 (dev/cpu/cublaslt/fp8.cpp, checked by dev/cpu/tests/cublaslt_fp8.cu, which part 3 runs
+# natively): what the CPU cuBLASLt assumes without the documentation confirming it, marked
+# [expected] there and in the test's case names; on an H200 each should hold:
+#   - refusals return CUBLAS_STATUS_NOT_SUPPORTED from both cublasLtMatmul and the heuristic:
+#     op pairs other than TN, ROW order, E5M2 x E5M2, types outside the FP8 table, compute types
+#     other than CUBLAS_COMPUTE_32F, VEC32_UE8M0 (MXFP8) and VEC16_UE4M3 scales on sm_90,
+#     BLK128x128 on both A and B, a scalar or outer-vector scale mixed with another mode,
+#     K / M / leading dimensions not 16-byte multiples, DGELU / DGELU_BGRAD / BGRADA / BGRADB, a
+#     GELU aux with an FP8 D, a bias type other than the table's (bf16 for an fp32 D, which is
+#     also the default), and a batch with non-scalar scales; a misaligned A/B/C/D pointer is
+#     refused by cublasLtMatmul alone; the legacy cublasGemmEx refuses FP8 (cublas_legacy.cu)
+#   - CUBLAS_STATUS_INVALID_VALUE: an unknown scale mode, a non-scalar mode without its scale
+#     pointer, a D scale with a 16-bit or fp32 D
+#   - accepted: VEC128 x VEC128, VEC128 x BLK128x128 and BLK128x128 x VEC128; the forward
+#     epilogues (bias, ReLU, GELU, GELU aux with a 16-bit or fp32 D) with FP8 inputs
+#   - scale layouts: VEC128_32F is ceil(K/128) x outer with outer contiguous; BLK128x128_32F is
+#     ceil(outer/128) x ceil(K/128) with the K blocks contiguous, rows padded to 4 values
+#   - an FP8 D saturates (cuda_fp8.h's __NV_SATFINITE) after the D scale; the amax is max |x|
+#     before the D scale, NaN elements not counted
+#   - with CUBLASLT_MATMUL_DESC_FAST_ACCUM the result still meets the fp32-accumulation bound at
+#     K = 400 (the CPU accumulates in fp32 either way; the GPU may not)
 t_part=$(date +%s)
 lt_rc=0
 lt_notes=()

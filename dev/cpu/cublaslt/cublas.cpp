@@ -360,6 +360,9 @@ cublasStatus_t gemm(const char* api, cublasHandle_t h, const GemmCall& g) {
     if (g.m == 0 || g.n == 0 || g.batch == 0) return CUBLAS_STATUS_SUCCESS;
     int scale = scale_type_of(g.compute);
     if (scale < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    // FP8 is cuBLASLt's alone (its scales have no place in these calls).
+    if (is_fp8(g.a_type) || is_fp8(g.b_type) || is_fp8(g.c_type))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!g.alpha || !g.beta) return CUBLAS_STATUS_INVALID_VALUE;
 
     cublasLtMatmulDescOpaque_t desc_storage;

@@ -21,6 +21,8 @@
 // half precision"), and CUBLAS_COMPUTE_64F on fp64 data runs OpenBLAS dgemm, for column-major
 // matrices without an epilogue. The legacy cuBLAS API (cublas.cpp) builds these same
 // descriptors and calls matmul() / matmul_arrays() below: one implementation serves both.
+// FP8 operands (E4M3, E5M2) are decoded to fp32 with their scale factors and then take the same
+// fp32 path; fp8.cpp holds their rules, decoding and saturating output.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -97,7 +99,9 @@ float gelu_grad(float x) {
 
 // ---------------------------------------------------------------------------------------------
 // Element types: the three storage types of the supported combinations, read and written as fp32.
-size_t type_size(uint32_t type) { return type == CUDA_R_64F ? 8 : type == CUDA_R_32F ? 4 : 2; }
+size_t type_size(uint32_t type) {
+    return type == CUDA_R_64F ? 8 : type == CUDA_R_32F ? 4 : is_fp8(type) ? 1 : 2;
+}
 
 float load(uint32_t type, const void* base, int64_t i) {
     switch (type) {
@@ -160,6 +164,11 @@ void store_column(const Layout& l, void* base, int64_t j, const float* x) {
             convert_into(static_cast<__half*>(base) + first, step, x, rows,
                          [](float v) { return __float2half_rn(v); });
             break;
+        case CUDA_R_8F_E4M3:  // saturated (fp8.cpp)
+        case CUDA_R_8F_E5M2:
+            convert_into(static_cast<uint8_t*>(base) + first, step, x, rows,
+                         [&](float v) { return fp8_saturated(l.type, v); });
+            break;
         default:
             convert_into(static_cast<float*>(base) + first, step, x, rows,
                          [](float v) { return v; });
@@ -199,6 +208,7 @@ struct Problem {
     uint32_t bias_type, aux_type;
     int64_t bias_length;
     bool uses_bias;  // reads or writes CUBLASLT_MATMUL_DESC_BIAS_POINTER
+    bool fp8;        // FP8 A and B (fp8.cpp)
 };
 
 bool is_transpose(int32_t op) { return op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
@@ -256,10 +266,15 @@ cublasStatus_t check_problem(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLay
     p->d = *layout_of(D);
     const MatmulDesc& desc = p->desc;
 
-    // Types and modes this implementation runs (FP8 and its scaling arrive with the FP8 work).
-    if (p->a.type != p->b.type || p->c.type != p->d.type ||
-        !supported_types(desc, p->a.type, p->d.type))
+    // Types and modes this implementation runs; FP8 has rules of its own (fp8.cpp).
+    p->fp8 = is_fp8(p->a.type) || is_fp8(p->b.type);
+    if (p->fp8) {
+        cublasStatus_t status = check_fp8_types(desc, p->a, p->b, p->c, p->d);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    } else if (p->a.type != p->b.type || p->c.type != p->d.type ||
+               !supported_types(desc, p->a.type, p->d.type)) {
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     if (desc.pointer_mode != CUBLASLT_POINTER_MODE_HOST &&
         desc.pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -268,10 +283,10 @@ cublasStatus_t check_problem(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLay
     for (int32_t op : {desc.transa, desc.transb})
         if (op != CUBLAS_OP_N && !is_transpose(op)) return CUBLAS_STATUS_INVALID_VALUE;
     // cublasLt.h: scaling attributes set for a type combination without scaling are invalid.
-    if (desc.a_scale || desc.b_scale || desc.c_scale || desc.d_scale || desc.amax_d ||
-        desc.aux_scale || desc.aux_amax || desc.d_out_scale || desc.a_scale_mode ||
-        desc.b_scale_mode || desc.c_scale_mode || desc.d_scale_mode || desc.aux_scale_mode ||
-        desc.d_out_scale_mode)
+    if (!p->fp8 && (desc.a_scale || desc.b_scale || desc.c_scale || desc.d_scale || desc.amax_d ||
+                    desc.aux_scale || desc.aux_amax || desc.d_out_scale || desc.a_scale_mode ||
+                    desc.b_scale_mode || desc.c_scale_mode || desc.d_scale_mode ||
+                    desc.aux_scale_mode || desc.d_out_scale_mode))
         return CUBLAS_STATUS_INVALID_VALUE;
 
     // Layouts and shapes.
@@ -312,13 +327,18 @@ cublasStatus_t check_problem(cublasLtMatmulDesc_t desc_handle, cublasLtMatrixLay
         if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     p->bias_type = desc.bias_data_type == -1 ? p->d.type : desc.bias_data_type;
+    if (p->fp8) {
+        cublasStatus_t status = check_fp8_problem(desc, p->a, p->b, p->c, p->d, p->m, p->k,
+                                                  p->batch, desc.epilogue, &p->bias_type);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    }
     p->aux_type = desc.aux_data_type == -1 ? p->d.type : desc.aux_data_type;
     p->bias_length = e->bias_grad == BiasGrad::kColsOfB ? p->n : p->m;
     p->uses_bias = e->adds_bias || e->bias_grad != BiasGrad::kNone;
     if (p->uses_bias) {
         if (desc.bias_batch_stride < 0) return CUBLAS_STATUS_INVALID_VALUE;
-        // The bias (gradient) has D's type.
-        if (p->bias_type != p->d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+        // The bias (gradient) has D's type (FP8: the type check_fp8_problem chose).
+        if (!p->fp8 && p->bias_type != p->d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
         bool writes_bias = e->bias_grad != BiasGrad::kNone;
         if (writes_bias && p->batch > 1 && desc.bias_batch_stride < p->bias_length)
             return CUBLAS_STATUS_INVALID_VALUE;
@@ -476,7 +496,7 @@ void run_batch_f64(const Problem& p, const Operands& ops, int b, double alpha, d
 }
 
 void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float beta) {
-    thread_local std::vector<float> scratch_a, scratch_b, product, sums, partial_sums;
+    thread_local std::vector<float> scratch_a, scratch_b, product, sums, partial_sums, partial_amax;
     const MatmulDesc& desc = p.desc;
     const Epilogue& e = p.epilogue;
     const int64_t m = p.m, n = p.n, k = p.k;
@@ -489,8 +509,25 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
                      ? offset(const_cast<void*>(desc.bias), p.bias_type, b * desc.bias_batch_stride)
                      : nullptr;
     void* aux = desc.aux ? offset(desc.aux, p.aux_type, b * desc.aux_batch_stride) : nullptr;
-    Panel pa = as_fp32(p.a, A, p.trans_a, scratch_a);
-    Panel pb = as_fp32(p.b, B, p.trans_b, scratch_b);
+    Panel pa, pb;
+    // FP8 (TN, column-major): A and B stored K x M and K x N, decoded with the scales that vary
+    // inside them; per-tensor scales of A and B join alpha, C's joins beta (fp8.cpp).
+    float d_scale = 1.0f;
+    if (p.fp8) {
+        dequantize_fp8(p.a, A, desc.a_scale_mode, desc.a_scale, scratch_a);
+        dequantize_fp8(p.b, B, desc.b_scale_mode, desc.b_scale, scratch_b);
+        pa = {scratch_a.data(), static_cast<int>(std::max<int64_t>(k, 1)), true};
+        pb = {scratch_b.data(), static_cast<int>(std::max<int64_t>(k, 1)), false};
+        if (desc.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+            alpha *= scale_or_one(desc.a_scale);
+        if (desc.b_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+            alpha *= scale_or_one(desc.b_scale);
+        beta *= scale_or_one(desc.c_scale);
+        d_scale = scale_or_one(desc.d_scale);
+    } else {
+        pa = as_fp32(p.a, A, p.trans_a, scratch_a);
+        pb = as_fp32(p.b, B, p.trans_b, scratch_b);
+    }
 
     // T, the fp32 result of sgemm: D itself when D is fp32 (then beta C goes through sgemm, C
     // copied into D first unless it is D), else a column-major m x n scratch.
@@ -530,13 +567,19 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
     // be null otherwise). DGELU_BGRAD's row sums are summed per chunk, then over chunks in order.
     // With T in COL order gemm's chunks are these, and each runs right after its sgemm; a
     // ROW-order D (T) is chunked along its rows there, so its pass runs after the whole product.
+    // FP8: the amax (CUBLASLT_MATMUL_DESC_AMAX_D_POINTER) is the largest |x| of the epilogue's
+    // results before the D scale multiplies them, per chunk, then over chunks ([expected]: NaN
+    // elements do not count). An FP8 D is scaled here and saturated by store_column.
     const bool read_c = beta != 0.0f && !c_in_t;
+    const bool amax = desc.amax_d != nullptr, scale_d = is_fp8(p.d.type);
     const bool epilogue = read_c || e.adds_bias || e.activation != Activation::kNone ||
-                          e.bias_grad == BiasGrad::kRowsOfD;
+                          e.bias_grad == BiasGrad::kRowsOfD || amax || scale_d;
     const Chunks chunks = chunks_of(n);
     if (e.bias_grad == BiasGrad::kRowsOfD)
         partial_sums.assign(static_cast<size_t>(chunks.count * m), 0.0f);
+    if (amax) partial_amax.assign(static_cast<size_t>(chunks.count), 0.0f);
     float* partial = partial_sums.data();  // (the helper threads have their own thread_locals)
+    float* chunk_amax = partial_amax.data();
     const int64_t t_step = t.order == CUBLASLT_ORDER_COL ? 1 : t.ld;  // between rows of a column
     const auto element_pass = [&](int64_t c) {
         float* row_sums = e.bias_grad == BiasGrad::kRowsOfD ? partial + c * m : nullptr;
@@ -562,7 +605,8 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
                         break;
                 }
                 if (row_sums) row_sums[i] += out;
-                column[i * t_step] = out;
+                if (amax && fabsf(out) > chunk_amax[c]) chunk_amax[c] = fabsf(out);
+                column[i * t_step] = scale_d ? out * d_scale : out;
             }
             if (!t_is_d) store_column(p.d, D, j, column);
         }
@@ -576,6 +620,11 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
             for (int64_t i = 0; i < m; i++) sums[i] += partial_sums[c * m + i];
     if (e.bias_grad != BiasGrad::kNone)
         for (int64_t i = 0; i < p.bias_length; i++) store(p.bias_type, bias, i, sums[i]);
+    if (amax) {
+        float largest = 0.0f;
+        for (int64_t c = 0; c < chunks.count; c++) largest = std::max(largest, partial_amax[c]);
+        *static_cast<float*>(desc.amax_d) = largest;
+    }
 }
 
 bool same_layout(const Layout& x, const Layout& y) {
@@ -667,6 +716,9 @@ cublasStatus_t check_call(const char* api, cublasLtMatmulDesc_t desc, const void
         sc->beta = read_scalar(sc->type, beta);
         if (C == nullptr && sc->beta != 0) return CUBLAS_STATUS_INVALID_VALUE;
     }
+    // FP8 kernels need 16-byte aligned matrices ("Tensor Core Usage"); [expected] NOT_SUPPORTED.
+    if (operands_known && p->fp8 && !fp8_pointers_aligned(A, B, C, D))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     if (operands_known) {
         const auto alignment = [&](const Layout& l, int i) {
             return std::max<uint64_t>(type_size(l.type), algo ? algo->data[1 + i] : 1);
@@ -680,6 +732,11 @@ cublasStatus_t check_call(const char* api, cublasLtMatmulDesc_t desc, const void
                     type_size(p->bias_type));
     require_operand(api, p->desc.aux, "the aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)",
                     type_size(p->aux_type));
+    require_operand(api, p->desc.a_scale, "the A scale (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)", 4);
+    require_operand(api, p->desc.b_scale, "the B scale (CUBLASLT_MATMUL_DESC_B_SCALE_POINTER)", 4);
+    require_operand(api, p->desc.c_scale, "the C scale (CUBLASLT_MATMUL_DESC_C_SCALE_POINTER)", 4);
+    require_operand(api, p->desc.d_scale, "the D scale (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER)", 4);
+    require_operand(api, p->desc.amax_d, "the amax (CUBLASLT_MATMUL_DESC_AMAX_D_POINTER)", 4);
     return CUBLAS_STATUS_SUCCESS;
 }
 

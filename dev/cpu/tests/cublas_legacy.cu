@@ -441,6 +441,10 @@ static void errors(cublasHandle_t h) {
         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha, A, CUDA_R_8I, 4, A, CUDA_R_8I, 4,
                      &beta, A, CUDA_R_32I, 4, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
         CUBLAS_STATUS_NOT_SUPPORTED, "int8 inputs with int32 compute");
+    expect_status(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 16, 16, 16, &alpha, A, CUDA_R_8F_E4M3,
+                               16, A, CUDA_R_8F_E4M3, 16, &beta, A, CUDA_R_16BF, 16,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  CUBLAS_STATUS_NOT_SUPPORTED, "FP8 inputs (cuBLASLt only) [expected]");
     expect_status(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha, A, 4, 16,
                                             A, 4, 16, &beta, A, 4, 16, -1),
                   CUBLAS_STATUS_INVALID_VALUE, "batchCount < 0");
