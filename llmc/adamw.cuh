@@ -1,6 +1,7 @@
 // llmc/adamw.cuh: AdamW's step on one tensor as one fused kernel (gradient scaling for clipping,
 // moment updates, bias correction, decoupled weight decay, the fp32 master weight and the rounded
-// floatX copy). train_gpt.cu's parameter table decides which tensors it updates.
+// floatX copy). train_gpt.cu's parameter table decides which tensors it updates. Entry point:
+// adamw_update.
 //
 // AdamW follows torch.optim.AdamW (the reference): with g = grad * grad_scale,
 //   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g

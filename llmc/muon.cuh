@@ -3,7 +3,8 @@ llmc/muon.cuh: Muon's step on one tensor: momentum, Newton-Schulz orthogonalizat
 update, as torch.optim.Muon (PyTorch >= 2.9) defines them. train_gpt.cu's parameter table
 decides which tensors it updates (the hidden matrices: attn.qkv.w, attn.proj.w, mlp.fc.w,
 mlp.proj.w) and in how many matrices (attn.qkv.w is three: Q, K and V are orthogonalized as
-separate C x C matrices).
+separate C x C matrices). Entry points: muon_update (one matrix), newton_schulz, muon_lr_scale
+(the lr's shape adjustment), muon_workspace_init / muon_workspace_free.
 
 The step, for one matrix G of shape (A, B) (A = rows = output features), with the gradient
 g = grad * grad_scale (clipping), momentum mu, learning rate lr (the schedule's, unadjusted) and

@@ -14,6 +14,7 @@
 // (parallel_dims_check), before any buffer is allocated; llmc/comm.cuh splits the groups
 // (comm_grid_groups). It also says where each element of a tensor lives when tensor
 // parallelism cuts it (TpShape); the parallel layers are llmc/tensor_parallel.cuh.
+// Entry points: parallel_dims, parallel_dims_check, grid_coords / grid_rank, tp_local_runs.
 #pragma once
 
 #include <algorithm>

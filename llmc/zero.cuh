@@ -62,6 +62,11 @@
 //   owned range  one run of a slice, or one matrix, with where its state lies (OwnedRange):
 //                what the optimizer updates and the checkpoint's "owned" section lists.
 // (A gather slot is one of stage 3's gather buffers, not a range.)
+//
+// Entry points: dp_init / dp_free; in the backward pass dp_backward_begin, dp_group_begin and
+// dp_group_done around each group, dp_grad (where a gradient goes); before the update dp_finish,
+// dp_grad_sum_squares (the norm), dp_owned_grad; after it dp_gather_params; ZeRO-3's hooks
+// dp_params_begin / dp_params_ready and dp_weights (where the passes read a tensor); dp_sync.
 #pragma once
 
 #include <algorithm>
