@@ -570,11 +570,11 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
     float* logits = (float*)MALLOC_CHECK((size_t)A * N * V * sizeof(float));
     float* row = (float*)MALLOC_CHECK(N * Vp * sizeof(float));
     double loss0 = 0.0;
-    for (int a = 0; a < A; a++) {
-        loss0 += gpt_forward(&model, s->inputs + a * N, s->targets + a * N, 0.0f) / A;
+    for (int micro = 0; micro < A; micro++) {
+        loss0 += gpt_forward(&model, s->inputs + micro * N, s->targets + micro * N, 0.0f) / A;
         download_floatX(row, model.acts.logits, N * Vp);
         for (size_t i = 0; i < N; i++)
-            memcpy(logits + (a * N + i) * V, row + i * Vp, V * sizeof(float));
+            memcpy(logits + (micro * N + i) * V, row + i * Vp, V * sizeof(float));
     }
     if (tally->print) printf("step 0 forward:\n");
     compare_floats(tally, d, "step0.logits", logits, (size_t)A * N * V);

@@ -535,57 +535,57 @@ void take_tensor(T** ptr, T* base, size_t* cursor, size_t numel) {
     *cursor += round_up(numel, TENSOR_ALIGN);
 }
 
-// Assigns every pointer of `a` inside xbase / fbase (or nullptr while they are nullptr) and
-// returns the sizes the two buffers need, under recompute policy a->recompute and this rank's
-// shapes s. a->layers must hold L entries.
-inline void layout_activations(Activations* a, const GPTConfig* c, const ModelShapes* s, int B,
+// Assigns every pointer of `acts` inside xbase / fbase (or nullptr while they are nullptr) and
+// returns the sizes the two buffers need, under recompute policy acts->recompute and this rank's
+// shapes s. acts->layers must hold L entries.
+inline void layout_activations(Activations* acts, const GPTConfig* c, const ModelShapes* s, int B,
                                int T, floatX* xbase, float* fbase, size_t* x_elems,
                                size_t* f_elems) {
     const size_t N = (size_t)B * T, C = c->channels;
     size_t xc = 0, fc = 0;
-    a->seq_bytes = 0;
+    acts->seq_bytes = 0;
     auto take = [&](void** ptr, const ActivationInfo* info) {
         const size_t n =
-            activation_rows(info, N, s, a->sequence_parallel) * activation_width(info, s);
-        if (info->seq) a->seq_bytes += n * (info->is_float ? sizeof(float) : sizeof(floatX));
+            activation_rows(info, N, s, acts->sequence_parallel) * activation_width(info, s);
+        if (info->seq) acts->seq_bytes += n * (info->is_float ? sizeof(float) : sizeof(floatX));
         if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
         else take_tensor((floatX**)ptr, xbase, &xc, n);
     };
     for (int i = 0; i < NUM_MODEL_ACTIVATIONS; i++)  // the model's, outside the blocks
-        take((void**)((char*)a + MODEL_ACTIVATIONS[i].field), &MODEL_ACTIVATIONS[i]);
+        take((void**)((char*)acts + MODEL_ACTIVATIONS[i].field), &MODEL_ACTIVATIONS[i]);
     // a block's activations: its own buffer when the policy keeps it, else the one all blocks
     // share (taken by the first block)
     for (int l = 0; l < c->layers; l++) {
         for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
             const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
-            void** ptr = (void**)((char*)&a->layers[l] + info->field);
+            void** ptr = (void**)((char*)&acts->layers[l] + info->field);
             const bool present = !info->qk_norm_only || c->qk_norm;
-            if (!present || (l > 0 && a->recompute > info->kept_until)) {
-                *ptr = present ? *(void**)((char*)&a->layers[0] + info->field) : nullptr;
+            if (!present || (l > 0 && acts->recompute > info->kept_until)) {
+                *ptr = present ? *(void**)((char*)&acts->layers[0] + info->field) : nullptr;
                 continue;
             }
             take(ptr, info);
         }
     }
     // the scratch of the passes: not saved, used by one layer at a time
-    const size_t seq_rows = a->sequence_parallel ? N / s->tp : N;
-    take_tensor(&a->proj_out, xbase, &xc, N * C);
-    take_tensor(&a->dresidual, xbase, &xc, seq_rows * C);
-    a->seq_bytes += seq_rows * C * sizeof(floatX);
-    take_tensor(&a->dlinear_in, xbase, &xc, N * C);
-    take_tensor(&a->dqkv, xbase, &xc, N * s->qkv);
-    take_tensor(&a->dfch, xbase, &xc, N * s->mlp);
-    take_tensor(&a->att_delta, fbase, &fc, N * s->heads);
+    const size_t seq_rows = acts->sequence_parallel ? N / s->tp : N;
+    take_tensor(&acts->proj_out, xbase, &xc, N * C);
+    take_tensor(&acts->dresidual, xbase, &xc, seq_rows * C);
+    acts->seq_bytes += seq_rows * C * sizeof(floatX);
+    take_tensor(&acts->dlinear_in, xbase, &xc, N * C);
+    take_tensor(&acts->dqkv, xbase, &xc, N * s->qkv);
+    take_tensor(&acts->dfch, xbase, &xc, N * s->mlp);
+    take_tensor(&acts->att_delta, fbase, &fc, N * s->heads);
     const size_t widest_column_sum = std::max<size_t>(C, std::max(s->qkv, s->mlp));
-    take_tensor(&a->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * widest_column_sum);
-    take_tensor(&a->norm_partials, fbase, &fc, NORM_BLOCKS);
-    take_tensor(&a->norm, fbase, &fc, 1);
+    take_tensor(&acts->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * widest_column_sum);
+    take_tensor(&acts->norm_partials, fbase, &fc, NORM_BLOCKS);
+    take_tensor(&acts->norm, fbase, &fc, 1);
     const size_t stats_floats = sizeof(SoftmaxStats) / sizeof(float);
     const size_t stats = s->tp > 1 ? N * stats_floats : 0;
-    take_tensor((float**)&a->softmax_stats, fbase, &fc, stats);
-    take_tensor((float**)&a->softmax_stats_all, fbase, &fc, stats * s->tp);
-    take_tensor(&a->gathered, xbase, &xc, a->sequence_parallel ? N * C : 0);
-    take_tensor(&a->dgathered, xbase, &xc, a->sequence_parallel ? N * C : 0);
+    take_tensor((float**)&acts->softmax_stats, fbase, &fc, stats);
+    take_tensor((float**)&acts->softmax_stats_all, fbase, &fc, stats * s->tp);
+    take_tensor(&acts->gathered, xbase, &xc, acts->sequence_parallel ? N * C : 0);
+    take_tensor(&acts->dgathered, xbase, &xc, acts->sequence_parallel ? N * C : 0);
     *x_elems = xc;
     *f_elems = fc;
 }
@@ -2740,12 +2740,12 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
     const int N = m->B * m->T;
     gpt_zero_grad(m);
     double loss = 0.0, z_sum = 0.0;
-    for (int a = 0; a < A; a++) {
+    for (int micro = 0; micro < A; micro++) {
         double z = 0.0;
-        loss += gpt_forward(m, inputs + (size_t)a * N, targets + (size_t)a * N,
+        loss += gpt_forward(m, inputs + (size_t)micro * N, targets + (size_t)micro * N,
                             1.0f / ((float)N * A), &z);
         z_sum += z;
-        dp_backward_begin(&m->dp, a == A - 1, a == 0, m->stream);
+        dp_backward_begin(&m->dp, micro == A - 1, micro == 0, m->stream);
         gpt_backward(m);
     }
     dp_finish(&m->dp, m->stream);

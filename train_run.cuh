@@ -74,17 +74,17 @@ inline void train_data_free(TrainData* d) {
 inline void train_data_next(TrainData* d, int* inputs, int* targets, int A, int B, int T,
                             int vocab) {
     const size_t N = (size_t)B * T;
-    for (int a = 0; a < A; a++) {
-        int* in = inputs + a * N;
-        int* tg = targets + a * N;
+    for (int micro = 0; micro < A; micro++) {
+        int* in = inputs + micro * N;
+        int* tg = targets + micro * N;
         if (d->shards) {
             if (dataloader_next_batch(&d->train) != 0) fatal("%s", d->train.error);
             memcpy(in, d->train.inputs, N * sizeof(int));
             memcpy(tg, d->train.targets, N * sizeof(int));
             continue;
         }
-        for (int row = 0; row < d->world * B;
-             row++) {                         // T + 1 tokens: inputs, and targets shifted by one
+        // each row is T + 1 tokens: the inputs, and the targets shifted by one
+        for (int row = 0; row < d->world * B; row++) {
             const int b = row - d->rank * B;  // the row's place in this rank's batch
             for (int t = 0; t <= T; t++) {
                 int token = (int)(rng_next(&d->token_rng) % (uint64_t)vocab);
