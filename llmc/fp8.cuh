@@ -1,0 +1,344 @@
+// llmc/fp8.cuh: quantization of floatX tensors to FP8 (E4M3 or E5M2, cuda_fp8.h's encodings)
+// with the scales of each FP8 matmul recipe, ready for cuBLASLt's A/B scale pointers.
+//
+// Every element is quantized as q = sat(x * scale): x in fp32, one fp32 product, then cuda_fp8.h's
+// __NV_SATFINITE conversion (round to nearest even; a finite value beyond the largest finite FP8
+// value, 448 for E4M3 and 57344 for E5M2, and +-Inf, become that value with their sign; NaN stays
+// NaN). The scale stored with q is the dequantization scale 1 / scale (fp32), what cuBLASLt
+// multiplies the decoded FP8 values by.
+//
+// The scale of a group of elements comes from its amax = max |x| over the group, NaN elements
+// ignored, Inf counted: scale = fp8_max / max(amax, 1e-12), or 1 when amax is 0 or Inf (torchao's
+// amax_to_scale with its 1e-12 floor; an Inf group keeps scale 1 as Transformer Engine keeps its
+// scale for a non-finite amax).
+//
+// Recipes (x is rows x cols, row-major, cols the reduction dimension; q, q^T row-major bytes):
+//   per tensor (current)  fp8_quantize_tensor: one amax over the tensor (a deterministic two-pass
+//                         reduction: per-block maxima, then one block over them), Fp8TensorScale
+//                         {amax, scale, scale_inv}; q and/or q^T in one pass with that scale.
+//   delayed               fp8_quantize_delayed: scale from the max of an amax history of length H
+//                         (a ring on the device) as Transformer Engine defines it,
+//                         scale = fp8_max / max_amax / 2^margin (kept from the last step when the
+//                         history's max is 0 or Inf); x is quantized with it, then its own amax is
+//                         pushed into the history.
+//   row-wise              fp8_quantize_rowwise: one scale per row (torchao's rowwise recipe),
+//                         scale_inv[rows]; fp8_quantize_rowwise_transposed: q^T with one scale per
+//                         row of q^T (per column of x), scale_inv_t[cols].
+//   1x128 tiles           fp8_quantize_1x128 (DeepSeek-V3's activations and gradients): one scale
+//                         per row per 128 columns, cuBLASLt's VEC128_32F layout (K tiles outer):
+//                         scale_inv[(c / 128) * rows + r]. fp8_quantize_1x128_transposed: q^T's
+//                         tiles run along q^T's rows, i.e. 128 rows by 1 column of x; scale of x's
+//                         (r, c) at scale_inv_t[(r / 128) * cols + c] (the same VEC128_32F layout
+//                         for the cols x rows operand q^T).
+//   128x128 blocks        fp8_quantize_128x128 (DeepSeek-V3's weights): one scale per 128 x 128
+//                         block, cuBLASLt's BLK128x128_32F layout: ceil(rows/128) rows of
+//                         ceil(cols/128) scales padded to a multiple of 4; q and q^T in one pass
+//                         (q^T's blocks are x's blocks transposed, the same scales, laid out for
+//                         the cols x rows q^T). Padding entries are not written.
+//   MXFP8                 fp8_quantize_mx (OCP Microscaling v1.0): 32-element blocks along a row,
+//                         a power-of-two scale X = 2^(floor(log2 amax) - emax_elem), emax_elem 8
+//                         for E4M3 and 15 for E5M2, the exponent clamped to E8M0's [-127, 127] (an
+//                         all-zero block gets 2^-127); E8M0 byte = exponent + 127, row-major
+//                         scale[r * cols / 32 + c / 32]; q = sat(x / X). A block holding NaN or Inf
+//                         gets the NaN scale 0xFF and NaN elements. cols must be a multiple of 32.
+// Transposed copies: the weight gradient dW = dout^T x needs x^T and dout^T under cuBLASLt's
+// TN-only FP8. Per tensor and 128x128 write q and q^T from one read of x (same scales). Row-wise
+// and 1x128 group q^T's elements along the other dimension, so q^T has its own scales and its own
+// kernel pass (q^T only).
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "common.cuh"
+
+// The largest finite value of an FP8 format, and the exponent of its largest power of two
+// (emax_elem of the MX specification).
+__host__ __device__ inline float fp8_max_finite(__nv_fp8_interpretation_t format) {
+    return format == __NV_E4M3 ? 448.0f : 57344.0f;
+}
+__host__ __device__ inline int fp8_emax(__nv_fp8_interpretation_t format) {
+    return format == __NV_E4M3 ? 8 : 15;
+}
+
+__host__ __device__ inline uint8_t fp8_encode(float v, __nv_fp8_interpretation_t format) {
+    return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, format);
+}
+
+// scale = fp8_max / max(amax, 1e-12) * 2^-margin, or `fallback` when amax is 0 or Inf.
+__host__ __device__ inline float fp8_scale_from_amax(float amax, float fp8_max, int margin,
+                                                     float fallback) {
+    if (!(amax > 0.0f) || isinf(amax)) return fallback;
+    return ldexpf(fp8_max / fmaxf(amax, 1e-12f), -margin);
+}
+
+// |v| for an amax: NaN counts as 0, so that fmaxf's choice never depends on order.
+__device__ inline float fp8_abs_for_amax(float v) { return isnan(v) ? 0.0f : fabsf(v); }
+
+// The max of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+__device__ inline float fp8_block_max(float v) {
+    __shared__ float warp_maxima[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = warp_max(v);
+    __syncthreads();  // warp_maxima may still be read by an earlier call
+    if (lane == 0) warp_maxima[warp] = v;
+    __syncthreads();
+    v = lane < warps ? warp_maxima[lane] : 0.0f;
+    return warp_max(v);
+}
+
+struct Fp8TensorScale {
+    float amax;       // of the last tensor quantized with this scale (delayed: pushed to history)
+    float scale;      // q = sat(x * scale)
+    float scale_inv;  // 1 / scale: cuBLASLt's SCALAR_32F A/B scale
+};
+
+constexpr int FP8_AMAX_BLOCKS = 256;  // the first pass's blocks (the partial maxima's length)
+constexpr int FP8_BLOCK_SIZE = 256;
+
+// ---------------------------------------------------------------------------------------------
+// Per-tensor amax, current scaling
+
+// Pass 1: block b owns elements b * blockDim + t, strided by the whole grid, and writes their
+// amax to partial[b].
+__global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        m = fmaxf(m, fp8_abs_for_amax((float)x[i]));
+    m = fp8_block_max(m);
+    if (threadIdx.x == 0) partial[blockIdx.x] = m;
+}
+
+// Pass 2, one block: the amax over the n_partial maxima into s->amax and, when history_slot is
+// set, into the history; with set_scale, s->scale and s->scale_inv from it (current scaling).
+__global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, float* history_slot,
+                                       const float* partial, int n_partial, float fp8_max,
+                                       bool set_scale) {
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < n_partial; i += blockDim.x) m = fmaxf(m, partial[i]);
+    m = fp8_block_max(m);
+    if (threadIdx.x != 0) return;
+    s->amax = m;
+    if (history_slot) *history_slot = m;
+    if (set_scale) {
+        s->scale = fp8_scale_from_amax(m, fp8_max, 0, 1.0f);
+        s->scale_inv = 1.0f / s->scale;
+    }
+}
+
+// Thread i owns elements i, i + grid size, ...: q[r][c] and/or qt[c][r] = sat(x[r][c] * scale).
+__global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX* x, int rows,
+                                           int cols, const Fp8TensorScale* s,
+                                           __nv_fp8_interpretation_t format) {
+    const float scale = s->scale;
+    const size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const uint8_t v = fp8_encode((float)x[i] * scale, format);
+        if (q) q[i] = v;
+        if (qt) qt[(i % cols) * rows + i / cols] = v;
+    }
+}
+
+// The amax of x into s (and history_slot), two passes over `partial` (FP8_AMAX_BLOCKS floats).
+static void fp8_amax(Fp8TensorScale* s, float* history_slot, float* partial, const floatX* x,
+                     size_t n, __nv_fp8_interpretation_t format, bool set_scale,
+                     cudaStream_t stream) {
+    fp8_amax_partial_kernel<<<FP8_AMAX_BLOCKS, FP8_BLOCK_SIZE, 0, stream>>>(partial, x, n);
+    CUDA_CHECK_LAUNCH();
+    fp8_amax_finish_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(
+        s, history_slot, partial, FP8_AMAX_BLOCKS, fp8_max_finite(format), set_scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+static void fp8_quantize_with_tensor_scale(uint8_t* q, uint8_t* qt, const floatX* x, int rows,
+                                           int cols, const Fp8TensorScale* s,
+                                           __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    const size_t n = (size_t)rows * cols;
+    const int grid = (int)std::min(ceil_div(n, (size_t)FP8_BLOCK_SIZE), (size_t)65536);
+    fp8_quantize_tensor_kernel<<<grid, FP8_BLOCK_SIZE, 0, stream>>>(q, qt, x, rows, cols, s,
+                                                                    format);
+    CUDA_CHECK_LAUNCH();
+}
+
+// Per-tensor current scaling: s from x's amax, then q and/or q^T (either may be nullptr).
+static void fp8_quantize_tensor(uint8_t* q, uint8_t* qt, Fp8TensorScale* s, float* partial,
+                                const floatX* x, int rows, int cols,
+                                __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_amax(s, nullptr, partial, x, (size_t)rows * cols, format, true, stream);
+    fp8_quantize_with_tensor_scale(q, qt, x, rows, cols, s, format, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delayed scaling
+
+struct Fp8DelayedScaling {
+    float* history;         // device, `length` amaxes (zeros at the start)
+    Fp8TensorScale* scale;  // device; scale 1 at the start
+    int length;
+    int position;  // the slot the next amax goes to (host side: the steps are counted here)
+    int margin;
+};
+
+// One block: scale from the max of the history, kept when that max is 0 or Inf.
+__global__ void fp8_delayed_scale_kernel(Fp8TensorScale* s, const float* history, int length,
+                                         float fp8_max, int margin) {
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < length; i += blockDim.x) m = fmaxf(m, history[i]);
+    m = fp8_block_max(m);
+    if (threadIdx.x != 0) return;
+    s->scale = fp8_scale_from_amax(m, fp8_max, margin, s->scale);
+    s->scale_inv = 1.0f / s->scale;
+}
+
+static void fp8_quantize_delayed(uint8_t* q, uint8_t* qt, Fp8DelayedScaling* d, float* partial,
+                                 const floatX* x, int rows, int cols,
+                                 __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_delayed_scale_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(
+        d->scale, d->history, d->length, fp8_max_finite(format), d->margin);
+    CUDA_CHECK_LAUNCH();
+    fp8_quantize_with_tensor_scale(q, qt, x, rows, cols, d->scale, format, stream);
+    fp8_amax(d->scale, d->history + d->position, partial, x, (size_t)rows * cols, format, false,
+             stream);
+    d->position = (d->position + 1) % d->length;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tiled scales: row-wise, 1x128, 128x128
+
+// Where each tile's scale goes: tile (tr, tc) (tile row and column in x) at
+// tr * stride_tile_row + tc * stride_tile_col.
+struct Fp8ScaleLayout {
+    float* scale_inv;
+    size_t stride_tile_row, stride_tile_col;
+};
+
+// Block (tc, tr) owns the tile_rows x tile_cols tile of x at (tr * tile_rows, tc * tile_cols);
+// thread t owns its elements t, t + blockDim, ... (row-major within the tile). Pass 1: the tile's
+// amax (block max); pass 2: q and/or qt, with the tile's scale into q_scales / qt_scales.
+__global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
+                                          Fp8ScaleLayout qt_scales, const floatX* x, int rows,
+                                          int cols, int tile_rows, int tile_cols,
+                                          __nv_fp8_interpretation_t format) {
+    const int row0 = blockIdx.y * tile_rows, col0 = blockIdx.x * tile_cols;
+    const int h = min(tile_rows, rows - row0), w = min(tile_cols, cols - col0);
+    const int count = h * w;
+    float m = 0.0f;
+    for (int e = threadIdx.x; e < count; e += blockDim.x)
+        m = fmaxf(m, fp8_abs_for_amax((float)x[(size_t)(row0 + e / w) * cols + col0 + e % w]));
+    const float scale = fp8_scale_from_amax(fp8_block_max(m), fp8_max_finite(format), 0, 1.0f);
+    if (threadIdx.x == 0) {
+        if (q_scales.scale_inv)
+            q_scales.scale_inv[blockIdx.y * q_scales.stride_tile_row +
+                               blockIdx.x * q_scales.stride_tile_col] = 1.0f / scale;
+        if (qt_scales.scale_inv)
+            qt_scales.scale_inv[blockIdx.y * qt_scales.stride_tile_row +
+                                blockIdx.x * qt_scales.stride_tile_col] = 1.0f / scale;
+    }
+    for (int e = threadIdx.x; e < count; e += blockDim.x) {
+        const size_t r = row0 + e / w, c = col0 + e % w;
+        const uint8_t v = fp8_encode((float)x[r * cols + c] * scale, format);
+        if (q) q[r * cols + c] = v;
+        if (qt) qt[c * rows + r] = v;
+    }
+}
+
+static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
+                               Fp8ScaleLayout qt_scales, const floatX* x, int rows, int cols,
+                               int tile_rows, int tile_cols, __nv_fp8_interpretation_t format,
+                               cudaStream_t stream) {
+    const dim3 grid((unsigned)ceil_div(cols, tile_cols), (unsigned)ceil_div(rows, tile_rows));
+    fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(q, qt, q_scales, qt_scales, x, rows, cols,
+                                                        tile_rows, tile_cols, format);
+    CUDA_CHECK_LAUNCH();
+}
+
+static const Fp8ScaleLayout FP8_NO_SCALES = {nullptr, 0, 0};
+
+// Row-wise: scale_inv[r] for row r.
+static void fp8_quantize_rowwise(uint8_t* q, float* scale_inv, const floatX* x, int rows, int cols,
+                                 __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_quantize_tiles(q, nullptr, {scale_inv, 1, 0}, FP8_NO_SCALES, x, rows, cols, 1, cols,
+                       format, stream);
+}
+
+// Row-wise q^T (cols x rows): scale_inv_t[c] for q^T's row c (x's column c).
+static void fp8_quantize_rowwise_transposed(uint8_t* qt, float* scale_inv_t, const floatX* x,
+                                            int rows, int cols, __nv_fp8_interpretation_t format,
+                                            cudaStream_t stream) {
+    fp8_quantize_tiles(nullptr, qt, FP8_NO_SCALES, {scale_inv_t, 0, 1}, x, rows, cols, rows, 1,
+                       format, stream);
+}
+
+// 1x128 tiles: scale_inv[(c / 128) * rows + r], ceil(cols / 128) * rows values.
+static void fp8_quantize_1x128(uint8_t* q, float* scale_inv, const floatX* x, int rows, int cols,
+                               __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_quantize_tiles(q, nullptr, {scale_inv, 1, (size_t)rows}, FP8_NO_SCALES, x, rows, cols, 1,
+                       128, format, stream);
+}
+
+// 1x128 tiles of q^T (cols x rows): x's (r, c) scaled by scale_inv_t[(r / 128) * cols + c],
+// ceil(rows / 128) * cols values.
+static void fp8_quantize_1x128_transposed(uint8_t* qt, float* scale_inv_t, const floatX* x,
+                                          int rows, int cols, __nv_fp8_interpretation_t format,
+                                          cudaStream_t stream) {
+    fp8_quantize_tiles(nullptr, qt, FP8_NO_SCALES, {scale_inv_t, (size_t)cols, 1}, x, rows, cols,
+                       128, 1, format, stream);
+}
+
+// The row stride of a BLK128x128_32F scale array of an operand whose reduction dimension is k.
+inline size_t fp8_block_scale_stride(int k) { return round_up((size_t)ceil_div(k, 128), (size_t)4); }
+
+// 128x128 blocks: block (i, j) of x at scale_inv[i * fp8_block_scale_stride(cols) + j]; of q^T
+// (block (j, i) of q^T) at scale_inv_t[j * fp8_block_scale_stride(rows) + i]. q, qt and their
+// scales may each be nullptr.
+static void fp8_quantize_128x128(uint8_t* q, uint8_t* qt, float* scale_inv, float* scale_inv_t,
+                                 const floatX* x, int rows, int cols,
+                                 __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_quantize_tiles(q, qt, {scale_inv, fp8_block_scale_stride(cols), 1},
+                       {scale_inv_t, 1, fp8_block_scale_stride(rows)}, x, rows, cols, 128, 128,
+                       format, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MXFP8
+
+constexpr int MX_BLOCK = 32;
+
+// The E8M0 exponent of a block of amax `amax` (finite): floor(log2 amax) - emax_elem, within
+// [-127, 127]; -127 for amax 0.
+__host__ __device__ inline int mx_scale_exponent(float amax, __nv_fp8_interpretation_t format) {
+    if (amax == 0.0f) return -127;
+    int e;
+    frexpf(amax, &e);  // amax = m 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
+    return max(-127, min(127, e - 1 - fp8_emax(format)));
+}
+
+// Warp w of the grid owns the w-th 32-element block (row-major over x): lane l owns its element l.
+__global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x,
+                                       size_t n_blocks, __nv_fp8_interpretation_t format) {
+    const size_t block = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+    if (block >= n_blocks) return;  // whole warps leave together
+    const size_t i = block * MX_BLOCK + threadIdx.x % 32;
+    const float v = (float)x[i];
+    const bool any_nonfinite = warp_max(isfinite(v) ? 0.0f : 1.0f) > 0.0f;
+    const float amax = warp_max(any_nonfinite ? 0.0f : fabsf(v));
+    if (any_nonfinite) {
+        q[i] = fp8_encode(NAN, format);
+        if (threadIdx.x % 32 == 0) scale_e8m0[block] = 0xFF;
+        return;
+    }
+    const int exponent = mx_scale_exponent(amax, format);
+    q[i] = fp8_encode(ldexpf(v, -exponent), format);
+    if (threadIdx.x % 32 == 0) scale_e8m0[block] = (uint8_t)(exponent + 127);
+}
+
+// MXFP8: scale_e8m0[r * cols / 32 + c / 32]; cols a multiple of 32.
+static void fp8_quantize_mx(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows, int cols,
+                            __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: %d columns, not a multiple of 32\n", cols);
+    const size_t n_blocks = (size_t)rows * cols / MX_BLOCK;
+    fp8_quantize_mx_kernel<<<(unsigned)ceil_div(n_blocks * 32, (size_t)FP8_BLOCK_SIZE),
+                             FP8_BLOCK_SIZE, 0, stream>>>(q, scale_e8m0, x, n_blocks, format);
+    CUDA_CHECK_LAUNCH();
+}
