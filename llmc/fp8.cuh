@@ -111,9 +111,8 @@ __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t 
 
 // Pass 2, one block: the amax over the n_partial maxima into s->amax and, when history_slot is
 // set, into the history; with set_scale, s->scale and s->scale_inv from it (current scaling).
-__global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, float* history_slot,
-                                       const float* partial, int n_partial, float fp8_max,
-                                       bool set_scale) {
+__global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, float* history_slot, const float* partial,
+                                       int n_partial, float fp8_max, bool set_scale) {
     float m = 0.0f;
     for (int i = threadIdx.x; i < n_partial; i += blockDim.x) m = fmaxf(m, partial[i]);
     m = fp8_block_max(m);
@@ -194,8 +193,8 @@ __global__ void fp8_delayed_scale_kernel(Fp8TensorScale* s, const float* history
 static void fp8_quantize_delayed(uint8_t* q, uint8_t* qt, Fp8DelayedScaling* d, float* partial,
                                  const floatX* x, int rows, int cols,
                                  __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    fp8_delayed_scale_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(
-        d->scale, d->history, d->length, fp8_max_finite(format), d->margin);
+    fp8_delayed_scale_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(d->scale, d->history, d->length,
+                                                               fp8_max_finite(format), d->margin);
     CUDA_CHECK_LAUNCH();
     fp8_quantize_with_tensor_scale(q, qt, x, rows, cols, d->scale, format, stream);
     fp8_amax(d->scale, d->history + d->position, partial, x, (size_t)rows * cols, format, false,
@@ -258,8 +257,8 @@ static const Fp8ScaleLayout FP8_NO_SCALES = {nullptr, 0, 0};
 // Row-wise: scale_inv[r] for row r.
 static void fp8_quantize_rowwise(uint8_t* q, float* scale_inv, const floatX* x, int rows, int cols,
                                  __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    fp8_quantize_tiles(q, nullptr, {scale_inv, 1, 0}, FP8_NO_SCALES, x, rows, cols, 1, cols,
-                       format, stream);
+    fp8_quantize_tiles(q, nullptr, {scale_inv, 1, 0}, FP8_NO_SCALES, x, rows, cols, 1, cols, format,
+                       stream);
 }
 
 // Row-wise q^T (cols x rows): scale_inv_t[c] for q^T's row c (x's column c).
@@ -287,7 +286,9 @@ static void fp8_quantize_1x128_transposed(uint8_t* qt, float* scale_inv_t, const
 }
 
 // The row stride of a BLK128x128_32F scale array of an operand whose reduction dimension is k.
-inline size_t fp8_block_scale_stride(int k) { return round_up((size_t)ceil_div(k, 128), (size_t)4); }
+inline size_t fp8_block_scale_stride(int k) {
+    return round_up((size_t)ceil_div(k, 128), (size_t)4);
+}
 
 // 128x128 blocks: block (i, j) of x at scale_inv[i * fp8_block_scale_stride(cols) + j]; of q^T
 // (block (j, i) of q^T) at scale_inv_t[j * fp8_block_scale_stride(rows) + i]. q, qt and their

@@ -33,9 +33,15 @@ def amax_of(x):
     return torch.where(torch.isnan(x), torch.zeros_like(x), x.abs()).max()
 
 
+def divide(numerator, t):
+    """numerator / t in one float32 division (torch's scalar / tensor is reciprocal() * scalar,
+    two roundings)."""
+    return torch.full_like(t, numerator) / t
+
+
 def scale_from_amax(amax, fp8_max, margin, fallback):
     amax = amax.float()
-    scale = (fp8_max / amax.clamp(min=1e-12)) * (2.0 ** -margin)
+    scale = divide(fp8_max, amax.clamp(min=1e-12)) * (2.0 ** -margin)
     ok = (amax > 0) & ~torch.isinf(amax)
     return torch.where(ok, scale, torch.as_tensor(fallback, dtype=torch.float32))
 
@@ -64,7 +70,7 @@ def tiled(x, fmt, tile_rows, tile_cols, index):
         for tc in range(n_tc):
             tile = x[tr * tile_rows:(tr + 1) * tile_rows, tc * tile_cols:(tc + 1) * tile_cols]
             scale = scale_from_amax(amax_of(tile), FORMATS[fmt][1], 0, 1.0)
-            scale_inv[index(tr, tc)] = 1.0 / scale
+            scale_inv[index(tr, tc)] = divide(1.0, scale)
             q[tr * tile_rows:(tr + 1) * tile_rows, tc * tile_cols:(tc + 1) * tile_cols] = \
                 cast(tile * scale, fmt)
     return q, scale_inv
@@ -85,7 +91,7 @@ def expected(recipe, x, fmt, history_len, margin):
         scale = scale_from_amax(amax_of(x0), fp8_max, 0, 1.0)
         q = cast(x0 * scale, fmt)
         return {"q": u8(q), "qt": u8(q.t()),
-                "tensor_scale": f32(torch.stack([amax_of(x0), scale, 1.0 / scale]))}
+                "tensor_scale": f32(torch.stack([amax_of(x0), scale, divide(1.0, scale)]))}
     if recipe == "delayed":
         history = torch.zeros(history_len)
         scale = torch.tensor(1.0)
@@ -94,7 +100,7 @@ def expected(recipe, x, fmt, history_len, margin):
             scale = scale_from_amax(history.max(), fp8_max, margin, scale)
             qs.append(cast(x[s] * scale, fmt))
             history[s % history_len] = amax_of(x[s])
-            scales.append(torch.stack([amax_of(x[s]), scale, 1.0 / scale]))
+            scales.append(torch.stack([amax_of(x[s]), scale, divide(1.0, scale)]))
         return {"q": u8(torch.stack(qs)), "tensor_scale": f32(torch.stack(scales)),
                 "history": f32(history)}
     if recipe == "rowwise":

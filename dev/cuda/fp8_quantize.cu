@@ -1,0 +1,559 @@
+// dev/cuda/fp8_quantize.cu: the FP8 quantize kernels of llmc/fp8.cuh (rules and layouts in its
+// header comment), checked against PyTorch's float8 casts and a float64 host model, and timed.
+// Variants (one per recipe; q^T is the transposed FP8 copy, row-major cols x rows):
+//   1  per tensor, current scaling (q and q^T)    5  1x128 tiles (q)
+//   2  delayed scaling (q)                        6  1x128 tiles of q^T
+//   3  row-wise (q)                               7  128x128 blocks (q and q^T)
+//   4  row-wise q^T                               8  MXFP8, E8M0 scales (q)
+// Checks, for every variant and both formats (E4M3, E5M2):
+//   - with --torch FILE (written by dev/cuda/fp8_quantize_torch.py): every FP8 byte, scale and
+//     amax equal to PyTorch's on PyTorch's inputs (NaN bytes compared as NaN: E4M3 has one NaN
+//     pattern per sign, E5M2 several). The inputs hold Gaussian rows of magnitudes 1e-3 .. 1e3,
+//     all-zero rows and tiles (scale 1; MX: 2^-127), tiny and bf16-subnormal rows (the 1e-12
+//     amax floor; MX: the exponent clamp at -127), values beyond the maxima with an Inf in the
+//     tensor/row/tile (scale 1, so they saturate at +-fp8_max), NaN (ignored by the amax, stays
+//     NaN; MX: the block's scale and elements NaN) and a delayed-scaling sequence whose amax
+//     jumps 25x (saturation) and drops to 0 (the scale kept);
+//   - on those inputs and on random ones, a float64 model: each amax exact, each fp32 scale
+//     within 2 ulps of fp8_max / amax (2^-margin), MX exponents floor(log2 amax) - emax_elem, and
+//     every dequantized element q * scale_inv within FP8's rounding of x (half an ulp: 2^-4 of |x|
+//     E4M3, 2^-3 E5M2, plus half the smallest subnormal times scale_inv, plus the fp32 product's
+//     rounding) or, where |x| * scale passes fp8_max, exactly +-fp8_max * scale_inv.
+// Usage: ./fp8_quantize [variant] [--bench] [--small] [--torch FILE]
+//! cucc: -lcublasLt
+//! run: python3 dev/cuda/fp8_quantize_torch.py --out build/fp8_quantize_torch.bin && ./prog --small --torch build/fp8_quantize_torch.bin => pass /PyTorch's casts[\s\S]*all checks passed/
+//! run: ./prog --small --bench => pass /bench fp8_quantize variant 8: [\s\S]*all checks passed/
+#define TRAIN_GPT_MODEL_ONLY
+#include "../../train_gpt.cu"
+#include "../../llmc/fp8.cuh"
+#include "common.h"
+
+#include <map>
+#include <string>
+
+static const char* const VARIANTS[] = {"per tensor, q and q^T", "delayed",   "row-wise",
+                                       "row-wise q^T",          "1x128",     "1x128 q^T",
+                                       "128x128, q and q^T",    "MXFP8 E8M0"};
+static const char* const RECIPES[] = {"tensor", "delayed", "rowwise", "rowwise_t",
+                                      "1x128",  "1x128_t", "128x128", "mx"};
+constexpr int NUM_VARIANTS = 8;
+
+struct Case {
+    std::string name;
+    int variant;
+    int format;  // 0 E4M3, 1 E5M2
+    int rows, cols, steps, history_length, margin;
+    std::vector<floatX> x;                             // steps * rows * cols
+    std::map<std::string, std::vector<uint8_t>> want;  // PyTorch's blobs (empty: none)
+};
+
+static __nv_fp8_interpretation_t format_of(const Case& c) {
+    return c.format ? __NV_E5M2 : __NV_E4M3;
+}
+
+static std::vector<uint8_t> host_bytes(const void* d, size_t n) {
+    std::vector<uint8_t> h(n);
+    CUDA_CHECK(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// Runs the case's recipe on the device; the outputs named as fp8_quantize_torch.py names them.
+static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
+    const size_t n = (size_t)c.rows * c.cols;
+    const int rows = c.rows, cols = c.cols;
+    const __nv_fp8_interpretation_t format = format_of(c);
+    floatX* x = device_copy(c.x);
+    uint8_t* q = device_poisoned<uint8_t>(n * c.steps);
+    uint8_t* qt = device_poisoned<uint8_t>(n);
+    const size_t n_scales =
+        std::max({(size_t)rows, (size_t)cols, ceil_div(cols, 128) * rows,
+                  ceil_div(rows, 128) * cols, fp8_block_scale_stride(cols) * ceil_div(rows, 128),
+                  fp8_block_scale_stride(rows) * ceil_div(cols, 128)});
+    float* scale_inv = device_poisoned<float>(n_scales);
+    float* scale_inv_t = device_poisoned<float>(n_scales);
+    float* partial = device_poisoned<float>(FP8_AMAX_BLOCKS);
+    Fp8TensorScale* tensor_scale = device_poisoned<Fp8TensorScale>(c.steps);
+    float* history = device_poisoned<float>(c.history_length);
+    std::map<std::string, std::vector<uint8_t>> got;
+    const size_t scale_bytes = sizeof(float) * n_scales;
+    switch (c.variant) {
+        case 1:
+            fp8_quantize_tensor(q, qt, tensor_scale, partial, x, rows, cols, format, 0);
+            got["q"] = host_bytes(q, n);
+            got["qt"] = host_bytes(qt, n);
+            got["tensor_scale"] = host_bytes(tensor_scale, sizeof(Fp8TensorScale));
+            break;
+        case 2: {
+            CUDA_CHECK(cudaMemset(history, 0, sizeof(float) * c.history_length));
+            const Fp8TensorScale start = {0.0f, 1.0f, 1.0f};
+            CUDA_CHECK(cudaMemcpy(tensor_scale, &start, sizeof(start), cudaMemcpyHostToDevice));
+            Fp8DelayedScaling d = {history, tensor_scale, c.history_length, 0, c.margin};
+            std::vector<uint8_t> scales;
+            for (int s = 0; s < c.steps; s++) {
+                fp8_quantize_delayed(q + s * n, nullptr, &d, partial, x + s * n, rows, cols, format,
+                                     0);
+                std::vector<uint8_t> step = host_bytes(tensor_scale, sizeof(Fp8TensorScale));
+                scales.insert(scales.end(), step.begin(), step.end());
+            }
+            got["q"] = host_bytes(q, n * c.steps);
+            got["tensor_scale"] = scales;
+            got["history"] = host_bytes(history, sizeof(float) * c.history_length);
+            break;
+        }
+        case 3:
+            fp8_quantize_rowwise(q, scale_inv, x, rows, cols, format, 0);
+            got["q"] = host_bytes(q, n);
+            got["scale_inv"] = host_bytes(scale_inv, sizeof(float) * rows);
+            break;
+        case 4:
+            fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, format, 0);
+            got["qt"] = host_bytes(qt, n);
+            got["scale_inv"] = host_bytes(scale_inv_t, sizeof(float) * cols);
+            break;
+        case 5:
+            fp8_quantize_1x128(q, scale_inv, x, rows, cols, format, 0);
+            got["q"] = host_bytes(q, n);
+            got["scale_inv"] = host_bytes(scale_inv, sizeof(float) * ceil_div(cols, 128) * rows);
+            break;
+        case 6:
+            fp8_quantize_1x128_transposed(qt, scale_inv_t, x, rows, cols, format, 0);
+            got["qt"] = host_bytes(qt, n);
+            got["scale_inv"] = host_bytes(scale_inv_t, sizeof(float) * ceil_div(rows, 128) * cols);
+            break;
+        case 7: {
+            // padding entries stay as PyTorch's file has them (0)
+            CUDA_CHECK(cudaMemset(scale_inv, 0, scale_bytes));
+            CUDA_CHECK(cudaMemset(scale_inv_t, 0, scale_bytes));
+            fp8_quantize_128x128(q, qt, scale_inv, scale_inv_t, x, rows, cols, format, 0);
+            got["q"] = host_bytes(q, n);
+            got["qt"] = host_bytes(qt, n);
+            const size_t tiles_r = ceil_div(rows, 128), tiles_c = ceil_div(cols, 128);
+            got["scale_inv"] =
+                host_bytes(scale_inv, sizeof(float) *
+                                          ((tiles_r - 1) * fp8_block_scale_stride(cols) + tiles_c));
+            got["scale_inv_t"] = host_bytes(
+                scale_inv_t,
+                sizeof(float) * ((tiles_c - 1) * fp8_block_scale_stride(rows) + tiles_r));
+            break;
+        }
+        case 8:
+            fp8_quantize_mx(q, (uint8_t*)scale_inv, x, rows, cols, format, 0);
+            got["q"] = host_bytes(q, n);
+            got["scale_e8m0"] = host_bytes(scale_inv, n / MX_BLOCK);
+            break;
+    }
+    device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history});
+    return got;
+}
+
+static bool fp8_is_nan(uint8_t b, int format) {
+    return format == 0 ? (b & 0x7F) == 0x7F : (b & 0x7F) > 0x7C;
+}
+
+static double fp8_decode(uint8_t b, int format) {
+    if (format == 0) {
+        __nv_fp8_e4m3 v;
+        v.__x = b;
+        return (float)v;
+    }
+    __nv_fp8_e5m2 v;
+    v.__x = b;
+    return (float)v;
+}
+
+// The device's outputs against PyTorch's, byte for byte (FP8 NaN bytes as NaN).
+static int compare_with_torch(const Case& c, std::map<std::string, std::vector<uint8_t>>& got) {
+    int failures = 0;
+    for (const auto& [key, want] : c.want) {
+        const std::vector<uint8_t>& have = got[key];
+        const bool fp8 = key == "q" || key == "qt";
+        size_t bad = 0, first = 0;
+        if (have.size() != want.size()) {
+            printf("    %-12s %zu bytes, PyTorch's %zu: FAIL\n", key.c_str(), have.size(),
+                   want.size());
+            failures++;
+            continue;
+        }
+        for (size_t i = 0; i < want.size(); i++) {
+            const bool same = have[i] == want[i] || (fp8 && fp8_is_nan(have[i], c.format) &&
+                                                     fp8_is_nan(want[i], c.format));
+            if (!same && bad++ == 0) first = i;
+        }
+        if (bad) {
+            printf(
+                "    %-12s %zu of %zu bytes differ from PyTorch's, first at %zu (%02x, PyTorch "
+                "%02x): FAIL\n",
+                key.c_str(), bad, want.size(), first, have[first], want[first]);
+            failures++;
+        }
+    }
+    if (!failures) printf("    equal to PyTorch's casts (%zu outputs)\n", c.want.size());
+    return failures;
+}
+
+// The float64 model. For every element of step s: its group's slot (where its scale went), the
+// scale_inv the device wrote for that slot, and its FP8 byte.
+struct Quantized {
+    std::vector<size_t> slot;       // per element of x (one step)
+    std::vector<double> scale_inv;  // per slot, as the device wrote it
+    std::vector<uint8_t> q;         // per element of x, in x's layout
+    size_t transposed_mismatches;   // q^T bytes or scales that are not q's transposed
+};
+
+static float read_float(const std::vector<uint8_t>& bytes, size_t i) {
+    float v;
+    memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+}
+
+static Quantized quantized_step(const Case& c, std::map<std::string, std::vector<uint8_t>>& got,
+                                int step) {
+    const size_t rows = c.rows, cols = c.cols, n = rows * cols;
+    Quantized r;
+    r.transposed_mismatches = 0;
+    r.slot.resize(n);
+    r.q.resize(n);
+    const bool transposed = c.variant == 4 || c.variant == 6;
+    const std::vector<uint8_t>& q = got[transposed ? "qt" : "q"];
+    for (size_t i = 0, row = 0; row < rows; row++)
+        for (size_t col = 0; col < cols; col++, i++) {
+            r.q[i] = transposed ? q[col * rows + row] : q[step * n + i];
+            size_t slot = 0;
+            switch (c.variant) {
+                case 3:
+                    slot = row;
+                    break;
+                case 4:
+                    slot = col;
+                    break;
+                case 5:
+                    slot = (col / 128) * rows + row;
+                    break;
+                case 6:
+                    slot = (row / 128) * cols + col;
+                    break;
+                case 7:
+                    slot = (row / 128) * fp8_block_scale_stride(cols) + col / 128;
+                    break;
+                case 8:
+                    slot = i / MX_BLOCK;
+                    break;
+            }
+            r.slot[i] = slot;
+        }
+    if (c.variant == 1 || c.variant == 2) {
+        r.scale_inv = {read_float(got["tensor_scale"], 3 * step + 2)};
+    } else if (c.variant == 8) {
+        for (uint8_t e : got["scale_e8m0"])
+            r.scale_inv.push_back(e == 0xFF ? NAN : ldexp(1.0, e - 127));
+    } else {
+        for (size_t i = 0; i < got["scale_inv"].size() / 4; i++)
+            r.scale_inv.push_back(read_float(got["scale_inv"], i));
+    }
+    if (c.variant == 7) {  // q^T: x's (r, c) is q^T's (c, r), same block scale, transposed grid
+        const std::vector<uint8_t>& qt = got["qt"];
+        for (size_t row = 0; row < rows; row++)
+            for (size_t col = 0; col < cols; col++) {
+                const size_t slot_t = (col / 128) * fp8_block_scale_stride(rows) + row / 128;
+                r.transposed_mismatches +=
+                    qt[col * rows + row] != r.q[row * cols + col] ||
+                    read_float(got["scale_inv_t"], slot_t) != r.scale_inv[r.slot[row * cols + col]];
+            }
+    }
+    if (c.variant == 1)
+        for (size_t row = 0; row < rows; row++)
+            for (size_t col = 0; col < cols; col++)
+                r.transposed_mismatches += got["qt"][col * rows + row] != r.q[row * cols + col];
+    return r;
+}
+
+// Checks one step's scales and elements against the float64 model; `expected_scale_inv(slot,
+// amax)` gives the double scale_inv the recipe asks for (NaN: the MX NaN scale). Returns failures.
+template <class Rule>
+static int check_model(const Case& c, const Quantized& r, const floatX* x, const char* what,
+                       Rule expected_scale_inv) {
+    const double fp8_max = fp8_max_finite(format_of(c));
+    const double u = c.format == 0 ? 0x1p-4 : 0x1p-3, tiny = c.format == 0 ? 0x1p-10 : 0x1p-17;
+    std::vector<double> amax(r.scale_inv.size(), 0.0);
+    std::vector<bool> nonfinite(r.scale_inv.size(), false);
+    const size_t n = (size_t)c.rows * c.cols;
+    for (size_t i = 0; i < n; i++) {
+        const double v = (float)x[i];
+        if (!std::isnan(v)) amax[r.slot[i]] = std::max(amax[r.slot[i]], fabs(v));
+        if (!std::isfinite(v)) nonfinite[r.slot[i]] = true;
+    }
+    size_t bad_scales = 0, bad_elements = 0;
+    std::vector<bool> used(r.scale_inv.size(), false);
+    for (size_t i = 0; i < n; i++) used[r.slot[i]] = true;
+    for (size_t s = 0; s < r.scale_inv.size(); s++) {
+        if (!used[s]) continue;
+        const double want = expected_scale_inv(s, amax[s], nonfinite[s]), have = r.scale_inv[s];
+        const bool ok = std::isnan(want) ? std::isnan(have) : fabs(have - want) <= 0x1p-22 * want;
+        if (!ok && bad_scales++ == 0)
+            printf("    %s: scale_inv[%zu] %.9g, float64 model %.9g (amax %.9g)\n", what, s, have,
+                   want, amax[s]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const double v = (float)x[i], scale_inv = r.scale_inv[r.slot[i]];
+        const uint8_t b = r.q[i];
+        bool ok;
+        if (std::isnan(v) || std::isnan(scale_inv)) ok = fp8_is_nan(b, c.format);
+        else if (fp8_is_nan(b, c.format)) ok = false;
+        else if (fabs(v) / scale_inv > fp8_max * (1 + 0x1p-22))
+            ok = fp8_decode(b, c.format) == (v > 0 ? fp8_max : -fp8_max);
+        else {
+            const double deq = fp8_decode(b, c.format) * scale_inv;
+            ok = fabs(deq - v) <= (u + 0x1p-22) * fabs(v) + tiny * scale_inv;
+        }
+        if (!ok && bad_elements++ == 0)
+            printf("    %s: element %zu x %.9g quantized to %02x (%.9g) with scale_inv %.9g\n",
+                   what, i, v, b, fp8_decode(b, c.format), scale_inv);
+    }
+    if (r.transposed_mismatches)
+        printf("    %s: %zu elements of q^T differ from q's transposed: FAIL\n", what,
+               r.transposed_mismatches);
+    if (bad_scales || bad_elements)
+        printf("    %s: %zu scales, %zu elements off the float64 model: FAIL\n", what, bad_scales,
+               bad_elements);
+    return (bad_scales || bad_elements || r.transposed_mismatches) ? 1 : 0;
+}
+
+static int check_float64(const Case& c, std::map<std::string, std::vector<uint8_t>>& got) {
+    const double fp8_max = fp8_max_finite(format_of(c));
+    const size_t n = (size_t)c.rows * c.cols;
+    auto current = [&](double amax) {
+        if (amax == 0.0 || std::isinf(amax)) return 1.0;
+        return std::max(amax, (double)1e-12f) / fp8_max;
+    };
+    int failures = 0;
+    if (c.variant == 2) {
+        std::vector<double> history(c.history_length, 0.0);
+        double scale_inv = 1.0;
+        for (int s = 0; s < c.steps; s++) {
+            const double hmax = *std::max_element(history.begin(), history.end());
+            if (hmax > 0.0 && !std::isinf(hmax))
+                scale_inv = std::max(hmax, (double)1e-12f) / fp8_max * ldexp(1.0, c.margin);
+            const floatX* x = c.x.data() + s * n;
+            char what[32];
+            snprintf(what, sizeof(what), "step %d", s);
+            const double want = scale_inv;
+            failures += check_model(c, quantized_step(c, got, s), x, what,
+                                    [&](size_t, double, bool) { return want; });
+            double amax = 0.0;
+            for (size_t i = 0; i < n; i++)
+                if (!std::isnan((float)x[i])) amax = std::max(amax, fabs((double)(float)x[i]));
+            history[s % c.history_length] = amax;
+            if (read_float(got["tensor_scale"], 3 * s) != amax) {
+                printf("    step %d: amax %.9g, float64 %.9g: FAIL\n", s,
+                       read_float(got["tensor_scale"], 3 * s), amax);
+                failures++;
+            }
+        }
+        for (int i = 0; i < c.history_length; i++)
+            if (read_float(got["history"], i) != history[i]) {
+                printf("    history[%d] %.9g, float64 %.9g: FAIL\n", i,
+                       read_float(got["history"], i), history[i]);
+                failures++;
+            }
+        return failures;
+    }
+    const Quantized r = quantized_step(c, got, 0);
+    if (c.variant == 8) {
+        const int emax = fp8_emax(format_of(c));
+        return check_model(c, r, c.x.data(), "mx", [&](size_t, double amax, bool nonfinite) {
+            if (nonfinite) return (double)NAN;
+            const int e = amax == 0.0 ? -127 : (int)floor(log2(amax)) - emax;
+            return ldexp(1.0, std::max(-127, std::min(127, e)));
+        });
+    }
+    failures += check_model(c, r, c.x.data(), "scales",
+                            [&](size_t, double amax, bool) { return current(amax); });
+    if (c.variant == 1) {
+        double amax = 0.0;
+        for (size_t i = 0; i < n; i++)
+            if (!std::isnan((float)c.x[i])) amax = std::max(amax, fabs((double)(float)c.x[i]));
+        if (read_float(got["tensor_scale"], 0) != amax) {
+            printf("    amax %.9g, float64 %.9g: FAIL\n", read_float(got["tensor_scale"], 0), amax);
+            failures++;
+        }
+    }
+    return failures;
+}
+
+static int check_case(const Options* o, const Case& c) {
+    if (!variant_selected(o, c.variant)) return 0;
+    printf("  variant %d %-9s %s %s (%d x %d", c.variant, RECIPES[c.variant - 1],
+           c.format ? "E5M2" : "E4M3", c.name.c_str(), c.rows, c.cols);
+    if (c.variant == 2)
+        printf(", %d steps, history %d, margin %d", c.steps, c.history_length, c.margin);
+    printf(")\n");
+    std::map<std::string, std::vector<uint8_t>> got = run_case(c);
+    int failures = 0;
+    if (!c.want.empty()) failures += compare_with_torch(c, got);
+    const int model_failures = check_float64(c, got);
+    if (!model_failures) printf("    float64 model: amax, scales and elements agree\n");
+    return failures + model_failures;
+}
+
+static std::string read_string(FILE* f, const char* path) {
+    uint32_t len;
+    FREAD_CHECK(&len, 4, 1, f);
+    if (len > 4096) fatal("%s: a string of %u bytes\n", path, len);
+    std::string s(len, '\0');
+    FREAD_CHECK(&s[0], 1, len, f);
+    return s;
+}
+
+// Reads dev/cuda/fp8_quantize_torch.py's file (format in its docstring).
+static std::vector<Case> read_torch_cases(const char* path) {
+    FILE* f = FOPEN_CHECK(path, "rb");
+    char magic[8];
+    uint32_t count;
+    FREAD_CHECK(magic, 1, 8, f);
+    if (memcmp(magic, "FP8QTRC1", 8) != 0) fatal("%s is not a fp8_quantize_torch.py file\n", path);
+    FREAD_CHECK(&count, 4, 1, f);
+    std::vector<Case> cases(count);
+    for (Case& c : cases) {
+        c.name = read_string(f, path);
+        const std::string recipe = read_string(f, path);
+        c.variant = 0;
+        for (int v = 1; v <= NUM_VARIANTS; v++)
+            if (recipe == RECIPES[v - 1]) c.variant = v;
+        if (c.variant == 0) fatal("%s: unknown recipe %s\n", path, recipe.c_str());
+        int dims[6];
+        FREAD_CHECK(dims, 4, 6, f);
+        c.format = dims[0];
+        c.rows = dims[1];
+        c.cols = dims[2];
+        c.steps = dims[3];
+        c.history_length = dims[4];
+        c.margin = dims[5];
+        if (c.rows < 1 || c.cols < 1 || c.rows > 1 << 14 || c.cols > 1 << 14 || c.steps < 1 ||
+            c.steps > 64 || c.history_length < 1 || (c.format != 0 && c.format != 1))
+            fatal("%s: case %s has bad dimensions\n", path, c.name.c_str());
+        const size_t n = (size_t)c.steps * c.rows * c.cols;
+        std::vector<uint16_t> bits(n);
+        FREAD_CHECK(bits.data(), 2, n, f);
+        for (uint16_t b : bits) {
+            float v;
+            const uint32_t wide = (uint32_t)b << 16;
+            memcpy(&v, &wide, 4);
+            c.x.push_back((floatX)v);
+        }
+        uint32_t blobs;
+        FREAD_CHECK(&blobs, 4, 1, f);
+        for (uint32_t i = 0; i < blobs; i++) {
+            const std::string key = read_string(f, path);
+            uint64_t size;
+            FREAD_CHECK(&size, 8, 1, f);
+            if (size > (1u << 30))
+                fatal("%s: a blob of %llu bytes\n", path, (unsigned long long)size);
+            std::vector<uint8_t>& blob = c.want[key];
+            blob.resize(size);
+            FREAD_CHECK(blob.data(), 1, size, f);
+        }
+    }
+    fclose(f);
+    return cases;
+}
+
+// Random inputs: Gaussian rows of magnitudes 1e-4 .. 1e4 with an all-zero row, for every variant
+// and format.
+static std::vector<Case> random_cases(bool small) {
+    std::vector<Case> cases;
+    const int shapes[][2] = {{64, 128}, {130, 288}, {256, 512}};
+    uint64_t rng = 22;
+    for (int s = 0; s < (small ? 2 : 3); s++)
+        for (int v = 1; v <= NUM_VARIANTS; v++)
+            for (int format = 0; format < 2; format++) {
+                Case c = {"random",       v, format, shapes[s][0], shapes[s][1],
+                          v == 2 ? 3 : 1, 2, 1,      {},           {}};
+                for (int step = 0; step < c.steps; step++)
+                    for (int row = 0; row < c.rows; row++) {
+                        const float magnitude = row == 1 ? 0.0f : powf(10.0f, uniform(&rng, -4, 4));
+                        for (int col = 0; col < c.cols; col++)
+                            c.x.push_back((floatX)(magnitude * uniform(&rng, -1, 1)));
+                    }
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+static void bench(const Options* o) {
+    // GPT-2 124M: B*T = 8 x 1024 tokens by the fc layer's C = 768 (and its weight, 3072 x 768)
+    const int rows = o->small ? 256 : 8 * 1024, cols = 768;
+    const size_t n = (size_t)rows * cols;
+    char shape[128];
+    snprintf(shape, sizeof(shape), "%d x %d bf16 -> E4M3", rows, cols);
+    print_bench_intro(shape);
+    uint64_t rng = 7;
+    floatX* x = device_copy(random_floatx(n, &rng, -4.0f, 4.0f));
+    uint8_t* q = device_poisoned<uint8_t>(n);
+    uint8_t* qt = device_poisoned<uint8_t>(n);
+    float* scale_inv = device_poisoned<float>(n / 32);
+    float* scale_inv_t = device_poisoned<float>(n / 32);
+    float* partial = device_poisoned<float>(FP8_AMAX_BLOCKS);
+    Fp8TensorScale* tensor_scale = device_poisoned<Fp8TensorScale>(1);
+    float* history = device_poisoned<float>(16);
+    CUDA_CHECK(cudaMemset(history, 0, 16 * sizeof(float)));
+    Fp8DelayedScaling d = {history, tensor_scale, 16, 0, 0};
+    const __nv_fp8_interpretation_t f = __NV_E4M3;
+    for (int v = 1; v <= NUM_VARIANTS; v++) {
+        if (!variant_selected(o, v)) continue;
+        // bytes: x read (twice where the amax is a separate pass), q and/or q^T written
+        const bool two_reads = v <= 2, both = v == 1 || v == 7;
+        const double bytes = n * sizeof(floatX) * (two_reads ? 2 : 1) + n * (both ? 2 : 1);
+        const float ms = time_ms(
+            [&] {
+                switch (v) {
+                    case 1:
+                        fp8_quantize_tensor(q, qt, tensor_scale, partial, x, rows, cols, f, 0);
+                        break;
+                    case 2:
+                        fp8_quantize_delayed(q, nullptr, &d, partial, x, rows, cols, f, 0);
+                        break;
+                    case 3:
+                        fp8_quantize_rowwise(q, scale_inv, x, rows, cols, f, 0);
+                        break;
+                    case 4:
+                        fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, f, 0);
+                        break;
+                    case 5:
+                        fp8_quantize_1x128(q, scale_inv, x, rows, cols, f, 0);
+                        break;
+                    case 6:
+                        fp8_quantize_1x128_transposed(qt, scale_inv_t, x, rows, cols, f, 0);
+                        break;
+                    case 7:
+                        fp8_quantize_128x128(q, qt, scale_inv, scale_inv_t, x, rows, cols, f, 0);
+                        break;
+                    case 8:
+                        fp8_quantize_mx(q, (uint8_t*)scale_inv, x, rows, cols, f, 0);
+                        break;
+                }
+            },
+            bench_warmup(), bench_repeats());
+        print_bench("fp8_quantize", v, VARIANTS[v - 1], ms, bytes, 0.0);
+    }
+    device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history});
+}
+
+int main(int argc, char** argv) {
+    const char* torch_file = nullptr;
+    std::vector<char*> args = {argv[0]};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--torch") == 0 && i + 1 < argc) torch_file = argv[++i];
+        else args.push_back(argv[i]);
+    }
+    Options o = parse_options((int)args.size(), args.data(), NUM_VARIANTS, VARIANTS);
+    print_header("fp8_quantize");
+    int failures = 0;
+    if (torch_file) {
+        printf("PyTorch's casts from %s:\n", torch_file);
+        for (const Case& c : read_torch_cases(torch_file)) failures += check_case(&o, c);
+    }
+    printf("random inputs:\n");
+    for (const Case& c : random_cases(o.small)) failures += check_case(&o, c);
+    if (o.bench) bench(&o);
+    return finish("fp8_quantize", failures);
+}
