@@ -49,6 +49,8 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "common.cuh"
 
 // The largest finite value of an FP8 format, and the exponent of its largest power of two
