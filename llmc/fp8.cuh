@@ -45,6 +45,15 @@
 // TN-only FP8. Per tensor and 128x128 write q and q^T from one read of x (same scales). Row-wise
 // and 1x128 group q^T's elements along the other dimension, so q^T has its own scales and its own
 // kernel pass (q^T only).
+// The VEC128_32F and BLK128x128_32F layouts are those of dev/cpu/cublaslt/fp8.cpp's
+// scale_index (for x as an operand stored K x outer with K = cols, q^T with K = rows), where which
+// dimension is contiguous is [expected].
+//
+// Entry points: fp8_quantize_tensor, fp8_quantize_delayed (state in Fp8DelayedScaling),
+// fp8_quantize_rowwise / fp8_quantize_rowwise_transposed, fp8_quantize_1x128 /
+// fp8_quantize_1x128_transposed, fp8_quantize_128x128, fp8_quantize_mx; Fp8TensorScale,
+// fp8_block_scale_stride, FP8_AMAX_BLOCKS (the length of the partial-maxima buffer the per-tensor
+// and delayed recipes take).
 #pragma once
 
 #include <cuda_fp8.h>
@@ -173,9 +182,11 @@ static void fp8_quantize_tensor(uint8_t* q, uint8_t* qt, Fp8TensorScale* s, floa
 // ---------------------------------------------------------------------------------------------
 // Delayed scaling
 
+// The caller allocates both device arrays and starts them as history all zeros and
+// *scale = {0, 1, 1}; position 0.
 struct Fp8DelayedScaling {
-    float* history;         // device, `length` amaxes (zeros at the start)
-    Fp8TensorScale* scale;  // device; scale 1 at the start
+    float* history;         // device, `length` amaxes
+    Fp8TensorScale* scale;  // device
     int length;
     int position;  // the slot the next amax goes to (host side: the steps are counted here)
     int margin;

@@ -183,7 +183,7 @@ def main():
     xs = delayed_inputs()
     for history_len, margin in [(3, 0), (2, 1)]:
         for fmt in (0, 1):
-            recs.append((f"6 steps of amplitudes 1, 4, 0.1, 100, 0, 1e-3 64x128", "delayed",
+            recs.append(("6 steps of amplitudes 1, 4, 0.1, 100, 0, 1e-3 64x128", "delayed",
                          fmt, xs, history_len, margin,
                          expected("delayed", xs.float(), fmt, history_len, margin)))
     tmp = args.out + ".tmp"
