@@ -136,17 +136,29 @@ __global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, float* history_slot, c
     }
 }
 
-// Thread i owns elements i, i + grid size, ...: q[r][c] and/or qt[c][r] = sat(x[r][c] * scale).
+// Block (bx, by) owns the 32 x 32 tile of x at rows 32 by, columns 32 bx; its 32 x 8 threads
+// quantize the tile row by row (thread (tx, ty) rows ty, ty + 8, ..., column tx), writing q, and
+// stage the bytes in shared memory so that q^T's rows too are written by consecutive threads.
+constexpr int FP8_TRANSPOSE_TILE = 32, FP8_TRANSPOSE_ROWS = 8;
 __global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX* x, int rows,
                                            int cols, const Fp8TensorScale* s,
                                            __nv_fp8_interpretation_t format) {
+    __shared__ uint8_t tile[FP8_TRANSPOSE_TILE][FP8_TRANSPOSE_TILE + 1];  // +1: no bank conflicts
     const float scale = s->scale;
-    const size_t n = (size_t)rows * cols;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const uint8_t v = fp8_encode((float)x[i] * scale, format);
-        if (q) q[i] = v;
-        if (qt) qt[(i % cols) * rows + i / cols] = v;
+    const int row0 = blockIdx.y * FP8_TRANSPOSE_TILE, col0 = blockIdx.x * FP8_TRANSPOSE_TILE;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int i = ty; i < FP8_TRANSPOSE_TILE; i += FP8_TRANSPOSE_ROWS) {
+        const int r = row0 + i, c = col0 + tx;
+        if (r >= rows || c >= cols) continue;
+        const uint8_t v = fp8_encode((float)x[(size_t)r * cols + c] * scale, format);
+        if (q) q[(size_t)r * cols + c] = v;
+        tile[i][tx] = v;
+    }
+    if (!qt) return;  // the whole block leaves
+    __syncthreads();
+    for (int i = ty; i < FP8_TRANSPOSE_TILE; i += FP8_TRANSPOSE_ROWS) {
+        const int c = col0 + i, r = row0 + tx;
+        if (r < rows && c < cols) qt[(size_t)c * rows + r] = tile[tx][i];
     }
 }
 
@@ -164,10 +176,12 @@ static void fp8_amax(Fp8TensorScale* s, float* history_slot, float* partial, con
 static void fp8_quantize_with_tensor_scale(uint8_t* q, uint8_t* qt, const floatX* x, int rows,
                                            int cols, const Fp8TensorScale* s,
                                            __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    const size_t n = (size_t)rows * cols;
-    const int grid = (int)std::min(ceil_div(n, (size_t)FP8_BLOCK_SIZE), (size_t)65536);
-    fp8_quantize_tensor_kernel<<<grid, FP8_BLOCK_SIZE, 0, stream>>>(q, qt, x, rows, cols, s,
-                                                                    format);
+    if (ceil_div(rows, FP8_TRANSPOSE_TILE) > 65535)
+        fatal("fp8_quantize: %d rows, more than 65535 tiles of %d\n", rows, FP8_TRANSPOSE_TILE);
+    const dim3 grid((unsigned)ceil_div(cols, FP8_TRANSPOSE_TILE),
+                    (unsigned)ceil_div(rows, FP8_TRANSPOSE_TILE));
+    fp8_quantize_tensor_kernel<<<grid, dim3(FP8_TRANSPOSE_TILE, FP8_TRANSPOSE_ROWS), 0, stream>>>(
+        q, qt, x, rows, cols, s, format);
     CUDA_CHECK_LAUNCH();
 }
 
