@@ -120,8 +120,9 @@ __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t 
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
-// Pass 2, one block: the amax over the n_partial maxima into s->amax and, when history_slot is
-// set, into the history; with set_scale, s->scale and s->scale_inv from it (current scaling).
+// Pass 2, one block (its threads stride over the n_partial maxima, thread 0 writes): the amax into
+// s->amax and, when history_slot is set, into the history; with set_scale, s->scale and
+// s->scale_inv from it (current scaling).
 __global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, float* history_slot, const float* partial,
                                        int n_partial, float fp8_max, bool set_scale) {
     float m = 0.0f;
@@ -206,7 +207,8 @@ struct Fp8DelayedScaling {
     int margin;
 };
 
-// One block: scale from the max of the history, kept when that max is 0 or Inf.
+// One block (its threads stride over the history, thread 0 writes): the scale from the history's
+// max, kept when that max is 0 or Inf.
 __global__ void fp8_delayed_scale_kernel(Fp8TensorScale* s, const float* history, int length,
                                          float fp8_max, int margin) {
     float m = 0.0f;
