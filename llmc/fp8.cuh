@@ -19,8 +19,9 @@
 //   delayed               fp8_quantize_delayed: scale from the max of an amax history of length H
 //                         (a ring on the device) as Transformer Engine defines it,
 //                         scale = fp8_max / max_amax / 2^margin (kept from the last step when the
-//                         history's max is 0 or Inf); x is quantized with it, then its own amax is
-//                         pushed into the history.
+//                         history's max is 0 or Inf); x is quantized with it, then its own amax
+//                         (a second read of x, the per-tensor reduction) is pushed into the
+//                         history.
 //   row-wise              fp8_quantize_rowwise: one scale per row (torchao's rowwise recipe),
 //                         scale_inv[rows]; fp8_quantize_rowwise_transposed: q^T with one scale per
 //                         row of q^T (per column of x), scale_inv_t[cols].
@@ -39,8 +40,10 @@
 //                         a power-of-two scale X = 2^(floor(log2 amax) - emax_elem), emax_elem 8
 //                         for E4M3 and 15 for E5M2, the exponent clamped to E8M0's [-127, 127] (an
 //                         all-zero block gets 2^-127); E8M0 byte = exponent + 127, row-major
-//                         scale[r * cols / 32 + c / 32]; q = sat(x / X). A block holding NaN or Inf
-//                         gets the NaN scale 0xFF and NaN elements. cols must be a multiple of 32.
+//                         scale[r * cols / 32 + c / 32] (not rearranged into the layout
+//                         cuBLASLt's VEC32_UE8M0 mode reads: the CPU cuBLASLt's Hopper device
+//                         refuses that mode); q = sat(x / X). A block holding NaN or Inf gets the
+//                         NaN scale 0xFF and NaN elements. cols must be a multiple of 32.
 // Transposed copies: the weight gradient dW = dout^T x needs x^T and dout^T under cuBLASLt's
 // TN-only FP8. Per tensor and 128x128 write q and q^T from one read of x (same scales). Row-wise
 // and 1x128 group q^T's elements along the other dimension, so q^T has its own scales and its own
