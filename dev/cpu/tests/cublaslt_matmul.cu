@@ -39,59 +39,8 @@
 #include <vector>
 #include "cublaslt_test_util.h"
 
-static const double kU32 = 1.0 / (1 << 24);
-
-// ---------------------------------------------------------------------------------------------
-// Host-side values of the three element types.
-static size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
-static const char* type_name(cudaDataType t) {
-    return t == CUDA_R_32F ? "f32" : t == CUDA_R_16BF ? "bf16" : "f16";
-}
-// Half an ulp relative to the value: the error of one round-to-nearest.
-static double unit_roundoff(cudaDataType t) {
-    return t == CUDA_R_32F ? kU32 : t == CUDA_R_16BF ? 1.0 / 256 : 1.0 / 2048;
-}
-static double get(cudaDataType t, const std::vector<unsigned char>& mem, int64_t i) {
-    const unsigned char* p = mem.data() + i * type_size(t);
-    if (t == CUDA_R_32F) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    if (t == CUDA_R_16BF) {
-        __nv_bfloat16 h;
-        memcpy(&h, p, 2);
-        return __bfloat162float(h);
-    }
-    __half h;
-    memcpy(&h, p, 2);
-    return __half2float(h);
-}
-static void put(cudaDataType t, std::vector<unsigned char>& mem, int64_t i, float v) {
-    unsigned char* p = mem.data() + i * type_size(t);
-    if (t == CUDA_R_32F) {
-        memcpy(p, &v, 4);
-        return;
-    }
-    if (t == CUDA_R_16BF) {
-        __nv_bfloat16 h = __float2bfloat16_rn(v);
-        memcpy(p, &h, 2);
-        return;
-    }
-    __half h = __float2half_rn(v);
-    memcpy(p, &h, 2);
-}
 static bool is_poison(cudaDataType t, const std::vector<unsigned char>& mem, int64_t i) {
     return std::isnan(get(t, mem, i));
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float uniform(float lo, float hi) {  // splitmix64
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return lo + (hi - lo) * static_cast<float>((z >> 40) * (1.0 / (1ull << 24)));
 }
 
 // ---------------------------------------------------------------------------------------------
