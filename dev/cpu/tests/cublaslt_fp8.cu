@@ -667,6 +667,12 @@ static int part_refused() {
     modes("an unknown scale mode", 99, 99, invalid);
     {
         Case s;
+        s.name = "1x128 A scale not 16-byte aligned (the heuristic does not see it)";
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, s.misalign_scale = 4;
+        refused(s, unsupported);
+    }
+    {
+        Case s;
         s.name = "1x128 scales without a scale pointer";
         s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, s.scale_pointers = false;
         refused(s, invalid);
