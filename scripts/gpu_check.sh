@@ -357,15 +357,14 @@ fi
 #     sm_90, BLK128x128 on both A and B, a scalar or outer-vector scale mixed with another mode,
 #     K / M / leading dimensions not 16-byte multiples, DGELU / DGELU_BGRAD / BGRADA / BGRADB, a
 #     GELU aux with an FP8 D, a bias type other than the table's (bf16 for an fp32 D, which is
-#     also the default), and a batch with non-scalar scales; a misaligned A/B/C/D pointer and a
-#     VEC128 scale pointer not 16-byte aligned are refused by cublasLtMatmul alone; the legacy
-#     cublasGemmEx refuses FP8 (cublas_legacy.cu)
+#     also the default), a batch with non-scalar scales, VEC128 scales with N not a multiple of 4
+#     (documented, the status is not); a misaligned A/B/C/D pointer and a VEC128 scale pointer
+#     not 16-byte aligned are refused by cublasLtMatmul alone; the legacy cublasGemmEx refuses
+#     FP8 (cublas_legacy.cu)
 #   - CUBLAS_STATUS_INVALID_VALUE: an unknown scale mode, a non-scalar mode without its scale
 #     pointer, a D scale with a 16-bit or fp32 D
 #   - accepted: VEC128 x VEC128, VEC128 x BLK128x128 and BLK128x128 x VEC128; the forward
 #     epilogues (bias, ReLU, GELU, GELU aux with a 16-bit or fp32 D) with FP8 inputs
-#   - scale layouts: VEC128_32F is ceil(K/128) x outer with outer contiguous; BLK128x128_32F is
-#     ceil(outer/128) x ceil(K/128) with the K blocks contiguous, rows padded to 4 values
 #   - an FP8 D saturates (cuda_fp8.h's __NV_SATFINITE) after the D scale; the amax is max |x|
 #     before the D scale, NaN elements not counted
 #   - with CUBLASLT_MATMUL_DESC_FAST_ACCUM the result still meets the fp32-accumulation bound at

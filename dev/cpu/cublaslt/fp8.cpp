@@ -169,6 +169,11 @@ cublasStatus_t check_fp8_problem(const MatmulDesc& desc, const Layout& a, const 
     // [expected] MXFP8: K a whole number of 32-element blocks (the documentation defines the
     // product for that case only), else NOT_SUPPORTED.
     if (is_mx(desc.a_scale_mode) && k % 32 != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    // 3.1.4.5.1: under VEC128_32F and BLK128x128_32F "M and N must be multiples of 4";
+    // [expected] NOT_SUPPORTED.
+    if ((is_block_mode(desc.a_scale_mode) || is_block_mode(desc.b_scale_mode)) &&
+        (m % 4 != 0 || d.cols % 4 != 0))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     // [expected] Scale tensors other than per-tensor ones are not defined across a batch.
     if (batch > 1 && (desc.a_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
                       desc.b_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F))
@@ -233,14 +238,14 @@ float scale_or_one(const void* scale) { return scale ? *static_cast<const float*
 // Scale-tensor layouts, in elements (fp32, E8M0 bytes for VEC32_UE8M0), for an operand of K x
 // outer elements, however it is stored; `outer` is M for A, N for B.
 //   OUTER_VEC_32F: outer values, one per row of op(A) / column of op(B) (cublasLt.h).
-//   VEC128_32F:    [expected] a ceil(K/128) x outer array with outer contiguous: the scale of
-//                  element (kk, o) at o + (kk / 128) * outer.
-//   BLK128x128_32F: [expected] a ceil(outer/128) x ceil(K/128) array with the K blocks contiguous,
-//                  each row padded to a multiple of 4 values (16 bytes): the scale of (kk, o) at
+//   VEC128_32F:    section 3.1.4.5.1, "Scaling factors layouts": outer x ceil(K/128), "M-major
+//                  for A" ("N-major for B"), outer contiguous: the scale of element (kk, o) at
+//                  o + (kk / 128) * outer.
+//   BLK128x128_32F: section 3.1.4.5.1: "K-major", round_up(ceil(K/128), 4) x ceil(outer/128) (the
+//                  stride between columns a multiple of 4): the scale of (kk, o) at
 //                  (kk / 128) + (o / 128) * round_up(ceil(K/128), 4).
-// The sizes agree with NVIDIA's cuBLASLt samples (CUDALibrarySamples, cuBLASLt/Common/helpers.h,
-// getScaleTensorSize: ceil(K/128) * outer and round_up(ceil(K/128), 4) * ceil(outer/128)); which
-// dimension is contiguous is what stays [expected].
+// (The sizes also agree with NVIDIA's cuBLASLt samples: CUDALibrarySamples,
+// cuBLASLt/Common/helpers.h, getScaleTensorSize.)
 //   VEC32_UE8M0:   section 3.1.4.4.2, "1D Block Scaling Factors Layout": the outer x ceil(K/32)
 //                  scales in tiles of 128 (outer) x 4 (K blocks), zero-padded to whole tiles, the
 //                  tiles row-major (each tile row holds round_up(ceil(K/32), 4) / 4 tiles), 512

@@ -11,10 +11,11 @@
 // E4M3, 57344 E5M2), subnormal FP8 inputs, NaN inputs propagating to their row or column. Part
 // "refused": what cuBLASLt refuses for FP8 on Hopper, with its status, from both cublasLtMatmul and
 // cublasLtMatmulAlgoGetHeuristic: every layout but TN, ROW order, E5M2 x E5M2, types outside the
-// FP8 table, NVFP4 scale modes, unsupported mode pairs, dimensions and pointers not 16-byte
-// aligned, gradient epilogues, a D scale on a non-FP8 D. Several of these statuses are [expected]
+// FP8 table, NVFP4 scale modes, unsupported mode pairs, dimensions and pointers (matrices, block
+// scales) not 16-byte aligned, block scales with N not a multiple of 4, gradient epilogues, a D
+// scale on a non-FP8 D. Several of these statuses are [expected]
 // (dev/cpu/cublaslt/fp8.cpp; scripts/gpu_check.sh lists them). Those three parts describe compute
-// capability 9.0 (the CPU runtime's default device, an H200).
+// capability 9.0 (the CPU runtime's default device; the H200 scripts/gpu_check.sh runs them on).
 // Part "mx": MXFP8 (VEC32_UE8M0 scales, E8M0 bytes in the tiled layout of the cuBLAS
 // documentation's section "1D Block Scaling Factors Layout", written here from that section) on
 // the device the test runs on: below compute capability 10.0 it is refused; from 10.0 on (the CPU
@@ -665,6 +666,12 @@ static int part_refused() {
     modes("row-wise x per tensor", CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
           CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, unsupported);
     modes("an unknown scale mode", 99, 99, invalid);
+    {
+        Case s;
+        s.name = "1x128 scales with N = 30, not a multiple of 4";
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, s.n = 30;
+        refused(s, unsupported);
+    }
     {
         Case s;
         s.name = "1x128 A scale not 16-byte aligned (the heuristic does not see it)";
