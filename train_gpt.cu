@@ -2295,19 +2295,12 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
     if (!err) err = fp8_layer_error(r, "mlp.proj", N, s->mlp, s->C, cut, 1, false, msg, len);
     if (!err && c->fp8.lm_head)
         err = fp8_layer_error(r, "the lm head", N, s->C, s->vocab, false, 1, cut, msg, len);
-    if (!err && r == FP8_MX) {
+    if (!err) {
         int device = 0, major = 0, minor = 0;
         CUDA_CHECK(cudaGetDevice(&device));
         CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
         CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-        if (major < 10) {
-            snprintf(msg, len,
-                     "--fp8 mx needs MXFP8 tensor cores (compute capability 10.0 or later, "
-                     "Blackwell); this device is sm_%d%d (the CPU runtime simulates a Blackwell "
-                     "device with CUCC_COMPUTE_CAPABILITY=10.0)",
-                     major, minor);
-            err = msg;
-        }
+        err = fp8_device_error(r, major, minor, msg, len);
     }
     return err;
 }

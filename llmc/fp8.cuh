@@ -458,11 +458,14 @@ __host__ __device__ inline size_t mx_scale_bytes(int rows, int cols) {
     return (size_t)(rows + 127) / 128 * 128 * ((cols / MX_BLOCK + 3) / 4 * 4);
 }
 
+// The operand is rows x cols (K = cols), row-major in q; its element (r, k) is x[r * row_stride +
+// k * k_stride] (x itself: cols, 1; x^T as the operand: 1, x's column count).
 // Warp w of the grid owns scale slot w of the padded rows x K blocks (row-major over
 // round_up(rows, 128) x round_up(cols / 32, 4)): a padding slot's lane 0 writes 0; a real one's
 // lane l quantizes element l of the 32-element block, lane 0 writes its scale.
 __global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
-                                       int cols, __nv_fp8_interpretation_t format) {
+                                       int cols, size_t row_stride, size_t k_stride,
+                                       __nv_fp8_interpretation_t format) {
     const int k_blocks = cols / MX_BLOCK, padded_k_blocks = (k_blocks + 3) / 4 * 4;
     const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
     const int row = (int)(warp / padded_k_blocks), k_block = (int)(warp % padded_k_blocks);
@@ -473,8 +476,8 @@ __global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const fl
         if (lane == 0) scale_e8m0[slot] = 0;
         return;
     }
-    const size_t i = (size_t)row * cols + k_block * MX_BLOCK + lane;
-    const float v = (float)x[i];
+    const size_t k = (size_t)k_block * MX_BLOCK + lane, i = (size_t)row * cols + k;
+    const float v = (float)x[row * row_stride + k * k_stride];
     const bool any_nonfinite = warp_max(isfinite(v) ? 0.0f : 1.0f) > 0.0f;
     const float amax = warp_max(any_nonfinite ? 0.0f : fabsf(v));
     if (any_nonfinite) {
@@ -490,11 +493,27 @@ __global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const fl
 // MXFP8: q (rows x cols, row-major) and scale_e8m0 (mx_scale_bytes(rows, cols) bytes: x's (r, c)
 // scaled by scale_e8m0[mx_scale_index(r, c / 32, cols)], padding 0), ready as cuBLASLt's
 // VEC32_UE8M0 operand of `rows` outer rows and K = cols; cols a multiple of 32.
-static void fp8_quantize_mx(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows, int cols,
-                            __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: %d columns, not a multiple of 32\n", cols);
+static void fp8_quantize_mx_operand(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
+                                    int cols, size_t row_stride, size_t k_stride,
+                                    __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: K = %d, not a multiple of 32\n", cols);
     const size_t slots = mx_scale_bytes(rows, cols);
     fp8_quantize_mx_kernel<<<(unsigned)ceil_div(slots * 32, (size_t)FP8_BLOCK_SIZE), FP8_BLOCK_SIZE,
-                             0, stream>>>(q, scale_e8m0, x, rows, cols, format);
+                             0, stream>>>(q, scale_e8m0, x, rows, cols, row_stride, k_stride,
+                                          format);
     CUDA_CHECK_LAUNCH();
+}
+static void fp8_quantize_mx(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows, int cols,
+                            __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_quantize_mx_operand(q, scale_e8m0, x, rows, cols, (size_t)cols, 1, format, stream);
+}
+
+// MXFP8 of x^T (the weight gradient's operands): qt (cols x rows, row-major) in 32-element blocks
+// along x's columns, scale_e8m0_t (mx_scale_bytes(cols, rows) bytes) as cuBLASLt's VEC32_UE8M0
+// operand of `cols` outer rows and K = rows; rows a multiple of 32. A lane reads x with a
+// stride of cols (x^T is not materialized in bf16).
+static void fp8_quantize_mx_transposed(uint8_t* qt, uint8_t* scale_e8m0_t, const floatX* x,
+                                       int rows, int cols, __nv_fp8_interpretation_t format,
+                                       cudaStream_t stream) {
+    fp8_quantize_mx_operand(qt, scale_e8m0_t, x, cols, rows, 1, (size_t)cols, format, stream);
 }
