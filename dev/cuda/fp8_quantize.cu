@@ -34,6 +34,7 @@
 #include "../../train_gpt.cu"
 #include "../../llmc/fp8.cuh"
 #include "common.h"
+#include "fp8_common.h"
 
 #include <map>
 #include <string>
@@ -155,21 +156,6 @@ static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
     }
     device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history, e8m0});
     return got;
-}
-
-static bool fp8_is_nan(uint8_t b, int format) {
-    return format == 0 ? (b & 0x7F) == 0x7F : (b & 0x7F) > 0x7C;
-}
-
-static double fp8_decode(uint8_t b, int format) {
-    if (format == 0) {
-        __nv_fp8_e4m3 v;
-        v.__x = b;
-        return (float)v;
-    }
-    __nv_fp8_e5m2 v;
-    v.__x = b;
-    return (float)v;
 }
 
 // The device's outputs against PyTorch's, byte for byte (FP8 NaN bytes as NaN).

@@ -23,6 +23,7 @@
 #define TRAIN_GPT_MODEL_ONLY
 #include "../../train_gpt.cu"
 #include "common.h"
+#include "fp8_common.h"
 
 #include <functional>
 
@@ -30,53 +31,14 @@
 // 128 per rank (block scaling's tiles), so each recipe runs on tp 2.
 constexpr int N = 256, IC = 256, OC = 512;
 
-// One operand as the products read it: `rows` rows of k bytes, and the dequantization scale of
-// element (r, kk) (the recipe's layout of its scales).
-struct Operand {
-    std::vector<uint8_t> q;
-    std::vector<uint8_t> scales;  // the raw scale array (fp32 values or E8M0 bytes)
-    int rows, k;
-    bool is_weight;
-};
-
-static Operand download(const Fp8State* f, const uint8_t* q, const void* scale,
-                        const Fp8TensorScale* tensor, int rows, int k, bool is_weight) {
-    const int recipe = f->config.recipe;
-    Operand o = {std::vector<uint8_t>((size_t)rows * k), {}, rows, k, is_weight};
-    CUDA_CHECK(cudaMemcpy(o.q.data(), q, o.q.size(), cudaMemcpyDeviceToHost));
-    const size_t bytes = fp8_per_tensor(recipe) ? sizeof(float)
-                                                : fp8_scale_bytes(recipe, is_weight, rows, k);
-    const void* from = fp8_per_tensor(recipe) ? (const void*)&tensor->scale_inv : scale;
-    o.scales.resize(bytes);
-    CUDA_CHECK(cudaMemcpy(o.scales.data(), from, bytes, cudaMemcpyDeviceToHost));
-    return o;
-}
-
-// The dequantization scale of element (r, kk) of an operand, bit for bit.
-static uint32_t scale_bits(int recipe, const Operand* o, int r, int kk) {
-    size_t at;  // index in floats (or E8M0 bytes for MXFP8)
-    switch (recipe) {
-        case FP8_ROWWISE: at = r; break;
-        case FP8_BLOCK:
-            at = o->is_weight ? (r / 128) * fp8_block_scale_stride(o->k) + kk / 128
-                              : (size_t)(kk / 128) * o->rows + r;
-            break;
-        case FP8_MX: return o->scales[mx_scale_index(r, kk / 32, o->k)];
-        default: at = 0;
-    }
-    uint32_t bits;
-    memcpy(&bits, o->scales.data() + at * sizeof(float), sizeof(bits));
-    return bits;
-}
-
 struct Harness {
     const CommGroup* world;
     int checks, failures;
 };
 
 // Element (r, kk) of this rank's operand `got` must be element whole_of(r, kk) of `whole`.
-static void compare(Harness* h, int recipe, const char* what, const Operand* got,
-                    const Operand* whole,
+static void compare(Harness* h, int recipe, const char* what, const HostFp8Operand* got,
+                    const HostFp8Operand* whole,
                     const std::function<std::pair<int, int>(int, int)>& whole_of) {
     long bad = 0;
     for (int r = 0; r < got->rows; r++)
@@ -84,8 +46,8 @@ static void compare(Harness* h, int recipe, const char* what, const Operand* got
             const std::pair<int, int> w = whole_of(r, kk);
             const bool same_q = got->q[(size_t)r * got->k + kk] ==
                                 whole->q[(size_t)w.first * whole->k + w.second];
-            const bool same_scale =
-                scale_bits(recipe, got, r, kk) == scale_bits(recipe, whole, w.first, w.second);
+            const bool same_scale = host_fp8_scale_bits(got, r, kk) ==
+                                    host_fp8_scale_bits(whole, w.first, w.second);
             bad += !(same_q && same_scale);
         }
     double all_bad = (double)bad;
@@ -100,7 +62,7 @@ static void compare(Harness* h, int recipe, const char* what, const Operand* got
 // The four operands a layer quantizes from (x, w, g): W and W^T, then X, X^T, G and G^T (the
 // backward pass's grouping: G^T with G where they share one scale).
 struct LayerOperands {
-    Operand w, wt, x, xt, g, gt;
+    HostFp8Operand w, wt, x, xt, g, gt;
 };
 
 static LayerOperands quantize(const Fp8Config* config, const CommGroup* tp, int in, int out,
@@ -119,8 +81,8 @@ static LayerOperands quantize(const Fp8Config* config, const CommGroup* tp, int 
     fp8_quantize_weight(&f, l, dw, 0);
     const int recipe = config->recipe;
     LayerOperands o;
-    o.w = download(&f, l->weight.q, l->weight.scale, w_scale, out, in, true);
-    o.wt = download(&f, l->weight.qt, l->weight.scale_t, w_scale, in, out, true);
+    o.w = host_fp8_operand(&f, l->weight.q, l->weight.scale, w_scale, out, in, true, __NV_E4M3);
+    o.wt = host_fp8_operand(&f, l->weight.qt, l->weight.scale_t, w_scale, in, out, true, __NV_E4M3);
     // as fp8_linear_backward groups them: whole-tensor scales take q and q^T in one pass
     const bool per_tensor = fp8_per_tensor(recipe);
     fp8_quantize_activation(&f, &f.x, per_tensor ? &f.xt : nullptr, dx, N, in, __NV_E4M3, cut.in,
@@ -128,15 +90,15 @@ static LayerOperands quantize(const Fp8Config* config, const CommGroup* tp, int 
     if (!per_tensor)
         fp8_quantize_activation(&f, nullptr, &f.xt, dx, N, in, __NV_E4M3, false, 0, FP8_X, x_scale,
                                 false, 0);
-    o.x = download(&f, f.x.q, f.x.scale, x_scale, N, in, false);
-    o.xt = download(&f, f.xt.q, f.xt.scale, x_scale, in, N, false);
+    o.x = host_fp8_operand(&f, f.x.q, f.x.scale, x_scale, N, in, false, __NV_E4M3);
+    o.xt = host_fp8_operand(&f, f.xt.q, f.xt.scale, x_scale, in, N, false, __NV_E4M3);
     fp8_quantize_activation(&f, &f.g, per_tensor ? &f.gt : nullptr, dg, N, out, f.grad_format,
                             cut.out, 0, FP8_G, g_scale, false, 0);
     if (!per_tensor)
         fp8_quantize_activation(&f, nullptr, &f.gt, dg, N, out, f.grad_format, false, 0, FP8_G,
                                 g_scale, false, 0);
-    o.g = download(&f, f.g.q, f.g.scale, g_scale, N, out, false);
-    o.gt = download(&f, f.gt.q, f.gt.scale, g_scale, out, N, false);
+    o.g = host_fp8_operand(&f, f.g.q, f.g.scale, g_scale, N, out, false, f.grad_format);
+    o.gt = host_fp8_operand(&f, f.gt.q, f.gt.scale, g_scale, out, N, false, f.grad_format);
     device_free({dx, dw, dg});
     fp8_free(&f);
     return o;
