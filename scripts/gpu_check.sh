@@ -12,6 +12,8 @@
 #      first few (warmup); then, when PyTorch with CUDA is installed, the same model in PyTorch
 #      (scripts/bench_gpt2_torch.py: bf16 autocast, SDPA, fused AdamW, torch.compile) at the same
 #      B and T, and the ratio of the two (target: train_gpt at least PyTorch's tokens/s)
+#   2a. the FP8 recipes (--fp8 tensor, delayed, rowwise, block, mx) on the same model: ms/step
+#      of each against bf16's
 #   2b. attention forward and backward TFLOP/s (causal, B x NH x T = 8 x 12 x 1024 and
 #      4 x 16 x 2048, HS 64 and 128): the tensor-core kernels and the CUDA-core ones (the
 #      dev/cuda attention harnesses' --bench, after their full checks) against PyTorch's
@@ -58,7 +60,7 @@ GPU_ARCH="${GENCODE[*]}"
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_STEPS=${TRAIN_STEPS:-30}
 DEADLINE_S=${DEADLINE_S:-420}
-HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz gelu qk_norm embedding"
+HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz gelu qk_norm embedding fp8_quantize fp8_matmul"
 E2E_NEED_S=60  # the least time left with which the end-to-end test is started
 SUMMARY="$OUT/summary.txt"
 START=$(date +%s)
@@ -267,6 +269,31 @@ else
         log "GPT-2 124M, B $TRAIN_BATCH T 1024: $detail"
         log "  $torch_line (log torch_gpt2.log)"
     fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 2a. The FP8 recipes (--fp8) on the same GPT-2 124M: ms/step of each against the bf16 run's
+# (part 2), over the steps after the first 3; MXFP8 only on a device that has it (the trainer
+# refuses it on sm_90 and says so).
+FP8_STEPS=12
+if [ -z "$train_tok" ]; then
+    row "fp8 GPT-2 124M" SKIPPED 0 "no bf16 step time to compare with"
+else
+    bf16_ms=$(sed -nE 's/.* ([0-9.]+) ms\/step.*/\1/p' <<<"$train_detail")
+    for recipe in tensor delayed rowwise block mx; do
+        run "fp8 $recipe" 60 "$OUT/train_fp8_$recipe.log" ./train_gpt "${TRAIN_ARGS[@]}" --steps "$FP8_STEPS" \
+            --fp8 "$recipe"
+        if [ "$RC" -ne 0 ]; then
+            row "fp8 $recipe GPT-2 124M" "$(status_of "$RC")" "$SECS" "$(grep -m1 -E '^error' "$OUT/train_fp8_$recipe.log")"
+            continue
+        fi
+        fp8_ms=$(awk -F'|' '/^step/ { n++; if (n <= 3) next; ms = $5; sub(/ *ms */, "", ms); k++; s += ms }
+                 END { if (k) printf "%.1f", s / k }' "$OUT/train_fp8_$recipe.log")
+        last=$(awk -F'|' '/^step/ { loss = $2 } END { sub(/ *loss */, "", loss); print loss }' "$OUT/train_fp8_$recipe.log")
+        detail="$fp8_ms ms/step vs bf16 $bf16_ms ($(awk -v a="$bf16_ms" -v b="$fp8_ms" 'BEGIN { if (b > 0) printf "%.2fx", a / b }') the bf16 speed), last loss $last; $(grep -m1 '^fp8:' "$OUT/train_fp8_$recipe.log" | cut -c1-120)"
+        row "fp8 $recipe GPT-2 124M" ok "$SECS" "$detail"
+        log "fp8 $recipe: $detail (log train_fp8_$recipe.log)"
+    done
 fi
 
 # ---------------------------------------------------------------------------------------------
