@@ -2296,10 +2296,8 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
     if (!err && c->fp8.lm_head)
         err = fp8_layer_error(r, "the lm head", N, s->C, s->vocab, false, 1, cut, msg, len);
     if (!err) {
-        int device = 0, major = 0, minor = 0;
-        CUDA_CHECK(cudaGetDevice(&device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+        int major = 0, minor = 0;
+        device_compute_capability(&major, &minor);
         err = fp8_device_error(r, major, minor, msg, len);
     }
     return err;

@@ -191,10 +191,8 @@ static float time_layer(int recipe, const Shape* s, int N, uint64_t* rng) {
 int main(int argc, char** argv) {
     const Options o = parse_options(argc, argv, NUM_RECIPE_VARIANTS + 1, VARIANTS);
     print_header("fp8_matmul");
-    int device = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    int major = 0, minor = 0;
+    device_compute_capability(&major, &minor);
     const Shape* shapes = o.small ? SMALL : GPT2;
     const int N = o.small ? 256 : 8 * 1024;
     uint64_t rng = 42;

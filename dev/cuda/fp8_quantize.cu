@@ -498,10 +498,8 @@ static std::vector<Case> random_cases(bool small) {
 // scale tiles (rows past 200, K blocks past 11). Returns the failures.
 static int check_mx_matmul() {
     const int M = 200, N = 136, K = 352;
-    int device = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    int major = 0, minor = 0;
+    device_compute_capability(&major, &minor);
 #ifdef __CUCC__
     const char* where = "CPU runtime";
 #else
