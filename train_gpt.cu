@@ -503,8 +503,6 @@ struct Activations {
     floatX* dfch;          // (N,mlp) gradient of fch_gelu, then of fch (in place)
     float* att_delta;      // (B,heads,T) rowsum(dO * O) of each query, for attention backward
     float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, max(C, qkv, mlp)) per-chunk column sums
-    float* norm_partials;  // NORM_BLOCKS partial sums of the grad norm
-    float* norm;           // 1 float: the grad norm
     // tensor parallelism: the vocabulary-parallel cross-entropy's statistics, (N) and (tp, N)
     SoftmaxStats* softmax_stats;
     SoftmaxStats* softmax_stats_all;
@@ -579,8 +577,6 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
     take_tensor(&acts->att_delta, fbase, &fc, N * s->heads);
     const size_t widest_column_sum = std::max<size_t>(C, std::max(s->qkv, s->mlp));
     take_tensor(&acts->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * widest_column_sum);
-    take_tensor(&acts->norm_partials, fbase, &fc, NORM_BLOCKS);
-    take_tensor(&acts->norm, fbase, &fc, 1);
     const size_t stats_floats = sizeof(SoftmaxStats) / sizeof(float);
     const size_t stats = s->tp > 1 ? N * stats_floats : 0;
     take_tensor((float**)&acts->softmax_stats, fbase, &fc, stats);
