@@ -200,7 +200,7 @@ static void fp8_quantize_with_tensor_scale(uint8_t* q, uint8_t* qt, const floatX
                                            int cols, const Fp8TensorScale* s,
                                            __nv_fp8_interpretation_t format, cudaStream_t stream) {
     if (ceil_div(rows, FP8_TRANSPOSE_TILE) > 65535)
-        fatal("fp8_quantize: %d rows, more than 65535 tiles of %d\n", rows, FP8_TRANSPOSE_TILE);
+        fatal("fp8_quantize: %d rows, more than 65535 tiles of %d", rows, FP8_TRANSPOSE_TILE);
     const dim3 grid((unsigned)ceil_div(cols, FP8_TRANSPOSE_TILE),
                     (unsigned)ceil_div(rows, FP8_TRANSPOSE_TILE));
     fp8_quantize_tensor_kernel<<<grid, dim3(FP8_TRANSPOSE_TILE, FP8_TRANSPOSE_ROWS), 0, stream>>>(
@@ -496,7 +496,7 @@ __global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const fl
 static void fp8_quantize_mx_operand(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
                                     int cols, size_t row_stride, size_t k_stride,
                                     __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: K = %d, not a multiple of 32\n", cols);
+    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: K = %d, not a multiple of 32", cols);
     const size_t slots = mx_scale_bytes(rows, cols);
     fp8_quantize_mx_kernel<<<(unsigned)ceil_div(slots * 32, (size_t)FP8_BLOCK_SIZE), FP8_BLOCK_SIZE,
                              0, stream>>>(q, scale_e8m0, x, rows, cols, row_stride, k_stride,

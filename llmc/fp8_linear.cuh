@@ -220,7 +220,7 @@ inline void fp8_init(Fp8State* f, const Fp8Config* config, const CommGroup* tp, 
 
 // Adds a layer of this rank's dimensions; returns its index for fp8_linear_forward/backward.
 inline int fp8_add_layer(Fp8State* f, int in, int out, Fp8Cut cut) {
-    if (f->count == f->capacity) fatal("fp8_add_layer: more than %d layers\n", f->capacity);
+    if (f->count == f->capacity) fatal("fp8_add_layer: more than %d layers", f->capacity);
     Fp8Layer* l = &f->layers[f->count];
     memset(l, 0, sizeof(*l));
     l->in = in;

@@ -403,31 +403,18 @@ static int check_case(const Options* o, const Case& c) {
     return failures + model_failures;
 }
 
-static std::string read_string(FILE* f, const char* path) {
-    uint32_t len;
-    FREAD_CHECK(&len, 4, 1, f);
-    if (len > 4096) fatal("%s: a string of %u bytes\n", path, len);
-    std::string s(len, '\0');
-    FREAD_CHECK(&s[0], 1, len, f);
-    return s;
-}
-
 // Reads dev/cuda/fp8_quantize_torch.py's file (format in its docstring).
 static std::vector<Case> read_torch_cases(const char* path) {
-    FILE* f = FOPEN_CHECK(path, "rb");
-    char magic[8];
     uint32_t count;
-    FREAD_CHECK(magic, 1, 8, f);
-    if (memcmp(magic, "FP8QTRC1", 8) != 0) fatal("%s is not a fp8_quantize_torch.py file\n", path);
-    FREAD_CHECK(&count, 4, 1, f);
+    FILE* f = torch_file_open(path, "FP8QTRC1", "dev/cuda/fp8_quantize_torch.py", &count);
     std::vector<Case> cases(count);
     for (Case& c : cases) {
-        c.name = read_string(f, path);
-        const std::string recipe = read_string(f, path);
+        c.name = torch_file_string(f, path);
+        const std::string recipe = torch_file_string(f, path);
         c.variant = 0;
         for (int v = 1; v <= NUM_VARIANTS; v++)
             if (recipe == RECIPES[v - 1]) c.variant = v;
-        if (c.variant == 0) fatal("%s: unknown recipe %s\n", path, recipe.c_str());
+        if (c.variant == 0) fatal("%s: unknown recipe %s", path, recipe.c_str());
         int dims[6];
         FREAD_CHECK(dims, 4, 6, f);
         c.format = dims[0];
@@ -438,7 +425,7 @@ static std::vector<Case> read_torch_cases(const char* path) {
         c.margin = dims[5];
         if (c.rows < 1 || c.cols < 1 || c.rows > 1 << 14 || c.cols > 1 << 14 || c.steps < 1 ||
             c.steps > 64 || c.history_length < 1 || (c.format != 0 && c.format != 1))
-            fatal("%s: case %s has bad dimensions\n", path, c.name.c_str());
+            fatal("%s: case %s has bad dimensions", path, c.name.c_str());
         const size_t n = (size_t)c.steps * c.rows * c.cols;
         std::vector<uint16_t> bits(n);
         FREAD_CHECK(bits.data(), 2, n, f);
@@ -451,11 +438,11 @@ static std::vector<Case> read_torch_cases(const char* path) {
         uint32_t blobs;
         FREAD_CHECK(&blobs, 4, 1, f);
         for (uint32_t i = 0; i < blobs; i++) {
-            const std::string key = read_string(f, path);
+            const std::string key = torch_file_string(f, path);
             uint64_t size;
             FREAD_CHECK(&size, 8, 1, f);
             if (size > (1u << 30))
-                fatal("%s: a blob of %llu bytes\n", path, (unsigned long long)size);
+                fatal("%s: a blob of %llu bytes", path, (unsigned long long)size);
             std::vector<uint8_t>& blob = c.want[key];
             blob.resize(size);
             FREAD_CHECK(blob.data(), 1, size, f);
