@@ -62,6 +62,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/parallel.h"  // the process grid (dp, pp, cp, tp): its checks and rank arithmetic
 #include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
+#include "llmc/fp8_linear.cuh"  // --fp8: the linear layers' products in FP8, each recipe
 
 // =============================================================================================
 // Configuration
@@ -2827,16 +2828,17 @@ inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it
 // (without QK-norm the key bias gradient exactly zero), where m->dp keeps it: in m->grads at
 // ZeRO-0 and 1 (at 1, the ranges this rank owns hold the reduced gradient), and for the ranges
 // this rank owns in its reduced shard at 2 and 3; returns the mean
-// cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
+// cross-entropy (this rank's; the mean z-loss term in *z_loss, if given). first_scale multiplies
+// micro-batch 0's loss gradient (--inject-fault's spikes and NaN; 1 otherwise).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
-                                   double* z_loss = nullptr) {
+                                   double* z_loss = nullptr, float first_scale = 1.0f) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
     double loss = 0.0, z_sum = 0.0;
     for (int micro = 0; micro < A; micro++) {
         double z = 0.0;
-        loss += gpt_forward(m, inputs + (size_t)micro * N, targets + (size_t)micro * N,
-                            1.0f / ((float)N * A), &z);
+        const float dloss = (micro == 0 ? first_scale : 1.0f) / ((float)N * A);
+        loss += gpt_forward(m, inputs + (size_t)micro * N, targets + (size_t)micro * N, dloss, &z);
         z_sum += z;
         dp_backward_begin(&m->dp, micro == A - 1, micro == 0, m->stream);
         gpt_backward(m);
@@ -2951,6 +2953,12 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
     if (m->tensor_parallel.size > 1)
         comm_sync(m->tensor_parallel.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
     dp_gather_params(&m->dp, m->params, m->stream);
+}
+
+// A step whose update is not taken (llmc/stability.h): the parameters and the optimizer state
+// stay as they are; the step's delayed-scaling amaxes (FP8) are dropped with it.
+inline void gpt_skip_update(GPT* m) {
+    if (m->config.fp8.recipe == FP8_DELAYED) fp8_delayed_discard_step(&m->fp8.delayed, m->stream);
 }
 
 // Training FLOPs per token: 6 per parameter of the matmuls (forward 2, backward 4) plus the

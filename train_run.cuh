@@ -14,6 +14,7 @@
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 #include "llmc/logger.h"  // the JSONL training log
+#include "llmc/stability.h"  // skipping non-finite steps, --inject-fault
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
 #include "train_checkpoint.cuh"  // checkpoints of the model: save, load on any grid, find
 #ifdef __CUCC__
@@ -262,6 +263,8 @@ struct TrainConfig {
     long long global_batch_tokens;  // 0: --grad-accum as given
     long long device_memory;        // bytes; 0: cudaMemGetInfo's free bytes
     char rendezvous[512];           // the meeting folder of a launch without MPI
+    int max_skips;                  // non-finite steps in a row a run rides through
+    char inject_fault[64];          // llmc/stability.h's STEP:KIND[:RANK] (tests only)
     int help;
 };
 
@@ -427,6 +430,13 @@ static const Flag FLAGS[] = {
     {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), "", 0, 0, nullptr, FLAG_FREE,
      "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
      "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
+    {"--max-skips", FLAG_INT, FIELD(max_skips), "5", 0, FLAG_INT_MAX, nullptr, FLAG_FREE,
+     "a step whose loss or gradient norm is not finite is skipped (no update, on every rank); "
+     "this many in a row end the run (0: the first ends it)"},
+    {"--inject-fault", FLAG_STRING, STRING_FIELD(inject_fault), "", 0, 0, nullptr, FLAG_FREE,
+     "for tests and demonstrations only: STEP:KIND[:RANK], KIND nan-grad, loss-scale=X "
+     "(micro-batch 0's loss gradient times NaN or X), bad-batch (its tokens one repeated "
+     "token) or skip (the update skipped on purpose, every rank); RANK of the job, default 0"},
     {"--help", FLAG_SWITCH, FIELD(help), "off", 0, 0, nullptr, FLAG_FREE,
      "print this help and exit"},
 };
@@ -558,6 +568,8 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                  tc->muon_momentum);
         return msg;
     }
+    FaultPlan fault;
+    if (const char* err = fault_parse(tc->inject_fault, &fault, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     const int recipe = fp8_recipe_of(tc->fp8);  // the flag table admits only the names
@@ -1445,6 +1457,8 @@ struct Run {
     size_t tokens_per_step;  // of every rank
     double flops_per_step;
     double val_loss;  // the last validation's (-1: none yet)
+    FaultPlan fault;  // --inject-fault
+    int skips_in_row, skips;  // steps whose update was not taken: in a row, in this process
 };
 
 // Opens the data and builds the model on grid `dims`, its parameters drawn from --seed.
@@ -1454,6 +1468,9 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
     run->tc = tc;
     run->dims = dims;
     run->tok = tok;
+    char msg[256];
+    if (const char* err = fault_parse(tc->inject_fault, &run->fault, msg, sizeof(msg)))
+        fatal("%s", err);  // train_config_check took it already
     const GPTConfig* c = &tc->model;
     const int B = tc->batch, T = tc->seq, A = tc->grad_accum;
     run->sched = {schedule_from_name(tc->schedule),
@@ -1609,6 +1626,7 @@ struct StepStats {
     float norm;           // the global gradient norm, before clipping
     double lrs[NUM_OPTIMIZERS];
     double seconds, tokens_per_s, mfu;  // tokens/s and MFU of every rank
+    const char* skipped;                // why the update was not taken (nullptr: it was)
 };
 
 // Trains step `step` (0-based) on the next global batch.
@@ -1620,23 +1638,43 @@ inline StepStats train_step(Run* run, int step) {
     s.step = step + 1;
     train_data_next(&run->data, run->inputs, run->targets, tc->grad_accum, tc->batch, tc->seq,
                     tc->model.vocab);
+    const int fault = fault_here(&run->fault, s.step, run->comm->rank);
+    if (fault == FAULT_BAD_BATCH)  // micro-batch 0: its first token over and over
+        for (int i = 0; i < tc->batch * tc->seq; i++)
+            run->inputs[i] = run->targets[i] = run->inputs[0];
+    const float first_scale = fault == FAULT_NAN_GRAD     ? NAN
+                              : fault == FAULT_LOSS_SCALE ? (float)run->fault.scale
+                                                          : 1.0f;
     auto start = std::chrono::steady_clock::now();
-    s.loss = gpt_forward_backward(model, run->inputs, run->targets, tc->grad_accum, &s.z_loss);
+    s.loss = gpt_forward_backward(model, run->inputs, run->targets, tc->grad_accum, &s.z_loss,
+                                  first_scale);
     // Data parallel: the backward pass left the gradients' mean over the ranks (model->dp),
     // so the norm, clipping and the optimizers see the global batch's gradient on every rank
     // and the parameters stay identical; the losses become the global batch's too.
     s.loss = comm_mean(dp, s.loss);
     s.z_loss = comm_mean(dp, s.z_loss);
     s.norm = gpt_grad_norm(model);
-    // Every rank holds the same loss and norm, so all stop together; the update is not
-    // taken, and the checkpoints on disk stay those of finite steps.
-    if (!std::isfinite(s.loss) || !std::isfinite(s.norm))
+    // Every rank holds the same loss and norm, so all decide alike (llmc/stability.h): a
+    // non-finite step is skipped, --max-skips of them in a row stop the run before the update,
+    // and the checkpoints on disk stay those of finite steps.
+    const bool finite = std::isfinite(s.loss) && std::isfinite(s.norm);
+    run->skips_in_row = finite ? 0 : run->skips_in_row + 1;
+    if (run->skips_in_row > tc->max_skips)
         fatal(
-            "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
-            "before the update (try a lower --lr, warmup or --grad-clip)",
-            step + 1, s.loss, s.norm);
+            "step %d: the loss is %g and the gradient norm %g: training diverged (%d non-finite "
+            "steps in a row, --max-skips %d); stopping before the update (try a lower --lr, "
+            "warmup or --grad-clip)",
+            step + 1, s.loss, s.norm, run->skips_in_row, tc->max_skips);
     step_learning_rates(&run->sched, muon_peak_lr(tc), step, s.lrs);
-    gpt_update(model, s.lrs, clip_scale(s.norm, tc->grad_clip));
+    s.skipped = !finite ? "the loss or the gradient norm is not finite"
+                : fault == FAULT_SKIP ? "--inject-fault skip"
+                                      : nullptr;
+    if (s.skipped) {
+        gpt_skip_update(model);
+        run->skips++;
+    } else {
+        gpt_update(model, s.lrs, clip_scale(s.norm, tc->grad_clip));
+    }
     CUDA_CHECK(cudaDeviceSynchronize());
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s.tokens_per_s = run->tokens_per_step / s.seconds;
@@ -1674,6 +1712,9 @@ inline void log_step(Run* run, const StepStats* s) {
         {" | %.1f ms", "ms", STEP_FLOAT, s->seconds * 1e3, nullptr, true},
         {" | %.0f tok/s", "tok_per_s", STEP_FLOAT, s->tokens_per_s, nullptr, true},
         {" | MFU %.1f%%", "mfu", STEP_FLOAT, s->mfu, nullptr, ON_GPU},
+        {" | update skipped", "skipped", STEP_INT, 1.0, nullptr, s->skipped != nullptr},
+        {nullptr, "skip_reason", STEP_TEXT, 0.0, s->skipped, s->skipped != nullptr},
+        {nullptr, "skips", STEP_INT, (double)run->skips, nullptr, run->skips > 0},
     };
     printf("step %5d/%d", s->step, tc->steps);
     for (const StepValue& v : values)

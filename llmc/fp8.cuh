@@ -57,7 +57,8 @@
 // over the group between the amax pass and the quantization.
 //
 // Entry points: fp8_quantize_tensor, fp8_quantize_delayed / fp8_delayed_start /
-// fp8_delayed_end_step / fp8_delayed_advance (state in Fp8DelayedScaling),
+// fp8_delayed_end_step / fp8_delayed_advance / fp8_delayed_discard_step (state in
+// Fp8DelayedScaling),
 // fp8_quantize_rowwise / fp8_quantize_rowwise_transposed, fp8_quantize_1x128 /
 // fp8_quantize_1x128_transposed, fp8_quantize_128x128, fp8_quantize_mx; Fp8TensorScale,
 // fp8_block_scale_stride, FP8_AMAX_BLOCKS (the length of the partial-maxima buffer the per-tensor
@@ -242,16 +243,23 @@ struct Fp8DelayedScaling {
     int margin;
 };
 
-__global__ void fp8_delayed_start_kernel(Fp8TensorScale* scales, int count) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
-        scales[i] = Fp8TensorScale{0.0f, 1.0f, 1.0f};
+// Every tensor's running amax to 0; with restart, its scale back to 1 too.
+__global__ void fp8_delayed_reset_kernel(Fp8TensorScale* scales, int count, bool restart) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        scales[i].amax = 0.0f;
+        if (restart) scales[i].scale = scales[i].scale_inv = 1.0f;
+    }
+}
+
+static void fp8_delayed_reset(const Fp8DelayedScaling* d, bool restart, cudaStream_t stream) {
+    fp8_delayed_reset_kernel<<<grid_for(d->count, FP8_BLOCK_SIZE), FP8_BLOCK_SIZE, 0, stream>>>(
+        d->scales, d->count, restart);
+    CUDA_CHECK_LAUNCH();
 }
 
 static void fp8_delayed_start(Fp8DelayedScaling* d, cudaStream_t stream) {
     CUDA_CHECK(cudaMemsetAsync(d->history, 0, sizeof(float) * d->count * d->length, stream));
-    fp8_delayed_start_kernel<<<grid_for(d->count, FP8_BLOCK_SIZE), FP8_BLOCK_SIZE, 0, stream>>>(
-        d->scales, d->count);
-    CUDA_CHECK_LAUNCH();
+    fp8_delayed_reset(d, true, stream);
     d->position = 0;
 }
 
@@ -292,6 +300,12 @@ static void fp8_delayed_end_step(const Fp8DelayedScaling* d, int first, int n,
 }
 
 static void fp8_delayed_advance(Fp8DelayedScaling* d) { d->position = (d->position + 1) % d->length; }
+
+// A step that is not taken (its update skipped): its running amaxes are dropped, the histories
+// and scales stay.
+static void fp8_delayed_discard_step(const Fp8DelayedScaling* d, cudaStream_t stream) {
+    fp8_delayed_reset(d, false, stream);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tiled scales: row-wise, 1x128, 128x128
