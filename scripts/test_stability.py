@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/test_stability.py: a run rides through bad steps (llmc/stability.h): a step whose loss
-or gradient norm is not finite is skipped on every rank, never applied, and --max-skips in a row
-end the run; the faults come from --inject-fault.
+or gradient norm is not finite, or a spike against the trailing window, is skipped on every
+rank, never applied, and --max-skips non-finite ones in a row end the run; the faults come from
+--inject-fault.
 
 A tiny model (2 blocks, width 128, vocabulary 256, T 16) trained on token shards for 5 steps.
 Checks:
@@ -19,7 +20,12 @@ Checks:
 3. A loss-scale spike (x 1e4 on micro-batch 0 at step 2) and a bad batch (micro-batch 0's tokens
    one repeated token at step 2) are applied where asked: the step's gradient norm (the spike) or
    loss (the bad batch) moves away from the clean run's, the steps before stay equal.
-4. A malformed --inject-fault is refused with its message.
+4. Spikes (--spike-window 4 --spike-zscore 4, 8 steps): the clean run has none; a loss-scale
+   spike of 1e4 at step 6 is detected (its gradient norm far above the window's) and skipped,
+   ending with the parameters of a run that skipped step 6 on purpose; resumed from its step-4
+   checkpoint (the window in the checkpoint), the spiked run detects the same spike and ends
+   with the same parameters, element for element (an empty window would miss it).
+5. A malformed --inject-fault is refused with its message.
 
 Usage: python3 scripts/test_stability.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -32,7 +38,7 @@ import tempfile
 import numpy as np
 
 from testlib import (ROOT, check, checkpoint_array, final_checkpoint, finish, logged_values, make_data,
-                     param_hash, train)
+                     param_hash, resume, train)
 
 STEPS = 5
 MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--seq", "16", "--lr", "3e-3",
@@ -100,6 +106,25 @@ def main():
               f"step 1 unchanged")
 
         # 4
+        spiky = MODEL[:-1] + ["8", "--spike-window", "4", "--spike-zscore", "4"]
+        quiet = train(fp32, 0, work, "quiet", spiky, base, checkpoints=False)
+        spiked_run = train(fp32, 0, work, "spiked", spiky, base + ["--inject-fault", "6:loss-scale=1e4",
+                                                                   "--checkpoint-every", "4"])
+        on_purpose = train(fp32, 0, work, "on_purpose", spiky, base + ["--inject-fault", "6:skip"])
+        record = next((r for r in spiked_run[1] if r.get("step") == 6 and "train_loss" in r), {})
+        check("update skipped" not in quiet[0] and "a spike: the gradient norm" in record.get("skip_reason", "") and
+              np.array_equal(checkpoint_array(final_checkpoint(spiked_run[2], 8), "params"),
+                             checkpoint_array(final_checkpoint(on_purpose[2], 8), "params")),
+              "a gradient spike at step 6 is detected and skipped (the clean run has no spike), ending with the "
+              "parameters of a run that skipped step 6 on purpose")
+        resumed = resume(fp32, spiked_run, 0, work, "spiked_resumed", spiky,
+                         base + ["--inject-fault", "6:loss-scale=1e4"], step=4)
+        check("update skipped" in resumed[0] and
+              np.array_equal(checkpoint_array(final_checkpoint(resumed[2], 8), "params"),
+                             checkpoint_array(final_checkpoint(spiked_run[2], 8), "params")),
+              "resumed from step 4, the spike window comes from the checkpoint: the same skip, the same parameters")
+
+        # 5
         proc = subprocess.run([fp32] + MODEL + ["--inject-fault", "0:nan-grad"], capture_output=True, text=True,
                               cwd=ROOT, timeout=60)
         check(proc.returncode != 0 and "expected STEP:KIND[:RANK]" in proc.stderr,
