@@ -387,6 +387,73 @@ static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
 }
 
 static const Fp8AmaxReduce FP8_WHOLE = {nullptr, nullptr};
+
+// q^T's rows in tiles along x's columns: x's column c in segments of tile_rows rows (all rows:
+// row-wise q^T; 128: 1x128 tiles of q^T), the segment s scale at scale_inv_t[s * cols + c]
+// (tile_amax likewise). Block (bx, by) owns columns [32 bx, 32 bx + 32) of segment by; thread
+// (tx, ty) of its 32 x 8 reads column 32 bx + tx, so each row of 32 is one coalesced read.
+// Pass 1: each thread's max over rows ty, ty + 8, ... of its column, the 8 maxima of a column
+// combined in shared memory. Pass 2: 32 x 32 chunks quantized into a shared tile, then written
+// as q^T's rows, consecutive threads writing consecutive bytes.
+constexpr int FP8_STRIP = 32, FP8_STRIP_ROWS = 8;
+__global__ void fp8_quantize_columns_kernel(uint8_t* qt, float* scale_inv_t, float* tile_amax,
+                                            Fp8TilePass pass, const floatX* x, int rows, int cols,
+                                            int tile_rows, __nv_fp8_interpretation_t format) {
+    __shared__ float partial[FP8_STRIP_ROWS][FP8_STRIP];
+    __shared__ uint8_t tile[FP8_STRIP][FP8_STRIP + 1];  // [column][row]; +1: no bank conflicts
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c0 = blockIdx.x * FP8_STRIP, c = c0 + tx;
+    const int r_begin = blockIdx.y * tile_rows, r_end = min(rows, r_begin + tile_rows);
+    const size_t at = (size_t)blockIdx.y * cols + c;  // this column's segment: scale, tile_amax
+    float amax = 0.0f;
+    if (pass == FP8_TILES_GIVEN_AMAX) {
+        if (c < cols) amax = tile_amax[at];
+    } else {
+        float m = 0.0f;
+        if (c < cols)
+            for (int r = r_begin + ty; r < r_end; r += FP8_STRIP_ROWS)
+                m = fmaxf(m, fp8_abs_for_amax((float)x[(size_t)r * cols + c]));
+        partial[ty][tx] = m;
+        __syncthreads();  // every thread's maximum is in shared memory
+        for (int i = 0; i < FP8_STRIP_ROWS; i++) amax = fmaxf(amax, partial[i][tx]);
+        if (pass == FP8_TILES_AMAX_ONLY) {
+            if (ty == 0 && c < cols) tile_amax[at] = amax;
+            return;  // the whole block
+        }
+    }
+    const float scale = fp8_scale_from_amax(amax, fp8_max_finite(format), 0, 1.0f);
+    if (ty == 0 && c < cols) scale_inv_t[at] = 1.0f / scale;
+    for (int r0 = r_begin; r0 < r_end; r0 += FP8_STRIP) {
+        for (int i = ty; i < FP8_STRIP; i += FP8_STRIP_ROWS) {  // row r0 + i, column c
+            const int r = r0 + i;
+            if (r < r_end && c < cols)
+                tile[tx][i] = fp8_encode((float)x[(size_t)r * cols + c] * scale, format);
+        }
+        __syncthreads();  // the chunk is quantized
+        for (int j = ty; j < FP8_STRIP; j += FP8_STRIP_ROWS) {  // q^T's row c0 + j, byte r0 + tx
+            const int r = r0 + tx;
+            if (c0 + j < cols && r < r_end) qt[(size_t)(c0 + j) * rows + r] = tile[j][tx];
+        }
+        __syncthreads();  // written out before the next chunk overwrites the tile
+    }
+}
+
+static void fp8_quantize_columns(uint8_t* qt, float* scale_inv_t, const floatX* x, int rows,
+                                 int cols, int tile_rows, __nv_fp8_interpretation_t format,
+                                 Fp8AmaxReduce reduce, float* tile_amax, cudaStream_t stream) {
+    const dim3 grid((unsigned)ceil_div(cols, FP8_STRIP), (unsigned)ceil_div(rows, tile_rows));
+    const dim3 block(FP8_STRIP, FP8_STRIP_ROWS);
+    if (reduce.fn) {
+        fp8_quantize_columns_kernel<<<grid, block, 0, stream>>>(
+            qt, scale_inv_t, tile_amax, FP8_TILES_AMAX_ONLY, x, rows, cols, tile_rows, format);
+        CUDA_CHECK_LAUNCH();
+        reduce.fn(reduce.group, tile_amax, (size_t)grid.y * cols, stream);
+    }
+    fp8_quantize_columns_kernel<<<grid, block, 0, stream>>>(
+        qt, scale_inv_t, tile_amax, reduce.fn ? FP8_TILES_GIVEN_AMAX : FP8_TILES_ONE_PASS, x, rows,
+        cols, tile_rows, format);
+    CUDA_CHECK_LAUNCH();
+}
 static const Fp8ScaleLayout FP8_NO_SCALES = {nullptr, 0, 0};
 
 // Row-wise: scale_inv[r] for row r. x's rows may be cut over the group of `reduce` (tile_amax:
@@ -404,8 +471,7 @@ static void fp8_quantize_rowwise_transposed(uint8_t* qt, float* scale_inv_t, con
                                             int rows, int cols, __nv_fp8_interpretation_t format,
                                             Fp8AmaxReduce reduce, float* tile_amax,
                                             cudaStream_t stream) {
-    fp8_quantize_tiles(nullptr, qt, FP8_NO_SCALES, {scale_inv_t, 0, 1}, x, rows, cols, rows, 1,
-                       format, reduce, tile_amax, stream);
+    fp8_quantize_columns(qt, scale_inv_t, x, rows, cols, rows, format, reduce, tile_amax, stream);
 }
 
 // 1x128 tiles: scale_inv[(c / 128) * rows + r], ceil(cols / 128) * rows values.
@@ -420,8 +486,7 @@ static void fp8_quantize_1x128(uint8_t* q, float* scale_inv, const floatX* x, in
 static void fp8_quantize_1x128_transposed(uint8_t* qt, float* scale_inv_t, const floatX* x,
                                           int rows, int cols, __nv_fp8_interpretation_t format,
                                           cudaStream_t stream) {
-    fp8_quantize_tiles(nullptr, qt, FP8_NO_SCALES, {scale_inv_t, (size_t)cols, 1}, x, rows, cols,
-                       128, 1, format, FP8_WHOLE, nullptr, stream);
+    fp8_quantize_columns(qt, scale_inv_t, x, rows, cols, 128, format, FP8_WHOLE, nullptr, stream);
 }
 
 // The row stride of a BLK128x128_32F scale array of an operand whose reduction dimension is k.
