@@ -326,11 +326,14 @@ enum Fp8TilePass { FP8_TILES_ONE_PASS, FP8_TILES_AMAX_ONLY, FP8_TILES_GIVEN_AMAX
 // thread t owns its elements t, t + blockDim, ... (row-major within the tile). Pass 1: the tile's
 // amax (block max); pass 2: q and/or qt, with the tile's scale into q_scales / qt_scales.
 // tile_amax[tr * gridDim.x + tc] holds the amax between FP8_TILES_AMAX_ONLY and GIVEN_AMAX.
+// With qt the tile's bytes go through dynamic shared memory (tile_rows x (tile_cols + 1) bytes)
+// and out as q^T's rows, consecutive threads writing consecutive bytes.
 __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
                                           Fp8ScaleLayout qt_scales, float* tile_amax,
                                           Fp8TilePass pass, const floatX* x, int rows, int cols,
                                           int tile_rows, int tile_cols,
                                           __nv_fp8_interpretation_t format) {
+    extern __shared__ uint8_t staged[];  // [row in tile][column in tile], rows of tile_cols + 1
     const int row0 = blockIdx.y * tile_rows, col0 = blockIdx.x * tile_cols;
     const int h = min(tile_rows, rows - row0), w = min(tile_cols, cols - col0);
     const int count = h * w;
@@ -361,7 +364,13 @@ __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayou
         const size_t r = row0 + e / w, c = col0 + e % w;
         const uint8_t v = fp8_encode((float)x[r * cols + c] * scale, format);
         if (q) q[r * cols + c] = v;
-        if (qt) qt[c * rows + r] = v;
+        if (qt) staged[(e / w) * (tile_cols + 1) + e % w] = v;
+    }
+    if (!qt) return;  // the whole block
+    __syncthreads();  // the tile is staged
+    for (int e = threadIdx.x; e < count; e += blockDim.x) {  // q^T's row col0 + e / h
+        const int i = e % h, j = e / h;
+        qt[(size_t)(col0 + j) * rows + row0 + i] = staged[i * (tile_cols + 1) + j];
     }
 }
 
@@ -373,6 +382,7 @@ static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
                                int tile_rows, int tile_cols, __nv_fp8_interpretation_t format,
                                Fp8AmaxReduce reduce, float* tile_amax, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(cols, tile_cols), (unsigned)ceil_div(rows, tile_rows));
+    const size_t staged = qt ? (size_t)tile_rows * (tile_cols + 1) : 0;  // 128 x 128 at most
     if (reduce.fn) {
         fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(q, qt, q_scales, qt_scales, tile_amax,
                                                             FP8_TILES_AMAX_ONLY, x, rows, cols,
@@ -380,7 +390,7 @@ static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
         CUDA_CHECK_LAUNCH();
         reduce.fn(reduce.group, tile_amax, (size_t)grid.x * grid.y, stream);
     }
-    fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(
+    fp8_quantize_tiles_kernel<<<grid, 128, staged, stream>>>(
         q, qt, q_scales, qt_scales, tile_amax, reduce.fn ? FP8_TILES_GIVEN_AMAX : FP8_TILES_ONE_PASS,
         x, rows, cols, tile_rows, tile_cols, format);
     CUDA_CHECK_LAUNCH();
