@@ -1,4 +1,5 @@
-// block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber.
+// block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber (or, for a
+// kernel without synchronization, all of them as one loop: see thread loops below).
 //
 // Fibers use boost.context's low-level fcontext API (make_fcontext/jump_fcontext): a switch
 // saves a few callee-saved registers and swaps stack pointers, about 5 ns, with no syscall.
@@ -15,6 +16,16 @@
 // thread order) before threads that have not started (in thread order). Under
 // CUCC_SCHEDULE=random the pick is uniform over all runnable threads and the start order is
 // shuffled, so a missing __syncthreads/__syncwarp changes the result.
+//
+// Thread loops: a kernel that cucc found free of synchronization (cucc/runtime.h, ThreadLoop)
+// runs as one loop over the block's threads on one fiber stack: one switch per block, none per
+// thread, and the same stack size, guard page and overflow message as a thread on the fiber
+// path. Under CUCC_SCHEDULE=random the loop takes the threads in the block's shuffled start
+// order, which is exactly the order the fiber path runs a kernel that never waits (each thread
+// runs to its end before the next starts), so the random schedule exposes the same races. A
+// synchronizing call made in a thread loop (through a function cucc could not see) cannot be
+// honoured, since the threads before have finished: it ends the process with an error naming
+// the kernel and CUCC_THREAD_LOOPS=0, which runs every kernel on the fiber path.
 //
 // Deadlock: when no thread is runnable but some have not exited, nothing can ever complete;
 // the runtime prints what every group of threads waits on and exits with code 1.
@@ -170,6 +181,7 @@ struct Block {
     uint3 idx;
     dim3 dim;     // blockDim
     bool random;  // CUCC_SCHEDULE=random
+    bool thread_loop;  // runs grid->thread_loop instead of a fiber per thread
     int nthreads;
     int exited;
     int current;  // linear index of the running thread
@@ -283,6 +295,21 @@ Block& current_block(const char* what) {
     Block* b = tls_block;
     if (!b) fatal("%s called outside a kernel", what);
     return *b;
+}
+
+// The block of a call that waits for other threads (a barrier, a warp or tile collective,
+// __activemask), which a thread loop cannot run.
+Block& waiting_block(const char* what) {
+    Block& b = current_block(what);
+    if (b.thread_loop)
+        fatal(
+            "kernel %s, block (%u,%u,%u), thread (%u,%u,%u) calls %s, but cucc found no "
+            "synchronizing call in the kernel and runs it as a loop over its threads, so the "
+            "threads before this one have already finished (the call is in code cucc could not "
+            "see: a device function of another file, or called through a pointer); run with "
+            "CUCC_THREAD_LOOPS=0 to give every thread a fiber",
+            b.grid->name, b.idx.x, b.idx.y, b.idx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+    return b;
 }
 
 // Stacks with a guard page, process-wide. Each costs the kernel two memory mappings; past a
@@ -628,8 +655,16 @@ void fiber_main(transfer_t t) {
     }
 }
 
+// Entry of the one fiber of a thread-loop block: every thread in turn, then back to run_block.
+void thread_loop_main(transfer_t t) {
+    save_context(t);
+    Block& b = *tls_block;
+    b.grid->thread_loop(b.random ? b.start_order : nullptr);
+    jump_fcontext(b.main_ctx, nullptr);
+}
+
 int barrier(int predicate, const char* file, int line, const char* what) {
-    Block& b = current_block(what);
+    Block& b = waiting_block(what);
     Thread& t = b.threads[b.current];
     block_thread(b, b.current, State::AtBarrier);
     t.file = file;
@@ -707,7 +742,16 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     blockDim = uint3{grid.block.x, grid.block.y, grid.block.z};
     gridDim = uint3{grid.grid.x, grid.grid.y, grid.grid.z};
     tls_block = &b;
-    switch_to(b, pick_next(b), &b.main_ctx);
+    b.thread_loop = grid.thread_loop && config().thread_loops;
+    if (b.thread_loop) {
+        char* stack = take_stack(w);
+        size_t top = 2 * w.page + w.stack_bytes;
+        fcontext_t fresh = make_fcontext(stack + top, top - w.page, thread_loop_main);
+        save_context(jump_fcontext(fresh, &b.main_ctx));
+        if (!b.trapped) w.free_stacks.push_back(stack);
+    } else {
+        switch_to(b, pick_next(b), &b.main_ctx);
+    }
     tls_block = nullptr;
     if (!b.trapped) return true;
     // The block was abandoned midway: every stack and warp record is free again.
@@ -737,7 +781,7 @@ int syncthreads_or(int predicate, const char* file, int line) {
 }
 
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
-    Block& b = current_block("a warp-synchronous function");
+    Block& b = waiting_block("a warp-synchronous function");
     unsigned i = (unsigned)b.current, lane = i % 32, warp = i / 32;
     Thread& t = b.threads[i];
     Warp& w = b.warps[warp];
@@ -785,7 +829,7 @@ void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
 
 const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
                            const uint32_t** arrived) {
-    Block& b = current_block("a thread_block_tile collective");
+    Block& b = waiting_block("a thread_block_tile collective");
     int i = b.current;
     Thread& t = b.threads[i];
     if ((unsigned)i < first || (unsigned)i >= first + count || first % 32 || count % 32)
@@ -825,7 +869,7 @@ const void* group_exchange(unsigned first, unsigned count, const void* value, si
 }
 
 unsigned active_mask(const char* file, int line) {
-    Block& b = current_block("__activemask");
+    Block& b = waiting_block("__activemask");
     int i = b.current, warp = i / 32;
     Thread& t = b.threads[i];
     block_thread(b, i, State::AtActiveMask);
@@ -880,7 +924,7 @@ bool grid_is_cooperative() { return tls_block && tls_block->grid->cooperative; }
 // OS thread (and so the whole block) until every block has arrived; then all meet again, so no
 // thread of the block runs ahead of the grid.
 void grid_sync(const char* file, int line) {
-    Block& b = current_block("this_grid().sync()");
+    Block& b = waiting_block("this_grid().sync()");
     if (!b.grid->cooperative)
         fatal(
             "kernel %s calls this_grid().sync() but was not launched cooperatively "
