@@ -91,13 +91,20 @@ constexpr int kMaxWarps = kMaxThreadsPerBlock / 32;
 
 // One warp-synchronous call (a shuffle, vote or __syncwarp) of a set of lanes. Lanes deposit
 // their value at data + lane*bytes; when every lane in mask has arrived, all of them continue
-// and read the others' values here. The record is recycled once every participant has made
-// its next warp-synchronous call (or exited), which is when the contract lets the pointer die.
+// and read the others' values here.
+// A converged call (its mask names every live lane of the warp and no other call of the warp
+// is open) uses one of the warp's own two records, in turn, with no allocation or reference
+// count: the record used by call k is next used by call k+2, which opens only after call k+1
+// has completed, and every live lane arrived at k+1 after reading what k gave it. Other calls
+// (lanes that are actually divergent, or masks of part of a warp) take a record from a pool,
+// recycled once every participant has made its next warp-synchronous call (or exited), which
+// is when the contract lets the pointer die.
 struct Exchange {
     unsigned mask;     // lanes taking part (as passed by every participant)
     unsigned arrived;  // lanes that have deposited
     unsigned bytes;
-    int refs;  // participants still waiting in it or allowed to read it
+    int refs;    // pooled records: participants still waiting in it or allowed to read it
+    bool owned;  // one of a warp's own two records (never pooled)
     Exchange* next_free;
     alignas(64) unsigned char data[32 * kMaxExchangeBytes];
 };
@@ -168,6 +175,8 @@ struct Thread {
 struct Warp {
     Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
     int open_count;
+    Exchange own[2];  // the records of converged calls, used in turn
+    int own_next;
     unsigned live;     // lanes that exist and have not exited
     unsigned blocked;  // live lanes waiting (barrier, warp call, __activemask)
     unsigned at_mask;  // lanes waiting in __activemask
@@ -297,18 +306,23 @@ Block& current_block(const char* what) {
     return *b;
 }
 
+// A call that waits for other threads made in a thread loop, which cannot honour it.
+[[noreturn]] __attribute__((noinline, cold)) void report_wait_in_thread_loop(const Block& b,
+                                                                            const char* what) {
+    fatal(
+        "kernel %s, block (%u,%u,%u), thread (%u,%u,%u) calls %s, but cucc found no "
+        "synchronizing call in the kernel and runs it as a loop over its threads, so the "
+        "threads before this one have already finished (the call is in code cucc could not "
+        "see: a device function of another file, or called through a pointer); run with "
+        "CUCC_THREAD_LOOPS=0 to give every thread a fiber",
+        b.grid->name, b.idx.x, b.idx.y, b.idx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+}
+
 // The block of a call that waits for other threads (a barrier, a warp or tile collective,
-// __activemask), which a thread loop cannot run.
-Block& waiting_block(const char* what) {
+// __activemask). Inline: it is on the path of every shuffle.
+inline Block& waiting_block(const char* what) {
     Block& b = current_block(what);
-    if (b.thread_loop)
-        fatal(
-            "kernel %s, block (%u,%u,%u), thread (%u,%u,%u) calls %s, but cucc found no "
-            "synchronizing call in the kernel and runs it as a loop over its threads, so the "
-            "threads before this one have already finished (the call is in code cucc could not "
-            "see: a device function of another file, or called through a pointer); run with "
-            "CUCC_THREAD_LOOPS=0 to give every thread a fiber",
-            b.grid->name, b.idx.x, b.idx.y, b.idx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+    if (__builtin_expect(b.thread_loop, 0)) report_wait_in_thread_loop(b, what);
     return b;
 }
 
@@ -350,7 +364,7 @@ char* take_stack(Worker& w) {
 inline void release_exchange(Worker& w, Thread& t) {
     Exchange* e = t.exchange;
     t.exchange = nullptr;
-    if (e && --e->refs == 0) w.exchanges.give(e);
+    if (e && !e->owned && --e->refs == 0) w.exchanges.give(e);
     GroupCall* g = t.group;
     t.group = nullptr;
     if (g && --g->refs == 0) w.groups.give(g);
@@ -716,6 +730,8 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     for (int k = 0; k < (n + 31) / 32; k++) {
         int lanes = n - 32 * k < 32 ? n - 32 * k : 32;
         b.warps[k].open_count = 0;
+        b.warps[k].own_next = 0;
+        b.warps[k].own[0].owned = b.warps[k].own[1].owned = true;
         b.warps[k].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
         b.warps[k].blocked = b.warps[k].at_mask = 0;
     }
@@ -803,7 +819,13 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
         }
     }
     if (!e) {
-        e = b.worker->exchanges.take();
+        if (w.open_count == 0 && (mask & w.live) == w.live) {
+            e = &w.own[w.own_next];
+            w.own_next ^= 1;
+        } else {
+            e = b.worker->exchanges.take();
+            e->owned = false;
+        }
         e->mask = mask;
         e->arrived = 0;
         e->bytes = (unsigned)bytes;
@@ -816,7 +838,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
     else if (bytes == 8) memcpy(slot, value, 8);
     else memcpy(slot, value, bytes);
     e->arrived |= 1u << lane;
-    e->refs++;
+    if (!e->owned) e->refs++;
     t.exchange = e;
     block_thread(b, i, State::InWarpCall);
     if (!complete_exchange(b, w, warp, e)) check_convergence(b, warp);

@@ -131,7 +131,11 @@ void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 bl
     cucc::ThreadLoop loop = nullptr;
     if constexpr (ThreadLoop)
         loop = [body, captured](const int* order) {
-            run_threads([&] { std::apply(body, captured); }, order);
+            // A local copy of the arguments: the kernel's stores cannot alias it, so the loop
+            // keeps them in registers (read through the closure, a float argument would be
+            // reloaded after every float store, which stops vectorization).
+            const auto args = captured;
+            run_threads([&] { std::apply(body, args); }, order);
         };
     launch_validated(name, kernel_addr, grid, block, smem, stream, max_threads,
                      [body, captured]() { std::apply(body, captured); }, std::move(loop));
