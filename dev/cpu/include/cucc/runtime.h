@@ -9,7 +9,8 @@
 //     queued on its stream. Stream work runs in stream order; see "Streams" below.
 //   - A kernel runs its blocks on a pool of OS threads (CUCC_THREADS, default: all cores), one
 //     block at a time per OS thread. Each CUDA thread of a block is a fiber; barriers, warp
-//     shuffles and votes switch between the fibers of the block.
+//     shuffles and votes switch between the fibers of the block. A kernel in which cucc finds
+//     no synchronizing call runs each block as one loop over its threads instead (ThreadLoop).
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
 //   - A cooperative launch (cudaLaunchCooperativeKernel) runs every block at once, each on an
