@@ -8,12 +8,15 @@
 //   hidden:  a kernel that reaches __syncthreads through a device function pointer, which cucc
 //            cannot see: the first such call ends the program with an error naming the kernel;
 //            with CUCC_THREAD_LOOPS=0 (a fiber per thread for every kernel) it is right.
+//   template: the same device function given as a template argument: cucc treats a call of a
+//            template parameter as unknown code and keeps the fiber path, so it is right.
 // Each mode prints what it compared and exits 0 when the result is the expected one.
 //! cpu-only
 //! run: ./prog order => pass /thread loop order: right, last writer 63/
 //! run: for s in 1 2 3 4 5 6 7 8 9 10; do CUCC_SCHEDULE=random CUCC_SEED=$s ./prog order || exit 1; done => pass /thread loop order: right, last writer (?!63)/
 //! run: ./prog hidden => fail /cucc: kernel hidden_sync_kernel, block \(0,0,0\), thread \(0,0,0\) calls __syncthreads, but cucc found no synchronizing call in the kernel .*CUCC_THREAD_LOOPS=0/
 //! run: CUCC_THREAD_LOOPS=0 ./prog hidden => pass /hidden barrier: right/
+//! run: ./prog template => pass /template barrier: right/
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -37,6 +40,11 @@ __device__ void (*hidden_sync)(int*) = reverse_through_shared;
 
 __global__ void hidden_sync_kernel(int* data) { hidden_sync(data); }
 
+template <void (*F)(int*)>
+__global__ void template_sync_kernel(int* data) {
+    F(data);
+}
+
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "";
     int *d_out, *d_last;
@@ -57,18 +65,20 @@ int main(int argc, char** argv) {
         printf("thread loop order: %s, last writer %d\n", right ? "right" : "WRONG", last[0]);
         return right ? 0 : 1;
     }
-    if (strcmp(mode, "hidden") == 0) {
+    const bool hidden = strcmp(mode, "hidden") == 0;
+    if (hidden || strcmp(mode, "template") == 0) {
         std::vector<int> h(64);
         for (int i = 0; i < 64; i++) h[i] = i;
         CUDA_CHECK(cudaMemcpy(d_out, h.data(), 64 * sizeof(int), cudaMemcpyHostToDevice));
-        hidden_sync_kernel<<<1, 64>>>(d_out);
+        if (hidden) hidden_sync_kernel<<<1, 64>>>(d_out);
+        else template_sync_kernel<reverse_through_shared><<<1, 64>>>(d_out);
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemcpy(h.data(), d_out, 64 * sizeof(int), cudaMemcpyDeviceToHost));
         bool right = true;
         for (int i = 0; i < 64; i++) right &= h[i] == 63 - i;
-        printf("hidden barrier: %s\n", right ? "right" : "WRONG");
+        printf("%s barrier: %s\n", mode, right ? "right" : "WRONG");
         return right ? 0 : 1;
     }
-    fprintf(stderr, "usage: %s order|hidden\n", argv[0]);
+    fprintf(stderr, "usage: %s order|hidden|template\n", argv[0]);
     return 2;
 }
