@@ -1,4 +1,5 @@
-// block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber.
+// block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber (or, for a
+// kernel without synchronization, all of them as one loop: see thread loops below).
 //
 // Fibers use boost.context's low-level fcontext API (make_fcontext/jump_fcontext): a switch
 // saves a few callee-saved registers and swaps stack pointers, about 5 ns, with no syscall.
@@ -15,6 +16,16 @@
 // thread order) before threads that have not started (in thread order). Under
 // CUCC_SCHEDULE=random the pick is uniform over all runnable threads and the start order is
 // shuffled, so a missing __syncthreads/__syncwarp changes the result.
+//
+// Thread loops: a kernel that cucc found free of synchronization (cucc/runtime.h, ThreadLoop)
+// runs as one loop over the block's threads on one fiber stack: one switch per block, none per
+// thread, and the same stack size, guard page and overflow message as a thread on the fiber
+// path. Under CUCC_SCHEDULE=random the loop takes the threads in the block's shuffled start
+// order, which is exactly the order the fiber path runs a kernel that never waits (each thread
+// runs to its end before the next starts), so the random schedule exposes the same races. A
+// synchronizing call made in a thread loop (through a function cucc could not see) cannot be
+// honoured, since the threads before have finished: it ends the process with an error naming
+// the kernel and CUCC_THREAD_LOOPS=0, which runs every kernel on the fiber path.
 //
 // Deadlock: when no thread is runnable but some have not exited, nothing can ever complete;
 // the runtime prints what every group of threads waits on and exits with code 1.
@@ -80,13 +91,20 @@ constexpr int kMaxWarps = kMaxThreadsPerBlock / 32;
 
 // One warp-synchronous call (a shuffle, vote or __syncwarp) of a set of lanes. Lanes deposit
 // their value at data + lane*bytes; when every lane in mask has arrived, all of them continue
-// and read the others' values here. The record is recycled once every participant has made
-// its next warp-synchronous call (or exited), which is when the contract lets the pointer die.
+// and read the others' values here.
+// A converged call (its mask names every live lane of the warp and no other call of the warp
+// is open) uses one of the warp's own two records, in turn, with no allocation or reference
+// count: the record used by call k is next used by call k+2, which opens only after call k+1
+// has completed, and every live lane arrived at k+1 after reading what k gave it. Other calls
+// (lanes that are actually divergent, or masks of part of a warp) take a record from a pool,
+// recycled once every participant has made its next warp-synchronous call (or exited), which
+// is when the contract lets the pointer die.
 struct Exchange {
     unsigned mask;     // lanes taking part (as passed by every participant)
     unsigned arrived;  // lanes that have deposited
     unsigned bytes;
-    int refs;  // participants still waiting in it or allowed to read it
+    int refs;    // pooled records: participants still waiting in it or allowed to read it
+    bool owned;  // one of a warp's own two records (never pooled)
     Exchange* next_free;
     alignas(64) unsigned char data[32 * kMaxExchangeBytes];
 };
@@ -157,6 +175,8 @@ struct Thread {
 struct Warp {
     Exchange* open[32];  // warp calls some lanes wait in (different masks may be open at once)
     int open_count;
+    Exchange own[2];  // the records of converged calls, used in turn
+    int own_next;
     unsigned live;     // lanes that exist and have not exited
     unsigned blocked;  // live lanes waiting (barrier, warp call, __activemask)
     unsigned at_mask;  // lanes waiting in __activemask
@@ -170,6 +190,7 @@ struct Block {
     uint3 idx;
     dim3 dim;     // blockDim
     bool random;  // CUCC_SCHEDULE=random
+    bool thread_loop;  // runs grid->thread_loop instead of a fiber per thread
     int nthreads;
     int exited;
     int current;  // linear index of the running thread
@@ -285,6 +306,26 @@ Block& current_block(const char* what) {
     return *b;
 }
 
+// A call that waits for other threads made in a thread loop, which cannot honour it.
+[[noreturn]] __attribute__((noinline, cold)) void report_wait_in_thread_loop(const Block& b,
+                                                                            const char* what) {
+    fatal(
+        "kernel %s, block (%u,%u,%u), thread (%u,%u,%u) calls %s, but cucc found no "
+        "synchronizing call in the kernel and runs it as a loop over its threads, so the "
+        "threads before this one have already finished (the call is in code cucc could not "
+        "see: a device function of another file, or called through a pointer); run with "
+        "CUCC_THREAD_LOOPS=0 to give every thread a fiber",
+        b.grid->name, b.idx.x, b.idx.y, b.idx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+}
+
+// The block of a call that waits for other threads (a barrier, a warp or tile collective,
+// __activemask). Inline: it is on the path of every shuffle.
+inline Block& waiting_block(const char* what) {
+    Block& b = current_block(what);
+    if (__builtin_expect(b.thread_loop, 0)) report_wait_in_thread_loop(b, what);
+    return b;
+}
+
 // Stacks with a guard page, process-wide. Each costs the kernel two memory mappings; past a
 // quarter of vm.max_map_count (8k stacks by default), stacks come without one, so that a
 // cooperative grid of thousands of co-resident blocks (blocks per SM x 132 SMs, each block on
@@ -323,7 +364,7 @@ char* take_stack(Worker& w) {
 inline void release_exchange(Worker& w, Thread& t) {
     Exchange* e = t.exchange;
     t.exchange = nullptr;
-    if (e && --e->refs == 0) w.exchanges.give(e);
+    if (e && !e->owned && --e->refs == 0) w.exchanges.give(e);
     GroupCall* g = t.group;
     t.group = nullptr;
     if (g && --g->refs == 0) w.groups.give(g);
@@ -628,8 +669,16 @@ void fiber_main(transfer_t t) {
     }
 }
 
+// Entry of the one fiber of a thread-loop block: every thread in turn, then back to run_block.
+void thread_loop_main(transfer_t t) {
+    save_context(t);
+    Block& b = *tls_block;
+    b.grid->thread_loop(b.random ? b.start_order : nullptr);
+    jump_fcontext(b.main_ctx, nullptr);
+}
+
 int barrier(int predicate, const char* file, int line, const char* what) {
-    Block& b = current_block(what);
+    Block& b = waiting_block(what);
     Thread& t = b.threads[b.current];
     block_thread(b, b.current, State::AtBarrier);
     t.file = file;
@@ -681,6 +730,8 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     for (int k = 0; k < (n + 31) / 32; k++) {
         int lanes = n - 32 * k < 32 ? n - 32 * k : 32;
         b.warps[k].open_count = 0;
+        b.warps[k].own_next = 0;
+        b.warps[k].own[0].owned = b.warps[k].own[1].owned = true;
         b.warps[k].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
         b.warps[k].blocked = b.warps[k].at_mask = 0;
     }
@@ -707,7 +758,16 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     blockDim = uint3{grid.block.x, grid.block.y, grid.block.z};
     gridDim = uint3{grid.grid.x, grid.grid.y, grid.grid.z};
     tls_block = &b;
-    switch_to(b, pick_next(b), &b.main_ctx);
+    b.thread_loop = grid.thread_loop && config().thread_loops;
+    if (b.thread_loop) {
+        char* stack = take_stack(w);
+        size_t top = 2 * w.page + w.stack_bytes;
+        fcontext_t fresh = make_fcontext(stack + top, top - w.page, thread_loop_main);
+        save_context(jump_fcontext(fresh, &b.main_ctx));
+        if (!b.trapped) w.free_stacks.push_back(stack);
+    } else {
+        switch_to(b, pick_next(b), &b.main_ctx);
+    }
     tls_block = nullptr;
     if (!b.trapped) return true;
     // The block was abandoned midway: every stack and warp record is free again.
@@ -737,7 +797,7 @@ int syncthreads_or(int predicate, const char* file, int line) {
 }
 
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
-    Block& b = current_block("a warp-synchronous function");
+    Block& b = waiting_block("a warp-synchronous function");
     unsigned i = (unsigned)b.current, lane = i % 32, warp = i / 32;
     Thread& t = b.threads[i];
     Warp& w = b.warps[warp];
@@ -759,7 +819,13 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
         }
     }
     if (!e) {
-        e = b.worker->exchanges.take();
+        if (w.open_count == 0 && (mask & w.live) == w.live) {
+            e = &w.own[w.own_next];
+            w.own_next ^= 1;
+        } else {
+            e = b.worker->exchanges.take();
+            e->owned = false;
+        }
         e->mask = mask;
         e->arrived = 0;
         e->bytes = (unsigned)bytes;
@@ -772,7 +838,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
     else if (bytes == 8) memcpy(slot, value, 8);
     else memcpy(slot, value, bytes);
     e->arrived |= 1u << lane;
-    e->refs++;
+    if (!e->owned) e->refs++;
     t.exchange = e;
     block_thread(b, i, State::InWarpCall);
     if (!complete_exchange(b, w, warp, e)) check_convergence(b, warp);
@@ -785,7 +851,7 @@ void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
 
 const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
                            const uint32_t** arrived) {
-    Block& b = current_block("a thread_block_tile collective");
+    Block& b = waiting_block("a thread_block_tile collective");
     int i = b.current;
     Thread& t = b.threads[i];
     if ((unsigned)i < first || (unsigned)i >= first + count || first % 32 || count % 32)
@@ -825,7 +891,7 @@ const void* group_exchange(unsigned first, unsigned count, const void* value, si
 }
 
 unsigned active_mask(const char* file, int line) {
-    Block& b = current_block("__activemask");
+    Block& b = waiting_block("__activemask");
     int i = b.current, warp = i / 32;
     Thread& t = b.threads[i];
     block_thread(b, i, State::AtActiveMask);
@@ -880,7 +946,7 @@ bool grid_is_cooperative() { return tls_block && tls_block->grid->cooperative; }
 // OS thread (and so the whole block) until every block has arrived; then all meet again, so no
 // thread of the block runs ahead of the grid.
 void grid_sync(const char* file, int line) {
-    Block& b = current_block("this_grid().sync()");
+    Block& b = waiting_block("this_grid().sync()");
     if (!b.grid->cooperative)
         fatal(
             "kernel %s calls this_grid().sync() but was not launched cooperatively "

@@ -101,6 +101,7 @@ Config read_config() {
     else if (strcmp(sched, "random") == 0) c.random = true;
     else fatal("CUCC_SCHEDULE=%s: expected sequential or random", sched);
     c.seed = (uint64_t)parse_env_int("CUCC_SEED", 1, 0, INT64_MAX);
+    c.thread_loops = parse_env_int("CUCC_THREAD_LOOPS", 1, 0, 1) != 0;
     return c;
 }
 

@@ -36,6 +36,8 @@ struct Config {
     int cc_major, cc_minor;  // CUCC_COMPUTE_CAPABILITY: the devices' compute capability (9.0)
     bool random;         // CUCC_SCHEDULE=random: randomize run orders (default sequential)
     uint64_t seed;       // CUCC_SEED: seed of the random orders (default 1)
+    bool thread_loops;   // CUCC_THREAD_LOOPS=0: run every kernel with a fiber per thread, also
+                         // those cucc compiled as thread loops (default 1, see block.cpp)
 };
 const Config& config();
 
@@ -93,6 +95,7 @@ struct GridBarrier;  // this_grid().sync() of a cooperative grid (block.cpp)
 struct Grid {
     const char* name;
     KernelBody body;
+    ThreadLoop thread_loop;  // set when cucc found no synchronization in the kernel
     dim3 grid, block;
     size_t smem;
     uint64_t launch_index;  // counts launches; seeds the random orders of this grid

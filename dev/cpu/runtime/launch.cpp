@@ -46,10 +46,17 @@ struct RegisteredKernel {
     unsigned max_threads;  // its __launch_bounds__, 0: none
     size_t params;         // number of parameters
     KernelBinder bind;
+    bool thread_loop;  // runs as a loop over each block's threads (ThreadLoop in runtime.h)
 };
 std::map<const void*, RegisteredKernel>& registry() {
     static auto* m = new std::map<const void*, RegisteredKernel>;
     return *m;
+}
+
+// The thread loop of a registered kernel launched by address: the body called for each thread
+// (not inlined into one loop as a <<<>>> launch's is, but still no fiber per thread).
+ThreadLoop loop_over(const KernelBody& body) {
+    return [body](const int* order) { run_threads(body, order); };
 }
 
 // The kernel at func, or false after saying why on stderr.
@@ -238,7 +245,8 @@ int resident_blocks(int block_size, size_t smem) {
 }
 
 cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                    unsigned max_threads, bool cooperative, KernelBody thread_body, StreamOp* out) {
+                    unsigned max_threads, bool cooperative, KernelBody thread_body,
+                    ThreadLoop thread_loop, StreamOp* out) {
     static std::atomic<uint64_t> launches{0};
     int device = current_device();
     cudaError_t err = sticky_error(device);
@@ -248,8 +256,8 @@ cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 b
         (uint64_t)grid.x * grid.y * grid.z >
             (uint64_t)resident_blocks((int)(block.x * block.y * block.z), smem) * kMultiprocessors)
         return cudaErrorCooperativeLaunchTooLarge;
-    auto g = std::make_shared<Grid>(
-        Grid{name, std::move(thread_body), grid, block, smem, launches++, device, cooperative});
+    auto g = std::make_shared<Grid>(Grid{name, std::move(thread_body), std::move(thread_loop), grid,
+                                         block, smem, launches++, device, cooperative});
     if (cooperative) g->barrier = new_grid_barrier((uint64_t)grid.x * grid.y * grid.z);
     // A kernel queued behind a fault does not run, as on a GPU whose context has failed.
     *out = StreamOp{name, nullptr, [g] {
@@ -268,8 +276,10 @@ cudaError_t registry_op(const char* api, const void* func, dim3 grid, dim3 block
     RegisteredKernel k;
     if (!find_kernel(api, func, &k)) return cudaErrorInvalidDeviceFunction;
     if (k.params > 0 && !args) return cudaErrorInvalidValue;
-    return grid_op(k.name, func, grid, block, smem, k.max_threads, cooperative, k.bind(func, args),
-                   out);
+    KernelBody body = k.bind(func, args);
+    ThreadLoop loop = k.thread_loop ? loop_over(body) : nullptr;
+    return grid_op(k.name, func, grid, block, smem, k.max_threads, cooperative, std::move(body),
+                   std::move(loop), out);
 }
 
 cudaError_t registry_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
@@ -283,28 +293,31 @@ cudaError_t registry_launch(const char* api, const void* func, dim3 grid, dim3 b
 }  // namespace
 
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body) {
+                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body,
+                      ThreadLoop thread_loop) {
     // A launch through a function pointer (`table[i]<<<...>>>`): cucc could not tell which
-    // kernel it calls, the registry can, by the pointer's value.
+    // kernel it calls, the registry can, by the pointer's value (also whether the file that
+    // defines it found it free of synchronization).
     if (kernel_addr && max_threads == 0) {
         ApiLock lock;
         auto k = registry().find(kernel_addr);
         if (k != registry().end()) {
             name = k->second.name;
             max_threads = k->second.max_threads;
+            if (k->second.thread_loop && !thread_loop) thread_loop = loop_over(thread_body);
         }
     }
     StreamOp op;
-    cudaError_t err =
-        grid_op(name, kernel_addr, grid, block, smem, max_threads, false, thread_body, &op);
+    cudaError_t err = grid_op(name, kernel_addr, grid, block, smem, max_threads, false,
+                              std::move(thread_body), std::move(thread_loop), &op);
     if (err == cudaSuccess) err = stream_enqueue(stream, std::move(op));
     api_return(err);
 }
 
 void register_kernel_binder(const void* kernel, const char* name, unsigned max_threads,
-                            size_t params, KernelBinder bind) {
+                            size_t params, KernelBinder bind, bool thread_loop) {
     ApiLock lock;
-    registry()[kernel] = RegisteredKernel{name, max_threads, params, bind};
+    registry()[kernel] = RegisteredKernel{name, max_threads, params, bind, thread_loop};
 }
 
 cudaError_t kernel_op(const void* func, dim3 grid, dim3 block, void** args, size_t smem,

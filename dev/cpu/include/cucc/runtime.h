@@ -9,7 +9,8 @@
 //     queued on its stream. Stream work runs in stream order; see "Streams" below.
 //   - A kernel runs its blocks on a pool of OS threads (CUCC_THREADS, default: all cores), one
 //     block at a time per OS thread. Each CUDA thread of a block is a fiber; barriers, warp
-//     shuffles and votes switch between the fibers of the block.
+//     shuffles and votes switch between the fibers of the block. A kernel in which cucc finds
+//     no synchronizing call runs each block as one loop over its threads instead (ThreadLoop).
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
 //   - A cooperative launch (cudaLaunchCooperativeKernel) runs every block at once, each on an
@@ -74,9 +75,39 @@ constexpr int kClockRateKHz = 1980000;
 // Not modelled: static __shared__ variables do not count against the shared memory limit
 // (only the launch's dynamic bytes do). cudaFuncGetAttributes reports the bound of registered
 // non-template kernels.
+//
+// Thread loops: a kernel whose body (and every function it calls, as far as cucc can see) makes
+// no synchronizing call (no barrier, warp collective, __activemask, inline PTX) needs no fiber
+// per thread: cucc launches it with ThreadLoop = true, and each block runs `thread_loop`, which
+// calls the body for every thread of the block in turn (run_threads below), inlined into one
+// loop that the host compiler may vectorize. order is null for thread order (x fastest), or
+// the linear thread indices to run in that order (CUCC_SCHEDULE=random: see block.cpp).
 using KernelBody = std::function<void()>;
+using ThreadLoop = std::function<void(const int* order)>;
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body);
+                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body,
+                      ThreadLoop thread_loop);
+
+// Runs thread() once for every thread of the running block, setting threadIdx before each.
+template <class Thread>
+inline void run_threads(Thread&& thread, const int* order) {
+    const uint3 d = blockDim;
+    if (!order) {
+        for (unsigned z = 0; z < d.z; z++)
+            for (unsigned y = 0; y < d.y; y++)
+                for (unsigned x = 0; x < d.x; x++) {
+                    threadIdx = uint3{x, y, z};
+                    thread();
+                }
+        return;
+    }
+    const unsigned n = d.x * d.y * d.z;
+    for (unsigned k = 0; k < n; k++) {
+        const unsigned i = (unsigned)order[k];
+        threadIdx = uint3{i % d.x, i / d.x % d.y, i / (d.x * d.y)};
+        thread();
+    }
+}
 
 template <unsigned N>
 struct launch_bound {
@@ -93,25 +124,35 @@ struct no_launch_bound {
     }
 };
 
-template <class Body, class Bound, class... Args>
+template <bool ThreadLoop, class Body, class Bound, class... Args>
 void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Body body, Bound bound, Args&&... args) {
     auto captured = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...);
     unsigned max_threads = std::apply(bound, captured);
+    cucc::ThreadLoop loop = nullptr;
+    if constexpr (ThreadLoop)
+        loop = [body, captured](const int* order) {
+            // A local copy of the arguments: the kernel's stores cannot alias it, so the loop
+            // keeps them in registers (read through the closure, a float argument would be
+            // reloaded after every float store, which stops vectorization).
+            const auto args = captured;
+            run_threads([&] { std::apply(body, args); }, order);
+        };
     launch_validated(name, kernel_addr, grid, block, smem, stream, max_threads,
-                     [body, captured]() { std::apply(body, captured); });
+                     [body, captured]() { std::apply(body, captured); }, std::move(loop));
 }
 
 // The kernel registry, for launches that name a kernel by address and pass a `void**` array of
 // pointers to the arguments (cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelEx,
-// graph kernel nodes). cucc emits `register_kernel(kernel, "name", bound)` after every
+// graph kernel nodes). cucc emits `register_kernel(kernel, "name", bound, loop)` after every
 // non-template __global__ definition, and wraps every use of a template kernel's name outside a
 // launch (`(void*)kernel<float>`, `&kernel<T, 4>`) in registered_kernel(), so each instantiation
 // whose address the program takes is known too. The binder copies the arguments out of the
 // array (as a launch copies them) and returns the body that calls the kernel with them.
 using KernelBinder = KernelBody (*)(const void* kernel, void** args);
+// thread_loop: cucc found no synchronization in the kernel (see ThreadLoop above).
 void register_kernel_binder(const void* kernel, const char* name, unsigned max_threads,
-                            size_t params, KernelBinder bind);
+                            size_t params, KernelBinder bind, bool thread_loop);
 
 template <class... P, size_t... I>
 KernelBody bind_arguments(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
@@ -124,14 +165,15 @@ KernelBody bind_kernel(const void* kernel, void** args) {
     return bind_arguments(f, args, std::index_sequence_for<P...>{});
 }
 template <class... P>
-bool register_kernel(void (*kernel)(P...), const char* name, unsigned max_threads = 0) {
+bool register_kernel(void (*kernel)(P...), const char* name, unsigned max_threads = 0,
+                     bool thread_loop = false) {
     register_kernel_binder(reinterpret_cast<const void*>(kernel), name, max_threads, sizeof...(P),
-                           &bind_kernel<P...>);
+                           &bind_kernel<P...>, thread_loop);
     return true;
 }
 template <class... P>
-auto registered_kernel(void (*kernel)(P...), const char* name) {
-    register_kernel(kernel, name);
+auto registered_kernel(void (*kernel)(P...), const char* name, bool thread_loop = false) {
+    register_kernel(kernel, name, 0, thread_loop);
     return kernel;
 }
 
