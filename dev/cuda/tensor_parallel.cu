@@ -249,8 +249,8 @@ static Linear whole_linear(Test* t, const std::vector<floatX>& inp, const std::v
     floatX *x = a.copy(inp), *weight = a.copy(w), *out = a.poisoned<floatX>((size_t)N * OC);
     floatX* dinp = a.poisoned<floatX>((size_t)N * IC);
     floatX *dw = a.zeros<floatX>((size_t)OC * IC), *db = a.zeros<floatX>(OC);
-    linear_forward(&t->mm, out, x, weight, a.copy(b), N, IC, OC);
-    linear_backward(&t->mm, dinp, dw, db, t->partials, a.copy(dout), x, weight, N, IC, OC);
+    linear_forward(&t->mm, FP8_NONE, out, x, weight, a.copy(b), N, IC, OC);
+    linear_backward(&t->mm, FP8_NONE, dinp, dw, db, t->partials, a.copy(dout), x, weight, N, IC, OC);
     CUDA_CHECK(cudaStreamSynchronize(t->stream));
     return Linear{host_floats(out, (size_t)N * OC), host_floats(dinp, (size_t)N * IC),
                   host_floats(dw, (size_t)OC * IC), host_floats(db, OC)};
@@ -286,10 +286,10 @@ static void check_column_parallel(Test* t, const char* layer, int IC, int OC, in
     floatX *w = a.copy(pick(d.w, w_map)), *out = a.poisoned<floatX>((size_t)N * OCl);
     const floatX* x = tp_enter(tp, a.copy(pick(d.inp, in_rows)), a.poisoned<floatX>((size_t)N * IC),
                                N, IC, t->stream);
-    column_parallel_forward(&t->mm, out, x, w, a.copy(pick(d.b, b_map)), N, IC, OCl);
+    column_parallel_forward(&t->mm, FP8_NONE, out, x, w, a.copy(pick(d.b, b_map)), N, IC, OCl);
     floatX *dw = a.zeros<floatX>((size_t)OCl * IC), *db = a.zeros<floatX>(OCl);
     const floatX* dinp =
-        column_parallel_backward(&t->mm, tp, a.poisoned<floatX>((size_t)N * IC), dw, db,
+        column_parallel_backward(&t->mm, FP8_NONE, tp, a.poisoned<floatX>((size_t)N * IC), dw, db,
                                  t->partials, a.copy(pick(d.dout, out_map)), x, w, N, IC, OCl);
     sync(t);
     check(t, layer, "out, its columns", out, ref.out, out_map, REL_BOUND);
@@ -310,13 +310,13 @@ static void check_row_parallel(Test* t, const char* layer, int IC, int OC, uint6
 
     Arena a;
     floatX *x = a.copy(pick(d.inp, in_map)), *w = a.copy(pick(d.w, w_map));
-    const floatX* out = row_parallel_forward(&t->mm, tp, a.poisoned<floatX>((size_t)N * OC), x, w,
+    const floatX* out = row_parallel_forward(&t->mm, FP8_NONE, tp, a.poisoned<floatX>((size_t)N * OC), x, w,
                                              a.copy(d.b), N, ICl, OC);
     const floatX* dout = tp_leave_backward(tp, a.copy(pick(d.dout, out_rows)),
                                            a.poisoned<floatX>((size_t)N * OC), N, OC, t->stream);
     floatX *dinp = a.poisoned<floatX>((size_t)N * ICl), *dw = a.zeros<floatX>((size_t)OC * ICl);
     floatX* db = a.zeros<floatX>(OC);
-    row_parallel_backward(&t->mm, dinp, dw, db, t->partials, dout, x, w, N, ICl, OC);
+    row_parallel_backward(&t->mm, FP8_NONE, dinp, dw, db, t->partials, dout, x, w, N, ICl, OC);
     sync(t);
     check(t, layer, "out, summed by g, bias once", out, ref.out, out_rows, REL_BOUND);
     check(t, layer, "dweight, its columns", dw, ref.dweight, w_map, REL_BOUND);
