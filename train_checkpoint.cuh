@@ -21,8 +21,9 @@
 // STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
 // parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the
 // seed of stochastic rounding, the generators of samples and random tokens, the training
-// loader's position, and under --fp8 delayed the amax histories and scales. Its configuration block, compared byte for byte on load, is the model's
-// shape and precision; the loader's saved state checks the data, B, T and the seed itself.
+// loader's position, and under --fp8 delayed the amax histories and scales. Its configuration
+// block, compared byte for byte on load, is the model's shape and precision; the loader's saved
+// state checks the data, B, T and the seed itself.
 
 struct CheckpointConfig {  // int32 fields only: no padding bytes
     int32_t vocab, padded_vocab, context, layers, heads, channels;
@@ -76,24 +77,26 @@ inline void load_fp8_delayed(GPT* m, CheckpointReader* manifest) {
     const Fp8DelayedScaling* d = &m->fp8.delayed;
     const CkptSectionInfo* info = ckpt_lookup(manifest, "fp8_delayed");
     if (info == nullptr)
-        fatal("checkpoint %s holds no FP8 delayed-scaling state (not written by an --fp8 delayed "
-              "run)",
-              manifest->path);
+        fatal(
+            "checkpoint %s holds no FP8 delayed-scaling state (not written by an --fp8 delayed "
+            "run)",
+            manifest->path);
     std::vector<uint8_t> bytes(info->size);
     if (ckpt_read_section(manifest, "fp8_delayed", bytes.data(), info->size) != 0)
         fatal("%s", manifest->error);
     Fp8DelayedHeader h;
     const size_t history = sizeof(float) * d->count * d->length;
-    if (info->size < sizeof(h)) fatal("checkpoint %s: its fp8_delayed section is malformed", manifest->path);
+    if (info->size < sizeof(h))
+        fatal("checkpoint %s: its fp8_delayed section is malformed", manifest->path);
     memcpy(&h, bytes.data(), sizeof(h));
     if (h.count != d->count || h.length != d->length || h.position < 0 || h.position >= h.length ||
         info->size != sizeof(h) + history + sizeof(Fp8TensorScale) * d->count)
-        fatal("checkpoint %s: its FP8 delayed-scaling state is for %d tensors with histories of "
-              "%d, this model has %d tensors with histories of %d",
-              manifest->path, h.count, h.length, d->count, d->length);
+        fatal(
+            "checkpoint %s: its FP8 delayed-scaling state is for %d tensors with histories of "
+            "%d, this model has %d tensors with histories of %d",
+            manifest->path, h.count, h.length, d->count, d->length);
     gpt_fp8_delayed_upload(m, (const float*)(bytes.data() + sizeof(h)),
-                           (const Fp8TensorScale*)(bytes.data() + sizeof(h) + history),
-                           h.position);
+                           (const Fp8TensorScale*)(bytes.data() + sizeof(h) + history), h.position);
 }
 
 // Device tensors go to and from the file through a host buffer of this size.

@@ -62,7 +62,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/parallel.h"  // the process grid (dp, pp, cp, tp): its checks and rank arithmetic
 #include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
-#include "llmc/fp8_linear.cuh"  // --fp8: the linear layers' products in FP8, each recipe
+#include "llmc/fp8_linear.cuh"       // --fp8: the linear layers' products in FP8, each recipe
 
 // =============================================================================================
 // Configuration
@@ -2554,10 +2554,9 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
                         block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
     attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st);
-    const floatX* attn =
-        row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out, la->atty,
-                             block_weight(m, l, ATTPROJ_W), block_weight(m, l, ATTPROJ_B), N,
-                             s->att, C);
+    const floatX* attn = row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out,
+                                              la->atty, block_weight(m, l, ATTPROJ_W),
+                                              block_weight(m, l, ATTPROJ_B), N, s->att, C);
     layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, input, attn,
                       block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
     const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
@@ -2565,10 +2564,9 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
                             block_weight(m, l, FC_B), N, C, s->mlp);
     gelu_forward(la->fch_gelu, la->fch, (size_t)N * s->mlp, st);
     if (until == BLOCK_UNTIL_GELU) return;
-    const floatX* mlp =
-        row_parallel_forward(&m->mm, fp8_use(m, l, FCPROJ_W), tp, acts->proj_out, la->fch_gelu,
-                             block_weight(m, l, FCPROJ_W), block_weight(m, l, FCPROJ_B), N,
-                             s->mlp, C);
+    const floatX* mlp = row_parallel_forward(&m->mm, fp8_use(m, l, FCPROJ_W), tp, acts->proj_out,
+                                             la->fch_gelu, block_weight(m, l, FCPROJ_W),
+                                             block_weight(m, l, FCPROJ_B), N, s->mlp, C);
     const NormAfterBlock next = norm_after_block(m, l);
     layernorm_forward(la->residual3, next.out, next.mean, next.rstd, la->residual2, mlp,
                       next.weight, next.bias, rows, C, st);
@@ -2609,19 +2607,17 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
                           block_weight(m, l, FCPROJ_W), N, s->mlp, C);
     gelu_backward(acts->dfch, la->fch, (size_t)N * s->mlp, st);
     const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
-    floatX* dln2 = column_parallel_backward(&m->mm, fp8_use(m, l, FC_W), tp, acts->dlinear_in,
-                                            block_grad(m, l, FC_W),
-                                            block_grad(m, l, FC_B), partials, acts->dfch, ln2,
-                                            block_weight(m, l, FC_W), N, C, s->mlp);
+    floatX* dln2 = column_parallel_backward(
+        &m->mm, fp8_use(m, l, FC_W), tp, acts->dlinear_in, block_grad(m, l, FC_W),
+        block_grad(m, l, FC_B), partials, acts->dfch, ln2, block_weight(m, l, FC_W), N, C, s->mlp);
     layernorm_backward(acts->dresidual, block_grad(m, l, LN2_W), block_grad(m, l, LN2_B), partials,
                        dln2, la->residual2, la->ln2_mean, la->ln2_rstd, block_weight(m, l, LN2_W),
                        rows, C, true, st);
     // residual2 = input + attention
     dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
     row_parallel_backward(&m->mm, fp8_use(m, l, ATTPROJ_W), acts->dlinear_in,
-                          block_grad(m, l, ATTPROJ_W),
-                          block_grad(m, l, ATTPROJ_B), partials, dout, la->atty,
-                          block_weight(m, l, ATTPROJ_W), N, s->att, C);
+                          block_grad(m, l, ATTPROJ_W), block_grad(m, l, ATTPROJ_B), partials, dout,
+                          la->atty, block_weight(m, l, ATTPROJ_W), N, s->att, C);
     attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B,
                        T, s->heads, s->HS, st);
     if (m->config.qk_norm)
@@ -2629,10 +2625,10 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
                          partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
                          block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
     const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
-    floatX* dln1 = column_parallel_backward(&m->mm, fp8_use(m, l, QKV_W), tp, acts->dlinear_in,
-                                            block_grad(m, l, QKV_W),
-                                            block_grad(m, l, QKV_B), partials, acts->dqkv, ln1,
-                                            block_weight(m, l, QKV_W), N, C, s->qkv);
+    floatX* dln1 =
+        column_parallel_backward(&m->mm, fp8_use(m, l, QKV_W), tp, acts->dlinear_in,
+                                 block_grad(m, l, QKV_W), block_grad(m, l, QKV_B), partials,
+                                 acts->dqkv, ln1, block_weight(m, l, QKV_W), N, C, s->qkv);
     layernorm_backward(acts->dresidual, block_grad(m, l, LN1_W), block_grad(m, l, LN1_B), partials,
                        dln1, input, la->ln1_mean, la->ln1_rstd, block_weight(m, l, LN1_W), rows, C,
                        true, st);
@@ -2797,10 +2793,9 @@ inline void gpt_backward(GPT* m) {
     // lm head (tied to wte, still gathered from the forward pass): dlnf = dlogits @ wte,
     // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
-    floatX* dlnf =
-        column_parallel_backward(&m->mm, fp8_lm_head(m), tp, acts->dlinear_in,
-                                 param_grad(m, at->wte), nullptr,
-                                 partials, acts->logits, lnf, weight(m, at->wte), N, C, s->vocab);
+    floatX* dlnf = column_parallel_backward(&m->mm, fp8_lm_head(m), tp, acts->dlinear_in,
+                                            param_grad(m, at->wte), nullptr, partials, acts->logits,
+                                            lnf, weight(m, at->wte), N, C, s->vocab);
     for (int l = at->blocks - 1; l >= 0; l--) {
         before_block_backward(m, l);
         if (l == at->blocks - 1)  // lnf, the norm after the last block (in its group)

@@ -583,7 +583,7 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     const int recipe = fp8_recipe_of(tc->fp8);  // the flag table admits only the names
     tc->model.fp8 = Fp8Config{recipe,
                               strcmp(tc->fp8_grad, "auto") == 0 ? fp8_default_grad_e5m2(recipe)
-                                                                 : strcmp(tc->fp8_grad, "e5m2") == 0,
+                                                                : strcmp(tc->fp8_grad, "e5m2") == 0,
                               tc->fp8_lm_head, tc->fp8_amax_history, tc->fp8_margin};
     // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
     const int B = tc->batch == FLAG_AUTO ? 1 : tc->batch;
@@ -814,7 +814,8 @@ inline void check_grid(const TrainConfig* tc, const ParallelDims* dims, int rank
         fatal("%s", err);
     const ModelShapes part = model_shapes(&tc->model, dims->tp, 0);  // every rank's shapes
     if (tc->batch > 0)
-        if (const char* err = gpt_fp8_error(&tc->model, &part, tc->batch * tc->seq, msg, sizeof(msg)))
+        if (const char* err =
+                gpt_fp8_error(&tc->model, &part, tc->batch * tc->seq, msg, sizeof(msg)))
             fatal("%s", err);
 }
 
@@ -1684,7 +1685,8 @@ inline StepStats train_step(Run* run, int step) {
             "warmup or --grad-clip)",
             step + 1, s.loss, s.norm, run->skips_in_row, tc->max_skips);
     step_learning_rates(&run->sched, muon_peak_lr(tc), step, s.lrs);
-    if (!finite) snprintf(s.skipped, sizeof(s.skipped), "the loss or the gradient norm is not finite");
+    if (!finite)
+        snprintf(s.skipped, sizeof(s.skipped), "the loss or the gradient norm is not finite");
     else if (fault == FAULT_SKIP) snprintf(s.skipped, sizeof(s.skipped), "--inject-fault skip");
     else if (!spike_check(&run->spikes, s.loss, s.norm, s.skipped, sizeof(s.skipped)))
         spike_add(&run->spikes, s.loss, s.norm);
@@ -1773,8 +1775,9 @@ inline void after_step(Run* run, int done) {
         ((tc->checkpoint_every > 0 && done % tc->checkpoint_every == 0) || last)) {
         run->rs.token_rng = run->data.token_rng;
         const std::vector<uint8_t> spikes = spike_save(&run->spikes);
-        const RunSection sections[] = {{"run_config", run->run_config.data(), run->run_config.size()},
-                                       {"spikes", spikes.data(), spikes.size()}};
+        const RunSection sections[] = {
+            {"run_config", run->run_config.data(), run->run_config.size()},
+            {"spikes", spikes.data(), spikes.size()}};
         save_checkpoint(model, &run->comm->all, tc->checkpoint_dir, tc->keep_checkpoints, &run->rs,
                         run->data.shards ? &run->data.train : nullptr, sections, 2);
         printf("checkpoint: %s/ckpt_step%08d.bin\n", tc->checkpoint_dir, done);

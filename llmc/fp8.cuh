@@ -299,7 +299,9 @@ static void fp8_delayed_end_step(const Fp8DelayedScaling* d, int first, int n,
     CUDA_CHECK_LAUNCH();
 }
 
-static void fp8_delayed_advance(Fp8DelayedScaling* d) { d->position = (d->position + 1) % d->length; }
+static void fp8_delayed_advance(Fp8DelayedScaling* d) {
+    d->position = (d->position + 1) % d->length;
+}
 
 // A step that is not taken (its update skipped): its running amaxes are dropped, the histories
 // and scales stay.
@@ -366,8 +368,8 @@ __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayou
         if (q) q[r * cols + c] = v;
         if (qt) staged[(e / w) * (tile_cols + 1) + e % w] = v;
     }
-    if (!qt) return;  // the whole block
-    __syncthreads();  // the tile is staged
+    if (!qt) return;                                         // the whole block
+    __syncthreads();                                         // the tile is staged
     for (int e = threadIdx.x; e < count; e += blockDim.x) {  // q^T's row col0 + e / h
         const int i = e % h, j = e / h;
         qt[(size_t)(col0 + j) * rows + row0 + i] = staged[i * (tile_cols + 1) + j];
@@ -391,8 +393,9 @@ static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
         reduce.fn(reduce.group, tile_amax, (size_t)grid.x * grid.y, stream);
     }
     fp8_quantize_tiles_kernel<<<grid, 128, staged, stream>>>(
-        q, qt, q_scales, qt_scales, tile_amax, reduce.fn ? FP8_TILES_GIVEN_AMAX : FP8_TILES_ONE_PASS,
-        x, rows, cols, tile_rows, tile_cols, format);
+        q, qt, q_scales, qt_scales, tile_amax,
+        reduce.fn ? FP8_TILES_GIVEN_AMAX : FP8_TILES_ONE_PASS, x, rows, cols, tile_rows, tile_cols,
+        format);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -439,7 +442,7 @@ __global__ void fp8_quantize_columns_kernel(uint8_t* qt, float* scale_inv_t, flo
             if (r < r_end && c < cols)
                 tile[tx][i] = fp8_encode((float)x[(size_t)r * cols + c] * scale, format);
         }
-        __syncthreads();  // the chunk is quantized
+        __syncthreads();                                        // the chunk is quantized
         for (int j = ty; j < FP8_STRIP; j += FP8_STRIP_ROWS) {  // q^T's row c0 + j, byte r0 + tx
             const int r = r0 + tx;
             if (c0 + j < cols && r < r_end) qt[(size_t)(c0 + j) * rows + r] = tile[j][tx];

@@ -43,7 +43,15 @@
 #include "matmul.cuh"
 #include "memplan.h"
 
-enum Fp8Recipe { FP8_OFF, FP8_TENSOR, FP8_DELAYED, FP8_ROWWISE, FP8_BLOCK, FP8_MX, NUM_FP8_RECIPES };
+enum Fp8Recipe {
+    FP8_OFF,
+    FP8_TENSOR,
+    FP8_DELAYED,
+    FP8_ROWWISE,
+    FP8_BLOCK,
+    FP8_MX,
+    NUM_FP8_RECIPES
+};
 static const char* const FP8_RECIPE_NAMES[NUM_FP8_RECIPES] = {"off",     "tensor", "delayed",
                                                               "rowwise", "block",  "mx"};
 
@@ -86,8 +94,8 @@ inline const char* fp8_layer_error(int recipe, const char* name, int rows, int i
     const int m = fp8_dimension_multiple(recipe), cut = fp8_cut_multiple(recipe);
     const char* recipe_name = FP8_RECIPE_NAMES[recipe];
     if (rows % m != 0)
-        snprintf(msg, len, "--fp8 %s needs --batch x --seq (%d) to be a multiple of %d", recipe_name,
-                 rows, m);
+        snprintf(msg, len, "--fp8 %s needs --batch x --seq (%d) to be a multiple of %d",
+                 recipe_name, rows, m);
     else if (in % m != 0 || out % m != 0)
         snprintf(msg, len, "--fp8 %s needs %s's dimensions (%d in, %d out) to be multiples of %d",
                  recipe_name, name, in, out, m);
@@ -111,10 +119,12 @@ inline const char* fp8_layer_error(int recipe, const char* name, int rows, int i
 inline const char* fp8_device_error(int recipe, int major, int minor, char* msg, size_t len) {
     const int cc = 10 * major + minor;
     const char* needs = nullptr;
-    if (fp8_per_tensor(recipe) && cc < 89) needs = "FP8 tensor cores (compute capability 8.9 or later)";
+    if (fp8_per_tensor(recipe) && cc < 89)
+        needs = "FP8 tensor cores (compute capability 8.9 or later)";
     else if ((recipe == FP8_ROWWISE || recipe == FP8_BLOCK) && cc != 90)
-        needs = "cuBLASLt's row-wise and block scales, which it offers on Hopper (compute capability "
-                "9.0) only";
+        needs =
+            "cuBLASLt's row-wise and block scales, which it offers on Hopper (compute capability "
+            "9.0) only";
     else if (recipe == FP8_MX && cc < 100)
         needs = "MXFP8 tensor cores (compute capability 10.0 or later, Blackwell)";
     if (needs == nullptr) return nullptr;
@@ -174,12 +184,15 @@ struct Fp8State {
 
 inline int32_t fp8_scale_mode(int recipe, bool is_weight) {
     switch (recipe) {
-        case FP8_ROWWISE: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        case FP8_ROWWISE:
+            return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
         case FP8_BLOCK:
             return is_weight ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                              : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-        case FP8_MX: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
-        default: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+        case FP8_MX:
+            return CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+        default:
+            return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
     }
 }
 
@@ -187,13 +200,16 @@ inline int32_t fp8_scale_mode(int recipe, bool is_weight) {
 // scale is an Fp8TensorScale of its own).
 inline size_t fp8_scale_bytes(int recipe, bool is_weight, size_t rows, size_t k) {
     switch (recipe) {
-        case FP8_ROWWISE: return rows * sizeof(float);
+        case FP8_ROWWISE:
+            return rows * sizeof(float);
         case FP8_BLOCK:
             return is_weight ? ceil_div(rows, (size_t)128) * fp8_block_scale_stride((int)k) *
                                    sizeof(float)
                              : ceil_div(k, (size_t)128) * rows * sizeof(float);
-        case FP8_MX: return mx_scale_bytes((int)rows, (int)k);
-        default: return 0;
+        case FP8_MX:
+            return mx_scale_bytes((int)rows, (int)k);
+        default:
+            return 0;
     }
 }
 
@@ -285,7 +301,8 @@ inline void fp8_take_buffers(Fp8State* f, int N, DeviceLedger* ledger) {
     f->act_scales = device_take_n<Fp8TensorScale>(ledger, MEM_FP8, 2);
     f->partial = device_take_n<float>(ledger, MEM_FP8, FP8_AMAX_BLOCKS);
     if (f->tp.fn && recipe == FP8_ROWWISE)
-        f->tile_amax = device_take_n<float>(ledger, MEM_FP8, std::max({(size_t)N, max_in, max_out}));
+        f->tile_amax =
+            device_take_n<float>(ledger, MEM_FP8, std::max({(size_t)N, max_in, max_out}));
     if (recipe == FP8_DELAYED) {
         Fp8DelayedScaling* d = &f->delayed;
         d->count = 3 * f->count;
@@ -408,8 +425,10 @@ inline Fp8TensorScale* fp8_tensor_scale(Fp8State* f, const Fp8Layer* l, Fp8Tenso
     switch (f->config.recipe) {
         case FP8_TENSOR:
             return kind == FP8_W ? l->weight.tensor : &f->act_scales[kind == FP8_X ? 0 : 1];
-        case FP8_DELAYED: return &f->delayed.scales[fp8_delayed_index(f, l->index, kind)];
-        default: return nullptr;
+        case FP8_DELAYED:
+            return &f->delayed.scales[fp8_delayed_index(f, l->index, kind)];
+        default:
+            return nullptr;
     }
 }
 
@@ -418,14 +437,13 @@ inline Fp8TensorScale* fp8_tensor_scale(Fp8State* f, const Fp8Layer* l, Fp8Tenso
 
 // out (N, OC) = inp (N, IC) @ weight^T + bias, in FP8 (layer `layer` of f).
 inline void fp8_linear_forward(Fp8State* f, int layer, MatmulContext* mm, floatX* out,
-                               const floatX* inp, const floatX* weight, const floatX* bias,
-                               int N) {
+                               const floatX* inp, const floatX* weight, const floatX* bias, int N) {
     Fp8Layer* l = &f->layers[layer];
     cudaStream_t st = mm->stream;
     fp8_quantize_weight(f, l, weight, st);
     Fp8TensorScale* x_scale = fp8_tensor_scale(f, l, FP8_X);
-    fp8_quantize_activation(f, &f->x, nullptr, inp, N, l->in, __NV_E4M3, l->cut.in, l->index,
-                            FP8_X, x_scale, f->training, st);
+    fp8_quantize_activation(f, &f->x, nullptr, inp, N, l->in, __NV_E4M3, l->cut.in, l->index, FP8_X,
+                            x_scale, f->training, st);
     const MatmulFp8Operand w = fp8_operand(f, l->weight.q, l->weight.scale,
                                            fp8_tensor_scale(f, l, FP8_W), __NV_E4M3, true);
     const MatmulFp8Operand x = fp8_operand(f, f->x.q, f->x.scale, x_scale, __NV_E4M3, false);

@@ -173,8 +173,8 @@ inline void matmul_general(MatmulContext* ctx, floatX* d, const floatX* a, const
                                             trans_b ? k : n, trans_b ? n : k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, CUBLAS_FLOATX, m, n, m));
 
-    const MatmulAlgoEntry key = {m, n, k, trans_a, trans_b, epilogue, CUBLAS_FLOATX, CUBLAS_FLOATX,
-                                 -1, -1, {}};
+    const MatmulAlgoEntry key = {
+        m, n, k, trans_a, trans_b, epilogue, CUBLAS_FLOATX, CUBLAS_FLOATX, -1, -1, {}};
     const cublasLtMatmulAlgo_t* algo = matmul_algo(ctx, desc, layout_a, layout_b, layout_d, &key);
 
     CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a, layout_a, b, layout_b, &beta,
@@ -240,8 +240,8 @@ inline void matmul_fp8(MatmulContext* ctx, floatX* d, const MatmulFp8Operand* a,
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_a, a->type, k, m, k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_b, b->type, k, n, k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, CUBLAS_FLOATX, m, n, m));
-    const MatmulAlgoEntry key = {m,       n,       k,       true,           false,          epilogue,
-                                 a->type, b->type, a->scale_mode, b->scale_mode, {}};
+    const MatmulAlgoEntry key = {
+        m, n, k, true, false, epilogue, a->type, b->type, a->scale_mode, b->scale_mode, {}};
     const cublasLtMatmulAlgo_t* algo = matmul_algo(ctx, desc, layout_a, layout_b, layout_d, &key);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a->data, layout_a, b->data, layout_b,

@@ -32,7 +32,7 @@ enum MemKind {
 };
 static const char* const MEM_KIND_NAMES[NUM_MEM_KINDS] = {
     "params",  "grads",          "master",     "optimizer", "activations",
-    "buckets", "gather_buffers", "workspaces", "fp8",   "other"};
+    "buckets", "gather_buffers", "workspaces", "fp8",       "other"};
 
 struct DeviceLedger {
     bool plan_only;  // count, allocate nothing (every pointer taken is nullptr)

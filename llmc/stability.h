@@ -55,10 +55,11 @@ inline const char* fault_parse(const char* text, FaultPlan* f, char* msg, size_t
              (size_t)used == strlen(kind) && std::isfinite(scale))
         f->kind = FAULT_LOSS_SCALE;
     if (f->kind == FAULT_NONE) {
-        snprintf(msg, len,
-                 "--inject-fault '%s': expected STEP:KIND[:RANK] with STEP >= 1 and KIND nan-grad, "
-                 "loss-scale=X (finite X), bad-batch or skip (skip takes no RANK: every rank skips)",
-                 text);
+        snprintf(
+            msg, len,
+            "--inject-fault '%s': expected STEP:KIND[:RANK] with STEP >= 1 and KIND nan-grad, "
+            "loss-scale=X (finite X), bad-batch or skip (skip takes no RANK: every rank skips)",
+            text);
         return msg;
     }
     f->step = step;
@@ -105,10 +106,12 @@ inline double spike_z(const std::vector<double>& v, double x, double* mean) {
 inline bool spike_check(const SpikeWindow* w, double loss, double norm, char* why, size_t len) {
     if (w->zscore <= 0.0 || w->count < w->window) return false;
     double loss_mean, norm_mean;
-    const double zl = spike_z(w->losses, loss, &loss_mean), zn = spike_z(w->norms, norm, &norm_mean);
+    const double zl = spike_z(w->losses, loss, &loss_mean),
+                 zn = spike_z(w->norms, norm, &norm_mean);
     if (zl <= w->zscore && zn <= w->zscore) return false;
     const bool by_loss = zl >= zn;
-    snprintf(why, len, "a spike: the %s %.6g is %.1f standard deviations above the last %d steps' "
+    snprintf(why, len,
+             "a spike: the %s %.6g is %.1f standard deviations above the last %d steps' "
              "mean %.6g (--spike-zscore %g)",
              by_loss ? "loss" : "gradient norm", by_loss ? loss : norm, by_loss ? zl : zn,
              w->window, by_loss ? loss_mean : norm_mean, w->zscore);

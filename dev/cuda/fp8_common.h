@@ -39,16 +39,19 @@ inline HostFp8Operand host_fp8_operand(const Fp8State* f, const uint8_t* q, cons
                                        const Fp8TensorScale* tensor, int rows, int k,
                                        bool is_weight, __nv_fp8_interpretation_t format) {
     const int recipe = f->config.recipe;
-    HostFp8Operand o = {recipe, std::vector<uint8_t>((size_t)rows * k), {}, rows, k, is_weight,
+    HostFp8Operand o = {recipe,
+                        std::vector<uint8_t>((size_t)rows * k),
+                        {},
+                        rows,
+                        k,
+                        is_weight,
                         format == __NV_E4M3 ? 0 : 1};
     CUDA_CHECK(cudaMemcpy(o.q.data(), q, o.q.size(), cudaMemcpyDeviceToHost));
     const bool per_tensor = fp8_per_tensor(recipe);
-    const size_t bytes =
-        per_tensor ? sizeof(float) : fp8_scale_bytes(recipe, is_weight, rows, k);
+    const size_t bytes = per_tensor ? sizeof(float) : fp8_scale_bytes(recipe, is_weight, rows, k);
     o.scales.resize(bytes);
-    CUDA_CHECK(cudaMemcpy(o.scales.data(),
-                          per_tensor ? (const void*)&tensor->scale_inv : scale, bytes,
-                          cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(o.scales.data(), per_tensor ? (const void*)&tensor->scale_inv : scale,
+                          bytes, cudaMemcpyDeviceToHost));
     return o;
 }
 
@@ -56,13 +59,17 @@ inline HostFp8Operand host_fp8_operand(const Fp8State* f, const uint8_t* q, cons
 inline uint32_t host_fp8_scale_bits(const HostFp8Operand* o, int r, int kk) {
     size_t at;  // in fp32 values
     switch (o->recipe) {
-        case FP8_ROWWISE: at = r; break;
+        case FP8_ROWWISE:
+            at = r;
+            break;
         case FP8_BLOCK:
             at = o->is_weight ? (r / 128) * fp8_block_scale_stride(o->k) + kk / 128
                               : (size_t)(kk / 128) * o->rows + r;
             break;
-        case FP8_MX: return o->scales[mx_scale_index(r, kk / 32, o->k)];
-        default: at = 0;
+        case FP8_MX:
+            return o->scales[mx_scale_index(r, kk / 32, o->k)];
+        default:
+            at = 0;
     }
     uint32_t bits;
     memcpy(&bits, o->scales.data() + at * sizeof(float), sizeof(bits));

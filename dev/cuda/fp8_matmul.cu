@@ -24,18 +24,20 @@
 #include "common.h"
 #include "fp8_common.h"
 
-static const char* const VARIANTS[] = {"tensor", "delayed", "rowwise", "block", "mx",
-                                       "bf16 (no FP8)"};
+static const char* const VARIANTS[] = {"tensor", "delayed", "rowwise",
+                                       "block",  "mx",      "bf16 (no FP8)"};
 constexpr int NUM_RECIPE_VARIANTS = 5;
 
 struct Shape {
     const char* name;
     int in, out;
 };
-static const Shape SMALL[] = {{"attn.qkv", 128, 384}, {"attn.proj", 128, 128},
-                              {"mlp.fc", 128, 512},    {"mlp.proj", 512, 128}};
-static const Shape GPT2[] = {{"attn.qkv", 768, 2304}, {"attn.proj", 768, 768},
-                             {"mlp.fc", 768, 3072},    {"mlp.proj", 3072, 768}};
+static const Shape SMALL[] = {
+    {"attn.qkv", 128, 384}, {"attn.proj", 128, 128}, {"mlp.fc", 128, 512}, {"mlp.proj", 512, 128}};
+static const Shape GPT2[] = {{"attn.qkv", 768, 2304},
+                             {"attn.proj", 768, 768},
+                             {"mlp.fc", 768, 3072},
+                             {"mlp.proj", 3072, 768}};
 
 // ||dequantized operand - its source|| / ||source||: source(r, kk) is the operand's element.
 template <class Source>
@@ -53,8 +55,8 @@ double operand_error(const HostFp8Operand* o, Source source) {
 // D (m x n, stored row-major as n rows of m: the layer's row-major output) against the float64
 // product of A (m rows of k) and B (n rows of k), plus base[n][m] (bias per m, or the old D).
 static bool check_product(const char* what, const std::vector<float>& d, const HostFp8Operand* a,
-                          const HostFp8Operand* b, const std::vector<float>& base,
-                          bool bias_only, bool every, uint64_t* rng) {
+                          const HostFp8Operand* b, const std::vector<float>& base, bool bias_only,
+                          bool every, uint64_t* rng) {
     const int m = a->rows, n = b->rows, k = a->k;
     const long count = every ? (long)m * n : 512;
     double worst = 0.0;
@@ -103,12 +105,13 @@ static int check_recipe(int recipe, const Shape* s, int N, bool every, uint64_t*
                    *gs = fp8_tensor_scale(&f, l, FP8_G);
     const HostFp8Operand qw =
         host_fp8_operand(&f, l->weight.q, l->weight.scale, ws, s->out, s->in, true, __NV_E4M3);
-    const HostFp8Operand qx = host_fp8_operand(&f, f.x.q, f.x.scale, xs, N, s->in, false, __NV_E4M3);
+    const HostFp8Operand qx =
+        host_fp8_operand(&f, f.x.q, f.x.scale, xs, N, s->in, false, __NV_E4M3);
     fp8_linear_backward(&f, 0, &mm, ddx, ddw, dg, dx_in, dw_in, N);
     const std::vector<float> got_dx = host_floats(ddx, (size_t)N * s->in),
                              got_dw = host_floats(ddw, (size_t)s->out * s->in);
-    const HostFp8Operand qwt = host_fp8_operand(&f, l->weight.qt, l->weight.scale_t, ws, s->in,
-                                                s->out, true, __NV_E4M3);
+    const HostFp8Operand qwt =
+        host_fp8_operand(&f, l->weight.qt, l->weight.scale_t, ws, s->in, s->out, true, __NV_E4M3);
     const HostFp8Operand qg =
         host_fp8_operand(&f, f.g.q, f.g.scale, gs, N, s->out, false, f.grad_format);
     const HostFp8Operand qgt =
@@ -143,7 +146,8 @@ static int check_recipe(int recipe, const Shape* s, int N, bool every, uint64_t*
     std::vector<float> bias_f(s->out), dw0_f(dw0.size()), zero((size_t)N * s->in, 0.0f);
     for (int i = 0; i < s->out; i++) bias_f[i] = (float)bias[i];
     for (size_t i = 0; i < dw0.size(); i++) dw0_f[i] = (float)dw0[i];
-    snprintf(what, sizeof(what), "--fp8 %s %s forward Y = X W^T + b", VARIANTS[recipe - 1], s->name);
+    snprintf(what, sizeof(what), "--fp8 %s %s forward Y = X W^T + b", VARIANTS[recipe - 1],
+             s->name);
     failures += !check_product(what, y, &qw, &qx, bias_f, true, every, rng);
     snprintf(what, sizeof(what), "--fp8 %s %s dX = G W", VARIANTS[recipe - 1], s->name);
     failures += !check_product(what, got_dx, &qwt, &qg, zero, false, every, rng);
@@ -215,8 +219,8 @@ int main(int argc, char** argv) {
             const double flops = 6.0 * N * s->in * s->out;
             char name[96];
             snprintf(name, sizeof(name), "%s %dx%d, bf16", s->name, s->in, s->out);
-            print_bench("fp8_matmul", NUM_RECIPE_VARIANTS + 1, name, time_layer(FP8_OFF, s, N, &rng),
-                        0, flops);
+            print_bench("fp8_matmul", NUM_RECIPE_VARIANTS + 1, name,
+                        time_layer(FP8_OFF, s, N, &rng), 0, flops);
             for (int v = 1; v <= NUM_RECIPE_VARIANTS; v++) {
                 if (!runnable[v]) continue;
                 snprintf(name, sizeof(name), "%s %dx%d, --fp8 %s", s->name, s->in, s->out,

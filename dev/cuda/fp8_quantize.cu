@@ -620,8 +620,7 @@ static void bench(const Options* o) {
                         fp8_quantize_delayed(q, nullptr, &d, 0, partial, x, rows, cols, f, 0);
                         break;
                     case 3:
-                        fp8_quantize_rowwise(q, scale_inv, x, rows, cols, f, FP8_WHOLE, nullptr,
-                                             0);
+                        fp8_quantize_rowwise(q, scale_inv, x, rows, cols, f, FP8_WHOLE, nullptr, 0);
                         break;
                     case 4:
                         fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, f,

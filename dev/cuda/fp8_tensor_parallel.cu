@@ -44,10 +44,10 @@ static void compare(Harness* h, int recipe, const char* what, const HostFp8Opera
     for (int r = 0; r < got->rows; r++)
         for (int kk = 0; kk < got->k; kk++) {
             const std::pair<int, int> w = whole_of(r, kk);
-            const bool same_q = got->q[(size_t)r * got->k + kk] ==
-                                whole->q[(size_t)w.first * whole->k + w.second];
-            const bool same_scale = host_fp8_scale_bits(got, r, kk) ==
-                                    host_fp8_scale_bits(whole, w.first, w.second);
+            const bool same_q =
+                got->q[(size_t)r * got->k + kk] == whole->q[(size_t)w.first * whole->k + w.second];
+            const bool same_scale =
+                host_fp8_scale_bits(got, r, kk) == host_fp8_scale_bits(whole, w.first, w.second);
             bad += !(same_q && same_scale);
         }
     double all_bad = (double)bad;
@@ -85,8 +85,8 @@ static LayerOperands quantize(const Fp8Config* config, const CommGroup* tp, int 
     o.wt = host_fp8_operand(&f, l->weight.qt, l->weight.scale_t, w_scale, in, out, true, __NV_E4M3);
     // as fp8_linear_backward groups them: whole-tensor scales take q and q^T in one pass
     const bool per_tensor = fp8_per_tensor(recipe);
-    fp8_quantize_activation(&f, &f.x, per_tensor ? &f.xt : nullptr, dx, N, in, __NV_E4M3, cut.in,
-                            0, FP8_X, x_scale, false, 0);
+    fp8_quantize_activation(&f, &f.x, per_tensor ? &f.xt : nullptr, dx, N, in, __NV_E4M3, cut.in, 0,
+                            FP8_X, x_scale, false, 0);
     if (!per_tensor)
         fp8_quantize_activation(&f, nullptr, &f.xt, dx, N, in, __NV_E4M3, false, 0, FP8_X, x_scale,
                                 false, 0);
@@ -111,8 +111,9 @@ static std::vector<floatX> graded(int rows, int cols, bool rows_grow, uint64_t s
     std::vector<floatX> v((size_t)rows * cols);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++)
-            v[(size_t)r * cols + c] = (floatX)(uniform(&rng, -1.0f, 1.0f) * (1.0f + 3.0f * c / cols) *
-                                              (rows_grow ? 1.0f + 2.0f * r / rows : 1.0f));
+            v[(size_t)r * cols + c] =
+                (floatX)(uniform(&rng, -1.0f, 1.0f) * (1.0f + 3.0f * c / cols) *
+                         (rows_grow ? 1.0f + 2.0f * r / rows : 1.0f));
     return v;
 }
 
@@ -125,7 +126,8 @@ static std::vector<floatX> columns(const std::vector<floatX>& v, int rows, int c
     return out;
 }
 static std::vector<floatX> rows_of(const std::vector<floatX>& v, int cols, int r0, int count) {
-    return std::vector<floatX>(v.begin() + (size_t)r0 * cols, v.begin() + (size_t)(r0 + count) * cols);
+    return std::vector<floatX>(v.begin() + (size_t)r0 * cols,
+                               v.begin() + (size_t)(r0 + count) * cols);
 }
 
 static void check_layer(Harness* h, const CommGroup* tp, int recipe, bool column_parallel) {
@@ -157,8 +159,9 @@ static void check_layer(Harness* h, const CommGroup* tp, int recipe, bool column
                 [&](int r, int kk) { return std::make_pair(o0 + r, kk); });
     } else {  // W's and X's columns [i0, i0 + IC/t)
         const int il = IC / t, i0 = rank * il;
-        const LayerOperands part = quantize(&config, tp, il, OC, Fp8Cut{true, false},
-                                            columns(x, N, IC, i0, il), columns(w, OC, IC, i0, il), g);
+        const LayerOperands part =
+            quantize(&config, tp, il, OC, Fp8Cut{true, false}, columns(x, N, IC, i0, il),
+                     columns(w, OC, IC, i0, il), g);
         auto tag = [&](const char* op) {
             snprintf(what, sizeof(what), "row-parallel %s (tp %d)", op, t);
             return what;
@@ -187,10 +190,13 @@ int main(int argc, char** argv) {
     if (comm.rank == 0) print_header("fp8_tensor_parallel");
     Harness h = {&comm.all, 0, 0};
     for (int recipe : {FP8_TENSOR, FP8_ROWWISE, FP8_BLOCK, FP8_MX})
-        for (bool column_parallel : {true, false}) check_layer(&h, &comm.all, recipe, column_parallel);
+        for (bool column_parallel : {true, false})
+            check_layer(&h, &comm.all, recipe, column_parallel);
     if (comm.rank == 0) {
-        if (h.failures) printf("fp8_tensor_parallel: FAILED (%d of %d checks)\n", h.failures, h.checks);
-        else printf("fp8_tensor_parallel: all %d checks passed on %d ranks\n", h.checks, comm.world);
+        if (h.failures)
+            printf("fp8_tensor_parallel: FAILED (%d of %d checks)\n", h.failures, h.checks);
+        else
+            printf("fp8_tensor_parallel: all %d checks passed on %d ranks\n", h.checks, comm.world);
     }
     comm_destroy(&comm);
     return h.failures ? EXIT_FAILURE : EXIT_SUCCESS;

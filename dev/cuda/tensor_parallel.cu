@@ -250,7 +250,8 @@ static Linear whole_linear(Test* t, const std::vector<floatX>& inp, const std::v
     floatX* dinp = a.poisoned<floatX>((size_t)N * IC);
     floatX *dw = a.zeros<floatX>((size_t)OC * IC), *db = a.zeros<floatX>(OC);
     linear_forward(&t->mm, FP8_NONE, out, x, weight, a.copy(b), N, IC, OC);
-    linear_backward(&t->mm, FP8_NONE, dinp, dw, db, t->partials, a.copy(dout), x, weight, N, IC, OC);
+    linear_backward(&t->mm, FP8_NONE, dinp, dw, db, t->partials, a.copy(dout), x, weight, N, IC,
+                    OC);
     CUDA_CHECK(cudaStreamSynchronize(t->stream));
     return Linear{host_floats(out, (size_t)N * OC), host_floats(dinp, (size_t)N * IC),
                   host_floats(dw, (size_t)OC * IC), host_floats(db, OC)};
@@ -310,8 +311,8 @@ static void check_row_parallel(Test* t, const char* layer, int IC, int OC, uint6
 
     Arena a;
     floatX *x = a.copy(pick(d.inp, in_map)), *w = a.copy(pick(d.w, w_map));
-    const floatX* out = row_parallel_forward(&t->mm, FP8_NONE, tp, a.poisoned<floatX>((size_t)N * OC), x, w,
-                                             a.copy(d.b), N, ICl, OC);
+    const floatX* out = row_parallel_forward(
+        &t->mm, FP8_NONE, tp, a.poisoned<floatX>((size_t)N * OC), x, w, a.copy(d.b), N, ICl, OC);
     const floatX* dout = tp_leave_backward(tp, a.copy(pick(d.dout, out_rows)),
                                            a.poisoned<floatX>((size_t)N * OC), N, OC, t->stream);
     floatX *dinp = a.poisoned<floatX>((size_t)N * ICl), *dw = a.zeros<floatX>((size_t)OC * ICl);

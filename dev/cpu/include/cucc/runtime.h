@@ -138,8 +138,9 @@ void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 bl
             const auto args = captured;
             run_threads([&] { std::apply(body, args); }, order);
         };
-    launch_validated(name, kernel_addr, grid, block, smem, stream, max_threads,
-                     [body, captured]() { std::apply(body, captured); }, std::move(loop));
+    launch_validated(
+        name, kernel_addr, grid, block, smem, stream, max_threads,
+        [body, captured]() { std::apply(body, captured); }, std::move(loop));
 }
 
 // The kernel registry, for launches that name a kernel by address and pass a `void**` array of
