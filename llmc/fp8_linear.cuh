@@ -34,8 +34,9 @@
 // holding the whole tensor would. The block and MX recipes need each cut at a tile boundary
 // (fp8_tp_error) and then never straddle ranks.
 //
-// Entry points: Fp8Recipe / Fp8Config (the flags), fp8_config_error, Fp8State (fp8_init,
-// fp8_add_layer, fp8_state_bytes), fp8_linear_forward / fp8_linear_backward, fp8_end_step.
+// Entry points: Fp8Recipe / Fp8Config (the flags), fp8_layer_error / fp8_device_error (what a
+// recipe needs of the shapes and the device), Fp8State (fp8_init, fp8_add_layer,
+// fp8_take_buffers, fp8_free), Fp8Use, fp8_linear_forward / fp8_linear_backward, fp8_end_step.
 #pragma once
 
 #include "comm.cuh"
@@ -152,7 +153,7 @@ struct Fp8Weight {
 struct Fp8Layer {
     int in, out;  // IC, OC of this rank's part
     Fp8Cut cut;
-    int index;  // the layer's number: delayed tensors index, 3 * layers + index ... below
+    int index;  // its place in Fp8State::layers (fp8_delayed_index numbers its tensors from it)
     Fp8Weight weight;
 };
 
@@ -230,8 +231,7 @@ inline void fp8_init(Fp8State* f, const Fp8Config* config, const CommGroup* tp, 
     f->layers = (Fp8Layer*)MALLOC_CHECK(capacity * sizeof(Fp8Layer));
     f->capacity = capacity;
     f->tp = tp->size > 1 ? Fp8AmaxReduce{fp8_tp_max, tp} : FP8_WHOLE;
-    f->params_version = 1;
-    f->training = false;
+    f->params_version = 1;  // the weights' caches start at version 0: quantized at first use
 }
 
 // Adds a layer of this rank's dimensions; returns its index for fp8_linear_forward/backward.
