@@ -2310,14 +2310,20 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     char msg[512];
     if (const char* err = gpt_fp8_error(c, s, N, msg, sizeof(msg))) fatal("%s", err);
     const bool cut = s->tp > 1;
+    // Each layer caches its FP8 weight; under ZeRO-3, where a rank holds only two blocks'
+    // parameters at a time, the blocks of even and of odd l share two sets of caches.
+    const bool sharded = m->dp.stage == 3;
     fp8_init(&m->fp8, &c->fp8, m->tensor_parallel.group, 4 * c->layers + 1);
     for (int l = 0; l < c->layers; l++) {
-        fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut});
-        fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false});
-        fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut});
-        fp8_add_layer(&m->fp8, s->mlp, s->C, Fp8Cut{cut, false});
+        const int first = 4 * (sharded ? l % 2 : l);
+        fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
+        fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
+        fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
+        fp8_add_layer(&m->fp8, s->mlp, s->C, Fp8Cut{cut, false}, first + 3);
     }
-    if (c->fp8.lm_head) fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut});
+    if (c->fp8.lm_head)
+        fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut},
+                      4 * (sharded ? std::min(c->layers, 2) : c->layers));
     fp8_take_buffers(&m->fp8, N, ledger);
 }
 

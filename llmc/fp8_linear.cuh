@@ -142,19 +142,21 @@ struct Fp8Cut {
     bool in, out;
 };
 
-// A layer's cached FP8 weight: W and W^T with their scales.
+// A cached FP8 weight: W and W^T with their scales, of the layer that last used the cache, sized
+// for the largest of the layers that share it.
 struct Fp8Weight {
     uint8_t *q, *qt;
     void *scale, *scale_t;   // the recipe's scale arrays (tensor: the Fp8TensorScale below)
     Fp8TensorScale* tensor;  // tensor recipe: W's scale
-    uint64_t version;        // the parameter version quantized (0: none yet)
+    int layer;               // whose weight it holds
+    uint64_t version;        // the parameter version it was quantized from (0: none yet)
 };
 
 struct Fp8Layer {
     int in, out;  // IC, OC of this rank's part
     Fp8Cut cut;
     int index;  // its place in Fp8State::layers (fp8_delayed_index numbers its tensors from it)
-    Fp8Weight weight;
+    int cache;  // its weight's cache in Fp8State::caches
 };
 
 // One operand's buffers: bytes and scales sized for the largest use.
@@ -168,6 +170,8 @@ struct Fp8State {
     __nv_fp8_interpretation_t grad_format;
     Fp8Layer* layers;  // host array of `capacity`, `count` added
     int count, capacity;
+    Fp8Weight* caches;  // host array of `capacity`, `cache_count` used
+    int cache_count;
     Fp8DelayedScaling delayed;  // delayed: X of layer i at i, W at L + i, G at 2L + i (L layers)
     // scratch shared by every layer: X, X^T, G, G^T and their scales
     Fp8Buffer x, xt, g, gt;
@@ -229,26 +233,35 @@ inline void fp8_init(Fp8State* f, const Fp8Config* config, const CommGroup* tp, 
     f->config = *config;
     f->grad_format = config->grad_e5m2 ? __NV_E5M2 : __NV_E4M3;
     f->layers = (Fp8Layer*)MALLOC_CHECK(capacity * sizeof(Fp8Layer));
+    f->caches = (Fp8Weight*)MALLOC_CHECK(capacity * sizeof(Fp8Weight));
     f->capacity = capacity;
     f->tp = tp->size > 1 ? Fp8AmaxReduce{fp8_tp_max, tp} : FP8_WHOLE;
     f->params_version = 1;  // the weights' caches start at version 0: quantized at first use
 }
 
-// Adds a layer of this rank's dimensions; returns its index for fp8_linear_forward/backward.
-inline int fp8_add_layer(Fp8State* f, int in, int out, Fp8Cut cut) {
-    if (f->count == f->capacity) fatal("fp8_add_layer: more than %d layers", f->capacity);
+// Adds a layer of this rank's dimensions whose FP8 weight lives in cache `cache` (each layer
+// its own, or, where a few caches take turns, as under ZeRO-3, one several layers share: a layer
+// then quantizes its weight again when the cache holds another's); returns its index for
+// fp8_linear_forward/backward.
+inline int fp8_add_layer(Fp8State* f, int in, int out, Fp8Cut cut, int cache) {
+    if (f->count == f->capacity || cache < 0 || cache >= f->capacity)
+        fatal("fp8_add_layer: layer %d, cache %d of %d", f->count, cache, f->capacity);
     Fp8Layer* l = &f->layers[f->count];
     memset(l, 0, sizeof(*l));
     l->in = in;
     l->out = out;
     l->cut = cut;
     l->index = f->count;
+    l->cache = cache;
+    f->cache_count = std::max(f->cache_count, cache + 1);
     return f->count++;
 }
 
+inline Fp8Weight* fp8_weight(const Fp8State* f, const Fp8Layer* l) { return &f->caches[l->cache]; }
+
 inline void fp8_free(Fp8State* f) {
-    for (int i = 0; i < f->count; i++) {
-        const Fp8Weight* w = &f->layers[i].weight;
+    for (int i = 0; i < f->cache_count; i++) {
+        const Fp8Weight* w = &f->caches[i];
         for (void* p : {(void*)w->q, (void*)w->qt, w->scale, w->scale_t, (void*)w->tensor})
             CUDA_CHECK(cudaFree(p));
     }
@@ -260,7 +273,9 @@ inline void fp8_free(Fp8State* f) {
                     (void*)f->delayed.history, (void*)f->delayed.scales})
         CUDA_CHECK(cudaFree(p));
     free(f->layers);
+    free(f->caches);
     f->layers = nullptr;
+    f->caches = nullptr;
 }
 
 // Which FP8 layer a linear layer is (state nullptr: it runs in floatX).
@@ -275,23 +290,33 @@ inline Fp8Buffer fp8_take_buffer(DeviceLedger* ledger, size_t bytes, size_t scal
                      device_take(ledger, MEM_FP8, scale_bytes)};
 }
 
-// Every buffer, for micro-batches of N tokens: the layers' cached weights, the shared scratch
-// (sized for the largest layer), the delayed scaling state.
+// Every buffer, for micro-batches of N tokens: the weights' caches (each sized for the largest
+// layer that uses it), the shared scratch (for the largest layer), the delayed scaling state.
 inline void fp8_take_buffers(Fp8State* f, int N, DeviceLedger* ledger) {
     const int recipe = f->config.recipe;
     const size_t before = ledger->bytes[MEM_FP8];
     size_t max_in = 0, max_out = 0;
-    for (int i = 0; i < f->count; i++) {
-        Fp8Layer& l = f->layers[i];
-        Fp8Weight* w = &l.weight;
-        const size_t n = (size_t)l.in * l.out;
+    for (int c = 0; c < f->cache_count; c++) {
+        size_t n = 0, scale = 0, scale_t = 0;
+        for (int i = 0; i < f->count; i++) {
+            const Fp8Layer* l = &f->layers[i];
+            if (l->cache != c) continue;
+            n = std::max(n, (size_t)l->in * l->out);
+            scale = std::max(scale, fp8_scale_bytes(recipe, true, l->out, l->in));
+            scale_t = std::max(scale_t, fp8_scale_bytes(recipe, true, l->in, l->out));
+        }
+        Fp8Weight* w = &f->caches[c];
+        memset(w, 0, sizeof(*w));
+        w->layer = -1;
         w->q = device_take_n<uint8_t>(ledger, MEM_FP8, n);
         w->qt = device_take_n<uint8_t>(ledger, MEM_FP8, n);
-        w->scale = device_take(ledger, MEM_FP8, fp8_scale_bytes(recipe, true, l.out, l.in));
-        w->scale_t = device_take(ledger, MEM_FP8, fp8_scale_bytes(recipe, true, l.in, l.out));
+        w->scale = device_take(ledger, MEM_FP8, scale);
+        w->scale_t = device_take(ledger, MEM_FP8, scale_t);
         if (recipe == FP8_TENSOR) w->tensor = device_take_n<Fp8TensorScale>(ledger, MEM_FP8, 1);
-        max_in = std::max(max_in, (size_t)l.in);
-        max_out = std::max(max_out, (size_t)l.out);
+    }
+    for (int i = 0; i < f->count; i++) {
+        max_in = std::max(max_in, (size_t)f->layers[i].in);
+        max_out = std::max(max_out, (size_t)f->layers[i].out);
     }
     f->weight_bytes = ledger->bytes[MEM_FP8] - before;
     f->x = fp8_take_buffer(ledger, N * max_in, fp8_scale_bytes(recipe, false, N, max_in));
@@ -374,11 +399,12 @@ inline void fp8_quantize_activation(Fp8State* f, Fp8Buffer* q, Fp8Buffer* qt, co
     }
 }
 
-// Layer l's weight w (out, in) into its cache, W and W^T, unless the cache holds this
-// parameter version.
+// Layer l's weight w (out, in) into its cache, W and W^T, unless the cache holds this layer's
+// weight of this parameter version.
 inline void fp8_quantize_weight(Fp8State* f, Fp8Layer* l, const floatX* w, cudaStream_t stream) {
-    Fp8Weight* c = &l->weight;
-    if (c->version == f->params_version) return;
+    Fp8Weight* c = fp8_weight(f, l);
+    if (c->layer == l->index && c->version == f->params_version) return;
+    c->layer = l->index;
     c->version = f->params_version;
     const int rows = l->out, cols = l->in;
     const bool cut = l->cut.in || l->cut.out;
@@ -424,7 +450,7 @@ inline MatmulFp8Operand fp8_operand(const Fp8State* f, const uint8_t* q, const v
 inline Fp8TensorScale* fp8_tensor_scale(Fp8State* f, const Fp8Layer* l, Fp8TensorKind kind) {
     switch (f->config.recipe) {
         case FP8_TENSOR:
-            return kind == FP8_W ? l->weight.tensor : &f->act_scales[kind == FP8_X ? 0 : 1];
+            return kind == FP8_W ? fp8_weight(f, l)->tensor : &f->act_scales[kind == FP8_X ? 0 : 1];
         case FP8_DELAYED:
             return &f->delayed.scales[fp8_delayed_index(f, l->index, kind)];
         default:
@@ -444,8 +470,9 @@ inline void fp8_linear_forward(Fp8State* f, int layer, MatmulContext* mm, floatX
     Fp8TensorScale* x_scale = fp8_tensor_scale(f, l, FP8_X);
     fp8_quantize_activation(f, &f->x, nullptr, inp, N, l->in, __NV_E4M3, l->cut.in, l->index, FP8_X,
                             x_scale, f->training, st);
-    const MatmulFp8Operand w = fp8_operand(f, l->weight.q, l->weight.scale,
-                                           fp8_tensor_scale(f, l, FP8_W), __NV_E4M3, true);
+    const Fp8Weight* cached = fp8_weight(f, l);
+    const MatmulFp8Operand w =
+        fp8_operand(f, cached->q, cached->scale, fp8_tensor_scale(f, l, FP8_W), __NV_E4M3, true);
     const MatmulFp8Operand x = fp8_operand(f, f->x.q, f->x.scale, x_scale, __NV_E4M3, false);
     // out^T (OC, N) = W (OC rows of IC) x X (N rows of IC)
     matmul_fp8(mm, out, &w, &x, bias, l->out, N, l->in, false);
@@ -476,8 +503,9 @@ inline void fp8_linear_backward(Fp8State* f, int layer, MatmulContext* mm, float
         fp8_quantize_activation(f, nullptr, &f->xt, inp, N, l->in, __NV_E4M3, false, l->index,
                                 FP8_X, x_scale, false, st);
     }
-    const MatmulFp8Operand wt = fp8_operand(f, l->weight.qt, l->weight.scale_t,
-                                            fp8_tensor_scale(f, l, FP8_W), __NV_E4M3, true);
+    const Fp8Weight* cached = fp8_weight(f, l);
+    const MatmulFp8Operand wt =
+        fp8_operand(f, cached->qt, cached->scale_t, fp8_tensor_scale(f, l, FP8_W), __NV_E4M3, true);
     const MatmulFp8Operand g = fp8_operand(f, f->g.q, f->g.scale, g_scale, f->grad_format, false);
     const MatmulFp8Operand gt =
         fp8_operand(f, f->gt.q, f->gt.scale, g_scale, f->grad_format, false);

@@ -83,7 +83,7 @@ static int check_recipe(int recipe, const Shape* s, int N, bool every, uint64_t*
     const Fp8Config config = {recipe, fp8_default_grad_e5m2(recipe), 0, 4, 0};
     Fp8State f;
     fp8_init(&f, &config, comm_group_of_one(), 1);
-    fp8_add_layer(&f, s->in, s->out, Fp8Cut{false, false});
+    fp8_add_layer(&f, s->in, s->out, Fp8Cut{false, false}, 0);
     DeviceLedger ledger = {};
     fp8_take_buffers(&f, N, &ledger);
     f.training = true;
@@ -101,17 +101,18 @@ static int check_recipe(int recipe, const Shape* s, int N, bool every, uint64_t*
     fp8_linear_forward(&f, 0, &mm, dy, dx_in, dw_in, dbias, N);
     const std::vector<float> y = host_floats(dy, (size_t)N * s->out);
     Fp8Layer* l = &f.layers[0];
+    const Fp8Weight* cached = fp8_weight(&f, l);
     Fp8TensorScale *xs = fp8_tensor_scale(&f, l, FP8_X), *ws = fp8_tensor_scale(&f, l, FP8_W),
                    *gs = fp8_tensor_scale(&f, l, FP8_G);
     const HostFp8Operand qw =
-        host_fp8_operand(&f, l->weight.q, l->weight.scale, ws, s->out, s->in, true, __NV_E4M3);
+        host_fp8_operand(&f, cached->q, cached->scale, ws, s->out, s->in, true, __NV_E4M3);
     const HostFp8Operand qx =
         host_fp8_operand(&f, f.x.q, f.x.scale, xs, N, s->in, false, __NV_E4M3);
     fp8_linear_backward(&f, 0, &mm, ddx, ddw, dg, dx_in, dw_in, N);
     const std::vector<float> got_dx = host_floats(ddx, (size_t)N * s->in),
                              got_dw = host_floats(ddw, (size_t)s->out * s->in);
     const HostFp8Operand qwt =
-        host_fp8_operand(&f, l->weight.qt, l->weight.scale_t, ws, s->in, s->out, true, __NV_E4M3);
+        host_fp8_operand(&f, cached->qt, cached->scale_t, ws, s->in, s->out, true, __NV_E4M3);
     const HostFp8Operand qg =
         host_fp8_operand(&f, f.g.q, f.g.scale, gs, N, s->out, false, f.grad_format);
     const HostFp8Operand qgt =
@@ -166,7 +167,7 @@ static float time_layer(int recipe, const Shape* s, int N, uint64_t* rng) {
     DeviceLedger ledger = {};
     if (recipe != FP8_OFF) {
         fp8_init(&f, &config, comm_group_of_one(), 1);
-        fp8_add_layer(&f, s->in, s->out, Fp8Cut{false, false});
+        fp8_add_layer(&f, s->in, s->out, Fp8Cut{false, false}, 0);
         fp8_take_buffers(&f, N, &ledger);
         f.training = true;
     }

@@ -70,19 +70,20 @@ static LayerOperands quantize(const Fp8Config* config, const CommGroup* tp, int 
                               const std::vector<floatX>& w, const std::vector<floatX>& g) {
     Fp8State f;
     fp8_init(&f, config, tp, 1);
-    fp8_add_layer(&f, in, out, cut);
+    fp8_add_layer(&f, in, out, cut, 0);
     DeviceLedger ledger = {};
     fp8_take_buffers(&f, N, &ledger);
     floatX *dx = device_copy(x), *dw = device_copy(w), *dg = device_copy(g);
     Fp8Layer* l = &f.layers[0];
+    const Fp8Weight* cached = fp8_weight(&f, l);
     Fp8TensorScale* x_scale = fp8_tensor_scale(&f, l, FP8_X);
     Fp8TensorScale* g_scale = fp8_tensor_scale(&f, l, FP8_G);
     Fp8TensorScale* w_scale = fp8_tensor_scale(&f, l, FP8_W);
     fp8_quantize_weight(&f, l, dw, 0);
     const int recipe = config->recipe;
     LayerOperands o;
-    o.w = host_fp8_operand(&f, l->weight.q, l->weight.scale, w_scale, out, in, true, __NV_E4M3);
-    o.wt = host_fp8_operand(&f, l->weight.qt, l->weight.scale_t, w_scale, in, out, true, __NV_E4M3);
+    o.w = host_fp8_operand(&f, cached->q, cached->scale, w_scale, out, in, true, __NV_E4M3);
+    o.wt = host_fp8_operand(&f, cached->qt, cached->scale_t, w_scale, in, out, true, __NV_E4M3);
     // as fp8_linear_backward groups them: whole-tensor scales take q and q^T in one pass
     const bool per_tensor = fp8_per_tensor(recipe);
     fp8_quantize_activation(&f, &f.x, per_tensor ? &f.xt : nullptr, dx, N, in, __NV_E4M3, cut.in, 0,
