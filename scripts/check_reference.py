@@ -30,6 +30,19 @@ Starting from the dump's initial parameters and tokens it verifies:
     the dump's own bf16 measures of the float64 update (triangle inequality);
   - the bf16.* and fp32.* records exist for every compared quantity and are finite and
     non-negative.
+FP8 dumps (--fp8): the model's four linear layers of every block (and the lm head with
+--fp8-lm-head) quantize their operands as the recipe defines them, modelled here in float64:
+FP8 values from their exponent and mantissa bits (fp8_round, not torch's casts), scale groups
+from an element-to-tile index (not reshapes), the scale and its reciprocal rounded to float32
+where the recipe computes them in float32, operands rounded to float32 first (what the fp32
+program quantizes). Quantization is discontinuous: the dump's float32 run and any float64 run
+quantize an element near a rounding boundary differently, so no fixed bound relates them. The
+dump records its own float64 run's distance, exact.<name> = ||exact - dump|| / ||dump||; this
+model is an independent float64 run of the same definition, so its distance from the dump must
+equal that record within 1e-5 (measured: 1e-16 between the two float64 runs' gradients). A
+recipe error in either program (a tile shape, a scale rule) moves the distances apart by the
+size of an FP8 rounding (~1e-2). Delayed scaling: each step's amax histories and scales in the
+dump follow from the previous step's with the model's amaxes, within 1e-5.
 Prints every check with its error and bound; exits 1 if any fails.
 """
 
