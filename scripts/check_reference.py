@@ -470,6 +470,13 @@ def check_structure(d, r):
             expect[f"fp8.step{k}.scale"] = (torch.float32, (slots, 3))
     if c["fp8"]:
         expect["exact.step0.logits"] = (torch.float64, ())
+        for slot, (rows, cols) in enumerate(fp8_layer_shapes(c)):
+            N = B * T
+            shapes = {"x": (N, cols), "w": (rows, cols), "b": (rows,), "y": (N, rows),
+                      "g": (N, rows), "dx": (N, cols), "dw": (rows, cols)}
+            for n, s in shapes.items():
+                if n != "b" or slot < 4 * L:  # the lm head has no bias
+                    expect[f"fp8.layer{slot}.{n}"] = (torch.float32, s)
     wrong = [n for n, (dt, s) in expect.items()
              if n not in d or d[n].dtype != dt or tuple(d[n].shape) != s]
     extra = [n for n in d if n not in expect and not n.startswith("config.")]
@@ -618,6 +625,41 @@ def check_steps(d, c, r):
                 r.close_to(f"step{k}.{kind}.{n}", d[f"step{k}.{kind}.{n}"], want)
 
 
+def fp8_layer_shapes(c):
+    """The weight shape (OC, IC) of each FP8 layer, by slot: 4 per block, then the lm head."""
+    C = c["embd"]
+    shapes = [(3 * C, C), (C, C), (4 * C, C), (C, 4 * C)] * c["layers"]
+    return shapes + ([(c["padded_vocab"], C)] if c["fp8_lm_head"] else [])
+
+
+def check_fp8_layers(d, c, r):
+    """Each FP8 layer's products in the dump (step K-1's first micro-batch of the bf16 run, from
+    its bfloat16 operands) against the float64 model on the same operands: the dump rounds a
+    float32 sum to bfloat16, so each element lies within one bfloat16 spacing of the exact value
+    plus the float32 sum's own rounding bound (K 2^-24 sum |terms|)."""
+    delayed = c["fp8"] == FP8_RECIPE_NAMES.index("delayed")
+    fp8 = Fp8Model(c, d[f"fp8.step{c['steps'] - 1}.scale"] if delayed else None)
+
+    def within(name, got, qa, qb, extra=None):
+        want = qa @ qb.T + (0.0 if extra is None else extra)
+        spacing = torch.pow(2.0, (torch.frexp(want.abs()).exponent - 8).double())
+        bound = spacing + qa.shape[1] * 2.0 ** -24 * (qa.abs() @ qb.abs().T)
+        worst = ((got.double() - want).abs() / bound).max().item()
+        r.check(worst <= 1, f"fp8.layer{name}: every element within a bfloat16 spacing (plus "
+                            f"the float32 sum's bound) of the float64 model: worst error "
+                            f"{worst:.3f} of its bound")
+
+    for slot in range(len(fp8_layer_shapes(c))):
+        t = {n: d[f"fp8.layer{slot}.{n}"].double() for n in ("x", "w", "g", "y", "dx", "dw")}
+        bias = d[f"fp8.layer{slot}.b"].double() if slot < 4 * c["layers"] else None
+        within(f"{slot}.y", t["y"], fp8.qdq(t["x"], slot, 0, False, False),
+               fp8.qdq(t["w"], slot, 1, True, False), bias)
+        within(f"{slot}.dx", t["dx"], fp8.qdq(t["g"], slot, 2, False, False),
+               fp8.qdq(t["w"].T, slot, 1, True, False))
+        within(f"{slot}.dw", t["dw"], fp8.qdq(t["g"].T, slot, 2, False, False),
+               fp8.qdq(t["x"].T, slot, 0, False, False))
+
+
 def check_delayed_state(d, c, r, k, prev_amax):
     """Delayed scaling: step k's history and scales in the dump are the start state (zeros and
     ones) for k = 0, and for k > 0 the dump's state of step k-1 with prev_amax (step k-1's
@@ -680,6 +722,8 @@ def main(argv):
         c = check_structure(d, r)
         check_data_and_init(d, c, r)
         check_steps(d, c, r)
+        if c["fp8"]:
+            check_fp8_layers(d, c, r)
         check_bf16(d, r)
     except (OSError, ValueError, struct.error) as e:
         print(f"check_reference: {e}")

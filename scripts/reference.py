@@ -177,6 +177,12 @@ linear layer (slot 4l + 0 qkv, 1 attn.proj, 2 mlp.fc, 3 mlp.proj; slot 4L the lm
 --fp8-lm-head) and tensor (0 X, 1 W, 2 G); the next history position written is k mod H:
   fp8.step<k>.amax_history         f32 (slots, 3, H)
   fp8.step<k>.scale                f32 (slots, 3)
+then, with --fp8, for each FP8 layer (slot as above) its first micro-batch of step K-1 in the
+bf16 run (teacher-forced, delayed: step K-1's scales): the operands as that run holds them,
+bfloat16 values, and the layer's products from them (Fp8Linear: Y with the bias, dX, dW alone),
+rounded to bfloat16 as the bf16 build rounds them; N = B*T:
+  fp8.layer<slot>.x (N, IC)  .w (OC, IC)  .b (OC; not for the lm head)  .y (N, OC)
+  fp8.layer<slot>.g (N, OC)  .dx (N, IC)  .dw (OC, IC)                   f32
 """
 
 import argparse
@@ -325,8 +331,10 @@ class Fp8Run:
     the amaxes of the current step so far. Slots: 4l + (0 qkv, 1 attn.proj, 2 fc, 3 mlp.proj),
     then the lm head (4L) with --fp8-lm-head."""
 
-    def __init__(self, cfg, state=None):
+    def __init__(self, cfg, state=None, capture=False):
         self.recipe, self.grad_fmt, self.margin = cfg.fp8, cfg.fp8_grad, cfg.fp8_margin
+        # capture: {slot: {x, w, b, g, y, dx, dw}} of each layer's first forward and backward
+        self.captured = {} if capture else None
         slots = 4 * cfg.layers + cfg.fp8_lm_head
         if state is None:
             self.history = torch.zeros(slots, 3, cfg.fp8_amax_history)
@@ -386,7 +394,10 @@ class Fp8Linear(torch.autograd.Function):
                 y = y + b.to(acc)
         ctx.save_for_backward(X, w)
         ctx.run, ctx.slot, ctx.bias_dtype, ctx.x_shape = run, slot, b is not None and b.dtype, x.shape
-        return y.to(x.dtype).reshape(*x.shape[:-1], w.shape[0])
+        y = y.to(x.dtype)
+        if run.captured is not None and slot not in run.captured:
+            run.captured[slot] = {"x": X, "w": w, "b": b, "y": y}
+        return y.reshape(*x.shape[:-1], w.shape[0])
 
     @staticmethod
     def backward(ctx, dy):
@@ -400,7 +411,10 @@ class Fp8Linear(torch.autograd.Function):
             dw = fp8_product(run.operand(G.T, slot, 2, False, False),
                              run.operand(X.T, slot, 0, False, False), acc)
             db = G.to(acc).sum(0).to(ctx.bias_dtype) if ctx.bias_dtype else None
-        return dx.to(X.dtype).reshape(ctx.x_shape), dw.to(w.dtype), db, None, None
+        dx, dw = dx.to(X.dtype), dw.to(w.dtype)
+        if run.captured is not None and "g" not in run.captured[slot]:
+            run.captured[slot].update(g=G, dx=dx, dw=dw)
+        return dx.reshape(ctx.x_shape), dw, db, None, None
 
 
 def linear(x, w, b, fp8, slot):
@@ -733,16 +747,19 @@ def train_teacher_forced(cfg, init, inputs, targets, fp32_steps, autocast):
     (float64 parameters and activations, Muon's Newton-Schulz in float64). Returns the step-0
     logits, theta_0 after one optimizer step from init on that run's gradients (Muon under
     autocast: torch's own bfloat16 Newton-Schulz), and per step a dict with loss, z_loss,
-    grad_norm and grad (before clipping)."""
+    grad_norm and grad (before clipping); the bf16 run's last step also fp8_layers, each FP8
+    layer's operands and products in its first micro-batch (Fp8Run's capture)."""
     steps = []
     for s in range(cfg.steps):
         theta = init if s == 0 else fp32_steps[s - 1]["param"]
         p = leaves(cfg, theta if autocast else {n: t.double() for n, t in theta.items()})
-        fp8 = Fp8Run(cfg, fp32_steps[s]["fp8"]) if cfg.fp8 != "off" else None
+        capture = autocast and s == cfg.steps - 1
+        fp8 = Fp8Run(cfg, fp32_steps[s]["fp8"], capture) if cfg.fp8 != "off" else None
         loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast,
                                                       fp8)
         steps.append({"loss": loss, "z_loss": z_loss, "grad_norm": norm.item(),
-                      "grad": joined(cfg, {n: t.grad.clone() for n, t in p.items()})})
+                      "grad": joined(cfg, {n: t.grad.clone() for n, t in p.items()}),
+                      "fp8_layers": fp8.captured if fp8 else None})
         if s == 0:
             logits0 = logits
             with NewtonSchulzAs(None if autocast else newton_schulz_in(torch.float64)):
@@ -833,6 +850,10 @@ def records(cfg, inputs, targets, init, fp32, bf16, exact, muon):
     for k, s in enumerate(steps_f if cfg.fp8 == "delayed" else []):
         out += [(f"fp8.step{k}.amax_history", f32(s["fp8"]["history"])),
                 (f"fp8.step{k}.scale", f32(s["fp8"]["scale"]))]
+    layers = bf16[2][-1]["fp8_layers"] or {}
+    for slot in sorted(layers):
+        out += [(f"fp8.layer{slot}.{n}", f32(t.detach().float()))
+                for n, t in layers[slot].items() if t is not None]
     return out
 
 

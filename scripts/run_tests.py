@@ -75,8 +75,9 @@ MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 # accumulation and clipping; then Lion with accumulation and clipping, and with its own betas and
 # QK-norm; then one FP8 recipe each (tensor; delayed with a 2-step history, a margin and the lm
 # head; rowwise with Muon and E5M2 gradients; block with QK-norm and partial tiles; mx with
-# QK-norm and the lm head), all with gradient accumulation and clipping. Each entry is the
-# reference.py command line minus --out.
+# QK-norm and the lm head), all with gradient accumulation and clipping, B*T a multiple of 16
+# (32 for mx) as the trainer's FP8 matmuls need. Each entry is the reference.py command line
+# minus --out.
 GPT_CONFIGS = [
     "--seed 1 --vocab 313 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 1e-3 --warmup 1 --schedule cosine --min-lr-frac 0.1 --decay-frac 0.2 "
@@ -113,9 +114,9 @@ GPT_CONFIGS = [
     "--seed 17 --vocab 150 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 1 "
     "--steps 4 --lr 5e-4 --schedule linear --weight-decay 0.1 --grad-clip 0.0 --optimizer lion "
     "--lion-beta1 0.95 --lion-beta2 0.98 --qk-norm",
-    "--seed 21 --vocab 170 --seq 20 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--seed 21 --vocab 170 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --fp8 tensor",
-    "--seed 22 --vocab 140 --seq 18 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--seed 22 --vocab 140 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 4 --lr 2e-3 --schedule constant --weight-decay 0.1 --grad-clip 0.5 --fp8 delayed "
     "--fp8-amax-history 2 --fp8-margin 1 --fp8-lm-head 1",
     "--seed 23 --vocab 190 --seq 16 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
