@@ -20,8 +20,8 @@
 // fp32 master weights (bf16 build), the optimizers' state buffers (sections named as in
 // STATE_BUFFERS) and the layout section that says where each tensor's part of them lies (the
 // parameter table: names, shapes, offsets, optimizers), the step and the optimizer step count, the
-// seed of stochastic rounding, the generators of samples and random tokens, and the training
-// loader's position. Its configuration block, compared byte for byte on load, is the model's
+// seed of stochastic rounding, the generators of samples and random tokens, the training
+// loader's position, and under --fp8 delayed the amax histories and scales. Its configuration block, compared byte for byte on load, is the model's
 // shape and precision; the loader's saved state checks the data, B, T and the seed itself.
 
 struct CheckpointConfig {  // int32 fields only: no padding bytes
@@ -52,6 +52,49 @@ struct RunState {            // section "run"
     uint64_t sample_rng;     // generator of the samples printed during training
     uint64_t token_rng;      // generator of random tokens (no --data)
 };
+
+// Section "fp8_delayed" (--fp8 delayed): the header, then the amax histories (count x length
+// floats) and the scales (count Fp8TensorScale), as gpt_fp8_delayed_download gives them; the
+// same on every rank, so the manifest holds them.
+struct Fp8DelayedHeader {
+    int32_t count, length, position, reserved;
+};
+
+inline std::vector<uint8_t> fp8_delayed_section(const GPT* m) {
+    const Fp8DelayedScaling* d = &m->fp8.delayed;
+    const size_t history = sizeof(float) * d->count * d->length;
+    std::vector<uint8_t> out(sizeof(Fp8DelayedHeader) + history +
+                             sizeof(Fp8TensorScale) * d->count);
+    const Fp8DelayedHeader h = {d->count, d->length, d->position, 0};
+    memcpy(out.data(), &h, sizeof(h));
+    gpt_fp8_delayed_download(m, (float*)(out.data() + sizeof(h)),
+                             (Fp8TensorScale*)(out.data() + sizeof(h) + history));
+    return out;
+}
+
+inline void load_fp8_delayed(GPT* m, CheckpointReader* manifest) {
+    const Fp8DelayedScaling* d = &m->fp8.delayed;
+    const CkptSectionInfo* info = ckpt_lookup(manifest, "fp8_delayed");
+    if (info == nullptr)
+        fatal("checkpoint %s holds no FP8 delayed-scaling state (not written by an --fp8 delayed "
+              "run)",
+              manifest->path);
+    std::vector<uint8_t> bytes(info->size);
+    if (ckpt_read_section(manifest, "fp8_delayed", bytes.data(), info->size) != 0)
+        fatal("%s", manifest->error);
+    Fp8DelayedHeader h;
+    const size_t history = sizeof(float) * d->count * d->length;
+    if (info->size < sizeof(h)) fatal("checkpoint %s: its fp8_delayed section is malformed", manifest->path);
+    memcpy(&h, bytes.data(), sizeof(h));
+    if (h.count != d->count || h.length != d->length || h.position < 0 || h.position >= h.length ||
+        info->size != sizeof(h) + history + sizeof(Fp8TensorScale) * d->count)
+        fatal("checkpoint %s: its FP8 delayed-scaling state is for %d tensors with histories of "
+              "%d, this model has %d tensors with histories of %d",
+              manifest->path, h.count, h.length, d->count, d->length);
+    gpt_fp8_delayed_upload(m, (const float*)(bytes.data() + sizeof(h)),
+                           (const Fp8TensorScale*)(bytes.data() + sizeof(h) + history),
+                           h.position);
+}
 
 // Device tensors go to and from the file through a host buffer of this size.
 constexpr size_t CHECKPOINT_STAGE_BYTES = (size_t)16 << 20;
@@ -201,6 +244,11 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
     if (train_loader != nullptr) {
         DataLoaderState ds = dataloader_state(train_loader);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
+    }
+    if (m->config.fp8.recipe == FP8_DELAYED) {
+        const std::vector<uint8_t> fp8 = fp8_delayed_section(m);
+        if (ckpt_write_section(&w, "fp8_delayed", fp8.data(), fp8.size()) != 0)
+            fatal("%s", w.error);
     }
     if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
 }
@@ -413,6 +461,7 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
               manifest->path, (unsigned long long)manifest->step, (unsigned long long)rs.step);
     m->opt_step = (int)rs.opt_step;
     m->seed = rs.rounding_seed;
+    if (m->config.fp8.recipe == FP8_DELAYED) load_fp8_delayed(m, manifest);
     return rs;
 }
 

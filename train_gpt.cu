@@ -75,6 +75,7 @@ struct GPTConfig {
     int channels;      // C; the head size is HS = C / NH
     int qk_norm;       // 1: RMSNorm of each head's q and k, with learned scales (--qk-norm)
     double z_loss;     // the objective adds z_loss * (log Z)^2 per position (--z-loss; 0: off)
+    Fp8Config fp8;     // which matmuls run in FP8 with which recipe (llmc/fp8_linear.cuh)
 };
 
 inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
@@ -1895,19 +1896,25 @@ inline void qk_norm_backward(floatX* dqkv, floatX* dq_w, floatX* dk_w, float* pa
 
 // out = inp @ weight^T + bias (bias may be nullptr). In cuBLASLt's column-major terms:
 // out^T (OC, N) = weight (OC, IC, stored transposed) * inp^T (IC, N).
-inline void linear_forward(MatmulContext* mm, floatX* out, const floatX* inp, const floatX* weight,
-                           const floatX* bias, int N, int IC, int OC) {
+// With fp8.state set, the products run in FP8 (llmc/fp8_linear.cuh).
+inline void linear_forward(MatmulContext* mm, Fp8Use fp8, floatX* out, const floatX* inp,
+                           const floatX* weight, const floatX* bias, int N, int IC, int OC) {
+    if (fp8.state) return fp8_linear_forward(fp8.state, fp8.layer, mm, out, inp, weight, bias, N);
     matmul(mm, out, weight, inp, bias, OC, N, IC, true, false, false);
 }
 
 // dinp = dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout (if dbias).
-inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, floatX* dbias,
-                            float* partials, const floatX* dout, const floatX* inp,
+inline void linear_backward(MatmulContext* mm, Fp8Use fp8, floatX* dinp, floatX* dweight,
+                            floatX* dbias, float* partials, const floatX* dout, const floatX* inp,
                             const floatX* weight, int N, int IC, int OC) {
-    // dinp^T (IC, N) = weight^T (IC, OC) * dout^T (OC, N)
-    matmul(mm, dinp, weight, dout, nullptr, IC, N, OC, false, false, false);
-    // dweight^T (IC, OC) += inp^T (IC, N) * dout (N, OC)
-    matmul(mm, dweight, inp, dout, nullptr, IC, OC, N, false, true, true);
+    if (fp8.state) {
+        fp8_linear_backward(fp8.state, fp8.layer, mm, dinp, dweight, dout, inp, weight, N);
+    } else {
+        // dinp^T (IC, N) = weight^T (IC, OC) * dout^T (OC, N)
+        matmul(mm, dinp, weight, dout, nullptr, IC, N, OC, false, false, false);
+        // dweight^T (IC, OC) += inp^T (IC, N) * dout (N, OC)
+        matmul(mm, dweight, inp, dout, nullptr, IC, OC, N, false, true, true);
+    }
     if (dbias)
         column_sums(nullptr, dbias, partials, dout, nullptr, nullptr, nullptr, N, OC, mm->stream);
 }
@@ -2103,6 +2110,7 @@ struct GPT {
     uint64_t seed;            // stochastic rounding seeds derive from it
     bool poison_activations;  // tests: fill activations with NaN before every forward pass
     MatmulContext mm;
+    Fp8State fp8;  // --fp8: the FP8 layers, their cached weights and scales (recipe FP8_OFF: none)
     cudaStream_t stream;
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
 };
@@ -2123,6 +2131,18 @@ inline floatX* param_grad(const GPT* m, int index) {
     return dp_grad(&m->dp, m->grads, grad_group_of_tensor(&m->layout.index, index),
                    m->layout.tensors[index].offset);
 }
+// The FP8 layer of block l's linear layer `which` (QKV_W, ATTPROJ_W, FC_W or FCPROJ_W), numbered
+// as gpt_build adds them (4 per block, then the lm head), or FP8_NONE without --fp8.
+inline Fp8Use fp8_use(GPT* m, int l, int which) {
+    if (m->config.fp8.recipe == FP8_OFF) return FP8_NONE;
+    const int j = which == QKV_W ? 0 : which == ATTPROJ_W ? 1 : which == FC_W ? 2 : 3;
+    return Fp8Use{&m->fp8, 4 * l + j};
+}
+inline Fp8Use fp8_lm_head(GPT* m) {
+    if (m->config.fp8.recipe == FP8_OFF || !m->config.fp8.lm_head) return FP8_NONE;
+    return Fp8Use{&m->fp8, 4 * m->config.layers};
+}
+
 inline floatX* block_grad(const GPT* m, int l, int which) {
     return param_grad(m, block_tensor(&m->layout.index, l, which));
 }
@@ -2199,6 +2219,7 @@ inline void gpt_state_upload(GPT* m, int which, const float* layout_values) {
 // ZeRO-3 the ranges this rank owns.
 inline void gpt_params_upload(GPT* m, const floatX* layout_values) {
     dp_params_stale(&m->dp);
+    m->fp8.params_version++;  // the FP8 weights are quantized again
     if (m->dp.stage != 3) {
         CUDA_CHECK(cudaMemcpy(m->params, layout_values, m->layout.total * sizeof(floatX),
                               cudaMemcpyHostToDevice));
@@ -2229,12 +2250,87 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
     }
 }
 
+// The delayed scaling state (--fp8 delayed, llmc/fp8_linear.cuh) as host values, the same on
+// every rank: each tensor's amax history (count x length, tensor by tensor, in ring-slot order,
+// the next step's slot m->fp8.delayed.position) and its scale (count Fp8TensorScale).
+inline void gpt_fp8_delayed_download(const GPT* m, float* history, Fp8TensorScale* scales) {
+    const Fp8DelayedScaling* d = &m->fp8.delayed;
+    CUDA_CHECK(cudaMemcpy(history, d->history, sizeof(float) * d->count * d->length,
+                          cudaMemcpyDeviceToHost));
+    CUDA_CHECK(
+        cudaMemcpy(scales, d->scales, sizeof(Fp8TensorScale) * d->count, cudaMemcpyDeviceToHost));
+}
+inline void gpt_fp8_delayed_upload(GPT* m, const float* history, const Fp8TensorScale* scales,
+                                   int position) {
+    Fp8DelayedScaling* d = &m->fp8.delayed;
+    CUDA_CHECK(cudaMemcpy(d->history, history, sizeof(float) * d->count * d->length,
+                          cudaMemcpyHostToDevice));
+    CUDA_CHECK(
+        cudaMemcpy(d->scales, scales, sizeof(Fp8TensorScale) * d->count, cudaMemcpyHostToDevice));
+    d->position = position;
+}
+
 // The grid of a single process (tests, sampling): every degree and group of one, stage 0.
 inline ParallelDims single_process() {
     ParallelDims dims = parallel_dims(1, 1, 0, false, 25.0);
     dims.tp_group = dims.cp_group = dims.pp_group = dims.dp_group = dims.shard_group =
         comm_group_of_one();
     return dims;
+}
+
+// The message of the first reason the FP8 layers of config c cannot run on this rank's part
+// (shapes s) with micro-batches of N tokens, or nullptr.
+inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N, char* msg,
+                                 size_t len) {
+    const int r = c->fp8.recipe;
+    if (r == FP8_OFF) return nullptr;
+    if (FLOATX_IS_FP32) {
+        snprintf(msg, len, "--fp8 needs the bf16 build (this is the fp32 build, -DENABLE_FP32)");
+        return msg;
+    }
+    const bool cut = s->tp > 1;  // every block has the same shapes
+    const char* err = fp8_layer_error(r, "attn.qkv", N, s->C, s->qkv, false, 3, cut, msg, len);
+    if (!err) err = fp8_layer_error(r, "attn.proj", N, s->att, s->C, cut, 1, false, msg, len);
+    if (!err) err = fp8_layer_error(r, "mlp.fc", N, s->C, s->mlp, false, 1, cut, msg, len);
+    if (!err) err = fp8_layer_error(r, "mlp.proj", N, s->mlp, s->C, cut, 1, false, msg, len);
+    if (!err && c->fp8.lm_head)
+        err = fp8_layer_error(r, "the lm head", N, s->C, s->vocab, false, 1, cut, msg, len);
+    if (!err && r == FP8_MX) {
+        int device = 0, major = 0, minor = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+        if (major < 10) {
+            snprintf(msg, len,
+                     "--fp8 mx needs MXFP8 tensor cores (compute capability 10.0 or later, "
+                     "Blackwell); this device is sm_%d%d (the CPU runtime simulates a Blackwell "
+                     "device with CUCC_COMPUTE_CAPABILITY=10.0)",
+                     major, minor);
+            err = msg;
+        }
+    }
+    return err;
+}
+
+// The FP8 layers (llmc/fp8_linear.cuh) of a model with --fp8: each block's four linear layers,
+// then the lm head (--fp8-lm-head); under tensor parallelism the column-parallel layers' outputs
+// and the row-parallel layers' inputs are cut.
+inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
+    const GPTConfig* c = &m->config;
+    if (c->fp8.recipe == FP8_OFF) return;
+    const ModelShapes* s = &m->shape;
+    char msg[512];
+    if (const char* err = gpt_fp8_error(c, s, N, msg, sizeof(msg))) fatal("%s", err);
+    const bool cut = s->tp > 1;
+    fp8_init(&m->fp8, &c->fp8, m->tensor_parallel.group, 4 * c->layers + 1);
+    for (int l = 0; l < c->layers; l++) {
+        fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut});
+        fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false});
+        fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut});
+        fp8_add_layer(&m->fp8, s->mlp, s->C, Fp8Cut{cut, false});
+    }
+    if (c->fp8.lm_head) fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut});
+    fp8_take_buffers(&m->fp8, N, ledger);
 }
 
 // Builds the model on this rank of `dims`'s grid (its groups made: llmc/comm.cuh's
@@ -2320,9 +2416,11 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->host_losses = (float*)MALLOC_CHECK(N * sizeof(float));
     m->host_z_losses = (float*)MALLOC_CHECK(N * sizeof(float));
     matmul_init(&m->mm, m->stream, ledger);
+    gpt_fp8_build(m, N, ledger);
 }
 
 inline void gpt_free(GPT* m) {
+    if (m->config.fp8.recipe != FP8_OFF) fp8_free(&m->fp8);
     matmul_free(&m->mm);
     dp_free(&m->dp);
     CUDA_CHECK(cudaFree(m->params));
@@ -2462,25 +2560,27 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
         layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, input, nullptr,
                           block_weight(m, l, LN1_W), block_weight(m, l, LN1_B), rows, C, st);
     const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
-    column_parallel_forward(&m->mm, la->qkv, ln1, block_weight(m, l, QKV_W),
+    column_parallel_forward(&m->mm, fp8_use(m, l, QKV_W), la->qkv, ln1, block_weight(m, l, QKV_W),
                             block_weight(m, l, QKV_B), N, C, s->qkv);
     if (m->config.qk_norm)
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
                         block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
     attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st);
     const floatX* attn =
-        row_parallel_forward(&m->mm, tp, acts->proj_out, la->atty, block_weight(m, l, ATTPROJ_W),
-                             block_weight(m, l, ATTPROJ_B), N, s->att, C);
+        row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out, la->atty,
+                             block_weight(m, l, ATTPROJ_W), block_weight(m, l, ATTPROJ_B), N,
+                             s->att, C);
     layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, input, attn,
                       block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
     const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
-    column_parallel_forward(&m->mm, la->fch, ln2, block_weight(m, l, FC_W),
+    column_parallel_forward(&m->mm, fp8_use(m, l, FC_W), la->fch, ln2, block_weight(m, l, FC_W),
                             block_weight(m, l, FC_B), N, C, s->mlp);
     gelu_forward(la->fch_gelu, la->fch, (size_t)N * s->mlp, st);
     if (until == BLOCK_UNTIL_GELU) return;
     const floatX* mlp =
-        row_parallel_forward(&m->mm, tp, acts->proj_out, la->fch_gelu, block_weight(m, l, FCPROJ_W),
-                             block_weight(m, l, FCPROJ_B), N, s->mlp, C);
+        row_parallel_forward(&m->mm, fp8_use(m, l, FCPROJ_W), tp, acts->proj_out, la->fch_gelu,
+                             block_weight(m, l, FCPROJ_W), block_weight(m, l, FCPROJ_B), N,
+                             s->mlp, C);
     const NormAfterBlock next = norm_after_block(m, l);
     layernorm_forward(la->residual3, next.out, next.mean, next.rstd, la->residual2, mlp,
                       next.weight, next.bias, rows, C, st);
@@ -2516,12 +2616,13 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
     block_recompute(m, l, input);
     // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
     const floatX* dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
-    row_parallel_backward(&m->mm, acts->dfch, block_grad(m, l, FCPROJ_W),
+    row_parallel_backward(&m->mm, fp8_use(m, l, FCPROJ_W), acts->dfch, block_grad(m, l, FCPROJ_W),
                           block_grad(m, l, FCPROJ_B), partials, dout, la->fch_gelu,
                           block_weight(m, l, FCPROJ_W), N, s->mlp, C);
     gelu_backward(acts->dfch, la->fch, (size_t)N * s->mlp, st);
     const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
-    floatX* dln2 = column_parallel_backward(&m->mm, tp, acts->dlinear_in, block_grad(m, l, FC_W),
+    floatX* dln2 = column_parallel_backward(&m->mm, fp8_use(m, l, FC_W), tp, acts->dlinear_in,
+                                            block_grad(m, l, FC_W),
                                             block_grad(m, l, FC_B), partials, acts->dfch, ln2,
                                             block_weight(m, l, FC_W), N, C, s->mlp);
     layernorm_backward(acts->dresidual, block_grad(m, l, LN2_W), block_grad(m, l, LN2_B), partials,
@@ -2529,7 +2630,8 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
                        rows, C, true, st);
     // residual2 = input + attention
     dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
-    row_parallel_backward(&m->mm, acts->dlinear_in, block_grad(m, l, ATTPROJ_W),
+    row_parallel_backward(&m->mm, fp8_use(m, l, ATTPROJ_W), acts->dlinear_in,
+                          block_grad(m, l, ATTPROJ_W),
                           block_grad(m, l, ATTPROJ_B), partials, dout, la->atty,
                           block_weight(m, l, ATTPROJ_W), N, s->att, C);
     attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B,
@@ -2539,7 +2641,8 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
                          partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
                          block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
     const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
-    floatX* dln1 = column_parallel_backward(&m->mm, tp, acts->dlinear_in, block_grad(m, l, QKV_W),
+    floatX* dln1 = column_parallel_backward(&m->mm, fp8_use(m, l, QKV_W), tp, acts->dlinear_in,
+                                            block_grad(m, l, QKV_W),
                                             block_grad(m, l, QKV_B), partials, acts->dqkv, ln1,
                                             block_weight(m, l, QKV_W), N, C, s->qkv);
     layernorm_backward(acts->dresidual, block_grad(m, l, LN1_W), block_grad(m, l, LN1_B), partials,
@@ -2643,6 +2746,7 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
             exit(EXIT_FAILURE);
         }
     }
+    m->fp8.training = dloss != 0.0f;  // delayed scaling counts training passes only
     CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     token_buckets_build(&m->buckets, inputs, N, s->vocab_begin, s->vocab, st);
@@ -2662,7 +2766,8 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     }
     // the lm head, column-parallel over the vocabulary, and the vocabulary-parallel loss
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
-    column_parallel_forward(&m->mm, acts->logits, lnf, weight(m, at->wte), nullptr, N, C, s->vocab);
+    column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->wte), nullptr,
+                            N, C, s->vocab);
     classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->softmax_stats,
                acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
                st);
@@ -2705,7 +2810,8 @@ inline void gpt_backward(GPT* m) {
     // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
     floatX* dlnf =
-        column_parallel_backward(&m->mm, tp, acts->dlinear_in, param_grad(m, at->wte), nullptr,
+        column_parallel_backward(&m->mm, fp8_lm_head(m), tp, acts->dlinear_in,
+                                 param_grad(m, at->wte), nullptr,
                                  partials, acts->logits, lnf, weight(m, at->wte), N, C, s->vocab);
     for (int l = at->blocks - 1; l >= 0; l--) {
         before_block_backward(m, l);
@@ -2841,6 +2947,11 @@ inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
 // (clipping); then, under ZeRO, the updated parameters go from their owners to every rank.
 inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
     m->opt_step++;
+    // the step's FP8 amaxes are complete (delayed scaling): over every rank that trains on a
+    // part of the global batch or holds a part of a cut tensor
+    const CommGroup* fp8_groups[] = {m->dp.group, m->tensor_parallel.group};
+    fp8_end_step(&m->fp8, fp8_groups, 2, m->stream);
+    m->fp8.params_version++;
     const uint32_t seed = hash_u32(
         (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
     for (int i = 0; i < m->dp.owned_count; i++) {

@@ -238,6 +238,9 @@ struct TrainConfig {
     int muon_nesterov, muon_ns_steps;
     char muon_adjust[24];
     double lion_beta1, lion_beta2;
+    char fp8[16];      // FP8_RECIPE_NAMES (llmc/fp8_linear.cuh)
+    char fp8_grad[8];  // auto, e4m3 or e5m2
+    int fp8_lm_head, fp8_amax_history, fp8_margin;
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -342,6 +345,22 @@ static const Flag FLAGS[] = {
     {"--z-loss", FLAG_DOUBLE, FIELD(model.z_loss), "0", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "z-loss coefficient: adds COEF * (log Z)^2 per position to the objective (0: off; 1e-4 "
      "is the usual value); train_loss stays the cross-entropy"},
+    {"--fp8", FLAG_STRING, STRING_FIELD(fp8), "off", 0, 0, "off|tensor|delayed|rowwise|block|mx",
+     FLAG_IDENTITY,
+     "FP8 matmuls (bf16 build) for each block's four linear layers: tensor (one scale per "
+     "tensor, current), delayed (per tensor, from an amax history), rowwise (one scale per row), "
+     "block (1x128 tiles, 128x128 weight blocks: DeepSeek-V3), mx (MXFP8 32-element blocks, "
+     "Blackwell); fp32 accumulation, bf16 outputs"},
+    {"--fp8-grad", FLAG_STRING, STRING_FIELD(fp8_grad), "auto", 0, 0, "auto|e4m3|e5m2",
+     FLAG_IDENTITY,
+     "FP8 format of the gradients (auto: e5m2 for tensor and delayed, e4m3 for rowwise, block "
+     "and mx)"},
+    {"--fp8-lm-head", FLAG_SWITCH, FIELD(fp8_lm_head), "off", 0, 0, nullptr, FLAG_IDENTITY,
+     "the lm head (logits = lnf @ wte^T) in FP8 too"},
+    {"--fp8-amax-history", FLAG_INT, FIELD(fp8_amax_history), "16", 1, 1 << 16, nullptr,
+     FLAG_IDENTITY, "--fp8 delayed: the steps of amax history a scale comes from"},
+    {"--fp8-margin", FLAG_INT, FIELD(fp8_margin), "0", 0, 64, nullptr, FLAG_IDENTITY,
+     "--fp8 delayed: scales divided by 2^margin (headroom for amaxes that grow)"},
     {"--seed", FLAG_INT64, FIELD(seed), "1337", 0, 9.2e18, nullptr, FLAG_IDENTITY,
      "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
     {"--val-every", FLAG_INT, FIELD(val_every), "100", NON_NEGATIVE, nullptr, FLAG_FREE,
@@ -541,6 +560,11 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     }
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
+    const int recipe = fp8_recipe_of(tc->fp8);  // the flag table admits only the names
+    tc->model.fp8 = Fp8Config{recipe,
+                              strcmp(tc->fp8_grad, "auto") == 0 ? fp8_default_grad_e5m2(recipe)
+                                                                 : strcmp(tc->fp8_grad, "e5m2") == 0,
+                              tc->fp8_lm_head, tc->fp8_amax_history, tc->fp8_margin};
     // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
     const int B = tc->batch == FLAG_AUTO ? 1 : tc->batch;
     if (const char* err = gpt_config_error(&tc->model, B, tc->seq, msg, len)) return err;
@@ -745,6 +769,7 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                                       "data parallel: buckets in flight, staging",
                                       "ZeRO-3: two blocks and the embeddings",
                                       "cuBLASLt 32 MiB, Newton-Schulz scratch",
+                                      "--fp8: cached FP8 weights, operand scratch, scales",
                                       "token ids, run lists, norm sums"};
     for (int k = MEM_BUCKETS; k < NUM_MEM_KINDS; k++)
         printf("  %-15s %16zu %12.6g | %s\n", MEM_KIND_NAMES[k], plan->bytes[k],
@@ -767,6 +792,10 @@ inline void check_grid(const TrainConfig* tc, const ParallelDims* dims, int rank
     char msg[512];
     if (const char* err = parallel_dims_check(dims, &shapes, ranks_per_node, msg, sizeof(msg)))
         fatal("%s", err);
+    const ModelShapes part = model_shapes(&tc->model, dims->tp, 0);  // every rank's shapes
+    if (tc->batch > 0)
+        if (const char* err = gpt_fp8_error(&tc->model, &part, tc->batch * tc->seq, msg, sizeof(msg)))
+            fatal("%s", err);
 }
 
 // The largest of every rank's `value`, the same on every rank. Every rank calls it.
@@ -992,6 +1021,23 @@ constexpr bool ON_GPU = false;  // built by dev/cpu/cucc: the CPU runtime, where
 constexpr bool ON_GPU = true;
 #endif
 
+// The startup report's line on FP8: which matmuls, which recipe, what the copies take.
+inline void print_fp8(const GPT* m) {
+    const Fp8Config* f = &m->config.fp8;
+    if (f->recipe == FP8_OFF) return;
+    printf(
+        "fp8: recipe %s, E4M3 inputs and weights, %s gradients, fp32 accumulation, bf16 outputs; "
+        "%d matmuls per step in FP8 (attn.qkv, attn.proj, mlp.fc, mlp.proj x %d blocks%s, "
+        "forward and both backward products); %.2f MiB cached FP8 weights + scales, %.2f MiB "
+        "operand scratch",
+        FP8_RECIPE_NAMES[f->recipe], f->grad_e5m2 ? "E5M2" : "E4M3", 3 * m->fp8.count,
+        m->config.layers, f->lm_head ? " and the lm head" : "", m->fp8.weight_bytes / 1048576.0,
+        m->fp8.scratch_bytes / 1048576.0);
+    if (f->recipe == FP8_DELAYED)
+        printf(" (with the amax histories: %d steps, margin %d)", f->amax_history, f->margin);
+    printf("\n");
+}
+
 // The log's first line: the run's configuration, the bytes of model state it holds and the
 // baseline plot.py draws.
 inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, double unigram,
@@ -1020,6 +1066,17 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     if (strcmp(tc->optimizer, "muon") == 0) logger_float(lg, "muon_lr", (float)muon_peak_lr(tc));
     logger_int(lg, "qk_norm", c->qk_norm);
     logger_float(lg, "z_loss", (float)tc->model.z_loss);
+    logger_string(lg, "fp8", tc->fp8, strlen(tc->fp8));
+    if (tc->model.fp8.recipe != FP8_OFF) {
+        const char* grad = tc->model.fp8.grad_e5m2 ? "e5m2" : "e4m3";
+        logger_string(lg, "fp8_grad", grad, strlen(grad));
+        logger_int(lg, "fp8_lm_head", tc->fp8_lm_head);
+        logger_int(lg, "fp8_bytes", (int64_t)held[MEM_FP8]);
+        if (tc->model.fp8.recipe == FP8_DELAYED) {
+            logger_int(lg, "fp8_amax_history", tc->fp8_amax_history);
+            logger_int(lg, "fp8_margin", tc->fp8_margin);
+        }
+    }
     logger_int(lg, "seed", tc->seed);
     logger_object_begin(lg, "state_bytes");  // as allocated
     for (int k : {MEM_PARAMS, MEM_GRADS, MEM_MASTER, MEM_OPTIMIZER, MEM_BUCKETS, MEM_GATHER})
@@ -1510,6 +1567,7 @@ inline void run_start(Run* run, bool resumed) {
             (long long)run->data.train.batches_per_epoch,
             (long long)run->data.val.batches_per_epoch, unigram);
     print_state_bytes(model);
+    print_fp8(model);
     printf(
         "activations: %.2f MiB for B %d x T %d (recompute %s: %.2f MiB saved, %.1f%% more "
         "FLOPs per token)\n",

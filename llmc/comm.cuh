@@ -1570,27 +1570,34 @@ void comm_local_result(const T* send, T* recv, size_t n, cudaStream_t stream) {
         CUDA_CHECK(cudaMemcpyAsync(recv, send, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
 }
 
+// How an all-reduce combines the ranks' values.
+enum CommReduceOp { COMM_SUM, COMM_AVG, COMM_MAX };
+
 // In place on buf (n elements).
 template <class T>  // float or __nv_bfloat16
-void comm_allreduce(const CommGroup* g, T* buf, size_t n, bool average, cudaStream_t stream) {
+void comm_allreduce(const CommGroup* g, T* buf, size_t n, CommReduceOp op, cudaStream_t stream) {
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;
+    const ncclRedOp_t nccl_op = op == COMM_SUM ? ncclSum : op == COMM_AVG ? ncclAvg : ncclMax;
     comm_count(g, COMM_ALL_REDUCE, n * sizeof(T));
     comm_watched(g, COMM_ALL_REDUCE, n * sizeof(T), stream, nullptr, [&] {
-        return ncclAllReduce(buf, buf, n, nccl_type_of(buf), average ? ncclAvg : ncclSum, g->nccl,
-                             stream);
+        return ncclAllReduce(buf, buf, n, nccl_type_of(buf), nccl_op, g->nccl, stream);
     });
 #else
-    (void)g, (void)buf, (void)n, (void)average, (void)stream;
+    (void)g, (void)buf, (void)n, (void)op, (void)stream;
 #endif
 }
 template <class T>
 void comm_allreduce_avg(const CommGroup* g, T* buf, size_t n, cudaStream_t stream) {
-    comm_allreduce(g, buf, n, true, stream);
+    comm_allreduce(g, buf, n, COMM_AVG, stream);
 }
 template <class T>
 void comm_allreduce_sum(const CommGroup* g, T* buf, size_t n, cudaStream_t stream) {
-    comm_allreduce(g, buf, n, false, stream);
+    comm_allreduce(g, buf, n, COMM_SUM, stream);
+}
+template <class T>
+void comm_allreduce_max(const CommGroup* g, T* buf, size_t n, cudaStream_t stream) {
+    comm_allreduce(g, buf, n, COMM_MAX, stream);
 }
 
 // recv (count elements) = the reduction of every rank's send[rank * count .. +count).

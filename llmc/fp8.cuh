@@ -16,12 +16,13 @@
 //   per tensor (current)  fp8_quantize_tensor: one amax over the tensor (a deterministic two-pass
 //                         reduction: per-block maxima, then one block over them), Fp8TensorScale
 //                         {amax, scale, scale_inv}; q and/or q^T in one pass with that scale.
-//   delayed               fp8_quantize_delayed: scale from the max of an amax history of length H
-//                         (a ring on the device) as Transformer Engine defines it,
-//                         scale = fp8_max / max_amax / 2^margin (kept from the last step when the
-//                         history's max is 0 or Inf); x is quantized with it, then its own amax
-//                         (a second read of x, the per-tensor reduction) is pushed into the
-//                         history.
+//   delayed               fp8_quantize_delayed (state in Fp8DelayedScaling, many tensors): every
+//                         tensor quantized with the scale of the step, its amax kept as the
+//                         step's running max; fp8_delayed_end_step pushes the step's max into
+//                         the tensor's amax history (a ring of length H on the device) and sets
+//                         the next step's scale from the history's max as Transformer Engine
+//                         defines it, scale = fp8_max / max_amax / 2^margin (kept when that max
+//                         is 0 or Inf).
 //   row-wise              fp8_quantize_rowwise: one scale per row (torchao's rowwise recipe),
 //                         scale_inv[rows]; fp8_quantize_rowwise_transposed: q^T with one scale per
 //                         row of q^T (per column of x), scale_inv_t[cols].
@@ -52,7 +53,12 @@
 // scale_index (for x as an operand stored K x outer with K = cols, q^T with K = rows), where which
 // dimension is contiguous is [expected].
 //
-// Entry points: fp8_quantize_tensor, fp8_quantize_delayed (state in Fp8DelayedScaling),
+// A tensor cut over a group of ranks (tensor parallelism) is quantized with the scales of the
+// whole tensor: per tensor and row-wise take an Fp8AmaxReduce, which reduces the amaxes (max)
+// over the group between the amax pass and the quantization.
+//
+// Entry points: fp8_quantize_tensor, fp8_quantize_delayed / fp8_delayed_start /
+// fp8_delayed_end_step / fp8_delayed_advance (state in Fp8DelayedScaling),
 // fp8_quantize_rowwise / fp8_quantize_rowwise_transposed, fp8_quantize_1x128 /
 // fp8_quantize_1x128_transposed, fp8_quantize_128x128, fp8_quantize_mx; Fp8TensorScale,
 // fp8_block_scale_stride, FP8_AMAX_BLOCKS (the length of the partial-maxima buffer the per-tensor
@@ -100,6 +106,14 @@ __device__ inline float fp8_block_max(float v) {
     return warp_max(v);
 }
 
+// Reduces n device floats in place to their max over a group of ranks: the amaxes of a tensor
+// cut over the group (tensor parallelism), so that every rank quantizes with the scales of the
+// whole tensor. fn == nullptr: the tensor is whole on this rank, nothing to reduce.
+struct Fp8AmaxReduce {
+    void (*fn)(const void* group, float* amax, size_t n, cudaStream_t stream);
+    const void* group;
+};
+
 struct Fp8TensorScale {
     float amax;       // of the last tensor quantized with this scale (delayed: pushed to history)
     float scale;      // q = sat(x * scale)
@@ -123,21 +137,26 @@ __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t 
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
-// Pass 2, one block (its threads stride over the n_partial maxima, thread 0 writes): the amax into
-// s->amax and, when history_slot is set, into the history; with set_scale, s->scale and
-// s->scale_inv from it (current scaling).
-__global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, float* history_slot, const float* partial,
-                                       int n_partial, float fp8_max, bool set_scale) {
+// Pass 2, one block (its threads stride over the n_partial maxima, thread 0 writes): the amax
+// into s->amax (with accumulate, the max of it and s->amax: a running max over a step); with
+// set_scale, s->scale and s->scale_inv from it (current scaling).
+__global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, const float* partial, int n_partial,
+                                       float fp8_max, bool accumulate, bool set_scale) {
     float m = 0.0f;
     for (int i = threadIdx.x; i < n_partial; i += blockDim.x) m = fmaxf(m, partial[i]);
     m = fp8_block_max(m);
     if (threadIdx.x != 0) return;
-    s->amax = m;
-    if (history_slot) *history_slot = m;
+    s->amax = accumulate ? fmaxf(s->amax, m) : m;
     if (set_scale) {
         s->scale = fp8_scale_from_amax(m, fp8_max, 0, 1.0f);
         s->scale_inv = 1.0f / s->scale;
     }
+}
+
+// One thread: s's scale from s->amax (after the amax was reduced over a group of ranks).
+__global__ void fp8_scale_from_amax_kernel(Fp8TensorScale* s, float fp8_max) {
+    s->scale = fp8_scale_from_amax(s->amax, fp8_max, 0, 1.0f);
+    s->scale_inv = 1.0f / s->scale;
 }
 
 // Block (bx, by) owns the 32 x 32 tile of x at rows 32 by, columns 32 bx; its 32 x 8 threads
@@ -166,14 +185,15 @@ __global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX
     }
 }
 
-// The amax of x into s (and history_slot), two passes over `partial` (FP8_AMAX_BLOCKS floats).
-static void fp8_amax(Fp8TensorScale* s, float* history_slot, float* partial, const floatX* x,
-                     size_t n, __nv_fp8_interpretation_t format, bool set_scale,
+// The amax of x into s, two passes over `partial` (FP8_AMAX_BLOCKS floats); accumulate and
+// set_scale as fp8_amax_finish_kernel's.
+static void fp8_amax(Fp8TensorScale* s, float* partial, const floatX* x, size_t n,
+                     __nv_fp8_interpretation_t format, bool accumulate, bool set_scale,
                      cudaStream_t stream) {
     fp8_amax_partial_kernel<<<FP8_AMAX_BLOCKS, FP8_BLOCK_SIZE, 0, stream>>>(partial, x, n);
     CUDA_CHECK_LAUNCH();
     fp8_amax_finish_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(
-        s, history_slot, partial, FP8_AMAX_BLOCKS, fp8_max_finite(format), set_scale);
+        s, partial, FP8_AMAX_BLOCKS, fp8_max_finite(format), accumulate, set_scale);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -189,50 +209,90 @@ static void fp8_quantize_with_tensor_scale(uint8_t* q, uint8_t* qt, const floatX
     CUDA_CHECK_LAUNCH();
 }
 
-// Per-tensor current scaling: s from x's amax, then q and/or q^T (either may be nullptr).
+// Per-tensor current scaling: s from x's amax (reduced over the group of `reduce`, when x is a
+// part of a tensor cut over it), then q and/or q^T (either may be nullptr).
 static void fp8_quantize_tensor(uint8_t* q, uint8_t* qt, Fp8TensorScale* s, float* partial,
                                 const floatX* x, int rows, int cols,
-                                __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    fp8_amax(s, nullptr, partial, x, (size_t)rows * cols, format, true, stream);
+                                __nv_fp8_interpretation_t format, Fp8AmaxReduce reduce,
+                                cudaStream_t stream) {
+    fp8_amax(s, partial, x, (size_t)rows * cols, format, false, reduce.fn == nullptr, stream);
+    if (reduce.fn) {
+        reduce.fn(reduce.group, &s->amax, 1, stream);
+        fp8_scale_from_amax_kernel<<<1, 1, 0, stream>>>(s, fp8_max_finite(format));
+        CUDA_CHECK_LAUNCH();
+    }
     fp8_quantize_with_tensor_scale(q, qt, x, rows, cols, s, format, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Delayed scaling
 
-// The caller allocates both device arrays and starts them as history all zeros and
-// *scale = {0, 1, 1}; position 0.
+// The delayed scales of `count` tensors, updated once per optimizer step (Transformer Engine's
+// recipe with its amax history): during a step every tensor is quantized with scales[i].scale,
+// and scales[i].amax keeps the running max of the tensor's amaxes over the step (its
+// micro-batches; the caller reduces it over the ranks that must agree). At the end of the step
+// fp8_delayed_end_step pushes that max into the tensor's history (a ring of `length` amaxes,
+// history[i * length + position]) and sets the next step's scale from the history's max m:
+// scale = fp8_max / m / 2^margin, kept from before when m is 0 or Inf. The caller allocates the
+// arrays and starts them as history all zeros, scales {0, 1, 1}, position 0 (fp8_delayed_start).
 struct Fp8DelayedScaling {
-    float* history;         // device, `length` amaxes
-    Fp8TensorScale* scale;  // device
-    int length;
-    int position;  // the slot the next amax goes to (host side: the steps are counted here)
+    float* history;          // device, count * length
+    Fp8TensorScale* scales;  // device, count
+    int count, length;
+    int position;  // the slot this step's amaxes go to (the steps are counted on the host)
     int margin;
 };
 
-// One block (its threads stride over the history, thread 0 writes): the scale from the history's
-// max, kept when that max is 0 or Inf.
-__global__ void fp8_delayed_scale_kernel(Fp8TensorScale* s, const float* history, int length,
-                                         float fp8_max, int margin) {
-    float m = 0.0f;
-    for (int i = threadIdx.x; i < length; i += blockDim.x) m = fmaxf(m, history[i]);
+__global__ void fp8_delayed_start_kernel(Fp8TensorScale* scales, int count) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
+        scales[i] = Fp8TensorScale{0.0f, 1.0f, 1.0f};
+}
+
+static void fp8_delayed_start(Fp8DelayedScaling* d, cudaStream_t stream) {
+    CUDA_CHECK(cudaMemsetAsync(d->history, 0, sizeof(float) * d->count * d->length, stream));
+    fp8_delayed_start_kernel<<<grid_for(d->count, FP8_BLOCK_SIZE), FP8_BLOCK_SIZE, 0, stream>>>(
+        d->scales, d->count);
+    CUDA_CHECK_LAUNCH();
+    d->position = 0;
+}
+
+// Tensor i of the step: q and/or q^T with its scale, its amax into its running max.
+static void fp8_quantize_delayed(uint8_t* q, uint8_t* qt, const Fp8DelayedScaling* d, int i,
+                                 float* partial, const floatX* x, int rows, int cols,
+                                 __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    fp8_quantize_with_tensor_scale(q, qt, x, rows, cols, &d->scales[i], format, stream);
+    fp8_amax(&d->scales[i], partial, x, (size_t)rows * cols, format, true, false, stream);
+}
+
+// Block i - first owns tensor i (its threads stride over the history, thread 0 writes).
+__global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* history, int first,
+                                            int length, int position, float fp8_max, int margin) {
+    const int i = first + blockIdx.x;
+    float* h = history + (size_t)i * length;
+    const float step_amax = scales[i].amax;
+    float m = step_amax;
+    for (int j = threadIdx.x; j < length; j += blockDim.x)
+        if (j != position) m = fmaxf(m, h[j]);
     m = fp8_block_max(m);
     if (threadIdx.x != 0) return;
+    h[position] = step_amax;
+    Fp8TensorScale* s = &scales[i];
+    s->amax = 0.0f;
     s->scale = fp8_scale_from_amax(m, fp8_max, margin, s->scale);
     s->scale_inv = 1.0f / s->scale;
 }
 
-static void fp8_quantize_delayed(uint8_t* q, uint8_t* qt, Fp8DelayedScaling* d, float* partial,
-                                 const floatX* x, int rows, int cols,
+// The end of a step for tensors [first, first + n), all in `format`; fp8_delayed_advance after
+// every range of the step is done.
+static void fp8_delayed_end_step(const Fp8DelayedScaling* d, int first, int n,
                                  __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    fp8_delayed_scale_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(d->scale, d->history, d->length,
-                                                               fp8_max_finite(format), d->margin);
+    if (n == 0) return;
+    fp8_delayed_end_step_kernel<<<n, FP8_BLOCK_SIZE, 0, stream>>>(
+        d->scales, d->history, first, d->length, d->position, fp8_max_finite(format), d->margin);
     CUDA_CHECK_LAUNCH();
-    fp8_quantize_with_tensor_scale(q, qt, x, rows, cols, d->scale, format, stream);
-    fp8_amax(d->scale, d->history + d->position, partial, x, (size_t)rows * cols, format, false,
-             stream);
-    d->position = (d->position + 1) % d->length;
 }
+
+static void fp8_delayed_advance(Fp8DelayedScaling* d) { d->position = (d->position + 1) % d->length; }
 
 // ---------------------------------------------------------------------------------------------
 // Tiled scales: row-wise, 1x128, 128x128
@@ -244,20 +304,38 @@ struct Fp8ScaleLayout {
     size_t stride_tile_row, stride_tile_col;
 };
 
+// What a launch of fp8_quantize_tiles_kernel does with the tiles' amaxes: compute and use them
+// (one pass over the tiles), only compute them into tile_amax, or use those in tile_amax (after
+// the caller reduced them over a group of ranks).
+enum Fp8TilePass { FP8_TILES_ONE_PASS, FP8_TILES_AMAX_ONLY, FP8_TILES_GIVEN_AMAX };
+
 // Block (tc, tr) owns the tile_rows x tile_cols tile of x at (tr * tile_rows, tc * tile_cols);
 // thread t owns its elements t, t + blockDim, ... (row-major within the tile). Pass 1: the tile's
 // amax (block max); pass 2: q and/or qt, with the tile's scale into q_scales / qt_scales.
+// tile_amax[tr * gridDim.x + tc] holds the amax between FP8_TILES_AMAX_ONLY and GIVEN_AMAX.
 __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
-                                          Fp8ScaleLayout qt_scales, const floatX* x, int rows,
-                                          int cols, int tile_rows, int tile_cols,
+                                          Fp8ScaleLayout qt_scales, float* tile_amax,
+                                          Fp8TilePass pass, const floatX* x, int rows, int cols,
+                                          int tile_rows, int tile_cols,
                                           __nv_fp8_interpretation_t format) {
     const int row0 = blockIdx.y * tile_rows, col0 = blockIdx.x * tile_cols;
     const int h = min(tile_rows, rows - row0), w = min(tile_cols, cols - col0);
     const int count = h * w;
-    float m = 0.0f;
-    for (int e = threadIdx.x; e < count; e += blockDim.x)
-        m = fmaxf(m, fp8_abs_for_amax((float)x[(size_t)(row0 + e / w) * cols + col0 + e % w]));
-    const float scale = fp8_scale_from_amax(fp8_block_max(m), fp8_max_finite(format), 0, 1.0f);
+    const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+    float amax;
+    if (pass == FP8_TILES_GIVEN_AMAX) {
+        amax = tile_amax[tile];
+    } else {
+        float m = 0.0f;
+        for (int e = threadIdx.x; e < count; e += blockDim.x)
+            m = fmaxf(m, fp8_abs_for_amax((float)x[(size_t)(row0 + e / w) * cols + col0 + e % w]));
+        amax = fp8_block_max(m);
+        if (pass == FP8_TILES_AMAX_ONLY) {
+            if (threadIdx.x == 0) tile_amax[tile] = amax;
+            return;
+        }
+    }
+    const float scale = fp8_scale_from_amax(amax, fp8_max_finite(format), 0, 1.0f);
     if (threadIdx.x == 0) {
         if (q_scales.scale_inv)
             q_scales.scale_inv[blockIdx.y * q_scales.stride_tile_row +
@@ -274,38 +352,54 @@ __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayou
     }
 }
 
+// The tiles of x quantized into q and/or qt. With reduce.fn (x a part of a tensor cut over a
+// group along the tiles' extent: each rank holds a piece of every tile), the tiles' amaxes are
+// computed into tile_amax (one float per tile), reduced over the group, then used.
 static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
                                Fp8ScaleLayout qt_scales, const floatX* x, int rows, int cols,
                                int tile_rows, int tile_cols, __nv_fp8_interpretation_t format,
-                               cudaStream_t stream) {
+                               Fp8AmaxReduce reduce, float* tile_amax, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(cols, tile_cols), (unsigned)ceil_div(rows, tile_rows));
-    fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(q, qt, q_scales, qt_scales, x, rows, cols,
-                                                        tile_rows, tile_cols, format);
+    if (reduce.fn) {
+        fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(q, qt, q_scales, qt_scales, tile_amax,
+                                                            FP8_TILES_AMAX_ONLY, x, rows, cols,
+                                                            tile_rows, tile_cols, format);
+        CUDA_CHECK_LAUNCH();
+        reduce.fn(reduce.group, tile_amax, (size_t)grid.x * grid.y, stream);
+    }
+    fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(
+        q, qt, q_scales, qt_scales, tile_amax, reduce.fn ? FP8_TILES_GIVEN_AMAX : FP8_TILES_ONE_PASS,
+        x, rows, cols, tile_rows, tile_cols, format);
     CUDA_CHECK_LAUNCH();
 }
 
+static const Fp8AmaxReduce FP8_WHOLE = {nullptr, nullptr};
 static const Fp8ScaleLayout FP8_NO_SCALES = {nullptr, 0, 0};
 
-// Row-wise: scale_inv[r] for row r.
+// Row-wise: scale_inv[r] for row r. x's rows may be cut over the group of `reduce` (tile_amax:
+// rows floats of scratch).
 static void fp8_quantize_rowwise(uint8_t* q, float* scale_inv, const floatX* x, int rows, int cols,
-                                 __nv_fp8_interpretation_t format, cudaStream_t stream) {
+                                 __nv_fp8_interpretation_t format, Fp8AmaxReduce reduce,
+                                 float* tile_amax, cudaStream_t stream) {
     fp8_quantize_tiles(q, nullptr, {scale_inv, 1, 0}, FP8_NO_SCALES, x, rows, cols, 1, cols, format,
-                       stream);
+                       reduce, tile_amax, stream);
 }
 
-// Row-wise q^T (cols x rows): scale_inv_t[c] for q^T's row c (x's column c).
+// Row-wise q^T (cols x rows): scale_inv_t[c] for q^T's row c (x's column c); x's columns may be
+// cut over the group of `reduce` (tile_amax: cols floats).
 static void fp8_quantize_rowwise_transposed(uint8_t* qt, float* scale_inv_t, const floatX* x,
                                             int rows, int cols, __nv_fp8_interpretation_t format,
+                                            Fp8AmaxReduce reduce, float* tile_amax,
                                             cudaStream_t stream) {
     fp8_quantize_tiles(nullptr, qt, FP8_NO_SCALES, {scale_inv_t, 0, 1}, x, rows, cols, rows, 1,
-                       format, stream);
+                       format, reduce, tile_amax, stream);
 }
 
 // 1x128 tiles: scale_inv[(c / 128) * rows + r], ceil(cols / 128) * rows values.
 static void fp8_quantize_1x128(uint8_t* q, float* scale_inv, const floatX* x, int rows, int cols,
                                __nv_fp8_interpretation_t format, cudaStream_t stream) {
     fp8_quantize_tiles(q, nullptr, {scale_inv, 1, (size_t)rows}, FP8_NO_SCALES, x, rows, cols, 1,
-                       128, format, stream);
+                       128, format, FP8_WHOLE, nullptr, stream);
 }
 
 // 1x128 tiles of q^T (cols x rows): x's (r, c) scaled by scale_inv_t[(r / 128) * cols + c],
@@ -314,7 +408,7 @@ static void fp8_quantize_1x128_transposed(uint8_t* qt, float* scale_inv_t, const
                                           int rows, int cols, __nv_fp8_interpretation_t format,
                                           cudaStream_t stream) {
     fp8_quantize_tiles(nullptr, qt, FP8_NO_SCALES, {scale_inv_t, (size_t)cols, 1}, x, rows, cols,
-                       128, 1, format, stream);
+                       128, 1, format, FP8_WHOLE, nullptr, stream);
 }
 
 // The row stride of a BLK128x128_32F scale array of an operand whose reduction dimension is k.
@@ -330,7 +424,7 @@ static void fp8_quantize_128x128(uint8_t* q, uint8_t* qt, float* scale_inv, floa
                                  __nv_fp8_interpretation_t format, cudaStream_t stream) {
     fp8_quantize_tiles(q, qt, {scale_inv, fp8_block_scale_stride(cols), 1},
                        {scale_inv_t, 1, fp8_block_scale_stride(rows)}, x, rows, cols, 128, 128,
-                       format, stream);
+                       format, FP8_WHOLE, nullptr, stream);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // into the output); Muon's Newton-Schulz iteration (llmc/muon.cuh) uses alpha, beta and C.
 //
 // Entry points: matmul_init / matmul_free (a MatmulContext), matmul() for the model's layers,
-// matmul_general() for Muon.
+// matmul_general() for Muon, matmul_fp8() for the FP8 recipes (llmc/fp8_linear.cuh).
 //
 // cuBLASLt is column-major. A row-major (R, K) matrix is the same memory as a column-major
 // (K, R) matrix, its transpose; the row-major callers in train_gpt.cu pick the transpose flags
@@ -46,12 +46,14 @@ constexpr cudaDataType_t CUBLAS_FLOATX = CUDA_R_16BF;
 // TENSOR_ALIGN elements, 256 bytes or more; matmul() asserts it.
 constexpr size_t MATMUL_ALIGN_BYTES = 256;
 
-// One problem the heuristic was asked about, and its answer. The operand and output types are
-// floatX in every call of a build, so the key is the shape, the transposes and the epilogue.
+// One problem the heuristic was asked about, and its answer: the shape, the transposes, the
+// epilogue and the operands' types and scale modes (FP8; floatX operands have mode -1).
 struct MatmulAlgoEntry {
     int m, n, k;
     bool trans_a, trans_b;
     cublasLtEpilogue_t epilogue;
+    cudaDataType_t type_a, type_b;
+    int32_t scale_mode_a, scale_mode_b;
     cublasLtMatmulAlgo_t algo;
 };
 // Training uses about a dozen problems; generation adds one per context length, so when the
@@ -88,13 +90,14 @@ inline void matmul_free(MatmulContext* ctx) {
 inline const cublasLtMatmulAlgo_t* matmul_algo(MatmulContext* ctx, cublasLtMatmulDesc_t desc,
                                                cublasLtMatrixLayout_t layout_a,
                                                cublasLtMatrixLayout_t layout_b,
-                                               cublasLtMatrixLayout_t layout_d, int m, int n, int k,
-                                               bool trans_a, bool trans_b,
-                                               cublasLtEpilogue_t epilogue) {
+                                               cublasLtMatrixLayout_t layout_d,
+                                               const MatmulAlgoEntry* key) {
     for (int i = 0; i < ctx->algos_used; i++) {
         const MatmulAlgoEntry* e = &ctx->algos[i];
-        if (e->m == m && e->n == n && e->k == k && e->trans_a == trans_a && e->trans_b == trans_b &&
-            e->epilogue == epilogue)
+        if (e->m == key->m && e->n == key->n && e->k == key->k && e->trans_a == key->trans_a &&
+            e->trans_b == key->trans_b && e->epilogue == key->epilogue &&
+            e->type_a == key->type_a && e->type_b == key->type_b &&
+            e->scale_mode_a == key->scale_mode_a && e->scale_mode_b == key->scale_mode_b)
             return &e->algo;
     }
     cublasLtMatmulPreference_t pref;
@@ -115,10 +118,11 @@ inline const cublasLtMatmulAlgo_t* matmul_algo(MatmulContext* ctx, cublasLtMatmu
                                                 layout_d, pref, 1, &heuristic, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (found == 0) {
-        fprintf(
-            stderr,
-            "cuBLASLt found no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d epilogue=%d\n", m,
-            n, k, (int)trans_a, (int)trans_b, (int)epilogue);
+        fprintf(stderr,
+                "cuBLASLt found no algorithm for m=%d n=%d k=%d trans_a=%d trans_b=%d epilogue=%d "
+                "types %d x %d, scale modes %d x %d\n",
+                key->m, key->n, key->k, (int)key->trans_a, (int)key->trans_b, (int)key->epilogue,
+                (int)key->type_a, (int)key->type_b, key->scale_mode_a, key->scale_mode_b);
         exit(EXIT_FAILURE);
     }
     int slot;
@@ -128,7 +132,8 @@ inline const cublasLtMatmulAlgo_t* matmul_algo(MatmulContext* ctx, cublasLtMatmu
         slot = ctx->algos_next;
         ctx->algos_next = (ctx->algos_next + 1) % MATMUL_ALGO_CACHE;
     }
-    ctx->algos[slot] = MatmulAlgoEntry{m, n, k, trans_a, trans_b, epilogue, heuristic.algo};
+    ctx->algos[slot] = *key;
+    ctx->algos[slot].algo = heuristic.algo;
     return &ctx->algos[slot].algo;
 }
 
@@ -168,8 +173,9 @@ inline void matmul_general(MatmulContext* ctx, floatX* d, const floatX* a, const
                                             trans_b ? k : n, trans_b ? n : k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, CUBLAS_FLOATX, m, n, m));
 
-    const cublasLtMatmulAlgo_t* algo =
-        matmul_algo(ctx, desc, layout_a, layout_b, layout_d, m, n, k, trans_a, trans_b, epilogue);
+    const MatmulAlgoEntry key = {m, n, k, trans_a, trans_b, epilogue, CUBLAS_FLOATX, CUBLAS_FLOATX,
+                                 -1, -1, {}};
+    const cublasLtMatmulAlgo_t* algo = matmul_algo(ctx, desc, layout_a, layout_b, layout_d, &key);
 
     CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a, layout_a, b, layout_b, &beta,
                                 c ? c : d, layout_d, d, layout_d, algo, ctx->workspace,
@@ -187,4 +193,62 @@ inline void matmul(MatmulContext* ctx, floatX* d, const floatX* a, const floatX*
                    bool accumulate) {
     matmul_general(ctx, d, a, b, accumulate ? d : nullptr, bias, 1.0f, accumulate ? 1.0f : 0.0f, m,
                    n, k, trans_a, trans_b);
+}
+
+// One FP8 operand of a TN product as matmul_fp8 takes it: `rows` x k bytes, row-major (k
+// contiguous: cuBLASLt's column-major k x rows, the stored form of a transposed A and of a plain
+// B), with its scale factors in the layout its scale mode defines (llmc/fp8.cuh writes them).
+struct MatmulFp8Operand {
+    const uint8_t* data;
+    cudaDataType_t type;  // CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2
+    int32_t scale_mode;   // cublasLtMatmulMatrixScale_t
+    const void* scale;    // device: the dequantization scale(s), cuBLASLt's A/B scale pointer
+};
+
+// Column-major D (m, n) = dequant(A)^T dequant(B) [+ bias] [+ D if accumulate], A (m rows of
+// k), B (n rows of k): the TN form, the only one cuBLASLt's FP8 kernels take on Hopper. The
+// products of the decoded, scaled FP8 values are summed in fp32 and rounded to floatX once
+// (with accumulate, D's old value is added in fp32 first: beta = 1, C = D). bias: m floatX.
+inline void matmul_fp8(MatmulContext* ctx, floatX* d, const MatmulFp8Operand* a,
+                       const MatmulFp8Operand* b, const floatX* bias, int m, int n, int k,
+                       bool accumulate) {
+    assert((uintptr_t)a->data % MATMUL_ALIGN_BYTES == 0 &&
+           (uintptr_t)b->data % MATMUL_ALIGN_BYTES == 0 && (uintptr_t)d % MATMUL_ALIGN_BYTES == 0);
+    cublasLtMatmulDesc_t desc;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op_a = CUBLAS_OP_T, op_b = CUBLAS_OP_N;
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                &a->scale_mode, sizeof(a->scale_mode)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                &b->scale_mode, sizeof(b->scale_mode)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                &a->scale, sizeof(a->scale)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                &b->scale, sizeof(b->scale)));
+    cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                sizeof(epilogue)));
+    if (bias) {  // bf16, D's type: the type cuBLASLt's FP8 table gives a bias with bf16 C
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof(bias)));
+    }
+    cublasLtMatrixLayout_t layout_a, layout_b, layout_d;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_a, a->type, k, m, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_b, b->type, k, n, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, CUBLAS_FLOATX, m, n, m));
+    const MatmulAlgoEntry key = {m,       n,       k,       true,           false,          epilogue,
+                                 a->type, b->type, a->scale_mode, b->scale_mode, {}};
+    const cublasLtMatmulAlgo_t* algo = matmul_algo(ctx, desc, layout_a, layout_b, layout_d, &key);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx->handle, desc, &alpha, a->data, layout_a, b->data, layout_b,
+                                &beta, d, layout_d, d, layout_d, algo, ctx->workspace,
+                                ctx->workspace_size, ctx->stream));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_a));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_b));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_d));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
 }

@@ -51,15 +51,16 @@
 #pragma once
 
 #include "comm.cuh"
+#include "fp8_linear.cuh"  // Fp8Use: which of a model's FP8 layers a linear layer is
 #include "matmul.cuh"
 #include "parallel.h"  // TpSplit: how each parameter tensor is cut over the group
 
 // train_gpt.cu's linear layers: out (N, OC) = inp (N, IC) @ weight (OC, IC)^T + bias, and its
-// backward pass (dinp =, dweight +=, dbias +=).
-inline void linear_forward(MatmulContext* mm, floatX* out, const floatX* inp, const floatX* weight,
-                           const floatX* bias, int N, int IC, int OC);
-inline void linear_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, floatX* dbias,
-                            float* partials, const floatX* dout, const floatX* inp,
+// backward pass (dinp =, dweight +=, dbias +=), in floatX or FP8 (fp8.state set).
+inline void linear_forward(MatmulContext* mm, Fp8Use fp8, floatX* out, const floatX* inp,
+                           const floatX* weight, const floatX* bias, int N, int IC, int OC);
+inline void linear_backward(MatmulContext* mm, Fp8Use fp8, floatX* dinp, floatX* dweight,
+                            floatX* dbias, float* partials, const floatX* dout, const floatX* inp,
                             const floatX* weight, int N, int IC, int OC);
 
 struct TensorParallel {
@@ -149,19 +150,19 @@ __global__ void add_bias_kernel(floatX* x, const floatX* bias, size_t rows, int 
 
 // Column-parallel: weight (OC/t, IC), bias (OC/t); inp is the whole input (after tp_enter), out
 // (N, OC/t) this rank's output columns. Nothing to communicate.
-inline void column_parallel_forward(MatmulContext* mm, floatX* out, const floatX* inp,
+inline void column_parallel_forward(MatmulContext* mm, Fp8Use fp8, floatX* out, const floatX* inp,
                                     const floatX* weight, const floatX* bias, int N, int IC,
                                     int OC_local) {
-    linear_forward(mm, out, inp, weight, bias, N, IC, OC_local);
+    linear_forward(mm, fp8, out, inp, weight, bias, N, IC, OC_local);
 }
 
 // Its backward: dweight, dbias of this rank's part; dinp (N, IC) the whole input gradient after
 // f's all-reduce, or this rank's rows of it after the reduce-scatter (returned).
-inline floatX* column_parallel_backward(MatmulContext* mm, const TensorParallel* tp, floatX* dinp,
-                                        floatX* dweight, floatX* dbias, float* partials,
-                                        const floatX* dout, const floatX* inp, const floatX* weight,
-                                        int N, int IC, int OC_local) {
-    linear_backward(mm, dinp, dweight, dbias, partials, dout, inp, weight, N, IC, OC_local);
+inline floatX* column_parallel_backward(MatmulContext* mm, Fp8Use fp8, const TensorParallel* tp,
+                                        floatX* dinp, floatX* dweight, floatX* dbias,
+                                        float* partials, const floatX* dout, const floatX* inp,
+                                        const floatX* weight, int N, int IC, int OC_local) {
+    linear_backward(mm, fp8, dinp, dweight, dbias, partials, dout, inp, weight, N, IC, OC_local);
     return tp_enter_backward(tp, dinp, N, IC, mm->stream);
 }
 
@@ -169,14 +170,14 @@ inline floatX* column_parallel_backward(MatmulContext* mm, const TensorParallel*
 // are summed over the group (g: all-reduce into out (N, OC), or reduce-scatter into this rank's
 // rows of it) and the bias (OC, replicated) is added once, to the sum. Returns the output rows
 // this rank holds: out, or its shard inside out.
-inline floatX* row_parallel_forward(MatmulContext* mm, const TensorParallel* tp, floatX* out,
-                                    const floatX* inp, const floatX* weight, const floatX* bias,
-                                    int N, int IC_local, int OC) {
+inline floatX* row_parallel_forward(MatmulContext* mm, Fp8Use fp8, const TensorParallel* tp,
+                                    floatX* out, const floatX* inp, const floatX* weight,
+                                    const floatX* bias, int N, int IC_local, int OC) {
     if (tp->size == 1) {  // one rank: the bias in the matmul's epilogue, as a plain linear layer
-        linear_forward(mm, out, inp, weight, bias, N, IC_local, OC);
+        linear_forward(mm, fp8, out, inp, weight, bias, N, IC_local, OC);
         return out;
     }
-    linear_forward(mm, out, inp, weight, nullptr, N, IC_local, OC);
+    linear_forward(mm, fp8, out, inp, weight, nullptr, N, IC_local, OC);
     const size_t rows = (size_t)tp_shard_rows(tp, N);
     floatX* mine = tp_leave(tp, out, out + tp->rank * rows * OC, N, OC, mm->stream);
     if (bias) {
@@ -191,10 +192,11 @@ inline floatX* row_parallel_forward(MatmulContext* mm, const TensorParallel* tp,
 // Its backward, from the whole output gradient dout (N, OC) (after tp_leave_backward): dinp
 // (N, IC/t) for this rank's input columns, dweight of its part, dbias whole (every rank sums
 // the same whole dout, so the replicated bias gets the same gradient everywhere).
-inline void row_parallel_backward(MatmulContext* mm, floatX* dinp, floatX* dweight, floatX* dbias,
-                                  float* partials, const floatX* dout, const floatX* inp,
-                                  const floatX* weight, int N, int IC_local, int OC) {
-    linear_backward(mm, dinp, dweight, dbias, partials, dout, inp, weight, N, IC_local, OC);
+inline void row_parallel_backward(MatmulContext* mm, Fp8Use fp8, floatX* dinp, floatX* dweight,
+                                  floatX* dbias, float* partials, const floatX* dout,
+                                  const floatX* inp, const floatX* weight, int N, int IC_local,
+                                  int OC) {
+    linear_backward(mm, fp8, dinp, dweight, dbias, partials, dout, inp, weight, N, IC_local, OC);
 }
 
 // The gradient of a replicated tensor that each rank computed from its part of the work only

@@ -78,7 +78,7 @@ static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
     const size_t scale_bytes = sizeof(float) * n_scales;
     switch (c.variant) {
         case 1:
-            fp8_quantize_tensor(q, qt, tensor_scale, partial, x, rows, cols, format, 0);
+            fp8_quantize_tensor(q, qt, tensor_scale, partial, x, rows, cols, format, FP8_WHOLE, 0);
             got["q"] = host_bytes(q, n);
             got["qt"] = host_bytes(qt, n);
             got["tensor_scale"] = host_bytes(tensor_scale, sizeof(Fp8TensorScale));
@@ -87,13 +87,15 @@ static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
             CUDA_CHECK(cudaMemset(history, 0, sizeof(float) * c.history_length));
             const Fp8TensorScale start = {0.0f, 1.0f, 1.0f};
             CUDA_CHECK(cudaMemcpy(tensor_scale, &start, sizeof(start), cudaMemcpyHostToDevice));
-            Fp8DelayedScaling d = {history, tensor_scale, c.history_length, 0, c.margin};
+            Fp8DelayedScaling d = {history, tensor_scale, 1, c.history_length, 0, c.margin};
             std::vector<uint8_t> scales;
-            for (int s = 0; s < c.steps; s++) {
-                fp8_quantize_delayed(q + s * n, nullptr, &d, partial, x + s * n, rows, cols, format,
-                                     0);
+            for (int s = 0; s < c.steps; s++) {  // one tensor a step: its amax, the scale used
+                fp8_quantize_delayed(q + s * n, nullptr, &d, 0, partial, x + s * n, rows, cols,
+                                     format, 0);
                 std::vector<uint8_t> step = host_bytes(tensor_scale, sizeof(Fp8TensorScale));
                 scales.insert(scales.end(), step.begin(), step.end());
+                fp8_delayed_end_step(&d, 0, 1, format, 0);
+                fp8_delayed_advance(&d);
             }
             got["q"] = host_bytes(q, n * c.steps);
             got["tensor_scale"] = scales;
@@ -101,12 +103,13 @@ static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
             break;
         }
         case 3:
-            fp8_quantize_rowwise(q, scale_inv, x, rows, cols, format, 0);
+            fp8_quantize_rowwise(q, scale_inv, x, rows, cols, format, FP8_WHOLE, nullptr, 0);
             got["q"] = host_bytes(q, n);
             got["scale_inv"] = host_bytes(scale_inv, sizeof(float) * rows);
             break;
         case 4:
-            fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, format, 0);
+            fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, format, FP8_WHOLE,
+                                            nullptr, 0);
             got["qt"] = host_bytes(qt, n);
             got["scale_inv"] = host_bytes(scale_inv_t, sizeof(float) * cols);
             break;
@@ -496,7 +499,7 @@ static void bench(const Options* o) {
     Fp8TensorScale* tensor_scale = device_poisoned<Fp8TensorScale>(1);
     float* history = device_poisoned<float>(16);
     CUDA_CHECK(cudaMemset(history, 0, 16 * sizeof(float)));
-    Fp8DelayedScaling d = {history, tensor_scale, 16, 0, 0};
+    Fp8DelayedScaling d = {history, tensor_scale, 1, 16, 0, 0};
     const __nv_fp8_interpretation_t f = __NV_E4M3;
     for (int v = 1; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
@@ -507,16 +510,19 @@ static void bench(const Options* o) {
             [&] {
                 switch (v) {
                     case 1:
-                        fp8_quantize_tensor(q, qt, tensor_scale, partial, x, rows, cols, f, 0);
+                        fp8_quantize_tensor(q, qt, tensor_scale, partial, x, rows, cols, f,
+                                            FP8_WHOLE, 0);
                         break;
                     case 2:
-                        fp8_quantize_delayed(q, nullptr, &d, partial, x, rows, cols, f, 0);
+                        fp8_quantize_delayed(q, nullptr, &d, 0, partial, x, rows, cols, f, 0);
                         break;
                     case 3:
-                        fp8_quantize_rowwise(q, scale_inv, x, rows, cols, f, 0);
+                        fp8_quantize_rowwise(q, scale_inv, x, rows, cols, f, FP8_WHOLE, nullptr,
+                                             0);
                         break;
                     case 4:
-                        fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, f, 0);
+                        fp8_quantize_rowwise_transposed(qt, scale_inv_t, x, rows, cols, f,
+                                                        FP8_WHOLE, nullptr, 0);
                         break;
                     case 5:
                         fp8_quantize_1x128(q, scale_inv, x, rows, cols, f, 0);

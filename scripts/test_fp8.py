@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""scripts/test_fp8.py: the FP8 recipes of the trainer (--fp8, llmc/fp8_linear.cuh) in the bf16
+build on the CPU runtime: training, the grids, resuming, the memory plan and the refusals.
+(Their arithmetic against PyTorch is test_gpt's, on scripts/reference.py --fp8 dumps.)
+
+A tiny model (2 blocks, 4 heads of 32, width 128, vocabulary 256, T 16) trained on token shards
+for 4 steps on a global batch of G = 8 sequences. Checks:
+1. Every recipe trains: each step's loss within FP8_LOSS of the bf16 run's (the recipes
+   quantize every input, weight and gradient of 24 matmuls to 3 or 2 mantissa bits; a wrong
+   scale, a transposed operand or a missing term moves the loss by far more), the startup
+   report names the recipe, and the memory plan equals what the run allocated, byte for byte
+   (the CPU runtime's allocator; the plan counts every FP8 copy and scale).
+2. The grids reproduce one process running the same recipe on the same global batch, within
+   the bf16 bound of the tensor-parallel tests (BF16_LOSS, scripts/test_tp.py): tp 2 (the
+   amaxes of the cut tensors reduced over the group, so each rank quantizes as one process
+   would), tp 2 + sequence parallelism, dp 2 with ZeRO-3 against one process accumulating 2
+   micro-batches; every rank of a run ends with the same model (the trainer's hash check).
+   Block scaling needs each rank's cut at a 128 boundary: its grid runs use width 256.
+3. Delayed scaling's state (amax histories and scales) is in the checkpoint: a run on 2 ranks
+   resumed from its step-2 checkpoint ends with the uninterrupted run's parameter hash.
+4. Refusals, each with its message: --fp8 mx on a device without MXFP8 (the simulated Hopper
+   names its architecture); --fp8 block under tp 2 where a rank's cut is not a multiple of
+   128; --fp8 in the fp32 build; a micro-batch whose rows are not a multiple of 16.
+
+Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+
+from testlib import (MPIRUN, ROOT, check, check_resumed, finish, logged_values, make_data, param_hash,
+                     resume, train)
+
+G, STEPS = 8, 4
+MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--seq", "16", "--lr", "3e-3",
+         "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0"]
+WIDE = MODEL[:4] + ["--heads", "8", "--embd", "256"] + MODEL[8:]
+RECIPES = ["tensor", "delayed", "rowwise", "block"]
+BF16_LOSS = 4e-3  # scripts/test_tp.py's bound for a grid against one process in bf16
+FP8_LOSS = 2e-2
+
+
+def worst_loss_diff(got, want):
+    a, b = logged_values(got[1]), logged_values(want[1])
+    return max(abs(a[k] - b[k]) / abs(b[k]) for k in b if k[0] == "train_loss")
+
+
+def planned_and_allocated(records):
+    header = records[0]
+    allocated = next(r["allocated_bytes"] for r in records if "allocated_bytes" in r)
+    return header["plan_bytes"]["total"], allocated
+
+
+def refused(cmd, text, label):
+    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT, timeout=300)
+    out = proc.stdout + proc.stderr
+    check(proc.returncode != 0 and text in out, label, out.strip().splitlines()[-1] if out.strip() else "")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
+    args = parser.parse_args()
+    bf16, fp32 = os.path.join(args.bin_dir, "train_gpt"), os.path.join(args.bin_dir, "train_gpt_fp32")
+    work = tempfile.mkdtemp(prefix="test_fp8_")
+    try:
+        data = make_data(os.path.join(work, "data"))
+        base = ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
+
+        # 1
+        plain = train(bf16, 0, work, "bf16", MODEL, base + ["--batch", str(G)])
+        single = {}
+        for recipe in RECIPES:
+            single[recipe] = train(bf16, 0, work, f"single_{recipe}", MODEL,
+                                   base + ["--batch", str(G), "--fp8", recipe])
+            worst = worst_loss_diff(single[recipe], plain)
+            planned, allocated = planned_and_allocated(single[recipe][1])
+            check(worst <= FP8_LOSS and f"fp8: recipe {recipe}," in single[recipe][0] and planned == allocated,
+                  f"--fp8 {recipe}: losses within {worst:.1e} <= {FP8_LOSS:.0e} of bf16, planned {planned} "
+                  f"bytes = allocated {allocated}")
+
+        # 2: (recipe, tp, dp, accum, zero, sequence parallel)
+        grids = [("tensor", 2, 1, 1, 0, False), ("delayed", 2, 1, 1, 0, False), ("rowwise", 2, 1, 1, 0, False),
+                 ("rowwise", 2, 1, 1, 0, True), ("tensor", 1, 2, 1, 3, False), ("delayed", 1, 2, 1, 3, False),
+                 ("block", 2, 1, 1, 0, True), ("block", 1, 2, 1, 3, False)]
+        refs = {}
+        for recipe, tp, dp, accum, zero, sp in grids:
+            model = WIDE if recipe == "block" else MODEL
+            local_accum = accum * (2 if dp > 1 else 1)
+            key = (recipe, local_accum)
+            if key not in refs:
+                refs[key] = train(bf16, 0, work, f"ref_{recipe}_a{local_accum}", model,
+                                  base + ["--fp8", recipe, "--batch", str(G // local_accum), "--grad-accum",
+                                          str(local_accum)])
+            name = f"{recipe}_tp{tp}_dp{dp}_z{zero}{'_sp' if sp else ''}"
+            got = train(bf16, tp * dp, work, name, model,
+                        base + ["--fp8", recipe, "--tp", str(tp), "--zero", str(zero), "--batch",
+                                str(G // (dp * accum)), "--grad-accum", str(accum)] +
+                        (["--sequence-parallel"] if sp else []))
+            worst = worst_loss_diff(got, refs[key])
+            check(worst <= BF16_LOSS and param_hash(got[0], tp * dp) is not None,
+                  f"--fp8 {recipe}, tp {tp} x dp {dp}, ZeRO-{zero}{' + SP' if sp else ''}: losses within "
+                  f"{worst:.1e} <= {BF16_LOSS:.0e} of one process accumulating {local_accum}; every rank the "
+                  f"same model")
+
+        # 3
+        delayed = ["--fp8", "delayed", "--zero", "1", "--batch", str(G // 2)]
+        source = train(bf16, 2, work, "delayed_dp2", MODEL, base + delayed)
+        got = resume(bf16, source, 2, work, "delayed_dp2_resumed", MODEL, base + delayed)
+        check_resumed(bf16, got, source, "--fp8 delayed ZeRO-1", 2, 1, STEPS)
+
+        # 4
+        tiny = [bf16] + MODEL + ["--steps", "1", "--batch", "2"]
+        refused(tiny + ["--fp8", "mx"], "this device is sm_90", "--fp8 mx on the simulated Hopper is refused")
+        refused(MPIRUN + ["-np", "2"] + tiny + ["--fp8", "block", "--tp", "2"],
+                "a multiple of 128", "--fp8 block with a 64-wide cut under tp 2 is refused")
+        refused([fp32] + MODEL + ["--steps", "1", "--fp8", "tensor"], "needs the bf16 build",
+                "--fp8 in the fp32 build is refused")
+        refused(tiny[:-1] + ["1", "--seq", "8", "--fp8", "rowwise"], "multiple of 16",
+                "--fp8 with 8 rows a micro-batch is refused")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    finish("FP8 training")
+
+
+if __name__ == "__main__":
+    main()
