@@ -128,6 +128,7 @@ PyTorch, on the dump's own matrices (scripts/reference.py, records fp32.* and bf
 constexpr double BF16_FACTOR = 4.0;
 constexpr double BF16_FLOOR = 1.0 / 256.0;
 constexpr double BF16_CEILING = 5e-2;
+constexpr double FP8_CEILING = 1.0;  // provisional: measuring
 constexpr double FP32_REL = 1e-5;
 constexpr double MAX_ABS_FACTOR = 10.0;  // max-abs bound = factor * rel bound * max |ref|
 constexpr double LR_REL = 1e-12;
@@ -270,7 +271,8 @@ inline double rel_bound_for(const Dump* d, const char* name) {
     double diff = dump_scalar(d, key);
     double bound = BF16_FACTOR * diff;
     if (bound < BF16_FLOOR || std::isnan(bound)) bound = BF16_FLOOR;
-    return bound < BF16_CEILING ? bound : BF16_CEILING;
+    const double ceiling = dump_scalar(d, "config.fp8") != FP8_OFF ? FP8_CEILING : BF16_CEILING;
+    return bound < ceiling ? bound : ceiling;
 }
 
 // Compares n values and prints one line. abs_bound < 0: no max-abs bound (printed as "-").
@@ -882,6 +884,29 @@ inline void check_lion_step(Tally* tally, const Dump* d, const TestSetup* s, con
     compare_forced(tally, name, ours_u.data(), ref_u.data(), e_u.data(), n);
 }
 
+// Delayed scaling: the dump's state at the start of step k (fp8.step<k>.*, slot-major (slot,
+// X/W/G, H)) into the model, whose Fp8DelayedScaling holds tensor kind * layers + slot; the ring
+// position k mod H. Other recipes: nothing.
+inline void upload_fp8_delayed(const Dump* d, GPT* m, int k) {
+    if (m->config.fp8.recipe != FP8_DELAYED) return;
+    const int layers = m->fp8.count, H = m->config.fp8.amax_history;
+    char name[64];
+    snprintf(name, sizeof(name), "fp8.step%d.amax_history", k);
+    const float* hist = (const float*)dump_array(d, name, DUMP_F32, (size_t)layers * 3 * H);
+    snprintf(name, sizeof(name), "fp8.step%d.scale", k);
+    const float* scale = (const float*)dump_array(d, name, DUMP_F32, (size_t)layers * 3);
+    std::vector<float> history((size_t)layers * 3 * H);
+    std::vector<Fp8TensorScale> scales((size_t)layers * 3);
+    for (int slot = 0; slot < layers; slot++)
+        for (int kind = 0; kind < 3; kind++) {
+            const int i = fp8_delayed_index(&m->fp8, slot, (Fp8TensorKind)kind);
+            memcpy(&history[(size_t)i * H], hist + ((size_t)slot * 3 + kind) * H, H * sizeof(float));
+            const float sc = scale[slot * 3 + kind];
+            scales[i] = Fp8TensorScale{0.0f, sc, 1.0f / sc};
+        }
+    gpt_fp8_delayed_upload(m, history.data(), scales.data(), k % H);
+}
+
 inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) {
     const GPTConfig* c = &s->config;
     const int A = s->A, K = s->K;
@@ -905,6 +930,7 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
         }
         dump_state_set(d, layout, k - 1, &before);
         set_optimizer_state(&model, theta.data(), &before, k);
+        upload_fp8_delayed(d, &model, k);
 
         // Gradients at theta_{k-1}.
         if (tally->print) printf("step %d gradients from the dump's theta_%d:\n", k, k - 1);
@@ -955,6 +981,99 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
     gpt_free(&model);
 }
 
+// =============================================================================================
+// Part (c): each FP8 layer alone, on the operands the dump recorded (fp8.layer<slot>.*).
+
+// The Euclidean norms of the rows (by_rows) or the columns of a (rows, cols) matrix.
+inline std::vector<double> line_norms(const float* a, int rows, int cols, bool by_rows) {
+    std::vector<double> out(by_rows ? rows : cols, 0.0);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) out[by_rows ? r : c] += (double)a[(size_t)r * cols + c] * a[(size_t)r * cols + c];
+    for (double& v : out) v = sqrt(v);
+    return out;
+}
+
+// One product of part (c), (R, C) with reduction length K, ours against the dump's element by
+// element: |ours - ref| <= one bfloat16 spacing of ref + 4 K 2^-24 |a_r| |b_c| (header), with
+// a_norm[r], b_norm[c] the norms of the operands' vectors that element r, c reduces.
+inline void compare_fp8_product(Tally* tally, const char* name, const float* ours,
+                                const float* ref, int R, int C, int K,
+                                const std::vector<double>& a_norm,
+                                const std::vector<double>& b_norm) {
+    double worst = 0.0, diff2 = 0.0, ref2 = 0.0;
+    size_t at = 0;
+    bool finite = true;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            const size_t i = (size_t)r * C + c;
+            int e;
+            frexp(ref[i], &e);
+            const double bound = ldexp(1.0, e - 8) + 4.0 * K * ldexp(a_norm[r] * b_norm[c], -24);
+            const double err = fabs((double)ours[i] - ref[i]);
+            if (!std::isfinite(ours[i])) finite = false;
+            if (err / bound > worst) {
+                worst = err / bound;
+                at = i;
+            }
+            diff2 += err * err;
+            ref2 += (double)ref[i] * ref[i];
+        }
+    const bool ok = finite && worst <= 1.0;
+    tally->checks++;
+    if (!ok) tally->failures++;
+    printf("  %-14s rel %.3e  worst element at %.3f of its bound  %s\n", name,
+           ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(diff2), worst, ok ? "ok" : "FAIL");
+    if (!ok) printf("    at element %zu: ours %.9g reference %.9g\n", at, ours[at], ref[at]);
+}
+
+inline void check_fp8_layers(const Dump* d, const TestSetup* s, Tally* tally) {
+    GPT model;
+    gpt_build(&model, &s->config, &s->opt, s->B, s->T, s->seed);
+    upload_fp8_delayed(d, &model, s->K - 1);
+    const int N = s->B * s->T;
+    for (int slot = 0; slot < model.fp8.count; slot++) {
+        const int IC = model.fp8.layers[slot].in, OC = model.fp8.layers[slot].out;
+        const bool bias = slot < 4 * s->config.layers;  // the lm head has none
+        // operands x, w, b, g and products y, dx, dw: the dump's (bf16 values) and ours
+        const char* names[7] = {"x", "w", "b", "g", "y", "dx", "dw"};
+        const size_t sizes[7] = {(size_t)N * IC, (size_t)OC * IC, (size_t)OC, (size_t)N * OC,
+                                 (size_t)N * OC, (size_t)N * IC, (size_t)OC * IC};
+        const float* ref[7] = {};
+        floatX* dev[7] = {};
+        for (int i = 0; i < 7; i++) {
+            if (i == 2 && !bias) continue;
+            char name[64];
+            snprintf(name, sizeof(name), "fp8.layer%d.%s", slot, names[i]);
+            ref[i] = (const float*)dump_array(d, name, DUMP_F32, sizes[i]);
+            CUDA_CHECK(cudaMalloc(&dev[i], sizes[i] * sizeof(floatX)));
+            if (i < 4) upload_floatX(dev[i], ref[i], sizes[i]);  // bf16 values: exact
+        }
+        CUDA_CHECK(cudaMemset(dev[6], 0, sizes[6] * sizeof(floatX)));
+        model.fp8.params_version++;  // a weight the cache has not seen
+        fp8_linear_forward(&model.fp8, slot, &model.mm, dev[4], dev[0], dev[1], dev[2], N);
+        fp8_linear_backward(&model.fp8, slot, &model.mm, dev[5], dev[6], dev[3], dev[0], dev[1],
+                            N);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        // y = x w^T, dx = g w, dw = g^T x: shape, reduction length and the reduced vectors
+        const int shape[3][3] = {{N, OC, IC}, {N, IC, OC}, {OC, IC, N}};
+        const std::vector<double> norms[3][2] = {
+            {line_norms(ref[0], N, IC, true), line_norms(ref[1], OC, IC, true)},
+            {line_norms(ref[3], N, OC, true), line_norms(ref[1], OC, IC, false)},
+            {line_norms(ref[3], N, OC, false), line_norms(ref[0], N, IC, false)}};
+        for (int i = 4; i < 7; i++) {
+            std::vector<float> ours(sizes[i]);
+            download_floatX(ours.data(), dev[i], sizes[i]);
+            char name[64];
+            snprintf(name, sizeof(name), "layer %d %s", slot, names[i]);
+            const int* sh = shape[i - 4];
+            compare_fp8_product(tally, name, ours.data(), ref[i], sh[0], sh[1], sh[2],
+                                norms[i - 4][0], norms[i - 4][1]);
+        }
+        for (int i = 0; i < 7; i++) CUDA_CHECK(cudaFree(dev[i]));
+    }
+    gpt_free(&model);
+}
+
 int main(int argc, char** argv) {
     if (argc != 2 || argv[1][0] == '-') {
         fprintf(stderr,
@@ -985,6 +1104,11 @@ int main(int argc, char** argv) {
     s.sched.steps = s.K;
     s.grad_clip = dump_scalar(&d, "config.grad_clip");
     s.config.qk_norm = (int)dump_scalar(&d, "config.qk_norm");
+    s.config.fp8.recipe = (int)dump_scalar(&d, "config.fp8");
+    s.config.fp8.grad_e5m2 = (int)dump_scalar(&d, "config.fp8_grad_e5m2");
+    s.config.fp8.lm_head = (int)dump_scalar(&d, "config.fp8_lm_head");
+    s.config.fp8.amax_history = (int)dump_scalar(&d, "config.fp8_amax_history");
+    s.config.fp8.margin = (int)dump_scalar(&d, "config.fp8_margin");
     s.config.z_loss = dump_scalar(&d, "config.z_loss");
     s.muon_lr = dump_scalar(&d, "config.muon_lr");
     s.opt.kind = (int)dump_scalar(&d, "config.optimizer");
@@ -1006,6 +1130,15 @@ int main(int argc, char** argv) {
     char msg[256];
     if (const char* err = gpt_config_error(&s.config, s.B, s.T, msg, sizeof(msg))) {
         fprintf(stderr, "dump config: %s\n", err);
+        return EXIT_FAILURE;
+    }
+    if (s.config.fp8.recipe < FP8_OFF || s.config.fp8.recipe >= NUM_FP8_RECIPES) {
+        fprintf(stderr, "dump config: fp8 recipe %d\n", s.config.fp8.recipe);
+        return EXIT_FAILURE;
+    }
+    const ModelShapes whole = model_shapes(&s.config, 1, 0);
+    if (const char* err = gpt_fp8_error(&s.config, &whole, s.B * s.T, msg, sizeof(msg))) {
+        fprintf(stderr, "dump config: %s\n", err);  // the fp32 build has no FP8 (header)
         return EXIT_FAILURE;
     }
     if (s.config.padded_vocab != padded_vocab_of(s.config.vocab) || s.A < 1 || s.K < 1 ||
@@ -1032,11 +1165,16 @@ int main(int argc, char** argv) {
                MUON_ADJUST_NAMES[s.opt.muon_adjust]);
     if (s.opt.kind == OPT_LION)
         printf(" (lr %g, betas %g/%g)", s.sched.lr, s.opt.lion_beta1, s.opt.lion_beta2);
-    printf(" | qk-norm %s | z-loss %g\n", s.config.qk_norm ? "on" : "off", s.config.z_loss);
+    printf(" | qk-norm %s | z-loss %g", s.config.qk_norm ? "on" : "off", s.config.z_loss);
+    if (s.config.fp8.recipe != FP8_OFF)
+        printf(" | fp8 %s, gradients %s%s", FP8_RECIPE_NAMES[s.config.fp8.recipe],
+               s.config.fp8.grad_e5m2 ? "e5m2" : "e4m3", s.config.fp8.lm_head ? ", lm head" : "");
+    if (s.config.fp8.recipe == FP8_DELAYED)
+        printf(" (history %d, margin %d)", s.config.fp8.amax_history, s.config.fp8.margin);
+    printf("\n");
     const size_t tokens = (size_t)s.K * s.A * s.B * s.T;
     s.inputs = (const int*)dump_array(&d, "inputs", DUMP_I32, tokens);
     s.targets = (const int*)dump_array(&d, "targets", DUMP_I32, tokens);
-    const ModelShapes whole = model_shapes(&s.config, 1, 0);
     build_param_layout(&s.layout, &s.config, &s.opt, &whole);
     s.init = (float*)MALLOC_CHECK(s.layout.total * sizeof(float));
     dump_param_set(&d, &s.layout, "init.", s.init);
@@ -1054,12 +1192,21 @@ int main(int argc, char** argv) {
     Tally forced = {0, 0, true};
     run_teacher_forced(&d, &s, &forced);
 
+    Tally layers = {0, 0, true};
+    if (s.config.fp8.recipe != FP8_OFF) {
+        printf("part (c): the FP8 layers alone on the dump's operands\n");
+        check_fp8_layers(&d, &s, &layers);
+    }
+
     printf("part (a) free-running:   %d checks, %d failed (runs %s)\n", first.checks + 1,
            free_failures, identical ? "identical" : "DIFFER");
     printf("part (b) teacher-forced: %d checks, %d failed\n", forced.checks, forced.failures);
-    const int failures = free_failures + forced.failures;
+    if (s.config.fp8.recipe != FP8_OFF)
+        printf("part (c) FP8 layers:     %d checks, %d failed\n", layers.checks, layers.failures);
+    const int failures = free_failures + forced.failures + layers.failures;
     printf("test_gpt %s: %d checks, %d failed -> %s\n", PRECISION_NAME,
-           first.checks + 1 + forced.checks, failures, failures == 0 ? "PASS" : "FAIL");
+           first.checks + 1 + forced.checks + layers.checks, failures,
+           failures == 0 ? "PASS" : "FAIL");
     free(s.init);
     free(s.layout.tensors);
     dump_free(&d);

@@ -306,10 +306,15 @@ def run_reference_configs(indices, native, tally):
         tally.record(f"check_reference.py {label}", verdict(rc, output, "pass", None), output, seconds)
         # MXFP8 needs compute capability 10.0, which the CPU runtime simulates when told to
         env = dict(os.environ, CUCC_COMPUTE_CAPABILITY="10.0") if "--fp8 mx" in features else None
+        # the fp32 build has no FP8: it must refuse an FP8 dump (test_gpt.cu's header)
+        fp8 = any(f.startswith("--fp8 ") for f in features)
         for binary in ("test_gpt_fp32", "test_gpt"):
             rc, output, seconds = run_case(f"{os.path.join(trainer_bin_dir(native), binary)} {dump}", "",
                                            env)
-            tally.record(f"{binary} {label}", verdict(rc, output, "pass", None), output, seconds)
+            refuses = fp8 and binary == "test_gpt_fp32"
+            tally.record(f"{binary} {label}" + (" (refuses FP8)" if refuses else ""),
+                         verdict(rc, output, "fail" if refuses else "pass",
+                                 "--fp8 needs the bf16 build" if refuses else None), output, seconds)
 
 
 def script_named(name):
