@@ -463,11 +463,16 @@ def check_structure(d, r):
             expect[f"bf16.step{k}.{n}"] = (torch.float64, ())
             if c["fp8"]:
                 expect[f"exact.step{k}.{n}"] = (torch.float64, ())
+                if k > 0:
+                    expect[f"bf16.free.step{k}.{n}"] = (torch.float64, ())
         if c["fp8"] == FP8_RECIPE_NAMES.index("delayed"):
             slots = 4 * L + c["fp8_lm_head"]
             expect[f"fp8.step{k}.amax_history"] = (torch.float32,
                                                    (slots, 3, c["fp8_amax_history"]))
             expect[f"fp8.step{k}.scale"] = (torch.float32, (slots, 3))
+            if k > 0:
+                expect[f"bf16.fp8.step{k}.amax_history"] = (torch.float64, ())
+                expect[f"bf16.fp8.step{k}.scale"] = (torch.float64, ())
     if c["fp8"]:
         expect["exact.step0.logits"] = (torch.float64, ())
         for slot, (rows, cols) in enumerate(fp8_layer_shapes(c)):

@@ -172,6 +172,15 @@ second correct run of the same FP8 arithmetic, whose quantizations flip where an
 within rounding of a boundary:
   exact.step0.logits exact.step0.param.<param>
   exact.step<k>.loss exact.step<k>.z_loss exact.step<k>.grad_norm exact.step<k>.grad.<param>
+then, with --fp8 delayed only, for k = 1..K-1: how far the delayed state after the bf16 run's
+step k-1 (teacher-forced, from the fp32 run's state of step k-1 and its own amaxes) lies from
+the fp32 run's state of step k, as max |b - f| / |f| over the entries (their sizes differ by
+orders of magnitude; 0/0 gives 0):
+  bf16.fp8.step<k>.amax_history bf16.fp8.step<k>.scale
+then, with --fp8 only, for k = 1..K-1: how far PyTorch's free-running bf16 run of the recipe
+(K steps from init under autocast, its own delayed state, torch's own Muon) moves the step
+losses and gradient norms of the fp32 run (as bf16.*; its parameters drift from step 0 on):
+  bf16.free.step<k>.loss bf16.free.step<k>.z_loss bf16.free.step<k>.grad_norm
 then, with --fp8 delayed only, for k = 0..K-1, the fp32 run's state at the start of step k, by
 linear layer (slot 4l + 0 qkv, 1 attn.proj, 2 mlp.fc, 3 mlp.proj; slot 4L the lm head with
 --fp8-lm-head) and tensor (0 X, 1 W, 2 G); the next history position written is k mod H:
@@ -673,26 +682,26 @@ def optimizer_state(cfg, opts, p):
     return {kind: joined(cfg, tensors) for kind, tensors in state.items()}
 
 
-def train_fp32(cfg, init, inputs, targets):
-    """The fp32 run (Muon with newton_schulz_fp32; with --fp8 its linear layers in FP8): K steps
-    from init. Returns the step-0 logits and, per step, a dict with loss, z_loss, lr, muon_lr,
-    grad_norm, the tensors grad (before clipping), param, adam_m, adam_v, muon_momentum,
-    lion_m (name -> tensor, dump names) and fp8 (the Fp8Run's state the step started from, or
-    None)."""
+def train(cfg, init, inputs, targets, autocast=False):
+    """The fp32 run (Muon with newton_schulz_fp32; with --fp8 its linear layers in FP8), or with
+    autocast the free-running bf16 run (torch's own Muon): K steps from init. Returns the step-0
+    logits and, per step, a dict with loss, z_loss, lr, muon_lr, grad_norm, the tensors grad
+    (before clipping), param, adam_m, adam_v, muon_momentum, lion_m (name -> tensor, dump names)
+    and fp8 (the Fp8Run's state the step started from, or None)."""
     p = leaves(cfg, init)
     opts = make_optimizers(cfg, p)
     fp8 = Fp8Run(cfg) if cfg.fp8 != "off" else None
     steps = []
     for s in range(cfg.steps):
         fp8_state = fp8.state() if fp8 else None
-        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s],
-                                                      autocast=False, fp8=fp8)
+        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast,
+                                                      fp8)
         if fp8:
             fp8.end_step(s)
         if s == 0:
             logits0 = logits
         grad = joined(cfg, {n: t.grad.clone() for n, t in p.items()})
-        with NewtonSchulzAs(newton_schulz_fp32):
+        with NewtonSchulzAs(None if autocast else newton_schulz_fp32):
             optimizer_step(cfg, opts, p, norm, s)
         steps.append({"loss": loss, "z_loss": z_loss, "lr": learning_rate(cfg, s),
                       "muon_lr": learning_rate(cfg, s, cfg.muon_lr), "grad_norm": norm.item(),
@@ -747,8 +756,9 @@ def train_teacher_forced(cfg, init, inputs, targets, fp32_steps, autocast):
     (float64 parameters and activations, Muon's Newton-Schulz in float64). Returns the step-0
     logits, theta_0 after one optimizer step from init on that run's gradients (Muon under
     autocast: torch's own bfloat16 Newton-Schulz), and per step a dict with loss, z_loss,
-    grad_norm and grad (before clipping); the bf16 run's last step also fp8_layers, each FP8
-    layer's operands and products in its first micro-batch (Fp8Run's capture)."""
+    grad_norm and grad (before clipping), fp8_next (the FP8 state after the step: delayed
+    scaling's history and scales from that run's amaxes) and, for the bf16 run's last step,
+    fp8_layers: each FP8 layer's operands and products in its first micro-batch."""
     steps = []
     for s in range(cfg.steps):
         theta = init if s == 0 else fp32_steps[s - 1]["param"]
@@ -757,9 +767,12 @@ def train_teacher_forced(cfg, init, inputs, targets, fp32_steps, autocast):
         fp8 = Fp8Run(cfg, fp32_steps[s]["fp8"], capture) if cfg.fp8 != "off" else None
         loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast,
                                                       fp8)
+        if fp8:
+            fp8.end_step(s)
         steps.append({"loss": loss, "z_loss": z_loss, "grad_norm": norm.item(),
                       "grad": joined(cfg, {n: t.grad.clone() for n, t in p.items()}),
-                      "fp8_layers": fp8.captured if fp8 else None})
+                      "fp8_layers": fp8.captured if fp8 else None,
+                      "fp8_next": fp8.state() if fp8 else None})
         if s == 0:
             logits0 = logits
             with NewtonSchulzAs(None if autocast else newton_schulz_in(torch.float64)):
@@ -774,6 +787,13 @@ def rel_diff(b, f):
     b = torch.as_tensor(b, dtype=torch.float64)
     num, den = torch.linalg.vector_norm(b - f).item(), torch.linalg.vector_norm(f).item()
     return 0.0 if num == 0.0 else (math.inf if den == 0.0 else num / den)
+
+
+def max_rel_diff(b, f):
+    """max over the elements of |b - f| / |f| in float64 (0/0 gives 0, x/0 gives inf): for
+    tensors whose entries differ in size by orders of magnitude (the delayed state)."""
+    b, f = b.double(), f.double()
+    return torch.where(b == f, 0.0, (b - f).abs() / f.abs()).max().item()
 
 
 def measured(prefix, init, fp32, run, k):
@@ -793,9 +813,9 @@ def measured(prefix, init, fp32, run, k):
     return [(n, np.array(v, dtype="<f8")) for n, v in out]
 
 
-def records(cfg, inputs, targets, init, fp32, bf16, exact, muon):
+def records(cfg, inputs, targets, init, fp32, bf16, exact, free, muon):
     """The dump's records as (name, numpy array) in file order; exact: the exact FP8 run
-    (train_teacher_forced) or None."""
+    (train_teacher_forced) or None; free: the free-running bf16 run (train) or None."""
     out = []
     config_i64 = [("vocab", cfg.vocab), ("padded_vocab", padded_vocab(cfg.vocab)),
                   ("seq", cfg.seq), ("context", cfg.context), ("layers", cfg.layers),
@@ -847,6 +867,13 @@ def records(cfg, inputs, targets, init, fp32, bf16, exact, muon):
                 for n, u in updates.items()]
     for k in range(cfg.steps if exact else 0):
         out += measured("exact", init, fp32, exact, k)
+    for k in range(1, cfg.steps if cfg.fp8 == "delayed" else 0):
+        out += [(f"bf16.fp8.step{k}.{n}", f64(max_rel_diff(bf16[2][k - 1]["fp8_next"][key],
+                                                            steps_f[k]["fp8"][key])))
+                for n, key in (("amax_history", "history"), ("scale", "scale"))]
+    for k in range(1, cfg.steps if free else 0):
+        out += [(f"bf16.free.step{k}.{n}", f64(rel_diff(free[1][k][n], steps_f[k][n])))
+                for n in ("loss", "z_loss", "grad_norm")]
     for k, s in enumerate(steps_f if cfg.fp8 == "delayed" else []):
         out += [(f"fp8.step{k}.amax_history", f32(s["fp8"]["history"])),
                 (f"fp8.step{k}.scale", f32(s["fp8"]["scale"]))]
@@ -995,16 +1022,17 @@ def main(argv):
                            generator=gen, dtype=torch.int32)
     inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
     init = init_params(cfg)
-    fp32 = train_fp32(cfg, init, inputs.long(), targets.long())
+    fp32 = train(cfg, init, inputs.long(), targets.long())
     bf16 = train_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1], True)
     exact = (train_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1], False)
              if cfg.fp8 != "off" else None)
+    free = train(cfg, init, inputs.long(), targets.long(), True) if cfg.fp8 != "off" else None
     muon = {kind: muon_updates(cfg, fp32[1], init, ns, bf16_grad)
             for kind, ns, bf16_grad in (("fp32", newton_schulz_fp32, False),
                                         ("fp64", newton_schulz_in(torch.float64), False),
                                         ("bf16", None, False), ("bf16_grad", None, True),
                                         ("bf16_order", newton_schulz_bf16_reordered, True))}
-    recs = records(cfg, inputs, targets, init, fp32, bf16, exact, muon)
+    recs = records(cfg, inputs, targets, init, fp32, bf16, exact, free, muon)
     try:
         write_dump(cfg.out, recs)
     except OSError as e:
