@@ -42,7 +42,11 @@ model is an independent float64 run of the same definition, so its distance from
 equal that record within 1e-5 (measured: 1e-16 between the two float64 runs' gradients). A
 recipe error in either program (a tile shape, a scale rule) moves the distances apart by the
 size of an FP8 rounding (~1e-2). Delayed scaling: each step's amax histories and scales in the
-dump follow from the previous step's with the model's amaxes, within 1e-5.
+dump follow from the previous step's with the model's amaxes, within 1e-5. Each FP8 layer's
+recorded products (fp8.layer*: the bf16 run's operands, its products rounded to bf16) lie,
+element by element, within one bf16 spacing plus the float32 sum's rounding bound of this
+model's float64 products of the same operands (measured: at most 0.5 of it, the rounding
+itself). bf16.free.* and bf16.fp8.* records: finite and non-negative, with the other bf16.*.
 Prints every check with its error and bound; exits 1 if any fails.
 """
 

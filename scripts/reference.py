@@ -274,7 +274,6 @@ def init_params(cfg):
 FP8_RECIPES = ["off", "tensor", "delayed", "rowwise", "block", "mx"]
 # format: (torch dtype, largest finite value, emax of the OCP MX scale rule)
 FP8_FORMATS = {"e4m3": (torch.float8_e4m3fn, 448.0, 8), "e5m2": (torch.float8_e5m2, 57344.0, 15)}
-FP8_TENSORS = ("x", "w", "g")  # the three scaled tensors of a linear layer, in the dump's order
 
 
 def fp8_grad_default(recipe):
