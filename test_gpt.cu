@@ -140,21 +140,23 @@ against the dump's fp32 run of the recipe, and part (c) holds the recipe itself.
   stand. Its ceiling does not: PyTorch's own second run moves gradients by up to 0.17, past
   bf16's 5e-2, and no bound that follows from FP8 arithmetic caps how far two correct runs may
   differ (a delayed-scaling step 0 runs at scale 1, so E4M3 gradients flush to zero below 2^-9
-  and PyTorch's own runs differ by up to 0.75). So FP8 dumps have no ceiling, and a quantity whose d exceeds FP8_UNDETERMINED = 2^-2
-  (one E5M2 spacing at the bottom of a binade: PyTorch's second run lands more than a quarter
-  of the quantity away, so the recipe does not determine it) is printed, not held. Measured:
-  none on the suite's configurations; on the unseen delayed one with E4M3 gradients, the step-0
-  gradients of the lower layers (part (b) holds its later steps).
+  and PyTorch's own runs differ by up to 0.75). So FP8 dumps have no ceiling, and a quantity
+  whose d exceeds FP8_UNDETERMINED = 2^-2 (one E5M2 spacing at the bottom of a binade:
+  PyTorch's second run lands more than a quarter of the quantity away, so the recipe does not
+  determine it) is printed, not held. Measured: no gradient on the suite's configurations; on
+  the unseen delayed one with E4M3 gradients, the step-0 gradients of the lower layers (part (b)
+  holds its later steps).
   Part (a) after step 0: FP8 gradient noise flips the sign of many AdamW step-0 updates
   (PyTorch's own bf16 run: d = bf16.step0.param.<p> up to ~0.4), so theta_0 - init is held by
   the rule above, with the sign allowance's noise raised to the gradient's d (sign_allowance),
   where d is at most 2^-2 (measured: 5 to 25 tensors of a dump are past it and printed; part
   (b) holds their step), and the runs drift apart after it. The later losses get
   d = bf16.free.step<k>.<name>, how far PyTorch's own free-running bf16 run of the recipe moves
-  them (the 2^-8 floor binds: ours up to 1.6e-4). The later gradient norms are printed next to PyTorch's
-  distance, not held: a norm's difference is one scalar sample of the drift, which may land near
-  zero by chance (measured: PyTorch's 1.45e-3 and ours 5.8e-3 at step 2 of one unseen
-  configuration, ours a fraction of PyTorch's on others); part (b) holds every step's norm.
+  them (the 2^-8 floor binds: ours up to 1.6e-4). The later gradient norms are printed next
+  to PyTorch's distance, not held: a norm's difference is one scalar sample of the drift, which
+  may land near zero by chance (measured: PyTorch's 1.45e-3 and ours 5.8e-3 at step 2 of one
+  unseen configuration, ours a fraction of PyTorch's on others); part (b) holds every step's
+  norm.
   Part (b), delayed scaling: each step starts from the dump's amax histories and scales
   (fp8.step<k>.*, uploaded with gpt_fp8_delayed_upload at ring position k mod H). After the
   step's update our new state (the dump's state of step k-1 with our amaxes of step k-1) is held
@@ -1022,7 +1024,8 @@ inline void upload_fp8_delayed(const Dump* d, GPT* m, int k) {
     for (int slot = 0; slot < layers; slot++)
         for (int kind = 0; kind < 3; kind++) {
             const int i = fp8_delayed_index(&m->fp8, slot, (Fp8TensorKind)kind);
-            memcpy(&history[(size_t)i * H], hist + ((size_t)slot * 3 + kind) * H, H * sizeof(float));
+            memcpy(&history[(size_t)i * H], hist + ((size_t)slot * 3 + kind) * H,
+                   H * sizeof(float));
             const float sc = scale[slot * 3 + kind];
             scales[i] = Fp8TensorScale{0.0f, sc, 1.0f / sc};
         }
@@ -1042,7 +1045,8 @@ inline void check_fp8_delayed(Tally* tally, const Dump* d, const GPT* m, int k) 
     for (int slot = 0; slot < layers; slot++)
         for (int kind = 0; kind < 3; kind++) {
             const int i = fp8_delayed_index(&m->fp8, slot, (Fp8TensorKind)kind);
-            memcpy(&hist[((size_t)slot * 3 + kind) * H], &history[(size_t)i * H], H * sizeof(float));
+            memcpy(&hist[((size_t)slot * 3 + kind) * H], &history[(size_t)i * H],
+                   H * sizeof(float));
             scale[slot * 3 + kind] = scales[i].scale;
         }
     const char* kinds[2] = {"amax_history", "scale"};
@@ -1149,7 +1153,10 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
 inline std::vector<double> line_norms(const float* a, int rows, int cols, bool by_rows) {
     std::vector<double> out(by_rows ? rows : cols, 0.0);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) out[by_rows ? r : c] += (double)a[(size_t)r * cols + c] * a[(size_t)r * cols + c];
+        for (int c = 0; c < cols; c++) {
+            const double v = a[(size_t)r * cols + c];
+            out[by_rows ? r : c] += v * v;
+        }
     for (double& v : out) v = sqrt(v);
     return out;
 }

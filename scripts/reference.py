@@ -401,7 +401,8 @@ class Fp8Linear(torch.autograd.Function):
             if b is not None:
                 y = y + b.to(acc)
         ctx.save_for_backward(X, w)
-        ctx.run, ctx.slot, ctx.bias_dtype, ctx.x_shape = run, slot, b is not None and b.dtype, x.shape
+        ctx.run, ctx.slot, ctx.x_shape = run, slot, x.shape
+        ctx.bias_dtype = b is not None and b.dtype
         y = y.to(x.dtype)
         if run.captured is not None and slot not in run.captured:
             run.captured[slot] = {"x": X, "w": w, "b": b, "y": y}
