@@ -211,10 +211,16 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
 // random id for this save, the number of shards, the file's index), so a shard of any other
 // save is never taken for one of this checkpoint's. Shards hold logical tensors, so any grid
 // reads them. train_loader: the training data's loader, whose position the manifest keeps
-// (nullptr: random tokens). Every rank of the job (`world`) calls it.
+// (nullptr: random tokens); `sections`: the run's own sections of the manifest (its identity,
+// run_config, and its spike window). Every rank of the job (`world`) calls it.
+struct RunSection {
+    const char* name;
+    const void* data;
+    size_t size;
+};
 inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* dir, int keep,
                             const RunState* rs, const DataLoader* train_loader,
-                            const std::vector<char>* run_config) {
+                            const RunSection* sections, int count) {
     const int dp_rank = m->dp.group->rank, tp = m->tensor_parallel.size;
     const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
     CkptSave save;
@@ -238,9 +244,11 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
         records[i] = layout_record_of(&m->logical.tensors[i]);
     if (ckpt_write_section(&w, "layout", records.data(), records.size() * sizeof(LayoutRecord)) !=
             0 ||
-        ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0 ||
-        ckpt_write_section(&w, "run_config", run_config->data(), run_config->size()) != 0)
+        ckpt_write_section(&w, "run", rs, sizeof(*rs)) != 0)
         fatal("%s", w.error);
+    for (int i = 0; i < count; i++)
+        if (ckpt_write_section(&w, sections[i].name, sections[i].data, sections[i].size) != 0)
+            fatal("%s", w.error);
     if (train_loader != nullptr) {
         DataLoaderState ds = dataloader_state(train_loader);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);

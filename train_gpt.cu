@@ -62,6 +62,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/parallel.h"  // the process grid (dp, pp, cp, tp): its checks and rank arithmetic
 #include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
+#include "llmc/fp8_linear.cuh"  // --fp8: the linear layers' products in FP8, each recipe
 
 // =============================================================================================
 // Configuration
@@ -503,8 +504,6 @@ struct Activations {
     floatX* dfch;          // (N,mlp) gradient of fch_gelu, then of fch (in place)
     float* att_delta;      // (B,heads,T) rowsum(dO * O) of each query, for attention backward
     float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, max(C, qkv, mlp)) per-chunk column sums
-    float* norm_partials;  // NORM_BLOCKS partial sums of the grad norm
-    float* norm;           // 1 float: the grad norm
     // tensor parallelism: the vocabulary-parallel cross-entropy's statistics, (N) and (tp, N)
     SoftmaxStats* softmax_stats;
     SoftmaxStats* softmax_stats_all;
@@ -579,8 +578,6 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
     take_tensor(&acts->att_delta, fbase, &fc, N * s->heads);
     const size_t widest_column_sum = std::max<size_t>(C, std::max(s->qkv, s->mlp));
     take_tensor(&acts->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * widest_column_sum);
-    take_tensor(&acts->norm_partials, fbase, &fc, NORM_BLOCKS);
-    take_tensor(&acts->norm, fbase, &fc, 1);
     const size_t stats_floats = sizeof(SoftmaxStats) / sizeof(float);
     const size_t stats = s->tp > 1 ? N * stats_floats : 0;
     take_tensor((float**)&acts->softmax_stats, fbase, &fc, stats);
@@ -2295,19 +2292,10 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
     if (!err) err = fp8_layer_error(r, "mlp.proj", N, s->mlp, s->C, cut, 1, false, msg, len);
     if (!err && c->fp8.lm_head)
         err = fp8_layer_error(r, "the lm head", N, s->C, s->vocab, false, 1, cut, msg, len);
-    if (!err && r == FP8_MX) {
-        int device = 0, major = 0, minor = 0;
-        CUDA_CHECK(cudaGetDevice(&device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-        if (major < 10) {
-            snprintf(msg, len,
-                     "--fp8 mx needs MXFP8 tensor cores (compute capability 10.0 or later, "
-                     "Blackwell); this device is sm_%d%d (the CPU runtime simulates a Blackwell "
-                     "device with CUCC_COMPUTE_CAPABILITY=10.0)",
-                     major, minor);
-            err = msg;
-        }
+    if (!err) {
+        int major = 0, minor = 0;
+        device_compute_capability(&major, &minor);
+        err = fp8_device_error(r, major, minor, msg, len);
     }
     return err;
 }
@@ -2840,16 +2828,17 @@ inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it
 // (without QK-norm the key bias gradient exactly zero), where m->dp keeps it: in m->grads at
 // ZeRO-0 and 1 (at 1, the ranges this rank owns hold the reduced gradient), and for the ranges
 // this rank owns in its reduced shard at 2 and 3; returns the mean
-// cross-entropy (this rank's; the mean z-loss term in *z_loss, if given).
+// cross-entropy (this rank's; the mean z-loss term in *z_loss, if given). first_scale multiplies
+// micro-batch 0's loss gradient (--inject-fault's spikes and NaN; 1 otherwise).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
-                                   double* z_loss = nullptr) {
+                                   double* z_loss = nullptr, float first_scale = 1.0f) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
     double loss = 0.0, z_sum = 0.0;
     for (int micro = 0; micro < A; micro++) {
         double z = 0.0;
-        loss += gpt_forward(m, inputs + (size_t)micro * N, targets + (size_t)micro * N,
-                            1.0f / ((float)N * A), &z);
+        const float dloss = (micro == 0 ? first_scale : 1.0f) / ((float)N * A);
+        loss += gpt_forward(m, inputs + (size_t)micro * N, targets + (size_t)micro * N, dloss, &z);
         z_sum += z;
         dp_backward_begin(&m->dp, micro == A - 1, micro == 0, m->stream);
         gpt_backward(m);
@@ -2964,6 +2953,12 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
     if (m->tensor_parallel.size > 1)
         comm_sync(m->tensor_parallel.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
     dp_gather_params(&m->dp, m->params, m->stream);
+}
+
+// A step whose update is not taken (llmc/stability.h): the parameters and the optimizer state
+// stay as they are; the step's delayed-scaling amaxes (FP8) are dropped with it.
+inline void gpt_skip_update(GPT* m) {
+    if (m->config.fp8.recipe == FP8_DELAYED) fp8_delayed_discard_step(&m->fp8.delayed, m->stream);
 }
 
 // Training FLOPs per token: 6 per parameter of the matmuls (forward 2, backward 4) plus the

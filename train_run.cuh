@@ -14,6 +14,7 @@
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 #include "llmc/logger.h"  // the JSONL training log
+#include "llmc/stability.h"  // skipping non-finite steps, --inject-fault
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
 #include "train_checkpoint.cuh"  // checkpoints of the model: save, load on any grid, find
 #ifdef __CUCC__
@@ -262,6 +263,10 @@ struct TrainConfig {
     long long global_batch_tokens;  // 0: --grad-accum as given
     long long device_memory;        // bytes; 0: cudaMemGetInfo's free bytes
     char rendezvous[512];           // the meeting folder of a launch without MPI
+    int max_skips;                  // non-finite steps in a row a run rides through
+    int spike_window;               // llmc/stability.h's trailing window of steps
+    double spike_zscore;            // a spike's standard deviations above its mean (0: off)
+    char inject_fault[64];          // llmc/stability.h's STEP:KIND[:RANK] (tests only)
     int help;
 };
 
@@ -427,6 +432,19 @@ static const Flag FLAGS[] = {
     {"--rendezvous", FLAG_STRING, STRING_FIELD(rendezvous), "", 0, 0, nullptr, FLAG_FREE,
      "folder where ranks started without MPI (torchrun-style RANK/WORLD_SIZE/LOCAL_RANK or "
      "srun's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) meet; shared by every node"},
+    {"--max-skips", FLAG_INT, FIELD(max_skips), "5", 0, FLAG_INT_MAX, nullptr, FLAG_FREE,
+     "a step whose loss or gradient norm is not finite is skipped (no update, on every rank); "
+     "this many in a row end the run (0: the first ends it)"},
+    {"--spike-window", FLAG_INT, FIELD(spike_window), "100", 2, 1 << 20, nullptr, FLAG_IDENTITY,
+     "spike detection: the applied steps whose losses and gradient norms a step is measured "
+     "against (detection starts once it is full)"},
+    {"--spike-zscore", FLAG_DOUBLE, FIELD(spike_zscore), "6", 0, 1e6, nullptr, FLAG_IDENTITY,
+     "a step whose loss or gradient norm lies more than this many standard deviations above the "
+     "window's mean is a spike: its update is skipped (0: no detection)"},
+    {"--inject-fault", FLAG_STRING, STRING_FIELD(inject_fault), "", 0, 0, nullptr, FLAG_FREE,
+     "for tests and demonstrations only: STEP:KIND[:RANK], KIND nan-grad, loss-scale=X "
+     "(micro-batch 0's loss gradient times NaN or X), bad-batch (its tokens one repeated "
+     "token) or skip (the update skipped on purpose, every rank); RANK of the job, default 0"},
     {"--help", FLAG_SWITCH, FIELD(help), "off", 0, 0, nullptr, FLAG_FREE,
      "print this help and exit"},
 };
@@ -558,6 +576,8 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                  tc->muon_momentum);
         return msg;
     }
+    FaultPlan fault;
+    if (const char* err = fault_parse(tc->inject_fault, &fault, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     const int recipe = fp8_recipe_of(tc->fp8);  // the flag table admits only the names
@@ -1344,9 +1364,9 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
 }
 
 // Appends to out the ranks r in [from, n) whose masks[r] has bit `bit`, as "3, 5-7".
-inline void append_rank_list(char* out, size_t len, const uint64_t* masks, int from, int n,
+inline void append_rank_list(char* out, size_t len, const FlagMask* masks, int from, int n,
                              int bit) {
-    auto has = [&](int r) { return r < n && ((masks[r] >> bit) & 1); };
+    auto has = [&](int r) { return r < n && flag_mask_has(&masks[r], bit); };
     const char* sep = "";
     for (int r = from; r < n; r++) {
         if (!has(r)) continue;
@@ -1386,16 +1406,16 @@ inline void check_ranks_agree(const Comm* comm, const TrainConfig* tc) {
                           sizeof(diff)) > 0)
         fprintf(stderr, "error: rank %d was started with other flags than rank 0:%s\n", comm->rank,
                 diff);
-    static_assert(NUM_FLAGS <= 64, "a rank's differing flags travel as a 64-bit mask");
-    const uint64_t mine = flags_difference_mask(FLAGS, NUM_FLAGS, &root, tc, every_role);
-    std::vector<uint64_t> masks(comm->world);
+    static_assert(NUM_FLAGS <= FLAG_MASK_BITS, "a rank's differing flags travel as a FlagMask");
+    const FlagMask mine = flags_difference_mask(FLAGS, NUM_FLAGS, &root, tc, every_role);
+    std::vector<FlagMask> masks(comm->world);
     comm_allgather_host(&comm->all, &mine, sizeof(mine), masks.data(),
                         "the ranks' differing flags");
     char named[4096] = "";
     int differences = 0;
     for (int i = 0; i < NUM_FLAGS; i++) {
         int first = 0;
-        while (first < comm->world && !((masks[first] >> i) & 1)) first++;
+        while (first < comm->world && !flag_mask_has(&masks[first], i)) first++;
         if (first == comm->world) continue;
         differences++;
         char value[600], root_value[600];
@@ -1445,6 +1465,9 @@ struct Run {
     size_t tokens_per_step;  // of every rank
     double flops_per_step;
     double val_loss;  // the last validation's (-1: none yet)
+    FaultPlan fault;  // --inject-fault
+    int skips_in_row, skips;  // steps whose update was not taken: non-finite in a row, all
+    SpikeWindow spikes;       // the trailing window spike detection measures against
 };
 
 // Opens the data and builds the model on grid `dims`, its parameters drawn from --seed.
@@ -1454,6 +1477,10 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
     run->tc = tc;
     run->dims = dims;
     run->tok = tok;
+    char msg[256];
+    if (const char* err = fault_parse(tc->inject_fault, &run->fault, msg, sizeof(msg)))
+        fatal("%s", err);  // train_config_check took it already
+    spike_init(&run->spikes, tc->spike_window, tc->spike_zscore);
     const GPTConfig* c = &tc->model;
     const int B = tc->batch, T = tc->seq, A = tc->grad_accum;
     run->sched = {schedule_from_name(tc->schedule),
@@ -1523,6 +1550,14 @@ inline bool run_resume(Run* run) {
     TrainData* data = &run->data;
     DataLoaderState ds;
     run->rs = load_checkpoint(&run->model, &reader, data->shards ? &ds : nullptr);
+    if (const CkptSectionInfo* info = ckpt_lookup(&reader, "spikes")) {  // older: an empty window
+        std::vector<uint8_t> bytes(info->size);
+        if (ckpt_read_section(&reader, "spikes", bytes.data(), info->size) != 0)
+            fatal("%s", reader.error);
+        if (!spike_load(&run->spikes, bytes))
+            fatal("checkpoint %s: its spike window does not fit --spike-window %d", path,
+                  tc->spike_window);
+    }
     ckpt_close(&reader);
     if (data->shards && dataloader_restore(&data->train, &ds) != 0)
         fatal("%s: %s", path, data->train.error);
@@ -1609,6 +1644,7 @@ struct StepStats {
     float norm;           // the global gradient norm, before clipping
     double lrs[NUM_OPTIMIZERS];
     double seconds, tokens_per_s, mfu;  // tokens/s and MFU of every rank
+    char skipped[256];                  // why the update was not taken ("": it was)
 };
 
 // Trains step `step` (0-based) on the next global batch.
@@ -1620,23 +1656,44 @@ inline StepStats train_step(Run* run, int step) {
     s.step = step + 1;
     train_data_next(&run->data, run->inputs, run->targets, tc->grad_accum, tc->batch, tc->seq,
                     tc->model.vocab);
+    const int fault = fault_here(&run->fault, s.step, run->comm->rank);
+    if (fault == FAULT_BAD_BATCH)  // micro-batch 0: its first token over and over
+        for (int i = 0; i < tc->batch * tc->seq; i++)
+            run->inputs[i] = run->targets[i] = run->inputs[0];
+    const float first_scale = fault == FAULT_NAN_GRAD     ? NAN
+                              : fault == FAULT_LOSS_SCALE ? (float)run->fault.scale
+                                                          : 1.0f;
     auto start = std::chrono::steady_clock::now();
-    s.loss = gpt_forward_backward(model, run->inputs, run->targets, tc->grad_accum, &s.z_loss);
+    s.loss = gpt_forward_backward(model, run->inputs, run->targets, tc->grad_accum, &s.z_loss,
+                                  first_scale);
     // Data parallel: the backward pass left the gradients' mean over the ranks (model->dp),
     // so the norm, clipping and the optimizers see the global batch's gradient on every rank
     // and the parameters stay identical; the losses become the global batch's too.
     s.loss = comm_mean(dp, s.loss);
     s.z_loss = comm_mean(dp, s.z_loss);
     s.norm = gpt_grad_norm(model);
-    // Every rank holds the same loss and norm, so all stop together; the update is not
-    // taken, and the checkpoints on disk stay those of finite steps.
-    if (!std::isfinite(s.loss) || !std::isfinite(s.norm))
+    // Every rank holds the same loss and norm, so all decide alike (llmc/stability.h): a
+    // non-finite step is skipped, --max-skips of them in a row stop the run before the update,
+    // and the checkpoints on disk stay those of finite steps.
+    const bool finite = std::isfinite(s.loss) && std::isfinite(s.norm);
+    run->skips_in_row = finite ? 0 : run->skips_in_row + 1;
+    if (run->skips_in_row > tc->max_skips)
         fatal(
-            "step %d: the loss is %g and the gradient norm %g: training diverged; stopping "
-            "before the update (try a lower --lr, warmup or --grad-clip)",
-            step + 1, s.loss, s.norm);
+            "step %d: the loss is %g and the gradient norm %g: training diverged (%d non-finite "
+            "steps in a row, --max-skips %d); stopping before the update (try a lower --lr, "
+            "warmup or --grad-clip)",
+            step + 1, s.loss, s.norm, run->skips_in_row, tc->max_skips);
     step_learning_rates(&run->sched, muon_peak_lr(tc), step, s.lrs);
-    gpt_update(model, s.lrs, clip_scale(s.norm, tc->grad_clip));
+    if (!finite) snprintf(s.skipped, sizeof(s.skipped), "the loss or the gradient norm is not finite");
+    else if (fault == FAULT_SKIP) snprintf(s.skipped, sizeof(s.skipped), "--inject-fault skip");
+    else if (!spike_check(&run->spikes, s.loss, s.norm, s.skipped, sizeof(s.skipped)))
+        spike_add(&run->spikes, s.loss, s.norm);
+    if (s.skipped[0]) {
+        gpt_skip_update(model);
+        run->skips++;
+    } else {
+        gpt_update(model, s.lrs, clip_scale(s.norm, tc->grad_clip));
+    }
     CUDA_CHECK(cudaDeviceSynchronize());
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s.tokens_per_s = run->tokens_per_step / s.seconds;
@@ -1674,6 +1731,9 @@ inline void log_step(Run* run, const StepStats* s) {
         {" | %.1f ms", "ms", STEP_FLOAT, s->seconds * 1e3, nullptr, true},
         {" | %.0f tok/s", "tok_per_s", STEP_FLOAT, s->tokens_per_s, nullptr, true},
         {" | MFU %.1f%%", "mfu", STEP_FLOAT, s->mfu, nullptr, ON_GPU},
+        {" | update skipped", "skipped", STEP_INT, 1.0, nullptr, s->skipped[0] != '\0'},
+        {nullptr, "skip_reason", STEP_TEXT, 0.0, s->skipped, s->skipped[0] != '\0'},
+        {nullptr, "skips", STEP_INT, (double)run->skips, nullptr, run->skips > 0},
     };
     printf("step %5d/%d", s->step, tc->steps);
     for (const StepValue& v : values)
@@ -1712,8 +1772,11 @@ inline void after_step(Run* run, int done) {
     if (tc->checkpoint_dir[0] &&
         ((tc->checkpoint_every > 0 && done % tc->checkpoint_every == 0) || last)) {
         run->rs.token_rng = run->data.token_rng;
+        const std::vector<uint8_t> spikes = spike_save(&run->spikes);
+        const RunSection sections[] = {{"run_config", run->run_config.data(), run->run_config.size()},
+                                       {"spikes", spikes.data(), spikes.size()}};
         save_checkpoint(model, &run->comm->all, tc->checkpoint_dir, tc->keep_checkpoints, &run->rs,
-                        run->data.shards ? &run->data.train : nullptr, &run->run_config);
+                        run->data.shards ? &run->data.train : nullptr, sections, 2);
         printf("checkpoint: %s/ckpt_step%08d.bin\n", tc->checkpoint_dir, done);
     }
 }

@@ -4,7 +4,8 @@
 // reductions, the seeded stochastic rounding used when fp32 values are written into bf16
 // storage, and the host's seeded random numbers.
 //
-// Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, floatX, ceil_div / round_up / grid_for,
+// Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, device_compute_capability, floatX,
+// ceil_div / round_up / grid_for,
 // x128 with load128 / store128, warp_sum / warp_group_sum / warp_max, stochastic_round_store,
 // rng_next / rng_uniform / rng_normal.
 //
@@ -37,6 +38,14 @@ inline void cuda_check(cudaError_t err, const char* file, int line) {
     }
 }
 #define CUDA_CHECK(call) cuda_check((call), __FILE__, __LINE__)
+
+// The compute capability of the current device, as major and minor.
+inline void device_compute_capability(int* major, int* minor) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, device));
+}
 // After a kernel launch: reports a bad launch configuration at the launch site.
 #define CUDA_CHECK_LAUNCH() cuda_check(cudaGetLastError(), __FILE__, __LINE__)
 

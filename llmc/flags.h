@@ -321,16 +321,23 @@ inline int flags_differences(const Flag* flags, int count, const void* a, const 
     return differences;
 }
 
-// The flags that differ between configurations a and b, as flags_differences counts them: bit
-// i is set when flags[i] differs (a table of at most 64 flags).
-inline uint64_t flags_difference_mask(const Flag* flags, int count, const void* a, const void* b,
+// A set of flags by index: bit i of word i / 64 for flag i (up to FLAG_MASK_BITS flags).
+constexpr int FLAG_MASK_WORDS = 2, FLAG_MASK_BITS = 64 * FLAG_MASK_WORDS;
+struct FlagMask {
+    uint64_t words[FLAG_MASK_WORDS];
+};
+inline bool flag_mask_has(const FlagMask* m, int i) { return (m->words[i / 64] >> (i % 64)) & 1; }
+
+// The flags that differ between configurations a and b, as flags_differences counts them: flag
+// i's bit is set when flags[i] differs.
+inline FlagMask flags_difference_mask(const Flag* flags, int count, const void* a, const void* b,
                                       unsigned role_mask) {
-    uint64_t mask = 0;
-    for (int i = 0; i < count && i < 64; i++) {
+    FlagMask mask = {};
+    for (int i = 0; i < count && i < FLAG_MASK_BITS; i++) {
         char va[600], vb[600];
         if ((role_mask & (1u << flags[i].role)) &&
             flag_differs(&flags[i], a, b, va, vb, sizeof(va)))
-            mask |= 1ull << i;
+            mask.words[i / 64] |= 1ull << (i % 64);
     }
     return mask;
 }

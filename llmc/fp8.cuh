@@ -40,11 +40,10 @@
 //   MXFP8                 fp8_quantize_mx (OCP Microscaling v1.0): 32-element blocks along a row,
 //                         a power-of-two scale X = 2^(floor(log2 amax) - emax_elem), emax_elem 8
 //                         for E4M3 and 15 for E5M2, the exponent clamped to E8M0's [-127, 127] (an
-//                         all-zero block gets 2^-127); E8M0 byte = exponent + 127, row-major
-//                         scale[r * cols / 32 + c / 32] (not rearranged into the layout
-//                         cuBLASLt's VEC32_UE8M0 mode reads: the CPU cuBLASLt's Hopper device
-//                         refuses that mode); q = sat(x / X). A block holding NaN or Inf gets the
-//                         NaN scale 0xFF and NaN elements. cols must be a multiple of 32.
+//                         all-zero block gets 2^-127); E8M0 byte = exponent + 127, in cuBLASLt's
+//                         VEC32_UE8M0 tiled layout (mx_scale_index, mx_scale_bytes; padding 0);
+//                         q = sat(x / X). A block holding NaN or Inf gets the NaN scale 0xFF and
+//                         NaN elements. cols must be a multiple of 32.
 // Transposed copies: the weight gradient dW = dout^T x needs x^T and dout^T under cuBLASLt's
 // TN-only FP8. Per tensor and 128x128 write q and q^T from one read of x (same scales). Row-wise
 // and 1x128 group q^T's elements along the other dimension, so q^T has its own scales and its own
@@ -58,7 +57,8 @@
 // over the group between the amax pass and the quantization.
 //
 // Entry points: fp8_quantize_tensor, fp8_quantize_delayed / fp8_delayed_start /
-// fp8_delayed_end_step / fp8_delayed_advance (state in Fp8DelayedScaling),
+// fp8_delayed_end_step / fp8_delayed_advance / fp8_delayed_discard_step (state in
+// Fp8DelayedScaling),
 // fp8_quantize_rowwise / fp8_quantize_rowwise_transposed, fp8_quantize_1x128 /
 // fp8_quantize_1x128_transposed, fp8_quantize_128x128, fp8_quantize_mx; Fp8TensorScale,
 // fp8_block_scale_stride, FP8_AMAX_BLOCKS (the length of the partial-maxima buffer the per-tensor
@@ -201,7 +201,7 @@ static void fp8_quantize_with_tensor_scale(uint8_t* q, uint8_t* qt, const floatX
                                            int cols, const Fp8TensorScale* s,
                                            __nv_fp8_interpretation_t format, cudaStream_t stream) {
     if (ceil_div(rows, FP8_TRANSPOSE_TILE) > 65535)
-        fatal("fp8_quantize: %d rows, more than 65535 tiles of %d\n", rows, FP8_TRANSPOSE_TILE);
+        fatal("fp8_quantize: %d rows, more than 65535 tiles of %d", rows, FP8_TRANSPOSE_TILE);
     const dim3 grid((unsigned)ceil_div(cols, FP8_TRANSPOSE_TILE),
                     (unsigned)ceil_div(rows, FP8_TRANSPOSE_TILE));
     fp8_quantize_tensor_kernel<<<grid, dim3(FP8_TRANSPOSE_TILE, FP8_TRANSPOSE_ROWS), 0, stream>>>(
@@ -243,16 +243,23 @@ struct Fp8DelayedScaling {
     int margin;
 };
 
-__global__ void fp8_delayed_start_kernel(Fp8TensorScale* scales, int count) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
-        scales[i] = Fp8TensorScale{0.0f, 1.0f, 1.0f};
+// Every tensor's running amax to 0; with restart, its scale back to 1 too.
+__global__ void fp8_delayed_reset_kernel(Fp8TensorScale* scales, int count, bool restart) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+        scales[i].amax = 0.0f;
+        if (restart) scales[i].scale = scales[i].scale_inv = 1.0f;
+    }
+}
+
+static void fp8_delayed_reset(const Fp8DelayedScaling* d, bool restart, cudaStream_t stream) {
+    fp8_delayed_reset_kernel<<<grid_for(d->count, FP8_BLOCK_SIZE), FP8_BLOCK_SIZE, 0, stream>>>(
+        d->scales, d->count, restart);
+    CUDA_CHECK_LAUNCH();
 }
 
 static void fp8_delayed_start(Fp8DelayedScaling* d, cudaStream_t stream) {
     CUDA_CHECK(cudaMemsetAsync(d->history, 0, sizeof(float) * d->count * d->length, stream));
-    fp8_delayed_start_kernel<<<grid_for(d->count, FP8_BLOCK_SIZE), FP8_BLOCK_SIZE, 0, stream>>>(
-        d->scales, d->count);
-    CUDA_CHECK_LAUNCH();
+    fp8_delayed_reset(d, true, stream);
     d->position = 0;
 }
 
@@ -293,6 +300,12 @@ static void fp8_delayed_end_step(const Fp8DelayedScaling* d, int first, int n,
 }
 
 static void fp8_delayed_advance(Fp8DelayedScaling* d) { d->position = (d->position + 1) % d->length; }
+
+// A step that is not taken (its update skipped): its running amaxes are dropped, the histories
+// and scales stay.
+static void fp8_delayed_discard_step(const Fp8DelayedScaling* d, cudaStream_t stream) {
+    fp8_delayed_reset(d, false, stream);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tiled scales: row-wise, 1x128, 128x128
@@ -441,31 +454,80 @@ __host__ __device__ inline int mx_scale_exponent(float amax, __nv_fp8_interpreta
     return max(-127, min(127, e - 1 - fp8_emax(format)));
 }
 
-// Warp w of the grid owns the w-th 32-element block (row-major over x): lane l owns its element l.
-__global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x,
-                                       size_t n_blocks, __nv_fp8_interpretation_t format) {
-    const size_t block = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
-    if (block >= n_blocks) return;  // whole warps leave together
-    const size_t i = block * MX_BLOCK + threadIdx.x % 32;
-    const float v = (float)x[i];
+// cuBLASLt's VEC32_UE8M0 scale tensor for an operand of `rows` outer rows (M of A, N of B) and
+// K = cols (a multiple of 32), as the cuBLAS documentation's section 3.1.4.4.2 "1D Block Scaling
+// Factors Layout" gives it: the rows x cols/32 E8M0 scales cut into tiles of 128 rows by 4 K
+// blocks (a tile covers 128 x 128 elements), the tiles row-major (ceil(cols/128) per tile row),
+// 512 bytes each, and inside a tile its row r (0..127) and K block c (0..3) at
+// (r % 32) * 16 + (r / 32) * 4 + c. The tensor holds whole tiles, mx_scale_bytes(rows, cols)
+// bytes; the padding entries (rows past `rows`, K blocks past cols/32) are 0, the zero fill the
+// documentation asks for (fp8_quantize_mx writes them). The layout does not depend on how the
+// operand itself is stored (transposed or not).
+__host__ __device__ inline size_t mx_scale_index(int row, int k_block, int cols) {
+    const int tiles_per_row = (cols / MX_BLOCK + 3) / 4;
+    const size_t tile = (size_t)(row / 128) * tiles_per_row + k_block / 4;
+    return tile * 512 + (row % 32) * 16 + (row % 128 / 32) * 4 + k_block % 4;
+}
+__host__ __device__ inline size_t mx_scale_bytes(int rows, int cols) {
+    return (size_t)(rows + 127) / 128 * 128 * ((cols / MX_BLOCK + 3) / 4 * 4);
+}
+
+// The operand is rows x cols (K = cols), row-major in q; its element (r, k) is x[r * row_stride +
+// k * k_stride] (x itself: cols, 1; x^T as the operand: 1, x's column count).
+// Warp w of the grid owns scale slot w of the padded rows x K blocks (row-major over
+// round_up(rows, 128) x round_up(cols / 32, 4)): a padding slot's lane 0 writes 0; a real one's
+// lane l quantizes element l of the 32-element block, lane 0 writes its scale.
+__global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
+                                       int cols, size_t row_stride, size_t k_stride,
+                                       __nv_fp8_interpretation_t format) {
+    const int k_blocks = cols / MX_BLOCK, padded_k_blocks = (k_blocks + 3) / 4 * 4;
+    const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+    const int row = (int)(warp / padded_k_blocks), k_block = (int)(warp % padded_k_blocks);
+    const int lane = threadIdx.x % 32;
+    if (row >= (rows + 127) / 128 * 128) return;  // whole warps leave together
+    const size_t slot = mx_scale_index(row, k_block, cols);
+    if (row >= rows || k_block >= k_blocks) {
+        if (lane == 0) scale_e8m0[slot] = 0;
+        return;
+    }
+    const size_t k = (size_t)k_block * MX_BLOCK + lane, i = (size_t)row * cols + k;
+    const float v = (float)x[row * row_stride + k * k_stride];
     const bool any_nonfinite = warp_max(isfinite(v) ? 0.0f : 1.0f) > 0.0f;
     const float amax = warp_max(any_nonfinite ? 0.0f : fabsf(v));
     if (any_nonfinite) {
         q[i] = fp8_encode(NAN, format);
-        if (threadIdx.x % 32 == 0) scale_e8m0[block] = 0xFF;
+        if (lane == 0) scale_e8m0[slot] = 0xFF;
         return;
     }
     const int exponent = mx_scale_exponent(amax, format);
     q[i] = fp8_encode(ldexpf(v, -exponent), format);
-    if (threadIdx.x % 32 == 0) scale_e8m0[block] = (uint8_t)(exponent + 127);
+    if (lane == 0) scale_e8m0[slot] = (uint8_t)(exponent + 127);
 }
 
-// MXFP8: scale_e8m0[r * cols / 32 + c / 32]; cols a multiple of 32.
+// MXFP8: q (rows x cols, row-major) and scale_e8m0 (mx_scale_bytes(rows, cols) bytes: x's (r, c)
+// scaled by scale_e8m0[mx_scale_index(r, c / 32, cols)], padding 0), ready as cuBLASLt's
+// VEC32_UE8M0 operand of `rows` outer rows and K = cols; cols a multiple of 32.
+static void fp8_quantize_mx_operand(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
+                                    int cols, size_t row_stride, size_t k_stride,
+                                    __nv_fp8_interpretation_t format, cudaStream_t stream) {
+    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: K = %d, not a multiple of 32", cols);
+    const size_t slots = mx_scale_bytes(rows, cols);
+    fp8_quantize_mx_kernel<<<(unsigned)ceil_div(slots * 32, (size_t)FP8_BLOCK_SIZE), FP8_BLOCK_SIZE,
+                             0, stream>>>(q, scale_e8m0, x, rows, cols, row_stride, k_stride,
+                                          format);
+    CUDA_CHECK_LAUNCH();
+}
 static void fp8_quantize_mx(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows, int cols,
                             __nv_fp8_interpretation_t format, cudaStream_t stream) {
-    if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: %d columns, not a multiple of 32\n", cols);
-    const size_t n_blocks = (size_t)rows * cols / MX_BLOCK;
-    fp8_quantize_mx_kernel<<<(unsigned)ceil_div(n_blocks * 32, (size_t)FP8_BLOCK_SIZE),
-                             FP8_BLOCK_SIZE, 0, stream>>>(q, scale_e8m0, x, n_blocks, format);
-    CUDA_CHECK_LAUNCH();
+    fp8_quantize_mx_operand(q, scale_e8m0, x, rows, cols, (size_t)cols, 1, format, stream);
+}
+
+// MXFP8 of x^T (the weight gradient's operands): qt (cols x rows, row-major) in 32-element blocks
+// along x's columns, scale_e8m0_t (mx_scale_bytes(cols, rows) bytes) as cuBLASLt's VEC32_UE8M0
+// operand of `cols` outer rows and K = rows; rows a multiple of 32. A lane reads x with a
+// stride of cols (x^T is not materialized in bf16).
+static void fp8_quantize_mx_transposed(uint8_t* qt, uint8_t* scale_e8m0_t, const floatX* x,
+                                       int rows, int cols, __nv_fp8_interpretation_t format,
+                                       cudaStream_t stream) {
+    fp8_quantize_mx_operand(qt, scale_e8m0_t, x, cols, rows, 1, (size_t)cols, format, stream);
 }

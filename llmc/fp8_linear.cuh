@@ -67,6 +67,8 @@ inline int fp8_recipe_of(const char* name) {
     return -1;
 }
 
+inline bool fp8_per_tensor(int recipe) { return recipe == FP8_TENSOR || recipe == FP8_DELAYED; }
+
 // The alignment a recipe needs of every dimension a product reduces over or that is cut over
 // ranks: cuBLASLt's FP8 kernels want 16-byte multiples; MX blocks are 32 elements; block
 // scaling's tiles must not straddle two ranks.
@@ -100,6 +102,26 @@ inline const char* fp8_layer_error(int recipe, const char* name, int rows, int i
                  "be a multiple of %d",
                  recipe_name, name, out / out_parts, cut);
     else return nullptr;
+    return msg;
+}
+
+// The devices cuBLASLt runs each recipe on (the cuBLAS documentation's cublasLtMatmul() FP8
+// tables): per-tensor scales from Ada (8.9) on, row-wise and block scales on Hopper (9.0) only,
+// MXFP8 from Blackwell (10.0) on. nullptr, or the refusal naming the device's architecture.
+inline const char* fp8_device_error(int recipe, int major, int minor, char* msg, size_t len) {
+    const int cc = 10 * major + minor;
+    const char* needs = nullptr;
+    if (fp8_per_tensor(recipe) && cc < 89) needs = "FP8 tensor cores (compute capability 8.9 or later)";
+    else if ((recipe == FP8_ROWWISE || recipe == FP8_BLOCK) && cc != 90)
+        needs = "cuBLASLt's row-wise and block scales, which it offers on Hopper (compute capability "
+                "9.0) only";
+    else if (recipe == FP8_MX && cc < 100)
+        needs = "MXFP8 tensor cores (compute capability 10.0 or later, Blackwell)";
+    if (needs == nullptr) return nullptr;
+    snprintf(msg, len,
+             "--fp8 %s needs %s; this device is sm_%d%d (the CPU runtime simulates another with "
+             "CUCC_COMPUTE_CAPABILITY, e.g. 10.0)",
+             FP8_RECIPE_NAMES[recipe], needs, major, minor);
     return msg;
 }
 
@@ -150,8 +172,6 @@ struct Fp8State {
 // ---------------------------------------------------------------------------------------------
 // Scale modes and the sizes of the scale arrays
 
-inline bool fp8_per_tensor(int recipe) { return recipe == FP8_TENSOR || recipe == FP8_DELAYED; }
-
 inline int32_t fp8_scale_mode(int recipe, bool is_weight) {
     switch (recipe) {
         case FP8_ROWWISE: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
@@ -172,6 +192,7 @@ inline size_t fp8_scale_bytes(int recipe, bool is_weight, size_t rows, size_t k)
             return is_weight ? ceil_div(rows, (size_t)128) * fp8_block_scale_stride((int)k) *
                                    sizeof(float)
                              : ceil_div(k, (size_t)128) * rows * sizeof(float);
+        case FP8_MX: return mx_scale_bytes((int)rows, (int)k);
         default: return 0;
     }
 }
@@ -199,7 +220,7 @@ inline void fp8_init(Fp8State* f, const Fp8Config* config, const CommGroup* tp, 
 
 // Adds a layer of this rank's dimensions; returns its index for fp8_linear_forward/backward.
 inline int fp8_add_layer(Fp8State* f, int in, int out, Fp8Cut cut) {
-    if (f->count == f->capacity) fatal("fp8_add_layer: more than %d layers\n", f->capacity);
+    if (f->count == f->capacity) fatal("fp8_add_layer: more than %d layers", f->capacity);
     Fp8Layer* l = &f->layers[f->count];
     memset(l, 0, sizeof(*l));
     l->in = in;
@@ -327,6 +348,12 @@ inline void fp8_quantize_activation(Fp8State* f, Fp8Buffer* q, Fp8Buffer* qt, co
                 fp8_quantize_1x128_transposed(qt->q, (float*)qt->scale, x, rows, cols, format,
                                               stream);
             break;
+        case FP8_MX:
+            if (q) fp8_quantize_mx(q->q, (uint8_t*)q->scale, x, rows, cols, format, stream);
+            if (qt)
+                fp8_quantize_mx_transposed(qt->q, (uint8_t*)qt->scale, x, rows, cols, format,
+                                           stream);
+            break;
     }
 }
 
@@ -356,6 +383,11 @@ inline void fp8_quantize_weight(Fp8State* f, Fp8Layer* l, const floatX* w, cudaS
         case FP8_BLOCK:
             fp8_quantize_128x128(c->q, c->qt, (float*)c->scale, (float*)c->scale_t, w, rows, cols,
                                  __NV_E4M3, stream);
+            break;
+        case FP8_MX:
+            fp8_quantize_mx(c->q, (uint8_t*)c->scale, w, rows, cols, __NV_E4M3, stream);
+            fp8_quantize_mx_transposed(c->qt, (uint8_t*)c->scale_t, w, rows, cols, __NV_E4M3,
+                                       stream);
             break;
     }
 }

@@ -11,9 +11,10 @@
 // L2 norm of a buffer, in two passes so the summation order is fixed: pass 1 has `blocks`
 // blocks, each summing the squares of a fixed set of elements (grid-stride) into
 // partials[block]; pass 2 is one thread adding the partials in order. The result depends only on
-// the buffer and the block count, never on the device or the number of CPU threads. The
-// gradient norm always uses NORM_BLOCKS; a smaller buffer (one of Muon's matrices) takes
-// norm_blocks_for(n), which keeps the thread count in proportion to the work.
+// the buffer and the block count, never on the device or the number of CPU threads. A buffer
+// (one of Muon's matrices) takes norm_blocks_for(n) blocks, at most NORM_BLOCKS, which keeps the
+// thread count in proportion to the work. (The gradient norm is summed over the shard plan by
+// llmc/zero.cuh, from block_sum_of_squares.)
 
 constexpr int NORM_BLOCKS = 128;
 constexpr int NORM_THREADS = 512;
@@ -64,10 +65,4 @@ inline void l2_norm(float* norm, float* partials, const floatX* x, size_t n, int
 inline int norm_blocks_for(size_t n) {
     const size_t blocks = ceil_div(n, (size_t)NORM_THREADS * NORM_ELEMS_PER_THREAD);
     return (int)(blocks < 1 ? 1 : blocks > NORM_BLOCKS ? NORM_BLOCKS : blocks);
-}
-
-// The global gradient norm: ||grads|| over n elements in NORM_BLOCKS partial sums.
-inline void global_norm(float* norm, float* partials, const floatX* grads, size_t n,
-                        cudaStream_t stream) {
-    l2_norm(norm, partials, grads, n, NORM_BLOCKS, stream);
 }

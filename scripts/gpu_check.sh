@@ -12,6 +12,8 @@
 #      first few (warmup); then, when PyTorch with CUDA is installed, the same model in PyTorch
 #      (scripts/bench_gpt2_torch.py: bf16 autocast, SDPA, fused AdamW, torch.compile) at the same
 #      B and T, and the ratio of the two (target: train_gpt at least PyTorch's tokens/s)
+#   2a. the FP8 recipes (--fp8 tensor, delayed, rowwise, block, mx) on the same model: ms/step
+#      of each against bf16's
 #   2b. attention forward and backward TFLOP/s (causal, B x NH x T = 8 x 12 x 1024 and
 #      4 x 16 x 2048, HS 64 and 128): the tensor-core kernels and the CUDA-core ones (the
 #      dev/cuda attention harnesses' --bench, after their full checks) against PyTorch's
@@ -58,7 +60,7 @@ GPU_ARCH="${GENCODE[*]}"
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_STEPS=${TRAIN_STEPS:-30}
 DEADLINE_S=${DEADLINE_S:-420}
-HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz gelu qk_norm embedding"
+HARNESSES="layernorm_forward layernorm_backward attention_forward attention_backward fused_classifier adamw newton_schulz gelu qk_norm embedding fp8_quantize fp8_matmul"
 E2E_NEED_S=60  # the least time left with which the end-to-end test is started
 SUMMARY="$OUT/summary.txt"
 START=$(date +%s)
@@ -270,6 +272,31 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
+# 2a. The FP8 recipes (--fp8) on the same GPT-2 124M: ms/step of each against the bf16 run's
+# (part 2), over the steps after the first 3; MXFP8 only on a device that has it (the trainer
+# refuses it on sm_90 and says so).
+FP8_STEPS=12
+if [ -z "$train_tok" ]; then
+    row "fp8 GPT-2 124M" SKIPPED 0 "no bf16 step time to compare with"
+else
+    bf16_ms=$(sed -nE 's/.* ([0-9.]+) ms\/step.*/\1/p' <<<"$train_detail")
+    for recipe in tensor delayed rowwise block mx; do
+        run "fp8 $recipe" 60 "$OUT/train_fp8_$recipe.log" ./train_gpt "${TRAIN_ARGS[@]}" --steps "$FP8_STEPS" \
+            --fp8 "$recipe"
+        if [ "$RC" -ne 0 ]; then
+            row "fp8 $recipe GPT-2 124M" "$(status_of "$RC")" "$SECS" "$(grep -m1 -E '^error' "$OUT/train_fp8_$recipe.log")"
+            continue
+        fi
+        fp8_ms=$(awk -F'|' '/^step/ { n++; if (n <= 3) next; ms = $5; sub(/ *ms */, "", ms); k++; s += ms }
+                 END { if (k) printf "%.1f", s / k }' "$OUT/train_fp8_$recipe.log")
+        last=$(awk -F'|' '/^step/ { loss = $2 } END { sub(/ *loss */, "", loss); print loss }' "$OUT/train_fp8_$recipe.log")
+        detail="$fp8_ms ms/step vs bf16 $bf16_ms ($(awk -v a="$bf16_ms" -v b="$fp8_ms" 'BEGIN { if (b > 0) printf "%.2fx", a / b }') the bf16 speed), last loss $last; $(grep -m1 '^fp8:' "$OUT/train_fp8_$recipe.log" | cut -c1-120)"
+        row "fp8 $recipe GPT-2 124M" ok "$SECS" "$detail"
+        log "fp8 $recipe: $detail (log train_fp8_$recipe.log)"
+    done
+fi
+
+# ---------------------------------------------------------------------------------------------
 # 2b. Attention TFLOP/s: the harnesses (full checks, then --bench: tensor cores = variant 3, CUDA
 # cores = variant 2) and PyTorch's flash SDPA on the same shapes. The bench lines read
 # "bench attention_PASS B.. NH.. T.. HS.. variant N: X ms Y TFLOP/s (...)", or "... torch: ...".
@@ -353,22 +380,34 @@ fi
 # [expected] there and in the test's case names; on an H200 each should hold:
 #   - refusals return CUBLAS_STATUS_NOT_SUPPORTED from both cublasLtMatmul and the heuristic:
 #     op pairs other than TN, ROW order, E5M2 x E5M2, types outside the FP8 table, compute types
-#     other than CUBLAS_COMPUTE_32F, VEC32_UE8M0 (MXFP8) and VEC16_UE4M3 scales on sm_90,
-#     BLK128x128 on both A and B, a scalar or outer-vector scale mixed with another mode,
+#     other than CUBLAS_COMPUTE_32F, VEC32_UE8M0 (MXFP8; --part mx) and VEC16_UE4M3 scales on
+#     sm_90, BLK128x128 on both A and B, a scalar or outer-vector scale mixed with another mode,
 #     K / M / leading dimensions not 16-byte multiples, DGELU / DGELU_BGRAD / BGRADA / BGRADB, a
 #     GELU aux with an FP8 D, a bias type other than the table's (bf16 for an fp32 D, which is
-#     also the default), and a batch with non-scalar scales; a misaligned A/B/C/D pointer is
-#     refused by cublasLtMatmul alone; the legacy cublasGemmEx refuses FP8 (cublas_legacy.cu)
+#     also the default), a batch with non-scalar scales, VEC128 scales with N not a multiple of 4
+#     (documented, the status is not); a misaligned A/B/C/D pointer and a VEC128 scale pointer
+#     not 16-byte aligned are refused by cublasLtMatmul alone; the legacy cublasGemmEx refuses
+#     FP8 (cublas_legacy.cu)
 #   - CUBLAS_STATUS_INVALID_VALUE: an unknown scale mode, a non-scalar mode without its scale
 #     pointer, a D scale with a 16-bit or fp32 D
 #   - accepted: VEC128 x VEC128, VEC128 x BLK128x128 and BLK128x128 x VEC128; the forward
 #     epilogues (bias, ReLU, GELU, GELU aux with a 16-bit or fp32 D) with FP8 inputs
-#   - scale layouts: VEC128_32F is ceil(K/128) x outer with outer contiguous; BLK128x128_32F is
-#     ceil(outer/128) x ceil(K/128) with the K blocks contiguous, rows padded to 4 values
 #   - an FP8 D saturates (cuda_fp8.h's __NV_SATFINITE) after the D scale; the amax is max |x|
 #     before the D scale, NaN elements not counted
 #   - with CUBLASLT_MATMUL_DESC_FAST_ACCUM the result still meets the fp32-accumulation bound at
 #     K = 400 (the CPU accumulates in fp32 either way; the GPU may not)
+# On Blackwell (compute capability 10.x; the CPU runtime under CUCC_COMPUTE_CAPABILITY=10.0 /
+# 12.0, cublaslt_fp8.cu --part mx and dev/cuda/fp8_quantize.cu's end-to-end MXFP8 product; not
+# checkable on an H200, whose --part mx checks the refusal above):
+#   - NOT_SUPPORTED from both calls: VEC32_UE8M0 on one operand only, OUTER_VEC_32F / VEC128_32F /
+#     BLK128x128_32F (the documentation's table lists them for 9.0 alone), K not a multiple of 32
+#     under VEC32_UE8M0, an FP8 D under VEC32_UE8M0 (the CPU cuBLASLt writes no D_OUT block
+#     scales; a GPU may run it), FP8 on a device below 8.9; from cublasLtMatmul alone: a
+#     VEC32_UE8M0 scale pointer not 16-byte aligned
+#   - op pairs NN, NT, TT run on 10.x (the documentation names TN for 8.9, 9.0 and 12.x only),
+#     and are refused with NOT_SUPPORTED on 12.x
+#   - the VEC32_UE8M0 product equals the float64 product of the dequantized inputs within the
+#     fp32 bound (E8M0 scales exact, padding entries of the tiled scale tensor not read)
 t_part=$(date +%s)
 lt_rc=0
 lt_notes=()

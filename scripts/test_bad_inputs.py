@@ -494,7 +494,8 @@ CASES = [
          r"exit statuses: 1 1$", status=0, clean=True, timeout=15,
          launcher=ranks(dict(RANK=0, WORLD_SIZE=2, LOCAL_RANK=0), dict(RANK=1, WORLD_SIZE=2, LOCAL_RANK=0))),
     # a run that diverges
-    Case("--lr 1e300: a non-finite loss stops the run", ["--data", "{data}"] + RUN + ["--lr", "1e300"],
+    Case("--lr 1e300 with --max-skips 0: a non-finite loss stops the run",
+         ["--data", "{data}"] + RUN + ["--lr", "1e300", "--max-skips", "0"],
          r"the loss is -?nan and the gradient norm -?nan: training diverged"),
 ]
 

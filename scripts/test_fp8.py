@@ -11,15 +11,19 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
    report names the recipe, and the memory plan equals what the run allocated, byte for byte
    (the CPU runtime's allocator; the plan counts every FP8 copy and scale).
 2. The grids reproduce one process running the same recipe on the same global batch, within
-   the bf16 bound of the tensor-parallel tests (BF16_LOSS, scripts/test_tp.py): tp 2 (the
-   amaxes of the cut tensors reduced over the group, so each rank quantizes as one process
-   would), tp 2 + sequence parallelism, dp 2 with ZeRO-3 against one process accumulating 2
-   micro-batches; every rank of a run ends with the same model (the trainer's hash check).
-   Block scaling needs each rank's cut at a 128 boundary: its grid runs use width 256.
+   the bf16 bound of the tensor-parallel tests (BF16_LOSS, scripts/test_tp.py): every recipe on
+   tp 2 (the amaxes of the cut tensors reduced over the group, so each rank quantizes as one
+   process would: dev/cuda/fp8_tensor_parallel.cu checks that byte for byte), row-wise and block
+   with sequence parallelism, the per-tensor recipes on dp 2 with ZeRO-3 against one process
+   accumulating 2 micro-batches (delayed scaling's amaxes reduced over the ranks); every rank of
+   a run ends with the same model (the trainer's hash check).
+   Block scaling needs each rank's cut at a 128 boundary: its grid runs use width 256. MXFP8
+   runs on the CPU runtime's simulated Blackwell (CUCC_COMPUTE_CAPABILITY=10.0).
 3. Delayed scaling's state (amax histories and scales) is in the checkpoint: a run on 2 ranks
    resumed from its step-2 checkpoint ends with the uninterrupted run's parameter hash.
 4. Refusals, each with its message: --fp8 mx on a device without MXFP8 (the simulated Hopper
-   names its architecture); --fp8 block under tp 2 where a rank's cut is not a multiple of
+   names its architecture), --fp8 block where cuBLASLt has no block scales (a simulated
+   Blackwell); --fp8 block under tp 2 where a rank's cut is not a multiple of
    128; --fp8 in the fp32 build; a micro-batch whose rows are not a multiple of 16.
 
 Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
@@ -37,7 +41,7 @@ G, STEPS = 8, 4
 MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--seq", "16", "--lr", "3e-3",
          "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0"]
 WIDE = MODEL[:4] + ["--heads", "8", "--embd", "256"] + MODEL[8:]
-RECIPES = ["tensor", "delayed", "rowwise", "block"]
+RECIPES = ["tensor", "delayed", "rowwise", "block", "mx"]
 BF16_LOSS = 4e-3  # scripts/test_tp.py's bound for a grid against one process in bf16
 FP8_LOSS = 2e-2
 
@@ -53,10 +57,20 @@ def planned_and_allocated(records):
     return header["plan_bytes"]["total"], allocated
 
 
+def simulate(recipe):
+    """MXFP8 runs on a simulated Blackwell (the CPU runtime's CUCC_COMPUTE_CAPABILITY), the other
+    recipes on its default Hopper, where cuBLASLt offers row-wise and block scales."""
+    if recipe == "mx":
+        os.environ["CUCC_COMPUTE_CAPABILITY"] = "10.0"
+    else:
+        os.environ.pop("CUCC_COMPUTE_CAPABILITY", None)
+
+
 def refused(cmd, text, label):
     proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT, timeout=300)
     out = proc.stdout + proc.stderr
-    check(proc.returncode != 0 and text in out, label, out.strip().splitlines()[-1] if out.strip() else "")
+    said = next((line for line in out.splitlines() if text in line), out.strip()[-200:])
+    check(proc.returncode != 0 and text in out, label, said)
 
 
 def main():
@@ -65,16 +79,18 @@ def main():
     args = parser.parse_args()
     bf16, fp32 = os.path.join(args.bin_dir, "train_gpt"), os.path.join(args.bin_dir, "train_gpt_fp32")
     work = tempfile.mkdtemp(prefix="test_fp8_")
+    os.environ.pop("CUCC_COMPUTE_CAPABILITY", None)
     try:
         data = make_data(os.path.join(work, "data"))
-        base = ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
+        base = ["--data", data, "--steps", str(STEPS)]
 
         # 1
-        plain = train(bf16, 0, work, "bf16", MODEL, base + ["--batch", str(G)])
+        plain = train(bf16, 0, work, "bf16", MODEL, base + ["--batch", str(G)], checkpoints=False)
         single = {}
         for recipe in RECIPES:
+            simulate(recipe)
             single[recipe] = train(bf16, 0, work, f"single_{recipe}", MODEL,
-                                   base + ["--batch", str(G), "--fp8", recipe])
+                                   base + ["--batch", str(G), "--fp8", recipe], checkpoints=False)
             worst = worst_loss_diff(single[recipe], plain)
             planned, allocated = planned_and_allocated(single[recipe][1])
             check(worst <= FP8_LOSS and f"fp8: recipe {recipe}," in single[recipe][0] and planned == allocated,
@@ -82,23 +98,24 @@ def main():
                   f"bytes = allocated {allocated}")
 
         # 2: (recipe, tp, dp, accum, zero, sequence parallel)
-        grids = [("tensor", 2, 1, 1, 0, False), ("delayed", 2, 1, 1, 0, False), ("rowwise", 2, 1, 1, 0, False),
-                 ("rowwise", 2, 1, 1, 0, True), ("tensor", 1, 2, 1, 3, False), ("delayed", 1, 2, 1, 3, False),
-                 ("block", 2, 1, 1, 0, True), ("block", 1, 2, 1, 3, False)]
+        grids = [("tensor", 2, 1, 1, 0, False), ("delayed", 2, 1, 1, 0, False), ("rowwise", 2, 1, 1, 0, True),
+                 ("block", 2, 1, 1, 0, True), ("mx", 2, 1, 1, 0, False), ("tensor", 1, 2, 1, 3, False),
+                 ("delayed", 1, 2, 1, 3, False)]
         refs = {}
         for recipe, tp, dp, accum, zero, sp in grids:
+            simulate(recipe)
             model = WIDE if recipe == "block" else MODEL
             local_accum = accum * (2 if dp > 1 else 1)
             key = (recipe, local_accum)
             if key not in refs:
                 refs[key] = train(bf16, 0, work, f"ref_{recipe}_a{local_accum}", model,
                                   base + ["--fp8", recipe, "--batch", str(G // local_accum), "--grad-accum",
-                                          str(local_accum)])
+                                          str(local_accum)], checkpoints=False)
             name = f"{recipe}_tp{tp}_dp{dp}_z{zero}{'_sp' if sp else ''}"
             got = train(bf16, tp * dp, work, name, model,
                         base + ["--fp8", recipe, "--tp", str(tp), "--zero", str(zero), "--batch",
                                 str(G // (dp * accum)), "--grad-accum", str(accum)] +
-                        (["--sequence-parallel"] if sp else []))
+                        (["--sequence-parallel"] if sp else []), checkpoints=False)
             worst = worst_loss_diff(got, refs[key])
             check(worst <= BF16_LOSS and param_hash(got[0], tp * dp) is not None,
                   f"--fp8 {recipe}, tp {tp} x dp {dp}, ZeRO-{zero}{' + SP' if sp else ''}: losses within "
@@ -106,7 +123,8 @@ def main():
                   f"same model")
 
         # 3
-        delayed = ["--fp8", "delayed", "--zero", "1", "--batch", str(G // 2)]
+        simulate("delayed")
+        delayed = ["--fp8", "delayed", "--zero", "1", "--batch", str(G // 2), "--checkpoint-every", "2"]
         source = train(bf16, 2, work, "delayed_dp2", MODEL, base + delayed)
         got = resume(bf16, source, 2, work, "delayed_dp2_resumed", MODEL, base + delayed)
         check_resumed(bf16, got, source, "--fp8 delayed ZeRO-1", 2, 1, STEPS)
@@ -114,6 +132,10 @@ def main():
         # 4
         tiny = [bf16] + MODEL + ["--steps", "1", "--batch", "2"]
         refused(tiny + ["--fp8", "mx"], "this device is sm_90", "--fp8 mx on the simulated Hopper is refused")
+        os.environ["CUCC_COMPUTE_CAPABILITY"] = "10.0"
+        refused(tiny + ["--fp8", "block"], "this device is sm_100",
+                "--fp8 block on the simulated Blackwell is refused (cuBLASLt: Hopper only)")
+        os.environ.pop("CUCC_COMPUTE_CAPABILITY")
         refused(MPIRUN + ["-np", "2"] + tiny + ["--fp8", "block", "--tp", "2"],
                 "a multiple of 128", "--fp8 block with a 64-wide cut under tp 2 is refused")
         refused([fp32] + MODEL + ["--steps", "1", "--fp8", "tensor"], "needs the bf16 build",

@@ -1,6 +1,6 @@
 // dev/cuda/common.h: what every kernel harness in dev/cuda shares: the command line, seeded
-// random inputs, host<->device copies, the correctness check against a float64 host reference,
-// and the cudaEvent benchmark timer.
+// random inputs, host<->device copies, reading the PyTorch files some harnesses compare with, the
+// correctness check against a float64 host reference, and the cudaEvent benchmark timer.
 //
 // A harness first includes train_gpt.cu with TRAIN_GPT_MODEL_ONLY defined (the model without the
 // run in train_run.cuh; the production kernel is one of the variants, not a copy of it), then
@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 // ---------------------------------------------------------------------------------------------
@@ -146,6 +147,30 @@ std::vector<float> host_floats(const T* d, size_t n) {
     std::vector<float> f(n);
     for (size_t i = 0; i < n; i++) f[i] = (float)h[i];
     return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The files a harness's PyTorch script writes (dev/cuda/*_torch.py): an 8-byte magic, a uint32
+// count of cases, then the cases; strings are a uint32 length and their bytes.
+
+// Opens `path`, checks its magic (the file `writer` writes) and returns it with the case count.
+inline FILE* torch_file_open(const char* path, const char* magic, const char* writer,
+                             uint32_t* count) {
+    FILE* f = FOPEN_CHECK(path, "rb");
+    char have[8];
+    FREAD_CHECK(have, 1, 8, f);
+    if (memcmp(have, magic, 8) != 0) fatal("%s is not a %s file", path, writer);
+    FREAD_CHECK(count, 4, 1, f);
+    return f;
+}
+
+inline std::string torch_file_string(FILE* f, const char* path) {
+    uint32_t len;
+    FREAD_CHECK(&len, 4, 1, f);
+    if (len > 4096) fatal("%s: a string of %u bytes", path, len);
+    std::string s(len, '\0');
+    FREAD_CHECK(&s[0], 1, len, f);
+    return s;
 }
 
 // ---------------------------------------------------------------------------------------------

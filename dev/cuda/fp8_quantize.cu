@@ -18,15 +18,23 @@
 //     within 2 ulps of fp8_max / amax (2^-margin), MX exponents floor(log2 amax) - emax_elem, and
 //     every dequantized element q * scale_inv within FP8's rounding of x (half an ulp: 2^-4 of |x|
 //     E4M3, 2^-3 E5M2, plus half the smallest subnormal times scale_inv, plus the fp32 product's
-//     rounding) or, where |x| * scale passes fp8_max, exactly +-fp8_max * scale_inv.
+//     rounding) or, where |x| * scale passes fp8_max, exactly +-fp8_max * scale_inv;
+//   - MXFP8: the scales as the whole tiled tensor cuBLASLt's VEC32_UE8M0 mode reads (llmc/fp8.cuh's
+//     mx_scale_index; PyTorch's file holds the same rearrangement done with tensor reshapes), its
+//     padding 0 (written over poisoned memory), and end to end (check_mx_matmul): quantized x and
+//     w multiplied by cuBLASLt in that mode against the float64 product of the dequantized inputs
+//     on a device of compute capability 10.0 or later (the CPU runtime under
+//     CUCC_COMPUTE_CAPABILITY=10.0), refused below it.
 // Usage: ./fp8_quantize [variant] [--bench] [--small] [--torch FILE]
 //! cucc: -lcublasLt
 //! run: python3 dev/cuda/fp8_quantize_torch.py --out build/fp8_quantize_torch.bin && ./prog --small --torch build/fp8_quantize_torch.bin => pass /PyTorch's casts[\s\S]*all checks passed/
 //! run: ./prog --small --bench => pass /bench fp8_quantize variant 8: [\s\S]*all checks passed/
+//! run: CUCC_COMPUTE_CAPABILITY=10.0 ./prog --small 8 => pass /MXFP8 through cuBLASLt \(compute capability (10\.0, CPU runtime\): \d+ x \d+ x \d+ products within|\d+\.\d, native\))[\s\S]*all checks passed/
 #define TRAIN_GPT_MODEL_ONLY
 #include "../../train_gpt.cu"
 #include "../../llmc/fp8.cuh"
 #include "common.h"
+#include "fp8_common.h"
 
 #include <map>
 #include <string>
@@ -74,6 +82,7 @@ static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
     float* partial = device_poisoned<float>(FP8_AMAX_BLOCKS);
     Fp8TensorScale* tensor_scale = device_poisoned<Fp8TensorScale>(c.steps);
     float* history = device_poisoned<float>(c.history_length);
+    uint8_t* e8m0 = device_poisoned<uint8_t>(mx_scale_bytes(rows, cols));
     std::map<std::string, std::vector<uint8_t>> got;
     const size_t scale_bytes = sizeof(float) * n_scales;
     switch (c.variant) {
@@ -139,29 +148,14 @@ static std::map<std::string, std::vector<uint8_t>> run_case(const Case& c) {
                 sizeof(float) * ((tiles_c - 1) * fp8_block_scale_stride(rows) + tiles_r));
             break;
         }
-        case 8:
-            fp8_quantize_mx(q, (uint8_t*)scale_inv, x, rows, cols, format, 0);
+        case 8:  // the whole tiled scale tensor, padding included (poisoned before)
+            fp8_quantize_mx(q, e8m0, x, rows, cols, format, 0);
             got["q"] = host_bytes(q, n);
-            got["scale_e8m0"] = host_bytes(scale_inv, n / MX_BLOCK);
+            got["scale_e8m0"] = host_bytes(e8m0, mx_scale_bytes(rows, cols));
             break;
     }
-    device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history});
+    device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history, e8m0});
     return got;
-}
-
-static bool fp8_is_nan(uint8_t b, int format) {
-    return format == 0 ? (b & 0x7F) == 0x7F : (b & 0x7F) > 0x7C;
-}
-
-static double fp8_decode(uint8_t b, int format) {
-    if (format == 0) {
-        __nv_fp8_e4m3 v;
-        v.__x = b;
-        return (float)v;
-    }
-    __nv_fp8_e5m2 v;
-    v.__x = b;
-    return (float)v;
 }
 
 // The device's outputs against PyTorch's, byte for byte (FP8 NaN bytes as NaN).
@@ -239,7 +233,7 @@ static Quantized quantized_step(const Case& c, std::map<std::string, std::vector
                     slot = (row / 128) * fp8_block_scale_stride(cols) + col / 128;
                     break;
                 case 8:
-                    slot = i / MX_BLOCK;
+                    slot = mx_scale_index((int)row, (int)col / MX_BLOCK, c.cols);
                     break;
             }
             r.slot[i] = slot;
@@ -363,11 +357,22 @@ static int check_float64(const Case& c, std::map<std::string, std::vector<uint8_
     const Quantized r = quantized_step(c, got, 0);
     if (c.variant == 8) {
         const int emax = fp8_emax(format_of(c));
-        return check_model(c, r, c.x.data(), "mx", [&](size_t, double amax, bool nonfinite) {
+        failures += check_model(c, r, c.x.data(), "mx", [&](size_t, double amax, bool nonfinite) {
             if (nonfinite) return (double)NAN;
             const int e = amax == 0.0 ? -127 : (int)floor(log2(amax)) - emax;
             return ldexp(1.0, std::max(-127, std::min(127, e)));
         });
+        // every byte of the tiled tensor that no block's scale took is padding, written 0
+        std::vector<bool> used(got["scale_e8m0"].size(), false);
+        for (size_t slot : r.slot) used[slot] = true;
+        size_t bad_padding = 0;
+        for (size_t i = 0; i < used.size(); i++) bad_padding += !used[i] && got["scale_e8m0"][i];
+        if (bad_padding) {
+            printf("    mx: %zu padding bytes of %zu are not 0: FAIL\n", bad_padding,
+                   used.size() - (size_t)c.rows * c.cols / MX_BLOCK);
+            failures++;
+        }
+        return failures;
     }
     failures += check_model(c, r, c.x.data(), "scales",
                             [&](size_t, double amax, bool) { return current(amax); });
@@ -398,31 +403,18 @@ static int check_case(const Options* o, const Case& c) {
     return failures + model_failures;
 }
 
-static std::string read_string(FILE* f, const char* path) {
-    uint32_t len;
-    FREAD_CHECK(&len, 4, 1, f);
-    if (len > 4096) fatal("%s: a string of %u bytes\n", path, len);
-    std::string s(len, '\0');
-    FREAD_CHECK(&s[0], 1, len, f);
-    return s;
-}
-
 // Reads dev/cuda/fp8_quantize_torch.py's file (format in its docstring).
 static std::vector<Case> read_torch_cases(const char* path) {
-    FILE* f = FOPEN_CHECK(path, "rb");
-    char magic[8];
     uint32_t count;
-    FREAD_CHECK(magic, 1, 8, f);
-    if (memcmp(magic, "FP8QTRC1", 8) != 0) fatal("%s is not a fp8_quantize_torch.py file\n", path);
-    FREAD_CHECK(&count, 4, 1, f);
+    FILE* f = torch_file_open(path, "FP8QTRC1", "dev/cuda/fp8_quantize_torch.py", &count);
     std::vector<Case> cases(count);
     for (Case& c : cases) {
-        c.name = read_string(f, path);
-        const std::string recipe = read_string(f, path);
+        c.name = torch_file_string(f, path);
+        const std::string recipe = torch_file_string(f, path);
         c.variant = 0;
         for (int v = 1; v <= NUM_VARIANTS; v++)
             if (recipe == RECIPES[v - 1]) c.variant = v;
-        if (c.variant == 0) fatal("%s: unknown recipe %s\n", path, recipe.c_str());
+        if (c.variant == 0) fatal("%s: unknown recipe %s", path, recipe.c_str());
         int dims[6];
         FREAD_CHECK(dims, 4, 6, f);
         c.format = dims[0];
@@ -433,7 +425,7 @@ static std::vector<Case> read_torch_cases(const char* path) {
         c.margin = dims[5];
         if (c.rows < 1 || c.cols < 1 || c.rows > 1 << 14 || c.cols > 1 << 14 || c.steps < 1 ||
             c.steps > 64 || c.history_length < 1 || (c.format != 0 && c.format != 1))
-            fatal("%s: case %s has bad dimensions\n", path, c.name.c_str());
+            fatal("%s: case %s has bad dimensions", path, c.name.c_str());
         const size_t n = (size_t)c.steps * c.rows * c.cols;
         std::vector<uint16_t> bits(n);
         FREAD_CHECK(bits.data(), 2, n, f);
@@ -446,11 +438,11 @@ static std::vector<Case> read_torch_cases(const char* path) {
         uint32_t blobs;
         FREAD_CHECK(&blobs, 4, 1, f);
         for (uint32_t i = 0; i < blobs; i++) {
-            const std::string key = read_string(f, path);
+            const std::string key = torch_file_string(f, path);
             uint64_t size;
             FREAD_CHECK(&size, 8, 1, f);
             if (size > (1u << 30))
-                fatal("%s: a blob of %llu bytes\n", path, (unsigned long long)size);
+                fatal("%s: a blob of %llu bytes", path, (unsigned long long)size);
             std::vector<uint8_t>& blob = c.want[key];
             blob.resize(size);
             FREAD_CHECK(blob.data(), 1, size, f);
@@ -482,6 +474,116 @@ static std::vector<Case> random_cases(bool small) {
     return cases;
 }
 
+// End to end, MXFP8 through cuBLASLt: x (M x K) and w (N x K), bf16, quantized by fp8_quantize_mx
+// to E4M3, multiplied as cuBLASLt's TN operands A (K x M, op T) and B (K x N) in VEC32_UE8M0 mode
+// into an fp32 D = x w^T (M x N, column-major). Each element of D must be the float64 product of
+// the dequantized inputs (q decoded times 2^(byte - 127), the byte found by mx_scale_index, so the
+// layout fp8_quantize_mx writes is the one cuBLASLt reads) within (K + 16) * 2^-23 * sum_k |a b|,
+// the fp32 accumulation's bound (each dequantized value and each product of two is exact in fp32).
+// On a device below compute capability 10.0 the call must be refused with
+// CUBLAS_STATUS_NOT_SUPPORTED, as cuBLASLt has no MXFP8 there. M = 200 and K = 352 leave partial
+// scale tiles (rows past 200, K blocks past 11). Returns the failures.
+static int check_mx_matmul() {
+    const int M = 200, N = 136, K = 352;
+    int major = 0, minor = 0;
+    device_compute_capability(&major, &minor);
+#ifdef __CUCC__
+    const char* where = "CPU runtime";
+#else
+    const char* where = "native";
+#endif
+    printf("MXFP8 through cuBLASLt (compute capability %d.%d, %s): ", major, minor, where);
+    uint64_t rng = 32;
+    std::vector<floatX> x_host, w_host;
+    for (int row = 0; row < M + N; row++) {  // rows of magnitudes 1e-3 .. 1e3, one all zero
+        const float magnitude = row == 7 ? 0.0f : powf(10.0f, uniform(&rng, -3, 3));
+        for (int col = 0; col < K; col++)
+            (row < M ? x_host : w_host).push_back((floatX)(magnitude * uniform(&rng, -1, 1)));
+    }
+    floatX* x = device_copy(x_host);
+    floatX* w = device_copy(w_host);
+    uint8_t* qa = device_poisoned<uint8_t>((size_t)M * K);
+    uint8_t* qb = device_poisoned<uint8_t>((size_t)N * K);
+    uint8_t* sa = device_poisoned<uint8_t>(mx_scale_bytes(M, K));
+    uint8_t* sb = device_poisoned<uint8_t>(mx_scale_bytes(N, K));
+    float* d = device_poisoned<float>((size_t)M * N);
+    fp8_quantize_mx(qa, sa, x, M, K, __NV_E4M3, 0);
+    fp8_quantize_mx(qb, sb, w, N, K, __NV_E4M3, 0);
+
+    cublasLtHandle_t handle;
+    CUBLAS_CHECK(cublasLtCreate(&handle));
+    cublasLtMatmulDesc_t desc;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+    const auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, value, size));
+    };
+    set(CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
+    set(CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n);
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    cublasLtMatrixLayout_t la, lb, ld;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, K, M, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, K, N, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, M, N, M));
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t status = cublasLtMatmul(handle, desc, &alpha, qa, la, qb, lb, &beta, d, ld,
+                                                 d, ld, nullptr, nullptr, 0, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    int failures = 0;
+    if (major < 10) {
+        const bool ok = status == CUBLAS_STATUS_NOT_SUPPORTED;
+        printf("refused (%s)%s\n", cublasLtGetStatusName(status),
+               ok ? "" : ": FAIL, want CUBLAS_STATUS_NOT_SUPPORTED");
+        failures += !ok;
+    } else if (status != CUBLAS_STATUS_SUCCESS) {
+        printf("%s: FAIL\n", cublasLtGetStatusName(status));
+        failures++;
+    } else {
+        const std::vector<uint8_t> a = host_bytes(qa, (size_t)M * K),
+                                   b = host_bytes(qb, (size_t)N * K);
+        const std::vector<uint8_t> a_scale = host_bytes(sa, mx_scale_bytes(M, K));
+        const std::vector<uint8_t> b_scale = host_bytes(sb, mx_scale_bytes(N, K));
+        std::vector<float> got((size_t)M * N);
+        CUDA_CHECK(cudaMemcpy(got.data(), d, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const auto dequantized = [&](const std::vector<uint8_t>& q,
+                                     const std::vector<uint8_t>& scale, int row, int k) {
+            const uint8_t e = scale[mx_scale_index(row, k / MX_BLOCK, K)];
+            return fp8_decode(q[(size_t)row * K + k], 0) * (e == 0xFF ? NAN : ldexp(1.0, e - 127));
+        };
+        double worst = 0.0;
+        size_t bad = 0;
+        for (int j = 0; j < N; j++)
+            for (int i = 0; i < M; i++) {
+                double sum = 0.0, magnitude = 0.0;
+                for (int k = 0; k < K; k++) {
+                    const double p = dequantized(a, a_scale, i, k) * dequantized(b, b_scale, j, k);
+                    sum += p;
+                    magnitude += fabs(p);
+                }
+                const double err = fabs(got[i + (size_t)j * M] - sum);
+                const double bound = (K + 16) * 0x1p-23 * magnitude;
+                if (!(err <= bound) && bad++ == 0)
+                    printf("\n    D(%d, %d) = %.9g, float64 %.9g (bound %.3g): FAIL\n    ", i, j,
+                           got[i + (size_t)j * M], sum, bound);
+                if (bound > 0) worst = std::max(worst, err / bound);
+            }
+        printf(
+            "%d x %d x %d products within the fp32 bound of the float64 product of the "
+            "dequantized inputs (worst error / bound %.2g)%s\n",
+            M, N, K, worst, bad ? ": FAIL" : "");
+        failures += bad != 0;
+    }
+    for (cublasLtMatrixLayout_t l : {la, lb, ld}) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(l));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+    CUBLAS_CHECK(cublasLtDestroy(handle));
+    device_free({x, w, qa, qb, sa, sb, d});
+    return failures;
+}
+
 static void bench(const Options* o) {
     // GPT-2 124M: B*T = 8 x 1024 tokens by the fc layer's C = 768 (and its weight, 3072 x 768)
     const int rows = o->small ? 256 : 8 * 1024, cols = 768;
@@ -498,6 +600,7 @@ static void bench(const Options* o) {
     float* partial = device_poisoned<float>(FP8_AMAX_BLOCKS);
     Fp8TensorScale* tensor_scale = device_poisoned<Fp8TensorScale>(1);
     float* history = device_poisoned<float>(16);
+    uint8_t* e8m0 = device_poisoned<uint8_t>(mx_scale_bytes(rows, cols));
     CUDA_CHECK(cudaMemset(history, 0, 16 * sizeof(float)));
     Fp8DelayedScaling d = {history, tensor_scale, 1, 16, 0, 0};
     const __nv_fp8_interpretation_t f = __NV_E4M3;
@@ -534,14 +637,14 @@ static void bench(const Options* o) {
                         fp8_quantize_128x128(q, qt, scale_inv, scale_inv_t, x, rows, cols, f, 0);
                         break;
                     case 8:
-                        fp8_quantize_mx(q, (uint8_t*)scale_inv, x, rows, cols, f, 0);
+                        fp8_quantize_mx(q, e8m0, x, rows, cols, f, 0);
                         break;
                 }
             },
             bench_warmup(), bench_repeats());
         print_bench("fp8_quantize", v, VARIANTS[v - 1], ms, bytes, 0.0);
     }
-    device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history});
+    device_free({x, q, qt, scale_inv, scale_inv_t, partial, tensor_scale, history, e8m0});
 }
 
 int main(int argc, char** argv) {
@@ -560,6 +663,7 @@ int main(int argc, char** argv) {
     }
     printf("random inputs:\n");
     for (const Case& c : random_cases(o.small)) failures += check_case(&o, c);
+    if (variant_selected(&o, 8)) failures += check_mx_matmul();
     if (o.bench) bench(&o);
     return finish("fp8_quantize", failures);
 }

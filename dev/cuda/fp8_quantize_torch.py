@@ -8,7 +8,10 @@ the last scale) when amax is 0 or Inf; q = (x * scale) clamped to +-fp8_max, the
 cast turns overflow into NaN where CUDA's __NV_SATFINITE saturates, hence the clamp first; NaN
 stays NaN); the stored scale is 1 / scale. MXFP8: X = 2^(floor(log2 amax) - emax_elem) over 32
 elements of a row (exponent clamped to [-127, 127], -127 for an all-zero block), q = sat(x / X),
-X cast to float8_e8m0fnu; a block holding NaN or Inf gets X = NaN (0xFF) and NaN elements.
+X cast to float8_e8m0fnu; a block holding NaN or Inf gets X = NaN (0xFF) and NaN elements. The
+E8M0 bytes are then laid out as cuBLASLt's VEC32_UE8M0 mode reads them (cuBLAS documentation,
+"1D Block Scaling Factors Layout"): the rows x cols/32 scales zero-padded to whole 128 x 4 tiles,
+tiles in row-major order, and inside a tile row r = 32 a + b, column c at b * 16 + a * 4 + c.
 
 Inputs (bfloat16): Gaussian rows of magnitudes 1e-3 .. 1e3, all-zero rows and 128-column tiles,
 rows of tiny (1e-30) and subnormal (1e-39) values, and a case with NaN, +-Inf and values far
@@ -18,7 +21,7 @@ File (little-endian): "FP8QTRC1", uint32 count, then per case: uint32 len + name
 recipe, int32 format (0 E4M3, 1 E5M2), rows, cols, steps, history length, margin, uint16
 x[steps*rows*cols] (bfloat16 bits), uint32 blob count, per blob uint32 len + name, uint64 size,
 bytes. Blobs: q, qt (row-major bytes), scale_inv (float32), tensor_scale ({amax, scale,
-scale_inv} per step), history (float32), scale_e8m0 (bytes).
+scale_inv} per step), history (float32), scale_e8m0 (bytes, tiled as above, padding included).
 """
 import argparse
 import os
@@ -82,6 +85,17 @@ def block_stride(k):
     return (k_blocks + 3) // 4 * 4
 
 
+def tiled_e8m0(scales):
+    """The (rows, cols/32) E8M0 bytes in cuBLASLt's tiled VEC32_UE8M0 layout, flattened."""
+    rows, blocks = scales.shape
+    row_tiles, col_tiles = -(-rows // 128), -(-blocks // 4)
+    padded = torch.zeros(row_tiles * 128, col_tiles * 4, dtype=torch.uint8)
+    padded[:rows, :blocks] = scales
+    # (row tile, a, b, col tile, c) with row = 128 row_tile + 32 a + b, column = 4 col_tile + c
+    tiles = padded.reshape(row_tiles, 4, 32, col_tiles, 4)
+    return tiles.permute(0, 3, 2, 1, 4).contiguous().flatten()
+
+
 def expected(recipe, x, fmt, history_len, margin):
     """x: float32 (steps, rows, cols). Returns the blobs."""
     steps, rows, cols = x.shape
@@ -130,7 +144,8 @@ def expected(recipe, x, fmt, history_len, margin):
         big_x = torch.ldexp(torch.ones_like(amax), exponent)
         big_x = torch.where(nonfinite, torch.full_like(big_x, float("nan")), big_x)
         q = cast(blocks / big_x, fmt).reshape(rows, cols)
-        return {"q": u8(q), "scale_e8m0": u8(big_x.to(torch.float8_e8m0fnu).view(torch.uint8))}
+        e8m0 = big_x.to(torch.float8_e8m0fnu).view(torch.uint8).reshape(rows, cols // 32)
+        return {"q": u8(q), "scale_e8m0": u8(tiled_e8m0(e8m0))}
     raise ValueError(recipe)
 
 

@@ -79,19 +79,13 @@ struct Case {
 
 // Reads dev/cuda/newton_schulz_torch.py's file (format in its docstring).
 static std::vector<Case> read_torch_cases(const char* path) {
-    FILE* f = FOPEN_CHECK(path, "rb");
-    char magic[8];
     uint32_t count;
-    FREAD_CHECK(magic, 1, 8, f);
-    if (memcmp(magic, "NSTORCH1", 8) != 0) fatal("%s is not a newton_schulz_torch.py file", path);
-    FREAD_CHECK(&count, 4, 1, f);
+    FILE* f = torch_file_open(path, "NSTORCH1", "dev/cuda/newton_schulz_torch.py", &count);
     std::vector<Case> cases(count);
     for (Case& c : cases) {
-        uint32_t len;
-        FREAD_CHECK(&len, 4, 1, f);
-        if (len >= sizeof(c.name)) fatal("%s: a case name of %u bytes", path, len);
-        FREAD_CHECK(c.name, 1, len, f);
-        c.name[len] = '\0';
+        const std::string name = torch_file_string(f, path);
+        if (name.size() >= sizeof(c.name)) fatal("%s: a case name of %zu bytes", path, name.size());
+        snprintf(c.name, sizeof(c.name), "%s", name.c_str());
         int dims[3];
         FREAD_CHECK(dims, 4, 3, f);
         c.rows = dims[0];

@@ -121,22 +121,25 @@ cublasStatus_t matmul_arrays(const char* api, cublasLtMatmulDesc_t desc, const v
                              cudaStream_t stream);
 // FP8 (fp8.cpp): the checks check_problem() and check_call() make for FP8 operands, and the
 // conversions. check_fp8_types runs before the shapes are known, check_fp8_problem after (it also
-// sets the bias type); fp8_pointers_aligned: A, B, C and D 16-byte aligned.
+// sets the bias type); fp8_pointers_aligned: A, B, C, D and the tiled scale tensors 16-byte
+// aligned.
 bool is_fp8(uint32_t type);
 cublasStatus_t check_fp8_types(const MatmulDesc& desc, const Layout& a, const Layout& b,
                                const Layout& c, const Layout& d);
 cublasStatus_t check_fp8_problem(const MatmulDesc& desc, const Layout& a, const Layout& b,
                                  const Layout& c, const Layout& d, int64_t m, int64_t k, int batch,
                                  uint32_t epilogue, uint32_t* bias_type);
-bool fp8_pointers_aligned(const void* A, const void* B, const void* C, const void* D);
+bool fp8_pointers_aligned(const MatmulDesc& desc, const void* A, const void* B, const void* C,
+                          const void* D);
 float fp8_to_float(uint32_t type, uint8_t bits);
 uint8_t fp8_saturated(uint32_t type, float v);
 // A scale pointer's fp32 value, 1 when null (per-tensor scales).
 float scale_or_one(const void* scale);
-// An FP8 operand stored K x outer (TN: A is K x M, B is K x N, column-major) decoded into a
-// packed K x outer fp32 panel, each element times its scale under `mode` (not SCALAR_32F's).
-void dequantize_fp8(const Layout& l, const void* data, int32_t mode, const void* scale,
-                    std::vector<float>& panel);
+// An FP8 operand of K x outer elements (outer: M for A, N for B), stored K x outer when
+// k_is_rows (A transposed, B not: TN), else outer x K, decoded into a packed K x outer fp32 panel,
+// each element times its scale under `mode` (not SCALAR_32F's).
+void dequantize_fp8(const Layout& l, bool k_is_rows, const void* data, int32_t mode,
+                    const void* scale, std::vector<float>& panel);
 // Status names and texts, for cublasLtGetStatus* and cublasGetStatus* (descriptors.cpp).
 const char* status_name(cublasStatus_t status);
 const char* status_text(cublasStatus_t status);

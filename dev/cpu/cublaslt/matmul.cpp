@@ -510,12 +510,12 @@ void run_batch(const Problem& p, const Operands& ops, int b, float alpha, float 
                      : nullptr;
     void* aux = desc.aux ? offset(desc.aux, p.aux_type, b * desc.aux_batch_stride) : nullptr;
     Panel pa, pb;
-    // FP8 (TN, column-major): A and B stored K x M and K x N, decoded with the scales that vary
+    // FP8 (column-major): A and B decoded into K x M and K x N panels with the scales that vary
     // inside them; per-tensor scales of A and B join alpha, C's joins beta (fp8.cpp).
     float d_scale = 1.0f;
     if (p.fp8) {
-        dequantize_fp8(p.a, A, desc.a_scale_mode, desc.a_scale, scratch_a);
-        dequantize_fp8(p.b, B, desc.b_scale_mode, desc.b_scale, scratch_b);
+        dequantize_fp8(p.a, p.trans_a, A, desc.a_scale_mode, desc.a_scale, scratch_a);
+        dequantize_fp8(p.b, !p.trans_b, B, desc.b_scale_mode, desc.b_scale, scratch_b);
         pa = {scratch_a.data(), static_cast<int>(std::max<int64_t>(k, 1)), true};
         pb = {scratch_b.data(), static_cast<int>(std::max<int64_t>(k, 1)), false};
         if (desc.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
@@ -716,8 +716,9 @@ cublasStatus_t check_call(const char* api, cublasLtMatmulDesc_t desc, const void
         sc->beta = read_scalar(sc->type, beta);
         if (C == nullptr && sc->beta != 0) return CUBLAS_STATUS_INVALID_VALUE;
     }
-    // FP8 kernels need 16-byte aligned matrices ("Tensor Core Usage"); [expected] NOT_SUPPORTED.
-    if (operands_known && p->fp8 && !fp8_pointers_aligned(A, B, C, D))
+    // FP8 kernels need 16-byte aligned matrices ("Tensor Core Usage") and tiled scale tensors;
+    // [expected] NOT_SUPPORTED.
+    if (operands_known && p->fp8 && !fp8_pointers_aligned(p->desc, A, B, C, D))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (operands_known) {
         const auto alignment = [&](const Layout& l, int i) {
@@ -732,8 +733,14 @@ cublasStatus_t check_call(const char* api, cublasLtMatmulDesc_t desc, const void
                     type_size(p->bias_type));
     require_operand(api, p->desc.aux, "the aux matrix (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER)",
                     type_size(p->aux_type));
-    require_operand(api, p->desc.a_scale, "the A scale (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)", 4);
-    require_operand(api, p->desc.b_scale, "the B scale (CUBLASLT_MATMUL_DESC_B_SCALE_POINTER)", 4);
+    // E8M0 scales (VEC32_UE8M0) are bytes, the others fp32.
+    const auto scale_size = [](int32_t mode) {
+        return mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 ? 1 : 4;
+    };
+    require_operand(api, p->desc.a_scale, "the A scale (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)",
+                    scale_size(p->desc.a_scale_mode));
+    require_operand(api, p->desc.b_scale, "the B scale (CUBLASLT_MATMUL_DESC_B_SCALE_POINTER)",
+                    scale_size(p->desc.b_scale_mode));
     require_operand(api, p->desc.c_scale, "the C scale (CUBLASLT_MATMUL_DESC_C_SCALE_POINTER)", 4);
     require_operand(api, p->desc.d_scale, "the D scale (CUBLASLT_MATMUL_DESC_D_SCALE_POINTER)", 4);
     require_operand(api, p->desc.amax_d, "the amax (CUBLASLT_MATMUL_DESC_AMAX_D_POINTER)", 4);

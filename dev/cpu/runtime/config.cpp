@@ -67,6 +67,27 @@ size_t parse_env_bytes(const char* name, size_t fallback) {
     return (size_t)(v << shift);
 }
 
+// CUCC_COMPUTE_CAPABILITY: MAJOR.MINOR, one of the compute capabilities CUDA 13 compiles for
+// (nvcc --list-gpu-arch: compute_75 ... compute_121).
+void parse_compute_capability(Config* c) {
+    static const char* const kKnown[] = {"7.5", "8.0",  "8.6",  "8.7",  "8.8",  "8.9",
+                                         "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"};
+    const char* s = getenv("CUCC_COMPUTE_CAPABILITY");
+    c->cc_major = 9;
+    c->cc_minor = 0;
+    if (!s || !*s) return;
+    for (const char* known : kKnown)
+        if (strcmp(s, known) == 0) {
+            c->cc_major = atoi(known);
+            c->cc_minor = strchr(known, '.')[1] - '0';
+            return;
+        }
+    fatal(
+        "CUCC_COMPUTE_CAPABILITY=%s: expected one of CUDA 13's compute capabilities: 7.5, 8.0, "
+        "8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1",
+        s);
+}
+
 Config read_config() {
     Config c;
     int cores = (int)std::thread::hardware_concurrency();
@@ -74,6 +95,7 @@ Config read_config() {
     c.stack_bytes = (size_t)parse_env_int("CUCC_STACK_KB", 64, 16, 1 << 20) * 1024;
     c.mem_limit = parse_env_bytes("CUCC_MEM_LIMIT", default_memory_limit());
     c.devices = (int)parse_env_int("CUCC_DEVICES", 8, 1, 1024);
+    parse_compute_capability(&c);
     const char* sched = getenv("CUCC_SCHEDULE");
     if (!sched || !*sched || strcmp(sched, "sequential") == 0) c.random = false;
     else if (strcmp(sched, "random") == 0) c.random = true;

@@ -3,11 +3,14 @@
 //
 // Every device describes an H100 SXM-class GPU (compute capability 9.0, 132 SMs), so that code
 // which sizes its launches from cudaGetDeviceProperties or cudaDeviceGetAttribute makes the same
-// choices as on the real one. cudaDeviceGetAttribute answers every cudaDeviceAttr of the CUDA 13
-// headers: from the cudaDeviceProp field of the same meaning where there is one (one source, so
-// the two never disagree), else with the H100's value (clock rates, compute mode, texture and
-// surface limits, ...). The "Reserved" attributes answer 0; a value that is not a cudaDeviceAttr
-// gives cudaErrorInvalidValue.
+// choices as on the real one. CUCC_COMPUTE_CAPABILITY (config.cpp) sets another compute
+// capability, e.g. 10.0 to run what needs Blackwell (the CPU cuBLASLt's MXFP8 scale mode reads
+// it); only major, minor and the name change then, every size and limit stays the H100's.
+// cudaDeviceGetAttribute answers every cudaDeviceAttr of the CUDA 13 headers: from the
+// cudaDeviceProp field of the same meaning where there is one (one source, so the two never
+// disagree), else with the H100's value (clock rates, compute mode, texture and surface limits,
+// ...). The "Reserved" attributes answer 0; a value that is not a cudaDeviceAttr gives
+// cudaErrorInvalidValue.
 // State set through the API (device flags, limits, cache config, enabled peers) is per device
 // and process-wide, as a GPU's primary context is; cudaDeviceReset restores the defaults.
 #include <cuda_profiler_api.h>
@@ -54,7 +57,12 @@ bool valid_device(int device) { return device >= 0 && device < config().devices;
 
 void fill_properties(cudaDeviceProp* p, int device) {
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "cucc CPU (H100-like)");
+    const Config& c = config();
+    if (c.cc_major == 9 && c.cc_minor == 0)
+        snprintf(p->name, sizeof p->name, "cucc CPU (H100-like)");
+    else
+        snprintf(p->name, sizeof p->name, "cucc CPU (H100-like, compute capability %d.%d)",
+                 c.cc_major, c.cc_minor);
     for (int i = 0; i < 16; i++) p->uuid.bytes[i] = (char)(0xc0 + (i == 15 ? device : i));
     p->totalGlobalMem = config().mem_limit;
     p->sharedMemPerBlock = kDefaultSmemPerBlock;
@@ -67,8 +75,8 @@ void fill_properties(cudaDeviceProp* p, int device) {
         p->maxGridSize[i] = (int)kMaxGridDim[i];
     }
     p->totalConstMem = 65536;
-    p->major = 9;
-    p->minor = 0;
+    p->major = c.cc_major;
+    p->minor = c.cc_minor;
     p->textureAlignment = 512;
     p->texturePitchAlignment = 32;
     p->multiProcessorCount = kMultiprocessors;

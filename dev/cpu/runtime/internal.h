@@ -33,6 +33,7 @@ struct Config {
     size_t mem_limit;    // CUCC_MEM_LIMIT: device memory per device (default: what the machine
                          // has available, see default_memory_limit)
     int devices;         // CUCC_DEVICES: number of devices (default 8)
+    int cc_major, cc_minor;  // CUCC_COMPUTE_CAPABILITY: the devices' compute capability (9.0)
     bool random;         // CUCC_SCHEDULE=random: randomize run orders (default sequential)
     uint64_t seed;       // CUCC_SEED: seed of the random orders (default 1)
 };

@@ -11,9 +11,19 @@
 // E4M3, 57344 E5M2), subnormal FP8 inputs, NaN inputs propagating to their row or column. Part
 // "refused": what cuBLASLt refuses for FP8 on Hopper, with its status, from both cublasLtMatmul and
 // cublasLtMatmulAlgoGetHeuristic: every layout but TN, ROW order, E5M2 x E5M2, types outside the
-// FP8 table, MXFP8 and NVFP4 scale modes, unsupported mode pairs, dimensions and pointers not
-// 16-byte aligned, gradient epilogues, a D scale on a non-FP8 D. Several of these statuses are
-// [expected] (dev/cpu/cublaslt/fp8.cpp; scripts/gpu_check.sh lists them).
+// FP8 table, NVFP4 scale modes, unsupported mode pairs, dimensions and pointers (matrices, block
+// scales) not 16-byte aligned, block scales with N not a multiple of 4, gradient epilogues, a D
+// scale on a non-FP8 D. Several of these statuses are [expected]
+// (dev/cpu/cublaslt/fp8.cpp; scripts/gpu_check.sh lists them). Those three parts describe compute
+// capability 9.0 (the CPU runtime's default device; the H200 scripts/gpu_check.sh runs them on).
+// Part "mx": MXFP8 (VEC32_UE8M0 scales, E8M0 bytes in the tiled layout of the cuBLAS
+// documentation's section "1D Block Scaling Factors Layout", written here from that section) on
+// the device the test runs on: below compute capability 10.0 it is refused; from 10.0 on (the CPU
+// runtime under CUCC_COMPUTE_CAPABILITY=10.0 or 12.0) products with partial scale tiles, every op
+// pair (TN is required on 12.x only, refused there), extreme and NaN scales against the float64
+// reference, and the refusals of Blackwell (mixed modes, Hopper's scale modes, K not a multiple of
+// 32, an FP8 D, a scale pointer not 16-byte aligned). The line it ends with names the compute
+// capability and whether the CPU runtime or a GPU ran it.
 //
 // Tolerance for each element (u32 = 2^-24): the reference r is exact in float64;
 //   pre = (K + 16) * 2 u32 * S,  S = |alpha| sum_k |a_ik b_kj| (dequantized) + |beta c_ij| +
@@ -26,6 +36,9 @@
 //! run: ./prog --part modes => pass /modes: \d+ cases passed/
 //! run: ./prog --part special => pass /special: \d+ cases passed/
 //! run: ./prog --part refused => pass /refused: \d+ cases passed/
+//! run: ./prog --part mx => pass /mx \(compute capability (9\.0, CPU runtime|\d+\.\d, native)\): \d+ cases passed/
+//! run: CUCC_COMPUTE_CAPABILITY=10.0 ./prog --part mx => pass /mx \(compute capability (10\.0, CPU runtime|\d+\.\d, native)\): \d+ cases passed/
+//! run: CUCC_COMPUTE_CAPABILITY=12.0 ./prog --part mx => pass /mx \(compute capability (12\.0, CPU runtime|\d+\.\d, native)\): \d+ cases passed/
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -48,8 +61,8 @@ static void* upload(const void* host, size_t bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One FP8 matmul: D (m x n) = epilogue(alpha op(A) op(B) + beta C + bias), A stored k x m (op T),
-// B stored k x n (op N), column-major, unless a refusal case changes the layout.
+// One FP8 matmul: D (m x n) = epilogue(alpha op(A) op(B) + beta C + bias), column-major; A stored
+// k x m (op T), B stored k x n (op N) unless the case sets other ops.
 struct Case {
     std::string name;
     cudaDataType a_type = CUDA_R_8F_E4M3, b_type = CUDA_R_8F_E4M3;
@@ -68,12 +81,16 @@ struct Case {
     float alpha = 1.0f, beta = 0.0f;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     size_t misalign_a = 0;        // bytes added to A's pointer
+    size_t misalign_scale = 0;    // bytes added to A's scale pointer
+    int e8m0_spread = 10;         // VEC32_UE8M0: random scales 2^-spread .. 2^spread
     int32_t bias_data_type = -1;  // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1: unset
     int8_t fast_accum = 0;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM (fp32 accumulation either way here)
     int batch = 1;          // refusal cases only: the layouts say `batch`, the memory holds one
-    // Inputs: FP8 bits of A (k x lda) and B; the scale arrays; C; the bias.
+    // Inputs: FP8 bits of A and B as stored; the scale arrays (fp32, or E8M0 bytes for
+    // VEC32_UE8M0); C; the bias.
     std::vector<unsigned char> a, b, c;
     std::vector<float> a_scales, b_scales, bias;
+    std::vector<unsigned char> a_e8m0, b_e8m0;
 };
 
 struct Result {
@@ -82,8 +99,18 @@ struct Result {
     float amax = -1.0f;
 };
 
-static int64_t ld_a(const Case& s) { return s.lda ? s.lda : s.k; }
-static int64_t ld_b(const Case& s) { return s.ldb ? s.ldb : s.k; }
+static bool trans_a(const Case& s) { return s.transa != CUBLAS_OP_N; }
+static bool trans_b(const Case& s) { return s.transb != CUBLAS_OP_N; }
+// The stored A is k x m (op T) or m x k, B k x n or n x k (op T); ld 0 means its rows.
+static int64_t ld_a(const Case& s) { return s.lda ? s.lda : trans_a(s) ? s.k : s.m; }
+static int64_t ld_b(const Case& s) { return s.ldb ? s.ldb : trans_b(s) ? s.n : s.k; }
+// The FP8 bits of op(A)(i, kk) and op(B)(kk, j).
+static uint8_t a_bits(const Case& s, int i, int kk) {
+    return s.a[trans_a(s) ? kk + i * ld_a(s) : i + kk * ld_a(s)];
+}
+static uint8_t b_bits(const Case& s, int kk, int j) {
+    return s.b[trans_b(s) ? j + kk * ld_b(s) : kk + j * ld_b(s)];
+}
 static int64_t ld_d(const Case& s) { return s.ldd ? s.ldd : s.m; }
 static bool has_relu(const Case& s) { return s.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS; }
 static bool has_bias(const Case& s) {
@@ -104,7 +131,21 @@ static cudaDataType bias_type(const Case& s) {
     return s.c_type == CUDA_R_32F ? CUDA_R_16BF : s.c_type;
 }
 
-// The number of scale values of an operand stored k x outer, in the layouts fp8.cpp documents.
+// MXFP8's scales (section "1D Block Scaling Factors Layout"): the outer x ceil(k/32) E8M0 values
+// cut into 128 x 4 tiles, padded to whole tiles, tiles in row-major order of 512 bytes each; scale
+// (r, c) of a tile at (r % 32) * 16 + (r / 32) * 4 + c ("Indices -> offset").
+static int mx_row_tiles(int outer) { return (outer + 127) / 128; }
+static int mx_col_tiles(int k) { return ((k + 31) / 32 + 3) / 4; }
+static size_t mx_offset(int kk, int o, int k) {
+    const int r = o % 128, c = kk / 32 % 4;
+    const size_t tile = static_cast<size_t>(o / 128) * mx_col_tiles(k) + kk / 128;
+    return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + c;
+}
+// An E8M0 byte's value: 2^(bits - 127), 0xFF NaN (OCP Microscaling Formats v1.0, E8M0).
+static double e8m0_value(uint8_t bits) { return bits == 0xFF ? NAN : std::ldexp(1.0, bits - 127); }
+
+// The number of scale values of an operand of k x outer elements, in the layouts fp8.cpp
+// documents.
 static size_t scale_count(int32_t mode, int k, int outer) {
     const int k_blocks = (k + 127) / 128;
     switch (mode) {
@@ -114,11 +155,14 @@ static size_t scale_count(int32_t mode, int k, int outer) {
             return static_cast<size_t>(k_blocks) * outer;
         case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F:
             return static_cast<size_t>((k_blocks + 3) / 4 * 4) * ((outer + 127) / 128);
+        case CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0:
+            return static_cast<size_t>(mx_row_tiles(outer)) * mx_col_tiles(k) * 512;
         default:
             return 1;
     }
 }
-static double scale_at(int32_t mode, const std::vector<float>& s, int kk, int o, int k, int outer) {
+static double scale_at(int32_t mode, const std::vector<float>& s, const std::vector<uint8_t>& e8m0,
+                       int kk, int o, int k, int outer) {
     const int k_blocks = (k + 127) / 128;
     switch (mode) {
         case CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F:
@@ -127,21 +171,38 @@ static double scale_at(int32_t mode, const std::vector<float>& s, int kk, int o,
             return s[o + (kk / 128) * outer];
         case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F:
             return s[kk / 128 + (o / 128) * ((k_blocks + 3) / 4 * 4)];
+        case CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0:
+            return e8m0_value(e8m0[mx_offset(kk, o, k)]);
         default:
             return s.empty() ? 1.0 : s[0];
     }
 }
 
+// Random E8M0 scales 2^-spread .. 2^spread for an operand of k x outer elements; the padding
+// entries 0, as the documentation asks.
+static std::vector<uint8_t> random_e8m0(int k, int outer, int spread) {
+    std::vector<uint8_t> e8m0(scale_count(CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, k, outer), 0);
+    for (int o = 0; o < outer; o++)
+        for (int kk = 0; kk < k; kk += 32)
+            e8m0[mx_offset(kk, o, k)] =
+                static_cast<uint8_t>(127 + std::lround(uniform(-spread, spread)));
+    return e8m0;
+}
+
 // Random FP8 inputs in [-range, range], random scales in [0.25, 4], C and the bias.
 static void fill(Case& s, float range = 8.0f) {
-    s.a.assign(static_cast<size_t>(ld_a(s) * s.m), 0);
-    s.b.assign(static_cast<size_t>(ld_b(s) * s.n), 0);
+    s.a.assign(static_cast<size_t>(ld_a(s) * (trans_a(s) ? s.m : s.k)), 0);
+    s.b.assign(static_cast<size_t>(ld_b(s) * (trans_b(s) ? s.k : s.n)), 0);
     for (size_t i = 0; i < s.a.size(); i++) s.a[i] = encode_fp8(s.a_type, uniform(-range, range));
     for (size_t i = 0; i < s.b.size(); i++) s.b[i] = encode_fp8(s.b_type, uniform(-range, range));
     s.a_scales.resize(scale_count(s.a_mode, s.k, s.m));
     s.b_scales.resize(scale_count(s.b_mode, s.k, s.n));
     for (float& x : s.a_scales) x = uniform(0.25f, 4.0f);
     for (float& x : s.b_scales) x = uniform(0.25f, 4.0f);
+    if (s.a_mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0)
+        s.a_e8m0 = random_e8m0(s.k, s.m, s.e8m0_spread);
+    if (s.b_mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0)
+        s.b_e8m0 = random_e8m0(s.k, s.n, s.e8m0_spread);
     s.c.assign(static_cast<size_t>(ld_d(s) * s.n) * type_size(s.c_type), 0);
     for (int64_t i = 0; i < ld_d(s) * s.n; i++) put(s.c_type, s.c, i, uniform(-4, 4));
     s.bias.resize(s.m);
@@ -171,8 +232,14 @@ static Result run(const Case& s) {
         return allocations.back();
     };
     if (s.scale_pointers) {
-        const void* a_scale = device(s.a_scales.data(), s.a_scales.size() * 4);
-        const void* b_scale = device(s.b_scales.data(), s.b_scales.size() * 4);
+        const bool mx_a = s.a_mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+        const bool mx_b = s.b_mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+        const void* a_scale =
+            static_cast<char*>(mx_a ? device(s.a_e8m0.data(), s.a_e8m0.size())
+                                    : device(s.a_scales.data(), s.a_scales.size() * 4)) +
+            s.misalign_scale;
+        const void* b_scale = mx_b ? device(s.b_e8m0.data(), s.b_e8m0.size())
+                                   : device(s.b_scales.data(), s.b_scales.size() * 4);
         set_attr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale);
         set_attr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale);
     }
@@ -207,7 +274,7 @@ static Result run(const Case& s) {
         set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
     }
 
-    const bool ta = s.transa != CUBLAS_OP_N, tb = s.transb != CUBLAS_OP_N;
+    const bool ta = trans_a(s), tb = trans_b(s);
     cublasLtMatrixLayout_t la, lb, lc, ld;
     CUBLAS_CHECK(
         cublasLtMatrixLayoutCreate(&la, s.a_type, ta ? s.k : s.m, ta ? s.m : s.k, ld_a(s)));
@@ -283,10 +350,10 @@ static bool check(const Case& s) {
         for (int i = 0; i < s.m; i++) {
             double sum = 0, magnitude = 0;
             for (int kk = 0; kk < s.k; kk++) {
-                double a = decode_fp8(s.a_type, s.a[kk + i * ld_a(s)]);
-                double b = decode_fp8(s.b_type, s.b[kk + j * ld_b(s)]);
-                if (!scalar_a) a *= scale_at(s.a_mode, s.a_scales, kk, i, s.k, s.m);
-                if (!scalar_b) b *= scale_at(s.b_mode, s.b_scales, kk, j, s.k, s.n);
+                double a = decode_fp8(s.a_type, a_bits(s, i, kk));
+                double b = decode_fp8(s.b_type, b_bits(s, kk, j));
+                if (!scalar_a) a *= scale_at(s.a_mode, s.a_scales, s.a_e8m0, kk, i, s.k, s.m);
+                if (!scalar_b) b *= scale_at(s.b_mode, s.b_scales, s.b_e8m0, kk, j, s.k, s.n);
                 sum += a * b;
                 magnitude += std::fabs(a * b);
             }
@@ -529,20 +596,28 @@ static int part_special() {
     return passed == cases ? 0 : 1;
 }
 
+// Runs a case that must be refused with `want` by cublasLtMatmul and, unless only a pointer is
+// wrong (the heuristic does not see pointers), by cublasLtMatmulAlgoGetHeuristic. Every such
+// status is [expected]: the documentation says what is unsupported, not with which status
+// (scripts/gpu_check.sh lists them for the native run). Returns whether both were as wanted.
+static bool refused_case(Case s, cublasStatus_t want) {
+    s.name += " [expected]";
+    fill(s);
+    const Result r = run(s);
+    const cublasStatus_t heuristic =
+        s.misalign_a || s.misalign_scale ? CUBLAS_STATUS_SUCCESS : want;
+    std::string what = s.name + ": heuristic";
+    expect_status(r.heuristic, heuristic, what.c_str());
+    what = s.name + ": matmul";
+    expect_status(r.matmul, want, what.c_str());
+    return r.matmul == want && r.heuristic == heuristic;
+}
+
 static int part_refused() {
     int passed = 0, cases = 0;
-    // Every status here is [expected]: the documentation says what is unsupported, not with which
-    // status (scripts/gpu_check.sh lists them for the native run).
-    const auto refused = [&](Case s, cublasStatus_t want) {
-        s.name += " [expected]";
-        fill(s);
-        const Result r = run(s);
-        std::string what = s.name + ": heuristic";
-        expect_status(r.heuristic, s.misalign_a ? CUBLAS_STATUS_SUCCESS : want, what.c_str());
-        what = s.name + ": matmul";
-        expect_status(r.matmul, want, what.c_str());
+    const auto refused = [&](const Case& s, cublasStatus_t want) {
         cases++;
-        passed += r.matmul == want && r.heuristic == (s.misalign_a ? CUBLAS_STATUS_SUCCESS : want);
+        passed += refused_case(s, want);
     };
     const cudaDataType e4 = CUDA_R_8F_E4M3, e5 = CUDA_R_8F_E5M2;
     const cublasStatus_t unsupported = CUBLAS_STATUS_NOT_SUPPORTED;
@@ -584,8 +659,6 @@ static int part_refused() {
         s.name = name, s.a_mode = a, s.b_mode = b, s.m = s.n = 128, s.k = 128;
         refused(s, want);
     };
-    modes("MXFP8 (VEC32_UE8M0) on sm_90", CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0,
-          CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, unsupported);
     modes("NVFP4 scales (VEC16_UE4M3)", CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3,
           CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3, unsupported);
     modes("128x128 x 128x128", CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
@@ -593,6 +666,18 @@ static int part_refused() {
     modes("row-wise x per tensor", CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
           CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, unsupported);
     modes("an unknown scale mode", 99, 99, invalid);
+    {
+        Case s;
+        s.name = "1x128 scales with N = 30, not a multiple of 4";
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, s.n = 30;
+        refused(s, unsupported);
+    }
+    {
+        Case s;
+        s.name = "1x128 A scale not 16-byte aligned (the heuristic does not see it)";
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, s.misalign_scale = 4;
+        refused(s, unsupported);
+    }
     {
         Case s;
         s.name = "1x128 scales without a scale pointer";
@@ -643,15 +728,125 @@ static int part_refused() {
     return passed == cases ? 0 : 1;
 }
 
+// MXFP8 on the device the test runs on (see the file's first comment).
+static int part_mx() {
+    int device = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+#ifdef __CUCC__
+    const char* where = "CPU runtime";
+#else
+    const char* where = "native";
+#endif
+    int passed = 0, cases = 0;
+    const auto count = [&](bool ok) {
+        cases++;
+        passed += ok;
+    };
+    const int32_t mx = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+    const cudaDataType e4 = CUDA_R_8F_E4M3, e5 = CUDA_R_8F_E5M2;
+    const cublasStatus_t unsupported = CUBLAS_STATUS_NOT_SUPPORTED;
+    char name[128];
+    if (major < 10) {
+        Case s;
+        snprintf(name, sizeof name, "MXFP8 (VEC32_UE8M0) on compute capability %d.%d", major,
+                 minor);
+        s.name = name, s.a_mode = s.b_mode = mx, s.m = s.n = s.k = 128;
+        count(refused_case(s, unsupported));
+    } else {
+        const auto add = [&](Case s) {
+            fill(s);
+            count(check(s));
+        };
+        Case s;
+        s.a_mode = s.b_mode = mx;
+        s.name = "MXFP8 e4m3 x e4m3 -> bf16, 200 x 136 x 320 (partial scale tiles), bias";
+        s.m = 200, s.n = 136, s.k = 320, s.epilogue = CUBLASLT_EPILOGUE_BIAS;
+        add(s);
+        s.name = "MXFP8 e4m3 x e5m2 -> f32, beta 1, 256 x 128 x 512";
+        s.b_type = e5, s.c_type = s.d_type = CUDA_R_32F, s.beta = 1.0f;
+        s.m = 256, s.n = 128, s.k = 512, s.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        add(s);
+        // f16's range: elements within +-2, scales 2^-2 .. 2^2, so |D| < 96 * 64
+        s.name = "MXFP8 e5m2 x e4m3 -> f16, GELU with bias, 64 x 32 x 96";
+        s.a_type = e5, s.b_type = e4, s.c_type = s.d_type = CUDA_R_16F, s.beta = 0.0f;
+        s.m = 64, s.n = 32, s.k = 96, s.epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+        s.e8m0_spread = 2;
+        fill(s, 2.0f);
+        count(check(s));
+        // 10.x and 11.x take every op pair (the scales keep their layout whatever the
+        // transposition); 12.x, Blackwell GeForce, only TN.
+        const bool tn_only = major == 12;
+        const cublasOperation_t N = CUBLAS_OP_N, T = CUBLAS_OP_T;
+        const cublasOperation_t pairs[][2] = {{N, N}, {N, T}, {T, T}};
+        for (const auto& pair : pairs) {
+            s = Case();
+            s.transa = pair[0], s.transb = pair[1];
+            s.c_type = s.d_type = CUDA_R_32F, s.m = 144, s.n = 48, s.k = 160;
+            snprintf(name, sizeof name, "op pair %s%s -> f32, 144 x 48 x 160",
+                     pair[0] == T ? "T" : "N", pair[1] == T ? "T" : "N");
+            s.name = std::string(name) + ", per-tensor scales";
+            if (tn_only) count(refused_case(s, unsupported));
+            else add(s);
+            s.name = std::string("MXFP8 ") + name;
+            s.a_mode = s.b_mode = mx;
+            if (tn_only) count(refused_case(s, unsupported));
+            else add(s);
+        }
+        // E8M0's ends: 2^-127 (byte 0) on one block of A, 2^100 on one K block of B.
+        s = Case();
+        s.name = "MXFP8 scales 2^-127 and 2^100 -> f32";
+        s.a_mode = s.b_mode = mx, s.c_type = s.d_type = CUDA_R_32F;
+        s.m = 64, s.n = 16, s.k = 128;
+        fill(s);
+        s.a_e8m0[mx_offset(32, 5, s.k)] = 0;
+        for (int j = 0; j < s.n; j++) s.b_e8m0[mx_offset(64, j, s.k)] = 127 + 100;
+        count(check(s));
+        // A NaN scale (0xFF) of A's row 3: row 3 of D is NaN, every other element finite.
+        s.name = "MXFP8 NaN scale (0xFF) in row 3 of A";
+        s.a_e8m0[mx_offset(96, 3, s.k)] = 0xFF;
+        const Result r = run(s);
+        bool ok = r.matmul == CUBLAS_STATUS_SUCCESS;
+        for (int j = 0; ok && j < s.n; j++)
+            for (int i = 0; i < s.m; i++)
+                ok &= std::isnan(get(s.d_type, r.d, i + j * s.m)) == (i == 3);
+        expect(ok, s.name.c_str());
+        count(ok);
+        // Refused on 10.x.
+        s = Case();
+        s.m = s.n = s.k = 128;
+        s.name = "MXFP8 A with a per-tensor B", s.a_mode = mx;
+        count(refused_case(s, unsupported));
+        s.name = "VEC128_32F on compute capability 10.x (Hopper's)";
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        count(refused_case(s, unsupported));
+        s.name = "OUTER_VEC_32F on compute capability 10.x (Hopper's)";
+        s.a_mode = s.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        count(refused_case(s, unsupported));
+        s.name = "MXFP8 with an FP8 D (its block scales are not written here)";
+        s.a_mode = s.b_mode = mx, s.d_type = e4;
+        count(refused_case(s, unsupported));
+        s.name = "MXFP8 A scale not 16-byte aligned (the heuristic does not see it)";
+        s.d_type = CUDA_R_16BF, s.misalign_scale = 8;
+        count(refused_case(s, unsupported));
+        s.name = "MXFP8 with K = 48, not a multiple of 32", s.misalign_scale = 0, s.k = 48;
+        count(refused_case(s, unsupported));
+    }
+    printf("mx (compute capability %d.%d, %s): %d cases passed\n", major, minor, where, passed);
+    return passed == cases ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
     if (argc != 3 || strcmp(argv[1], "--part") != 0) {
-        fprintf(stderr, "usage: %s --part modes|special|refused\n", argv[0]);
+        fprintf(stderr, "usage: %s --part modes|special|refused|mx\n", argv[0]);
         return 2;
     }
     const std::string part = argv[2];
     int status = part == "modes"     ? part_modes()
                  : part == "special" ? part_special()
                  : part == "refused" ? part_refused()
+                 : part == "mx"      ? part_mx()
                                      : 2;
     if (status == 2) fprintf(stderr, "unknown part %s\n", argv[2]);
     return status;

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""scripts/test_stability.py: a run rides through bad steps (llmc/stability.h): a step whose loss
+or gradient norm is not finite, or a spike against the trailing window, is skipped on every
+rank, never applied, and --max-skips non-finite ones in a row end the run; the faults come from
+--inject-fault.
+
+A tiny model (2 blocks, width 128, vocabulary 256, T 16) trained on token shards for 5 steps.
+Checks:
+1. A NaN gradient injected at step 3 (micro-batch 0's loss gradient times NaN, on one rank) is
+   skipped: the run ends with exactly the parameters of a run that skipped step 3's update on
+   purpose (--inject-fault 3:skip), so nothing of the NaN reached the weights or the optimizer
+   state (AdamW's moments and step count shape every later step): fp32 one process (the final
+   checkpoints' parameters equal, element for element), bf16 under mpirun on 2 ranks with ZeRO-1
+   and ZeRO-3 with the NaN on rank 1 (the parameter hashes equal), and with --fp8 delayed (the
+   step's amaxes dropped with it). The log records the skip (skipped, skip_reason, skips) and
+   every other step's loss equals the clean run's up to step 3.
+2. --max-skips: --lr 1e300 makes every step after the first non-finite; with --max-skips 2 the
+   run rides through steps 2 and 3 and stops at step 4 with the count in its message; with
+   --max-skips 10 it finishes, 4 skips logged.
+3. A loss-scale spike (x 1e4 on micro-batch 0 at step 2) and a bad batch (micro-batch 0's tokens
+   one repeated token at step 2) are applied where asked: the step's gradient norm (the spike) or
+   loss (the bad batch) moves away from the clean run's, the steps before stay equal.
+4. Spikes (--spike-window 4 --spike-zscore 4, 8 steps): the clean run has none; a loss-scale
+   spike of 1e4 at step 6 is detected (its gradient norm far above the window's) and skipped,
+   ending with the parameters of a run that skipped step 6 on purpose; resumed from its step-4
+   checkpoint (the window in the checkpoint), the spiked run detects the same spike and ends
+   with the same parameters, element for element (an empty window would miss it).
+5. A malformed --inject-fault is refused with its message.
+
+Usage: python3 scripts/test_stability.py [--bin-dir build/cpu]; exits 0 when every check passes.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from testlib import (ROOT, check, checkpoint_array, final_checkpoint, finish, logged_values, make_data,
+                     param_hash, resume, train)
+
+STEPS = 5
+MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--seq", "16", "--lr", "3e-3",
+         "--warmup", "1", "--seed", "9", "--val-every", "0", "--sample-len", "0", "--steps", str(STEPS)]
+
+
+def losses(result):
+    return {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "train_loss"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
+    args = parser.parse_args()
+    bf16, fp32 = os.path.join(args.bin_dir, "train_gpt"), os.path.join(args.bin_dir, "train_gpt_fp32")
+    work = tempfile.mkdtemp(prefix="test_stability_")
+    try:
+        data = make_data(os.path.join(work, "data"))
+        base = ["--data", data, "--batch", "4"]
+
+        # 1
+        clean = train(fp32, 0, work, "clean", MODEL, base)
+        nan = train(fp32, 0, work, "nan", MODEL, base + ["--inject-fault", "3:nan-grad"])
+        skip = train(fp32, 0, work, "skip", MODEL, base + ["--inject-fault", "3:skip"])
+        same = np.array_equal(checkpoint_array(final_checkpoint(nan[2], STEPS), "params"),
+                              checkpoint_array(final_checkpoint(skip[2], STEPS), "params"))
+        record = next((r for r in nan[1] if r.get("step") == 3 and "train_loss" in r), {})
+        logged = record.get("skipped") == 1 and "not finite" in record.get("skip_reason", "") and \
+            record.get("skips") == 1
+        before = all(losses(nan)[k] == losses(clean)[k] for k in (1, 2, 3))
+        check(same and logged and before,
+              "fp32: a NaN gradient at step 3 is skipped: the parameters equal a run that skipped step 3 on "
+              "purpose, element for element; the log records the skip; steps 1-3 are the clean run's")
+        for zero, extra in ((1, []), (3, []), (1, ["--fp8", "delayed"])):
+            runs = [train(bf16, 2, work, f"{kind}_z{zero}{len(extra)}", MODEL,
+                          base + ["--zero", str(zero), "--inject-fault", fault] + extra, checkpoints=False)
+                    for kind, fault in (("nan", "3:nan-grad:1"), ("skip", "3:skip"))]
+            hashes = [param_hash(r[0], 2) for r in runs]
+            check(hashes[0] is not None and hashes[0] == hashes[1] and "update skipped" in runs[0][0],
+                  f"bf16, 2 ranks, ZeRO-{zero}{' --fp8 delayed' if extra else ''}: a NaN gradient on rank 1 at "
+                  f"step 3 is skipped on both ranks, ending with the deliberate skip's parameter hash")
+
+        # 2
+        diverge = [fp32] + MODEL + base + ["--lr", "1e300"]
+        proc = subprocess.run(diverge + ["--max-skips", "2"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        out = proc.stdout + proc.stderr
+        check(proc.returncode != 0 and "step 4: the loss is" in out and "3 non-finite steps in a row, --max-skips 2" in out
+              and out.count("update skipped") == 2,
+              "--lr 1e300 --max-skips 2: steps 2 and 3 skipped, the run stops at step 4 with the count")
+        rode = train(fp32, 0, work, "rode", MODEL, base + ["--lr", "1e300", "--max-skips", "10"], checkpoints=False)
+        last = [r for r in rode[1] if "train_loss" in r][-1]
+        check(last.get("skips") == 4 and last.get("step") == STEPS,
+              f"--lr 1e300 --max-skips 10: the run finishes with {last.get('skips')} skips logged (4)")
+
+        # 3
+        norms = {k[1]: v for k, v in logged_values(clean[1]).items() if k[0] == "grad_norm"}
+        spike = train(fp32, 0, work, "spike", MODEL, base + ["--inject-fault", "2:loss-scale=1e4"], checkpoints=False)
+        spiked = {k[1]: v for k, v in logged_values(spike[1]).items() if k[0] == "grad_norm"}
+        check(spiked[1] == norms[1] and spiked[2] > 100 * norms[2],
+              f"a loss-scale spike of 1e4 at step 2: its gradient norm {spiked[2]:.4g} against the clean "
+              f"{norms[2]:.4g}, step 1 unchanged")
+        bad = train(fp32, 0, work, "bad", MODEL, base + ["--inject-fault", "2:bad-batch"], checkpoints=False)
+        check(losses(bad)[1] == losses(clean)[1] and abs(losses(bad)[2] - losses(clean)[2]) > 1e-3,
+              f"a bad batch at step 2: its loss {losses(bad)[2]:.4f} against the clean {losses(clean)[2]:.4f}, "
+              f"step 1 unchanged")
+
+        # 4
+        spiky = MODEL[:-1] + ["8", "--spike-window", "4", "--spike-zscore", "4"]
+        quiet = train(fp32, 0, work, "quiet", spiky, base, checkpoints=False)
+        spiked_run = train(fp32, 0, work, "spiked", spiky, base + ["--inject-fault", "6:loss-scale=1e4",
+                                                                   "--checkpoint-every", "4"])
+        on_purpose = train(fp32, 0, work, "on_purpose", spiky, base + ["--inject-fault", "6:skip"])
+        record = next((r for r in spiked_run[1] if r.get("step") == 6 and "train_loss" in r), {})
+        check("update skipped" not in quiet[0] and "a spike: the gradient norm" in record.get("skip_reason", "") and
+              np.array_equal(checkpoint_array(final_checkpoint(spiked_run[2], 8), "params"),
+                             checkpoint_array(final_checkpoint(on_purpose[2], 8), "params")),
+              "a gradient spike at step 6 is detected and skipped (the clean run has no spike), ending with the "
+              "parameters of a run that skipped step 6 on purpose")
+        resumed = resume(fp32, spiked_run, 0, work, "spiked_resumed", spiky,
+                         base + ["--inject-fault", "6:loss-scale=1e4"], step=4)
+        check("update skipped" in resumed[0] and
+              np.array_equal(checkpoint_array(final_checkpoint(resumed[2], 8), "params"),
+                             checkpoint_array(final_checkpoint(spiked_run[2], 8), "params")),
+              "resumed from step 4, the spike window comes from the checkpoint: the same skip, the same parameters")
+
+        # 5
+        proc = subprocess.run([fp32] + MODEL + ["--inject-fault", "0:nan-grad"], capture_output=True, text=True,
+                              cwd=ROOT, timeout=60)
+        check(proc.returncode != 0 and "expected STEP:KIND[:RANK]" in proc.stderr,
+              "--inject-fault 0:nan-grad is refused with its message")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    finish("stability")
+
+
+if __name__ == "__main__":
+    main()
