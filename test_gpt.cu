@@ -157,6 +157,11 @@ against the dump's fp32 run of the recipe, and part (c) holds the recipe itself.
   may land near zero by chance (measured: PyTorch's 1.45e-3 and ours 5.8e-3 at step 2 of one
   unseen configuration, ours a fraction of PyTorch's on others); part (b) holds every step's
   norm.
+  Gradient norms (part (a) step 0, part (b)): a norm's difference is one scalar, the projection
+  of the gradient's error on the gradient, which lands near zero by chance in PyTorch's run as
+  in ours, so its d is pooled over the dump's steps: the largest bf16.step<j>.grad_norm, the
+  size of the effect rather than one sample of it (as D for Muon). Measured: one unseen mx
+  configuration's step 1 gave ours 3.9e-3 against d 9.3e-4 (its pooled d 2.2e-3).
   Part (b), delayed scaling: each step starts from the dump's amax histories and scales
   (fp8.step<k>.*, uploaded with gpt_fp8_delayed_upload at ring position k mod H). After the
   step's update our new state (the dump's state of step k-1 with our amaxes of step k-1) is held
@@ -570,6 +575,22 @@ inline void compare_grads(Tally* tally, const Dump* d, const GPT* m, int k, floa
     check_key_bias_zero(tally, m, grads);
 }
 
+// A step's gradient norm (step<k>.grad_norm as `name`). FP8 dumps in the bf16 build: d pooled
+// over the dump's K steps, the largest bf16.step<j>.grad_norm (header); otherwise the rule.
+inline void compare_grad_norm(Tally* tally, const Dump* d, const char* name, double ours, int K) {
+    if (FLOATX_IS_FP32 || !fp8_dump(d)) {
+        compare_scalar_rule(tally, d, name, name, ours);
+        return;
+    }
+    double pooled = 0.0;
+    for (int j = 0; j < K; j++) {
+        char key[64];
+        snprintf(key, sizeof(key), "step%d.grad_norm", j);
+        pooled = fmax(pooled, bf16_d(d, key));
+    }
+    compare_scalar(tally, d, name, ours, fmax(BF16_FACTOR * pooled, BF16_FLOOR));
+}
+
 // FNV-1a over the bytes of a device buffer.
 inline uint64_t hash_device(uint64_t h, const void* ptr, size_t bytes) {
     unsigned char* tmp = (unsigned char*)MALLOC_CHECK(bytes);
@@ -733,7 +754,7 @@ inline uint64_t run_free(const Dump* d, const TestSetup* s, Tally* tally) {
                        "lands %.3e away; part (b) holds this step's norm)\n",
                        name, fabs(norm - ref) / fabs(ref), dump_scalar(d, bf16_key));
         } else {
-            compare_scalar_rule(tally, d, name, key, norm);
+            compare_grad_norm(tally, d, name, norm, s->K);
         }
         h = hash_bytes(h, &loss, sizeof(loss));
         h = hash_bytes(h, &z_loss, sizeof(z_loss));
@@ -1107,7 +1128,7 @@ inline void run_teacher_forced(const Dump* d, const TestSetup* s, Tally* tally) 
         snprintf(name, sizeof(name), "step%d.z_loss", k);
         compare_scalar_rule(tally, d, name, name, z_loss);
         snprintf(name, sizeof(name), "step%d.grad_norm", k);
-        compare_scalar_rule(tally, d, name, name, gpt_grad_norm(&model));
+        compare_grad_norm(tally, d, name, gpt_grad_norm(&model), K);
         compare_grads(tally, d, &model, k, scratch.data());
 
         // The optimizers on the dump's gradient, learning rates and clip scale.
