@@ -133,9 +133,9 @@ against the dump's fp32 run of the recipe, and part (c) holds the recipe itself.
   downstream moves by far more than the noise that decided it. d = bf16.<name> of an FP8 dump is
   how far PyTorch's bf16-autocast run of the same recipe (teacher-forced; the fp32 run's delayed
   scales) lands from its fp32 run: a second correct run of the FP8 arithmetic, whose bf16
-  activations flip quantizations as ours do. Measured on the suite's FP8 dumps and six unseen
+  activations flip quantizations as ours do. Measured on the suite's FP8 dumps and eight unseen
   ones: d of the gradients 2e-3 to 0.17 (up to 0.75 at step 0 of delayed scaling, below);
-  ours lands at 1.0x to 1.05x d in the median and at most 1.53x d for a gradient, 2.3x for a
+  ours lands at 1.0x to 1.05x d in the median and at most 1.61x d for a gradient, 2.3x for a
   gradient norm (where 4d is above the floor), so the factor 4 and the floor of the bf16 rule
   stand. Its ceiling does not: PyTorch's own second run moves gradients by up to 0.17, past
   bf16's 5e-2, and no bound that follows from FP8 arithmetic caps how far two correct runs may
