@@ -30,6 +30,23 @@ Starting from the dump's initial parameters and tokens it verifies:
     the dump's own bf16 measures of the float64 update (triangle inequality);
   - the bf16.* and fp32.* records exist for every compared quantity and are finite and
     non-negative.
+FP8 dumps (--fp8): the model's four linear layers of every block (and the lm head with
+--fp8-lm-head) quantize their operands as the recipe defines them, modelled here in float64:
+FP8 values from their exponent and mantissa bits (fp8_round, not torch's casts), scale groups
+from an element-to-tile index (not reshapes), the scale and its reciprocal rounded to float32
+where the recipe computes them in float32, operands rounded to float32 first (what the fp32
+program quantizes). Quantization is discontinuous: the dump's float32 run and any float64 run
+quantize an element near a rounding boundary differently, so no fixed bound relates them. The
+dump records its own float64 run's distance, exact.<name> = ||exact - dump|| / ||dump||; this
+model is an independent float64 run of the same definition, so its distance from the dump must
+equal that record within 1e-5 (measured: 1e-16 between the two float64 runs' gradients). A
+recipe error in either program (a tile shape, a scale rule) moves the distances apart by the
+size of an FP8 rounding (~1e-2). Delayed scaling: each step's amax histories and scales in the
+dump follow from the previous step's with the model's amaxes, within 1e-5. Each FP8 layer's
+recorded products (fp8.layer*: the bf16 run's operands, its products rounded to bf16) lie,
+element by element, within one bf16 spacing plus the float32 sum's rounding bound of this
+model's float64 products of the same operands (measured: at most 0.5 of it, the rounding
+itself). bf16.free.* and bf16.fp8.* records: finite and non-negative, with the other bf16.*.
 Prints every check with its error and bound; exits 1 if any fails.
 """
 
@@ -85,10 +102,12 @@ class Report:
         if self.verbose or not ok:
             print(("ok    " if ok else "FAIL  ") + line)
 
-    def close_to(self, name, got, want, tol=TOL, slack=None):
+    def close_to(self, name, got, want, tol=TOL, slack=None, exact=None):
         """got (from the dump) against want (float64): relative norm error and max abs. slack,
         if given, is a per-element absolute error that the dump's float32 storage cannot avoid;
-        it is taken off each element's error before the norm."""
+        it is taken off each element's error before the norm. exact (FP8 dumps): the dump's own
+        exact.<name>, ||exact run - got|| / ||got||; the same measure of want must then equal it
+        within tol (want is that run, recomputed here)."""
         got, want = got.double(), want.double()
         if got.shape != want.shape:
             self.check(False, f"{name}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
@@ -98,11 +117,13 @@ class Report:
         if slack is not None:
             err = (err.abs() - slack).clamp(min=0)
         diff = torch.linalg.vector_norm(err).item()
-        ref = torch.linalg.vector_norm(want).item()
+        ref = torch.linalg.vector_norm(want if exact is None else got).item()
         rel = diff / ref if ref > 0 else (0.0 if diff == 0 else math.inf)
-        ok = math.isfinite(rel) and rel < tol and bool(torch.isfinite(got).all())
-        self.check(ok, f"{name}: rel err {rel:.3e} (bound {tol:.0e}), max abs {max_abs:.3e}, "
-                       f"norm {ref:.4e}")
+        excess = rel if exact is None else abs(rel - exact)
+        ok = math.isfinite(rel) and excess < tol and bool(torch.isfinite(got).all())
+        against = "" if exact is None else f" against the dump's exact run's {exact:.3e}"
+        self.check(ok, f"{name}: rel err {rel:.3e}{against} (bound {tol:.0e}), max abs "
+                       f"{max_abs:.3e}, norm {ref:.4e}")
 
 
 BLOCK_TENSORS = ("ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
@@ -149,6 +170,113 @@ def expected_shapes(c):
     return shapes
 
 
+# =============================================================================================
+# FP8 (reference.py's docstring, FP8), modelled here in float64 from the recipes' definitions:
+# FP8 values by their exponent and mantissa bits, not torch's float8 casts.
+
+FP8_FORMAT = {  # name: (mantissa bits, smallest normal exponent, largest finite value, MX emax)
+    "e4m3": (3, -6, 448.0, 8), "e5m2": (2, -14, 57344.0, 15)}
+FP8_RECIPE_NAMES = ["off", "tensor", "delayed", "rowwise", "block", "mx"]
+
+
+def to_fp32(x):
+    """x (float64) rounded to the nearest float32, back in float64."""
+    return x.float().double()
+
+
+def fp8_round(v, fmt):
+    """float64 values already within +-max rounded to the nearest value of the FP8 format, ties
+    to even: the spacing is 2^(e - mantissa bits) for |v| in [2^e, 2^(e+1)), e at least the
+    smallest normal exponent (subnormals share its spacing)."""
+    mbits, emin, _, _ = FP8_FORMAT[fmt]
+    exponent = (torch.frexp(v.abs()).exponent - 1).clamp(min=emin)
+    spacing = torch.pow(2.0, (exponent - mbits).double())
+    return torch.round(v / spacing) * spacing  # torch.round: half to even; v / spacing exact
+
+
+def tile_of(recipe, rows, cols, weight):
+    """(tile rows, tile cols) of one scale group of an operand (rows, cols), cols reduced."""
+    return {"tensor": (rows, cols), "delayed": (rows, cols), "rowwise": (1, cols),
+            "block": (128, 128) if weight else (1, 128), "mx": (1, 32)}[recipe]
+
+
+def group_index(rows, cols, tile):
+    """Each element's scale group, numbered row-major over the grid of tiles."""
+    tr, tc = tile
+    r = torch.arange(rows).unsqueeze(1) // tr
+    c = torch.arange(cols).unsqueeze(0) // tc
+    return r * ((cols + tc - 1) // tc) + c
+
+
+def fp8_qdq(m, fmt, recipe, weight, delayed_scale=None):
+    """The operand m (float64 holding float32 values) quantized by the recipe and dequantized
+    (float64), and its amax over the whole operand."""
+    _, _, fmax, emax = FP8_FORMAT[fmt]
+    group = group_index(*m.shape, tile_of(recipe, *m.shape, weight))
+    mag = torch.nan_to_num(m.abs(), nan=0.0)
+    amax = torch.zeros(int(group.max()) + 1, dtype=torch.float64).scatter_reduce(
+        0, group.flatten(), mag.flatten(), "amax")[group]
+    if recipe == "mx":
+        exponent = (torch.frexp(amax).exponent - 1 - emax).clamp(-127, 127)
+        scale = torch.where(amax > 0, torch.pow(2.0, exponent.double()), 2.0 ** -127)
+        return fp8_round((m / scale).clamp(-fmax, fmax), fmt) * scale, mag.max()
+    if delayed_scale is not None:
+        s = torch.full_like(m, delayed_scale)
+    else:  # float32 arithmetic where the recipe has it: the scale and its reciprocal
+        s = to_fp32(fmax / amax.clamp(min=to_fp32(torch.tensor(1e-12)).item()))
+        s = torch.where((amax == 0) | torch.isinf(amax), 1.0, s)
+    q = fp8_round(to_fp32(m * s).clamp(-fmax, fmax), fmt)
+    return to_fp32(q * to_fp32(1.0 / s)), mag.max()
+
+
+class Fp8Model:
+    """The FP8 side of the float64 model: recipe, gradients' format, the delayed scales of the
+    step (slot, tensor) from the dump and the step's amaxes as they accumulate."""
+
+    def __init__(self, c, scales):
+        self.recipe = FP8_RECIPE_NAMES[c["fp8"]]
+        self.grad_fmt = "e5m2" if c["fp8_grad_e5m2"] else "e4m3"
+        self.scales = scales
+        self.amax = torch.zeros(4 * c["layers"] + c["fp8_lm_head"], 3, dtype=torch.float64)
+
+    def qdq(self, m, slot, tensor, weight, record):
+        """Operand `tensor` (0 x, 1 w, 2 g) of the slot, from m rounded to float32 (the values
+        the fp32 program quantizes)."""
+        fmt = self.grad_fmt if tensor == 2 else "e4m3"
+        scale = self.scales[slot, tensor].item() if self.recipe == "delayed" else None
+        out, amax = fp8_qdq(to_fp32(m), fmt, self.recipe, weight, scale)
+        if record:
+            self.amax[slot, tensor] = max(self.amax[slot, tensor].item(), amax.item())
+        return out
+
+
+class Fp8Matmul(torch.autograd.Function):
+    """x w^T with FP8 operands: forward q(x) q(w), backward dx = q(g) q(w^T), dw = q(g^T) q(x^T),
+    products of the dequantized values in float64."""
+
+    @staticmethod
+    def forward(ctx, x, w, model, slot):
+        X = x.reshape(-1, x.shape[-1])
+        ctx.save_for_backward(X, w)
+        ctx.model, ctx.slot, ctx.x_shape = model, slot, x.shape
+        y = model.qdq(X, slot, 0, False, True) @ model.qdq(w, slot, 1, True, True).T
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, dy):
+        X, w = ctx.saved_tensors
+        model, slot = ctx.model, ctx.slot
+        G = dy.reshape(-1, w.shape[0])
+        dx = model.qdq(G, slot, 2, False, True) @ model.qdq(w.T, slot, 1, True, False).T
+        dw = model.qdq(G.T, slot, 2, False, False) @ model.qdq(X.T, slot, 0, False, False).T
+        return dx.reshape(ctx.x_shape), dw, None, None
+
+
+def matmul_t(x, w, fp8, slot):
+    """x w^T, through the FP8 model when fp8 is given."""
+    return x @ w.T if fp8 is None else Fp8Matmul.apply(x, w, fp8, slot)
+
+
 def layernorm(x, w, b):
     mu = x.mean(-1, keepdim=True)
     var = ((x - mu) ** 2).mean(-1, keepdim=True)
@@ -163,18 +291,18 @@ def rms_norm(x, w):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
 
 
-def micro_batch_loss(p, c, tok, tgt):
+def micro_batch_loss(p, c, tok, tgt, fp8=None):
     """float64 logits (B, T, V), mean cross-entropy and z-loss term; p maps names to float64
-    tensors."""
+    tensors; fp8: the step's Fp8Model or None."""
     B, T = tok.shape
-    C, NH, V = c["embd"], c["heads"], c["vocab"]
+    C, NH, V, L = c["embd"], c["heads"], c["vocab"], c["layers"]
     HS = C // NH
     x = p["wte"][tok] + p["wpe"][:T]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     for l in range(c["layers"]):
         w = {n: p[f"h{l}.{n}"] for n in BLOCK_TENSORS + (QK_NORM_TENSORS if c["qk_norm"] else ())}
         a = layernorm(x, w["ln1.w"], w["ln1.b"])
-        qkv = a @ w["attn.qkv.w"].T + w["attn.qkv.b"]
+        qkv = matmul_t(a, w["attn.qkv.w"], fp8, 4 * l) + w["attn.qkv.b"]
         heads = []
         for h in range(NH):
             q = qkv[..., h * HS:(h + 1) * HS]
@@ -186,23 +314,26 @@ def micro_batch_loss(p, c, tok, tgt):
             s = s.masked_fill(future, -math.inf)
             e = torch.exp(s - s.max(-1, keepdim=True).values)
             heads.append((e / e.sum(-1, keepdim=True)) @ v)
-        x = x + torch.cat(heads, -1) @ w["attn.proj.w"].T + w["attn.proj.b"]
-        m = gelu_tanh(layernorm(x, w["ln2.w"], w["ln2.b"]) @ w["mlp.fc.w"].T + w["mlp.fc.b"])
-        x = x + m @ w["mlp.proj.w"].T + w["mlp.proj.b"]
-    logits = (layernorm(x, p["lnf.w"], p["lnf.b"]) @ p["wte"].T)[..., :V]
+        x = x + matmul_t(torch.cat(heads, -1), w["attn.proj.w"], fp8, 4 * l + 1) \
+            + w["attn.proj.b"]
+        m = gelu_tanh(matmul_t(layernorm(x, w["ln2.w"], w["ln2.b"]), w["mlp.fc.w"], fp8,
+                               4 * l + 2) + w["mlp.fc.b"])
+        x = x + matmul_t(m, w["mlp.proj.w"], fp8, 4 * l + 3) + w["mlp.proj.b"]
+    head = fp8 if c["fp8"] and c["fp8_lm_head"] else None
+    logits = matmul_t(layernorm(x, p["lnf.w"], p["lnf.b"]), p["wte"], head, 4 * L)[..., :V]
     lse = torch.logsumexp(logits, -1)
     picked = logits.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
     return logits, (lse - picked).mean(), c["z_loss"] * (lse * lse).mean()
 
 
-def step_loss_and_grads(params, c, tokens, targets):
+def step_loss_and_grads(params, c, tokens, targets, fp8=None):
     """Step loss and z-loss, float64 gradients of their sum and the micro-batch logits for one
     step's tokens (A, B, T); the gradient is taken of the mean over the A micro-batches in one
-    graph."""
+    graph. fp8: the step's Fp8Model (it collects the step's amaxes) or None."""
     p = {n: t.double().clone().requires_grad_(True) for n, t in params.items()}
     logits, losses, z_losses = [], [], []
     for a in range(tokens.shape[0]):
-        lg, loss, z = micro_batch_loss(p, c, tokens[a].long(), targets[a].long())
+        lg, loss, z = micro_batch_loss(p, c, tokens[a].long(), targets[a].long(), fp8)
         logits.append(lg.detach())
         losses.append(loss)
         z_losses.append(z)
@@ -295,7 +426,8 @@ def check_structure(d, r):
     c = {n[len("config."):]: t.item() for n, t in d.items() if n.startswith("config.")}
     ints = ["vocab", "padded_vocab", "seq", "context", "layers", "heads", "embd", "batch",
             "grad_accum", "steps", "seed", "warmup", "schedule", "optimizer", "muon_nesterov",
-            "muon_ns_steps", "muon_adjust", "qk_norm"]
+            "muon_ns_steps", "muon_adjust", "qk_norm", "fp8", "fp8_grad_e5m2", "fp8_lm_head",
+            "fp8_amax_history", "fp8_margin"]
     floats = ["lr", "min_lr_frac", "decay_frac", "weight_decay", "grad_clip", "muon_lr",
               "muon_momentum", "z_loss", "lion_beta1", "lion_beta2"]
     for n in ints + floats:
@@ -320,6 +452,9 @@ def check_structure(d, r):
                                                                  else ()):
                 expect[f"step{k}.{kind}.{n}"] = (torch.float32, s)
             expect[f"bf16.step{k}.grad.{n}"] = (torch.float64, ())
+            if c["fp8"]:
+                expect[f"exact.step{k}.grad.{n}"] = (torch.float64, ())
+                expect[f"exact.step0.param.{n}"] = (torch.float64, ())
             if muon:
                 for kind in ("bf16.step{k}.update", "bf16.step{k}.update_bf16_grad",
                              "bf16.step{k}.update_order", "fp32.step{k}.update"):
@@ -330,6 +465,27 @@ def check_structure(d, r):
             expect[f"step{k}.{n}"] = (torch.float64, ())
         for n in ("loss", "z_loss", "grad_norm"):
             expect[f"bf16.step{k}.{n}"] = (torch.float64, ())
+            if c["fp8"]:
+                expect[f"exact.step{k}.{n}"] = (torch.float64, ())
+                if k > 0:
+                    expect[f"bf16.free.step{k}.{n}"] = (torch.float64, ())
+        if c["fp8"] == FP8_RECIPE_NAMES.index("delayed"):
+            slots = 4 * L + c["fp8_lm_head"]
+            expect[f"fp8.step{k}.amax_history"] = (torch.float32,
+                                                   (slots, 3, c["fp8_amax_history"]))
+            expect[f"fp8.step{k}.scale"] = (torch.float32, (slots, 3))
+            if k > 0:
+                expect[f"bf16.fp8.step{k}.amax_history"] = (torch.float64, ())
+                expect[f"bf16.fp8.step{k}.scale"] = (torch.float64, ())
+    if c["fp8"]:
+        expect["exact.step0.logits"] = (torch.float64, ())
+        for slot, (rows, cols) in enumerate(fp8_layer_shapes(c)):
+            N = B * T
+            shapes = {"x": (N, cols), "w": (rows, cols), "b": (rows,), "y": (N, rows),
+                      "g": (N, rows), "dx": (N, cols), "dw": (rows, cols)}
+            for n, s in shapes.items():
+                if n != "b" or slot < 4 * L:  # the lm head has no bias
+                    expect[f"fp8.layer{slot}.{n}"] = (torch.float32, s)
     wrong = [n for n, (dt, s) in expect.items()
              if n not in d or d[n].dtype != dt or tuple(d[n].shape) != s]
     extra = [n for n in d if n not in expect and not n.startswith("config.")]
@@ -372,6 +528,7 @@ def check_steps(d, c, r):
     names = param_names(c)
     C, K = c["embd"], c["steps"]
     key_bias = slice(C, 2 * C)
+    prev_amax = None  # delayed scaling: the float64 model's amaxes of step k-1
     for k in range(K):
         # theta_{k-1} and the optimizer state of step k-1: what step k starts from (zeros for
         # k = 0); AdamW's m, v for AdamW tensors, Muon's momentum for Muon tensors, Lion's m
@@ -383,10 +540,21 @@ def check_steps(d, c, r):
             theta = {n: d[f"step{k - 1}.param.{n}"] for n in names}
             state = {n: [d[f"step{k - 1}.{kind}.{n}"].double() for kind in state_kinds(c, n)]
                      for n in names}
+        fp8 = None
+        if c["fp8"]:
+            delayed = c["fp8"] == FP8_RECIPE_NAMES.index("delayed")
+            fp8 = Fp8Model(c, d[f"fp8.step{k}.scale"] if delayed else None)
         loss, z_loss, grads, logits = step_loss_and_grads(theta, c, d["inputs"][k],
-                                                          d["targets"][k])
+                                                          d["targets"][k], fp8)
+
+        def exact(name):  # FP8 dumps: the dump's own exact-run distance (Report.close_to)
+            return d[f"exact.{name}"].item() if fp8 else None
+
+        if fp8 and fp8.recipe == "delayed":
+            check_delayed_state(d, c, r, k, prev_amax)
+            prev_amax = fp8.amax
         if k == 0:
-            r.close_to("step0.logits", d["step0.logits"], logits)
+            r.close_to("step0.logits", d["step0.logits"], logits, exact=exact("step0.logits"))
         for n in names:
             want = grads[n].clone()
             if n.endswith("attn.qkv.b") and not c["qk_norm"]:
@@ -399,16 +567,18 @@ def check_steps(d, c, r):
                         f"{stray:.1e} vs max {scale:.1e}")
                 want[key_bias] = 0
             grads[n] = want
-            r.close_to(f"step{k}.grad.{n}", d[f"step{k}.grad.{n}"], want)
+            r.close_to(f"step{k}.grad.{n}", d[f"step{k}.grad.{n}"], want,
+                       exact=exact(f"step{k}.grad.{n}"))
         norm = math.sqrt(sum((g * g).sum().item() for g in grads.values()))
-        r.close_to(f"step{k}.loss", d[f"step{k}.loss"], torch.tensor(loss, dtype=torch.float64))
+        r.close_to(f"step{k}.loss", d[f"step{k}.loss"], torch.tensor(loss, dtype=torch.float64),
+                   exact=exact(f"step{k}.loss"))
         if c["z_loss"] > 0:
             r.close_to(f"step{k}.z_loss", d[f"step{k}.z_loss"],
-                       torch.tensor(z_loss, dtype=torch.float64))
+                       torch.tensor(z_loss, dtype=torch.float64), exact=exact(f"step{k}.z_loss"))
         else:
             r.check(d[f"step{k}.z_loss"].item() == 0.0, f"step{k}.z_loss is 0 without z-loss")
         r.close_to(f"step{k}.grad_norm", d[f"step{k}.grad_norm"],
-                   torch.tensor(norm, dtype=torch.float64))
+                   torch.tensor(norm, dtype=torch.float64), exact=exact(f"step{k}.grad_norm"))
         for key, peak in (("lr", c["lr"]), ("muon_lr", c["muon_lr"])):
             r.close_to(f"step{k}.{key}", d[f"step{k}.{key}"],
                        torch.tensor(schedule_lr(c, k, peak), dtype=torch.float64), tol=1e-12)
@@ -464,6 +634,65 @@ def check_steps(d, c, r):
                 r.close_to(f"step{k}.{kind}.{n}", d[f"step{k}.{kind}.{n}"], want)
 
 
+def fp8_layer_shapes(c):
+    """The weight shape (OC, IC) of each FP8 layer, by slot: 4 per block, then the lm head."""
+    C = c["embd"]
+    shapes = [(3 * C, C), (C, C), (4 * C, C), (C, 4 * C)] * c["layers"]
+    return shapes + ([(c["padded_vocab"], C)] if c["fp8_lm_head"] else [])
+
+
+def check_fp8_layers(d, c, r):
+    """Each FP8 layer's products in the dump (step K-1's first micro-batch of the bf16 run, from
+    its bfloat16 operands) against the float64 model on the same operands: the dump rounds a
+    float32 sum to bfloat16, so each element lies within one bfloat16 spacing of the exact value
+    plus the float32 sum's own rounding bound (K 2^-24 sum |terms|)."""
+    delayed = c["fp8"] == FP8_RECIPE_NAMES.index("delayed")
+    fp8 = Fp8Model(c, d[f"fp8.step{c['steps'] - 1}.scale"] if delayed else None)
+
+    def within(name, got, qa, qb, extra=None):
+        want = qa @ qb.T + (0.0 if extra is None else extra)
+        spacing = torch.pow(2.0, (torch.frexp(want.abs()).exponent - 8).double())
+        bound = spacing + qa.shape[1] * 2.0 ** -24 * (qa.abs() @ qb.abs().T)
+        worst = ((got.double() - want).abs() / bound).max().item()
+        r.check(worst <= 1, f"fp8.layer{name}: every element within a bfloat16 spacing (plus "
+                            f"the float32 sum's bound) of the float64 model: worst error "
+                            f"{worst:.3f} of its bound")
+
+    for slot in range(len(fp8_layer_shapes(c))):
+        t = {n: d[f"fp8.layer{slot}.{n}"].double() for n in ("x", "w", "g", "y", "dx", "dw")}
+        bias = d[f"fp8.layer{slot}.b"].double() if slot < 4 * c["layers"] else None
+        within(f"{slot}.y", t["y"], fp8.qdq(t["x"], slot, 0, False, False),
+               fp8.qdq(t["w"], slot, 1, True, False), bias)
+        within(f"{slot}.dx", t["dx"], fp8.qdq(t["g"], slot, 2, False, False),
+               fp8.qdq(t["w"].T, slot, 1, True, False))
+        within(f"{slot}.dw", t["dw"], fp8.qdq(t["g"].T, slot, 2, False, False),
+               fp8.qdq(t["x"].T, slot, 0, False, False))
+
+
+def check_delayed_state(d, c, r, k, prev_amax):
+    """Delayed scaling: step k's history and scales in the dump are the start state (zeros and
+    ones) for k = 0, and for k > 0 the dump's state of step k-1 with prev_amax (step k-1's
+    amaxes in the float64 model, max over its micro-batches) pushed at position k-1 mod H and
+    the scales recomputed from the history's max (fp8_max / max / 2^margin where the max is > 0
+    and finite, else kept). float64 amaxes of float32 activations land within 1e-5 relative of
+    the dump's float32 ones; scales likewise."""
+    hist, scale = d[f"fp8.step{k}.amax_history"].double(), d[f"fp8.step{k}.scale"].double()
+    if k == 0:
+        r.check(bool((hist == 0).all() and (scale == 1).all()),
+                "fp8.step0: amax histories all zero, scales all one")
+        return
+    want = d[f"fp8.step{k - 1}.amax_history"].double().clone()
+    want[:, :, (k - 1) % c["fp8_amax_history"]] = prev_amax
+    top = want.amax(dim=2)
+    fmax = torch.tensor([448.0, 448.0, 57344.0 if c["fp8_grad_e5m2"] else 448.0],
+                        dtype=torch.float64)
+    fresh = fmax / top / 2.0 ** c["fp8_margin"]
+    want_scale = torch.where((top > 0) & torch.isfinite(top), fresh,
+                             d[f"fp8.step{k - 1}.scale"].double())
+    r.close_to(f"fp8.step{k}.amax_history", hist, want)
+    r.close_to(f"fp8.step{k}.scale", scale, want_scale)
+
+
 def check_muon_records(d, r, k, n, update, tol):
     """step<k>.update_bf16.<n>, torch's bf16 Muon step on the bf16-rounded gradient, against the
     float64 update: by the triangle inequality it is within the sum of the dump's own measures,
@@ -502,6 +731,8 @@ def main(argv):
         c = check_structure(d, r)
         check_data_and_init(d, c, r)
         check_steps(d, c, r)
+        if c["fp8"]:
+            check_fp8_layers(d, c, r)
         check_bf16(d, r)
     except (OSError, ValueError, struct.error) as e:
         print(f"check_reference: {e}")

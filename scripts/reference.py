@@ -36,6 +36,42 @@ softmax); loss = mean cross-entropy over the B*T positions of a micro-batch; z_l
 --z-loss * mean over the positions of logsumexp(logits over the V columns)^2 (0 without it).
 The objective a micro-batch backpropagates is loss + z_loss.
 
+FP8 (--fp8 tensor|delayed|rowwise|block|mx; the contract with train_gpt.cu). The four linear
+layers of every block (and with --fp8-lm-head 1 the lm head, logits = lnf(x) @ wte^T) run
+through Fp8Linear, a torch.autograd.Function. For X (N, IC) its input, W (OC, IC) its weight
+and G = dY (N, OC):
+  forward  Y  = q(X) q(W)^T + b     groups of X and W along IC
+  dX       dX = q(G) q(W^T)^T       groups of G and W^T along OC
+  dW       dW = q(G^T) q(X^T)^T     groups of G^T and X^T along N
+  db = column sums of G.
+q(M) quantizes the operand M (rows along its reduction dimension) to FP8 and decodes it again:
+X, W and their transposes in E4M3 (torch.float8_e4m3fn, max 448), G and G^T in --fp8-grad
+(default e5m2 for tensor and delayed, e4m3 otherwise; E5M2 torch.float8_e5m2, max 57344). The
+dequantized operands are multiplied in float32 and the product, plus the bias in float32,
+rounded once to the activations' dtype. A group with amax = max |x| over its elements (NaN
+ignored) gets, in float32, s = fp8_max / max(amax, 1e-12), or 1 when amax is 0 or Inf;
+q = cast(clamp(x * s, -fp8_max, fp8_max)) (clamped first: torch's cast does not saturate as
+CUDA's does; round to nearest even, NaN stays NaN), decoded as q * (1/s), 1/s in float32.
+Groups:
+  tensor   the whole operand, scaled from its own amax (X^T, W^T, G^T: the same scale as X, W, G)
+  delayed  the whole operand with a scale from history, per linear layer and tensor (X, W, G):
+           a history of the last H = --fp8-amax-history per-step amaxes (zeros at start) and a
+           scale (1 at start). Step s runs with the scale set after step s-1: its amax (max
+           over the step's micro-batches) goes to history position s mod H, and the scale
+           becomes fp8_max / max(history) / 2^--fp8-margin when that max is > 0 and finite
+           (else it stays)
+  rowwise  each row of the operand as the product reads it (X: rows of X, W^T: columns of W, ...)
+  block    1x128 tiles along the reduction dimension for X, G, X^T, G^T; 128x128 blocks for W
+           and W^T (the same blocks transposed); partial tiles at the edges
+  mx       1x32 blocks along the reduction dimension for all six operands, scale =
+           2^(floor(log2 amax) - emax) (emax 8 E4M3, 15 E5M2; exponent clamped to [-127, 127],
+           2^-127 for an all-zero block; a torch.float8_e8m0fnu value), q = cast(clamp(x /
+           scale)), decoded as q * scale; needs C and B*T multiples of 32
+Under bf16 autocast the operands are the bfloat16 activations and the bfloat16 copy of W (the
+bf16 build's), and Y, dX, dW are rounded to bfloat16. The exact run (records exact.*) holds
+parameters and activations in float64, rounds each operand to float32 before quantizing it
+(what the fp32 program quantizes) and sums the products in float64.
+
 DATA. torch.Generator seeded with seed+1 draws randint(0, V, (K, A, B, T+1)) as int32, with
 K = --steps, A = --grad-accum, B = --batch; inputs = [..., :T], targets = [..., 1:].
 
@@ -84,6 +120,8 @@ Records, in this order:
   config.schedule                  i64: 0 cosine, 1 wsd, 2 linear, 3 constant
   config.optimizer                 i64: 0 adamw, 1 muon, 2 lion
   config.muon_nesterov config.muon_ns_steps config.qk_norm (0/1)                    i64
+  config.fp8                       i64: 0 off, 1 tensor, 2 delayed, 3 rowwise, 4 block, 5 mx
+  config.fp8_grad_e5m2 config.fp8_lm_head (0/1) config.fp8_amax_history config.fp8_margin  i64
   config.muon_adjust               i64: 0 original, 1 match_rms_adamw
   config.lr config.min_lr_frac config.decay_frac config.weight_decay config.grad_clip
   config.muon_lr config.muon_momentum config.z_loss config.lion_beta1 config.lion_beta2  f64
@@ -121,11 +159,39 @@ Records, in this order:
   bf16.step<k>.update_order.<param>      ||U_bf16o - U_bf16g|| / ||U_bf16g||, U_bf16o from the
                                    inputs of U_bf16g with newton_schulz_bf16_reordered: how far a
                                    second correct bf16 run (other summation order) lands
+  With --fp8 the fp32 run and the bf16 runs run the recipe (FP8 section), the bf16 runs'
+  delayed scales being the fp32 run's of that step.
 then, Muon tensors:
   step<k>.update_bf16.<param>      f32, U_bf16g itself: torch's bf16 step from the bf16 build's
                                    inputs
   fp32.step<k>.update.<param>      f64, ||U_fp32 - U_fp64|| / ||U_fp64||: how far float32
                                    arithmetic alone moves the Newton-Schulz update
+then, with --fp8 only: how far the exact run (FP8 section; teacher-forced from the fp32 run's
+theta_{k-1} and delayed state) lands from the fp32 run, ||e - f|| / ||f|| as for bf16.*: a
+second correct run of the same FP8 arithmetic, whose quantizations flip where an input lies
+within rounding of a boundary:
+  exact.step0.logits exact.step0.param.<param>
+  exact.step<k>.loss exact.step<k>.z_loss exact.step<k>.grad_norm exact.step<k>.grad.<param>
+then, with --fp8 delayed only, for k = 1..K-1: how far the delayed state after the bf16 run's
+step k-1 (teacher-forced, from the fp32 run's state of step k-1 and its own amaxes) lies from
+the fp32 run's state of step k, as max |b - f| / |f| over the entries (their sizes differ by
+orders of magnitude; 0/0 gives 0):
+  bf16.fp8.step<k>.amax_history bf16.fp8.step<k>.scale
+then, with --fp8 only, for k = 1..K-1: how far PyTorch's free-running bf16 run of the recipe
+(K steps from init under autocast, its own delayed state, torch's own Muon) moves the step
+losses and gradient norms of the fp32 run (as bf16.*; its parameters drift from step 0 on):
+  bf16.free.step<k>.loss bf16.free.step<k>.z_loss bf16.free.step<k>.grad_norm
+then, with --fp8 delayed only, for k = 0..K-1, the fp32 run's state at the start of step k, by
+linear layer (slot 4l + 0 qkv, 1 attn.proj, 2 mlp.fc, 3 mlp.proj; slot 4L the lm head with
+--fp8-lm-head) and tensor (0 X, 1 W, 2 G); the next history position written is k mod H:
+  fp8.step<k>.amax_history         f32 (slots, 3, H)
+  fp8.step<k>.scale                f32 (slots, 3)
+then, with --fp8, for each FP8 layer (slot as above) its first micro-batch of step K-1 in the
+bf16 run (teacher-forced, delayed: step K-1's scales): the operands as that run holds them,
+bfloat16 values, and the layer's products from them (Fp8Linear: Y with the bias, dX, dW alone),
+rounded to bfloat16 as the bf16 build rounds them; N = B*T:
+  fp8.layer<slot>.x (N, IC)  .w (OC, IC)  .b (OC; not for the lm head)  .y (N, OC)
+  fp8.layer<slot>.g (N, OC)  .dx (N, IC)  .dw (OC, IC)                   f32
 """
 
 import argparse
@@ -201,17 +267,186 @@ def init_params(cfg):
     return params
 
 
-def forward_loss(p, cfg, idx, targets):
+# =============================================================================================
+# FP8 linear layers (docstring, FP8): each operand quantized and dequantized as the recipe says,
+# the dequantized operands multiplied in float32.
+
+FP8_RECIPES = ["off", "tensor", "delayed", "rowwise", "block", "mx"]
+# format: (torch dtype, largest finite value, emax of the OCP MX scale rule)
+FP8_FORMATS = {"e4m3": (torch.float8_e4m3fn, 448.0, 8), "e5m2": (torch.float8_e5m2, 57344.0, 15)}
+
+
+def fp8_grad_default(recipe):
+    """--fp8-grad's default: E5M2 for the per-tensor recipes, E4M3 for the fine-grained ones."""
+    return "e5m2" if recipe in ("tensor", "delayed") else "e4m3"
+
+
+def fp8_tile(recipe, shape, weight):
+    """The (rows, columns) of one scale group of an operand of `shape` (R, K), K its reduction
+    dimension: the whole tensor (tensor, delayed), a row (rowwise), 1x128 tiles of activations
+    and gradients and 128x128 blocks of weights (block), 1x32 blocks (mx)."""
+    R, K = shape
+    if recipe in ("tensor", "delayed"):
+        return R, K
+    if recipe == "rowwise":
+        return 1, K
+    if recipe == "block":
+        return (128, 128) if weight else (1, 128)
+    return 1, 32
+
+
+def group_amax(m, tile):
+    """max |m| (NaN ignored) over each tile of the float32 matrix m; edge tiles are partial.
+    Returns (ceil(R/tr), ceil(K/tc))."""
+    (R, K), (tr, tc) = m.shape, tile
+    a = torch.where(torch.isnan(m), 0.0, m.abs())
+    a = F.pad(a, (0, -K % tc, 0, -R % tr))
+    return a.view(a.shape[0] // tr, tr, a.shape[1] // tc, tc).amax(dim=(1, 3))
+
+
+def per_element(t, tile, shape):
+    """A per-tile tensor (ceil(R/tr), ceil(K/tc)) spread over the elements of `shape`."""
+    return t.repeat_interleave(tile[0], 0).repeat_interleave(tile[1], 1)[:shape[0], :shape[1]]
+
+
+def fp8_dequantize(m, fmt, recipe, weight, scale=None):
+    """The operand m (R, K) quantized to FP8 format `fmt` by the recipe's groups and decoded
+    again: float32 values q * scale_inv. scale: the delayed recipe's float32 scale (a 0-d
+    tensor); otherwise each group's scale comes from its own amax."""
+    dtype, fmax, emax = FP8_FORMATS[fmt]
+    m = m.float()
+    tile = fp8_tile(recipe, m.shape, weight)
+    amax = group_amax(m, tile)
+    if recipe == "mx":
+        # 2^(floor(log2 amax) - emax): frexp gives amax = f 2^e with f in [0.5, 1)
+        exponent = (torch.frexp(amax).exponent - 1 - emax).clamp(-127, 127)
+        exponent = torch.where(amax == 0, -127, exponent)
+        scale = torch.ldexp(torch.ones_like(amax, dtype=torch.float64), exponent).float()
+        assert torch.equal(scale.to(torch.float8_e8m0fnu).float(), scale)  # an E8M0 value
+        s = per_element(scale, tile, m.shape)
+        return (m / s).clamp(-fmax, fmax).to(dtype).float() * s
+    if scale is None:
+        scale = torch.tensor(fmax, dtype=torch.float32) / amax.clamp(min=1e-12)
+        scale = torch.where((amax == 0) | torch.isinf(amax), 1.0, scale)
+    s = per_element(scale.expand(amax.shape), tile, m.shape)
+    q = (m * s).clamp(-fmax, fmax).to(dtype).float()
+    return q * (1.0 / s)
+
+
+class Fp8Run:
+    """The FP8 side of one run: the recipe, the gradients' format and the delayed recipe's
+    state: per linear layer (slot) and tensor (x, w, g) the amax history, the scale in use and
+    the amaxes of the current step so far. Slots: 4l + (0 qkv, 1 attn.proj, 2 fc, 3 mlp.proj),
+    then the lm head (4L) with --fp8-lm-head."""
+
+    def __init__(self, cfg, state=None, capture=False):
+        self.recipe, self.grad_fmt, self.margin = cfg.fp8, cfg.fp8_grad, cfg.fp8_margin
+        # capture: {slot: {x, w, b, g, y, dx, dw}} of each layer's first forward and backward
+        self.captured = {} if capture else None
+        slots = 4 * cfg.layers + cfg.fp8_lm_head
+        if state is None:
+            self.history = torch.zeros(slots, 3, cfg.fp8_amax_history)
+            self.scale = torch.ones(slots, 3)
+        else:
+            self.history, self.scale = state["history"].clone(), state["scale"].clone()
+        self.step_amax = torch.zeros(slots, 3)
+
+    def state(self):
+        return {"history": self.history.clone(), "scale": self.scale.clone()}
+
+    def operand(self, m, slot, tensor, weight, record):
+        """m dequantized as the recipe quantizes operand `tensor` (0 x, 1 w, 2 g) of the slot;
+        record: count its amax into the step's (once per tensor and micro-batch)."""
+        fmt = self.grad_fmt if tensor == 2 else "e4m3"
+        if self.recipe != "delayed":
+            return fp8_dequantize(m, fmt, self.recipe, weight)
+        if record:
+            amax = group_amax(m.float(), m.shape)[0, 0]
+            self.step_amax[slot, tensor] = torch.maximum(self.step_amax[slot, tensor], amax)
+        return fp8_dequantize(m, fmt, self.recipe, weight, self.scale[slot, tensor])
+
+    def end_step(self, s):
+        """Delayed scaling after optimizer step s: the step's amaxes into the history (ring
+        position s mod H), then each scale from the history's max where it is > 0 and finite."""
+        if self.recipe != "delayed":
+            return
+        self.history[:, :, s % self.history.shape[2]] = self.step_amax
+        top = self.history.amax(dim=2)
+        fmax = torch.tensor([448.0, 448.0, FP8_FORMATS[self.grad_fmt][1]])
+        fresh = fmax / top / 2.0 ** self.margin
+        self.scale = torch.where((top > 0) & torch.isfinite(top), fresh, self.scale)
+        self.step_amax.zero_()
+
+
+def fp8_product(a, b, dtype):
+    """a b^T of dequantized float32 operands a (R, K), b (C, K), summed in float32 (float64
+    when the activations are float64: the exact run of the docstring) and returned in the
+    activations' dtype."""
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    return (a.to(acc) @ b.to(acc).T).to(dtype)
+
+
+class Fp8Linear(torch.autograd.Function):
+    """y = x w^T + b with FP8 operands (docstring, FP8): forward q(X) q(W); backward dX from
+    q(G) q(W^T), dW from q(G^T) q(X^T), the bias gradient the column sums of G. Products in
+    float32 (float64 in the exact run), rounded once to the activations' dtype (x's)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, run, slot):
+        X = x.reshape(-1, x.shape[-1])
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        with torch.autocast("cpu", enabled=False):
+            y = fp8_product(run.operand(X, slot, 0, False, True),
+                            run.operand(w, slot, 1, True, True), acc)
+            if b is not None:
+                y = y + b.to(acc)
+        ctx.save_for_backward(X, w)
+        ctx.run, ctx.slot, ctx.x_shape = run, slot, x.shape
+        ctx.bias_dtype = b is not None and b.dtype
+        y = y.to(x.dtype)
+        if run.captured is not None and slot not in run.captured:
+            run.captured[slot] = {"x": X, "w": w, "b": b, "y": y}
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, dy):
+        X, w = ctx.saved_tensors
+        run, slot = ctx.run, ctx.slot
+        G = dy.reshape(-1, w.shape[0])
+        acc = torch.float64 if X.dtype == torch.float64 else torch.float32
+        with torch.autocast("cpu", enabled=False):
+            dx = fp8_product(run.operand(G, slot, 2, False, True),
+                             run.operand(w.T, slot, 1, True, False), acc)
+            dw = fp8_product(run.operand(G.T, slot, 2, False, False),
+                             run.operand(X.T, slot, 0, False, False), acc)
+            db = G.to(acc).sum(0).to(ctx.bias_dtype) if ctx.bias_dtype else None
+        dx, dw = dx.to(X.dtype), dw.to(w.dtype)
+        if run.captured is not None and "g" not in run.captured[slot]:
+            run.captured[slot].update(g=G, dx=dx, dw=dw)
+        return dx.reshape(ctx.x_shape), dw, db, None, None
+
+
+def linear(x, w, b, fp8, slot):
+    """F.linear, or with an Fp8Run its FP8 emulation on operands in the activations' dtype
+    (bfloat16 under autocast, as the bf16 build holds them; x's otherwise)."""
+    if fp8 is None:
+        return F.linear(x, w, b)
+    dtype = torch.bfloat16 if torch.is_autocast_enabled("cpu") else x.dtype
+    return Fp8Linear.apply(x.to(dtype), w.to(dtype), None if b is None else b.to(dtype), fp8,
+                           slot)
+
+
+def forward_loss(p, cfg, idx, targets, fp8=None):
     """Logits (B, T, V), mean cross-entropy and z-loss term of one micro-batch; idx, targets
     (B, T) int64. p maps the parameter names to tensors (attn.qkv.w possibly as its three
-    parts, see qkv_weight)."""
+    parts, see qkv_weight). fp8: the Fp8Run of the linear layers, None without FP8."""
     B, T = idx.shape
     C, NH = cfg.embd, cfg.heads
     x = p["wte"][idx] + p["wpe"][:T]
     for l in range(cfg.layers):
         h = f"h{l}."
         a = F.layer_norm(x, (C,), p[h + "ln1.w"], p[h + "ln1.b"], eps=1e-5)
-        qkv = F.linear(a, qkv_weight(p, h), p[h + "attn.qkv.b"])
+        qkv = linear(a, qkv_weight(p, h), p[h + "attn.qkv.b"], fp8, 4 * l)
         # (B, T, 3C) -> three (B, NH, T, HS)
         q, k, v = qkv.view(B, T, 3, NH, C // NH).permute(2, 0, 3, 1, 4)
         if cfg.qk_norm:
@@ -219,13 +454,17 @@ def forward_loss(p, cfg, idx, targets):
             k = F.rms_norm(k, (C // NH,), p[h + "attn.k_norm.w"], eps=1e-6)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = y.transpose(1, 2).reshape(B, T, C)
-        x = x + F.linear(y, p[h + "attn.proj.w"], p[h + "attn.proj.b"])
+        x = x + linear(y, p[h + "attn.proj.w"], p[h + "attn.proj.b"], fp8, 4 * l + 1)
         m = F.layer_norm(x, (C,), p[h + "ln2.w"], p[h + "ln2.b"], eps=1e-5)
-        m = F.gelu(F.linear(m, p[h + "mlp.fc.w"], p[h + "mlp.fc.b"]), approximate="tanh")
-        x = x + F.linear(m, p[h + "mlp.proj.w"], p[h + "mlp.proj.b"])
+        m = F.gelu(linear(m, p[h + "mlp.fc.w"], p[h + "mlp.fc.b"], fp8, 4 * l + 2),
+                   approximate="tanh")
+        x = x + linear(m, p[h + "mlp.proj.w"], p[h + "mlp.proj.b"], fp8, 4 * l + 3)
     x = F.layer_norm(x, (C,), p["lnf.w"], p["lnf.b"], eps=1e-5)
     # under autocast the matmul yields bf16 logits; the softmax and the loss stay in fp32
-    logits = F.linear(x, p["wte"])[..., :cfg.vocab].float()
+    # (float64 in the exact run)
+    head = fp8 if cfg.fp8_lm_head else None
+    logits = linear(x, p["wte"], None, head, 4 * cfg.layers)[..., :cfg.vocab]
+    logits = logits if logits.dtype == torch.float64 else logits.float()
     loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
     z_loss = cfg.z_loss * (torch.logsumexp(logits, -1) ** 2).mean()
     return logits, loss, z_loss
@@ -275,18 +514,18 @@ def joined(cfg, tensors):
     return out
 
 
-def forward_backward(cfg, p, inputs, targets, autocast):
+def forward_backward(cfg, p, inputs, targets, autocast, fp8=None):
     """Forward and backward of one step's A micro-batches; p: name -> leaf tensor, whose .grad
     receives the accumulated gradient (key bias zeroed without QK-norm). Returns the step loss,
     the step z-loss, the logits (A, B, T, V) and the global gradient norm (a float64 tensor).
-    autocast=True runs the forward under bfloat16 autocast."""
+    autocast=True runs the forward under bfloat16 autocast; fp8: the run's Fp8Run or None."""
     for t in p.values():
         t.grad = None
     A = cfg.grad_accum
     step_loss, step_z, logits = 0.0, 0.0, []
     for a in range(A):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            lg, loss, z_loss = forward_loss(p, cfg, inputs[a], targets[a])
+            lg, loss, z_loss = forward_loss(p, cfg, inputs[a], targets[a], fp8)
         ((loss + z_loss) / A).backward()
         step_loss += loss.item() / A
         step_z += z_loss.item() / A
@@ -443,26 +682,32 @@ def optimizer_state(cfg, opts, p):
     return {kind: joined(cfg, tensors) for kind, tensors in state.items()}
 
 
-def train_fp32(cfg, init, inputs, targets):
-    """The fp32 run (Muon with newton_schulz_fp32): K steps from init. Returns the step-0 logits
-    and, per step, a dict with loss, z_loss, lr, muon_lr, grad_norm and the tensors grad (before
-    clipping), param, adam_m, adam_v, muon_momentum, lion_m (name -> tensor, dump names)."""
+def train(cfg, init, inputs, targets, autocast=False):
+    """The fp32 run (Muon with newton_schulz_fp32; with --fp8 its linear layers in FP8), or with
+    autocast the free-running bf16 run (torch's own Muon): K steps from init. Returns the step-0
+    logits and, per step, a dict with loss, z_loss, lr, muon_lr, grad_norm, the tensors grad
+    (before clipping), param, adam_m, adam_v, muon_momentum, lion_m (name -> tensor, dump names)
+    and fp8 (the Fp8Run's state the step started from, or None)."""
     p = leaves(cfg, init)
     opts = make_optimizers(cfg, p)
+    fp8 = Fp8Run(cfg) if cfg.fp8 != "off" else None
     steps = []
     for s in range(cfg.steps):
-        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s],
-                                                      autocast=False)
+        fp8_state = fp8.state() if fp8 else None
+        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast,
+                                                      fp8)
+        if fp8:
+            fp8.end_step(s)
         if s == 0:
             logits0 = logits
         grad = joined(cfg, {n: t.grad.clone() for n, t in p.items()})
-        with NewtonSchulzAs(newton_schulz_fp32):
+        with NewtonSchulzAs(None if autocast else newton_schulz_fp32):
             optimizer_step(cfg, opts, p, norm, s)
         steps.append({"loss": loss, "z_loss": z_loss, "lr": learning_rate(cfg, s),
                       "muon_lr": learning_rate(cfg, s, cfg.muon_lr), "grad_norm": norm.item(),
                       "grad": grad, "param": joined(cfg, {n: t.detach().clone()
                                                           for n, t in p.items()}),
-                      **optimizer_state(cfg, opts, p)})
+                      "fp8": fp8_state, **optimizer_state(cfg, opts, p)})
     return logits0, steps
 
 
@@ -505,21 +750,33 @@ def muon_updates(cfg, fp32_steps, init, newton_schulz, bf16_grads):
     return out
 
 
-def train_bf16_teacher_forced(cfg, init, inputs, targets, fp32_steps):
-    """bf16-autocast runs of each step k from the fp32 run's theta_{k-1} (init for k = 0).
-    Returns the step-0 logits, theta_0 after one optimizer step (torch's own Muon, with its
-    bfloat16 Newton-Schulz) from init on the bf16 gradients, and per step a dict with loss,
-    z_loss, grad_norm and grad (before clipping)."""
+def train_teacher_forced(cfg, init, inputs, targets, fp32_steps, autocast):
+    """Runs of each step k from the fp32 run's theta_{k-1} (init for k = 0) and, with --fp8, its
+    FP8 state of step k: bf16-autocast runs (autocast), or else the exact run of the docstring
+    (float64 parameters and activations, Muon's Newton-Schulz in float64). Returns the step-0
+    logits, theta_0 after one optimizer step from init on that run's gradients (Muon under
+    autocast: torch's own bfloat16 Newton-Schulz), and per step a dict with loss, z_loss,
+    grad_norm and grad (before clipping), fp8_next (the FP8 state after the step: delayed
+    scaling's history and scales from that run's amaxes) and, for the bf16 run's last step,
+    fp8_layers: each FP8 layer's operands and products in its first micro-batch."""
     steps = []
     for s in range(cfg.steps):
-        p = leaves(cfg, init if s == 0 else fp32_steps[s - 1]["param"])
-        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s],
-                                                      autocast=True)
+        theta = init if s == 0 else fp32_steps[s - 1]["param"]
+        p = leaves(cfg, theta if autocast else {n: t.double() for n, t in theta.items()})
+        capture = autocast and s == cfg.steps - 1
+        fp8 = Fp8Run(cfg, fp32_steps[s]["fp8"], capture) if cfg.fp8 != "off" else None
+        loss, z_loss, logits, norm = forward_backward(cfg, p, inputs[s], targets[s], autocast,
+                                                      fp8)
+        if fp8:
+            fp8.end_step(s)
         steps.append({"loss": loss, "z_loss": z_loss, "grad_norm": norm.item(),
-                      "grad": joined(cfg, {n: t.grad.clone() for n, t in p.items()})})
+                      "grad": joined(cfg, {n: t.grad.clone() for n, t in p.items()}),
+                      "fp8_layers": fp8.captured if fp8 else None,
+                      "fp8_next": fp8.state() if fp8 else None})
         if s == 0:
             logits0 = logits
-            optimizer_step(cfg, make_optimizers(cfg, p), p, norm, 0)
+            with NewtonSchulzAs(None if autocast else newton_schulz_in(torch.float64)):
+                optimizer_step(cfg, make_optimizers(cfg, p), p, norm, 0)
             theta0 = joined(cfg, {n: t.detach().clone() for n, t in p.items()})
     return logits0, theta0, steps
 
@@ -532,8 +789,33 @@ def rel_diff(b, f):
     return 0.0 if num == 0.0 else (math.inf if den == 0.0 else num / den)
 
 
-def records(cfg, inputs, targets, init, fp32, bf16, muon):
-    """The dump's records as (name, numpy array) in file order."""
+def max_rel_diff(b, f):
+    """max over the elements of |b - f| / |f| in float64 (0/0 gives 0, x/0 gives inf): for
+    tensors whose entries differ in size by orders of magnitude (the delayed state)."""
+    b, f = b.double(), f.double()
+    return torch.where(b == f, 0.0, (b - f).abs() / f.abs()).max().item()
+
+
+def measured(prefix, init, fp32, run, k):
+    """The records prefix.<quantity>: how far a teacher-forced run (train_teacher_forced) moves
+    each quantity from the fp32 run's, for step k (k = 0: also the logits and theta_0 - init)."""
+    (logits_f, steps_f), (logits_r, theta0_r, steps_r) = fp32, run
+    f, r = steps_f[k], steps_r[k]
+    out = []
+    if k == 0:
+        out.append((f"{prefix}.step0.logits", rel_diff(logits_r, logits_f)))
+        out += [(f"{prefix}.step0.param.{n}", rel_diff(theta0_r[n] - t, f["param"][n] - t))
+                for n, t in init.items()]
+    out += [(f"{prefix}.step{k}.{n}", rel_diff(r[n], f[n])) for n in ("loss", "z_loss",
+                                                                        "grad_norm")]
+    out += [(f"{prefix}.step{k}.grad.{n}", rel_diff(r["grad"][n], t))
+            for n, t in f["grad"].items()]
+    return [(n, np.array(v, dtype="<f8")) for n, v in out]
+
+
+def records(cfg, inputs, targets, init, fp32, bf16, exact, free, muon):
+    """The dump's records as (name, numpy array) in file order; exact: the exact FP8 run
+    (train_teacher_forced) or None; free: the free-running bf16 run (train) or None."""
     out = []
     config_i64 = [("vocab", cfg.vocab), ("padded_vocab", padded_vocab(cfg.vocab)),
                   ("seq", cfg.seq), ("context", cfg.context), ("layers", cfg.layers),
@@ -543,7 +825,10 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
                   ("optimizer", OPTIMIZERS.index(cfg.optimizer)),
                   ("muon_nesterov", cfg.muon_nesterov), ("muon_ns_steps", cfg.muon_ns_steps),
                   ("muon_adjust", MUON_ADJUST.index(cfg.muon_adjust)),
-                  ("qk_norm", int(cfg.qk_norm))]
+                  ("qk_norm", int(cfg.qk_norm)), ("fp8", FP8_RECIPES.index(cfg.fp8)),
+                  ("fp8_grad_e5m2", int(cfg.fp8_grad == "e5m2")),
+                  ("fp8_lm_head", cfg.fp8_lm_head), ("fp8_amax_history", cfg.fp8_amax_history),
+                  ("fp8_margin", cfg.fp8_margin)]
     out += [("config." + n, np.array(v, dtype="<i8")) for n, v in config_i64]
     config_f64 = [("lr", cfg.lr), ("min_lr_frac", cfg.min_lr_frac),
                   ("decay_frac", cfg.decay_frac), ("weight_decay", cfg.weight_decay),
@@ -559,7 +844,7 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
     def f64(x):
         return np.array(x, dtype="<f8")
 
-    (logits_f, steps_f), (logits_b, theta0_b, steps_b) = fp32, bf16
+    logits_f, steps_f = fp32
     out += [("init." + n, f32(t)) for n, t in init.items()]
     out.append(("step0.logits", f32(logits_f)))
     for k, s in enumerate(steps_f):
@@ -567,14 +852,8 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
                 for n in ("loss", "z_loss", "lr", "muon_lr", "grad_norm")]
         for kind in ("grad", "param", "adam_m", "adam_v", "muon_momentum", "lion_m"):
             out += [(f"step{k}.{kind}.{n}", f32(t)) for n, t in s[kind].items()]
-    out.append(("bf16.step0.logits", f64(rel_diff(logits_b, logits_f))))
-    out += [(f"bf16.step0.param.{n}", f64(rel_diff(theta0_b[n] - t, steps_f[0]["param"][n] - t)))
-            for n, t in init.items()]
-    for k, (f, b) in enumerate(zip(steps_f, steps_b)):
-        out += [(f"bf16.step{k}.{n}", f64(rel_diff(b[n], f[n])))
-                for n in ("loss", "z_loss", "grad_norm")]
-        out += [(f"bf16.step{k}.grad.{n}", f64(rel_diff(b["grad"][n], t)))
-                for n, t in f["grad"].items()]
+    for k in range(cfg.steps):
+        out += measured("bf16", init, fp32, bf16, k)
         for n, u in muon["bf16"][k].items():
             out.append((f"bf16.step{k}.update.{n}", f64(rel_diff(u, muon["fp32"][k][n]))))
             out.append((f"bf16.step{k}.update_bf16_grad.{n}",
@@ -586,6 +865,22 @@ def records(cfg, inputs, targets, init, fp32, bf16, muon):
     for k, updates in enumerate(muon["fp32"]):
         out += [(f"fp32.step{k}.update.{n}", f64(rel_diff(u, muon["fp64"][k][n])))
                 for n, u in updates.items()]
+    for k in range(cfg.steps if exact else 0):
+        out += measured("exact", init, fp32, exact, k)
+    for k in range(1, cfg.steps if cfg.fp8 == "delayed" else 0):
+        out += [(f"bf16.fp8.step{k}.{n}", f64(max_rel_diff(bf16[2][k - 1]["fp8_next"][key],
+                                                            steps_f[k]["fp8"][key])))
+                for n, key in (("amax_history", "history"), ("scale", "scale"))]
+    for k in range(1, cfg.steps if free else 0):
+        out += [(f"bf16.free.step{k}.{n}", f64(rel_diff(free[1][k][n], steps_f[k][n])))
+                for n in ("loss", "z_loss", "grad_norm")]
+    for k, s in enumerate(steps_f if cfg.fp8 == "delayed" else []):
+        out += [(f"fp8.step{k}.amax_history", f32(s["fp8"]["history"])),
+                (f"fp8.step{k}.scale", f32(s["fp8"]["scale"]))]
+    layers = bf16[2][-1]["fp8_layers"] or {}
+    for slot in sorted(layers):
+        out += [(f"fp8.layer{slot}.{n}", f32(t.detach().float()))
+                for n, t in layers[slot].items() if t is not None]
     return out
 
 
@@ -642,9 +937,17 @@ FLAGS = [
     ("--lion-beta2", "B2", float, 0.99, "Lion's beta2 (the momentum's decay)"),
     ("--qk-norm", None, bool, False, "RMSNorm of each head's q and k with learned scales"),
     ("--z-loss", "COEF", float, 0.0, "z-loss coefficient; 0 disables"),
+    ("--fp8", "{" + ",".join(FP8_RECIPES) + "}", str, "off",
+     "FP8 recipe of the blocks' linear layers (docstring, FP8)"),
+    ("--fp8-grad", "{e4m3,e5m2}", str, None,
+     "FP8 format of the gradients (default: e5m2 for tensor and delayed, e4m3 otherwise)"),
+    ("--fp8-lm-head", "{0,1}", int, 0, "the lm head in FP8 too"),
+    ("--fp8-amax-history", "H", int, 16, "delayed scaling: amax history length"),
+    ("--fp8-margin", "M", int, 0, "delayed scaling: scales divided by 2^M"),
 ]
 CHOICES = {"--schedule": SCHEDULES, "--optimizer": OPTIMIZERS, "--muon-adjust": MUON_ADJUST,
-           "--muon-nesterov": [0, 1]}
+           "--muon-nesterov": [0, 1], "--fp8": FP8_RECIPES, "--fp8-grad": list(FP8_FORMATS),
+           "--fp8-lm-head": [0, 1]}
 
 
 def parse_args(argv):
@@ -665,6 +968,8 @@ def parse_args(argv):
         cfg.context = cfg.seq
     if cfg.muon_lr is None:
         cfg.muon_lr = cfg.lr
+    if cfg.fp8_grad is None:
+        cfg.fp8_grad = fp8_grad_default(cfg.fp8)
     for flag in ("vocab", "seq", "context", "layers", "heads", "embd", "batch", "grad_accum",
                  "steps"):
         if getattr(cfg, flag) < 1:
@@ -697,6 +1002,12 @@ def parse_args(argv):
         value = getattr(cfg, flag)
         if not 0.0 <= value <= 1.0:
             ap.error(f"--{flag.replace('_', '-')} must be in [0, 1], got {value}")
+    if not 1 <= cfg.fp8_amax_history <= 1024 or not 0 <= cfg.fp8_margin <= 64:
+        ap.error(f"--fp8-amax-history must be in [1, 1024] and --fp8-margin in [0, 64], got "
+                 f"{cfg.fp8_amax_history} and {cfg.fp8_margin}")
+    if cfg.fp8 == "mx" and (cfg.embd % 32 or cfg.batch * cfg.seq % 32):
+        ap.error(f"--fp8 mx needs --embd ({cfg.embd}) and --batch * --seq "
+                 f"({cfg.batch * cfg.seq}) multiples of 32 (its 32-element blocks)")
     return cfg
 
 
@@ -711,14 +1022,17 @@ def main(argv):
                            generator=gen, dtype=torch.int32)
     inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
     init = init_params(cfg)
-    fp32 = train_fp32(cfg, init, inputs.long(), targets.long())
-    bf16 = train_bf16_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1])
+    fp32 = train(cfg, init, inputs.long(), targets.long())
+    bf16 = train_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1], True)
+    exact = (train_teacher_forced(cfg, init, inputs.long(), targets.long(), fp32[1], False)
+             if cfg.fp8 != "off" else None)
+    free = train(cfg, init, inputs.long(), targets.long(), True) if cfg.fp8 != "off" else None
     muon = {kind: muon_updates(cfg, fp32[1], init, ns, bf16_grad)
             for kind, ns, bf16_grad in (("fp32", newton_schulz_fp32, False),
                                         ("fp64", newton_schulz_in(torch.float64), False),
                                         ("bf16", None, False), ("bf16_grad", None, True),
                                         ("bf16_order", newton_schulz_bf16_reordered, True))}
-    recs = records(cfg, inputs, targets, init, fp32, bf16, muon)
+    recs = records(cfg, inputs, targets, init, fp32, bf16, exact, free, muon)
     try:
         write_dump(cfg.out, recs)
     except OSError as e:
@@ -728,12 +1042,16 @@ def main(argv):
     bf16_updates = [a.item() for n, a in recs if n.startswith("bf16.") and ".update." in n]
     fp32_updates = [a.item() for n, a in recs if n.startswith("fp32.")]
     extras = (f" {cfg.optimizer}" + (" qk-norm" if cfg.qk_norm else "")
-              + (f" z-loss {cfg.z_loss:g}" if cfg.z_loss else ""))
+              + (f" z-loss {cfg.z_loss:g}" if cfg.z_loss else "")
+              + (f" fp8 {cfg.fp8} (grads {cfg.fp8_grad}"
+                 + (", lm head" if cfg.fp8_lm_head else "") + ")" if cfg.fp8 != "off" else ""))
+    exact_logits = [a.item() for n, a in recs if n == "exact.step0.logits"]
     print(f"reference: wrote {cfg.out} ({len(recs)} records, {os.path.getsize(cfg.out)} bytes): "
           f"V={cfg.vocab} Vp={padded_vocab(cfg.vocab)} T={cfg.seq} maxT={cfg.context} "
           f"L={cfg.layers} NH={cfg.heads} C={cfg.embd} B={cfg.batch} A={cfg.grad_accum} "
           f"K={cfg.steps} {cfg.schedule}{extras}; loss {steps[0]['loss']:.6f} -> "
           f"{steps[-1]['loss']:.6f}, bf16 logits rel diff {bf16_logits:.2e}"
+          + (f", exact-run FP8 logits rel diff {exact_logits[0]:.2e}" if exact_logits else "")
           + (f", Muon updates rel diff: bf16 up to {max(bf16_updates):.2e}, fp32 up to "
              f"{max(fp32_updates):.2e}" if bf16_updates else "")
           + f", {time.time() - t0:.1f} s")

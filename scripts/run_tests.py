@@ -73,7 +73,11 @@ MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 # every schedule; then Muon (both lr adjustments, with and without Nesterov, its own lr,
 # momentum and step count), QK-norm and z-loss, each alone and all together, with gradient
 # accumulation and clipping; then Lion with accumulation and clipping, and with its own betas and
-# QK-norm. Each entry is the reference.py command line minus --out.
+# QK-norm; then one FP8 recipe each (tensor; delayed with a 2-step history, a margin and the lm
+# head; rowwise with Muon and E5M2 gradients; block with QK-norm and partial tiles; mx with
+# QK-norm and the lm head), all with gradient accumulation and clipping, B*T a multiple of 16
+# (32 for mx) as the trainer's FP8 matmuls need. Each entry is the reference.py command line
+# minus --out.
 GPT_CONFIGS = [
     "--seed 1 --vocab 313 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 1e-3 --warmup 1 --schedule cosine --min-lr-frac 0.1 --decay-frac 0.2 "
@@ -110,6 +114,19 @@ GPT_CONFIGS = [
     "--seed 17 --vocab 150 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 1 "
     "--steps 4 --lr 5e-4 --schedule linear --weight-decay 0.1 --grad-clip 0.0 --optimizer lion "
     "--lion-beta1 0.95 --lion-beta2 0.98 --qk-norm",
+    "--seed 21 --vocab 170 --seq 24 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --fp8 tensor",
+    "--seed 22 --vocab 140 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 4 --lr 2e-3 --schedule constant --weight-decay 0.1 --grad-clip 0.5 --fp8 delayed "
+    "--fp8-amax-history 2 --fp8-margin 1 --fp8-lm-head 1",
+    "--seed 23 --vocab 190 --seq 16 --layers 2 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --optimizer muon "
+    "--fp8 rowwise --fp8-grad e5m2",
+    "--seed 24 --vocab 160 --seq 24 --layers 1 --heads 1 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --weight-decay 0.1 --grad-clip 0.05 --qk-norm --fp8 block",
+    "--seed 25 --vocab 150 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
+    "--steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --qk-norm --fp8 mx "
+    "--fp8-lm-head 1",
 ]
 
 
@@ -276,7 +293,7 @@ def run_reference_configs(indices, native, tally):
         dump = os.path.join(dumpdir, f"ref_{key}.bin")
         words = config.split()
         features = [w + (" " + words[i + 1] if w != "--qk-norm" else "") for i, w in enumerate(words)
-                    if w in ("--optimizer", "--qk-norm", "--z-loss")]
+                    if w in ("--optimizer", "--qk-norm", "--z-loss", "--fp8")]
         label = " ".join(words[:14] + ["..."] + features)
         if not os.path.exists(dump):
             cmd = f"{sys.executable} scripts/reference.py --out {dump} {config}"
@@ -287,9 +304,17 @@ def run_reference_configs(indices, native, tally):
         # An independent float64 model confirms the dump itself before the trainer is held to it.
         rc, output, seconds = run_case(f"{sys.executable} scripts/check_reference.py {dump}", "")
         tally.record(f"check_reference.py {label}", verdict(rc, output, "pass", None), output, seconds)
+        # MXFP8 needs compute capability 10.0, which the CPU runtime simulates when told to
+        env = dict(os.environ, CUCC_COMPUTE_CAPABILITY="10.0") if "--fp8 mx" in features else None
+        # the fp32 build has no FP8: it must refuse an FP8 dump (test_gpt.cu's header)
+        fp8 = any(f.startswith("--fp8 ") for f in features)
         for binary in ("test_gpt_fp32", "test_gpt"):
-            rc, output, seconds = run_case(f"{os.path.join(trainer_bin_dir(native), binary)} {dump}", "")
-            tally.record(f"{binary} {label}", verdict(rc, output, "pass", None), output, seconds)
+            rc, output, seconds = run_case(f"{os.path.join(trainer_bin_dir(native), binary)} {dump}", "",
+                                           env)
+            refuses = fp8 and binary == "test_gpt_fp32"
+            tally.record(f"{binary} {label}" + (" (refuses FP8)" if refuses else ""),
+                         verdict(rc, output, "fail" if refuses else "pass",
+                                 "--fp8 needs the bf16 build" if refuses else None), output, seconds)
 
 
 def script_named(name):
