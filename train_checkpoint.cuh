@@ -61,6 +61,15 @@ struct Fp8DelayedHeader {
     int32_t count, length, position, reserved;
 };
 
+// The bytes of section `name` of an open checkpoint into *out; false when it has none.
+inline bool manifest_section(CheckpointReader* r, const char* name, std::vector<uint8_t>* out) {
+    const CkptSectionInfo* info = ckpt_lookup(r, name);
+    if (info == nullptr) return false;
+    out->resize(info->size);
+    if (ckpt_read_section(r, name, out->data(), info->size) != 0) fatal("%s", r->error);
+    return true;
+}
+
 inline std::vector<uint8_t> fp8_delayed_section(const GPT* m) {
     const Fp8DelayedScaling* d = &m->fp8.delayed;
     const size_t history = sizeof(float) * d->count * d->length;
@@ -75,22 +84,19 @@ inline std::vector<uint8_t> fp8_delayed_section(const GPT* m) {
 
 inline void load_fp8_delayed(GPT* m, CheckpointReader* manifest) {
     const Fp8DelayedScaling* d = &m->fp8.delayed;
-    const CkptSectionInfo* info = ckpt_lookup(manifest, "fp8_delayed");
-    if (info == nullptr)
+    std::vector<uint8_t> bytes;
+    if (!manifest_section(manifest, "fp8_delayed", &bytes))
         fatal(
             "checkpoint %s holds no FP8 delayed-scaling state (not written by an --fp8 delayed "
             "run)",
             manifest->path);
-    std::vector<uint8_t> bytes(info->size);
-    if (ckpt_read_section(manifest, "fp8_delayed", bytes.data(), info->size) != 0)
-        fatal("%s", manifest->error);
     Fp8DelayedHeader h;
     const size_t history = sizeof(float) * d->count * d->length;
-    if (info->size < sizeof(h))
+    if (bytes.size() < sizeof(h))
         fatal("checkpoint %s: its fp8_delayed section is malformed", manifest->path);
     memcpy(&h, bytes.data(), sizeof(h));
     if (h.count != d->count || h.length != d->length || h.position < 0 || h.position >= h.length ||
-        info->size != sizeof(h) + history + sizeof(Fp8TensorScale) * d->count)
+        bytes.size() != sizeof(h) + history + sizeof(Fp8TensorScale) * d->count)
         fatal(
             "checkpoint %s: its FP8 delayed-scaling state is for %d tensors with histories of "
             "%d, this model has %d tensors with histories of %d",

@@ -493,23 +493,24 @@ inline std::vector<char> run_config_section(const TrainConfig* tc, int ranks) {
 // Refuses (fatal) a checkpoint whose recorded run is not the run tc describes on `ranks` ranks,
 // naming every difference.
 inline void check_run_config(CheckpointReader* r, const TrainConfig* tc, int ranks) {
-    const CkptSectionInfo* info = ckpt_lookup(r, "run_config");
-    if (info == nullptr)
+    std::vector<uint8_t> raw;
+    if (!manifest_section(r, "run_config", &raw))
         fatal(
             "checkpoint %s records no run configuration (written by an older train_gpt), so it "
             "cannot be checked against this run; start a fresh run",
             r->path);
-    std::vector<char> bytes(info->size + 1, '\0');
-    if (ckpt_read_section(r, "run_config", bytes.data(), info->size) != 0) fatal("%s", r->error);
+    const size_t size = raw.size();
+    std::vector<char> bytes(raw.begin(), raw.end());
+    bytes.push_back('\0');
     TrainConfig stored;
     train_config_defaults(&stored);
     long long stored_batch = -1;
     char msg[512];
-    for (size_t pos = 0; pos < info->size;) {
+    for (size_t pos = 0; pos < size;) {
         const char* key = bytes.data() + pos;
         const char* value = key + strlen(key) + 1;
         pos = (size_t)(value - bytes.data()) + strlen(value) + 1;
-        if (pos > info->size) fatal("checkpoint %s: its run configuration is malformed", r->path);
+        if (pos > size) fatal("checkpoint %s: its run configuration is malformed", r->path);
         if (strcmp(key, "global-batch") == 0) {
             stored_batch = atoll(value);
             continue;
@@ -1551,14 +1552,10 @@ inline bool run_resume(Run* run) {
     TrainData* data = &run->data;
     DataLoaderState ds;
     run->rs = load_checkpoint(&run->model, &reader, data->shards ? &ds : nullptr);
-    if (const CkptSectionInfo* info = ckpt_lookup(&reader, "spikes")) {  // older: an empty window
-        std::vector<uint8_t> bytes(info->size);
-        if (ckpt_read_section(&reader, "spikes", bytes.data(), info->size) != 0)
-            fatal("%s", reader.error);
-        if (!spike_load(&run->spikes, bytes))
-            fatal("checkpoint %s: its spike window does not fit --spike-window %d", path,
-                  tc->spike_window);
-    }
+    std::vector<uint8_t> spikes;  // a checkpoint without them: an empty window
+    if (manifest_section(&reader, "spikes", &spikes) && !spike_load(&run->spikes, spikes))
+        fatal("checkpoint %s: its spike window does not fit --spike-window %d", path,
+              tc->spike_window);
     ckpt_close(&reader);
     if (data->shards && dataloader_restore(&data->train, &ds) != 0)
         fatal("%s: %s", path, data->train.error);

@@ -462,7 +462,7 @@ def forward_loss(p, cfg, idx, targets, fp8=None):
     x = F.layer_norm(x, (C,), p["lnf.w"], p["lnf.b"], eps=1e-5)
     # under autocast the matmul yields bf16 logits; the softmax and the loss stay in fp32
     # (float64 in the exact run)
-    head = fp8 if cfg.fp8_lm_head else None
+    head = fp8 if fp8 is not None and cfg.fp8_lm_head else None
     logits = linear(x, p["wte"], None, head, 4 * cfg.layers)[..., :cfg.vocab]
     logits = logits if logits.dtype == torch.float64 else logits.float()
     loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
