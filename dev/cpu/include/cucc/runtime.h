@@ -117,6 +117,18 @@ constexpr unsigned max_threads_of(unsigned max_threads, unsigned = 0, unsigned =
     return max_threads;
 }
 // The bound of a kernel without __launch_bounds__.
+// f(the tuple's elements): std::apply, which C++14 (a standard nvcc accepts, so cucc does too)
+// does not have.
+template <class F, class Tuple, size_t... I>
+decltype(auto) apply_tuple(F&& f, Tuple&& t, std::index_sequence<I...>) {
+    return std::forward<F>(f)(std::get<I>(std::forward<Tuple>(t))...);
+}
+template <class F, class Tuple>
+decltype(auto) apply_tuple(F&& f, Tuple&& t) {
+    return apply_tuple(std::forward<F>(f), std::forward<Tuple>(t),
+                       std::make_index_sequence<std::tuple_size<std::decay_t<Tuple>>::value>{});
+}
+
 struct no_launch_bound {
     template <class... Args>
     unsigned operator()(const Args&...) const {
@@ -128,7 +140,7 @@ template <bool ThreadLoop, class Body, class Bound, class... Args>
 void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Body body, Bound bound, Args&&... args) {
     auto captured = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...);
-    unsigned max_threads = std::apply(bound, captured);
+    unsigned max_threads = apply_tuple(bound, captured);
     cucc::ThreadLoop loop = nullptr;
     if constexpr (ThreadLoop)
         loop = [body, captured](const int* order) {
@@ -136,11 +148,11 @@ void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 bl
             // keeps them in registers (read through the closure, a float argument would be
             // reloaded after every float store, which stops vectorization).
             const auto args = captured;
-            run_threads([&] { std::apply(body, args); }, order);
+            run_threads([&] { apply_tuple(body, args); }, order);
         };
     launch_validated(
         name, kernel_addr, grid, block, smem, stream, max_threads,
-        [body, captured]() { std::apply(body, captured); }, std::move(loop));
+        [body, captured]() { apply_tuple(body, captured); }, std::move(loop));
 }
 
 // The kernel registry, for launches that name a kernel by address and pass a `void**` array of
@@ -158,7 +170,7 @@ void register_kernel_binder(const void* kernel, const char* name, unsigned max_t
 template <class... P, size_t... I>
 KernelBody bind_arguments(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
     auto captured = std::make_tuple(std::decay_t<P>(*static_cast<std::decay_t<P>*>(args[I]))...);
-    return [kernel, captured]() { std::apply(kernel, captured); };
+    return [kernel, captured]() { apply_tuple(kernel, captured); };
 }
 template <class... P>
 KernelBody bind_kernel(const void* kernel, void** args) {
