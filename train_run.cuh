@@ -1640,6 +1640,7 @@ struct StepStats {
     int step;             // steps done, this one included
     double loss, z_loss;  // the global batch's mean cross-entropy and z-loss term
     float norm;           // the global gradient norm, before clipping
+    bool clipped;         // whether --grad-clip scaled the gradient down
     double lrs[NUM_OPTIMIZERS];
     double seconds, tokens_per_s, mfu;  // tokens/s and MFU of every rank
     char skipped[256];                  // why the update was not taken ("": it was)
@@ -1691,7 +1692,9 @@ inline StepStats train_step(Run* run, int step) {
         gpt_skip_update(model);
         run->skips++;
     } else {
-        gpt_update(model, s.lrs, clip_scale(s.norm, tc->grad_clip));
+        const double scale = clip_scale(s.norm, tc->grad_clip);
+        s.clipped = scale < 1.0;
+        gpt_update(model, s.lrs, scale);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -1724,6 +1727,7 @@ inline void log_step(Run* run, const StepStats* s) {
         {" | lr %.4e", "lr", STEP_FLOAT, s->lrs[OPT_ADAMW], nullptr, true},
         {" | muon lr %.4e", "muon_lr", STEP_FLOAT, s->lrs[OPT_MUON], nullptr, muon},
         {" | norm %.4f", "grad_norm", STEP_FLOAT, s->norm, nullptr, true},
+        {nullptr, "clipped", STEP_INT, (double)s->clipped, nullptr, tc->grad_clip > 0.0},
         {nullptr, "recompute", STEP_TEXT, 0.0, tc->recompute, recompute},
         {nullptr, "recompute_saved_bytes", STEP_INT, (double)m->recompute_saved_bytes, nullptr,
          recompute},
