@@ -2470,6 +2470,20 @@ void local_from_logical(const GPT* m, const T* logical, T* local) {
     }
 }
 
+// Sets every parameter from fp32 values of the whole model in the logical layout (m->logical,
+// zero in the alignment gaps; wte's padding rows are zeroed here): this rank's part of them,
+// as gpt_set_params does (random initialization, pretrained weights: train_weights.cuh).
+inline void gpt_set_logical_params(GPT* m, float* logical_values) {
+    // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
+    const ParamTensor* wte = &m->logical.tensors[m->logical.index.wte];
+    memset(logical_values + wte->offset + (size_t)m->config.vocab * m->config.channels, 0,
+           (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels * sizeof(float));
+    float* local = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
+    local_from_logical(m, logical_values, local);
+    gpt_set_params(m, local);
+    free(local);
+}
+
 // GPT-2 initialization from the tensors' init rules (see build_param_layout), from `seed`: the
 // whole model is drawn in the logical layout, so every grid starts from the same parameters.
 inline void gpt_init_random(GPT* m, uint64_t seed) {
@@ -2483,14 +2497,7 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
             values[t->offset + j] =
                 t->init_std > 0.0f ? (float)(t->init_std * rng_normal(&state)) : t->init_value;
     }
-    // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
-    const ParamTensor* wte = &logical->tensors[logical->index.wte];
-    memset(values + wte->offset + (size_t)m->config.vocab * m->config.channels, 0,
-           (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels * sizeof(float));
-    float* local = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
-    local_from_logical(m, values, local);
-    gpt_set_params(m, local);
-    free(local);
+    gpt_set_logical_params(m, values);
     free(values);
 }
 

@@ -17,6 +17,7 @@
 #include "llmc/stability.h"  // skipping non-finite steps, --inject-fault
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
 #include "train_checkpoint.cuh"  // checkpoints of the model: save, load on any grid, find
+#include "train_weights.cuh"  // pretrained weights: load_pretrained (HF, llm.c), export_hf
 #ifdef __CUCC__
 #include <cucc/blas.h>  // cucc_blas_description: the BLAS under the CPU cuBLASLt, for the log
 #endif
@@ -253,6 +254,8 @@ struct TrainConfig {
     char resume[512];
     char log[512];
     char sample[512];  // sample mode: the checkpoint (file or folder)
+    char init_from[512];  // pretrained weights (train_weights.cuh), or --export-hf's checkpoint
+    char export_hf[512];  // export mode: the Hugging Face folder to write
     double comm_timeout, bucket_mb;
     int zero;                       // ZeRO stage
     int tp;                         // tensor-parallel group size
@@ -396,6 +399,15 @@ static const Flag FLAGS[] = {
     {"--sample", FLAG_STRING, STRING_FIELD(sample), "", 0, 0, nullptr, FLAG_FREE,
      "sample mode: load this checkpoint (a file, or a folder's newest; the model's shape comes "
      "from it), continue --prompt by --sample-len tokens, print, exit"},
+    {"--init-from", FLAG_STRING, STRING_FIELD(init_from), "", 0, 0, nullptr, FLAG_IDENTITY,
+     "start from pretrained GPT-2 weights: a Hugging Face folder (config.json, model.safetensors) "
+     "or an llm.c model file (gpt2_124M.bin, fp32 or bf16); the model's shape comes from it (a "
+     "shape flag set to another value than its default must agree); with --export-hf: the "
+     "model to export (also a checkpoint file or folder)"},
+    {"--export-hf", FLAG_STRING, STRING_FIELD(export_hf), "", 0, 0, nullptr, FLAG_FREE,
+     "export mode: write --init-from's model as a Hugging Face GPT-2 folder (config.json, "
+     "model.safetensors; with GPT-2's BPE tokenizer from --tokenizer or --data also its "
+     "tokenizer files) and exit"},
     {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), "989e12", 1, INFINITY, nullptr, FLAG_FREE,
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), "300", 0.1, 1e6, nullptr, FLAG_FREE,
@@ -595,6 +607,20 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
         snprintf(msg, len,
                  "--sample only generates text: it takes no --resume, --checkpoint-dir "
                  "or --log");
+    else if (tc->sample[0] && tc->init_from[0])
+        snprintf(msg, len,
+                 "--sample loads its weights itself: give it the Hugging Face folder or llm.c "
+                 "file (--sample %s), without --init-from",
+                 tc->init_from);
+    else if (tc->export_hf[0] && !tc->init_from[0])
+        snprintf(msg, len, "--export-hf needs --init-from, the model to export");
+    else if (tc->export_hf[0] &&
+             (tc->sample[0] || tc->resume[0] || tc->checkpoint_dir[0] || tc->log[0]))
+        snprintf(msg, len,
+                 "--export-hf only writes the folder: it takes no --sample, --resume, "
+                 "--checkpoint-dir or --log");
+    else if (tc->init_from[0] && tc->model.qk_norm)
+        snprintf(msg, len, "--init-from loads GPT-2, which has no QK-norm: leave out --qk-norm");
     else return nullptr;
     return msg;
 }
@@ -983,11 +1009,60 @@ inline int plan_main(TrainConfig* tc, const Comm* comm, const ParallelDims* dims
     return EXIT_SUCCESS;
 }
 
-inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
-    if (tok == nullptr)
-        fatal("--sample needs a tokenizer: --data DIR (its tokenizer.bin) or --tokenizer PATH");
+// --init-from: the model's shape is the pretrained weights' (train_weights.cuh). A shape flag
+// left at its default takes the file's value; one set to another value must equal it. The
+// tokenizer, when there is one, must have the model's vocabulary. A checkpoint of this trainer
+// is refused here: it continues with --resume, or becomes pretrained weights with --export-hf.
+inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
+    const char* path = tc->init_from;
+    if (weights_kind(path) == WEIGHTS_CHECKPOINT)
+        fatal(
+            "--init-from %s is a checkpoint of this trainer: continue its run with --resume, or "
+            "write it as a Hugging Face folder with --export-hf and start from that",
+            path);
+    const GPTConfig file = pretrained_shape(path);
+    TrainConfig defaults;
+    train_config_defaults(&defaults);
+    struct ShapeFlag {
+        const char* flag;
+        int* value;
+        int default_value, from_file;
+    };
+    const ShapeFlag shape[] = {
+        {"--vocab", &tc->model.vocab, defaults.model.vocab, file.vocab},
+        {"--context", &tc->model.context, defaults.model.context, file.context},
+        {"--layers", &tc->model.layers, defaults.model.layers, file.layers},
+        {"--heads", &tc->model.heads, defaults.model.heads, file.heads},
+        {"--embd", &tc->model.channels, defaults.model.channels, file.channels}};
+    for (const ShapeFlag& f : shape) {
+        if (*f.value != f.default_value && *f.value != f.from_file)
+            fatal("%s %d contradicts --init-from %s, whose model has %d (leave %s out)", f.flag,
+                  *f.value, path, f.from_file, f.flag);
+        *f.value = f.from_file;
+    }
+    if (tok != nullptr && tok->vocab_size != file.vocab)
+        fatal("--init-from %s is a model of %d tokens, the tokenizer has %d", path, file.vocab,
+              tok->vocab_size);
+}
+
+// A model on this process alone, for sampling and export: its shape and weights from `spec`, a
+// checkpoint (a file, or a folder's newest), a Hugging Face GPT-2 folder or an llm.c model file;
+// built for micro-batches of 1 x T (0: its context). Says what it loaded.
+inline void load_single_model(const char* spec, const TrainConfig* tc, int T, GPT* model) {
+    OptimizerConfig opt = optimizer_config_of(tc);
+    if (weights_kind(spec) != WEIGHTS_CHECKPOINT) {
+        const GPTConfig c = pretrained_shape(spec);
+        char msg[512];
+        if (gpt_config_error(&c, 1, T > 0 ? T : c.context, msg, sizeof(msg)))
+            fatal("%s: this trainer cannot build its model: %s", spec, msg);
+        gpt_build(model, &c, &opt, 1, T > 0 ? T : c.context, 0);
+        load_pretrained(model, spec);
+        printf("loaded %s (L %d NH %d C %d maxT %d V %d)\n", spec, c.layers, c.heads, c.channels,
+               c.context, c.vocab);
+        return;
+    }
     char path[CKPT_PATH_BYTES];
-    if (!find_checkpoint(tc->sample, path, sizeof(path))) fatal("no checkpoint in %s", tc->sample);
+    if (!find_checkpoint(spec, path, sizeof(path))) fatal("no checkpoint in %s", spec);
     CheckpointConfig cc = peek_checkpoint_config(path);
     CheckpointReader reader;
     if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
@@ -1003,28 +1078,32 @@ inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
     if (gpt_config_error(&c, 1, c.context, msg, sizeof(msg)) ||
         c.padded_vocab != padded_vocab_of(c.vocab))
         fatal("checkpoint %s holds an invalid model configuration", path);
-    if (c.vocab != tok->vocab_size)
-        fatal("checkpoint %s is a model of %d tokens, the tokenizer has %d", path, c.vocab,
-              tok->vocab_size);
     // The config block holds the shape; the layout section says whether the model has QK-norm's
     // scales and which optimizer's state the file holds (needed to read it in full): the kind
     // of the optimizer other than AdamW that updates some tensor, if any.
-    OptimizerConfig opt = optimizer_config_of(tc);
     char q_norm_name[32];
     snprintf(q_norm_name, sizeof(q_norm_name), "h0.%s", LAYER_TENSOR_NAMES[Q_NORM_W]);
     for (const LayoutRecord& rec : read_layout(&reader)) {
         if (strcmp(rec.name, q_norm_name) == 0) c.qk_norm = 1;
         if (rec.optimizer > OPT_ADAMW && rec.optimizer < NUM_OPTIMIZERS) opt.kind = rec.optimizer;
     }
-    GPT model;
-    gpt_build(&model, &c, &opt, 1, c.context, 0);
-    RunState rs = load_checkpoint(&model, &reader, nullptr);
+    gpt_build(model, &c, &opt, 1, T > 0 ? T : c.context, 0);
+    RunState rs = load_checkpoint(model, &reader, nullptr);
     ckpt_close(&reader);
-    printf(
-        "sampling %s (step %llu; L %d NH %d C %d maxT %d V %d), temperature %g, top-k %d, seed "
-        "%lld\n",
-        path, (unsigned long long)rs.step, c.layers, c.heads, c.channels, c.context, c.vocab,
-        tc->temperature, tc->top_k, tc->seed);
+    printf("loaded %s (step %llu; L %d NH %d C %d maxT %d V %d)\n", path,
+           (unsigned long long)rs.step, c.layers, c.heads, c.channels, c.context, c.vocab);
+}
+
+inline int sample_main(const TrainConfig* tc, const Tokenizer* tok) {
+    if (tok == nullptr)
+        fatal("--sample needs a tokenizer: --data DIR (its tokenizer.bin) or --tokenizer PATH");
+    GPT model;
+    load_single_model(tc->sample, tc, 0, &model);
+    if (model.config.vocab != tok->vocab_size)
+        fatal("%s is a model of %d tokens, the tokenizer has %d", tc->sample, model.config.vocab,
+              tok->vocab_size);
+    printf("sampling %s, temperature %g, top-k %d, seed %lld\n", tc->sample, tc->temperature,
+           tc->top_k, tc->seed);
     printf("---\n");
     uint64_t rng = (uint64_t)tc->seed;
     size_t len;
@@ -1227,6 +1306,22 @@ inline void check_replicas(const Comm* comm, GPT* m) {
     }
     printf("parameter hash %016llx on each of %d ranks\n", (unsigned long long)hashes[0],
            comm->all.size);
+}
+
+// --export-hf DIR: --init-from's model (a checkpoint, or pretrained weights) written as a Hugging
+// Face GPT-2 folder, the weights as the forward pass reads them (train_weights.cuh's export_hf).
+inline int export_main(const TrainConfig* tc, const Tokenizer* tok) {
+    GPT model;
+    load_single_model(tc->init_from, tc, 1, &model);
+    if (tok != nullptr && tok->vocab_size != model.config.vocab)
+        fatal("%s is a model of %d tokens, the tokenizer has %d", tc->init_from,
+              model.config.vocab, tok->vocab_size);
+    std::vector<floatX> params(model.logical.total);
+    gpt_params_download_logical(&model, params.data());
+    std::vector<float> values(params.begin(), params.end());
+    export_hf(&model, values.data(), tc->export_hf, tok);
+    gpt_free(&model);
+    return EXIT_SUCCESS;
 }
 
 // The startup report's line on the model state: the bytes each buffer holds (as allocated) and
@@ -1521,7 +1616,8 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
               recompute_from_name(tc->recompute));
     CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
     run->allocated = free_before - free_after;
-    gpt_init_random(&run->model, (uint64_t)tc->seed);
+    if (tc->init_from[0]) load_pretrained(&run->model, tc->init_from);
+    else gpt_init_random(&run->model, (uint64_t)tc->seed);
     run->rs = {0, 0, run->model.seed, (uint64_t)tc->seed ^ 0x2545f4914f6cdd1dull,
                run->data.token_rng};
 }
@@ -1809,10 +1905,12 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         print_usage(stdout, prog);
         return EXIT_SUCCESS;
     }
-    if (tc.sample[0] && comm->world > 1)
-        fatal("--sample runs as a single process, not under an MPI launcher");
+    if ((tc.sample[0] || tc.export_hf[0]) && comm->world > 1)
+        fatal("--sample and --export-hf run as a single process, not under an MPI launcher");
     Tokenizer tok;
     const bool have_tokenizer = load_tokenizer(&tc, &tok);
+    if (tc.init_from[0] && !tc.export_hf[0] && !tc.sample[0])
+        init_from_shape(&tc, have_tokenizer ? &tok : nullptr);
     if (have_tokenizer && tc.model.vocab != 0 && tc.model.vocab != tok.vocab_size && !tc.sample[0])
         fatal("--vocab %d differs from the tokenizer's vocabulary of %d tokens", tc.model.vocab,
               tok.vocab_size);
@@ -1831,8 +1929,9 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     comm_grid_groups(comm, comm->rank, comm->all.timeout_s, &dims, &groups);
     if (!tc.sample[0]) fit_batch(&tc, comm, &dims);
     check_grid(&tc, &dims, comm->local_world);
-    if (tc.sample[0]) {
-        const int status = sample_main(&tc, have_tokenizer ? &tok : nullptr);
+    if (tc.sample[0] || tc.export_hf[0]) {
+        const Tokenizer* t = have_tokenizer ? &tok : nullptr;
+        const int status = tc.sample[0] ? sample_main(&tc, t) : export_main(&tc, t);
         if (have_tokenizer) tokenizer_free(&tok);
         return status;
     }
