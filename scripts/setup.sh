@@ -48,6 +48,8 @@ fi
 if [ "$with_tests" = 1 ]; then
     pip_install torch torch
     pip_install tiktoken tiktoken==0.14.0
+    pip_install transformers transformers==4.46.3  # scripts/test_hf.py's independent GPT-2
+    pip_install safetensors safetensors==0.4.5
 fi
 
 [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime_api.h" ] ||
