@@ -17,7 +17,7 @@
 #include "llmc/stability.h"  // skipping non-finite steps, --inject-fault
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
 #include "train_checkpoint.cuh"  // checkpoints of the model: save, load on any grid, find
-#include "train_weights.cuh"  // pretrained weights: load_pretrained (HF, llm.c), export_hf
+#include "train_weights.cuh"     // pretrained weights: load_pretrained (HF, llm.c), export_hf
 #ifdef __CUCC__
 #include <cucc/blas.h>  // cucc_blas_description: the BLAS under the CPU cuBLASLt, for the log
 #endif
@@ -1314,8 +1314,8 @@ inline int export_main(const TrainConfig* tc, const Tokenizer* tok) {
     GPT model;
     load_single_model(tc->init_from, tc, 1, &model);
     if (tok != nullptr && tok->vocab_size != model.config.vocab)
-        fatal("%s is a model of %d tokens, the tokenizer has %d", tc->init_from,
-              model.config.vocab, tok->vocab_size);
+        fatal("%s is a model of %d tokens, the tokenizer has %d", tc->init_from, model.config.vocab,
+              tok->vocab_size);
     std::vector<floatX> params(model.logical.total);
     gpt_params_download_logical(&model, params.data());
     std::vector<float> values(params.begin(), params.end());

@@ -66,9 +66,9 @@ inline int weights_kind(const char* path) {
 
 // Our block tensors' names in a Hugging Face GPT-2, in LayerTensor order (QK-norm has none).
 static const char* const HF_BLOCK_TENSORS[Q_NORM_W] = {
-    "ln_1.weight",      "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
-    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",       "ln_2.bias",
-    "mlp.c_fc.weight",  "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    "ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+    "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 
 // The Hugging Face name (without "transformer.") of logical tensor i, and whether it is stored
 // transposed (a Conv1D weight).
@@ -220,8 +220,7 @@ inline const SafeTensor* hf_find(HfFiles* h, const std::string& name, Safetensor
 
 inline std::string shape_text(const std::vector<int64_t>& shape) {
     std::string s = "(";
-    for (size_t d = 0; d < shape.size(); d++)
-        s += (d ? ", " : "") + std::to_string(shape[d]);
+    for (size_t d = 0; d < shape.size(); d++) s += (d ? ", " : "") + std::to_string(shape[d]);
     return s + (shape.size() == 1 ? ",)" : ")");
 }
 
@@ -427,8 +426,9 @@ inline void export_gpt2_tokenizer(const Tokenizer* tok, const char* dir, int con
 inline void export_hf(const GPT* m, const float* values, const char* dir, const Tokenizer* tok) {
     const GPTConfig* c = &m->config;
     if (c->qk_norm)
-        fatal("--export-hf: this model has QK-norm, which GPT-2 (and so Hugging Face's GPT-2) "
-              "does not have");
+        fatal(
+            "--export-hf: this model has QK-norm, which GPT-2 (and so Hugging Face's GPT-2) "
+            "does not have");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         fatal("--export-hf: cannot make folder %s: %s", dir, strerror(errno));
     const ParamLayout* logical = &m->logical;
@@ -454,8 +454,9 @@ inline void export_hf(const GPT* m, const float* values, const char* dir, const 
     if (safetensors_write(weights.c_str(), out, {{"format", "pt"}}, err, sizeof(err)) != 0)
         fatal("%s", err);
     const bool bpe = tok != nullptr && tok->kind == TOKENIZER_KIND_GPT2;
-    std::string config = "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": "
-                         "\"gpt2\",\n";
+    std::string config =
+        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": "
+        "\"gpt2\",\n";
     auto put = [&config](const char* key, const std::string& value) {
         config += std::string("  \"") + key + "\": " + value + ",\n";
     };
@@ -482,7 +483,7 @@ inline void export_hf(const GPT* m, const float* values, const char* dir, const 
     write_text_file(std::string(dir) + "/config.json", config);
     if (bpe) export_gpt2_tokenizer(tok, dir, c->context);
     printf("wrote %s: config.json, model.safetensors (F32, %d tensors)%s\n", dir, logical->count,
-           bpe ? ", vocab.json, merges.txt, tokenizer_config.json (GPT-2's BPE)"
+           bpe   ? ", vocab.json, merges.txt, tokenizer_config.json (GPT-2's BPE)"
            : tok ? " (the byte tokenizer has no Hugging Face form: no tokenizer files)"
                  : " (no tokenizer given: no tokenizer files)");
 }

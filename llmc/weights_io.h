@@ -80,9 +80,9 @@ inline float f16_to_float(uint16_t h) {
         const float v = ldexpf((float)mantissa, -24);
         return sign ? -v : v;
     }
-    const uint32_t bits =
-        exponent == 0x1f ? sign | 0x7f800000u | (mantissa << 13)
-                         : sign | ((exponent - 15 + 127) << 23) | (mantissa << 13);
+    const uint32_t bits = exponent == 0x1f
+                              ? sign | 0x7f800000u | (mantissa << 13)
+                              : sign | ((exponent - 15 + 127) << 23) | (mantissa << 13);
     float f;
     memcpy(&f, &bits, sizeof(f));
     return f;
@@ -173,35 +173,27 @@ inline int json_string(JsonParser* j, std::string* out) {
         }
         if (++j->p >= j->end) return json_fail(j, "a string without its closing quote");
         const char e = *j->p++;
-        switch (e) {
-            case '"': out->push_back('"'); break;
-            case '\\': out->push_back('\\'); break;
-            case '/': out->push_back('/'); break;
-            case 'b': out->push_back('\b'); break;
-            case 'f': out->push_back('\f'); break;
-            case 'n': out->push_back('\n'); break;
-            case 'r': out->push_back('\r'); break;
-            case 't': out->push_back('\t'); break;
-            case 'u': {
-                uint32_t cp;
-                if (json_hex4(j, &cp) != 0) return -1;
-                if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate: its low one follows
-                    uint32_t low;
-                    if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
-                        return json_fail(j, "a \\u surrogate without its pair");
-                    j->p += 2;
-                    if (json_hex4(j, &low) != 0) return -1;
-                    if (low < 0xdc00 || low >= 0xe000)
-                        return json_fail(j, "a \\u surrogate without its pair");
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-                } else if (cp >= 0xdc00 && cp < 0xe000) {
-                    return json_fail(j, "a \\u low surrogate alone");
-                }
-                json_put_utf8(out, cp);
-                break;
-            }
-            default: return json_fail(j, "an unknown escape in a string");
+        static const char ESCAPED[] = "\"\\/bfnrt", MEANT[] = "\"\\/\b\f\n\r\t";
+        if (const char* at = e != '\0' ? strchr(ESCAPED, e) : nullptr) {
+            out->push_back(MEANT[at - ESCAPED]);
+            continue;
         }
+        if (e != 'u') return json_fail(j, "an unknown escape in a string");
+        uint32_t cp;
+        if (json_hex4(j, &cp) != 0) return -1;
+        if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate: its low one follows
+            uint32_t low;
+            if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
+                return json_fail(j, "a \\u surrogate without its pair");
+            j->p += 2;
+            if (json_hex4(j, &low) != 0) return -1;
+            if (low < 0xdc00 || low >= 0xe000)
+                return json_fail(j, "a \\u surrogate without its pair");
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+        } else if (cp >= 0xdc00 && cp < 0xe000) {
+            return json_fail(j, "a \\u low surrogate alone");
+        }
+        json_put_utf8(out, cp);
     }
 }
 
@@ -388,9 +380,9 @@ struct SafetensorsDtype {
     int bytes;
 };
 static const SafetensorsDtype SAFETENSORS_DTYPES[] = {
-    {"F64", 8},  {"F32", 4},  {"F16", 2},  {"BF16", 2}, {"I64", 8},     {"I32", 4},
-    {"I16", 2},  {"I8", 1},   {"U64", 8},  {"U32", 4},  {"U16", 2},     {"U8", 1},
-    {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+    {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+    {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+    {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
 constexpr uint64_t SAFETENSORS_MAX_HEADER = 100000000;  // the format's limit on N
 constexpr int SAFETENSORS_MAX_DIMS = 8;
 
@@ -452,9 +444,9 @@ inline int safetensors_open(SafetensorsFile* f, const char* path) {
         return safetensors_fail(f, "%lld bytes, too short for the 8-byte header length",
                                 (long long)size);
     if (n > (uint64_t)size - 8)
-        return safetensors_fail(
-            f, "its header length %llu runs past the end of the file (%lld bytes)",
-            (unsigned long long)n, (long long)size);
+        return safetensors_fail(f,
+                                "its header length %llu runs past the end of the file (%lld bytes)",
+                                (unsigned long long)n, (long long)size);
     if (n > SAFETENSORS_MAX_HEADER)
         return safetensors_fail(f, "its header length %llu is over the format's limit of %llu",
                                 (unsigned long long)n, (unsigned long long)SAFETENSORS_MAX_HEADER);
@@ -490,14 +482,16 @@ inline int safetensors_open(SafetensorsFile* f, const char* path) {
             shape == nullptr || shape->kind != JSON_ARRAY || offsets == nullptr ||
             offsets->kind != JSON_ARRAY || offsets->items.size() != 2)
             return safetensors_fail(
-                f, "tensor %s: its entry needs \"dtype\" (a string), \"shape\" (an array) and "
-                   "\"data_offsets\" (two numbers)",
+                f,
+                "tensor %s: its entry needs \"dtype\" (a string), \"shape\" (an array) and "
+                "\"data_offsets\" (two numbers)",
                 name.c_str());
         t.dtype = dtype->text;
         const int elem = safetensors_dtype_bytes(t.dtype);
         if (elem == 0)
-            return safetensors_fail(f, "tensor %s has dtype \"%s\", which safetensors does not "
-                                       "define",
+            return safetensors_fail(f,
+                                    "tensor %s has dtype \"%s\", which safetensors does not "
+                                    "define",
                                     name.c_str(), t.dtype.c_str());
         if (shape->items.size() > SAFETENSORS_MAX_DIMS)
             return safetensors_fail(f, "tensor %s has %zu dimensions (at most %d here)",
@@ -506,8 +500,9 @@ inline int safetensors_open(SafetensorsFile* f, const char* path) {
         for (const JsonValue& d : shape->items) {
             int64_t dim;
             if (!json_int(&d, 0, (int64_t)1 << 40, &dim))
-                return safetensors_fail(f, "tensor %s: its shape holds something other than a "
-                                           "size",
+                return safetensors_fail(f,
+                                        "tensor %s: its shape holds something other than a "
+                                        "size",
                                         name.c_str());
             t.shape.push_back(dim);
             // past the data's size the count only needs to stay too large (no overflow)
@@ -524,8 +519,9 @@ inline int safetensors_open(SafetensorsFile* f, const char* path) {
         t.end = (uint64_t)end;
         if (t.end - t.begin != numel * (uint64_t)elem)
             return safetensors_fail(
-                f, "tensor %s: its data_offsets [%llu, %llu] span %llu bytes, its shape and "
-                   "dtype %s need %llu",
+                f,
+                "tensor %s: its data_offsets [%llu, %llu] span %llu bytes, its shape and "
+                "dtype %s need %llu",
                 name.c_str(), (unsigned long long)t.begin, (unsigned long long)t.end,
                 (unsigned long long)(t.end - t.begin), t.dtype.c_str(),
                 (unsigned long long)(numel * (uint64_t)elem));
@@ -546,8 +542,9 @@ inline int safetensors_open(SafetensorsFile* f, const char* path) {
                                     (unsigned long long)at);
         if (t->end > data_bytes)
             return safetensors_fail(
-                f, "truncated: tensor %s's data ends at byte %llu of the file, which has %lld "
-                   "bytes",
+                f,
+                "truncated: tensor %s's data ends at byte %llu of the file, which has %lld "
+                "bytes",
                 t->name.c_str(), (unsigned long long)(f->data_start + t->end), (long long)size);
         at = t->end;
     }
@@ -575,8 +572,8 @@ inline int safetensors_read(SafetensorsFile* f, const SafeTensor* t, uint64_t fi
         return -1;
     }
     if ((first + n) * elem > t->end - t->begin) {
-        snprintf(f->error, sizeof(f->error), "safetensors file %s: a read past tensor %s",
-                 f->path, t->name.c_str());
+        snprintf(f->error, sizeof(f->error), "safetensors file %s: a read past tensor %s", f->path,
+                 t->name.c_str());
         return -1;
     }
     std::vector<uint16_t> half(elem == 2 ? n : 0);
@@ -669,8 +666,8 @@ constexpr int LLMC_VERSION_FP32 = 3, LLMC_VERSION_BF16 = 5;
 constexpr int LLMC_NUM_TENSORS = 16;
 
 struct LlmcTensor {
-    const char* name;  // llm.c's: "wte", "wpe", "ln1w", ..., "lnfb"
-    bool per_layer;    // L of them back to back, (rows, cols) each
+    const char* name;    // llm.c's: "wte", "wpe", "ln1w", ..., "lnfb"
+    bool per_layer;      // L of them back to back, (rows, cols) each
     int64_t rows, cols;  // cols 0: a vector of rows elements
     uint64_t offset;     // of its first element, in elements from the end of the header
 };
@@ -678,8 +675,8 @@ struct LlmcTensor {
 struct LlmcFile {
     char path[1024];
     FILE* file;
-    int version, elem_bytes;       // 3: 4 (fp32), 5: 2 (bf16)
-    int maxT, V, L, NH, C, Vp;     // the header's sizes
+    int version, elem_bytes;    // 3: 4 (fp32), 5: 2 (bf16)
+    int maxT, V, L, NH, C, Vp;  // the header's sizes
     LlmcTensor tensors[LLMC_NUM_TENSORS];
     char error[1536];
 };
@@ -693,14 +690,12 @@ inline void llmc_close(LlmcFile* f) {
 inline uint64_t llmc_tensors(LlmcFile* f) {
     const int64_t C = f->C, L = f->L;
     const LlmcTensor shapes[LLMC_NUM_TENSORS] = {
-        {"wte", false, f->Vp, C, 0},     {"wpe", false, f->maxT, C, 0},
-        {"ln1w", true, C, 0, 0},         {"ln1b", true, C, 0, 0},
-        {"qkvw", true, 3 * C, C, 0},     {"qkvb", true, 3 * C, 0, 0},
-        {"attprojw", true, C, C, 0},     {"attprojb", true, C, 0, 0},
-        {"ln2w", true, C, 0, 0},         {"ln2b", true, C, 0, 0},
-        {"fcw", true, 4 * C, C, 0},      {"fcb", true, 4 * C, 0, 0},
-        {"fcprojw", true, C, 4 * C, 0},  {"fcprojb", true, C, 0, 0},
-        {"lnfw", false, C, 0, 0},        {"lnfb", false, C, 0, 0}};
+        {"wte", false, f->Vp, C, 0},    {"wpe", false, f->maxT, C, 0}, {"ln1w", true, C, 0, 0},
+        {"ln1b", true, C, 0, 0},        {"qkvw", true, 3 * C, C, 0},   {"qkvb", true, 3 * C, 0, 0},
+        {"attprojw", true, C, C, 0},    {"attprojb", true, C, 0, 0},   {"ln2w", true, C, 0, 0},
+        {"ln2b", true, C, 0, 0},        {"fcw", true, 4 * C, C, 0},    {"fcb", true, 4 * C, 0, 0},
+        {"fcprojw", true, C, 4 * C, 0}, {"fcprojb", true, C, 0, 0},    {"lnfw", false, C, 0, 0},
+        {"lnfb", false, C, 0, 0}};
     uint64_t at = 0;
     for (int i = 0; i < LLMC_NUM_TENSORS; i++) {
         f->tensors[i] = shapes[i];
@@ -737,8 +732,8 @@ inline int llmc_open(LlmcFile* f, const char* path) {
     }
     int32_t h[LLMC_HEADER_INTS];
     if (size < (int64_t)sizeof(h) || fread(h, sizeof(h), 1, f->file) != 1)
-        return llmc_fail(f, "truncated: %lld bytes, less than its %zu-byte header",
-                         (long long)size, sizeof(h));
+        return llmc_fail(f, "truncated: %lld bytes, less than its %zu-byte header", (long long)size,
+                         sizeof(h));
     if (h[0] != LLMC_MAGIC)
         return llmc_fail(f, "bad magic %d (an llm.c model file starts with %d)", h[0], LLMC_MAGIC);
     f->version = h[1];
