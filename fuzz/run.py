@@ -10,6 +10,8 @@ Targets (default: all of TARGETS below):
     tokenizer   llmc/tokenizer.h: tokenizer files  seeds: dev/data/tokenizer.py's files
     encode      llmc/tokenizer.h: prompt text      seeds: dev/data/tokenizer_cases.py's texts
     checkpoint  llmc/checkpoint.h: checkpoints     seeds: llmc/checkpoint.h's writer (the harness)
+    weights     llmc/weights_io.h: safetensors, llm.c model files, JSON
+                                                   seeds: llmc/weights_io.h's writer (the harness)
 
 Per target, under build/fuzz/TARGET.d/: seeds/ (remade every run), corpus/ (the inputs
 libFuzzer found new coverage with, kept so that runs accumulate; --fresh starts from the seeds
@@ -124,12 +126,20 @@ def checkpoint_seeds(seeds, work):
     return {}
 
 
+def weights_seeds(seeds, work):
+    """safetensors and llm.c files, which the harness writes with llmc/weights_io.h."""
+    subprocess.run([os.path.join(BUILD, "weights")], check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, FUZZ_WRITE_SEEDS=seeds))
+    return {}
+
+
 Target = types.SimpleNamespace
 TARGETS = [
     Target(name="shard", seeds=shard_seeds),
     Target(name="tokenizer", seeds=tokenizer_seeds),
     Target(name="encode", seeds=encode_seeds),
     Target(name="checkpoint", seeds=checkpoint_seeds),
+    Target(name="weights", seeds=weights_seeds),
 ]
 
 
