@@ -1015,10 +1015,12 @@ inline int plan_main(TrainConfig* tc, const Comm* comm, const ParallelDims* dims
 // is refused here: it continues with --resume, or becomes pretrained weights with --export-hf.
 inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
     const char* path = tc->init_from;
-    if (weights_kind(path) == WEIGHTS_CHECKPOINT)
+    if (weights_kind(path, "--init-from file") == WEIGHTS_CHECKPOINT)
         fatal(
-            "--init-from %s is a checkpoint of this trainer: continue its run with --resume, or "
-            "write it as a Hugging Face folder with --export-hf and start from that",
+            "--init-from %s is a checkpoint of this trainer or a folder without config.json: "
+            "pretrained weights are a Hugging Face folder (with config.json) or an llm.c file; a "
+            "checkpoint continues its run with --resume, or becomes a Hugging Face folder with "
+            "--export-hf",
             path);
     const GPTConfig file = pretrained_shape(path);
     TrainConfig defaults;
@@ -1050,7 +1052,7 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
 // built for micro-batches of 1 x T (0: its context). Says what it loaded.
 inline void load_single_model(const char* spec, const TrainConfig* tc, int T, GPT* model) {
     OptimizerConfig opt = optimizer_config_of(tc);
-    if (weights_kind(spec) != WEIGHTS_CHECKPOINT) {
+    if (weights_kind(spec, "checkpoint") != WEIGHTS_CHECKPOINT) {
         const GPTConfig c = pretrained_shape(spec);
         char msg[512];
         if (gpt_config_error(&c, 1, T > 0 ? T : c.context, msg, sizeof(msg)))
@@ -1906,7 +1908,8 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         return EXIT_SUCCESS;
     }
     if ((tc.sample[0] || tc.export_hf[0]) && comm->world > 1)
-        fatal("--sample and --export-hf run as a single process, not under an MPI launcher");
+        fatal("%s runs as a single process, not under an MPI launcher",
+              tc.sample[0] ? "--sample" : "--export-hf");
     Tokenizer tok;
     const bool have_tokenizer = load_tokenizer(&tc, &tok);
     if (tc.init_from[0] && !tc.export_hf[0] && !tc.sample[0])

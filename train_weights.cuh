@@ -39,16 +39,19 @@ inline bool path_is_file(const std::string& path) {
 
 // What `path` holds: a Hugging Face folder (it has config.json), a checkpoint of this trainer (a
 // folder of them, or a file that starts with the checkpoint magic) or an llm.c model file (its
-// magic). Anything else is refused.
-inline int weights_kind(const char* path) {
+// magic). Anything else is refused; `what` names the path's role in the message of a path that
+// is no regular file or folder (a FIFO is refused, never opened to wait for a writer).
+inline int weights_kind(const char* path, const char* what) {
     struct stat st;
-    if (stat(path, &st) != 0) fatal("cannot open %s: %s", path, strerror(errno));
+    if (stat(path, &st) != 0) fatal("cannot open %s %s: %s", what, path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         return path_is_file(std::string(path) + "/config.json") ? WEIGHTS_HF : WEIGHTS_CHECKPOINT;
-    char head[8] = {};
-    FILE* f = fopen(path, "rb");
-    const bool got = f != nullptr && fread(head, 1, sizeof(head), f) == sizeof(head);
-    if (f) fclose(f);
+    char head[8] = {}, err[1024];
+    int64_t size;
+    FILE* f = fopen_regular(path, what, &size, err, sizeof(err));
+    if (f == nullptr) fatal("%s", err);
+    const bool got = fread(head, 1, sizeof(head), f) == sizeof(head);
+    fclose(f);
     int32_t magic;
     memcpy(&magic, head, sizeof(magic));
     if (got && memcmp(head, CKPT_MAGIC, 8) == 0) return WEIGHTS_CHECKPOINT;
@@ -349,7 +352,7 @@ inline void read_llmc_tensors(const GPT* m, const char* path, float* values) {
 
 // The model shape of the pretrained weights at path (a Hugging Face folder or an llm.c file).
 inline GPTConfig pretrained_shape(const char* path) {
-    const int kind = weights_kind(path);
+    const int kind = weights_kind(path, "weights file");
     if (kind == WEIGHTS_CHECKPOINT)
         fatal("%s is a checkpoint of this trainer, not pretrained weights", path);
     return kind == WEIGHTS_HF ? hf_shape(path) : llmc_shape(path);
@@ -361,7 +364,7 @@ inline GPTConfig pretrained_shape(const char* path) {
 // exactly.
 inline void load_pretrained(GPT* m, const char* path) {
     std::vector<float> values(m->logical.total, 0.0f);
-    if (weights_kind(path) == WEIGHTS_HF) read_hf_tensors(m, path, values.data());
+    if (weights_kind(path, "weights file") == WEIGHTS_HF) read_hf_tensors(m, path, values.data());
     else read_llmc_tensors(m, path, values.data());
     gpt_set_logical_params(m, values.data());
 }
