@@ -13,7 +13,8 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
    transformers' own bf16 model moves that loss.
 2. Round trips, fp32 build: Hugging Face -> --export-hf (direct) and Hugging Face -> a checkpoint
    (one step at --lr 0) -> --export-hf give back every tensor bit for bit (the same names,
-   shapes and values), and transformers loads the folder.
+   shapes and values), and transformers loads the folder; folders saved in bf16 and fp16 are
+   read exactly (the export holds their values as F32).
 3. llm.c model files written here by the documented layout (llm.c's train_gpt2.py write_model:
    the 256-int32 header, version 3 fp32 / 5 bf16, the tensors in llm.c's order, wte padded to
    Vp rows): loaded and exported (fp32 build), every tensor equals the Hugging Face model's
@@ -242,6 +243,15 @@ def main():
                     back = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
                     ok, what = abs(hf_loss(torch, back, val) - want) == 0.0, what + ", transformers loads it"
                 check(ok, f"fp32 HF -> checkpoint (a step at --lr 0) -> --export-hf -> HF ({name}): {what}")
+
+        # half-precision folders (save_pretrained of a bf16 or fp16 model): read exactly
+        for dtype, label in ((torch.bfloat16, "BF16"), (torch.float16, "F16")):
+            half_dir, out = os.path.join(work, f"hf_{label}"), os.path.join(work, f"hf_{label}_out")
+            copy.deepcopy(models[1]).to(dtype).save_pretrained(half_dir)
+            rc, _, err = trainer(fp32, ["--init-from", half_dir, "--export-hf", out])
+            want = {k: v.float() for k, v in load_file(os.path.join(half_dir, "model.safetensors")).items()}
+            ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"), want) if rc == 0 else (False, err)
+            check(ok, f"fp32 build: a {label} Hugging Face folder -> --export-hf: {what} (its values, exactly)")
 
         # 3. llm.c model files
         model, folder, cfg = models[1], folders[1], models[1].config
