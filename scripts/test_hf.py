@@ -14,7 +14,8 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
 2. Round trips, fp32 build: Hugging Face -> --export-hf (direct) and Hugging Face -> a checkpoint
    (one step at --lr 0) -> --export-hf give back every tensor bit for bit (the same names,
    shapes and values), and transformers loads the folder; folders saved in bf16 and fp16 are
-   read exactly (the export holds their values as F32).
+   read exactly (the export holds their values as F32). The bf16 build's weights are the fp32
+   ones rounded to nearest even: its direct export equals torch's bfloat16 cast of them.
 3. llm.c model files written here by the documented layout (llm.c's train_gpt2.py write_model:
    the 256-int32 header, version 3 fp32 / 5 bf16, the tensors in llm.c's order, wte padded to
    Vp rows): loaded and exported (fp32 build), every tensor equals the Hugging Face model's
@@ -23,9 +24,9 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
 4. Fine-tuning from a Hugging Face folder (fp32): the validation loss after 4 steps is below the
    pretrained model's; the same run under mpirun -np 2 with ZeRO-3 and with --tp 2 equals the
    single process (losses, norms and parameters within 1e-5: testlib.compare, as test_zero3 and
-   test_tp). The single process's checkpoint, exported with --export-hf, loads in transformers
-   with our logits: its loss on the validation sequences equals our logged final validation loss
-   within 1e-5.
+   test_tp). Each run's checkpoint (one file; two ZeRO-3 shards; two tensor-parallel parts),
+   exported with --export-hf, loads in transformers with our logits: its loss on the validation
+   sequences equals that run's logged final validation loss within 1e-5.
 5. Greedy generation (--sample, --temperature 0) from a Hugging Face folder and from the
    fine-tuned checkpoint equals transformers' generate(do_sample=False) from the same weights
    and prompt, token for token (the byte tokenizer, so the printed bytes are the tokens).
@@ -229,6 +230,14 @@ def main():
                 check(e <= bound, f"{build} --init-from HF ({name}): step-0 val loss {got} vs transformers' "
                       f"{want:.7f}: rel {e:.1e} <= {bound:.1e}", "" if rc == 0 else err[-300:])
                 if binary != fp32:
+                    if i == 1:  # the bf16 build rounds to nearest even, as torch's bfloat16 cast does
+                        out = os.path.join(work, "export_bf16")
+                        rc, _, err = trainer(bf16, ["--init-from", folder, "--export-hf", out])
+                        want_bf16 = {k: v.to(torch.bfloat16).float()
+                                     for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
+                        ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"),
+                                                want_bf16) if rc == 0 else (False, err)
+                        check(ok, f"bf16 build: HF -> --export-hf ({name}): {what} (torch's bf16 rounding)")
                     continue
                 out = os.path.join(work, f"export{i}")
                 rc, _, err = trainer(fp32, ["--init-from", folder, "--export-hf", out])
@@ -281,16 +290,20 @@ def main():
         vals = {k[1]: v for k, v in logged_values(single[1]).items() if k[0] == "val_loss"}
         check(vals[4] < vals[0], f"fine-tuning from HF lowers the val loss: {vals[0]:.4f} -> {vals[4]:.4f} in 4 steps")
         # 2 data-parallel ranks of B/2 sequences: the same global batch
-        compare("fine-tuning under mpirun -np 2 --zero 3 vs one process",
-                train(fp32, 2, work, "ft_zero3", ft, ["--batch", str(B // 2), "--zero", "3"]), single, 4)
-        compare("fine-tuning under mpirun -np 2 --tp 2 vs one process",
-                train(fp32, 2, work, "ft_tp2", ft, ["--batch", str(B), "--tp", "2"]), single, 4)
-        out = os.path.join(work, "ft_export")
-        rc, _, err = trainer(fp32, ["--init-from", single[2], "--export-hf", out])
-        got = hf_loss(torch, transformers.GPT2LMHeadModel.from_pretrained(out).eval(), val) if rc == 0 else float("inf")
-        e = abs(got - vals[4]) / vals[4]
-        check(e <= FP32_REL, f"fine-tuned checkpoint -> --export-hf -> transformers: loss {got:.7f} vs our final val "
-              f"loss {vals[4]:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
+        zero3 = train(fp32, 2, work, "ft_zero3", ft, ["--batch", str(B // 2), "--zero", "3"])
+        compare("fine-tuning under mpirun -np 2 --zero 3 vs one process", zero3, single, 4)
+        tp2 = train(fp32, 2, work, "ft_tp2", ft, ["--batch", str(B), "--tp", "2"])
+        compare("fine-tuning under mpirun -np 2 --tp 2 vs one process", tp2, single, 4)
+        for label, result in (("one process", single), ("2 ranks, ZeRO-3", zero3), ("2 ranks, tp 2", tp2)):
+            out = os.path.join(work, "ft_export_" + result[2].split("ft_")[-1])
+            rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
+            final = {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "val_loss"}[4]
+            got = hf_loss(torch, transformers.GPT2LMHeadModel.from_pretrained(out).eval(), val) if rc == 0 \
+                else float("inf")
+            e = abs(got - final) / final
+            check(e <= FP32_REL, f"fine-tuned checkpoint ({label}) -> --export-hf -> transformers: loss {got:.7f} "
+                  f"vs our final val loss {final:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
+        out = os.path.join(work, "ft_export_single_ck")
 
         # 5. greedy generation against transformers' generate
         prompt = "The lady"
