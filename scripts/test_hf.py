@@ -67,7 +67,7 @@ COMMON = ["--seq", str(T), "--batch", str(B), "--val-steps", "0", "--sample-len"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
-def trainer(binary, args, expect_ok=True):
+def trainer(binary, args):
     """Runs the trainer; returns (exit code, stdout bytes + stderr text)."""
     p = subprocess.run([binary] + args, capture_output=True, cwd=ROOT)
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
@@ -385,24 +385,24 @@ def bad_inputs(work, fp32, folder, llmc_file):
 
     w = "transformer.h.1.mlp.c_fc.weight"
     b = "transformer.h.1.ln_2.bias"
-    # a missing tensor at the end of the data keeps the rest consistent: drop the last one
+    # a missing tensor: the last one in the data, whose bytes go with it (the rest stays consistent)
     last = max((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][1])
     lo = header[last]["data_offsets"][0]
     hb = json.dumps(header).encode()
-    big_n = struct.pack("<Q", 10 ** 9)
+    # a header length of 10^9 in a file of half a megabyte
     path = os.path.join(work, "bad_headerlen")
     os.makedirs(path)
     shutil.copy(os.path.join(folder, "config.json"), path)
     with open(os.path.join(path, "model.safetensors"), "wb") as f:
-        f.write(big_n + hb + data)
-    n_head = config["n_head"]
-    # an lm_head that is not wte
+        f.write(struct.pack("<Q", 10 ** 9) + hb + data)
+    # an lm_head that is wte with one bit flipped
     wte = header["transformer.wte.weight"]
     untied = dict(header)
     untied["lm_head.weight"] = dict(wte, data_offsets=[len(data), len(data) + wte["data_offsets"][1] - wte["data_offsets"][0]])
     lm = bytearray(data[wte["data_offsets"][0]:wte["data_offsets"][1]])
     lm[0] ^= 0x40
-    # wrong dtype: I32 elements in place of F32 ones (same bytes)
+    n_head = config["n_head"]
+    # (wrong dtype: I32 in place of F32 keeps the byte counts; config.json sizes: a width twice the tensors')
     cases = [
         ("header length past the end", path, r"header length 1000000000 runs past the end of the file"),
         ("header not JSON", variant("json", hb[:-5] + b"]]]]}", data), r"header is not valid JSON"),
