@@ -1068,6 +1068,11 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
     if (tok != nullptr && tok->vocab_size != file.vocab)
         fatal("--init-from %s is a model of %d tokens, the tokenizer has %d", path, file.vocab,
               tok->vocab_size);
+    if (tc->seq > file.context)
+        fatal(
+            "--seq %d is longer than --init-from %s's context of %d positions (give --seq %d or "
+            "less)",
+            tc->seq, path, file.context, file.context);
 }
 
 // A model on this process alone, for sampling and export: its shape and weights from `spec`, a

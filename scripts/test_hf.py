@@ -432,9 +432,11 @@ def bad_inputs(work, fp32, folder, llmc_file):
         rc, _, err = trainer(fp32, ["--init-from", weights, "--steps", "1"] + COMMON)
         found = re.search(want, err) is not None
         check(rc != 0 and found, f"refused: {name}", err.strip().splitlines()[-1][:160] if err.strip() else "no message")
-    rc, _, err = trainer(fp32, ["--init-from", folder, "--layers", "4", "--steps", "1"] + COMMON)
-    check(rc != 0 and "--layers 4 contradicts --init-from" in err, "refused: --layers 4 against a 2-layer file",
-          err.strip().splitlines()[-1][:160] if err.strip() else "no message")
+    for name, flags, want in (("--layers 4 against a 2-layer file", ["--layers", "4"], "--layers 4 contradicts --init-from"),
+                              ("--seq past the file's context", ["--seq", "128"],
+                               "--seq 128 is longer than --init-from %s's context of 64 positions" % folder)):
+        rc, _, err = trainer(fp32, ["--init-from", folder, "--steps", "1"] + COMMON + flags)
+        check(rc != 0 and want in err, f"refused: {name}", err.strip().splitlines()[-1][:160] if err.strip() else "no message")
 
 
 if __name__ == "__main__":
