@@ -411,8 +411,8 @@ static const Flag FLAGS[] = {
      "model to export (also a checkpoint file or folder)"},
     {"--export-hf", FLAG_STRING, STRING_FIELD(export_hf), "", 0, 0, nullptr, FLAG_FREE,
      "export mode: write --init-from's model as a Hugging Face GPT-2 folder (config.json, "
-     "model.safetensors; with GPT-2's BPE tokenizer from --tokenizer or --data also its "
-     "tokenizer files) and exit"},
+     "model.safetensors; with GPT-2's BPE tokenizer, from --tokenizer, --data or else the "
+     "checkpoint's run's --data, also its tokenizer files) and exit"},
     {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), "989e12", 1, INFINITY, nullptr, FLAG_FREE,
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), "300", 0.1, 1e6, nullptr, FLAG_FREE,
@@ -1336,9 +1336,45 @@ inline void check_replicas(const Comm* comm, GPT* m) {
            comm->all.size);
 }
 
+// The tokenizer of the run that wrote the checkpoint `spec` names: the tokenizer.bin of the --data
+// folder its run configuration records, when that file is there. Returns whether it loaded one.
+inline bool recorded_tokenizer(const char* spec, Tokenizer* tok) {
+    char path[CKPT_PATH_BYTES];
+    if (weights_kind(spec, "checkpoint") != WEIGHTS_CHECKPOINT ||
+        !find_checkpoint(spec, path, sizeof(path)))
+        return false;
+    CheckpointReader r;
+    if (ckpt_open(&r, path, nullptr, 0, nullptr, 0) != 0) fatal("%s", r.error);
+    std::vector<uint8_t> raw;
+    const bool recorded = manifest_section(&r, "run_config", &raw);
+    ckpt_close(&r);
+    raw.push_back('\0');
+    const char* text = (const char*)raw.data();
+    // "--name\0value\0" pairs (run_config_section)
+    for (size_t pos = 0; recorded && pos + 1 < raw.size();) {
+        const char* key = text + pos;
+        const size_t value_at = pos + strlen(key) + 1;
+        if (value_at >= raw.size()) break;
+        const char* value = text + value_at;
+        pos = value_at + strlen(value) + 1;
+        if (strcmp(key, "--data") != 0 || value[0] == '\0') continue;
+        const std::string file = std::string(value) + "/tokenizer.bin";
+        if (!path_is_file(file)) return false;
+        if (tokenizer_load(tok, file.c_str()) != 0) fatal("%s", tok->error);
+        printf("the tokenizer of the run's --data: %s\n", file.c_str());
+        return true;
+    }
+    return false;
+}
+
 // --export-hf DIR: --init-from's model (a checkpoint, or pretrained weights) written as a Hugging
-// Face GPT-2 folder, the weights as the forward pass reads them (train_weights.cuh's export_hf).
-inline int export_main(const TrainConfig* tc, const Tokenizer* tok) {
+// Face GPT-2 folder, the weights as the forward pass reads them (train_weights.cuh's export_hf),
+// with the tokenizer of --tokenizer or --data, or else of the checkpoint's run.
+inline int export_main(const TrainConfig* tc, const Tokenizer* given) {
+    Tokenizer recorded;
+    const Tokenizer* tok = given                                       ? given
+                           : recorded_tokenizer(tc->init_from, &recorded) ? &recorded
+                                                                          : nullptr;
     GPT model;
     load_single_model(tc->init_from, tc, 1, &model);
     if (tok != nullptr && tok->vocab_size != model.config.vocab)
@@ -1349,6 +1385,7 @@ inline int export_main(const TrainConfig* tc, const Tokenizer* tok) {
     std::vector<float> values(params.begin(), params.end());
     export_hf(&model, values.data(), tc->export_hf, tok);
     gpt_free(&model);
+    if (tok == &recorded) tokenizer_free(&recorded);
     return EXIT_SUCCESS;
 }
 

@@ -32,7 +32,9 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
    and prompt, token for token (the byte tokenizer, so the printed bytes are the tokens).
 6. Tokenizer files: a model of GPT-2's vocabulary exported with GPT-2's BPE tokenizer file
    (dev/data/tokenizer.py) writes vocab.json and merges.txt equal to GPT-2's encoder.json and
-   vocab.bpe, and transformers' GPT2Tokenizer loaded from the folder encodes text as ours does.
+   vocab.bpe, and transformers' GPT2Tokenizer loaded from the folder encodes text as ours does;
+   a checkpoint of a run on a --data folder with that tokenizer, exported without --tokenizer,
+   gets the same files.
 7. Refusals, each with a message naming the problem: a safetensors header length past the end
    of the file, a header that is not JSON, a missing tensor, a wrong shape, a wrong dtype, a
    truncated file, an lm_head not tied to wte, a config.json whose sizes disagree with the
@@ -347,6 +349,17 @@ def main():
                 ok = ok and f.read().split("\n") == bpe
         check(ok, "--export-hf with GPT-2's BPE: vocab.json = GPT-2's encoder.json, merges.txt = its vocab.bpe",
               err[-300:])
+        # a checkpoint of a run on a --data folder with GPT-2's tokenizer: exported without --tokenizer
+        gpt2_data = os.path.join(work, "data_gpt2")
+        shutil.copytree(datas[256], gpt2_data)
+        shutil.copy(gpt2_bin, os.path.join(gpt2_data, "tokenizer.bin"))
+        run = train(fp32, 0, work, "gpt2vocab", ["--init-from", big_dir, "--data", gpt2_data, "--steps", "1"] + COMMON,
+                    ["--val-every", "0"])
+        recorded_out = os.path.join(work, "hf_gpt2vocab_recorded")
+        rc, _, err = trainer(fp32, ["--init-from", run[2], "--export-hf", recorded_out])
+        same = rc == 0 and all(open(os.path.join(recorded_out, f), "rb").read() == open(os.path.join(big_out, f), "rb").read()
+                               for f in ("vocab.json", "merges.txt"))
+        check(same, "--export-hf of a checkpoint, no --tokenizer: the tokenizer files of the run's --data", err[-300:])
         text = "Mr. Darcy's letter, written at 8 o'clock:\n  \"I can't\" -- she said; naïve café 2024!"
         theirs = transformers.GPT2Tokenizer.from_pretrained(big_out).encode(text) if ok else None
         check(theirs == gpt2.encode(text), f"transformers' GPT2Tokenizer from the exported folder encodes as ours "
