@@ -1372,7 +1372,7 @@ inline bool recorded_tokenizer(const char* spec, Tokenizer* tok) {
 // with the tokenizer of --tokenizer or --data, or else of the checkpoint's run.
 inline int export_main(const TrainConfig* tc, const Tokenizer* given) {
     Tokenizer recorded;
-    const Tokenizer* tok = given                                       ? given
+    const Tokenizer* tok = given                                          ? given
                            : recorded_tokenizer(tc->init_from, &recorded) ? &recorded
                                                                           : nullptr;
     GPT model;
