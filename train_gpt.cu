@@ -2240,7 +2240,7 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
     memset(layout_values, 0, m->layout.total * sizeof(floatX));
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        dp_params_ready(&m->dp, grad_group_of_tensor(&m->layout.index, i), m->params, m->stream);
+        dp_params_whole(&m->dp, grad_group_of_tensor(&m->layout.index, i), m->params, m->stream);
         dp_sync(&m->dp, m->stream, "the gathers of the parameters (NCCL)");
         CUDA_CHECK(cudaMemcpy(layout_values + t->offset, weight(m, i), t->numel * sizeof(floatX),
                               cudaMemcpyDeviceToHost));
@@ -2300,6 +2300,29 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
     return err;
 }
 
+// --fp8-allgather under ZeRO-3: the blocks' four FP8 weights are gathered in FP8 into their
+// caches (llmc/zero_fp8.cuh), each with its per-tensor scale (tensor: the cache's, set by the
+// gather; delayed: the history's). The lm head's wte stays a bf16 gather: the embedding lookup
+// reads it in bf16 (its FP8 copy is quantized from the gathered wte, as without the flag).
+inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
+    const ParamIndex* at = &m->layout.index;
+    const int kinds[4] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
+    std::vector<ZeroFp8Target> targets(m->layout.count, ZeroFp8Target{});
+    for (int l = 0; l < m->config.layers; l++)
+        for (int j = 0; j < 4; j++) {
+            Fp8Use use = fp8_use(m, l, kinds[j]);
+            Fp8Layer* layer = &m->fp8.layers[use.layer];
+            const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
+            const int tensor = block_tensor(at, l, kinds[j]);
+            targets[tensor] = ZeroFp8Target{cache->q, cache->qt, layer->out, layer->in,
+                                            fp8_tensor_scale(&m->fp8, layer, FP8_W),
+                                            m->layout.tensors[tensor].offset};
+            layer->gathered = true;
+        }
+    dp_fp8_gather_init(&m->dp, targets.data(), m->params, m->config.fp8.recipe == FP8_TENSOR,
+                       ledger);
+}
+
 // The FP8 layers (llmc/fp8_linear.cuh) of a model with --fp8: each block's four linear layers,
 // then the lm head (--fp8-lm-head); under tensor parallelism the column-parallel layers' outputs
 // and the row-parallel layers' inputs are cut.
@@ -2311,11 +2334,14 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     if (const char* err = gpt_fp8_error(c, s, N, msg, sizeof(msg))) fatal("%s", err);
     const bool cut = s->tp > 1;
     // Each layer caches its FP8 weight; under ZeRO-3, where a rank holds only two blocks'
-    // parameters at a time, the blocks of even and of odd l share two sets of caches.
+    // parameters at a time, the blocks share two sets of caches as they share the two gather
+    // buffers (llmc/zero.cuh's dp_gather_slot: consecutive blocks in different ones).
+    const ParamIndex* at = &m->layout.index;
     const bool sharded = m->dp.stage == 3;
     fp8_init(&m->fp8, &c->fp8, m->tensor_parallel.group, 4 * c->layers + 1);
     for (int l = 0; l < c->layers; l++) {
-        const int first = 4 * (sharded ? l % 2 : l);
+        const int slot = dp_gather_slot(&m->dp, m->dp.bucket_of[block_grad_group(at, l)]);
+        const int first = 4 * (sharded ? slot : l);
         fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
         fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
         fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
@@ -2325,6 +2351,7 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
         fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut},
                       4 * (sharded ? std::min(c->layers, 2) : c->layers));
     fp8_take_buffers(&m->fp8, N, ledger);
+    if (c->fp8.allgather && sharded) gpt_fp8_gather_init(m, ledger);
 }
 
 // Builds the model on this rank of `dims`'s grid (its groups made: llmc/comm.cuh's

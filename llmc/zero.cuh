@@ -66,7 +66,9 @@
 // Entry points: dp_init / dp_free; in the backward pass dp_backward_begin, dp_group_begin and
 // dp_group_done around each group, dp_grad (where a gradient goes); before the update dp_finish,
 // dp_grad_sum_squares (the norm), dp_owned_grad; after it dp_gather_params; ZeRO-3's hooks
-// dp_params_begin / dp_params_ready and dp_weights (where the passes read a tensor); dp_sync.
+// dp_params_begin / dp_params_ready and dp_weights (where the passes read a tensor),
+// dp_params_whole (every tensor in bf16, for downloads), dp_fp8_gather_init (--fp8-allgather);
+// dp_sync.
 #pragma once
 
 #include <algorithm>
@@ -76,6 +78,7 @@
 #include "memplan.h"
 #include "norm.cuh"
 #include "shard_plan.h"  // plan_build, plan_owned: who owns which ranges
+#include "zero_fp8.cuh"    // --fp8-allgather: ZeRO-3's gathers of the FP8 weights in FP8
 
 // =============================================================================================
 // Data parallelism.
@@ -136,6 +139,9 @@ struct DataParallel {
     // alternate between gather[0] and gather[1], the last (the embeddings) has gather[2]
     floatX* gather[3];
     int gather_held[3];         // the bucket whose current parameters each holds (-1: none)
+    bool gather_whole[3];  // and every tensor of it in bf16 (an FP8-gathered bucket's weights are
+                           // in their FP8 caches instead, unless dp_params_whole gathered it)
+    ZeroFp8 fp8;           // --fp8-allgather (llmc/zero_fp8.cuh); fp8.buckets nullptr: off
     cudaEvent_t gathered[3];    // recorded on the communication stream after each gather
     cudaEvent_t compute_point;  // the compute stream's work so far, before a gather
     // the gradient norm
@@ -366,6 +372,7 @@ inline void dp_free(DataParallel* dp) {
                       dp->gather[1],   dp->gather[2]};
     for (void* p : device)
         if (p) CUDA_CHECK(cudaFree(p));
+    zero_fp8_free(&dp->fp8);
     free(dp->buckets);
     free(dp->bucket_of);
     free(dp->pack_first);
@@ -601,19 +608,28 @@ inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t comp
 
 inline int dp_gather_slot(const DataParallel* dp, int b) { return b == dp->count - 1 ? 2 : b % 2; }
 
-// Issues the gather of group `group`'s bucket into its buffer unless that holds it already.
-inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params,
-                               cudaStream_t compute) {
-    if (dp->stage != 3) return;
+// Issues the gather of group `group`'s bucket into its buffer unless that holds it already:
+// as the passes read it (--fp8-allgather: its FP8 weights in FP8 into their caches, llmc/
+// zero_fp8.cuh), or with whole: every tensor in bf16 into the buffer.
+inline void dp_gather_group(DataParallel* dp, int group, const floatX* params, bool whole,
+                            cudaStream_t compute) {
     const int b = dp->bucket_of[group], k = dp_gather_slot(dp, b);
-    if (dp->gather_held[k] == b) return;
+    const bool fp8 = !whole && zero_fp8_has(&dp->fp8, b);
+    if (dp->gather_held[k] == b && (fp8 ? !dp->gather_whole[k] : dp->gather_whole[k])) return;
     CUDA_CHECK(cudaEventRecord(dp->compute_point, compute));
 #if ZERO3_TEST_DROP_WAIT != 1  // the test of the stream structure builds without this wait
     CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));
 #endif
-    dp_gather_bucket(dp, b, params, dp->gather[k], dp->stream);
+    if (fp8) zero_fp8_gather_bucket(&dp->fp8, b, dp->group, dp->stream);
+    else dp_gather_bucket(dp, b, params, dp->gather[k], dp->stream);
     CUDA_CHECK(cudaEventRecord(dp->gathered[k], dp->stream));
     dp->gather_held[k] = b;
+    dp->gather_whole[k] = !fp8;
+}
+
+inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params,
+                               cudaStream_t compute) {
+    if (dp->stage == 3) dp_gather_group(dp, group, params, false, compute);
 }
 
 // Makes `compute` wait until group `group`'s parameters are in their gather buffer (gathering
@@ -626,6 +642,33 @@ inline void dp_params_ready(DataParallel* dp, int group, const floatX* params,
     CUDA_CHECK(
         cudaStreamWaitEvent(compute, dp->gathered[dp_gather_slot(dp, dp->bucket_of[group])], 0));
 #endif
+}
+
+// Makes `compute` wait until every tensor of group `group` is in bf16 in its gather buffer, the
+// FP8-gathered weights too (gathered again in bf16): what reads the parameters outside the
+// passes (gpt_params_download). A later pass gathers the bucket again for itself.
+inline void dp_params_whole(DataParallel* dp, int group, const floatX* params,
+                            cudaStream_t compute) {
+    if (dp->stage != 3) return;
+    dp_gather_group(dp, group, params, true, compute);
+    CUDA_CHECK(
+        cudaStreamWaitEvent(compute, dp->gathered[dp_gather_slot(dp, dp->bucket_of[group])], 0));
+}
+
+// --fp8-allgather at stage 3: the FP8 weights (targets[i].rows > 0 for tensor i of the table) are
+// gathered in FP8 from now on (llmc/zero_fp8.cuh; current: per-tensor current scaling, else
+// delayed). params: this rank's parameter shard.
+inline void dp_fp8_gather_init(DataParallel* dp, const ZeroFp8Target* targets,
+                               const floatX* params, bool current, DeviceLedger* ledger) {
+    if (dp->stage != 3) return;
+    std::vector<size_t> begin(dp->count);
+    std::vector<floatX*> dst(dp->count);
+    for (int b = 0; b < dp->count; b++) {
+        begin[b] = dp->buckets[b].begin;
+        dst[b] = dp->gather[dp_gather_slot(dp, b)];
+    }
+    zero_fp8_build(&dp->fp8, &dp->plan, dp->me, begin.data(), dst.data(), params, dp->elem_state,
+                   dp->staging, targets, current, ledger);
 }
 
 // The hook before group `group`'s kernels: its parameters ready, the gather of group `next` (the
