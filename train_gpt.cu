@@ -2130,10 +2130,22 @@ inline floatX* param_grad(const GPT* m, int index) {
 }
 // The FP8 layer of block l's linear layer `which` (QKV_W, ATTPROJ_W, FC_W or FCPROJ_W), numbered
 // as gpt_build adds them (4 per block, then the lm head), or FP8_NONE without --fp8.
+// The linear layers' weights in a block, in the order of their FP8 layers.
+static const int FP8_BLOCK_WEIGHTS[4] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
+inline int fp8_weight_place(int which) {
+    for (int j = 0; j < 4; j++)
+        if (FP8_BLOCK_WEIGHTS[j] == which) return j;
+    return -1;
+}
 inline Fp8Use fp8_use(GPT* m, int l, int which) {
     if (m->config.fp8.recipe == FP8_OFF) return FP8_NONE;
-    const int j = which == QKV_W ? 0 : which == ATTPROJ_W ? 1 : which == FC_W ? 2 : 3;
-    return Fp8Use{&m->fp8, 4 * l + j};
+    return Fp8Use{&m->fp8, 4 * l + fp8_weight_place(which)};
+}
+// Whether ZeRO-3 gathers tensor `index` in FP8 (--fp8-allgather: the blocks' FP8 weights).
+inline bool fp8_gathered(const GPTConfig* c, const ParamIndex* at, int index) {
+    const int l = block_of_tensor(at, index);
+    return c->fp8.allgather && c->fp8.recipe != FP8_OFF && l >= 0 &&
+           fp8_weight_place(index - block_tensor(at, l, 0)) >= 0;
 }
 inline Fp8Use fp8_lm_head(GPT* m) {
     if (m->config.fp8.recipe == FP8_OFF || !m->config.fp8.lm_head) return FP8_NONE;
@@ -2237,14 +2249,30 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
                               cudaMemcpyDeviceToHost));
         return;
     }
+    // each bucket gathered: into its gather buffer, or where that holds only its bf16 tensors
+    // (--fp8-allgather), whole into a buffer of its own (outside the plan, freed after)
     memset(layout_values, 0, m->layout.total * sizeof(floatX));
-    for (int i = 0; i < m->layout.count; i++) {
-        const ParamTensor* t = &m->layout.tensors[i];
-        dp_params_whole(&m->dp, grad_group_of_tensor(&m->layout.index, i), m->params, m->stream);
+    floatX* whole = nullptr;
+    for (int b = 0; b < m->dp.count; b++) {
+        const int group = m->dp.buckets[b].first_group;  // stage 3: a bucket per group
+        const size_t begin = m->dp.buckets[b].begin;
+        if (dp_compacted(&m->dp, b)) {
+            if (whole == nullptr)
+                CUDA_CHECK(cudaMalloc(&whole, dp_largest_bucket(&m->dp) * sizeof(floatX)));
+            dp_gather_whole(&m->dp, b, m->params, whole, m->stream);
+        } else {
+            dp_params_ready(&m->dp, group, m->params, m->stream);
+        }
         dp_sync(&m->dp, m->stream, "the gathers of the parameters (NCCL)");
-        CUDA_CHECK(cudaMemcpy(layout_values + t->offset, weight(m, i), t->numel * sizeof(floatX),
-                              cudaMemcpyDeviceToHost));
+        for (int i = 0; i < m->layout.count; i++) {
+            const ParamTensor* t = &m->layout.tensors[i];
+            if (grad_group_of_tensor(&m->layout.index, i) != group) continue;
+            const floatX* src = dp_compacted(&m->dp, b) ? whole + (t->offset - begin) : weight(m, i);
+            CUDA_CHECK(cudaMemcpy(layout_values + t->offset, src, t->numel * sizeof(floatX),
+                                  cudaMemcpyDeviceToHost));
+        }
     }
+    if (whole) CUDA_CHECK(cudaFree(whole));
 }
 
 // The delayed scaling state (--fp8 delayed, llmc/fp8_linear.cuh) as host values, the same on
@@ -2306,14 +2334,12 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
 // reads it in bf16 (its FP8 copy is quantized from the gathered wte, as without the flag).
 inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
     const ParamIndex* at = &m->layout.index;
-    const int kinds[4] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
     std::vector<ZeroFp8Target> targets(m->layout.count, ZeroFp8Target{});
     for (int l = 0; l < m->config.layers; l++)
-        for (int j = 0; j < 4; j++) {
-            Fp8Use use = fp8_use(m, l, kinds[j]);
-            Fp8Layer* layer = &m->fp8.layers[use.layer];
+        for (int which : FP8_BLOCK_WEIGHTS) {
+            Fp8Layer* layer = &m->fp8.layers[fp8_use(m, l, which).layer];
             const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
-            const int tensor = block_tensor(at, l, kinds[j]);
+            const int tensor = block_tensor(at, l, which);
             targets[tensor] = ZeroFp8Target{cache->q, cache->qt, layer->out, layer->in,
                                             fp8_tensor_scale(&m->fp8, layer, FP8_W),
                                             m->layout.tensors[tensor].offset};
@@ -2387,7 +2413,9 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
-        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm};
+        shard_tensors[i] = ShardTensor{t->offset, t->numel,  matrices,
+                                       t->rows,   t->cols,   in_norm,
+                                       fp8_gathered(config, &m->layout.index, i)};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);

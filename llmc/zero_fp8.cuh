@@ -198,14 +198,15 @@ inline T* at_offset(T* base, size_t offset) {
 }
 
 // The runs of every bucket that holds an FP8 weight (targets[i].rows > 0 for tensor i of the
-// plan's table), for this rank `me` of the plan's group: its parameters are
-// `params` (ZeRO-3's shard: the element-wise part at each run's state, the matrices at
-// matrix_base + their shard), bucket b's layout range starts at bucket_begin[b] and its bf16
-// parameters go to gather_dst[b]. staging: ZeRO's staging buffer, at least 2 x slice x ranks
-// bytes of every bucket. current: per-tensor current scaling (else delayed).
-inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const size_t* bucket_begin,
-                           floatX* const* gather_dst, const floatX* params, size_t matrix_base,
-                           void* staging, const ZeroFp8Target* targets, bool current, DeviceLedger* ledger) {
+// plan's table), for this rank `me` of the plan's group: its parameters are `params` (ZeRO-3's
+// shard: the element-wise part at each run's state, the matrices at matrix_base + their shard);
+// bf16_place(b, offset) says where bucket b's bf16 element at layout offset `offset` goes (its
+// gather buffer). staging: ZeRO's staging buffer, at least 2 x slice x ranks bytes of every
+// bucket. current: per-tensor current scaling (else delayed).
+template <class Place>
+inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floatX* params,
+                           size_t matrix_base, void* staging, const ZeroFp8Target* targets,
+                           bool current, DeviceLedger* ledger, Place bf16_place) {
     memset(z, 0, sizeof(*z));
     z->current = current;
     z->me = me;
@@ -277,7 +278,7 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const size
                     fp8_at += o.n;
                 } else {
                     uint8_t* at = at_offset(mine, 2 * bf16_at);
-                    uint8_t* dst = (uint8_t*)at_offset(gather_dst[b], o.offset - bucket_begin[b]);
+                    uint8_t* dst = (uint8_t*)bf16_place(b, o.offset);
                     if (r == me)
                         pack.push_back(ByteRun{(const uint8_t*)at_offset(params, o.state), at,
                                                2 * o.n});
@@ -296,9 +297,8 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const size
                 if (u->owner == me) quant.push_back(ZeroFp8QuantRun{owned, at, u->n, t});
                 broadcasts.push_back(ZeroFp8Broadcast{at, at, u->n, u->owner, true});
             } else {
-                broadcasts.push_back(ZeroFp8Broadcast{
-                    owned, at_offset(gather_dst[b], u->offset - bucket_begin[b]), u->n, u->owner,
-                    false});
+                broadcasts.push_back(
+                    ZeroFp8Broadcast{owned, bf16_place(b, u->offset), u->n, u->owner, false});
             }
         }
         zb->quant_count = (int)quant.size() - zb->quant_first;
