@@ -2267,7 +2267,8 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
         for (int i = 0; i < m->layout.count; i++) {
             const ParamTensor* t = &m->layout.tensors[i];
             if (grad_group_of_tensor(&m->layout.index, i) != group) continue;
-            const floatX* src = dp_compacted(&m->dp, b) ? whole + (t->offset - begin) : weight(m, i);
+            const floatX* src =
+                dp_compacted(&m->dp, b) ? whole + (t->offset - begin) : weight(m, i);
             CUDA_CHECK(cudaMemcpy(layout_values + t->offset, src, t->numel * sizeof(floatX),
                                   cudaMemcpyDeviceToHost));
         }
@@ -2340,7 +2341,10 @@ inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
             Fp8Layer* layer = &m->fp8.layers[fp8_use(m, l, which).layer];
             const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
             const int tensor = block_tensor(at, l, which);
-            targets[tensor] = ZeroFp8Target{cache->q, cache->qt, layer->out, layer->in,
+            targets[tensor] = ZeroFp8Target{cache->q,
+                                            cache->qt,
+                                            layer->out,
+                                            layer->in,
                                             fp8_tensor_scale(&m->fp8, layer, FP8_W),
                                             m->layout.tensors[tensor].offset};
             layer->gathered = true;
@@ -2413,8 +2417,12 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
-        shard_tensors[i] = ShardTensor{t->offset, t->numel,  matrices,
-                                       t->rows,   t->cols,   in_norm,
+        shard_tensors[i] = ShardTensor{t->offset,
+                                       t->numel,
+                                       matrices,
+                                       t->rows,
+                                       t->cols,
+                                       in_norm,
                                        fp8_gathered(config, &m->layout.index, i)};
     }
     const int groups = num_grad_groups(&m->layout.index);

@@ -146,12 +146,13 @@ inline const char* fp8_allgather_error(int recipe, int zero, int tp, char* msg, 
                  "ZeRO-3's slices at any element, so each block's scale would need its amax "
                  "reduced over the ranks that hold parts of it, which is not implemented");
     else if (recipe == FP8_TENSOR && tp > 1)
-        snprintf(msg, len,
-                 "--fp8-allgather with --fp8 tensor under --tp %d is not implemented: a cut "
-                 "weight's current amax would need a max over the tensor-parallel group issued on "
-                 "ZeRO's communication stream beside the tensor-parallel collectives of the compute "
-                 "stream; --fp8 delayed reduces its amaxes at the end of the step instead",
-                 tp);
+        snprintf(
+            msg, len,
+            "--fp8-allgather with --fp8 tensor under --tp %d is not implemented: a cut "
+            "weight's current amax would need a max over the tensor-parallel group issued on "
+            "ZeRO's communication stream beside the tensor-parallel collectives of the compute "
+            "stream; --fp8 delayed reduces its amaxes at the end of the step instead",
+            tp);
     else return nullptr;
     return msg;
 }

@@ -78,7 +78,7 @@
 #include "memplan.h"
 #include "norm.cuh"
 #include "shard_plan.h"  // plan_build, plan_owned: who owns which ranges
-#include "zero_fp8.cuh"    // --fp8-allgather: ZeRO-3's gathers of the FP8 weights in FP8
+#include "zero_fp8.cuh"  // --fp8-allgather: ZeRO-3's gathers of the FP8 weights in FP8
 
 // =============================================================================================
 // Data parallelism.
@@ -149,7 +149,7 @@ struct DataParallel {
     // none for the other buckets, whose tensors sit at their offset from the bucket's begin)
     GatherPlace* gather_places;
     int* place_first;
-    ZeroFp8 fp8;  // the FP8 gathers (llmc/zero_fp8.cuh); fp8.buckets nullptr: none
+    ZeroFp8 fp8;                // the FP8 gathers (llmc/zero_fp8.cuh); fp8.buckets nullptr: none
     cudaEvent_t gathered[3];    // recorded on the communication stream after each gather
     cudaEvent_t compute_point;  // the compute stream's work so far, before a gather
     // the gradient norm
@@ -213,7 +213,8 @@ __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
 // (--fp8-allgather), packed in layout order at multiples of 128 elements (as the layout aligns
 // its tensors); returns the elements of the largest block bucket's gather buffer (largest_bucket
 // when no bucket is compacted).
-inline size_t dp_gather_places(DataParallel* dp, const ShardTensor* tensors, size_t largest_bucket) {
+inline size_t dp_gather_places(DataParallel* dp, const ShardTensor* tensors,
+                               size_t largest_bucket) {
     std::vector<GatherPlace> places;
     dp->place_first = (int*)MALLOC_CHECK((dp->count + 1) * sizeof(int));
     size_t largest = 0;
@@ -662,6 +663,13 @@ inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t comp
 //
 // The gathers and the gradients' reduce-scatters share the one communication stream, so every
 // rank issues the same collectives in the same order.
+//
+// --fp8-allgather (llmc/zero_fp8.cuh): a bucket with FP8-gathered weights (ShardTensor's
+// fp8_gathered) is gathered by zero_fp8_gather_bucket: the weights as FP8 bytes into their FP8
+// caches, the other tensors in bf16 into the bucket's gather buffer, which then holds only
+// those, packed (dp_gather_places; dp_weights gives nullptr for an FP8-gathered weight).
+// dp_gather_whole gathers such a bucket whole in bf16 into a buffer of the caller's, for what
+// reads the parameters outside the passes.
 
 inline int dp_gather_slot(const DataParallel* dp, int b) { return b == dp->count - 1 ? 2 : b % 2; }
 
@@ -736,13 +744,12 @@ inline void dp_gather_whole(DataParallel* dp, int b, const floatX* params, float
 // --fp8-allgather at stage 3: the FP8 weights (targets[i].rows > 0 for tensor i of the table) are
 // gathered in FP8 from now on (llmc/zero_fp8.cuh; current: per-tensor current scaling, else
 // delayed). params: this rank's parameter shard.
-inline void dp_fp8_gather_init(DataParallel* dp, const ZeroFp8Target* targets,
-                               const floatX* params, bool current, DeviceLedger* ledger) {
+inline void dp_fp8_gather_init(DataParallel* dp, const ZeroFp8Target* targets, const floatX* params,
+                               bool current, DeviceLedger* ledger) {
     if (dp->stage != 3) return;
     zero_fp8_build(&dp->fp8, &dp->plan, dp->me, params, dp->elem_state, dp->staging, targets,
-                   current, ledger, [&](int b, size_t offset) {
-                       return (floatX*)dp_gather_place(dp, b, offset);
-                   });
+                   current, ledger,
+                   [&](int b, size_t offset) { return (floatX*)dp_gather_place(dp, b, offset); });
 }
 
 // The hook before group `group`'s kernels: its parameters ready, the gather of group `next` (the

@@ -88,8 +88,8 @@ struct ZeroFp8 {
     ZeroFp8Bucket* buckets;  // host, one per bucket
     ZeroFp8Target* targets;  // device; host_targets the same on the host
     ZeroFp8Target* host_targets;
-    ZeroFp8QuantRun* quant;  // device
-    ByteRun *pack, *unpack;  // device
+    ZeroFp8QuantRun* quant;        // device
+    ByteRun *pack, *unpack;        // device
     ZeroFp8Broadcast* broadcasts;  // host
     float* partial;                // device: ZERO_FP8_AMAX_BLOCKS per quantized run of a bucket
     float* amax;                   // device: one per target of a bucket
@@ -252,7 +252,8 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
         };
         for (int r = 0; r < ranks; r++)
             for (const OwnedRange& o : runs_of[r])
-                if (in_bucket(o)) (target_of_tensor(o.tensor) >= 0 ? fp8_bytes : bf16_elems)[r] += o.n;
+                if (in_bucket(o))
+                    (target_of_tensor(o.tensor) >= 0 ? fp8_bytes : bf16_elems)[r] += o.n;
         size_t contribution = 0;
         for (int r = 0; r < ranks; r++)
             contribution = std::max(contribution, 2 * bf16_elems[r] + fp8_bytes[r]);
@@ -280,8 +281,8 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
                     uint8_t* at = at_offset(mine, 2 * bf16_at);
                     uint8_t* dst = (uint8_t*)bf16_place(b, o.offset);
                     if (r == me)
-                        pack.push_back(ByteRun{(const uint8_t*)at_offset(params, o.state), at,
-                                               2 * o.n});
+                        pack.push_back(
+                            ByteRun{(const uint8_t*)at_offset(params, o.state), at, 2 * o.n});
                     unpack.push_back(ByteRun{at, dst, 2 * o.n});
                     bf16_at += o.n;
                 }
@@ -308,12 +309,14 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
         max_quant = std::max(max_quant, (size_t)zb->quant_count);
     }
     z->targets = device_take_copy(ledger, MEM_OTHER, bucket_targets);
-    z->host_targets = (ZeroFp8Target*)MALLOC_CHECK((bucket_targets.size() + 1) * sizeof(ZeroFp8Target));
+    z->host_targets =
+        (ZeroFp8Target*)MALLOC_CHECK((bucket_targets.size() + 1) * sizeof(ZeroFp8Target));
     std::copy(bucket_targets.begin(), bucket_targets.end(), z->host_targets);
     z->quant = device_take_copy(ledger, MEM_OTHER, quant);
     z->pack = device_take_copy(ledger, MEM_OTHER, pack);
     z->unpack = device_take_copy(ledger, MEM_OTHER, unpack);
-    z->broadcasts = (ZeroFp8Broadcast*)MALLOC_CHECK((broadcasts.size() + 1) * sizeof(ZeroFp8Broadcast));
+    z->broadcasts =
+        (ZeroFp8Broadcast*)MALLOC_CHECK((broadcasts.size() + 1) * sizeof(ZeroFp8Broadcast));
     std::copy(broadcasts.begin(), broadcasts.end(), z->broadcasts);
     z->partial = device_take_n<float>(ledger, MEM_FP8, max_quant * ZERO_FP8_AMAX_BLOCKS);
     z->amax = device_take_n<float>(ledger, MEM_FP8, max_targets);
@@ -325,8 +328,7 @@ inline bool zero_fp8_has(const ZeroFp8* z, int b) {
 
 // Bucket b's parameters gathered on `stream` over `group` (see the top): its FP8 weights into
 // their caches (W and W^T, with their scales), its other tensors into its gather buffer.
-inline void zero_fp8_gather_bucket(ZeroFp8* z, int b, const CommGroup* group,
-                                   cudaStream_t stream) {
+inline void zero_fp8_gather_bucket(ZeroFp8* z, int b, const CommGroup* group, cudaStream_t stream) {
     const ZeroFp8Bucket* zb = &z->buckets[b];
     const ZeroFp8QuantRun* quant = z->quant + zb->quant_first;
     if (zb->quant_count > 0) {
@@ -352,8 +354,8 @@ inline void zero_fp8_gather_bucket(ZeroFp8* z, int b, const CommGroup* group,
     for (int i = zb->broadcast_first; i < zb->broadcast_first + zb->broadcast_count; i++) {
         const ZeroFp8Broadcast* c = &z->broadcasts[i];
         if (c->fp8)
-            comm_broadcast_device(group, (const uint8_t*)c->send, (uint8_t*)c->recv, c->n,
-                                  c->owner, stream);
+            comm_broadcast_device(group, (const uint8_t*)c->send, (uint8_t*)c->recv, c->n, c->owner,
+                                  stream);
         else
             comm_broadcast_device(group, (const floatX*)c->send, (floatX*)c->recv, c->n, c->owner,
                                   stream);
