@@ -2341,12 +2341,9 @@ inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
             Fp8Layer* layer = &m->fp8.layers[fp8_use(m, l, which).layer];
             const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
             const int tensor = block_tensor(at, l, which);
-            targets[tensor] = ZeroFp8Target{cache->q,
-                                            cache->qt,
-                                            layer->out,
-                                            layer->in,
-                                            fp8_tensor_scale(&m->fp8, layer, FP8_W),
-                                            m->layout.tensors[tensor].offset};
+            Fp8TensorScale* scale = fp8_tensor_scale(&m->fp8, layer, FP8_W);
+            const size_t offset = m->layout.tensors[tensor].offset;
+            targets[tensor] = {cache->q, cache->qt, layer->out, layer->in, scale, offset};
             layer->gathered = true;
         }
     dp_fp8_gather_init(&m->dp, targets.data(), m->params, m->config.fp8.recipe == FP8_TENSOR,
@@ -2417,13 +2414,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
-        shard_tensors[i] = ShardTensor{t->offset,
-                                       t->numel,
-                                       matrices,
-                                       t->rows,
-                                       t->cols,
-                                       in_norm,
-                                       fp8_gathered(config, &m->layout.index, i)};
+        const bool fp8 = fp8_gathered(config, &m->layout.index, i);
+        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, fp8};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);

@@ -592,10 +592,8 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     tc->model.fp8 = Fp8Config{recipe,
                               strcmp(tc->fp8_grad, "auto") == 0 ? fp8_default_grad_e5m2(recipe)
                                                                 : strcmp(tc->fp8_grad, "e5m2") == 0,
-                              tc->fp8_lm_head,
-                              tc->fp8_amax_history,
-                              tc->fp8_margin,
-                              tc->fp8_allgather};
+                              tc->fp8_lm_head, tc->fp8_amax_history, tc->fp8_margin};
+    tc->model.fp8.allgather = tc->fp8_allgather;
     if (tc->fp8_allgather)
         if (const char* err = fp8_allgather_error(recipe, tc->zero, tc->tp, msg, len)) return err;
     // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
