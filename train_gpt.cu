@@ -2415,7 +2415,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
         const bool fp8 = fp8_gathered(config, &m->layout.index, i);
-        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, fp8};
+        shard_tensors[i] =
+            ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, fp8};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
