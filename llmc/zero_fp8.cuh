@@ -16,8 +16,9 @@
 //            fp8_end_step reduces over the ranks, so the history records the whole weight's amax.
 // W^T, which the backward pass's dX = G W reads, has the same per-tensor scale, so it is W's
 // bytes transposed (zero_fp8_transpose): nothing more is gathered for the backward pass. The
-// recipes with scales per row or block are refused with --fp8-allgather (train_run.cuh's
-// config check says why).
+// recipes with scales per row or block are refused with --fp8-allgather (fp8_allgather_error in
+// llmc/fp8_linear.cuh says why). The scales themselves are not gathered: the amax all-reduce
+// (tensor) or the history (delayed) gives every rank the same scale before it quantizes.
 //
 // A bucket with FP8 weights is one all-gather of bytes: rank r's contribution is its bf16
 // elements of the other tensors (LayerNorms, biases) followed by its FP8 bytes, padded to the
@@ -25,7 +26,8 @@
 // bf16 runs into the bucket's gather buffer, where ZeRO-3's bf16 gather puts them, and the FP8
 // runs into the weights' caches; a matrix (Muon) is quantized by its owner into the cache and
 // broadcast as bytes. A bucket without FP8 weights (the embeddings) is gathered by zero.cuh as
-// before.
+// before. Every collective goes through llmc/comm.cuh on ZeRO's communication stream: counted
+// in --comm-stats (all_gather, broadcast, all_reduce) and under the watchdog's deadline.
 //
 // Entry points: ZeroFp8Target (what the model gives per FP8 weight), zero_fp8_build (the runs, from
 // the plan), zero_fp8_has (whether a bucket gathers FP8), zero_fp8_gather_bucket, zero_fp8_free.
@@ -258,7 +260,7 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
         for (int r = 0; r < ranks; r++)
             contribution = std::max(contribution, 2 * bf16_elems[r] + fp8_bytes[r]);
         zb->contribution = round_up(std::max(contribution, (size_t)1), ZERO_FP8_ALIGN);
-        if (zb->contribution * ranks > 2 * sb->slice * ranks)
+        if (zb->contribution > 2 * sb->slice)
             fatal("zero_fp8_build: bucket %d's contribution (%zu bytes) exceeds the staging", b,
                   zb->contribution);
         zb->quant_first = (int)quant.size();
@@ -270,12 +272,13 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
             for (const OwnedRange& o : runs_of[r]) {
                 if (!in_bucket(o)) continue;
                 const int t = target_of_tensor(o.tensor);
-                const size_t within = t >= 0 ? o.offset - bucket_targets[t].offset : 0;
                 if (t >= 0) {
                     uint8_t* at = at_offset(mine, fp8_at);
+                    uint8_t* dst =
+                        at_offset(bucket_targets[t].q, o.offset - bucket_targets[t].offset);
                     if (r == me)
                         quant.push_back(ZeroFp8QuantRun{at_offset(params, o.state), at, o.n, t});
-                    unpack.push_back(ByteRun{at, at_offset(bucket_targets[t].q, within), o.n});
+                    unpack.push_back(ByteRun{at, dst, o.n});
                     fp8_at += o.n;
                 } else {
                     uint8_t* at = at_offset(mine, 2 * bf16_at);
