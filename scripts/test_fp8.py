@@ -35,9 +35,10 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
    step): the all-gathers' and broadcasts' bytes equal those the shard plan predicts from the
    shapes (gather_traffic: a block's contribution is each rank's bf16 elements at 2 bytes and
    FP8 elements at 1, padded to the largest rank's, a multiple of 128 bytes), next to the
-   seeds' per-element formula (1 byte per FP8 weight element + 2 per other element + a 4-byte
-   scale per weight, against 2 bytes per element); --fp8 tensor adds one all-reduce of the 4
-   weights' amaxes per block gather, delayed none.
+   seeds' per-element formula (1 byte per FP8 weight element + 2 per other element, + a 4-byte
+   amax per weight with --fp8 tensor, against 2 bytes per element; printed, the difference
+   being slice padding); --fp8 tensor adds one all-reduce of the 4 weights' amaxes per block
+   gather, delayed none.
 
 Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -240,7 +241,8 @@ def main():
                   f"{predicted[1]} ({predicted_bf16[0]} + {predicted_bf16[1]}); the amax all-reduces "
                   f"{measured[2]:.0f} bytes (predicted {amax_bytes:.0f}). The blocks' gathers: {fp8_sent:.0f} bytes "
                   f"against {bf16_sent} in bf16, {fp8_sent / bf16_sent:.4f}x; the seeds' formula (1 byte per FP8 "
-                  f"weight element + 2 per other + a 4-byte scale per weight, over 2 per element) {formula:.4f}")
+                  f"weight element + 2 per other + tensor's 4-byte amax per weight, over 2 per element) "
+                  f"{formula:.4f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("FP8 training")
