@@ -2130,10 +2130,22 @@ inline floatX* param_grad(const GPT* m, int index) {
 }
 // The FP8 layer of block l's linear layer `which` (QKV_W, ATTPROJ_W, FC_W or FCPROJ_W), numbered
 // as gpt_build adds them (4 per block, then the lm head), or FP8_NONE without --fp8.
+// The linear layers' weights in a block, in the order of their FP8 layers.
+static const int FP8_BLOCK_WEIGHTS[4] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
+inline int fp8_weight_place(int which) {
+    for (int j = 0; j < 4; j++)
+        if (FP8_BLOCK_WEIGHTS[j] == which) return j;
+    return -1;
+}
 inline Fp8Use fp8_use(GPT* m, int l, int which) {
     if (m->config.fp8.recipe == FP8_OFF) return FP8_NONE;
-    const int j = which == QKV_W ? 0 : which == ATTPROJ_W ? 1 : which == FC_W ? 2 : 3;
-    return Fp8Use{&m->fp8, 4 * l + j};
+    return Fp8Use{&m->fp8, 4 * l + fp8_weight_place(which)};
+}
+// Whether ZeRO-3 gathers tensor `index` in FP8 (--fp8-allgather: the blocks' FP8 weights).
+inline bool fp8_gathered(const GPTConfig* c, const ParamIndex* at, int index) {
+    const int l = block_of_tensor(at, index);
+    return c->fp8.allgather && c->fp8.recipe != FP8_OFF && l >= 0 &&
+           fp8_weight_place(index - block_tensor(at, l, 0)) >= 0;
 }
 inline Fp8Use fp8_lm_head(GPT* m) {
     if (m->config.fp8.recipe == FP8_OFF || !m->config.fp8.lm_head) return FP8_NONE;
@@ -2237,14 +2249,31 @@ inline void gpt_params_download(GPT* m, floatX* layout_values) {
                               cudaMemcpyDeviceToHost));
         return;
     }
+    // each bucket gathered: into its gather buffer, or where that holds only its bf16 tensors
+    // (--fp8-allgather), whole into a buffer of its own (outside the plan, freed after)
     memset(layout_values, 0, m->layout.total * sizeof(floatX));
-    for (int i = 0; i < m->layout.count; i++) {
-        const ParamTensor* t = &m->layout.tensors[i];
-        dp_params_ready(&m->dp, grad_group_of_tensor(&m->layout.index, i), m->params, m->stream);
+    floatX* whole = nullptr;
+    for (int b = 0; b < m->dp.count; b++) {
+        const int group = m->dp.buckets[b].first_group;  // stage 3: a bucket per group
+        const size_t begin = m->dp.buckets[b].begin;
+        if (dp_compacted(&m->dp, b)) {
+            if (whole == nullptr)
+                CUDA_CHECK(cudaMalloc(&whole, dp_largest_bucket(&m->dp) * sizeof(floatX)));
+            dp_gather_whole(&m->dp, b, m->params, whole, m->stream);
+        } else {
+            dp_params_ready(&m->dp, group, m->params, m->stream);
+        }
         dp_sync(&m->dp, m->stream, "the gathers of the parameters (NCCL)");
-        CUDA_CHECK(cudaMemcpy(layout_values + t->offset, weight(m, i), t->numel * sizeof(floatX),
-                              cudaMemcpyDeviceToHost));
+        for (int i = 0; i < m->layout.count; i++) {
+            const ParamTensor* t = &m->layout.tensors[i];
+            if (grad_group_of_tensor(&m->layout.index, i) != group) continue;
+            const floatX* src =
+                dp_compacted(&m->dp, b) ? whole + (t->offset - begin) : weight(m, i);
+            CUDA_CHECK(cudaMemcpy(layout_values + t->offset, src, t->numel * sizeof(floatX),
+                                  cudaMemcpyDeviceToHost));
+        }
     }
+    if (whole) CUDA_CHECK(cudaFree(whole));
 }
 
 // The delayed scaling state (--fp8 delayed, llmc/fp8_linear.cuh) as host values, the same on
@@ -2300,6 +2329,27 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
     return err;
 }
 
+// --fp8-allgather under ZeRO-3: the blocks' four FP8 weights are gathered in FP8 into their
+// caches (llmc/zero_fp8.cuh), each with its per-tensor scale (tensor: the cache's, set by the
+// gather; delayed: the history's). The lm head's wte stays a bf16 gather: the embedding lookup
+// reads it in bf16 (its FP8 copy is quantized from the gathered wte, as without the flag).
+inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
+    const ParamIndex* at = &m->layout.index;
+    std::vector<ZeroFp8Target> targets(m->layout.count, ZeroFp8Target{});
+    for (int l = 0; l < m->config.layers; l++)
+        for (int which : FP8_BLOCK_WEIGHTS) {
+            Fp8Layer* layer = &m->fp8.layers[fp8_use(m, l, which).layer];
+            const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
+            const int tensor = block_tensor(at, l, which);
+            Fp8TensorScale* scale = fp8_tensor_scale(&m->fp8, layer, FP8_W);
+            const size_t offset = m->layout.tensors[tensor].offset;
+            targets[tensor] = {cache->q, cache->qt, layer->out, layer->in, scale, offset};
+            layer->gathered = true;
+        }
+    dp_fp8_gather_init(&m->dp, targets.data(), m->params, m->config.fp8.recipe == FP8_TENSOR,
+                       ledger);
+}
+
 // The FP8 layers (llmc/fp8_linear.cuh) of a model with --fp8: each block's four linear layers,
 // then the lm head (--fp8-lm-head); under tensor parallelism the column-parallel layers' outputs
 // and the row-parallel layers' inputs are cut.
@@ -2311,11 +2361,14 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     if (const char* err = gpt_fp8_error(c, s, N, msg, sizeof(msg))) fatal("%s", err);
     const bool cut = s->tp > 1;
     // Each layer caches its FP8 weight; under ZeRO-3, where a rank holds only two blocks'
-    // parameters at a time, the blocks of even and of odd l share two sets of caches.
+    // parameters at a time, the blocks share two sets of caches as they share the two gather
+    // buffers (llmc/zero.cuh's dp_gather_slot: consecutive blocks in different ones).
+    const ParamIndex* at = &m->layout.index;
     const bool sharded = m->dp.stage == 3;
     fp8_init(&m->fp8, &c->fp8, m->tensor_parallel.group, 4 * c->layers + 1);
     for (int l = 0; l < c->layers; l++) {
-        const int first = 4 * (sharded ? l % 2 : l);
+        const int slot = dp_gather_slot(&m->dp, m->dp.bucket_of[block_grad_group(at, l)]);
+        const int first = 4 * (sharded ? slot : l);
         fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
         fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
         fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
@@ -2325,6 +2378,7 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
         fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut},
                       4 * (sharded ? std::min(c->layers, 2) : c->layers));
     fp8_take_buffers(&m->fp8, N, ledger);
+    if (c->fp8.allgather && sharded) gpt_fp8_gather_init(m, ledger);
 }
 
 // Builds the model on this rank of `dims`'s grid (its groups made: llmc/comm.cuh's
@@ -2360,7 +2414,9 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
-        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm};
+        const bool fp8 = fp8_gathered(config, &m->layout.index, i);
+        shard_tensors[i] =
+            ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, fp8};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);

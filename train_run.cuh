@@ -245,6 +245,7 @@ struct TrainConfig {
     char fp8[16];      // FP8_RECIPE_NAMES (llmc/fp8_linear.cuh)
     char fp8_grad[8];  // auto, e4m3 or e5m2
     int fp8_lm_head, fp8_amax_history, fp8_margin;
+    int fp8_allgather;  // ZeRO-3 gathers the FP8 weights in FP8 (llmc/zero_fp8.cuh)
     char data[512];  // a prepare.py output folder; empty: random tokens
     char tokenizer[512];
     int val_every, val_steps;
@@ -374,6 +375,12 @@ static const Flag FLAGS[] = {
      FLAG_IDENTITY, "--fp8 delayed: the steps of amax history a scale comes from"},
     {"--fp8-margin", FLAG_INT, FIELD(fp8_margin), "0", 0, 64, nullptr, FLAG_IDENTITY,
      "--fp8 delayed: scales divided by 2^margin (headroom for amaxes that grow)"},
+    {"--fp8-allgather", FLAG_SWITCH, FIELD(fp8_allgather), "off", 0, 0, nullptr, FLAG_FREE,
+     "--zero 3 with --fp8 tensor or delayed: each rank quantizes its shard of the blocks' four "
+     "FP8 weights and the gathers move FP8 bytes (1 per element, not 2), the per-tensor scale "
+     "agreed by a max of the shards' amaxes (tensor) or known from the history (delayed); the "
+     "same bits as the bf16 gather. Not for rowwise, block or mx (their W^T scales differ from "
+     "W's, or their blocks straddle shards)"},
     {"--seed", FLAG_INT64, FIELD(seed), "1337", 0, 9.2e18, nullptr, FLAG_IDENTITY,
      "seed of initialization, data order, random tokens, stochastic rounding and sampling"},
     {"--val-every", FLAG_INT, FIELD(val_every), "100", NON_NEGATIVE, nullptr, FLAG_FREE,
@@ -615,6 +622,9 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                               strcmp(tc->fp8_grad, "auto") == 0 ? fp8_default_grad_e5m2(recipe)
                                                                 : strcmp(tc->fp8_grad, "e5m2") == 0,
                               tc->fp8_lm_head, tc->fp8_amax_history, tc->fp8_margin};
+    tc->model.fp8.allgather = tc->fp8_allgather;
+    if (tc->fp8_allgather)
+        if (const char* err = fp8_allgather_error(recipe, tc->zero, tc->tp, msg, len)) return err;
     // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
     const int B = tc->batch == FLAG_WORD ? 1 : tc->batch;
     if (const char* err = gpt_config_error(&tc->model, B, tc->seq, msg, len)) return err;
@@ -1166,6 +1176,8 @@ inline void print_fp8(const GPT* m) {
         m->fp8.scratch_bytes / 1048576.0);
     if (f->recipe == FP8_DELAYED)
         printf(" (with the amax histories: %d steps, margin %d)", f->amax_history, f->margin);
+    if (m->fp8.count > 0 && m->fp8.layers[0].gathered)
+        printf("; ZeRO-3 gathers the blocks' weights in FP8 (--fp8-allgather)");
     printf("\n");
 }
 
@@ -1202,6 +1214,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
         const char* grad = tc->model.fp8.grad_e5m2 ? "e5m2" : "e4m3";
         logger_string(lg, "fp8_grad", grad, strlen(grad));
         logger_int(lg, "fp8_lm_head", tc->fp8_lm_head);
+        logger_int(lg, "fp8_allgather", tc->fp8_allgather);
         logger_int(lg, "fp8_bytes", (int64_t)held[MEM_FP8]);
         if (tc->model.fp8.recipe == FP8_DELAYED) {
             logger_int(lg, "fp8_amax_history", tc->fp8_amax_history);

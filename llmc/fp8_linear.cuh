@@ -24,6 +24,8 @@
 //   mx       OCP MX: 32-element blocks along the reduction dimension, E8M0 scales, for all six.
 // Weights are quantized once per parameter version (FP8 weights cached: Fp8State's
 // params_version, bumped by every change of the parameters) and kept with their transposes.
+// Under ZeRO-3 with --fp8-allgather (llmc/zero_fp8.cuh) a block's weights arrive quantized:
+// each rank quantizes its shard, the gather fills the cache (layers marked `gathered`).
 // The backward pass quantizes X^T from the bf16 X the forward pass kept (tensor, delayed: X's
 // scale again), rather than keeping FP8 copies of every layer's input.
 //
@@ -62,6 +64,7 @@ struct Fp8Config {
     int lm_head;       // 1: the lm head too (--fp8-lm-head)
     int amax_history;  // delayed: the history's length (--fp8-amax-history)
     int margin;        // delayed: scales divided by 2^margin (--fp8-margin)
+    int allgather;     // ZeRO-3 gathers the blocks' FP8 weights in FP8 (--fp8-allgather)
 };
 
 // The gradient format each recipe's authors use: E5M2 for the per-tensor recipes (its range
@@ -114,6 +117,46 @@ inline const char* fp8_layer_error(int recipe, const char* name, int rows, int i
     return msg;
 }
 
+// What --fp8-allgather (ZeRO-3's gathers of the FP8 weights in FP8, llmc/zero_fp8.cuh) needs of
+// the run: nullptr, or the refusal. Like torchao's FP8 all-gather it takes the per-tensor recipes
+// only: W^T (the backward pass's dX = G W) must be W's gathered bytes transposed, which holds
+// when W and W^T share their scales.
+inline const char* fp8_allgather_error(int recipe, int zero, int tp, char* msg, size_t len) {
+    const char* name = FP8_RECIPE_NAMES[recipe];
+    if (zero != 3)
+        snprintf(msg, len,
+                 "--fp8-allgather needs --zero 3: it replaces ZeRO-3's bf16 all-gather of the "
+                 "block weights (below stage 3 every rank keeps its whole weights)");
+    else if (recipe == FP8_OFF)
+        snprintf(msg, len,
+                 "--fp8-allgather needs --fp8 tensor or delayed: it gathers the weights of the "
+                 "FP8 matmuls in FP8");
+    else if (recipe == FP8_ROWWISE || recipe == FP8_MX)
+        snprintf(msg, len,
+                 "--fp8-allgather takes the per-tensor recipes only (--fp8 tensor or delayed, as "
+                 "torchao's FP8 all-gather): --fp8 %s scales W by %s along its inputs and W^T, "
+                 "which the backward pass reads, along its outputs, so W^T's bytes cannot come "
+                 "from the gathered W's; a second FP8 gather for them would send as many bytes as "
+                 "the bf16 one",
+                 name, recipe == FP8_MX ? "32-element blocks" : "rows");
+    else if (recipe == FP8_BLOCK)
+        snprintf(msg, len,
+                 "--fp8-allgather takes the per-tensor recipes only (--fp8 tensor or delayed, as "
+                 "torchao's FP8 all-gather): --fp8 block's 128x128 weight blocks are cut by "
+                 "ZeRO-3's slices at any element, so each block's scale would need its amax "
+                 "reduced over the ranks that hold parts of it, which is not implemented");
+    else if (recipe == FP8_TENSOR && tp > 1)
+        snprintf(
+            msg, len,
+            "--fp8-allgather with --fp8 tensor under --tp %d is not implemented: a cut "
+            "weight's current amax would need a max over the tensor-parallel group issued on "
+            "ZeRO's communication stream beside the tensor-parallel collectives of the compute "
+            "stream; --fp8 delayed reduces its amaxes at the end of the step instead",
+            tp);
+    else return nullptr;
+    return msg;
+}
+
 // The devices cuBLASLt runs each recipe on (the cuBLAS documentation's cublasLtMatmul() FP8
 // tables): per-tensor scales from Ada (8.9) on, row-wise and block scales on Hopper (9.0) only,
 // MXFP8 from Blackwell (10.0) on. nullptr, or the refusal naming the device's architecture.
@@ -157,6 +200,7 @@ struct Fp8Layer {
     Fp8Cut cut;
     int index;  // its place in Fp8State::layers (fp8_delayed_index numbers its tensors from it)
     int cache;  // its weight's cache in Fp8State::caches
+    bool gathered;  // ZeRO-3's FP8 all-gather fills its cache (llmc/zero_fp8.cuh), W and W^T
 };
 
 // One operand's buffers: bytes and scales sized for the largest use.
@@ -402,6 +446,7 @@ inline void fp8_quantize_activation(Fp8State* f, Fp8Buffer* q, Fp8Buffer* qt, co
 // Layer l's weight w (out, in) into its cache, W and W^T, unless the cache holds this layer's
 // weight of this parameter version.
 inline void fp8_quantize_weight(Fp8State* f, Fp8Layer* l, const floatX* w, cudaStream_t stream) {
+    if (l->gathered) return;  // the gather before the layer's pass put it there
     Fp8Weight* c = fp8_weight(f, l);
     if (c->layer == l->index && c->version == f->params_version) return;
     c->layer = l->index;

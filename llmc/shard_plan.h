@@ -38,6 +38,8 @@ struct ShardTensor {  // a tensor as the plan sees it
     int rows, cols;  // the shape (rows split into the matrices), for the cost of a matrix
     bool in_norm;    // counted in the gradient norm (a replicated tensor of a tensor-parallel
                      // group is counted on one rank of it)
+    bool fp8_gathered;  // ZeRO-3 gathers it in FP8 into its FP8 cache (--fp8-allgather,
+                        // llmc/zero_fp8.cuh), not into its bucket's bf16 gather buffer
 };
 
 struct ShardPiece {  // a run of element-wise elements of one tensor, in packed order

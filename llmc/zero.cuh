@@ -66,7 +66,9 @@
 // Entry points: dp_init / dp_free; in the backward pass dp_backward_begin, dp_group_begin and
 // dp_group_done around each group, dp_grad (where a gradient goes); before the update dp_finish,
 // dp_grad_sum_squares (the norm), dp_owned_grad; after it dp_gather_params; ZeRO-3's hooks
-// dp_params_begin / dp_params_ready and dp_weights (where the passes read a tensor); dp_sync.
+// dp_params_begin / dp_params_ready and dp_weights (where the passes read a tensor),
+// dp_params_whole (every tensor in bf16, for downloads), dp_fp8_gather_init (--fp8-allgather);
+// dp_sync.
 #pragma once
 
 #include <algorithm>
@@ -76,9 +78,15 @@
 #include "memplan.h"
 #include "norm.cuh"
 #include "shard_plan.h"  // plan_build, plan_owned: who owns which ranges
+#include "zero_fp8.cuh"  // --fp8-allgather: ZeRO-3's gathers of the FP8 weights in FP8
 
 // =============================================================================================
 // Data parallelism.
+
+// Where a range of the layout (a tensor, or one matrix of it) lies in its bucket's gather buffer.
+struct GatherPlace {
+    size_t offset, n, at;
+};
 
 struct GradBucket {
     size_t begin, end;  // element range of the parameter layout
@@ -136,6 +144,12 @@ struct DataParallel {
     // alternate between gather[0] and gather[1], the last (the embeddings) has gather[2]
     floatX* gather[3];
     int gather_held[3];         // the bucket whose current parameters each holds (-1: none)
+    // --fp8-allgather: a bucket with FP8-gathered tensors keeps only its other tensors in its
+    // gather buffer, each at gather_places' `at` (place_first: per bucket, count + 1 entries;
+    // none for the other buckets, whose tensors sit at their offset from the bucket's begin)
+    GatherPlace* gather_places;
+    int* place_first;
+    ZeroFp8 fp8;                // the FP8 gathers (llmc/zero_fp8.cuh); fp8.buckets nullptr: none
     cudaEvent_t gathered[3];    // recorded on the communication stream after each gather
     cudaEvent_t compute_point;  // the compute stream's work so far, before a gather
     // the gradient norm
@@ -194,6 +208,53 @@ __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
 
 // ---------------------------------------------------------------------------------------------
 // Set-up.
+
+// Stage 3: the places of the bf16 tensors of every bucket that holds FP8-gathered ones
+// (--fp8-allgather), packed in layout order at multiples of 128 elements (as the layout aligns
+// its tensors); returns the elements of the largest block bucket's gather buffer (largest_bucket
+// when no bucket is compacted).
+inline size_t dp_gather_places(DataParallel* dp, const ShardTensor* tensors,
+                               size_t largest_bucket) {
+    std::vector<GatherPlace> places;
+    dp->place_first = (int*)MALLOC_CHECK((dp->count + 1) * sizeof(int));
+    size_t largest = 0;
+    bool compacted = false;
+    for (int b = 0; b < dp->count; b++) {
+        dp->place_first[b] = (int)places.size();
+        const ShardBucket* sb = &dp->plan.buckets[b];
+        std::vector<GatherPlace> ranges;  // the bucket's tensors and matrices, in layout order
+        bool fp8 = false;
+        for (int p = sb->piece_first; p < sb->piece_first + sb->piece_count; p++) {
+            const ShardPiece* piece = &dp->plan.pieces[p];
+            if (tensors[piece->tensor].fp8_gathered) fp8 = true;
+            else ranges.push_back(GatherPlace{piece->offset, piece->n, 0});
+        }
+        for (int i = sb->matrix_first; i < sb->matrix_first + sb->matrix_count; i++) {
+            const ShardMatrix* u = &dp->plan.matrices[i];
+            if (tensors[u->tensor].fp8_gathered) fp8 = true;
+            else ranges.push_back(GatherPlace{u->offset, u->n, 0});
+        }
+        const size_t span = dp->buckets[b].end - dp->buckets[b].begin;
+        if (!fp8) {
+            if (b + 1 < dp->count) largest = std::max(largest, span);
+            continue;
+        }
+        compacted = true;
+        std::sort(ranges.begin(), ranges.end(),
+                  [](const GatherPlace& x, const GatherPlace& y) { return x.offset < y.offset; });
+        size_t at = 0;
+        for (GatherPlace& r : ranges) {
+            r.at = at;
+            at = round_up(at + r.n, (size_t)128);
+            places.push_back(r);
+        }
+        if (b + 1 < dp->count) largest = std::max(largest, at);
+    }
+    dp->place_first[dp->count] = (int)places.size();
+    dp->gather_places = (GatherPlace*)MALLOC_CHECK((places.size() + 1) * sizeof(GatherPlace));
+    std::copy(places.begin(), places.end(), dp->gather_places);
+    return compacted ? largest : largest_bucket;
+}
 
 // Builds the buckets from the groups' ranges in the order the backward pass finishes them
 // (group_begin/group_end: n_groups element ranges, each adjacent to the next one's), the plan of
@@ -273,10 +334,11 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
             dp->last_slot = device_take_n<floatX>(ledger, MEM_BUCKETS, last->end - last->begin);
             dp->prepared = (bool*)calloc(dp->count, sizeof(bool));
         }
-        if (dp->stage == 3) {  // gather buffers shaped as the gradient slots
+        if (dp->stage == 3) {  // gather buffers shaped as the gradient slots, or compacted
+            const size_t largest_gathered = dp_gather_places(dp, tensors, largest_bucket);
             for (int k = 0; k < 3; k++) {
                 const size_t n =
-                    k < 2 ? (dp->count > 1 ? largest_bucket : 0)
+                    k < 2 ? (dp->count > 1 ? largest_gathered : 0)
                           : dp->buckets[dp->count - 1].end - dp->buckets[dp->count - 1].begin;
                 dp->gather[k] = device_take_n<floatX>(ledger, MEM_GATHER, n);
                 dp->gather_held[k] = -1;
@@ -366,6 +428,9 @@ inline void dp_free(DataParallel* dp) {
                       dp->gather[1],   dp->gather[2]};
     for (void* p : device)
         if (p) CUDA_CHECK(cudaFree(p));
+    zero_fp8_free(&dp->fp8);
+    free(dp->gather_places);
+    free(dp->place_first);
     free(dp->buckets);
     free(dp->bucket_of);
     free(dp->pack_first);
@@ -598,10 +663,44 @@ inline void dp_gather_params(DataParallel* dp, floatX* params, cudaStream_t comp
 //
 // The gathers and the gradients' reduce-scatters share the one communication stream, so every
 // rank issues the same collectives in the same order.
+//
+// --fp8-allgather (llmc/zero_fp8.cuh): a bucket with FP8-gathered weights (ShardTensor's
+// fp8_gathered) is gathered by zero_fp8_gather_bucket: the weights as FP8 bytes into their FP8
+// caches, the other tensors in bf16 into the bucket's gather buffer, which then holds only
+// those, packed (dp_gather_places; dp_weights gives nullptr for an FP8-gathered weight).
+// dp_gather_whole gathers such a bucket whole in bf16 into a buffer of the caller's, for what
+// reads the parameters outside the passes.
 
 inline int dp_gather_slot(const DataParallel* dp, int b) { return b == dp->count - 1 ? 2 : b % 2; }
 
-// Issues the gather of group `group`'s bucket into its buffer unless that holds it already.
+// Whether bucket b's gather buffer holds only its bf16 tensors (--fp8-allgather), and the
+// elements of the largest bucket.
+inline bool dp_compacted(const DataParallel* dp, int b) {
+    return dp->place_first[b] != dp->place_first[b + 1];
+}
+inline size_t dp_largest_bucket(const DataParallel* dp) {
+    size_t n = 0;
+    for (int b = 0; b < dp->count; b++) n = std::max(n, dp->buckets[b].end - dp->buckets[b].begin);
+    return n;
+}
+
+// Where layout offset `offset` of bucket b lies in its gather buffer: at its distance from the
+// bucket's begin, or in a compacted bucket at its tensor's place (nullptr: an FP8-gathered
+// tensor, not in the buffer). A pointer computed, not read, so also where the ledger only plans.
+inline floatX* dp_gather_place(const DataParallel* dp, int b, size_t offset) {
+    floatX* buffer = dp->gather[dp_gather_slot(dp, b)];
+    const int first = dp->place_first[b], end = dp->place_first[b + 1];
+    if (first == end) return at_offset(buffer, offset - dp->buckets[b].begin);
+    for (int i = first; i < end; i++) {
+        const GatherPlace* p = &dp->gather_places[i];
+        if (offset >= p->offset && offset < p->offset + p->n)
+            return at_offset(buffer, p->at + (offset - p->offset));
+    }
+    return nullptr;
+}
+
+// Issues the gather of group `group`'s bucket into its buffer unless that holds it already
+// (--fp8-allgather: its FP8 weights in FP8 into their caches, llmc/zero_fp8.cuh).
 inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params,
                                cudaStream_t compute) {
     if (dp->stage != 3) return;
@@ -611,7 +710,8 @@ inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params
 #if ZERO3_TEST_DROP_WAIT != 1  // the test of the stream structure builds without this wait
     CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));
 #endif
-    dp_gather_bucket(dp, b, params, dp->gather[k], dp->stream);
+    if (zero_fp8_has(&dp->fp8, b)) zero_fp8_gather_bucket(&dp->fp8, b, dp->group, dp->stream);
+    else dp_gather_bucket(dp, b, params, dp->gather[k], dp->stream);
     CUDA_CHECK(cudaEventRecord(dp->gathered[k], dp->stream));
     dp->gather_held[k] = b;
 }
@@ -628,6 +728,30 @@ inline void dp_params_ready(DataParallel* dp, int group, const floatX* params,
 #endif
 }
 
+// Stage 3: every parameter of bucket b in bf16 into dst (the bucket's elements, addressed by
+// layout offset - begin), the FP8-gathered weights too, ordered after the work queued on
+// `compute` and before what is queued on it next: what reads the parameters outside the passes
+// (downloads). The gather buffers are left as they are.
+inline void dp_gather_whole(DataParallel* dp, int b, const floatX* params, floatX* dst,
+                            cudaStream_t compute) {
+    CUDA_CHECK(cudaEventRecord(dp->compute_point, compute));
+    CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));
+    dp_gather_bucket(dp, b, params, dst, dp->stream);
+    CUDA_CHECK(cudaEventRecord(dp->computed, dp->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(compute, dp->computed, 0));
+}
+
+// --fp8-allgather at stage 3: the FP8 weights (targets[i].rows > 0 for tensor i of the table) are
+// gathered in FP8 from now on (llmc/zero_fp8.cuh; current: per-tensor current scaling, else
+// delayed). params: this rank's parameter shard.
+inline void dp_fp8_gather_init(DataParallel* dp, const ZeroFp8Target* targets, const floatX* params,
+                               bool current, DeviceLedger* ledger) {
+    if (dp->stage != 3) return;
+    zero_fp8_build(&dp->fp8, &dp->plan, dp->me, params, dp->elem_state, dp->staging, targets,
+                   current, ledger,
+                   [&](int b, size_t offset) { return (floatX*)dp_gather_place(dp, b, offset); });
+}
+
 // The hook before group `group`'s kernels: its parameters ready, the gather of group `next` (the
 // one the pass runs after it; -1: none) under way.
 inline void dp_params_begin(DataParallel* dp, int group, int next, const floatX* params,
@@ -637,10 +761,10 @@ inline void dp_params_begin(DataParallel* dp, int group, int next, const floatX*
 }
 
 // Where the passes read the tensor at layout offset `offset` of group `group`: the parameter
-// buffer, or at stage 3 the gather buffer of its bucket.
+// buffer, or at stage 3 the gather buffer of its bucket (nullptr for an FP8-gathered weight,
+// which the passes read from its FP8 cache).
 inline const floatX* dp_weights(const DataParallel* dp, const floatX* params, int group,
                                 size_t offset) {
     if (dp->stage != 3) return params + offset;
-    const int b = dp->bucket_of[group];
-    return dp->gather[dp_gather_slot(dp, b)] + (offset - dp->buckets[b].begin);
+    return dp_gather_place(dp, dp->bucket_of[group], offset);
 }

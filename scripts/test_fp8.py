@@ -24,7 +24,21 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
 4. Refusals, each with its message: --fp8 mx on a device without MXFP8 (the simulated Hopper
    names its architecture), --fp8 block where cuBLASLt has no block scales (a simulated
    Blackwell); --fp8 block under tp 2 where a rank's cut is not a multiple of
-   128; --fp8 in the fp32 build; a micro-batch whose rows are not a multiple of 16.
+   128; --fp8 in the fp32 build; a micro-batch whose rows are not a multiple of 16;
+   --fp8-allgather without --zero 3, without --fp8, with rowwise, block or mx, and with
+   --fp8 tensor under tp 2.
+5. --fp8-allgather (llmc/zero_fp8.cuh) on dp 2 with ZeRO-3: --fp8 tensor, --fp8 delayed and
+   --fp8 tensor with Muon (its matrices broadcast as FP8 bytes) end with the parameter hash of
+   the same run gathering bf16 (the scales are the whole weights', so the gathered bytes are
+   those of quantizing the gathered bf16 weights, bit for bit), and the plan equals what the run
+   allocated. Traffic (--comm-stats, one step; with 2 blocks every unit is gathered once per
+   step): the all-gathers' and broadcasts' bytes equal those the shard plan predicts from the
+   shapes (gather_traffic: a block's contribution is each rank's bf16 elements at 2 bytes and
+   FP8 elements at 1, padded to the largest rank's, a multiple of 128 bytes), next to the
+   seeds' per-element formula (1 byte per FP8 weight element + 2 per other element, + a 4-byte
+   amax per weight with --fp8 tensor, against 2 bytes per element; printed, the difference
+   being slice padding); --fp8 tensor adds one all-reduce of the 4 weights' amaxes per block
+   gather, delayed none.
 
 Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -35,13 +49,14 @@ import subprocess
 import tempfile
 
 from testlib import (MPIRUN, ROOT, check, check_resumed, finish, logged_values, make_data, param_hash,
-                     resume, train)
+                     resume, train, up)
 
 G, STEPS = 8, 4
 MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--seq", "16", "--lr", "3e-3",
          "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0"]
 WIDE = MODEL[:4] + ["--heads", "8", "--embd", "256"] + MODEL[8:]
 RECIPES = ["tensor", "delayed", "rowwise", "block", "mx"]
+C, V, T, L = 128, 256, 16, 2  # MODEL's shapes
 BF16_LOSS = 4e-3  # scripts/test_tp.py's bound for a grid against one process in bf16
 FP8_LOSS = 2e-2
 
@@ -55,6 +70,42 @@ def planned_and_allocated(records):
     header = records[0]
     allocated = next(r["allocated_bytes"] for r in records if "allocated_bytes" in r)
     return header["plan_bytes"]["total"], allocated
+
+
+def unit_tensors():
+    """The units ZeRO-3 gathers (llmc/zero.cuh), each a list of (elements, an FP8 weight?) in
+    layout order: the last block with the final LayerNorm, the other block, the embeddings."""
+    block = [(C, 0), (C, 0), (3 * C * C, 1), (3 * C, 0), (C * C, 1), (C, 0), (C, 0), (C, 0), (4 * C * C, 1),
+             (4 * C, 0), (4 * C * C, 1), (C, 0)]
+    return [block + [(C, 0), (C, 0)], block, [(V * C, 0), (T * C, 0)]]
+
+
+def gather_traffic(ranks, fp8, muon):
+    """Bytes one step's ZeRO-3 gathers send from a rank (ring convention: an all-gather (N-1)/N of
+    all ranks' contributions, a broadcast its bytes), every unit gathered once: (all-gather,
+    broadcast). A unit's element-wise tensors (under Muon the weights are matrices, broadcast by
+    their owners) are packed and cut into `ranks` slices of ceil(n / ranks) rounded up to 64
+    elements; a bf16 gather sends 2 bytes per slice element; with --fp8-allgather a unit with
+    FP8 weights sends from each rank its bf16 elements (2 bytes) and FP8 elements (1 byte),
+    padded to the largest rank's, rounded up to 128 bytes."""
+    all_gather = broadcast = 0
+    for tensors in unit_tensors():
+        elementwise = [(n, w) for n, w in tensors if not (muon and w)]
+        packed = sum(n for n, _ in elementwise)
+        slice_ = up(-(-packed // ranks), 64)
+        contribution = 2 * slice_
+        if fp8 and any(w for _, w in tensors):
+            sizes = []
+            for r in range(ranks):
+                lo, hi, at, size = r * slice_, min((r + 1) * slice_, packed), 0, 0
+                for n, w in elementwise:
+                    size += max(0, min(hi, at + n) - max(lo, at)) * (1 if w else 2)
+                    at += n
+                sizes.append(size)
+            contribution = up(max(sizes), 128)
+        all_gather += (ranks - 1) * contribution
+        broadcast += sum(n for n, w in tensors if muon and w) * (1 if fp8 else 2)
+    return all_gather, broadcast
 
 
 def simulate(recipe):
@@ -101,7 +152,7 @@ def main():
         grids = [("tensor", 2, 1, 1, 0, False), ("delayed", 2, 1, 1, 0, False), ("rowwise", 2, 1, 1, 0, True),
                  ("block", 2, 1, 1, 0, True), ("mx", 2, 1, 1, 0, False), ("tensor", 1, 2, 1, 3, False),
                  ("delayed", 1, 2, 1, 3, False)]
-        refs = {}
+        refs, zero3 = {}, {}
         for recipe, tp, dp, accum, zero, sp in grids:
             simulate(recipe)
             model = WIDE if recipe == "block" else MODEL
@@ -115,7 +166,10 @@ def main():
             got = train(bf16, tp * dp, work, name, model,
                         base + ["--fp8", recipe, "--tp", str(tp), "--zero", str(zero), "--batch",
                                 str(G // (dp * accum)), "--grad-accum", str(accum)] +
-                        (["--sequence-parallel"] if sp else []), checkpoints=False)
+                        (["--sequence-parallel"] if sp else []) + (["--comm-stats"] if zero == 3 else []),
+                        checkpoints=False)
+            if zero == 3:
+                zero3[recipe] = got
             worst = worst_loss_diff(got, refs[key])
             check(worst <= BF16_LOSS and param_hash(got[0], tp * dp) is not None,
                   f"--fp8 {recipe}, tp {tp} x dp {dp}, ZeRO-{zero}{' + SP' if sp else ''}: losses within "
@@ -142,6 +196,53 @@ def main():
                 "--fp8 in the fp32 build is refused")
         refused(tiny[:-1] + ["1", "--seq", "8", "--fp8", "rowwise"], "multiple of 16",
                 "--fp8 with 8 rows a micro-batch is refused")
+        refused(tiny + ["--fp8", "tensor", "--zero", "2", "--fp8-allgather"], "--fp8-allgather needs --zero 3",
+                "--fp8-allgather under ZeRO-2 is refused")
+        refused(tiny + ["--zero", "3", "--fp8-allgather"], "--fp8-allgather needs --fp8 tensor or delayed",
+                "--fp8-allgather without --fp8 is refused")
+        for recipe in ("rowwise", "block", "mx"):
+            refused(tiny + ["--zero", "3", "--fp8", recipe, "--fp8-allgather"], "takes the per-tensor recipes only",
+                    f"--fp8-allgather with --fp8 {recipe} is refused")
+        refused(tiny + ["--zero", "3", "--tp", "2", "--fp8", "tensor", "--fp8-allgather"],
+                "--fp8 tensor under --tp 2 is not implemented", "--fp8-allgather with --fp8 tensor under tp 2 is refused")
+
+        # 5
+        z3 = base + ["--zero", "3", "--batch", str(G // 2), "--comm-stats"]
+        simulate("tensor")
+        zero3["tensor muon"] = train(bf16, 2, work, "tensor_muon_z3", MODEL,
+                                     z3 + ["--fp8", "tensor", "--optimizer", "muon"], checkpoints=False)
+        for label in ("tensor", "delayed", "tensor muon"):
+            recipe, muon = label.split()[0], label.endswith("muon")
+            simulate(recipe)
+            got = train(bf16, 2, work, f"{label.replace(' ', '_')}_z3_allgather", MODEL,
+                        z3 + ["--fp8", recipe, "--fp8-allgather"] + (["--optimizer", "muon"] if muon else []),
+                        checkpoints=False)
+            want = zero3[label]
+            planned, allocated = planned_and_allocated(got[1])
+            ours, theirs = param_hash(got[0], 2), param_hash(want[0], 2)
+            check(ours is not None and ours == theirs and planned == allocated and "in FP8 (--fp8-allgather)" in got[0],
+                  f"--fp8 {label}, dp 2, ZeRO-3: --fp8-allgather ends with parameter hash {ours}, the bf16 "
+                  f"gather's {theirs}; planned {planned} bytes = allocated {allocated}")
+            sent, sent_bf16 = (next(r["comm_bytes"] for r in run[1] if "comm_bytes" in r) for run in (got, want))
+            predicted, predicted_bf16 = gather_traffic(2, True, muon), gather_traffic(2, False, muon)
+            amax_bytes = L * 2 * (2 - 1) / 2 * 4 * 4 if recipe == "tensor" else 0
+            measured = (sent["all_gather"], sent["broadcast"], sent["all_reduce"] - sent_bf16["all_reduce"])
+            # the blocks' gathers (the embeddings' are bf16 in both) against the seeds' formula
+            emb = (2 - 1) * 2 * up(-(-(V * C + T * C) // 2), 64)
+            weights = sum(n for u in unit_tensors()[:2] for n, w in u if w)
+            other = sum(n for u in unit_tensors()[:2] for n, w in u if not w)
+            fp8_sent = sent["all_gather"] + sent["broadcast"] - emb + measured[2]
+            bf16_sent = sent_bf16["all_gather"] + sent_bf16["broadcast"] - emb
+            formula = (weights + 2 * other + 4 * 4 * L * (recipe == "tensor")) / (2 * (weights + other))
+            check(measured == predicted + (amax_bytes,) and (sent_bf16["all_gather"], sent_bf16["broadcast"]) ==
+                  predicted_bf16,
+                  f"--fp8 {label}: all-gather {sent['all_gather']} + broadcast {sent['broadcast']} bytes (bf16 gather: "
+                  f"{sent_bf16['all_gather']} + {sent_bf16['broadcast']}), the plan predicts {predicted[0]} + "
+                  f"{predicted[1]} ({predicted_bf16[0]} + {predicted_bf16[1]}); the amax all-reduces "
+                  f"{measured[2]:.0f} bytes (predicted {amax_bytes:.0f}). The blocks' gathers: {fp8_sent:.0f} bytes "
+                  f"against {bf16_sent} in bf16, {fp8_sent / bf16_sent:.4f}x; the seeds' formula (1 byte per FP8 "
+                  f"weight element + 2 per other + tensor's 4-byte amax per weight, over 2 per element) "
+                  f"{formula:.4f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("FP8 training")
