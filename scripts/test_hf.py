@@ -14,7 +14,8 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
 2. Round trips, fp32 build: Hugging Face -> --export-hf (direct) and Hugging Face -> a checkpoint
    (one step at --lr 0) -> --export-hf give back every tensor bit for bit (the same names,
    shapes and values), and transformers loads the folder; folders saved in bf16 and fp16 are
-   read exactly (the export holds their values as F32). The bf16 build's weights are the fp32
+   read exactly (the export holds their values as F32), and so is a folder of shards
+   (model.safetensors.index.json, save_pretrained's max_shard_size). The bf16 build's weights are the fp32
    ones rounded to nearest even: its direct export equals torch's bfloat16 cast of them.
 3. llm.c model files written here by the documented layout (llm.c's train_gpt2.py write_model:
    the 256-int32 header, version 3 fp32 / 5 bf16, the tensors in llm.c's order, wte padded to
@@ -263,6 +264,15 @@ def main():
             want = {k: v.float() for k, v in load_file(os.path.join(half_dir, "model.safetensors")).items()}
             ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"), want) if rc == 0 else (False, err)
             check(ok, f"fp32 build: a {label} Hugging Face folder -> --export-hf: {what} (its values, exactly)")
+
+        # a folder of shards (model.safetensors.index.json), as save_pretrained writes a large model
+        sharded, out = os.path.join(work, "hf_sharded"), os.path.join(work, "hf_sharded_out")
+        models[1].save_pretrained(sharded, max_shard_size="200KB")
+        shards = len([f for f in os.listdir(sharded) if f.endswith(".safetensors")])
+        rc, _, err = trainer(fp32, ["--init-from", sharded, "--export-hf", out])
+        ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"),
+                                load_file(os.path.join(folders[1], "model.safetensors"))) if rc == 0 else (False, err)
+        check(ok and shards > 1, f"fp32 build: a folder of {shards} safetensors shards -> --export-hf: {what}")
 
         # 3. llm.c model files
         model, folder, cfg = models[1], folders[1], models[1].config
