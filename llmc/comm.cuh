@@ -1551,6 +1551,7 @@ inline void comm_count(const CommGroup* g, CommKind kind, size_t whole_bytes) {
 #ifdef MULTI_GPU
 inline ncclDataType_t nccl_type_of(const float*) { return ncclFloat32; }
 inline ncclDataType_t nccl_type_of(const __nv_bfloat16*) { return ncclBfloat16; }
+inline ncclDataType_t nccl_type_of(const unsigned*) { return ncclUint32; }
 #endif
 
 // Whether g has no communicator (one rank, or a build without NCCL): then every collective's
@@ -1574,7 +1575,7 @@ void comm_local_result(const T* send, T* recv, size_t n, cudaStream_t stream) {
 enum CommReduceOp { COMM_SUM, COMM_AVG, COMM_MAX };
 
 // In place on buf (n elements).
-template <class T>  // float or __nv_bfloat16
+template <class T>  // float, __nv_bfloat16 or unsigned (COMM_MAX of order keys)
 void comm_allreduce(const CommGroup* g, T* buf, size_t n, CommReduceOp op, cudaStream_t stream) {
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;

@@ -38,6 +38,7 @@ struct ShardTensor {  // a tensor as the plan sees it
     int rows, cols;  // the shape (rows split into the matrices), for the cost of a matrix
     bool in_norm;    // counted in the gradient norm (a replicated tensor of a tensor-parallel
                      // group is counted on one rank of it)
+    int norm_entry;  // the entry of the per-layer gradient norms (--log-layer-norms) it is in
 };
 
 struct ShardPiece {  // a run of element-wise elements of one tensor, in packed order
