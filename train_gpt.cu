@@ -2096,10 +2096,11 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
 // ||W_after|| of each tensor group (UpdateGroup), over the fp32 weights of record (the master
 // weights in the bf16 build) of the ranges each rank owns. The step's values lie in one small
 // device vector, keys (maxima, order keys) and sums: written only by a training step's forward
-// passes (never evaluation, sampling or a recompute's rerun) and update, reduced over the
-// data- and tensor-parallel groups once at the end of the step (gpt_monitors_finish: a max of the
-// keys, a sum of the sums, one collective each per group) and copied into pinned host memory
-// that the step's closing synchronization makes readable: no host synchronization of their own.
+// passes (never evaluation, sampling or a recompute's rerun) and update, combined over the
+// data- and tensor-parallel groups once at the end of the step (gpt_monitors_finish: one
+// all-gather of the vector per group, then the max of the keys and the sum of the sums in rank
+// order, the same bits on every rank) and copied into pinned host memory that the step's closing
+// synchronization makes readable: no host synchronization of their own.
 
 enum UpdateGroup {  // the tensor groups of --log-update-ratio
     UPDATE_EMBEDDINGS,    // wte (also the lm head), wpe
@@ -2129,12 +2130,16 @@ struct UpdateItem {
 // of update group g over the ranges this rank counts (as the gradient norm counts them, and at
 // ZeRO-0 on the first data-parallel rank only): each value is a max, or a sum, over every rank.
 constexpr int MONITOR_SUMS = 1 + 2 * NUM_UPDATE_GROUPS;
+inline int monitor_words(int layers) { return layers + 1 + MONITOR_SUMS; }
 struct Monitors {
     MonitorConfig config;
     bool recording;  // the forward pass running is a training step's: it writes the keys
-    unsigned* keys;  // device (L + 1)
-    float* sums;     // device (MONITOR_SUMS)
-    unsigned* host_keys;  // pinned copies of the step's reduced values (gpt_monitors_finish)
+    unsigned* vec;   // device, monitor_words(L) 4-byte words: keys (L + 1), then sums (floats)
+    unsigned* keys;  // vec's keys
+    float* sums;     // vec's sums
+    unsigned* gathered;  // device (the larger group's ranks, monitor_words(L)): the all-gather
+    unsigned* host;      // pinned copy of vec, the step's combined values (gpt_monitors_finish)
+    unsigned* host_keys;
     float* host_sums;
     double tokens;    // of the global batch, whose log Z sums[0] adds
     float* layer_sq;  // --log-layer-norms: host (L + 2): blocks, the embeddings, lnf (gpt_grad_norm)
@@ -2144,6 +2149,30 @@ struct Monitors {
     int item_count, max_blocks;
     float* partials;  // (items, max_blocks, 2)
 };
+
+// vec (K words: `keys` order keys, then float sums) = the combination of `ranks` vectors
+// gathered (ranks, K): the largest key, the floats' sum in rank order.
+__global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, int ranks,
+                                       int keys, int K) {
+    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+        if (k < keys) {
+            unsigned top = 0;
+            for (int r = 0; r < ranks; r++) {
+                const unsigned key = gathered[(size_t)r * K + k];
+                if (key > top) top = key;
+            }
+            vec[k] = top;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int r = 0; r < ranks; r++) {
+            float v;
+            memcpy(&v, &gathered[(size_t)r * K + k], sizeof(v));
+            sum += v;
+        }
+        memcpy(&vec[k], &sum, sizeof(sum));
+    }
+}
 
 // sums[0] += the sum of log_z[0..N) and keys[0] = max(keys[0], key of its max), in one block
 // of NORM_THREADS threads in a fixed order; add_sum false: the max only.
@@ -2174,30 +2203,23 @@ __global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log
 
 // partials[(item * max_blocks + block) * 2 + {0, 1}] = the sums of (now - before)^2 and now^2 over
 // the elements of the item that block `block` of its blocks covers (grid-stride, fixed order).
+// A block is one warp: no barrier, and under the CPU runtime (where every thread is a fiber and
+// every shuffle or barrier a switch between them) a fraction of the gradient norm's cost.
+constexpr int UPDATE_THREADS = 32;
 __global__ void update_items_kernel(float* partials, const UpdateItem* items, const float* now,
                                     const float* before, int max_blocks) {
-    __shared__ float warp_sums[2][NORM_THREADS / 32];
     const UpdateItem it = items[blockIdx.y];
-    if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
+    if ((int)blockIdx.x >= it.blocks) return;
     float dd = 0.0f, ww = 0.0f;
-    for (size_t i = blockIdx.x * NORM_THREADS + threadIdx.x; i < it.n;
-         i += (size_t)it.blocks * NORM_THREADS) {
+    for (size_t i = blockIdx.x * UPDATE_THREADS + threadIdx.x; i < it.n;
+         i += (size_t)it.blocks * UPDATE_THREADS) {
         const float w = now[it.at + i], d = w - before[it.at + i];
         dd += d * d;
         ww += w * w;
     }
     dd = warp_sum(dd);
     ww = warp_sum(ww);
-    if (threadIdx.x % 32 == 0) {
-        warp_sums[0][threadIdx.x / 32] = dd;
-        warp_sums[1][threadIdx.x / 32] = ww;
-    }
-    __syncthreads();
     if (threadIdx.x != 0) return;
-    for (int w = 1; w < NORM_THREADS / 32; w++) {
-        dd += warp_sums[0][w];
-        ww += warp_sums[1][w];
-    }
     float* out = partials + ((size_t)blockIdx.y * max_blocks + blockIdx.x) * 2;
     out[0] = dd;
     out[1] = ww;
@@ -2537,13 +2559,17 @@ inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledge
     Monitors* mon = &m->mon;
     const int L = m->config.layers;
     mon->config = config;
-    mon->keys = device_take_n<unsigned>(ledger, MEM_OTHER, L + 1);
-    mon->sums = device_take_n<float>(ledger, MEM_OTHER, MONITOR_SUMS);
+    const int K = monitor_words(L);
+    const int ranks = std::max(m->dp.group->size, m->tensor_parallel.size);
+    mon->vec = device_take_n<unsigned>(ledger, MEM_OTHER, K);
+    mon->gathered = device_take_n<unsigned>(ledger, MEM_OTHER, ranks > 1 ? (size_t)ranks * K : 0);
     if (!ledger->plan_only) {
-        CUDA_CHECK(cudaMallocHost(&mon->host_keys, (L + 1) * sizeof(unsigned)));
-        CUDA_CHECK(cudaMallocHost(&mon->host_sums, MONITOR_SUMS * sizeof(float)));
-        CUDA_CHECK(cudaMemset(mon->keys, 0, (L + 1) * sizeof(unsigned)));
-        CUDA_CHECK(cudaMemset(mon->sums, 0, MONITOR_SUMS * sizeof(float)));
+        mon->keys = mon->vec;
+        mon->sums = reinterpret_cast<float*>(mon->vec + L + 1);
+        CUDA_CHECK(cudaMallocHost(&mon->host, K * sizeof(unsigned)));
+        mon->host_keys = mon->host;
+        mon->host_sums = reinterpret_cast<float*>(mon->host + L + 1);
+        CUDA_CHECK(cudaMemset(mon->vec, 0, K * sizeof(unsigned)));
     }
     if (config.layer_norms) mon->layer_sq = (float*)MALLOC_CHECK((L + 2) * sizeof(float));
     if (!config.update_ratio) return;
@@ -2567,11 +2593,10 @@ inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledge
 }
 
 inline void gpt_monitors_free(Monitors* mon) {
-    for (void* p : {(void*)mon->keys, (void*)mon->sums, (void*)mon->before, (void*)mon->items,
+    for (void* p : {(void*)mon->vec, (void*)mon->gathered, (void*)mon->before, (void*)mon->items,
                     (void*)mon->partials})
         if (p) CUDA_CHECK(cudaFree(p));
-    if (mon->host_keys) CUDA_CHECK(cudaFreeHost(mon->host_keys));
-    if (mon->host_sums) CUDA_CHECK(cudaFreeHost(mon->host_sums));
+    if (mon->host) CUDA_CHECK(cudaFreeHost(mon->host));
     free(mon->layer_sq);
 }
 
@@ -3091,8 +3116,7 @@ inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it
 inline void gpt_monitors_start(GPT* m, double tokens) {
     const int L = m->config.layers;
     m->mon.tokens = tokens;
-    CUDA_CHECK(cudaMemsetAsync(m->mon.keys, 0, (L + 1) * sizeof(unsigned), m->stream));
-    CUDA_CHECK(cudaMemsetAsync(m->mon.sums, 0, MONITOR_SUMS * sizeof(float), m->stream));
+    CUDA_CHECK(cudaMemsetAsync(m->mon.vec, 0, monitor_words(L) * sizeof(unsigned), m->stream));
 }
 
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
@@ -3125,9 +3149,9 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
 }
 
 // The end of a training step's monitors (gpt_update, gpt_skip_update; `updated`: the update was
-// taken): the update-ratio sums, the vector reduced over the data- and tensor-parallel groups and
-// copied into pinned host memory, all queued on the stream; readable (gpt_monitor_* below) once
-// the caller synchronizes.
+// taken): the update-ratio sums, the vector combined over the data- and tensor-parallel groups
+// (an all-gather each, monitor_combine_kernel) and copied into pinned host memory, all queued on
+// the stream; readable (gpt_monitor_* below) once the caller synchronizes.
 inline void gpt_monitors_finish(GPT* m, bool updated) {
     Monitors* mon = &m->mon;
     const int L = m->config.layers;
@@ -3135,21 +3159,21 @@ inline void gpt_monitors_finish(GPT* m, bool updated) {
     if (updated && mon->config.update_ratio && mon->item_count > 0) {
         size_t elems;
         const float* now = weights_of_record(m, &elems);
-        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), NORM_THREADS, 0, st>>>(
+        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), UPDATE_THREADS, 0, st>>>(
             mon->partials, mon->items, now, mon->before, mon->max_blocks);
         CUDA_CHECK_LAUNCH();
         update_sums_kernel<<<1, 1, 0, st>>>(mon->sums, mon->partials, mon->items, mon->item_count,
                                             mon->max_blocks);
         CUDA_CHECK_LAUNCH();
     }
+    const int K = monitor_words(L);
     for (const CommGroup* g : {m->dp.group, m->tensor_parallel.group}) {
-        comm_allreduce_max(g, mon->keys, L + 1, st);
-        comm_allreduce_sum(g, mon->sums, MONITOR_SUMS, st);
+        if (g->size == 1) continue;
+        comm_allgather(g, mon->vec, mon->gathered, K, st);
+        monitor_combine_kernel<<<1, 32, 0, st>>>(mon->vec, mon->gathered, g->size, L + 1, K);
+        CUDA_CHECK_LAUNCH();
     }
-    CUDA_CHECK(cudaMemcpyAsync(mon->host_keys, mon->keys, (L + 1) * sizeof(unsigned),
-                               cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaMemcpyAsync(mon->host_sums, mon->sums, MONITOR_SUMS * sizeof(float),
-                               cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(mon->host, mon->vec, K * sizeof(unsigned), cudaMemcpyDeviceToHost, st));
 }
 
 // The last step's monitors, after its synchronization: the largest attention logit of layer l

@@ -1575,7 +1575,7 @@ void comm_local_result(const T* send, T* recv, size_t n, cudaStream_t stream) {
 enum CommReduceOp { COMM_SUM, COMM_AVG, COMM_MAX };
 
 // In place on buf (n elements).
-template <class T>  // float, __nv_bfloat16 or unsigned (COMM_MAX of order keys)
+template <class T>  // float or __nv_bfloat16
 void comm_allreduce(const CommGroup* g, T* buf, size_t n, CommReduceOp op, cudaStream_t stream) {
 #ifdef MULTI_GPU
     if (g->nccl == nullptr) return;
