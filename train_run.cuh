@@ -460,7 +460,7 @@ static const Flag FLAGS[] = {
      "of the final LayerNorm (grad_norm_layers)"},
     {"--log-update-ratio", FLAG_SWITCH, FIELD(log_update_ratio), "off", 0, 0, nullptr, FLAG_FREE,
      "log ||W_after - W_before|| / ||W_after|| of the fp32 weights per tensor group: embeddings, "
-     "attention and MLP matrices, norms and biases (update_ratio; 0 on a skipped step); keeps a "
+     "attention and MLP matrices, norms and biases (update_ratio; none on a skipped step); keeps a "
      "copy of this rank's weights (the plan's monitors line)"},
     {"--help", FLAG_SWITCH, FIELD(help), "off", 0, 0, nullptr, FLAG_FREE,
      "print this help and exit"},
