@@ -1059,8 +1059,8 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 // when logit_max is not null, raises it to the largest score (monitor_key).
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                             int T, int NH) {
+    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv, int T,
+                             int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
@@ -1209,8 +1209,7 @@ template <int HS>
 void attention_forward_cuda_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
                                   int B, int T, int NH, cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
-    attention_forward_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -2079,8 +2078,7 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
     const int v0 = tp->rank * Vl;
     classifier_stats_kernel<<<grid, block, 0, stream>>>(stats, logits, targets, N, V, Vl, v0);
     CUDA_CHECK_LAUNCH();
-    vocab_parallel_combine(tp, stats, losses, z_losses, log_z, stats, all_stats, N, z_coef,
-                           stream);
+    vocab_parallel_combine(tp, stats, losses, z_losses, log_z, stats, all_stats, N, z_coef, stream);
     if (dloss == 0.0f) return;
     classifier_dlogits_kernel<<<grid, block, 0, stream>>>(logits, stats, targets, N, V, Vl, v0,
                                                           dloss, z_coef);
@@ -2102,7 +2100,7 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
 // order, the same bits on every rank) and copied into pinned host memory that the step's closing
 // synchronization makes readable: no host synchronization of their own.
 
-enum UpdateGroup {  // the tensor groups of --log-update-ratio
+enum UpdateGroup {        // the tensor groups of --log-update-ratio
     UPDATE_EMBEDDINGS,    // wte (also the lm head), wpe
     UPDATE_ATTENTION,     // attn.qkv.w, attn.proj.w
     UPDATE_MLP,           // mlp.fc.w, mlp.proj.w
@@ -2110,7 +2108,7 @@ enum UpdateGroup {  // the tensor groups of --log-update-ratio
     NUM_UPDATE_GROUPS
 };
 static const char* const UPDATE_GROUP_NAMES[NUM_UPDATE_GROUPS] = {"embeddings", "attention", "mlp",
-                                                                   "norms_biases"};
+                                                                  "norms_biases"};
 
 struct MonitorConfig {
     bool layer_norms;   // --log-layer-norms
@@ -2133,18 +2131,18 @@ constexpr int MONITOR_SUMS = 1 + 2 * NUM_UPDATE_GROUPS;
 inline int monitor_words(int layers) { return layers + 1 + MONITOR_SUMS; }
 struct Monitors {
     MonitorConfig config;
-    bool recording;  // the forward pass running is a training step's: it writes the keys
-    unsigned* vec;   // device, monitor_words(L) 4-byte words: keys (L + 1), then sums (floats)
-    unsigned* keys;  // vec's keys
-    float* sums;     // vec's sums
+    bool recording;      // the forward pass running is a training step's: it writes the keys
+    unsigned* vec;       // device, monitor_words(L) 4-byte words: keys (L + 1), then sums (floats)
+    unsigned* keys;      // vec's keys
+    float* sums;         // vec's sums
     unsigned* gathered;  // device (the larger group's ranks, monitor_words(L)): the all-gather
     unsigned* host;      // pinned copy of vec, the step's combined values (gpt_monitors_finish)
     unsigned* host_keys;
     float* host_sums;
     double tokens;    // of the global batch, whose log Z sums[0] adds
-    float* layer_sq;  // --log-layer-norms: host (L + 2): blocks, the embeddings, lnf (gpt_grad_norm)
+    float* layer_sq;  // --log-layer-norms: host (L + 2), blocks, embeddings, lnf (gpt_grad_norm)
     // --log-update-ratio
-    float* before;  // device: the weights of record before the update, as the buffer holds them
+    float* before;      // device: the weights of record before the update, as the buffer holds them
     UpdateItem* items;  // device
     int item_count, max_blocks;
     float* partials;  // (items, max_blocks, 2)
@@ -2152,8 +2150,8 @@ struct Monitors {
 
 // vec (K words: `keys` order keys, then float sums) = the combination of `ranks` vectors
 // gathered (ranks, K): the largest key, the floats' sum in rank order.
-__global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, int ranks,
-                                       int keys, int K) {
+__global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, int ranks, int keys,
+                                       int K) {
     for (int k = threadIdx.x; k < K; k += blockDim.x) {
         if (k < keys) {
             unsigned top = 0;
@@ -2634,8 +2632,9 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const ParamTensor* t = &m->layout.tensors[i];
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
-        shard_tensors[i] = ShardTensor{t->offset, t->numel, matrices, t->rows,
-                                       t->cols,   in_norm,  layer_norm_entry(&m->layout.index, i)};
+        const int entry = layer_norm_entry(&m->layout.index, i);
+        shard_tensors[i] =
+            ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, entry};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
@@ -3173,7 +3172,8 @@ inline void gpt_monitors_finish(GPT* m, bool updated) {
         monitor_combine_kernel<<<1, 32, 0, st>>>(mon->vec, mon->gathered, g->size, L + 1, K);
         CUDA_CHECK_LAUNCH();
     }
-    CUDA_CHECK(cudaMemcpyAsync(mon->host, mon->vec, K * sizeof(unsigned), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(
+        cudaMemcpyAsync(mon->host, mon->vec, K * sizeof(unsigned), cudaMemcpyDeviceToHost, st));
 }
 
 // The last step's monitors, after its synchronization: the largest attention logit of layer l

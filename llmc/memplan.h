@@ -32,8 +32,8 @@ enum MemKind {
     NUM_MEM_KINDS
 };
 static const char* const MEM_KIND_NAMES[NUM_MEM_KINDS] = {
-    "params",  "grads",          "master",     "optimizer", "activations",
-    "buckets", "gather_buffers", "workspaces", "fp8",       "monitors", "other"};
+    "params",         "grads",      "master", "optimizer", "activations", "buckets",
+    "gather_buffers", "workspaces", "fp8",    "monitors",  "other"};
 
 struct DeviceLedger {
     bool plan_only;  // count, allocate nothing (every pointer taken is nullptr)
