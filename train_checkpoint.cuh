@@ -221,15 +221,16 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
 // save is never taken for one of this checkpoint's. Shards hold logical tensors, so any grid
 // reads them. train_loader: the training data's loader, whose position the manifest keeps
 // (nullptr: random tokens); `sections`: the run's own sections of the manifest (its identity,
-// run_config, and its spike window). Every rank of the job (`world`) calls it.
+// run_config, and its stability state). keep: the newest checkpoints kept (0: all), and also the
+// newest of a step below keep_before (0: none). Every rank of the job (`world`) calls it.
 struct RunSection {
     const char* name;
     const void* data;
     size_t size;
 };
 inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* dir, int keep,
-                            const RunState* rs, const DataLoader* train_loader,
-                            const RunSection* sections, int count) {
+                            uint64_t keep_before, const RunState* rs,
+                            const DataLoader* train_loader, const RunSection* sections, int count) {
     const int dp_rank = m->dp.group->rank, tp = m->tensor_parallel.size;
     const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
     CkptSave save;
@@ -267,6 +268,7 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
         if (ckpt_write_section(&w, "fp8_delayed", fp8.data(), fp8.size()) != 0)
             fatal("%s", w.error);
     }
+    w.keep_before = keep_before;
     if (ckpt_writer_commit(&w, keep) != 0) fatal("%s", w.error);
 }
 
@@ -482,11 +484,12 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
     return rs;
 }
 
-// The newest intact checkpoint in folder `dir` (none when the folder does not exist).
-inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
+// The newest intact checkpoint in folder `dir` of a step below `below` (UINT64_MAX: any; none
+// when the folder does not exist).
+inline bool latest_checkpoint(const char* dir, uint64_t below, char* path, size_t len) {
     uint64_t step;
     char err[1024];
-    int found = ckpt_find_latest(dir, path, len, &step, err, sizeof(err));
+    int found = ckpt_find_latest(dir, below, path, len, &step, err, sizeof(err));
     if (found < 0) fatal("%s", err);
     return found == 1;
 }
@@ -496,7 +499,7 @@ inline bool latest_checkpoint(const char* dir, char* path, size_t len) {
 inline bool find_checkpoint(const char* spec, char* path, size_t len) {
     struct stat st;
     if (stat(spec, &st) != 0) fatal("cannot open checkpoint %s: %s", spec, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return latest_checkpoint(spec, path, len);
+    if (S_ISDIR(st.st_mode)) return latest_checkpoint(spec, UINT64_MAX, path, len);
     snprintf(path, len, "%s", spec);
     return true;
 }

@@ -9,12 +9,14 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <csignal>
 #include <numeric>
+#include <string>
 
 #include "llmc/dataloader.h"  // token shards -> shuffled (B,T) batches, validation split, unigram baseline
 #include "llmc/flags.h"   // the command line as one table: parsing, bounds, --help, comparing runs
 #include "llmc/logger.h"  // the JSONL training log
-#include "llmc/stability.h"  // skipping non-finite steps, --inject-fault
+#include "llmc/stability.h"  // skipped steps, spikes and rewinds, --inject-fault
 #include "llmc/tokenizer.h"  // token ids <-> text: decodes samples, encodes prompts
 #include "train_checkpoint.cuh"  // checkpoints of the model: save, load on any grid, find
 #ifdef __CUCC__
@@ -266,7 +268,10 @@ struct TrainConfig {
     int max_skips;                  // non-finite steps in a row a run rides through
     int spike_window;               // llmc/stability.h's trailing window of steps
     double spike_zscore;            // a spike's standard deviations above its mean (0: off)
-    char inject_fault[64];          // llmc/stability.h's STEP:KIND[:RANK] (tests only)
+    int spike_rewind;               // spikes within the window that rewind the run (0: never)
+    int spike_skip_batches;         // batches a rewind skips (FLAG_WORD: all since the checkpoint)
+    int max_rewinds;                // rewinds a run may take before it stops
+    char inject_fault[256];         // llmc/stability.h's STEP:KIND[:RANK],... (tests only)
     int print_monitors;             // the step's line shows the monitors (the log has them)
     int log_attn_logits;            // log the largest attention logit of every layer
     int log_layer_norms;            // log every layer's gradient norm
@@ -445,10 +450,22 @@ static const Flag FLAGS[] = {
     {"--spike-zscore", FLAG_DOUBLE, FIELD(spike_zscore), "6", 0, 1e6, nullptr, FLAG_IDENTITY,
      "a step whose loss or gradient norm lies more than this many standard deviations above the "
      "window's mean is a spike: its update is skipped (0: no detection)"},
+    {"--spike-rewind", FLAG_INT, FIELD(spike_rewind), "0", NON_NEGATIVE, nullptr, FLAG_FREE,
+     "K: when K spikes fall within the last --spike-window steps, go back to the newest "
+     "checkpoint before the first of them and skip data (0: never; needs --checkpoint-dir and "
+     "--checkpoint-every)"},
+    {"--spike-skip-batches", FLAG_INT, FIELD(spike_skip_batches), "all", NON_NEGATIVE, "all",
+     FLAG_FREE,
+     "global batches a rewind skips after the checkpoint it goes back to (all: every one "
+     "consumed since, so training resumes on the data after the spikes)"},
+    {"--max-rewinds", FLAG_INT, FIELD(max_rewinds), "3", POSITIVE, nullptr, FLAG_FREE,
+     "rewinds a run may take; the next one stops it (skipping data has not helped)"},
     {"--inject-fault", FLAG_STRING, STRING_FIELD(inject_fault), "", 0, 0, nullptr, FLAG_FREE,
-     "for tests and demonstrations only: STEP:KIND[:RANK], KIND nan-grad, loss-scale=X "
-     "(micro-batch 0's loss gradient times NaN or X), bad-batch (its tokens one repeated "
-     "token) or skip (the update skipped on purpose, every rank); RANK of the job, default 0"},
+     "for tests and demonstrations only: a comma-separated list of STEP:KIND[:RANK], KIND "
+     "nan-grad, loss-scale=X (micro-batch 0's loss gradient times NaN or X), bad-batch (its "
+     "tokens one repeated token), skip (the update skipped on purpose, every rank) or kill "
+     "(SIGKILL as the step begins); RANK of the job, default 0; each the first time the run "
+     "reaches its step"},
     {"--print-monitors", FLAG_SWITCH, FIELD(print_monitors), "off", 0, 0, nullptr, FLAG_FREE,
      "the step's line shows the monitors the log always has (the largest attention logit, "
      "log Z's mean and max) and those of --log-layer-norms and --log-update-ratio"},
@@ -594,8 +611,8 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                  tc->muon_momentum);
         return msg;
     }
-    FaultPlan fault;
-    if (const char* err = fault_parse(tc->inject_fault, &fault, msg, len)) return err;
+    FaultPlan faults;
+    if (const char* err = fault_parse(tc->inject_fault, &faults, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     const int recipe = fp8_recipe_of(tc->fp8);  // the flag table admits only the names
@@ -604,10 +621,16 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                                                                 : strcmp(tc->fp8_grad, "e5m2") == 0,
                               tc->fp8_lm_head, tc->fp8_amax_history, tc->fp8_margin};
     // --batch auto is chosen later (fit_batch), within the limits one sequence must meet
-    const int B = tc->batch == FLAG_AUTO ? 1 : tc->batch;
+    const int B = tc->batch == FLAG_WORD ? 1 : tc->batch;
     if (const char* err = gpt_config_error(&tc->model, B, tc->seq, msg, len)) return err;
     if (strcmp(tc->resume, "latest") == 0 && tc->checkpoint_dir[0] == '\0')
         snprintf(msg, len, "--resume latest needs --checkpoint-dir");
+    else if (tc->spike_rewind > 0 &&
+             (!tc->checkpoint_dir[0] || tc->checkpoint_every == 0 || tc->spike_zscore == 0.0))
+        snprintf(msg, len,
+                 "--spike-rewind %d goes back to checkpoints taken before the spikes: it needs "
+                 "--checkpoint-dir, --checkpoint-every and spike detection (--spike-zscore > 0)",
+                 tc->spike_rewind);
     else if (tc->sample[0] && (tc->resume[0] || tc->checkpoint_dir[0] || tc->log[0]))
         snprintf(msg, len,
                  "--sample only generates text: it takes no --resume, --checkpoint-dir "
@@ -868,7 +891,7 @@ inline double device_budget(const TrainConfig* tc) {
 // divides. Sets tc->batch and tc->recompute and prints the choice with the numbers behind it.
 template <class Need>
 void fit_memory(TrainConfig* tc, double budget, int tp, Need need) {
-    const bool auto_batch = tc->batch == FLAG_AUTO;
+    const bool auto_batch = tc->batch == FLAG_WORD;
     const bool auto_policy = strcmp(tc->recompute, "auto") == 0;
     const double usable = 0.99 * budget;
     auto planned = [&](int B, int policy) {
@@ -933,7 +956,7 @@ void fit_memory(TrainConfig* tc, double budget, int tp, Need need) {
 // (device_budget), each candidate's plan on the rank that needs the most (fit_memory); then
 // --global-batch-tokens sets the accumulation. Every rank calls it.
 inline void fit_batch(TrainConfig* tc, const Comm* comm, const ParallelDims* dims) {
-    if (tc->batch == FLAG_AUTO || strcmp(tc->recompute, "auto") == 0) {
+    if (tc->batch == FLAG_WORD || strcmp(tc->recompute, "auto") == 0) {
         const double least = -ranks_max(comm, -device_budget(tc));
         const OptimizerConfig opt = optimizer_config_of(tc);
         fit_memory(tc, least, dims->tp, [&](const TrainConfig* t) {
@@ -988,7 +1011,7 @@ inline int plan_main(TrainConfig* tc, const Comm* comm, const ParallelDims* dims
             gpt_free(&p.model);
         }
     };
-    if (tc->batch == FLAG_AUTO || strcmp(tc->recompute, "auto") == 0)
+    if (tc->batch == FLAG_WORD || strcmp(tc->recompute, "auto") == 0)
         fit_memory(tc, device_budget(tc), tc->tp, [&](const TrainConfig* t) {
             size_t most = 0;
             for_each_rank(
@@ -1159,8 +1182,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
 
 inline void log_value(Logger* lg, int step, const char* key, double value) {
     if (lg->file == nullptr) return;
-    logger_begin(lg);
-    logger_int(lg, "step", step);
+    logger_begin_step(lg, step);
     logger_float(lg, key, (float)value);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
@@ -1189,8 +1211,7 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
         generate_text(m, tok, tc->prompt, tc->sample_len, tc->temperature, tc->top_k, rng, &len);
     printf("---\n");
     if (lg->file) {
-        logger_begin(lg);
-        logger_int(lg, "step", step);
+        logger_begin_step(lg, step);
         logger_string(lg, "sample", text, len);
         if (logger_end(lg) != 0) fatal("%s", lg->error);
     }
@@ -1369,8 +1390,7 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
         printf(" | total %.0f\n", total);
     }
     if (lg->file == nullptr) return;
-    logger_begin(lg);
-    logger_int(lg, "step", step);
+    logger_begin_step(lg, step);
     logger_object_begin(lg, "comm_bytes");
     for (int k = 0; k < NUM_COMM_KINDS; k++)
         logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
@@ -1490,9 +1510,8 @@ struct Run {
     size_t tokens_per_step;  // of every rank
     double flops_per_step;
     double val_loss;  // the last validation's (-1: none yet)
-    FaultPlan fault;  // --inject-fault
-    int skips_in_row, skips;  // steps whose update was not taken: non-finite in a row, all
-    SpikeWindow spikes;       // the trailing window spike detection measures against
+    FaultPlan faults;     // --inject-fault
+    Stability stability;  // the spike window, skips, spikes and rewinds (llmc/stability.h)
 };
 
 // Opens the data and builds the model on grid `dims`, its parameters drawn from --seed.
@@ -1503,9 +1522,9 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
     run->dims = dims;
     run->tok = tok;
     char msg[256];
-    if (const char* err = fault_parse(tc->inject_fault, &run->fault, msg, sizeof(msg)))
+    if (const char* err = fault_parse(tc->inject_fault, &run->faults, msg, sizeof(msg)))
         fatal("%s", err);  // train_config_check took it already
-    spike_init(&run->spikes, tc->spike_window, tc->spike_zscore);
+    stability_init(&run->stability, tc->spike_window, tc->spike_zscore);
     const GPTConfig* c = &tc->model;
     const int B = tc->batch, T = tc->seq, A = tc->grad_accum;
     run->sched = {schedule_from_name(tc->schedule),
@@ -1549,24 +1568,10 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
                run->data.token_rng};
 }
 
-// --resume: loads the checkpoint, verified, before the log or any checkpoint is touched.
-// Returns whether one was loaded. Rank 0 picks the checkpoint and every rank loads that file,
-// so all start from one state; the loader's saved position is that of the global batch, the
-// same for every rank.
-inline bool run_resume(Run* run) {
+// Loads checkpoint `path` into the run, verified: the model, its optimizer state, the data's
+// position and the stability state. Every rank calls it with the same path.
+inline void run_load(Run* run, const char* path) {
     const TrainConfig* tc = run->tc;
-    if (!tc->resume[0]) return false;
-    char path[CKPT_PATH_BYTES] = "";
-    const bool latest = strcmp(tc->resume, "latest") == 0;
-    const char* spec = latest ? tc->checkpoint_dir : tc->resume;
-    if (run->comm->rank == 0 && !(latest ? latest_checkpoint(spec, path, sizeof(path))
-                                         : find_checkpoint(spec, path, sizeof(path))))
-        path[0] = '\0';
-    comm_broadcast(&run->comm->all, path, sizeof(path), 0);
-    if (!path[0]) {
-        printf("no checkpoint in %s: starting at step 0\n", spec);
-        return false;
-    }
     CheckpointConfig cc = checkpoint_config_of(&tc->model);
     CheckpointReader reader;
     if (ckpt_open(&reader, path, &cc, sizeof(cc), CHECKPOINT_FIELDS, NUM_CHECKPOINT_FIELDS) != 0)
@@ -1575,18 +1580,41 @@ inline bool run_resume(Run* run) {
     TrainData* data = &run->data;
     DataLoaderState ds;
     run->rs = load_checkpoint(&run->model, &reader, data->shards ? &ds : nullptr);
-    std::vector<uint8_t> spikes;  // a checkpoint without them: an empty window
-    if (manifest_section(&reader, "spikes", &spikes) && !spike_load(&run->spikes, spikes))
+    std::vector<uint8_t> stability;  // a checkpoint without it: an empty window, no history
+    stability_init(&run->stability, tc->spike_window, tc->spike_zscore);
+    if (manifest_section(&reader, "spikes", &stability) &&
+        !stability_load(&run->stability, stability))
         fatal("checkpoint %s: its spike window does not fit --spike-window %d", path,
               tc->spike_window);
     ckpt_close(&reader);
     if (data->shards && dataloader_restore(&data->train, &ds) != 0)
         fatal("%s: %s", path, data->train.error);
     data->token_rng = run->rs.token_rng;
+}
+
+// --resume: loads the checkpoint before the log or any checkpoint is touched. Returns whether
+// one was loaded. Rank 0 picks the checkpoint and every rank loads that file, so all start from
+// one state; the loader's saved position is that of the global batch, the same for every rank.
+inline bool run_resume(Run* run) {
+    const TrainConfig* tc = run->tc;
+    if (!tc->resume[0]) return false;
+    char path[CKPT_PATH_BYTES] = "";
+    const bool latest = strcmp(tc->resume, "latest") == 0;
+    const char* spec = latest ? tc->checkpoint_dir : tc->resume;
+    if (run->comm->rank == 0 && !(latest ? latest_checkpoint(spec, UINT64_MAX, path, sizeof(path))
+                                         : find_checkpoint(spec, path, sizeof(path))))
+        path[0] = '\0';
+    comm_broadcast(&run->comm->all, path, sizeof(path), 0);
+    if (!path[0]) {
+        printf("no checkpoint in %s: starting at step 0\n", spec);
+        return false;
+    }
+    run_load(run, path);
     if (run->rs.step > (uint64_t)tc->steps)
         fatal("checkpoint %s is at step %llu, past --steps %d", path,
               (unsigned long long)run->rs.step, tc->steps);
-    printf("resuming from %s at step %llu\n", path, (unsigned long long)run->rs.step);
+    printf("resuming from %s at step %llu%s\n", path, (unsigned long long)run->rs.step,
+           run->stability.rewinds > 0 ? " (after a rewind)" : "");
     return true;
 }
 
@@ -1602,7 +1630,7 @@ inline void run_start(Run* run, bool resumed) {
     Logger* lg = &run->lg;
     memset(lg, 0, sizeof(*lg));
     if (tc->log[0] && run->comm->rank == 0 &&
-        logger_open(lg, tc->log, resumed ? (int64_t)run->rs.step : -1) != 0)
+        logger_open(lg, tc->log, resumed ? (int64_t)run->rs.step : -1, run->stability.rewinds) != 0)
         fatal("%s", lg->error);
 
     const size_t parameters = count_parameters(&model->layout, c);
@@ -1640,8 +1668,7 @@ inline void run_start(Run* run, bool resumed) {
     // the log describes the run as it started: a resumed run appends to it, changing neither
     if (lg->file && lg->needs_header) {
         log_header(lg, tc, parameters, unigram, dp->size, model, &run->plan);
-        logger_begin(lg);
-        logger_int(lg, "step", (int64_t)run->rs.step);
+        logger_begin_step(lg, (int64_t)run->rs.step);
         logger_int(lg, "allocated_bytes", (int64_t)run->allocated);
         logger_int(lg, "planned_bytes", (int64_t)planned);
         if (logger_end(lg) != 0) fatal("%s", lg->error);
@@ -1667,6 +1694,7 @@ struct StepStats {
     double lrs[NUM_OPTIMIZERS];
     double seconds, tokens_per_s, mfu;  // tokens/s and MFU of every rank
     char skipped[256];                  // why the update was not taken ("": it was)
+    bool rewind;                        // --spike-rewind's count of spikes was reached
 };
 
 // Trains step `step` (0-based) on the next global batch.
@@ -1676,14 +1704,17 @@ inline StepStats train_step(Run* run, int step) {
     const CommGroup* dp = run->dims->dp_group;
     StepStats s = {};
     s.step = step + 1;
+    Stability* stab = &run->stability;
+    const Fault* injected = fault_here(&run->faults, s.step, run->comm->rank, stab->furthest);
+    const int fault = injected ? injected->kind : FAULT_NONE;
+    if (fault == FAULT_KILL) raise(SIGKILL);
     train_data_next(&run->data, run->inputs, run->targets, tc->grad_accum, tc->batch, tc->seq,
                     tc->model.vocab);
-    const int fault = fault_here(&run->fault, s.step, run->comm->rank);
     if (fault == FAULT_BAD_BATCH)  // micro-batch 0: its first token over and over
         for (int i = 0; i < tc->batch * tc->seq; i++)
             run->inputs[i] = run->targets[i] = run->inputs[0];
     const float first_scale = fault == FAULT_NAN_GRAD     ? NAN
-                              : fault == FAULT_LOSS_SCALE ? (float)run->fault.scale
+                              : fault == FAULT_LOSS_SCALE ? (float)injected->scale
                                                           : 1.0f;
     auto start = std::chrono::steady_clock::now();
     s.loss = gpt_forward_backward(model, run->inputs, run->targets, tc->grad_accum, &s.z_loss,
@@ -1698,22 +1729,24 @@ inline StepStats train_step(Run* run, int step) {
     // non-finite step is skipped, --max-skips of them in a row stop the run before the update,
     // and the checkpoints on disk stay those of finite steps.
     const bool finite = std::isfinite(s.loss) && std::isfinite(s.norm);
-    run->skips_in_row = finite ? 0 : run->skips_in_row + 1;
-    if (run->skips_in_row > tc->max_skips)
+    stab->skips_in_row = finite ? 0 : stab->skips_in_row + 1;
+    if (stab->skips_in_row > tc->max_skips)
         fatal(
             "step %d: the loss is %g and the gradient norm %g: training diverged (%d non-finite "
             "steps in a row, --max-skips %d); stopping before the update (try a lower --lr, "
             "warmup or --grad-clip)",
-            step + 1, s.loss, s.norm, run->skips_in_row, tc->max_skips);
+            step + 1, s.loss, s.norm, stab->skips_in_row, tc->max_skips);
     step_learning_rates(&run->sched, muon_peak_lr(tc), step, s.lrs);
     if (!finite)
         snprintf(s.skipped, sizeof(s.skipped), "the loss or the gradient norm is not finite");
     else if (fault == FAULT_SKIP) snprintf(s.skipped, sizeof(s.skipped), "--inject-fault skip");
-    else if (!spike_check(&run->spikes, s.loss, s.norm, s.skipped, sizeof(s.skipped)))
-        spike_add(&run->spikes, s.loss, s.norm);
+    else if (spike_check(stab, s.loss, s.norm, s.skipped, sizeof(s.skipped)))
+        s.rewind = spike_note(stab, s.step, tc->spike_rewind);
+    else spike_add(stab, s.loss, s.norm);
+    stab->furthest = std::max(stab->furthest, (int32_t)s.step);
     if (s.skipped[0]) {
         gpt_skip_update(model);
-        run->skips++;
+        stab->skips++;
     } else {
         const double scale = clip_scale(s.norm, tc->grad_clip);
         s.clipped = scale < 1.0;
@@ -1785,7 +1818,6 @@ inline void log_step(Run* run, const StepStats* s) {
     // the monitors' values in the line with --print-monitors only (the log has them always)
     auto shown = [&](const char* format) { return tc->print_monitors ? format : nullptr; };
     const StepValue values[] = {
-        {nullptr, "step", STEP_INT, (double)s->step, nullptr, true},
         {" | loss %.6f", "train_loss", STEP_FLOAT, s->loss, nullptr, true},
         {" | z-loss %.6f", "z_loss", STEP_FLOAT, s->z_loss, nullptr, z_loss},
         {" | lr %.4e", "lr", STEP_FLOAT, s->lrs[OPT_ADAMW], nullptr, true},
@@ -1805,7 +1837,8 @@ inline void log_step(Run* run, const StepStats* s) {
         {" | MFU %.1f%%", "mfu", STEP_FLOAT, s->mfu, nullptr, ON_GPU},
         {" | update skipped", "skipped", STEP_INT, 1.0, nullptr, s->skipped[0] != '\0'},
         {nullptr, "skip_reason", STEP_TEXT, 0.0, s->skipped, s->skipped[0] != '\0'},
-        {nullptr, "skips", STEP_INT, (double)run->skips, nullptr, run->skips > 0},
+        {nullptr, "skips", STEP_INT, (double)run->stability.skips, nullptr,
+         run->stability.skips > 0},
     };
     printf("step %5d/%d", s->step, tc->steps);
     for (const StepValue& v : values)
@@ -1815,7 +1848,7 @@ inline void log_step(Run* run, const StepStats* s) {
     fflush(stdout);
     Logger* lg = &run->lg;
     if (!lg->file) return;
-    logger_begin(lg);
+    logger_begin_step(lg, s->step);
     for (const StepValue& v : values) {
         if (!v.present) continue;
         if (v.kind == STEP_FLOAT) logger_float(lg, v.key, (float)v.number);
@@ -1846,14 +1879,81 @@ inline void after_step(Run* run, int done) {
     if (tc->checkpoint_dir[0] &&
         ((tc->checkpoint_every > 0 && done % tc->checkpoint_every == 0) || last)) {
         run->rs.token_rng = run->data.token_rng;
-        const std::vector<uint8_t> spikes = spike_save(&run->spikes);
+        const Stability* stab = &run->stability;
+        const std::vector<uint8_t> stability = stability_save(stab);
         const RunSection sections[] = {
             {"run_config", run->run_config.data(), run->run_config.size()},
-            {"spikes", spikes.data(), spikes.size()}};
-        save_checkpoint(model, &run->comm->all, tc->checkpoint_dir, tc->keep_checkpoints, &run->rs,
-                        run->data.shards ? &run->data.train : nullptr, sections, 2);
+            {"spikes", stability.data(), stability.size()}};
+        // with rewinds on, pruning keeps the checkpoint a rewind over the recent spikes needs
+        const uint64_t keep_before =
+            tc->spike_rewind > 0 && !stab->spikes.empty() ? (uint64_t)stab->spikes.front() : 0;
+        save_checkpoint(model, &run->comm->all, tc->checkpoint_dir, tc->keep_checkpoints,
+                        keep_before, &run->rs, run->data.shards ? &run->data.train : nullptr,
+                        sections, 2);
         printf("checkpoint: %s/ckpt_step%08d.bin\n", tc->checkpoint_dir, done);
     }
+}
+
+// --spike-rewind: the spikes of step `from` and the steps before it call for a rewind. Goes back
+// to the newest checkpoint from before the first of them (rank 0 finds it, every rank loads it)
+// and skips --spike-skip-batches global batches of data after it; the rewind count, the furthest
+// step and the skip count carry on (the run's history). Prints and logs what it did, as the
+// first line of the new timeline. Returns the step training continues after: the checkpoint's,
+// or `from` when there is none to go back to (the spike was skipped; the run goes on).
+inline int run_rewind(Run* run, int from) {
+    const TrainConfig* tc = run->tc;
+    Stability* stab = &run->stability;
+    const int first_spike = stab->spikes.front();
+    std::string spikes;
+    for (int32_t step : stab->spikes) spikes += (spikes.empty() ? "" : ", ") + std::to_string(step);
+    char path[CKPT_PATH_BYTES] = "";
+    if (run->comm->rank == 0 &&
+        !latest_checkpoint(tc->checkpoint_dir, (uint64_t)first_spike, path, sizeof(path)))
+        path[0] = '\0';
+    comm_broadcast(&run->comm->all, path, sizeof(path), 0);
+    if (!path[0]) {
+        printf(
+            "rewind: %d spikes within the last %d steps (steps %s), but %s holds no checkpoint "
+            "from before step %d: the run goes on\n",
+            (int)stab->spikes.size(), stab->window, spikes.c_str(), tc->checkpoint_dir,
+            first_spike);
+        stab->spikes.clear();
+        return from;
+    }
+    if (stab->rewinds >= tc->max_rewinds)
+        fatal(
+            "step %d: %d spikes within the last %d steps (steps %s) call for rewind %d, past "
+            "--max-rewinds %d: skipping data has not stopped the spikes (try a lower --lr, "
+            "longer warmup or --grad-clip)",
+            from, (int)stab->spikes.size(), stab->window, spikes.c_str(), stab->rewinds + 1,
+            tc->max_rewinds);
+    const Stability history = *stab;
+    run_load(run, path);
+    stab->rewinds = history.rewinds + 1;
+    stab->furthest = history.furthest;
+    stab->skips = history.skips;
+    const int to = (int)run->rs.step;
+    const int skip = tc->spike_skip_batches == FLAG_WORD ? from - to : tc->spike_skip_batches;
+    for (int i = 0; i < skip; i++)
+        train_data_next(&run->data, run->inputs, run->targets, tc->grad_accum, tc->batch, tc->seq,
+                        tc->model.vocab);
+    printf(
+        "rewind %d: %d spikes within the last %d steps (steps %s): back to step %d (%s), "
+        "skipping %d global batches; steps %d to %d are trained again\n",
+        stab->rewinds, (int)history.spikes.size(), stab->window, spikes.c_str(), to, path, skip,
+        to + 1, from);
+    fflush(stdout);
+    Logger* lg = &run->lg;
+    if (lg->file) {
+        lg->rewinds = stab->rewinds;
+        logger_begin_step(lg, to);
+        logger_int(lg, "rewind_from", from);
+        logger_string(lg, "rewind_spikes", spikes.data(), spikes.size());
+        logger_string(lg, "rewind_checkpoint", path, strlen(path));
+        logger_int(lg, "rewind_skipped_batches", skip);
+        if (logger_end(lg) != 0) fatal("%s", lg->error);
+    }
+    return to;
 }
 
 // The end of the run: the last validation against the baseline, the replicas' check, the
@@ -1922,7 +2022,9 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         log_step(&run, &stats);
         if (count_traffic)
             report_traffic(&run.lg, &comm->all, dims.dp_group, dims.tp_group, stats.step);
-        after_step(&run, stats.step);
+        const int done = stats.rewind ? run_rewind(&run, stats.step) : stats.step;
+        if (done == stats.step) after_step(&run, done);
+        else step = done - 1;  // the loop's step++ makes it `done`: step done + 1 comes next
     }
     run_end(&run);
     if (have_tokenizer) tokenizer_free(&tok);

@@ -230,6 +230,8 @@ typedef struct {
     uint32_t crc;            // CRC of those bytes
     uint64_t section_count;
     int shard;                           // a shard file (no pruning at its commit)
+    uint64_t
+        keep_before;  // pruning also keeps the newest checkpoint of a step below this (0: none)
     char section_name[CKPT_NAME_BYTES];  // the section being written
     uint64_t section_left;               // bytes it still expects
     char (*names)[CKPT_NAME_BYTES];      // every section name so far (no duplicates)
@@ -413,7 +415,8 @@ inline int ckpt_remove_shards(const char* dir, uint64_t step, char* err, size_t 
 }
 
 // Deletes committed checkpoints older than w->step beyond the newest keep_last (which count
-// the new one). Checkpoints with a larger step than the new one are left alone, and so are
+// the new one), except the newest one below w->keep_before (the one a rewind would go back
+// to). Checkpoints with a larger step than the new one are left alone, and so are
 // temporary files: a writer never deletes what another may be writing (the folder lock's
 // holder removes crashed writers' leftovers when it takes the folder).
 inline int ckpt_prune(CheckpointWriter* w, int keep_last) {
@@ -423,8 +426,11 @@ inline int ckpt_prune(CheckpointWriter* w, int keep_last) {
     size_t older = 0;  // checkpoints with a step below the new one: steps[0 .. older)
     while (older < count && steps[older] < w->step) older++;
     size_t keep_older = keep_last > 0 ? (size_t)keep_last - 1 : older;
+    size_t protected_index = count;  // none
+    for (size_t i = 0; i < older && steps[i] < w->keep_before; i++) protected_index = i;
     int rc = 0;
     for (size_t i = 0; i + keep_older < older && rc == 0; i++) {
+        if (i == protected_index) continue;
         char path[CKPT_PATH_BYTES];
         ckpt_final_name(path, sizeof(path), w->dir, steps[i]);
         if (unlink(path) != 0) {  // the manifest first: without it the shards are no checkpoint
@@ -936,16 +942,18 @@ inline int ckpt_shards_intact(CheckpointReader* r) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The newest intact checkpoint in dir: returns 1 with its path and step, 0 when there is none
-// (also when dir does not exist), -1 with a message when dir cannot be read. Intact means every
+// The newest intact checkpoint in dir of a step below `below` (UINT64_MAX: any): returns 1 with
+// its path and step, 0 when there is none (also when dir does not exist), -1 with a message
+// when dir cannot be read. Intact means every
 // check of ckpt_open but the configuration (the CRC included): a newer file that fails them is
 // skipped with a warning on stderr naming what is wrong, and the next older one is taken.
 
-inline int ckpt_find_latest(const char* dir, char* path, size_t path_size, uint64_t* step,
-                            char* err, size_t err_size) {
+inline int ckpt_find_latest(const char* dir, uint64_t below, char* path, size_t path_size,
+                            uint64_t* step, char* err, size_t err_size) {
     uint64_t* steps;
     size_t count;
     if (ckpt_list(dir, &steps, &count, err, err_size) != 0) return -1;
+    while (count > 0 && steps[count - 1] >= below) count--;
     int found = 0;
     for (size_t i = count; i-- > 0 && !found;) {
         char candidate[CKPT_PATH_BYTES];

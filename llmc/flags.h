@@ -46,15 +46,16 @@ struct Flag {
     const char* default_value;  // as given on the command line ("" for a string, "off": a switch)
     double min, max;      // numbers: the allowed range, inclusive
     const char* choices;  // FLAG_STRING: allowed values separated by '|', or nullptr for any;
-                          // FLAG_INT: "auto" lets the flag also take the word auto (FLAG_AUTO)
+                          // FLAG_INT: a word the flag also takes ("auto", "all"): FLAG_WORD
     FlagRole role;
     const char* help;
 };
 
 // Integer and double range covering the whole type (for flags without a narrower bound).
 constexpr double FLAG_INT_MIN = (double)INT32_MIN, FLAG_INT_MAX = (double)INT32_MAX;
-// What an integer flag with choices "auto" holds when given the word auto (outside its range).
-constexpr int FLAG_AUTO = -1;
+// What an integer flag with a word among its choices holds when given the word (outside its
+// range).
+constexpr int FLAG_WORD = -1;
 
 inline const Flag* flag_find(const Flag* flags, int count, const char* name, size_t name_len) {
     for (int i = 0; i < count; i++)
@@ -80,7 +81,8 @@ inline const char* flag_format(const Flag* flag, const void* config, char* out, 
     const char* field = (const char*)config + flag->field;
     switch (flag->type) {
         case FLAG_INT:
-            if (flag->choices && *(const int*)field == FLAG_AUTO) snprintf(out, len, "auto");
+            if (flag->choices && *(const int*)field == FLAG_WORD)
+                snprintf(out, len, "%s", flag->choices);
             else snprintf(out, len, "%d", *(const int*)field);
             break;
         case FLAG_INT64:
@@ -150,7 +152,7 @@ inline const char* flag_set(const Flag* flag, void* config, const char* value, c
     switch (flag->type) {
         case FLAG_INT: {
             if (flag->choices && flag_is_choice(flag, value)) {
-                *(int*)field = FLAG_AUTO;
+                *(int*)field = FLAG_WORD;
                 return nullptr;
             }
             long long v = strtoll(value, &end, 10);
@@ -245,7 +247,7 @@ inline const char* flags_check(const Flag* flags, int count, const void* config,
         double v = 0.0;
         switch (f->type) {
             case FLAG_INT:
-                if (f->choices && *(const int*)field == FLAG_AUTO) continue;
+                if (f->choices && *(const int*)field == FLAG_WORD) continue;
                 v = *(const int*)field;
                 break;
             case FLAG_INT64:

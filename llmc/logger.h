@@ -3,8 +3,9 @@ llmc/logger.h: the machine-readable training log, one JSON object per line (JSON
 scripts/plot.py and by anyone's own tools. Rank 0 writes it; every line is flushed as it ends,
 so a crash loses at most the line being written.
 
-Entry points: logger_open / logger_close, logger_begin, logger_int / logger_float /
-logger_float_array / logger_string, logger_object_begin / logger_object_end, logger_end.
+Entry points: logger_open / logger_close, logger_begin / logger_begin_step, logger_int /
+logger_float / logger_float_array / logger_string, logger_object_begin / logger_object_end,
+logger_end.
 
 Lines, in file order:
     {"model":"gpt2","layers":12,...,"unigram_val_loss":u}   the header: the run's configuration
@@ -12,8 +13,11 @@ Lines, in file order:
     {"step":N,"val_loss":v}
     {"step":N,"sample":"generated text"}
 Every line after the header has "step" as its first key, and the header does not; resuming
-depends on it. The header holds whatever the trainer puts there (plot.py draws a baseline from
-"unigram_val_loss" when present).
+depends on it. After a rewind (llmc/stability.h: the run goes back to an earlier checkpoint and
+trains the steps after it again) the lines carry the rewinds so far as their second key,
+{"step":N,"rewinds":R,...}: the timeline they belong to. logger_begin_step writes both keys. The
+header holds whatever the trainer puts there (plot.py draws a baseline from "unigram_val_loss" when
+present).
 
 A line is built with logger_begin, then logger_int / logger_float / logger_string for each
 key (logger_object_begin / logger_object_end around the keys of a nested object), then
@@ -25,13 +29,15 @@ logger_end, which writes the whole line with one fwrite and flushes it.
   ill-formed subsequence becomes U+FFFD, the Unicode standard's recommended practice and what
   Python's bytes.decode("utf-8", "replace") does, so a reader sees the same text either way.
 
-Resuming: logger_open(path, resume_step) with resume_step >= 0 keeps the header and every line
-with step <= resume_step, drops the rest (lines of steps the resumed run will redo, and a last
-line cut short by a crash), and rewrites the file atomically (temporary file, fsync, rename) so
-a crash during the rewrite leaves the old log intact. The resumed run then appends; if it is
-deterministic its log equals an uninterrupted run's except for timing fields. resume_step < 0
-starts a new log, replacing any old file. lg->needs_header tells the caller to write the header
-(a new log, or a resumed one whose file is missing or has no header).
+Resuming: logger_open(path, resume_step, resume_rewinds) with resume_step >= 0 keeps the header
+and every line up to the checkpoint's place in the log: (rewinds, step) at most (resume_rewinds,
+resume_step) in that order, so the lines of earlier timelines stay whole (they are history) and
+those of its own timeline up to its step. It drops the rest (lines the resumed run will write
+again, and a last line cut short by a crash), and rewrites the file atomically (temporary file,
+fsync, rename) so a crash during the rewrite leaves the old log intact. The resumed run then
+appends; if it is deterministic its log equals an uninterrupted run's except for timing fields.
+resume_step < 0 starts a new log, replacing any old file. lg->needs_header tells the caller to write
+the header (a new log, or a resumed one whose file is missing or has no header).
 
 Errors: functions return 0, or -1 with a message in lg->error (path and errno text). Running
 out of memory exits at once (MALLOC_CHECK).
@@ -54,6 +60,7 @@ typedef struct {
     FILE* file;
     char path[4096];
     int needs_header;  // set by logger_open: the file is new, the caller writes the header first
+    int64_t rewinds;   // the timeline logger_begin_step marks lines with (0: none, not written)
     char* line;        // the line being built (logger_begin .. logger_end)
     size_t line_len, line_cap;
     int line_fields;             // keys in it (or in the open nested object) so far, for commas
@@ -164,6 +171,13 @@ inline void logger_int(Logger* lg, const char* key, int64_t v) {
     logger_append(lg, text, (size_t)n);
 }
 
+// Begins a step's line: {"step":step, and "rewinds":R when the run is in timeline R > 0.
+inline void logger_begin_step(Logger* lg, int64_t step) {
+    logger_begin(lg);
+    logger_int(lg, "step", step);
+    if (lg->rewinds > 0) logger_int(lg, "rewinds", lg->rewinds);
+}
+
 // The text of a float value into text (LOGGER_FLOAT_CHARS bytes): its length.
 constexpr size_t LOGGER_FLOAT_CHARS = 32;
 inline int logger_float_text(char* text, float v) {
@@ -242,14 +256,27 @@ inline int logger_end(Logger* lg) {
 // ---------------------------------------------------------------------------------------------
 // Opening, resuming, closing.
 
-// The step of a line that starts with {"step":N, or -1 for any other line (the header).
-inline int64_t logger_line_step(const char* line, size_t n) {
-    static const char PREFIX[] = "{\"step\":";
-    size_t np = sizeof(PREFIX) - 1;
-    if (n <= np || memcmp(line, PREFIX, np) != 0 || line[np] < '0' || line[np] > '9') return -1;
-    int64_t step = 0;
-    for (size_t i = np; i < n && line[i] >= '0' && line[i] <= '9'; i++)
-        step = step * 10 + (line[i] - '0');
+// The number at line[*at] (advancing *at past it), or -1 when there is no digit there.
+inline int64_t logger_line_number(const char* line, size_t n, size_t* at) {
+    if (*at >= n || line[*at] < '0' || line[*at] > '9') return -1;
+    int64_t v = 0;
+    for (; *at < n && line[*at] >= '0' && line[*at] <= '9'; (*at)++) v = v * 10 + (line[*at] - '0');
+    return v;
+}
+
+// The step of a line that starts with {"step":N, or -1 for any other line (the header); its
+// timeline (R of a following "rewinds":R, else 0) in *rewinds.
+inline int64_t logger_line_step(const char* line, size_t n, int64_t* rewinds) {
+    static const char PREFIX[] = "{\"step\":", TIMELINE[] = ",\"rewinds\":";
+    size_t at = sizeof(PREFIX) - 1;
+    *rewinds = 0;
+    if (n <= at || memcmp(line, PREFIX, at) != 0) return -1;
+    const int64_t step = logger_line_number(line, n, &at);
+    const size_t nt = sizeof(TIMELINE) - 1;
+    if (step >= 0 && n - at > nt && memcmp(line + at, TIMELINE, nt) == 0) {
+        at += nt;
+        *rewinds = logger_line_number(line, n, &at);
+    }
     return step;
 }
 
@@ -285,9 +312,11 @@ inline int logger_read_file(Logger* lg, char** text, size_t* size) {
     return 1;
 }
 
-// Rewrites the log keeping the header and the complete lines with step <= resume_step, through
-// a temporary file renamed over it. Sets *has_header when a header line was kept.
-inline int logger_truncate(Logger* lg, int64_t resume_step, int* has_header) {
+// Rewrites the log keeping the header and the complete lines with (rewinds, step) at most
+// (resume_rewinds, resume_step), through a temporary file renamed over it. Sets *has_header
+// when a header line was kept.
+inline int logger_truncate(Logger* lg, int64_t resume_step, int64_t resume_rewinds,
+                           int* has_header) {
     char* text;
     size_t size;
     *has_header = 0;
@@ -307,8 +336,9 @@ inline int logger_truncate(Logger* lg, int64_t resume_step, int* has_header) {
         char* nl = (char*)memchr(text + start, '\n', size - start);
         if (nl == NULL) break;
         size_t n = (size_t)(nl - (text + start)) + 1;
-        int64_t step = logger_line_step(text + start, n);
-        if (step <= resume_step) {
+        int64_t rewinds;
+        const int64_t step = logger_line_step(text + start, n, &rewinds);
+        if (rewinds < resume_rewinds || (rewinds == resume_rewinds && step <= resume_step)) {
             ok = fwrite(text + start, 1, n, out) == n;
             if (step < 0) *has_header = 1;
         }
@@ -346,8 +376,9 @@ inline int logger_truncate(Logger* lg, int64_t resume_step, int* has_header) {
     return 0;
 }
 
-// resume_step < 0: a new log (an existing file is replaced); >= 0: continue after that step.
-inline int logger_open(Logger* lg, const char* path, int64_t resume_step) {
+// resume_step < 0: a new log (an existing file is replaced); >= 0: continue after that step of
+// timeline resume_rewinds (0 before any rewind).
+inline int logger_open(Logger* lg, const char* path, int64_t resume_step, int64_t resume_rewinds) {
     memset(lg, 0, sizeof(*lg));
     if (strlen(path) >= sizeof(lg->path)) {
         snprintf(lg->error, sizeof(lg->error), "log path too long: %s", path);
@@ -361,7 +392,9 @@ inline int logger_open(Logger* lg, const char* path, int64_t resume_step) {
         return -1;
     }
     int has_header = 0;
-    if (resume_step >= 0 && logger_truncate(lg, resume_step, &has_header) != 0) return -1;
+    if (resume_step >= 0 && logger_truncate(lg, resume_step, resume_rewinds, &has_header) != 0)
+        return -1;
+    lg->rewinds = resume_rewinds;
     lg->needs_header = !has_header;
     lg->file = fopen(path, resume_step >= 0 ? "ab" : "wb");
     if (lg->file == NULL) {

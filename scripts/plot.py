@@ -13,7 +13,9 @@ The log's first line is the header (the run's configuration, no "step"); every o
 numbers) leave a gap. A line that is not a JSON object, or has no step, is an error that names
 the line, with one exception: a last line cut short (no newline at its end, and not valid
 JSON or UTF-8: the writer was stopped mid-line, e.g. by a full disk or a kill) is skipped with
-a warning, so the log up to it still plots.
+a warning, so the log up to it still plots. After a rewind (--spike-rewind) the log holds the
+abandoned steps and then the same steps trained again (marked "rewinds"): each step is plotted
+with the value of its last line, the run as it went on.
 """
 import argparse
 import json
@@ -50,7 +52,7 @@ def read_log(path):
         except (UnicodeDecodeError, json.JSONDecodeError):
             print("plot.py: warning: %s:%d: skipping the last line, cut short (%d bytes and no "
                   "newline): %.60r" % (path, number, len(tail), tail), file=sys.stderr)
-    header, series = {}, {key: ([], []) for key in ("train_loss", "val_loss", "lr")}
+    header, latest = {}, {key: {} for key in ("train_loss", "val_loss", "lr")}  # key: {step: value}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -69,15 +71,15 @@ def read_log(path):
         step = obj["step"]
         if not isinstance(step, int) or isinstance(step, bool):
             die("%s:%d: \"step\" is %r, not an integer" % (path, number, step))
-        for key, (steps, values) in series.items():
+        for key, values in latest.items():
             if key not in obj:
                 continue
             value = obj[key]
             if value is not None and (isinstance(value, bool) or
                                       not isinstance(value, (int, float))):
                 die("%s:%d: \"%s\" is %r, not a number" % (path, number, key, value))
-            steps.append(step)
-            values.append(math.nan if value is None else float(value))
+            values[step] = math.nan if value is None else float(value)
+    series = {key: (sorted(values), [values[s] for s in sorted(values)]) for key, values in latest.items()}
     if not series["train_loss"][0] and not series["val_loss"][0]:
         die("%s has no train_loss or val_loss entries to plot" % path)
     return header, series

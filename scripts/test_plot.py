@@ -13,6 +13,8 @@
 - a last line cut short (no newline; cut inside the JSON or inside a UTF-8 character) is
   skipped with a warning naming it and the rest plots; a whole last line without its newline
   is plotted, without a warning;
+- a log with a rewind plots each step once, with the value of its last line (the steps trained
+  again);
 - without matplotlib (an import that fails, forced with a stub package on PYTHONPATH) it says
   to pip install matplotlib.
 Plain script: prints one line per check and `N passed, N failed`; exits 1 on any failure.
@@ -99,6 +101,16 @@ def run_checks(tmp):
     write_log(val_only, [{"run": "x"}, {"step": 0, "val_loss": 5.0}, {"step": 10, "val_loss": 4.0}])
     rc, output = run_plot([val_only, "--out", os.path.join(tmp, "v.png")])
     check(rc == 0, "a log with only val_loss lines plots", output.strip())
+    # a rewound run: steps 1-4, the rewind to step 2, steps 3-5 again (marked "rewinds": 1)
+    rewound = os.path.join(tmp, "rewound.jsonl")
+    write_log(rewound, [{"run": "x"}] + [{"step": s, "train_loss": 10.0 + s} for s in range(1, 5)] +
+              [{"step": 2, "rewinds": 1, "rewind_from": 4}] +
+              [{"step": s, "rewinds": 1, "train_loss": 20.0 + s} for s in range(3, 6)])
+    sys.path.insert(0, HERE)
+    import plot
+    steps, values = plot.read_log(rewound)[1]["train_loss"]
+    check(steps == [1, 2, 3, 4, 5] and values == [11.0, 12.0, 23.0, 24.0, 25.0],
+          "after a rewind each step is plotted with its last line's value: %s %s" % (steps, values))
 
     good = [json.dumps(x) for x in sample_log(5)]
     bad_logs = [

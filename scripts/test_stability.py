@@ -26,6 +26,25 @@ Checks:
    checkpoint (the window in the checkpoint), the spiked run detects the same spike and ends
    with the same parameters, element for element (an empty window would miss it).
 5. A malformed --inject-fault is refused with its message.
+6. Rewinds (--spike-rewind 2, --spike-window 4, --spike-zscore 50, constant learning rate,
+   checkpoints every 2 steps, --keep-checkpoints 1): loss-scale spikes of 1e4 at steps 7 and 9
+   (step 8 between them is applied, and its checkpoint would prune step 6's) make the run go
+   back to step 6's checkpoint (kept by the pruning for the rewind) and skip the 3 batches
+   consumed since; it must end (step 12) with exactly the parameters and optimizer state of a
+   run that skipped steps 7-9 on purpose and trained to step 15 (the same 12 updates on the same
+   batches: the rewound run's state is the checkpoint's, its data 3 batches on), fp32 one
+   process element for element, and bf16 on 2 ranks with ZeRO-2 and ZeRO-3 (the parameter
+   hashes equal). Its log tells the story (the two spikes, the rewind line with its steps,
+   checkpoint and batches, the steps after it marked "rewinds": 1), and its final validation
+   loss is within 2% of the clean run's (the bound: skipping 3 of 15 batches of this corpus; the
+   deliberate-skip run must meet it too).
+   Killed (--inject-fault kill) after the rewind, before any checkpoint of the new timeline
+   (checkpoints every 4 steps, spikes at 5 and 6, killed as step 7 begins: the newest
+   checkpoint, step 4's, is from before the rewind) and after one (the run above killed as step
+   10 begins, resuming from step 8's checkpoint of the new timeline), --resume latest ends with
+   the uninterrupted run's parameters, element for element, and its log (timing fields aside).
+   Spikes with no checkpoint before them: the run says so and goes on; --max-rewinds 1 with a
+   second pair of spikes stops the run with its message.
 
 Usage: python3 scripts/test_stability.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -37,7 +56,7 @@ import tempfile
 
 import numpy as np
 
-from testlib import (ROOT, check, checkpoint_array, final_checkpoint, finish, logged_values, make_data,
+from testlib import (MPIRUN, ROOT, check, checkpoint_array, final_checkpoint, finish, logged_values, make_data,
                      param_hash, resume, train)
 
 STEPS = 5
@@ -47,6 +66,101 @@ MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--
 
 def losses(result):
     return {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "train_loss"}
+
+
+TIMING = ("ms", "tok_per_s", "mfu")
+
+
+def untimed(records):
+    """The records without timing fields, and the rewinds' checkpoints by file name alone."""
+    return [{k: os.path.basename(v) if k == "rewind_checkpoint" else v for k, v in r.items() if k not in TIMING}
+            for r in records]
+
+
+def final_state(folder, step):
+    """The parameters and every optimizer state section of a checkpoint, concatenated."""
+    manifest = final_checkpoint(folder, step)
+    return np.concatenate([checkpoint_array(manifest, name) for name in
+                           ("params", "optimizer.adamw.m", "optimizer.adamw.v")])
+
+
+def kill_and_resume(binary, work, name, model, extra, kill_step):
+    """Trains with `extra`, killed (SIGKILL) as step kill_step begins, then resumes from the
+    newest checkpoint into the same folder and log; returns (the killed run's output, the
+    resumed run's train() result)."""
+    log, ck = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "_ck")
+    cmd = [binary] + model + ["--log", log, "--checkpoint-dir", ck] + extra
+    faults = extra[extra.index("--inject-fault") + 1]
+    killed = subprocess.run(cmd[:-1] + [faults + f",{kill_step}:kill"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=300)
+    resumed = train(binary, 0, work, name, model, extra + ["--resume", "latest"])
+    return killed, resumed
+
+
+def test_rewinds(fp32, bf16, work, base):
+    model = MODEL[:MODEL.index("--steps")] + ["--lr", "1e-3", "--schedule", "constant", "--val-every", "100",
+                                              "--val-steps", "4", "--spike-window", "4", "--spike-zscore", "50"]
+    rewinding = ["--checkpoint-every", "2", "--keep-checkpoints", "1", "--spike-rewind", "2"]
+    spikes = ["--inject-fault", "7:loss-scale=1e4,9:loss-scale=1e4"]
+    rewound = train(fp32, 0, work, "rewound", model, base + ["--steps", "12"] + rewinding + spikes)
+    skipped = train(fp32, 0, work, "skipped", model, base + ["--steps", "15", "--inject-fault", "7:skip,8:skip,9:skip"])
+    clean = train(fp32, 0, work, "clean12", model, base + ["--steps", "12"], checkpoints=False)
+    same = np.array_equal(final_state(rewound[2], 12), final_state(skipped[2], 15))
+    check(same and "rewind 1: 2 spikes within the last 4 steps (steps 7, 9): back to step 6" in rewound[0],
+          "fp32: spikes at steps 7 and 9 rewind to step 6's checkpoint (kept by --keep-checkpoints 1's pruning for "
+          "it) skipping 3 batches: the end state (parameters, AdamW's moments) equals a run that skipped steps 7-9 on "
+          "purpose and trained to step 15, element for element")
+    line = next((r for r in rewound[1] if "rewind_from" in r), {})
+    after = [r for r in rewound[1] if r.get("rewinds") == 1 and "train_loss" in r]
+    spiked = [r["step"] for r in rewound[1] if "a spike" in r.get("skip_reason", "")]
+    story = line == {"step": 6, "rewinds": 1, "rewind_from": 9, "rewind_spikes": "7, 9",
+                     "rewind_checkpoint": final_checkpoint(rewound[2], 6), "rewind_skipped_batches": 3} and \
+        spiked == [7, 9] and [r["step"] for r in after] == list(range(7, 13)) and \
+        rewound[1].index(line) == next(i for i, r in enumerate(rewound[1]) if r.get("step") == 9) + 1
+    check(story, f"the log tells the story: spikes at {spiked}, then the rewind's line {line}, then steps 7-12 "
+                 f"marked rewinds 1")
+    vals = [next(r["val_loss"] for r in run[1] if "val_loss" in r and r["step"] == last)
+            for run, last in ((rewound, 12), (skipped, 15), (clean, 12))]
+    check(all(abs(v / vals[2] - 1) < 0.02 for v in vals[:2]),
+          f"final validation loss after the rewind {vals[0]:.4f}, after skipping on purpose {vals[1]:.4f}, clean "
+          f"{vals[2]:.4f}: within 2% of the clean run")
+    for zero in (2, 3):
+        runs = [train(bf16, 2, work, f"{name}_z{zero}", model, base + ["--zero", str(zero)] + extra)
+                for name, extra in (("rewound", ["--steps", "12"] + rewinding + spikes),
+                                    ("skipped", ["--steps", "15", "--inject-fault", "7:skip,8:skip,9:skip"]))]
+        hashes = [param_hash(r[0], 2) for r in runs]
+        check(hashes[0] is not None and hashes[0] == hashes[1] and "rewind 1:" in runs[0][0],
+              f"bf16, 2 ranks, ZeRO-{zero}: the rewound run ends with the deliberate skips' parameter hash")
+
+    # killed after the rewind, before the new timeline's first checkpoint, and after it
+    during = ["--checkpoint-every", "4", "--spike-rewind", "2", "--inject-fault", "5:loss-scale=1e4,6:loss-scale=1e4"]
+    reference = train(fp32, 0, work, "during_ref", model, base + ["--steps", "10"] + during)
+    # resumed during it, the run rewinds again (from step 4's checkpoint); after it, it resumes in
+    # the new timeline (step 8's checkpoint)
+    for name, extra, kill, ref, steps, says in (
+            ("during", ["--steps", "10"] + during, 7, reference, 10, "rewind 1:"),
+            ("after", ["--steps", "12"] + rewinding + spikes, 10, rewound, 12, "at step 8 (after a rewind)")):
+        killed, resumed = kill_and_resume(fp32, work, name, model, base + extra, kill)
+        same_state = np.array_equal(final_state(resumed[2], steps), final_state(ref[2], steps))
+        same_log = untimed(resumed[1]) == untimed(ref[1])
+        if not same_log:
+            print("\n".join(f"    {a}\n  vs {b}" for a, b in zip(untimed(resumed[1]), untimed(ref[1])) if a != b))
+        check(killed.returncode != 0 and "rewind 1:" in killed.stdout and says in resumed[0] and
+              same_state and same_log,
+              f"killed {name} the rewind (as step {kill} begins), resumed: the uninterrupted run's end state, "
+              f"element for element, and its log")
+
+    no_checkpoint = train(fp32, 0, work, "no_checkpoint", model,
+                          base + ["--steps", "9", "--checkpoint-every", "8", "--spike-rewind", "2"] + spikes)
+    check("holds no checkpoint from before step 7: the run goes on" in no_checkpoint[0] and
+          "rewind 1" not in no_checkpoint[0],
+          "spikes at steps 7 and 9 with no checkpoint before them: the run says so and goes on")
+    proc = subprocess.run([fp32] + model + base + ["--steps", "14", "--max-rewinds", "1", "--checkpoint-dir",
+                          os.path.join(work, "max_ck")] + rewinding[:-2] + ["--spike-rewind", "2", "--inject-fault",
+                          "7:loss-scale=1e4,8:loss-scale=1e4,11:loss-scale=1e4,12:loss-scale=1e4"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    check(proc.returncode != 0 and "call for rewind 2, past --max-rewinds 1" in proc.stderr,
+          "--max-rewinds 1: a second pair of spikes (steps 11 and 12) stops the run with its message")
 
 
 def main():
@@ -127,8 +241,11 @@ def main():
         # 5
         proc = subprocess.run([fp32] + MODEL + ["--inject-fault", "0:nan-grad"], capture_output=True, text=True,
                               cwd=ROOT, timeout=60)
-        check(proc.returncode != 0 and "expected STEP:KIND[:RANK]" in proc.stderr,
+        check(proc.returncode != 0 and "STEP:KIND[:RANK] with STEP >= 1" in proc.stderr,
               "--inject-fault 0:nan-grad is refused with its message")
+
+        # 6
+        test_rewinds(fp32, bf16, work, base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("stability")

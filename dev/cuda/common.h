@@ -21,20 +21,22 @@
 #include <vector>
 
 // ---------------------------------------------------------------------------------------------
-// Command line: ./harness [variant] [--bench] [--small]
+// Command line: ./harness [variant] [--bench] [--small] [--torch FILE]
 
 struct Options {
     int variant;  // 0: every variant
     bool bench;   // also time each variant on the benchmark shape
     bool small;   // small shapes only (the CPU runtime, CI); the benchmark shape too is small
+    const char* torch_file;  // a harness's PyTorch results (its *_torch.py writes them), or nullptr
 };
 
 inline Options parse_options(int argc, char** argv, int n_variants, const char* const* names) {
-    Options o = {0, false, false};
+    Options o = {0, false, false, nullptr};
     bool usage_error = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bench") == 0) o.bench = true;
         else if (strcmp(argv[i], "--small") == 0) o.small = true;
+        else if (strcmp(argv[i], "--torch") == 0 && i + 1 < argc) o.torch_file = argv[++i];
         else if (strcmp(argv[i], "--help") == 0) usage_error = true;
         else {
             char* end = nullptr;
@@ -49,10 +51,12 @@ inline Options parse_options(int argc, char** argv, int n_variants, const char* 
     }
     if (usage_error) {
         printf(
-            "usage: %s [variant] [--bench] [--small]\n"
-            "  variant   run only this variant (default: all)\n"
-            "  --bench   also time each variant with cudaEvents on the benchmark shape\n"
-            "  --small   small shapes only (for the CPU runtime)\nvariants:\n",
+            "usage: %s [variant] [--bench] [--small] [--torch FILE]\n"
+            "  variant       run only this variant (default: all)\n"
+            "  --bench       also time each variant with cudaEvents on the benchmark shape\n"
+            "  --small       small shapes only (for the CPU runtime)\n"
+            "  --torch FILE  also check against PyTorch's results in FILE (harnesses with a\n"
+            "                *_torch.py writer)\nvariants:\n",
             argv[0]);
         for (int v = 1; v <= n_variants; v++) printf("  %d  %s\n", v, names[v - 1]);
         exit(EXIT_SUCCESS);

@@ -386,21 +386,15 @@ static void bench(const Options* o, MatmulContext* mm) {
 }
 
 int main(int argc, char** argv) {
-    const char* torch_file = nullptr;
-    std::vector<char*> args = {argv[0]};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--torch") == 0 && i + 1 < argc) torch_file = argv[++i];
-        else args.push_back(argv[i]);
-    }
-    Options o = parse_options((int)args.size(), args.data(), NUM_VARIANTS, VARIANTS);
+    Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("newton_schulz");
     MatmulContext mm;
     DeviceLedger ledger = {};
     matmul_init(&mm, 0, &ledger);
     int failures = 0;
-    if (torch_file) {
-        printf("PyTorch's results from %s:\n", torch_file);
-        for (const Case& c : read_torch_cases(torch_file))
+    if (o.torch_file) {
+        printf("PyTorch's results from %s:\n", o.torch_file);
+        for (const Case& c : read_torch_cases(o.torch_file))
             failures += check_case(&o, &c, &mm, true);
     }
     printf("random inputs:\n");

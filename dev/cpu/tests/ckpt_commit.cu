@@ -4,6 +4,7 @@
 //   that only look like checkpoints (wrong name form, temporary files) are ignored, also by
 //   pruning, and a damaged file under a checkpoint name is skipped with a warning;
 // - keep_last N keeps the newest N up to the new step, never touches newer steps, 0 keeps all;
+//   keep_before B also keeps the newest below B; find_latest below a step;
 //   committing a step again replaces that checkpoint;
 // - a writer killed (SIGKILL, in a child process) in the middle of a checkpoint leaves only a
 //   temporary file: find_latest still returns the previous checkpoint, which opens intact; a
@@ -55,11 +56,12 @@ static std::vector<uint8_t> payload(uint64_t step) {
     return v;
 }
 
-static int write_checkpoint(const std::string& dir, uint64_t step, int keep_last,
-                            std::string* err) {
+static int write_checkpoint(const std::string& dir, uint64_t step, int keep_last, std::string* err,
+                            uint64_t keep_before = 0) {
     std::vector<uint8_t> p = payload(step);
     CheckpointWriter w;
     int rc = ckpt_writer_begin(&w, dir.c_str(), step, CONFIG, sizeof(CONFIG));
+    w.keep_before = keep_before;
     if (rc == 0) rc = ckpt_write_section(&w, "payload", p.data(), p.size());
     if (rc == 0) rc = ckpt_write_section(&w, "step", &step, sizeof(step));
     if (rc == 0) rc = ckpt_writer_commit(&w, keep_last);
@@ -110,9 +112,9 @@ static std::string join(const std::set<std::string>& names) {
     return s;
 }
 
-static int latest(const std::string& dir, uint64_t* step) {
+static int latest(const std::string& dir, uint64_t* step, uint64_t below = UINT64_MAX) {
     char path[CKPT_PATH_BYTES], err[1024];
-    return ckpt_find_latest(dir.c_str(), path, sizeof(path), step, err, sizeof(err));
+    return ckpt_find_latest(dir.c_str(), below, path, sizeof(path), step, err, sizeof(err));
 }
 
 static void test_keep_last(const std::string& dir) {
@@ -132,6 +134,12 @@ static void test_keep_last(const std::string& dir) {
            err + " [" + join(listing(dir)) + "]");
     rc = write_checkpoint(dir, 60, 0, &err);
     expect(rc == 0 && listing(dir) == names_of({30, 35, 40, 50, 60}), "keep_last 0 keeps all",
+           err + " [" + join(listing(dir)) + "]");
+    expect(latest(dir, &step, 50) == 1 && step == 40, "find_latest below 50 returns step 40");
+    expect(latest(dir, &step, 30) == 0, "find_latest below 30 finds none");
+    rc = write_checkpoint(dir, 60, 1, &err, 45);
+    expect(rc == 0 && listing(dir) == names_of({40, 60}),
+           "keep_last 1 with keep_before 45 at step 60 also keeps 40 (the newest below 45)",
            err + " [" + join(listing(dir)) + "]");
     rc = write_checkpoint(dir, 60, 1, &err);
     expect(rc == 0 && listing(dir) == names_of({60}),

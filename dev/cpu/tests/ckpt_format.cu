@@ -463,7 +463,8 @@ static void test_special_files(const std::string& dir) {
     expect(contains(e, folder_kind), "ckpt_open refuses a directory", e);
     uint64_t step = 0;
     char path[CKPT_PATH_BYTES], err[CKPT_ERROR_BYTES] = "";
-    int found = ckpt_find_latest(special.c_str(), path, sizeof(path), &step, err, sizeof(err));
+    int found =
+        ckpt_find_latest(special.c_str(), UINT64_MAX, path, sizeof(path), &step, err, sizeof(err));
     expect(found == 1 && step == 1 && good == path,
            "ckpt_find_latest skips a FIFO and a directory under checkpoint names (warnings above)");
 

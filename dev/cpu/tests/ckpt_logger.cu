@@ -9,7 +9,9 @@
 //   lines of steps <= 5 only (not those of steps 10 and 11, which start like step 1, nor the
 //   cut line '{"step":1' left of step 12's), and the resumed log ends up
 //   byte-identical to an uninterrupted run's; resuming without a file asks for a header; a new
-//   run replaces an old log; no temporary file is left; a bad path gives an error.
+//   run replaces an old log; no temporary file is left; a bad path gives an error;
+// - a log with a rewind (lines of timeline 1 marked "rewinds":1): resuming in timeline 1 keeps
+//   timeline 0 whole and its own lines up to the step, resuming in timeline 0 drops timeline 1.
 // Host code only.
 //! run: ./prog build/cpu/tests/ckpt_logger_dir => pass /all logger checks passed/
 
@@ -155,7 +157,7 @@ static void test_against_python(const std::string& dir) {
     Logger lg;
     FILE* facts = fopen(facts_path.c_str(), "w");
     FILE* py = fopen(script.c_str(), "w");
-    if (logger_open(&lg, log_path.c_str(), -1) != 0 || facts == NULL || py == NULL) {
+    if (logger_open(&lg, log_path.c_str(), -1, 0) != 0 || facts == NULL || py == NULL) {
         expect(false, "open the random log", lg.error);
         return;
     }
@@ -198,20 +200,17 @@ static void test_against_python(const std::string& dir) {
 
 // The lines of one training step, as a trainer would log them (no timing fields).
 static int log_step(Logger* lg, int step) {
-    logger_begin(lg);
-    logger_int(lg, "step", step);
+    logger_begin_step(lg, step);
     logger_float(lg, "train_loss", 10.0f / (step + 1));
     logger_float(lg, "lr", 1e-3f * step);
     if (logger_end(lg) != 0) return -1;
     if (step % 3 == 0) {
-        logger_begin(lg);
-        logger_int(lg, "step", step);
+        logger_begin_step(lg, step);
         logger_float(lg, "val_loss", 11.0f / (step + 1));
         if (logger_end(lg) != 0) return -1;
     }
     if (step % 5 == 0) {
-        logger_begin(lg);
-        logger_int(lg, "step", step);
+        logger_begin_step(lg, step);
         std::string text = "sample at \"" + std::to_string(step) + "\"\n\xff";
         logger_string(lg, "sample", text.data(), text.size());
         if (logger_end(lg) != 0) return -1;
@@ -240,7 +239,7 @@ static void test_resume(const std::string& dir) {
     const int LAST = 14, RESUME = 5, CRASH = 12;
     std::string full = dir + "/full.jsonl", resumed = dir + "/resumed.jsonl";
     Logger lg;
-    int rc = logger_open(&lg, full.c_str(), -1);
+    int rc = logger_open(&lg, full.c_str(), -1, 0);
     expect(rc == 0 && lg.needs_header, "a new log asks for a header", lg.error);
     rc = log_header(&lg);
     for (int s = 0; s <= LAST && rc == 0; s++) rc = log_step(&lg, s);
@@ -248,7 +247,7 @@ static void test_resume(const std::string& dir) {
 
     // The interrupted run: steps 0..CRASH-1 plus the start of step 12's line, cut short by the
     // crash inside the number, so that on its own it looks like step 1.
-    rc = logger_open(&lg, resumed.c_str(), -1);
+    rc = logger_open(&lg, resumed.c_str(), -1, 0);
     if (rc == 0) rc = log_header(&lg);
     for (int s = 0; s < CRASH && rc == 0; s++) rc = log_step(&lg, s);
     if (rc == 0 && (fputs("{\"step\":1", lg.file) < 0 || fflush(lg.file) != 0)) rc = -1;
@@ -256,12 +255,12 @@ static void test_resume(const std::string& dir) {
     expect(rc == 0, "write the interrupted log", lg.error);
 
     // Resume from the checkpoint of step RESUME.
-    rc = logger_open(&lg, resumed.c_str(), RESUME);
+    rc = logger_open(&lg, resumed.c_str(), RESUME, 0);
     expect(rc == 0 && !lg.needs_header, "resuming keeps the header", lg.error);
     std::string kept = read_file(resumed), want;
     {
         Logger ref;  // header and steps 0..RESUME, built independently into a string
-        logger_open(&ref, (dir + "/ref.jsonl").c_str(), -1);
+        logger_open(&ref, (dir + "/ref.jsonl").c_str(), -1, 0);
         log_header(&ref);
         for (int s = 0; s <= RESUME; s++) log_step(&ref, s);
         logger_close(&ref);
@@ -276,22 +275,75 @@ static void test_resume(const std::string& dir) {
            std::to_string(a.size()) + " and " + std::to_string(b.size()) + " bytes");
 
     // Resuming at a step beyond the log's end keeps everything.
-    rc = logger_open(&lg, resumed.c_str(), 1000);
+    rc = logger_open(&lg, resumed.c_str(), 1000, 0);
     logger_close(&lg);
     expect(rc == 0 && read_file(resumed) == a, "resuming after the last step keeps every line");
-    rc = logger_open(&lg, (dir + "/absent.jsonl").c_str(), 3);
+    rc = logger_open(&lg, (dir + "/absent.jsonl").c_str(), 3, 0);
     logger_close(&lg);
     expect(rc == 0 && lg.needs_header, "resuming without a log file asks for a header");
-    rc = logger_open(&lg, resumed.c_str(), -1);
+    rc = logger_open(&lg, resumed.c_str(), -1, 0);
     logger_close(&lg);
     expect(rc == 0 && lg.needs_header && read_file(resumed).empty(),
            "a new run replaces an old log");
     expect(count_temp_files(dir) == 0, "no temporary files are left");
-    rc = logger_open(&lg, (dir + "/no/such/dir/log.jsonl").c_str(), -1);
+    rc = logger_open(&lg, (dir + "/no/such/dir/log.jsonl").c_str(), -1, 0);
     expect(rc != 0 && strstr(lg.error, "no/such/dir/log.jsonl") && strstr(lg.error, "No such file"),
            "a log in a missing directory fails with the path", lg.error);
-    rc = logger_open(&lg, (dir + "/no/such/dir/log.jsonl").c_str(), 4);
+    rc = logger_open(&lg, (dir + "/no/such/dir/log.jsonl").c_str(), 4, 0);
     expect(rc != 0 && strstr(lg.error, "No such file"), "... also when resuming", lg.error);
+}
+
+static void test_timelines(const std::string& dir) {
+    const std::string path = dir + "/rewound.jsonl";
+    Logger lg;
+    // a run that rewound once: timeline 0 trains steps 0..8, then the rewind's line at step 4 of
+    // timeline 1, which trains steps 5..8 again
+    int rc = logger_open(&lg, path.c_str(), -1, 0);
+    rc = rc || log_header(&lg);
+    for (int s = 0; s <= 8 && rc == 0; s++) rc = log_step(&lg, s);
+    lg.rewinds = 1;
+    if (rc == 0) {
+        logger_begin_step(&lg, 4);
+        logger_int(&lg, "rewind_from", 8);
+        rc = logger_end(&lg);
+    }
+    for (int s = 5; s <= 8 && rc == 0; s++) rc = log_step(&lg, s);
+    logger_close(&lg);
+    const std::string whole = read_file(path);
+    expect(rc == 0 &&
+               whole.find("{\"step\":4,\"rewinds\":1,\"rewind_from\":8}\n") != std::string::npos,
+           "after a rewind the lines carry \"rewinds\" as their second key", whole);
+    struct Case {
+        int64_t step, rewinds;
+        const char* what;
+    } cases[] = {{6, 1, "resuming in timeline 1 at step 6 keeps timeline 0 whole"},
+                 {6, 0, "resuming in timeline 0 at step 6 drops the rewind and timeline 1"},
+                 {100, 1, "resuming past the last step keeps every line"}};
+    for (const Case& c : cases) {
+        Logger ref;
+        const std::string ref_path = dir + "/rewound_ref.jsonl";
+        rc = logger_open(&ref, ref_path.c_str(), -1, 0);
+        // the reference: the run's lines written anew, each kept when its (rewinds, step) is
+        // at most the resume point's
+        rc = rc || log_header(&ref);
+        for (int t = 0; t <= 1 && rc == 0; t++) {
+            ref.rewinds = t;
+            if (t == 1 && c.rewinds >= 1) {
+                logger_begin_step(&ref, 4);
+                logger_int(&ref, "rewind_from", 8);
+                rc = logger_end(&ref);
+            }
+            for (int s = t == 0 ? 0 : 5; s <= 8 && rc == 0; s++)
+                if (t < c.rewinds || (t == c.rewinds && s <= c.step)) rc = log_step(&ref, s);
+        }
+        logger_close(&ref);
+        FILE* f = fopen(path.c_str(), "wb");
+        if (f) fputs(whole.c_str(), f), fclose(f);
+        rc = rc || logger_open(&lg, path.c_str(), c.step, c.rewinds);
+        logger_close(&lg);
+        const std::string kept = read_file(path), want = read_file(ref_path);
+        expect(rc == 0 && kept == want && lg.rewinds == c.rewinds, c.what, "got:\n" + kept);
+    }
 }
 
 int main(int argc, char** argv) {
@@ -299,6 +351,7 @@ int main(int argc, char** argv) {
     test_escaping();
     test_against_python(dir);
     test_resume(dir);
+    test_timelines(dir);
     logger_close(&scratch);
     return test_report("logger");
 }
