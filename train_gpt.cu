@@ -4,7 +4,8 @@ train_gpt.cu: trains a GPT-2-style language model on one GPU or many, in one rea
 It holds, top to bottom: the model configuration; the parameter table (the layout of every
 tensor, and which optimizer updates it with what learning rate and weight decay) and the
 activation layout; every layer's forward and backward kernel (embedding, layernorm, flash-style
-causal attention, QK-norm, GELU, the fused softmax/cross-entropy/z-loss classifier); the forward
+causal attention, QK-norm, GELU, the fused softmax/cross-entropy/z-loss classifier); the step's
+monitors (the largest attention logit, log Z, per-layer gradient norms, update ratios); the forward
 pass, the backward pass and the update, a loop over the parameter table. The run around them
 (batches from token shards, validation, text samples, checkpoints, the log, the command line,
 the memory plan, the training loop and a --sample mode that generates text from a checkpoint) is
@@ -495,6 +496,7 @@ struct Activations {
                                // overwrites them with dlogits
     float* losses;             // (N) cross-entropy of each position
     float* z_losses;           // (N) z-loss of each position: coef * (log Z)^2
+    float* log_z;              // (N) log Z of each position (the monitors' mean and max)
     floatX* proj_out;          // (N,C) attn.proj / mlp.proj output before the residual add (a
                                // partial sum under tensor parallelism, until g sums it)
     // backward scratch, reused by every layer
@@ -522,6 +524,7 @@ static const ActivationInfo MODEL_ACTIVATIONS[] = {
      "the lm head backward (as dlogits)"},
     {ACT(losses), true, 0, 0, 0, 0, 0, false, false, RECOMPUTE_FULL, "the loss (host)"},
     {ACT(z_losses), true, 0, 0, 0, 0, 0, false, false, RECOMPUTE_FULL, "the z-loss (host)"},
+    {ACT(log_z), true, 0, 0, 0, 0, 0, false, false, RECOMPUTE_FULL, "the log Z monitor"},
 };
 #undef ACT
 constexpr int NUM_MODEL_ACTIVATIONS = sizeof(MODEL_ACTIVATIONS) / sizeof(MODEL_ACTIVATIONS[0]);
@@ -941,6 +944,31 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 // group of a warp reads the same tile row (a broadcast), so the reads have no bank conflicts.
 
 constexpr int ATT_THREADS = 256;  // threads per block
+
+// The largest attention logit (q.k/sqrt(HS) over the unmasked positions), a monitor of the
+// training step (gpt_monitors): the forward kernels keep the running max of each query row for
+// the online softmax anyway; each warp takes the max of its rows' and raises the layer's slot
+// with atomicMax on an order-preserving key of the float (max is order-independent: the same
+// bits whatever order the warps come in). monitor_key(a) < monitor_key(b) exactly when a < b,
+// and key 0 (a NaN's bits) is below every float, so a slot of zeros holds "none yet".
+__host__ __device__ inline unsigned monitor_key(float x) {
+    unsigned u;
+    memcpy(&u, &x, sizeof(u));
+    return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u);
+}
+__host__ __device__ inline float monitor_value(unsigned key) {
+    const unsigned u = key ^ ((key >> 31) ? 0x80000000u : 0xffffffffu);
+    float x;
+    memcpy(&x, &u, sizeof(x));
+    return x;
+}
+
+// Raises *slot to the max of v over the warp (the whole warp calls it).
+__device__ inline void warp_max_into(unsigned* slot, float v) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    if (threadIdx.x % 32 == 0) atomicMax(slot, monitor_key(v));
+}
 constexpr int ATT_TILE = 32;      // rows of a shared-memory tile
 
 // ATT_LANE_DIMS: dimensions of a row owned by one lane. On a GPU 16 keeps every attention kernel
@@ -1028,10 +1056,12 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 
 // Forward: online softmax per query row t (the running max m and sum l are updated key by
 // key; o is rescaled when the max grows). Writes out and lse = log(sum_s exp(score_s)) (scores
-// include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities.
+// include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities, and,
+// when logit_max is not null, raises it to the largest score (monitor_key).
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv, int T,
+                             int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
@@ -1069,6 +1099,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
             row_part_axpy<HS>(o, p, v_tile[j], g);
         }
     }
+    if (logit_max) warp_max_into(logit_max, t < T ? m : -INFINITY);  // m: the row's largest score
     if (t >= T) return;
     const size_t row = (size_t)b * T + t;
     row_part_store<HS>(out + row * att_width + h * HS, o, g, 1.0f / l);
@@ -1176,10 +1207,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 template <int HS>
-void attention_forward_cuda_cores(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                                  cudaStream_t stream) {
+void attention_forward_cuda_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
+                                  int B, int T, int NH, cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, qkv, T, NH);
+    attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1352,10 +1383,11 @@ __device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, 
 // Forward: a block owns 64 queries (the last query tiles first: they have the most keys), keys
 // and values stream in tiles of 64. Online softmax in base 2: m is the running max of the
 // scores times log2(e), l the running sum of 2^(x - m) (per lane over its columns; the quad
-// adds them at the end).
+// adds them at the end). logit_max as in the CUDA-core kernel (the largest score is m / log2(e)).
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
-    attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    attention_forward_mma_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
+                                 int T, int NH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
     extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
@@ -1435,6 +1467,9 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
             }
         att_mma_pb<HS, NT>(o, p, v_tile, steps);
     }
+    if (logit_max)
+        warp_max_into(logit_max, fmaxf(wq0 + g < T ? m[0] / LOG2E : -INFINITY,
+                                       wq0 + g + 8 < T ? m[1] / LOG2E : -INFINITY));
     for (int r = 0; r < 2; r++) {
         const float sum = quad_sum(l[r]);
         const int row = wq0 + g + 8 * r;
@@ -1634,12 +1669,13 @@ void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, 
 }
 
 template <int HS>
-void attention_forward_tensor_cores(floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                    int NH, cudaStream_t stream) {
+void attention_forward_tensor_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
+                                    int B, int T, int NH, cudaStream_t stream) {
     typedef MmaAtt<HS> A;
     const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem = (size_t)(MMA_ATT_ROWS + 4 * A::fwd_tile) * A::row_bytes;
-    att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, qkv, T, NH);
+    att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, logit_max, qkv,
+                   T, NH);
 }
 
 template <int HS>
@@ -1691,17 +1727,19 @@ inline void attention_path_check(AttentionPath path) {
         fatal("attention: the tensor-core kernels need the bf16 build");
 }
 
-// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,3 att_width).
+// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,3 att_width); logit_max
+// (nullptr: none) is raised to the key (monitor_key) of the largest q.k/sqrt(HS).
 inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH,
+                              unsigned* logit_max = nullptr) {
     attention_path_check(path);
     with_head_size(HS, [&](auto hs) {
         constexpr int H = decltype(hs)::value;
 #if !defined(ENABLE_FP32)
         if (path == AttentionPath::tensor_cores)
-            return attention_forward_tensor_cores<H>(out, lse, qkv, B, T, NH, stream);
+            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, B, T, NH, stream);
 #endif
-        attention_forward_cuda_cores<H>(out, lse, qkv, B, T, NH, stream);
+        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, B, T, NH, stream);
     });
 }
 
@@ -1985,8 +2023,8 @@ __device__ void row_dlogits(floatX* x, int Vl, int v0, int V, int target, float 
 
 // One rank holds every logit: both passes in one kernel.
 __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
-                                        const int* targets, int N, int V, int Vp, float dloss,
-                                        float z_coef) {
+                                        float* log_zs, const int* targets, int N, int V, int Vp,
+                                        float dloss, float z_coef) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= N) return;
@@ -1996,6 +2034,7 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_
     if (lane == 0) {
         losses[row] = log_z - st.target;
         z_losses[row] = z_coef * log_z * log_z;
+        if (log_zs) log_zs[row] = log_z;
     }
     if (dloss == 0.0f) return;
     row_dlogits(x, Vp, 0, V, targets[row], st.max, st.sum, log_z, dloss, z_coef, lane);
@@ -2023,26 +2062,177 @@ __global__ void classifier_dlogits_kernel(floatX* logits, const SoftmaxStats* co
                 dloss, z_coef, lane);
 }
 
-// losses, z_losses (N) and, with dloss > 0, dlogits in place of logits (N, Vl) of this rank's
-// tokens; stats: (N) and all_stats (t, N) scratch under tensor parallelism.
+// losses, z_losses, log_z (N; log_z nullptr: not wanted) and, with dloss > 0, dlogits in place
+// of logits (N, Vl) of this rank's tokens; stats: (N) and all_stats (t, N) scratch under tensor
+// parallelism, where log Z is the whole vocabulary's (combined over the group).
 inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, float* z_losses,
-                       SoftmaxStats* stats, SoftmaxStats* all_stats, const int* targets, int N,
-                       int V, int Vl, float dloss, float z_coef, cudaStream_t stream) {
+                       float* log_z, SoftmaxStats* stats, SoftmaxStats* all_stats,
+                       const int* targets, int N, int V, int Vl, float dloss, float z_coef,
+                       cudaStream_t stream) {
     const int grid = (int)ceil_div(N, ROWS_PER_BLOCK), block = 32 * ROWS_PER_BLOCK;
     if (tp->size == 1) {
-        fused_classifier_kernel<<<grid, block, 0, stream>>>(logits, losses, z_losses, targets, N, V,
-                                                            Vl, dloss, z_coef);
+        fused_classifier_kernel<<<grid, block, 0, stream>>>(logits, losses, z_losses, log_z,
+                                                            targets, N, V, Vl, dloss, z_coef);
         CUDA_CHECK_LAUNCH();
         return;
     }
     const int v0 = tp->rank * Vl;
     classifier_stats_kernel<<<grid, block, 0, stream>>>(stats, logits, targets, N, V, Vl, v0);
     CUDA_CHECK_LAUNCH();
-    vocab_parallel_combine(tp, stats, losses, z_losses, stats, all_stats, N, z_coef, stream);
+    vocab_parallel_combine(tp, stats, losses, z_losses, log_z, stats, all_stats, N, z_coef, stream);
     if (dloss == 0.0f) return;
     classifier_dlogits_kernel<<<grid, block, 0, stream>>>(logits, stats, targets, N, V, Vl, v0,
                                                           dloss, z_coef);
     CUDA_CHECK_LAUNCH();
+}
+
+// =============================================================================================
+// Monitors of a training step (train_run.cuh logs them; README "Monitors"): always the largest
+// attention logit of each layer (written by the attention forward kernels: monitor_key) and the
+// mean and max log Z of the output softmax over the global batch; with --log-layer-norms the
+// gradient norm of each block, of the embeddings and of the final norm (gpt_grad_norm, through
+// the gradient norm's own sums and gathers); with --log-update-ratio ||W_after - W_before|| /
+// ||W_after|| of each tensor group (UpdateGroup), over the fp32 weights of record (the master
+// weights in the bf16 build) of the ranges each rank owns. The step's values lie in one small
+// device vector, keys (maxima, order keys) and sums: written only by a training step's forward
+// passes (never evaluation, sampling or a recompute's rerun) and update, combined over the
+// data- and tensor-parallel groups once at the end of the step (gpt_monitors_finish: one
+// all-gather of the vector per group, then the max of the keys and the sum of the sums in rank
+// order, the same bits on every rank) and copied into pinned host memory that the step's closing
+// synchronization makes readable: no host synchronization of their own.
+
+enum UpdateGroup {        // the tensor groups of --log-update-ratio
+    UPDATE_EMBEDDINGS,    // wte (also the lm head), wpe
+    UPDATE_ATTENTION,     // attn.qkv.w, attn.proj.w
+    UPDATE_MLP,           // mlp.fc.w, mlp.proj.w
+    UPDATE_NORMS_BIASES,  // LayerNorms (lnf too), QK-norm scales, every bias
+    NUM_UPDATE_GROUPS
+};
+static const char* const UPDATE_GROUP_NAMES[NUM_UPDATE_GROUPS] = {"embeddings", "attention", "mlp",
+                                                                  "norms_biases"};
+
+struct MonitorConfig {
+    bool layer_norms;   // --log-layer-norms
+    bool update_ratio;  // --log-update-ratio (allocates a copy of the owned weights of record)
+};
+
+// What the update-ratio sums cover: n weights of record at `at` (in the buffer and in its copy
+// from before the update) of group `group`, summed in `blocks` blocks.
+struct UpdateItem {
+    size_t at, n;
+    int group, blocks;
+};
+
+// The device vector's layout: keys[l] the largest attention logit of layer l, keys[L] the
+// largest log Z; sums[0] the sum of log Z over this rank's tokens (on one rank of a
+// tensor-parallel group, which all hold the same), sums[1 + 2g] ||dW||^2 and sums[2 + 2g] ||W||^2
+// of update group g over the ranges this rank counts (as the gradient norm counts them, and at
+// ZeRO-0 on the first data-parallel rank only): each value is a max, or a sum, over every rank.
+constexpr int MONITOR_SUMS = 1 + 2 * NUM_UPDATE_GROUPS;
+inline int monitor_words(int layers) { return layers + 1 + MONITOR_SUMS; }
+struct Monitors {
+    MonitorConfig config;
+    bool recording;      // the forward pass running is a training step's: it writes the keys
+    unsigned* vec;       // device, monitor_words(L) 4-byte words: keys (L + 1), then sums (floats)
+    unsigned* keys;      // vec's keys
+    float* sums;         // vec's sums
+    unsigned* gathered;  // device (the larger group's ranks, monitor_words(L)): the all-gather
+    unsigned* host;      // pinned copy of vec, the step's combined values (gpt_monitors_finish)
+    unsigned* host_keys;
+    float* host_sums;
+    double tokens;    // of the global batch, whose log Z sums[0] adds
+    float* layer_sq;  // --log-layer-norms: host (L + 2), blocks, embeddings, lnf (gpt_grad_norm)
+    // --log-update-ratio
+    float* before;      // device: the weights of record before the update, as the buffer holds them
+    UpdateItem* items;  // device
+    int item_count, max_blocks;
+    float* partials;  // (items, max_blocks, 2)
+};
+
+// vec (K words: `keys` order keys, then float sums) = the combination of `ranks` vectors
+// gathered (ranks, K): the largest key, the floats' sum in rank order.
+__global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, int ranks, int keys,
+                                       int K) {
+    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+        if (k < keys) {
+            unsigned top = 0;
+            for (int r = 0; r < ranks; r++) {
+                const unsigned key = gathered[(size_t)r * K + k];
+                if (key > top) top = key;
+            }
+            vec[k] = top;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int r = 0; r < ranks; r++) {
+            float v;
+            memcpy(&v, &gathered[(size_t)r * K + k], sizeof(v));
+            sum += v;
+        }
+        memcpy(&vec[k], &sum, sizeof(sum));
+    }
+}
+
+// sums[0] += the sum of log_z[0..N) and keys[0] = max(keys[0], key of its max), in one block
+// of NORM_THREADS threads in a fixed order; add_sum false: the max only.
+__global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log_z, int N,
+                                     bool add_sum) {
+    __shared__ float warp_sums[NORM_THREADS / 32], warp_maxes[NORM_THREADS / 32];
+    float acc = 0.0f, mx = -INFINITY;
+    for (int i = threadIdx.x; i < N; i += NORM_THREADS) {
+        acc += log_z[i];
+        mx = fmaxf(mx, log_z[i]);
+    }
+    acc = warp_sum(acc);
+    mx = warp_max(mx);
+    if (threadIdx.x % 32 == 0) {
+        warp_sums[threadIdx.x / 32] = acc;
+        warp_maxes[threadIdx.x / 32] = mx;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (int w = 1; w < NORM_THREADS / 32; w++) {
+        acc += warp_sums[w];
+        mx = fmaxf(mx, warp_maxes[w]);
+    }
+    if (add_sum) *sum += acc;
+    const unsigned k = monitor_key(mx);
+    if (k > *key) *key = k;
+}
+
+// partials[(item * max_blocks + block) * 2 + {0, 1}] = the sums of (now - before)^2 and now^2 over
+// the elements of the item that block `block` of its blocks covers (grid-stride, fixed order).
+// A block is one warp: no barrier, and under the CPU runtime (where every thread is a fiber and
+// every shuffle or barrier a switch between them) a fraction of the gradient norm's cost.
+constexpr int UPDATE_THREADS = 32;
+__global__ void update_items_kernel(float* partials, const UpdateItem* items, const float* now,
+                                    const float* before, int max_blocks) {
+    const UpdateItem it = items[blockIdx.y];
+    if ((int)blockIdx.x >= it.blocks) return;
+    float dd = 0.0f, ww = 0.0f;
+    for (size_t i = blockIdx.x * UPDATE_THREADS + threadIdx.x; i < it.n;
+         i += (size_t)it.blocks * UPDATE_THREADS) {
+        const float w = now[it.at + i], d = w - before[it.at + i];
+        dd += d * d;
+        ww += w * w;
+    }
+    dd = warp_sum(dd);
+    ww = warp_sum(ww);
+    if (threadIdx.x != 0) return;
+    float* out = partials + ((size_t)blockIdx.y * max_blocks + blockIdx.x) * 2;
+    out[0] = dd;
+    out[1] = ww;
+}
+
+// sums[1 + 2g] and sums[2 + 2g] += the partials of group g's items, in item and block order.
+__global__ void update_sums_kernel(float* sums, const float* partials, const UpdateItem* items,
+                                   int count, int max_blocks) {
+    for (int i = 0; i < count; i++)
+        for (int b = 0; b < items[i].blocks; b++) {
+            const float* p = partials + ((size_t)i * max_blocks + b) * 2;
+            sums[1 + 2 * items[i].group] += p[0];
+            sums[2 + 2 * items[i].group] += p[1];
+        }
 }
 
 // =============================================================================================
@@ -2110,6 +2300,7 @@ struct GPT {
     Fp8State fp8;  // --fp8: the FP8 layers, their cached weights and scales (recipe FP8_OFF: none)
     cudaStream_t stream;
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
+    Monitors mon;     // the step's monitors (above)
 };
 
 // The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
@@ -2381,12 +2572,94 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     if (c->fp8.allgather && sharded) gpt_fp8_gather_init(m, ledger);
 }
 
+// The entry of tensor `index` among the per-layer gradient norms (--log-layer-norms): block l's
+// tensors are entry l, the embeddings' L, the final norm's L + 1.
+inline int layer_norm_entry(const ParamIndex* at, int index) {
+    if (index == at->wte || index == at->wpe) return at->blocks;
+    if (index == at->lnf_w || index == at->lnf_b) return at->blocks + 1;
+    return block_of_tensor(at, index);
+}
+
+inline int update_group_of_tensor(const ParamIndex* at, int index) {
+    if (index == at->wte || index == at->wpe) return UPDATE_EMBEDDINGS;
+    const int l = block_of_tensor(at, index);
+    if (l < 0) return UPDATE_NORMS_BIASES;  // lnf
+    const int which = index - block_tensor(at, l, 0);
+    if (which == QKV_W || which == ATTPROJ_W) return UPDATE_ATTENTION;
+    if (which == FC_W || which == FCPROJ_W) return UPDATE_MLP;
+    return UPDATE_NORMS_BIASES;
+}
+
+// The fp32 weights the optimizers update on this rank (the master weights in the bf16 build,
+// the parameters in the fp32 one), their element count in *elems, and where an owned range's lie.
+inline float* weights_of_record(const GPT* m, size_t* elems) {
+    if (!FLOATX_IS_FP32) {
+        *elems = m->dp.elem_state + m->dp.matrix_state;
+        return m->master;
+    }
+    *elems = dp_param_elems(&m->dp, m->layout.total);
+    return reinterpret_cast<float*>(m->params);
+}
+inline size_t record_index(const GPT* m, const OwnedRange* r) {
+    return FLOATX_IS_FP32 ? param_index(m, r) : master_index(m, r);
+}
+
+// The monitors' buffers (after the parameter, master and state buffers and the shard plan):
+// the device vector and its pinned copy; with --log-layer-norms the host sums; with
+// --log-update-ratio the copy of the weights of record (MEM_MONITORS) and the update items,
+// this rank's owned ranges that it counts.
+inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledger) {
+    Monitors* mon = &m->mon;
+    const int L = m->config.layers;
+    mon->config = config;
+    const int K = monitor_words(L);
+    const int ranks = std::max(m->dp.group->size, m->tensor_parallel.size);
+    mon->vec = device_take_n<unsigned>(ledger, MEM_OTHER, K);
+    mon->gathered = device_take_n<unsigned>(ledger, MEM_OTHER, ranks > 1 ? (size_t)ranks * K : 0);
+    if (!ledger->plan_only) {
+        mon->keys = mon->vec;
+        mon->sums = reinterpret_cast<float*>(mon->vec + L + 1);
+        CUDA_CHECK(cudaMallocHost(&mon->host, K * sizeof(unsigned)));
+        mon->host_keys = mon->host;
+        mon->host_sums = reinterpret_cast<float*>(mon->host + L + 1);
+        CUDA_CHECK(cudaMemset(mon->vec, 0, K * sizeof(unsigned)));
+    }
+    if (config.layer_norms) mon->layer_sq = (float*)MALLOC_CHECK((L + 2) * sizeof(float));
+    if (!config.update_ratio) return;
+    size_t elems;
+    weights_of_record(m, &elems);
+    mon->before = device_take_n<float>(ledger, MEM_MONITORS, elems);
+    std::vector<UpdateItem> items;
+    const bool counts = m->dp.stage > 0 || m->dp.me == 0;  // ZeRO-0: every rank owns everything
+    for (int i = 0; counts && i < m->dp.owned_count; i++) {
+        const OwnedRange* r = &m->dp.owned[i];
+        const ParamTensor* t = &m->layout.tensors[r->tensor];
+        if (t->tp_shape.split == TP_REPLICATED && m->tensor_parallel.rank != 0) continue;
+        const int blocks = norm_blocks_for(r->n);
+        items.push_back(UpdateItem{record_index(m, r), r->n,
+                                   update_group_of_tensor(&m->layout.index, r->tensor), blocks});
+        mon->max_blocks = std::max(mon->max_blocks, blocks);
+    }
+    mon->item_count = (int)items.size();
+    mon->items = device_take_copy(ledger, MEM_MONITORS, items);
+    mon->partials = device_take_n<float>(ledger, MEM_MONITORS, items.size() * mon->max_blocks * 2);
+}
+
+inline void gpt_monitors_free(Monitors* mon) {
+    for (void* p : {(void*)mon->vec, (void*)mon->gathered, (void*)mon->before, (void*)mon->items,
+                    (void*)mon->partials})
+        if (p) CUDA_CHECK(cudaFree(p));
+    if (mon->host) CUDA_CHECK(cudaFreeHost(mon->host));
+    free(mon->layer_sq);
+}
+
 // Builds the model on this rank of `dims`'s grid (its groups made: llmc/comm.cuh's
 // comm_grid_groups), its buffers taken from m->memory (llmc/memplan.h); plan_only: none is
 // allocated (every device pointer stays nullptr), the ledger says what would be: the plan.
 inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* opt, int B, int T,
                       uint64_t seed, ParallelDims dims = single_process(),
-                      int recompute = RECOMPUTE_NONE, bool plan_only = false) {
+                      int recompute = RECOMPUTE_NONE, bool plan_only = false,
+                      MonitorConfig monitors = {}) {
     memset(m, 0, sizeof(*m));
     DeviceLedger* ledger = &m->memory;
     ledger->plan_only = plan_only;
@@ -2415,8 +2688,9 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
         const bool fp8 = fp8_gathered(config, &m->layout.index, i);
+        const int entry = layer_norm_entry(&m->layout.index, i);
         shard_tensors[i] =
-            ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, fp8};
+            ShardTensor{t->offset, t->numel, matrices, t->rows, t->cols, in_norm, fp8, entry};
     }
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
@@ -2439,6 +2713,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
         gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
     }
     muon_workspace_init(&m->muon, matrix_elems, gram_elems, ledger);
+    gpt_monitors_build(m, monitors, ledger);
 
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
     m->acts.sequence_parallel = m->tensor_parallel.sequence;
@@ -2489,6 +2764,7 @@ inline void gpt_free(GPT* m) {
     free(m->buckets.host);
     free(m->host_losses);
     free(m->host_z_losses);
+    gpt_monitors_free(&m->mon);
     free(m->acts.layers);
     free(m->layout.tensors);
     free(m->logical.tensors);
@@ -2622,7 +2898,12 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     if (m->config.qk_norm)
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
                         block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
-    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st);
+    // the training forward pass raises the layer's largest-logit key (a recompute's rerun, which
+    // stops at the GELU, gives the same values: it leaves it alone)
+    unsigned* logit_max =
+        m->mon.recording && until == BLOCK_UNTIL_OUTPUT ? m->mon.keys + l : nullptr;
+    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st, ATTENTION_PATH,
+                      logit_max);
     const floatX* attn = row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out,
                                               la->atty, block_weight(m, l, ATTPROJ_W),
                                               block_weight(m, l, ATTPROJ_B), N, s->att, C);
@@ -2800,6 +3081,7 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         }
     }
     m->fp8.training = dloss != 0.0f;  // delayed scaling counts training passes only
+    m->mon.recording = dloss != 0.0f;  // so do the monitors
     CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     token_buckets_build(&m->buckets, inputs, N, s->vocab_begin, s->vocab, st);
@@ -2821,9 +3103,14 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
     column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->wte), nullptr,
                             N, C, s->vocab);
-    classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->softmax_stats,
+    classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->log_z, acts->softmax_stats,
                acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
                st);
+    if (m->mon.recording) {  // every rank of a tensor-parallel group holds the whole log Z
+        log_z_monitor_kernel<<<1, NORM_THREADS, 0, st>>>(m->mon.sums, m->mon.keys + at->blocks,
+                                                         acts->log_z, N, tp->rank == 0);
+        CUDA_CHECK_LAUNCH();
+    }
 
     CUDA_CHECK(cudaMemcpyAsync(m->host_losses, acts->losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
@@ -2887,6 +3174,13 @@ inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it
         CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->stream));
 }
 
+// The start of a training step's monitors: the device vector cleared; tokens: the global batch's.
+inline void gpt_monitors_start(GPT* m, double tokens) {
+    const int L = m->config.layers;
+    m->mon.tokens = tokens;
+    CUDA_CHECK(cudaMemsetAsync(m->mon.vec, 0, monitor_words(L) * sizeof(unsigned), m->stream));
+}
+
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
 // Leaves the gradient of the mean micro-batch objective, averaged over the data-parallel ranks
 // (without QK-norm the key bias gradient exactly zero), where m->dp keeps it: in m->grads at
@@ -2898,6 +3192,7 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
                                    double* z_loss = nullptr, float first_scale = 1.0f) {
     const int N = m->B * m->T;
     gpt_zero_grad(m);
+    gpt_monitors_start(m, (double)N * A * m->dp.group->size);
     double loss = 0.0, z_sum = 0.0;
     for (int micro = 0; micro < A; micro++) {
         double z = 0.0;
@@ -2915,20 +3210,77 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
     return loss / A;
 }
 
+// The end of a training step's monitors (gpt_update, gpt_skip_update; `updated`: the update was
+// taken): the update-ratio sums, the vector combined over the data- and tensor-parallel groups
+// (an all-gather each, monitor_combine_kernel) and copied into pinned host memory, all queued on
+// the stream; readable (gpt_monitor_* below) once the caller synchronizes.
+inline void gpt_monitors_finish(GPT* m, bool updated) {
+    Monitors* mon = &m->mon;
+    const int L = m->config.layers;
+    cudaStream_t st = m->stream;
+    if (updated && mon->config.update_ratio && mon->item_count > 0) {
+        size_t elems;
+        const float* now = weights_of_record(m, &elems);
+        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), UPDATE_THREADS, 0, st>>>(
+            mon->partials, mon->items, now, mon->before, mon->max_blocks);
+        CUDA_CHECK_LAUNCH();
+        update_sums_kernel<<<1, 1, 0, st>>>(mon->sums, mon->partials, mon->items, mon->item_count,
+                                            mon->max_blocks);
+        CUDA_CHECK_LAUNCH();
+    }
+    const int K = monitor_words(L);
+    for (const CommGroup* g : {m->dp.group, m->tensor_parallel.group}) {
+        if (g->size == 1) continue;
+        comm_allgather(g, mon->vec, mon->gathered, K, st);
+        monitor_combine_kernel<<<1, 32, 0, st>>>(mon->vec, mon->gathered, g->size, L + 1, K);
+        CUDA_CHECK_LAUNCH();
+    }
+    CUDA_CHECK(
+        cudaMemcpyAsync(mon->host, mon->vec, K * sizeof(unsigned), cudaMemcpyDeviceToHost, st));
+}
+
+// The last step's monitors, after its synchronization: the largest attention logit of layer l
+// (l = L: of every layer), log Z's mean and max over the global batch, and ||dW|| / ||W|| of
+// update group g (0 when the step took no update).
+inline float gpt_monitor_attn_logit_max(const GPT* m, int l) {
+    const int L = m->config.layers;
+    if (l < L) return monitor_value(m->mon.host_keys[l]);
+    unsigned top = 0;  // the keys keep the floats' order
+    for (int k = 0; k < L; k++) top = std::max(top, m->mon.host_keys[k]);
+    return monitor_value(top);
+}
+inline double gpt_monitor_log_z_mean(const GPT* m) { return m->mon.host_sums[0] / m->mon.tokens; }
+inline float gpt_monitor_log_z_max(const GPT* m) {
+    return monitor_value(m->mon.host_keys[m->config.layers]);
+}
+inline double gpt_monitor_update_ratio(const GPT* m, int g) {
+    const double dw = m->mon.host_sums[1 + 2 * g], w = m->mon.host_sums[2 + 2 * g];
+    return w > 0.0 ? sqrt(dw / w) : 0.0;
+}
+
 // The global L2 norm of the gradients, summed over the shard plan (llmc/zero.cuh): the same bits
 // on every rank and at every ZeRO stage.
 // Under tensor parallelism each rank of a group sums its own parts of the sharded tensors and
 // the group's first rank the replicated ones (llmc/zero.cuh's in_norm), added in rank order.
+// With --log-layer-norms the same sums per layer entry (layer_norm_entry) go to m->mon.layer_sq,
+// through the same copies and gathers.
 inline float gpt_grad_norm(GPT* m) {
-    float sum = dp_grad_sum_squares(&m->dp, m->stream);
-    if (m->tensor_parallel.size > 1) {
-        std::vector<float> sums(m->tensor_parallel.size);
-        comm_allgather_host(m->tensor_parallel.group, &sum, sizeof(float), sums.data(),
-                            "the gradient norm's tensor-parallel partial sums");
-        sum = 0.0f;
-        for (float part : sums) sum += part;
+    const int entries = m->mon.layer_sq ? m->config.layers + 2 : 0, width = 1 + entries;
+    std::vector<float> mine(width);  // the sum, then the entries'
+    mine[0] = dp_grad_sum_squares(&m->dp, m->stream, entries ? mine.data() + 1 : nullptr);
+    const int tp = m->tensor_parallel.size;
+    std::vector<float> sums(mine);
+    if (tp > 1) {
+        std::vector<float> all((size_t)width * tp);
+        comm_allgather_host(m->tensor_parallel.group, mine.data(), width * sizeof(float),
+                            all.data(), "the gradient norm's tensor-parallel partial sums");
+        for (int k = 0; k < width; k++) {
+            sums[k] = 0.0f;
+            for (int r = 0; r < tp; r++) sums[k] += all[(size_t)r * width + k];
+        }
     }
-    return sqrtf(sum);
+    for (int e = 0; e < entries; e++) m->mon.layer_sq[e] = sums[1 + e];
+    return sqrtf(sums[0]);
 }
 
 // Clipping as torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is < 1.
@@ -3007,6 +3359,12 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
     m->fp8.params_version++;
     const uint32_t seed = hash_u32(
         (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
+    if (m->mon.config.update_ratio) {  // the weights of record before the update
+        size_t elems;
+        const float* now = weights_of_record(m, &elems);
+        CUDA_CHECK(cudaMemcpyAsync(m->mon.before, now, elems * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, m->stream));
+    }
     for (int i = 0; i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
         const int kind = m->layout.tensors[r->tensor].optimizer;
@@ -3017,12 +3375,14 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
     if (m->tensor_parallel.size > 1)
         comm_sync(m->tensor_parallel.group, m->stream, "Muon's tensor-parallel gathers (NCCL)");
     dp_gather_params(&m->dp, m->params, m->stream);
+    gpt_monitors_finish(m, true);
 }
 
 // A step whose update is not taken (llmc/stability.h): the parameters and the optimizer state
 // stay as they are; the step's delayed-scaling amaxes (FP8) are dropped with it.
 inline void gpt_skip_update(GPT* m) {
     if (m->config.fp8.recipe == FP8_DELAYED) fp8_delayed_discard_step(&m->fp8.delayed, m->stream);
+    gpt_monitors_finish(m, false);
 }
 
 // Training FLOPs per token: 6 per parameter of the matmuls (forward 2, backward 4) plus the

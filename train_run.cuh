@@ -276,6 +276,10 @@ struct TrainConfig {
     int spike_skip_batches;         // batches a rewind skips (FLAG_WORD: all since the checkpoint)
     int max_rewinds;                // rewinds a run may take before it stops
     char inject_fault[256];         // llmc/stability.h's STEP:KIND[:RANK],... (tests only)
+    int print_monitors;             // the step's line shows the monitors (the log has them)
+    int log_attn_logits;            // log the largest attention logit of every layer
+    int log_layer_norms;            // log every layer's gradient norm
+    int log_update_ratio;           // log ||dW|| / ||W|| per tensor group
     int help;
 };
 
@@ -481,6 +485,19 @@ static const Flag FLAGS[] = {
      "tokens one repeated token), skip (the update skipped on purpose, every rank) or kill "
      "(SIGKILL as the step begins); RANK of the job, default 0; each the first time the run "
      "reaches its step"},
+    {"--print-monitors", FLAG_SWITCH, FIELD(print_monitors), "off", 0, 0, nullptr, FLAG_FREE,
+     "the step's line shows the monitors the log always has (the largest attention logit, "
+     "log Z's mean and max) and those of --log-layer-norms and --log-update-ratio"},
+    {"--log-attn-logits", FLAG_SWITCH, FIELD(log_attn_logits), "off", 0, 0, nullptr, FLAG_FREE,
+     "log the largest attention logit q.k/sqrt(HS) of every layer (attn_logit_max_layers), not "
+     "only the largest of all"},
+    {"--log-layer-norms", FLAG_SWITCH, FIELD(log_layer_norms), "off", 0, 0, nullptr, FLAG_FREE,
+     "log the gradient norm (before clipping) of every block, of the embeddings (wte, wpe) and "
+     "of the final LayerNorm (grad_norm_layers)"},
+    {"--log-update-ratio", FLAG_SWITCH, FIELD(log_update_ratio), "off", 0, 0, nullptr, FLAG_FREE,
+     "log ||W_after - W_before|| / ||W_after|| of the fp32 weights per tensor group: embeddings, "
+     "attention and MLP matrices, norms and biases (update_ratio; none on a skipped step); keeps a "
+     "copy of this rank's weights (the plan's monitors line)"},
     {"--help", FLAG_SWITCH, FIELD(help), "off", 0, 0, nullptr, FLAG_FREE,
      "print this help and exit"},
 };
@@ -669,6 +686,11 @@ inline double muon_peak_lr(const TrainConfig* tc) {
     return tc->muon_lr > 0.0 ? tc->muon_lr : tc->lr;
 }
 
+// The monitors a configuration asks for (the ones always logged need nothing).
+inline MonitorConfig monitor_config_of(const TrainConfig* tc) {
+    return MonitorConfig{tc->log_layer_norms != 0, tc->log_update_ratio != 0};
+}
+
 // The optimizer settings of a checked configuration.
 inline OptimizerConfig optimizer_config_of(const TrainConfig* tc) {
     OptimizerConfig o;
@@ -756,7 +778,7 @@ inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt
                                const ParallelDims* dims) {
     GPT planned;
     gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, *dims,
-              recompute_from_name(tc->recompute), true);
+              recompute_from_name(tc->recompute), true, monitor_config_of(tc));
     const DeviceLedger ledger = planned.memory;
     gpt_free(&planned);
     return ledger;
@@ -850,7 +872,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                                       "ZeRO-3: two blocks and the embeddings",
                                       "cuBLASLt 32 MiB, Newton-Schulz scratch",
                                       "--fp8: cached FP8 weights, operand scratch, scales",
-                                      "token ids, run lists, norm sums"};
+                                      "--log-update-ratio: the weights before the update",
+                                      "token ids, run lists, norm sums, monitors"};
     for (int k = MEM_BUCKETS; k < NUM_MEM_KINDS; k++)
         printf("  %-15s %16zu %12.6g | %s\n", MEM_KIND_NAMES[k], plan->bytes[k],
                plan->bytes[k] / GB, why[k]);
@@ -1004,7 +1027,7 @@ inline void plan_rank(PlannedRank* p, const TrainConfig* tc, const OptimizerConf
     p->dims = *dims;
     comm_grid_groups(nullptr, r, tc->comm_timeout, &p->dims, &p->groups);
     gpt_build(&p->model, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, p->dims,
-              recompute_from_name(tc->recompute), true);
+              recompute_from_name(tc->recompute), true, monitor_config_of(tc));
 }
 
 // --plan: every rank's plan for tc's configuration on --plan-ranks data-parallel ranks (or this
@@ -1689,7 +1712,7 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
             "full, a higher --zero, or more ranks",
             comm->rank, ledger_total(&run->plan), free_before, device_total);
     gpt_build(&run->model, c, &run->opt, B, T, (uint64_t)tc->seed, *dims,
-              recompute_from_name(tc->recompute));
+              recompute_from_name(tc->recompute), false, monitor_config_of(tc));
     CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
     run->allocated = free_before - free_after;
     if (tc->init_from[0]) load_pretrained(&run->model, tc->init_from);
@@ -1900,12 +1923,53 @@ struct StepValue {
     bool present;       // whether this run has it
 };
 
+// The monitors' per-layer and per-group values of the step that just ended (train_gpt.cu's
+// Monitors): printed after the step's line with --print-monitors (print != 0), or logged.
+inline void step_monitor_lists(Run* run, const StepStats* s, Logger* lg, bool print) {
+    const TrainConfig* tc = run->tc;
+    const GPT* m = &run->model;
+    const int L = tc->model.layers;
+    std::vector<float> values(L + 2);
+    if (tc->log_attn_logits) {
+        for (int l = 0; l < L; l++) values[l] = gpt_monitor_attn_logit_max(m, l);
+        if (print) {
+            printf(" | attn max by layer");
+            for (int l = 0; l < L; l++) printf(" %.3f", values[l]);
+        } else {
+            logger_float_array(lg, "attn_logit_max_layers", values.data(), L);
+        }
+    }
+    if (tc->log_layer_norms) {  // blocks, the embeddings, lnf
+        for (int e = 0; e < L + 2; e++) values[e] = sqrtf(m->mon.layer_sq[e]);
+        if (print) {
+            printf(" | grad norms");
+            for (int l = 0; l < L; l++) printf(" h%d %.4f", l, values[l]);
+            printf(" emb %.4f lnf %.4f", values[L], values[L + 1]);
+        } else {
+            logger_float_array(lg, "grad_norm_layers", values.data(), L + 2);
+        }
+    }
+    if (tc->log_update_ratio && !s->skipped[0]) {  // a skipped step has no update
+        if (print) printf(" | update/weight");
+        else logger_object_begin(lg, "update_ratio");
+        for (int g = 0; g < NUM_UPDATE_GROUPS; g++) {
+            const double ratio = gpt_monitor_update_ratio(m, g);
+            if (print) printf(" %s %.3e", UPDATE_GROUP_NAMES[g], ratio);
+            else logger_float(lg, UPDATE_GROUP_NAMES[g], (float)ratio);
+        }
+        if (!print) logger_object_end(lg);
+    }
+}
+
 // Prints the step's line and appends its log record, both from one list of values.
 inline void log_step(Run* run, const StepStats* s) {
     const TrainConfig* tc = run->tc;
     const GPT* m = &run->model;
     const bool z_loss = tc->model.z_loss > 0.0, muon = run->opt.kind == OPT_MUON;
     const bool recompute = m->acts.recompute != RECOMPUTE_NONE;
+    const int L = tc->model.layers;
+    // the monitors' values in the line with --print-monitors only (the log has them always)
+    auto shown = [&](const char* format) { return tc->print_monitors ? format : nullptr; };
     const StepValue values[] = {
         {" | loss %.6f", "train_loss", STEP_FLOAT, s->loss, nullptr, true},
         {" | z-loss %.6f", "z_loss", STEP_FLOAT, s->z_loss, nullptr, z_loss},
@@ -1913,6 +1977,11 @@ inline void log_step(Run* run, const StepStats* s) {
         {" | muon lr %.4e", "muon_lr", STEP_FLOAT, s->lrs[OPT_MUON], nullptr, muon},
         {" | norm %.4f", "grad_norm", STEP_FLOAT, s->norm, nullptr, true},
         {nullptr, "clipped", STEP_INT, (double)s->clipped, nullptr, tc->grad_clip > 0.0},
+        {shown(" | attn max %.3f"), "attn_logit_max", STEP_FLOAT, gpt_monitor_attn_logit_max(m, L),
+         nullptr, true},
+        {shown(" | logZ mean %.4f"), "log_z_mean", STEP_FLOAT, gpt_monitor_log_z_mean(m), nullptr,
+         true},
+        {shown(" max %.4f"), "log_z_max", STEP_FLOAT, gpt_monitor_log_z_max(m), nullptr, true},
         {nullptr, "recompute", STEP_TEXT, 0.0, tc->recompute, recompute},
         {nullptr, "recompute_saved_bytes", STEP_INT, (double)m->recompute_saved_bytes, nullptr,
          recompute},
@@ -1927,6 +1996,7 @@ inline void log_step(Run* run, const StepStats* s) {
     printf("step %5d/%d", s->step, tc->steps);
     for (const StepValue& v : values)
         if (v.present && v.shown) printf(v.shown, v.number);
+    if (tc->print_monitors) step_monitor_lists(run, s, nullptr, true);
     printf("\n");
     fflush(stdout);
     Logger* lg = &run->lg;
@@ -1938,6 +2008,7 @@ inline void log_step(Run* run, const StepStats* s) {
         else if (v.kind == STEP_INT) logger_int(lg, v.key, (int64_t)v.number);
         else logger_string(lg, v.key, v.text, strlen(v.text));
     }
+    step_monitor_lists(run, s, lg, false);
     if (logger_end(lg) != 0) fatal("%s", lg->error);
 }
 

@@ -1552,6 +1552,7 @@ inline void comm_count(const CommGroup* g, CommKind kind, size_t whole_bytes) {
 inline ncclDataType_t nccl_type_of(const float*) { return ncclFloat32; }
 inline ncclDataType_t nccl_type_of(const __nv_bfloat16*) { return ncclBfloat16; }
 inline ncclDataType_t nccl_type_of(const uint8_t*) { return ncclUint8; }  // FP8 bytes
+inline ncclDataType_t nccl_type_of(const unsigned*) { return ncclUint32; }
 #endif
 
 // Whether g has no communicator (one rank, or a build without NCCL): then every collective's

@@ -4,7 +4,8 @@ scripts/plot.py and by anyone's own tools. Rank 0 writes it; every line is flush
 so a crash loses at most the line being written.
 
 Entry points: logger_open / logger_close, logger_begin / logger_begin_step, logger_int /
-logger_float / logger_string, logger_object_begin / logger_object_end, logger_end.
+logger_float / logger_float_array / logger_string, logger_object_begin / logger_object_end,
+logger_end.
 
 Lines, in file order:
     {"model":"gpt2","layers":12,...,"unigram_val_loss":u}   the header: the run's configuration
@@ -177,24 +178,43 @@ inline void logger_begin_step(Logger* lg, int64_t step) {
     if (lg->rewinds > 0) logger_int(lg, "rewinds", lg->rewinds);
 }
 
-inline void logger_float(Logger* lg, const char* key, float v) {
-    char text[32];
+// The text of a float value into text (LOGGER_FLOAT_CHARS bytes): its length.
+constexpr size_t LOGGER_FLOAT_CHARS = 32;
+inline int logger_float_text(char* text, float v) {
     int n;
     if (!isfinite(v)) {
-        n = snprintf(text, sizeof(text), "null");
+        n = snprintf(text, LOGGER_FLOAT_CHARS, "null");
     } else {
         // 9 significant digits always read back as the same float; try fewer first.
         int digits = 1;
         do {
-            n = snprintf(text, sizeof(text), "%.*g", digits, (double)v);
+            n = snprintf(text, LOGGER_FLOAT_CHARS, "%.*g", digits, (double)v);
         } while ((float)strtod(text, NULL) != v && ++digits <= 9);
         // %g turns integers with fewer significant digits than places into 1e+01; below 1e9
         // such a float is an integer, written in full ("10").
         if (strchr(text, 'e') != NULL && fabsf(v) >= 1.0f && fabsf(v) < 1e9f)
-            n = snprintf(text, sizeof(text), "%.0f", (double)v);
+            n = snprintf(text, LOGGER_FLOAT_CHARS, "%.0f", (double)v);
     }
+    return n;
+}
+
+inline void logger_float(Logger* lg, const char* key, float v) {
+    char text[LOGGER_FLOAT_CHARS];
+    const int n = logger_float_text(text, v);
     logger_key(lg, key);
     logger_append(lg, text, (size_t)n);
+}
+
+// An array of n floats as the value of `key`, each written as logger_float writes one.
+inline void logger_float_array(Logger* lg, const char* key, const float* v, int n) {
+    logger_key(lg, key);
+    logger_append(lg, "[", 1);
+    for (int i = 0; i < n; i++) {
+        char text[LOGGER_FLOAT_CHARS];
+        if (i > 0) logger_append(lg, ",", 1);
+        logger_append(lg, text, (size_t)logger_float_text(text, v[i]));
+    }
+    logger_append(lg, "]", 1);
 }
 
 inline void logger_string(Logger* lg, const char* key, const void* bytes, size_t n) {

@@ -27,12 +27,13 @@ enum MemKind {
     MEM_GATHER,       // ZeRO-3: the gather buffers
     MEM_WORKSPACE,    // cuBLASLt's workspace, Newton-Schulz scratch
     MEM_FP8,          // --fp8: the cached FP8 weights, the quantized operands' scratch, scales
-    MEM_OTHER,        // token ids, the plan's run lists, norm partial sums
+    MEM_MONITORS,     // --log-update-ratio: the weights of record before the update, its sums
+    MEM_OTHER,        // token ids, the plan's run lists, norm partial sums, the monitors' vector
     NUM_MEM_KINDS
 };
 static const char* const MEM_KIND_NAMES[NUM_MEM_KINDS] = {
-    "params",  "grads",          "master",     "optimizer", "activations",
-    "buckets", "gather_buffers", "workspaces", "fp8",       "other"};
+    "params",         "grads",      "master", "optimizer", "activations", "buckets",
+    "gather_buffers", "workspaces", "fp8",    "monitors",  "other"};
 
 struct DeviceLedger {
     bool plan_only;  // count, allocate nothing (every pointer taken is nullptr)

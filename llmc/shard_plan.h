@@ -40,6 +40,7 @@ struct ShardTensor {  // a tensor as the plan sees it
                      // group is counted on one rank of it)
     bool fp8_gathered;  // ZeRO-3 gathers it in FP8 into its FP8 cache (--fp8-allgather,
                         // llmc/zero_fp8.cuh), not into its bucket's bf16 gather buffer
+    int norm_entry;     // the entry of the per-layer gradient norms (--log-layer-norms) it is in
 };
 
 struct ShardPiece {  // a run of element-wise elements of one tensor, in packed order

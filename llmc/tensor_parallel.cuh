@@ -224,10 +224,10 @@ struct SoftmaxStats {
 };
 
 // stats: (t, N) SoftmaxStats after the all-gather, rank-major; combined (N) per row: its max
-// and sum over all ranks. losses, z_losses (N).
+// and sum over all ranks. losses, z_losses, log_zs (N; log_zs nullptr: not wanted).
 __global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* losses, float* z_losses,
-                                             const SoftmaxStats* stats, int N, int ranks,
-                                             float z_coef) {
+                                             float* log_zs, const SoftmaxStats* stats, int N,
+                                             int ranks, float z_coef) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     float m = -INFINITY, target = 0.0f;
@@ -242,19 +242,20 @@ __global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* loss
     combined[row] = SoftmaxStats{m, s, log_z};
     losses[row] = log_z - target;
     z_losses[row] = z_coef * log_z * log_z;
+    if (log_zs) log_zs[row] = log_z;
 }
 
 // Combines this rank's statistics `mine` (N) into `combined` (N, its max and sum over all ranks)
-// and the rows' losses; all_stats: (t, N) scratch.
+// and the rows' losses and log Z (log_z nullptr: not wanted); all_stats: (t, N) scratch.
 inline void vocab_parallel_combine(const TensorParallel* tp, SoftmaxStats* combined, float* losses,
-                                   float* z_losses, const SoftmaxStats* mine,
+                                   float* z_losses, float* log_z, const SoftmaxStats* mine,
                                    SoftmaxStats* all_stats, int N, float z_coef,
                                    cudaStream_t stream) {
     const size_t floats = (size_t)N * sizeof(SoftmaxStats) / sizeof(float);
     comm_allgather(tp->group, (const float*)mine, (float*)all_stats, floats, stream);
     const int block = 256;
     softmax_stats_combine_kernel<<<(int)ceil_div(N, block), block, 0, stream>>>(
-        combined, losses, z_losses, all_stats, N, tp->size, z_coef);
+        combined, losses, z_losses, log_z, all_stats, N, tp->size, z_coef);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -99,11 +99,11 @@ struct CopyRun {
     size_t to, from, n;
 };
 
-// A run of gradients the norm sums, of rank `rank`.
+// A run of gradients the norm sums, of rank `rank`, in its tensor's norm entry (ShardTensor).
 struct NormItem {
     const floatX* grads;
     size_t n;
-    int rank, blocks;
+    int rank, blocks, entry;
 };
 
 struct DataParallel {
@@ -156,7 +156,8 @@ struct DataParallel {
     NormItem* norm_items;  // device
     int norm_item_count, norm_max_blocks;
     float* norm_partials;   // (items, norm_max_blocks)
-    float* norm_rank_sums;  // (ranks) device
+    int norm_entries;       // the tensors' norm entries (ShardTensor::norm_entry): 1 + the largest
+    float* norm_rank_sums;  // (ranks, 1 + norm_entries) device: each rank's sum, then its entries'
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -189,8 +190,9 @@ inline void add_into(floatX* dst, const floatX* add, size_t n, cudaStream_t stre
 }
 
 // The norm: partials[item * max_blocks + block] = the sum of squares of the elements of item
-// `item` that block `block` of its `blocks` covers (grid-stride); then rank_sums[r] = the
-// partials of rank r's items, added in item and block order by one thread.
+// `item` that block `block` of its `blocks` covers (grid-stride); then rank_sums[r * width] = the
+// partials of rank r's items, added in item and block order by one thread, and
+// rank_sums[r * width + 1 + e] those of its items in norm entry e (width = 1 + entries).
 __global__ void norm_items_kernel(float* partials, const NormItem* items, int max_blocks) {
     const NormItem it = items[blockIdx.y];
     if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
@@ -199,11 +201,15 @@ __global__ void norm_items_kernel(float* partials, const NormItem* items, int ma
 }
 
 __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
-                                      const NormItem* items, int count, int max_blocks, int ranks) {
-    for (int r = 0; r < ranks; r++) rank_sums[r] = 0.0f;
+                                      const NormItem* items, int count, int max_blocks, int ranks,
+                                      int width) {
+    for (int k = 0; k < ranks * width; k++) rank_sums[k] = 0.0f;
     for (int i = 0; i < count; i++)
-        for (int b = 0; b < items[i].blocks; b++)
-            rank_sums[items[i].rank] += partials[(size_t)i * max_blocks + b];
+        for (int b = 0; b < items[i].blocks; b++) {
+            const float p = partials[(size_t)i * max_blocks + b];
+            rank_sums[items[i].rank * width] += p;
+            rank_sums[items[i].rank * width + 1 + items[i].entry] += p;
+        }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,7 +392,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
                                   ? grads + o.offset
                                   : dp->grad_shard + (o.matrix ? dp->elem_state : 0) + o.state;
             const int blocks = norm_blocks_for(o.n);
-            items.push_back(NormItem{g, o.n, r, blocks});
+            items.push_back(NormItem{g, o.n, r, blocks, tensors[o.tensor].norm_entry});
             dp->norm_max_blocks = std::max(dp->norm_max_blocks, blocks);
         }
     }
@@ -394,7 +400,10 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     dp->norm_items = device_take_copy(ledger, MEM_OTHER, items);
     dp->norm_partials =
         device_take_n<float>(ledger, MEM_OTHER, items.size() * dp->norm_max_blocks + 1);
-    dp->norm_rank_sums = device_take_n<float>(ledger, MEM_OTHER, ranks);
+    for (int i = 0; i < n_tensors; i++)
+        dp->norm_entries = std::max(dp->norm_entries, tensors[i].norm_entry + 1);
+    dp->norm_rank_sums =
+        device_take_n<float>(ledger, MEM_OTHER, (size_t)ranks * (1 + dp->norm_entries));
     if (group->size == 1) return;  // nothing to reduce: no streams or events
     CUDA_CHECK(cudaStreamCreateWithFlags(&dp->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&dp->computed, cudaEventDisableTiming));
@@ -570,9 +579,13 @@ inline const floatX* dp_owned_grad(const DataParallel* dp, const OwnedRange* o) 
     return dp->grad_shard + (o->matrix ? dp->elem_state : 0) + o->state;
 }
 
-// ||gradient||^2 over the plan (see the top), the same bits on every rank.
-inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute) {
-    const int ranks = dp->group->size;
+// ||gradient||^2 over the plan (see the top), the same bits on every rank; entry_sums (nullptr:
+// not wanted) gets the same sum over each norm entry's tensors (norm_entries values), through
+// the same copy and gather.
+inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute,
+                                 float* entry_sums = nullptr) {
+    const int ranks = dp->group->size, width = 1 + dp->norm_entries;
+    const int wanted = entry_sums ? width : 1;  // of each rank's row
     if (dp->norm_item_count > 0) {
         norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), NORM_THREADS, 0,
                             compute>>>(dp->norm_partials, dp->norm_items, dp->norm_max_blocks);
@@ -580,19 +593,26 @@ inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute) {
     }
     norm_rank_sums_kernel<<<1, 1, 0, compute>>>(dp->norm_rank_sums, dp->norm_partials,
                                                 dp->norm_items, dp->norm_item_count,
-                                                dp->norm_max_blocks, ranks);
+                                                dp->norm_max_blocks, ranks, width);
     CUDA_CHECK_LAUNCH();
-    std::vector<float> sums(ranks);
-    CUDA_CHECK(cudaMemcpyAsync(sums.data(), dp->norm_rank_sums, ranks * sizeof(float),
+    std::vector<float> rows((size_t)ranks * width), sums((size_t)ranks * wanted);
+    CUDA_CHECK(cudaMemcpyAsync(rows.data(), dp->norm_rank_sums, rows.size() * sizeof(float),
                                cudaMemcpyDeviceToHost, compute));
     CUDA_CHECK(cudaStreamSynchronize(compute));
-    if (dp->stage > 0) {  // each rank has its own sum: gather them
-        const float mine = sums[dp->me];
-        comm_allgather_host(dp->group, &mine, sizeof(float), sums.data(),
+    for (int r = 0; r < ranks; r++)
+        for (int k = 0; k < wanted; k++) sums[(size_t)r * wanted + k] = rows[(size_t)r * width + k];
+    if (dp->stage > 0) {  // each rank has its own sums: gather them
+        const std::vector<float> mine(sums.begin() + (size_t)dp->me * wanted,
+                                      sums.begin() + (size_t)(dp->me + 1) * wanted);
+        comm_allgather_host(dp->group, mine.data(), wanted * sizeof(float), sums.data(),
                             "the gradient norm's partial sums");
     }
     float total = 0.0f;
-    for (int r = 0; r < ranks; r++) total += sums[r];
+    for (int r = 0; r < ranks; r++) total += sums[(size_t)r * wanted];
+    for (int e = 0; entry_sums && e < dp->norm_entries; e++) {
+        entry_sums[e] = 0.0f;
+        for (int r = 0; r < ranks; r++) entry_sums[e] += sums[(size_t)r * wanted + 1 + e];
+    }
     return total;
 }
 

@@ -36,7 +36,8 @@ x --grad-accum; the ranks of a tensor-parallel group read the same sequences). C
        forward and backward, the embedding's gradient: 6L + 3 of N x C, plus the statistics; and
        4L + 2 all-reduces of C (the LayerNorms' partial gradients);
      Muon adds 6 all-gathers per block (its matrices, orthogonalized whole); QK-norm 2
-     all-reduces of the head size per block.
+     all-reduces of the head size per block; and the step's monitors (train_gpt.cu's Monitors)
+     1 all-gather of their vector, L + 10 words of 4 bytes per rank.
    Bytes in the ring convention of llmc/comm.cuh: all-reduce 2(t-1)/t S, the others (t-1)/t S.
 6. Validation losses and a sample (temperature 1 over the whole vocabulary, so every rank's
    slice of the logits counts) under tp 2 and tp 2 + SP (generation all-gathers the last
@@ -81,8 +82,9 @@ def predicted_tp_traffic(tp, sp, muon, qk_norm, N, elem):
     act = N * C * elem  # one (N, C) activation
     stats = tp * N * 12  # the softmax statistics of every rank
     ar, rs, ag = 2 * (tp - 1) / tp, (tp - 1) / tp, (tp - 1) / tp
-    calls = {"all_reduce": 0, "reduce_scatter": 0, "all_gather": 1}
-    size = {"all_reduce": 0.0, "reduce_scatter": 0.0, "all_gather": ag * stats}
+    monitors = tp * (L + 10) * 4  # every rank's monitor vector: L + 1 maxima, 9 sums
+    calls = {"all_reduce": 0, "reduce_scatter": 0, "all_gather": 2}
+    size = {"all_reduce": 0.0, "reduce_scatter": 0.0, "all_gather": ag * (stats + monitors)}
     if not sp:
         calls["all_reduce"] += 4 * L + 2
         size["all_reduce"] += (4 * L + 2) * ar * act

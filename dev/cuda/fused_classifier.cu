@@ -51,8 +51,8 @@ static void launch(int variant, int block_size, floatX* logits, float* losses, f
             logits, losses, z_losses, targets, N, V, Vp, dloss, z_coef);
         CUDA_CHECK_LAUNCH();
     } else {
-        classifier(tp_single(), logits, losses, z_losses, nullptr, nullptr, targets, N, V, Vp,
-                   dloss, z_coef, 0);
+        classifier(tp_single(), logits, losses, z_losses, nullptr, nullptr, nullptr, targets, N, V,
+                   Vp, dloss, z_coef, 0);
     }
 }
 

@@ -393,13 +393,13 @@ static void check_cross_entropy(Test* t, int V, float z_coef, uint64_t seed) {
     int* d_targets = a.copy(targets);
     floatX* ref_logits = a.copy(logits);
     float *ref_losses = a.poisoned<float>(N), *ref_z = a.poisoned<float>(N);
-    classifier(tp_single(), ref_logits, ref_losses, ref_z, nullptr, nullptr, d_targets, N, V, Vp,
-               dloss, z_coef, st);
+    classifier(tp_single(), ref_logits, ref_losses, ref_z, nullptr, nullptr, nullptr, d_targets, N,
+               V, Vp, dloss, z_coef, st);
 
     const Map cols = local_map(t, TpShape{TP_COLS, 1, N, Vp});
     floatX* x = a.copy(pick(logits, cols));
     float *losses = a.poisoned<float>(N), *z = a.poisoned<float>(N);
-    classifier(tp, x, losses, z, a.poisoned<SoftmaxStats>(N),
+    classifier(tp, x, losses, z, nullptr, a.poisoned<SoftmaxStats>(N),
                a.poisoned<SoftmaxStats>((size_t)tp->size * N), d_targets, N, V, Vl, dloss, z_coef,
                st);
     sync(t);
