@@ -32,7 +32,8 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
    the same run gathering bf16 (the scales are the whole weights', so the gathered bytes are
    those of quantizing the gathered bf16 weights, bit for bit), and the plan equals what the run
    allocated. Traffic (--comm-stats, one step; with 2 blocks every unit is gathered once per
-   step): the all-gathers' and broadcasts' bytes equal those the shard plan predicts from the
+   step; less the monitors' one all-gather of L + 10 words a rank): the all-gathers' and
+   broadcasts' bytes equal those the shard plan predicts from the
    shapes (gather_traffic: a block's contribution is each rank's bf16 elements at 2 bytes and
    FP8 elements at 1, padded to the largest rank's, a multiple of 128 bytes), next to the
    seeds' per-element formula (1 byte per FP8 weight element + 2 per other element, + a 4-byte
@@ -223,7 +224,11 @@ def main():
             check(ours is not None and ours == theirs and planned == allocated and "in FP8 (--fp8-allgather)" in got[0],
                   f"--fp8 {label}, dp 2, ZeRO-3: --fp8-allgather ends with parameter hash {ours}, the bf16 "
                   f"gather's {theirs}; planned {planned} bytes = allocated {allocated}")
-            sent, sent_bf16 = (next(r["comm_bytes"] for r in run[1] if "comm_bytes" in r) for run in (got, want))
+            # the step's all-gathers include the monitors' vector (train_gpt.cu's Monitors: L + 10
+            # words from every rank), which is not ZeRO's
+            monitors = (2 - 1) * (L + 10) * 4
+            sent, sent_bf16 = ({**c, "all_gather": c["all_gather"] - monitors} for c in
+                               (next(r["comm_bytes"] for r in run[1] if "comm_bytes" in r) for run in (got, want)))
             predicted, predicted_bf16 = gather_traffic(2, True, muon), gather_traffic(2, False, muon)
             amax_bytes = L * 2 * (2 - 1) / 2 * 4 * 4 if recipe == "tensor" else 0
             measured = (sent["all_gather"], sent["broadcast"], sent["all_reduce"] - sent_bf16["all_reduce"])
