@@ -1098,6 +1098,9 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
                   *f.value, path, f.from_file, f.flag);
         *f.value = f.from_file;
     }
+    char msg[512];
+    if (gpt_config_error(&tc->model, 1, file.context, msg, sizeof(msg)))
+        fatal("--init-from %s: this trainer cannot build its model: %s", path, msg);
     if (tok != nullptr && tok->vocab_size != file.vocab)
         fatal("--init-from %s is a model of %d tokens, the tokenizer has %d", path, file.vocab,
               tok->vocab_size);
