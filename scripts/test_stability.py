@@ -43,16 +43,23 @@ Checks:
    checkpoint, step 4's, is from before the rewind) and after one (the run above killed as step
    10 begins, resuming from step 8's checkpoint of the new timeline), --resume latest ends with
    the uninterrupted run's parameters, element for element, and its log (timing fields aside).
+   Under mpirun on 2 ranks with ZeRO-3, rank 1 killed as step 10 begins and the job resumed at
+   once ends with the uninterrupted run's parameter hash (mpirun can return before the other
+   rank has been collected: its zombie must not hold the folder's lock).
    Spikes with no checkpoint before them: the run says so and goes on; --max-rewinds 1 with a
    second pair of spikes stops the run with its message.
+7. A checkpoint folder's lock held by a zombie (a process that has exited, not yet collected by
+   its parent) is taken over, as a lock of a process that is gone.
 
 Usage: python3 scripts/test_stability.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -131,6 +138,18 @@ def test_rewinds(fp32, bf16, work, base):
         hashes = [param_hash(r[0], 2) for r in runs]
         check(hashes[0] is not None and hashes[0] == hashes[1] and "rewind 1:" in runs[0][0],
               f"bf16, 2 ranks, ZeRO-{zero}: the rewound run ends with the deliberate skips' parameter hash")
+    # rank 1 killed after the rewind, resumed at once: mpirun may return before rank 0 has been
+    # collected (a zombie holding the folder's lock), which must not keep the resumed run out
+    extra = ["--zero", "3", "--steps", "12"] + rewinding + ["--inject-fault", "7:loss-scale=1e4:1,9:loss-scale=1e4:1"]
+    ck = os.path.join(work, "killed_z3_ck")
+    killed = subprocess.run(MPIRUN + ["-np", "2", bf16] + model + base + extra[:-1] +
+                            [extra[-1] + ",10:kill:1", "--checkpoint-dir", ck], capture_output=True, text=True,
+                            cwd=ROOT, timeout=300)
+    resumed = train(bf16, 2, work, "killed_z3", model, base + extra + ["--resume", "latest"])
+    check(killed.returncode != 0 and "at step 8 (after a rewind)" in resumed[0] and
+          param_hash(resumed[0], 2) == hashes[0],
+          "bf16, 2 ranks, ZeRO-3: rank 1 killed as step 10 begins (after the rewind), resumed at once: the "
+          "uninterrupted run's parameter hash")
 
     # killed after the rewind, before the new timeline's first checkpoint, and after it
     during = ["--checkpoint-every", "4", "--spike-rewind", "2", "--inject-fault", "5:loss-scale=1e4,6:loss-scale=1e4"]
@@ -161,6 +180,31 @@ def test_rewinds(fp32, bf16, work, base):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     check(proc.returncode != 0 and "call for rewind 2, past --max-rewinds 1" in proc.stderr,
           "--max-rewinds 1: a second pair of spikes (steps 11 and 12) stops the run with its message")
+
+
+def zombie_lock(fp32, work, base):
+    """A checkpoint folder's lock held by a zombie (a process that has exited and that its parent
+    has not collected, as a killed job's rank can be for a while after mpirun returns) is taken
+    over: the process has ended."""
+    ck = os.path.join(work, "zombie_ck")
+    os.makedirs(ck)
+    child = subprocess.Popen(["true"])  # not waited for until the end: a zombie
+    stat = ""
+    for _ in range(500):
+        stat = open(f"/proc/{child.pid}/stat").read()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    start = stat.rsplit(")", 1)[1].split()[19]
+    with open(os.path.join(ck, "train_gpt.lock"), "w") as f:
+        f.write(f"host {socket.gethostname()} pid {child.pid} start {start}\n")
+    proc = subprocess.run([fp32] + MODEL + base + ["--steps", "1", "--checkpoint-dir", ck], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    child.wait()
+    check(proc.returncode == 0 and f"removed the stale lock of a run that no longer runs (host {socket.gethostname()} "
+          f"pid {child.pid}" in proc.stdout + proc.stderr,
+          "a folder lock held by a zombie (exited, not yet collected by its parent) is taken over",
+          (proc.stdout + proc.stderr).strip().splitlines()[-1] if proc.returncode else "")
 
 
 def main():
@@ -246,6 +290,9 @@ def main():
 
         # 6
         test_rewinds(fp32, bf16, work, base)
+
+        # 7
+        zombie_lock(fp32, work, base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("stability")
