@@ -13,7 +13,10 @@ Checks:
    checkpoints' parameters equal, element for element), bf16 under mpirun on 2 ranks with ZeRO-1
    and ZeRO-3 with the NaN on rank 1 (the parameter hashes equal), and with --fp8 delayed (the
    step's amaxes dropped with it). The log records the skip (skipped, skip_reason, skips) and
-   every other step's loss equals the clean run's up to step 3.
+   every other step's loss equals the clean run's up to step 3. With --fp8 delayed (one process,
+   and 2 ranks with ZeRO-3 and --fp8-allgather) a run that skipped step 3 on purpose ends with
+   the parameter hash of the same run resumed from its step-3 checkpoint (the step after a skip
+   records its weights' amaxes, which the skip dropped, as the resumed run does).
 2. --max-skips: --lr 1e300 makes every step after the first non-finite; with --max-skips 2 the
    run rides through steps 2 and 3 and stops at step 4 with the count in its message; with
    --max-skips 10 it finishes, 4 skips logged.
@@ -238,6 +241,16 @@ def main():
             check(hashes[0] is not None and hashes[0] == hashes[1] and "update skipped" in runs[0][0],
                   f"bf16, 2 ranks, ZeRO-{zero}{' --fp8 delayed' if extra else ''}: a NaN gradient on rank 1 at "
                   f"step 3 is skipped on both ranks, ending with the deliberate skip's parameter hash")
+        # --fp8 delayed: the step after a skip counts its weights' amaxes, as a run resumed there does
+        for ranks, extra in ((0, []), (2, ["--zero", "3", "--fp8-allgather"])):
+            fp8 = base + ["--fp8", "delayed"] + extra
+            whole = train(bf16, ranks, work, f"fp8_skip{ranks}", MODEL,
+                          fp8 + ["--inject-fault", "3:skip", "--checkpoint-every", "3"])
+            resumed = resume(bf16, whole, ranks, work, f"fp8_skip{ranks}_resumed", MODEL, fp8, step=3)
+            hashes = [param_hash(r[0], max(ranks, 1)) for r in (whole, resumed)]
+            check(hashes[0] is not None and hashes[0] == hashes[1],
+                  f"bf16 --fp8 delayed{' on 2 ranks, ZeRO-3 --fp8-allgather' if ranks else ''}: step 3 skipped on "
+                  f"purpose, resumed from its checkpoint: the uninterrupted run's parameter hash {hashes}")
 
         # 2
         diverge = [fp32] + MODEL + base + ["--lr", "1e300"]
