@@ -22,7 +22,10 @@ Checks:
    --max-skips 10 it finishes, 4 skips logged.
 3. A loss-scale spike (x 1e4 on micro-batch 0 at step 2) and a bad batch (micro-batch 0's tokens
    one repeated token at step 2) are applied where asked: the step's gradient norm (the spike) or
-   loss (the bad batch) moves away from the clean run's, the steps before stay equal.
+   loss (the bad batch) moves away from the clean run's, the steps before stay equal. Under
+   --tp 2 on 2 ranks the same faults on rank 1 hit its whole tensor-parallel group, whose ranks
+   share the batch: the run equals the one with them on rank 0 (parameter hashes), its bad
+   batch's loss one process's.
 4. Spikes (--spike-window 4 --spike-zscore 4, 8 steps): the clean run has none; a loss-scale
    spike of 1e4 at step 6 is detected (its gradient norm far above the window's) and skipped,
    ending with the parameters of a run that skipped step 6 on purpose; resumed from its step-4
@@ -275,6 +278,18 @@ def main():
         check(losses(bad)[1] == losses(clean)[1] and abs(losses(bad)[2] - losses(clean)[2]) > 1e-3,
               f"a bad batch at step 2: its loss {losses(bad)[2]:.4f} against the clean {losses(clean)[2]:.4f}, "
               f"step 1 unchanged")
+
+        # under --tp 2 (one replica of 2 ranks) the data faults on rank 1 hit the whole replica:
+        # the same run as with them on rank 0, the bad batch's loss that of one process
+        tp_runs = [train(bf16, 2, work, f"tp_faults{rank}", MODEL, base + ["--tp", "2", "--inject-fault",
+                         f"2:bad-batch:{rank},4:loss-scale=1e4:{rank}"], checkpoints=False) for rank in (1, 0)]
+        hashes = [param_hash(r[0], 2) for r in tp_runs]
+        tp_bad = losses(tp_runs[0])[2]
+        check(hashes[0] is not None and hashes[0] == hashes[1] and abs(tp_bad - losses(bad)[2]) < 0.05,
+              f"--tp 2: a bad batch (step 2) and a loss-scale spike (step 4) on rank 1 hit its whole tensor-parallel "
+              f"group: the parameter hash of the same faults on rank 0 {hashes}; the bad batch's loss {tp_bad:.4f} "
+              f"is one process's {losses(bad)[2]:.4f} (bf16 against fp32: within 0.05), not the clean "
+              f"{losses(clean)[2]:.4f}")
 
         # 4
         spiky = MODEL[:-1] + ["8", "--spike-window", "4", "--spike-zscore", "4"]
