@@ -3379,9 +3379,16 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
 }
 
 // A step whose update is not taken (llmc/stability.h): the parameters and the optimizer state
-// stay as they are; the step's delayed-scaling amaxes (FP8) are dropped with it.
+// stay as they are; the step's delayed-scaling amaxes (FP8) are dropped with it. Those include
+// the weights', recorded when a weight is quantized (or, with --fp8-allgather, gathered) at its
+// first use after a change: the next step quantizes and gathers every weight again, so that its
+// amaxes count, as in a run resumed or rewound to this point.
 inline void gpt_skip_update(GPT* m) {
-    if (m->config.fp8.recipe == FP8_DELAYED) fp8_delayed_discard_step(&m->fp8.delayed, m->stream);
+    if (m->config.fp8.recipe == FP8_DELAYED) {
+        fp8_delayed_discard_step(&m->fp8.delayed, m->stream);
+        m->fp8.params_version++;
+        dp_params_stale(&m->dp);
+    }
     gpt_monitors_finish(m, false);
 }
 

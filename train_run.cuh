@@ -483,8 +483,8 @@ static const Flag FLAGS[] = {
      "for tests and demonstrations only: a comma-separated list of STEP:KIND[:RANK], KIND "
      "nan-grad, loss-scale=X (micro-batch 0's loss gradient times NaN or X), bad-batch (its "
      "tokens one repeated token), skip (the update skipped on purpose, every rank) or kill "
-     "(SIGKILL as the step begins); RANK of the job, default 0; each the first time the run "
-     "reaches its step"},
+     "(SIGKILL as the step begins); RANK of the job, default 0 (under --tp the data faults hit "
+     "its whole tensor-parallel group); each the first time the run reaches its step"},
     {"--print-monitors", FLAG_SWITCH, FIELD(print_monitors), "off", 0, 0, nullptr, FLAG_FREE,
      "the step's line shows the monitors the log always has (the largest attention logit, "
      "log Z's mean and max) and those of --log-layer-norms and --log-update-ratio"},
@@ -1098,6 +1098,9 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
                   *f.value, path, f.from_file, f.flag);
         *f.value = f.from_file;
     }
+    char msg[512];
+    if (gpt_config_error(&tc->model, 1, file.context, msg, sizeof(msg)))
+        fatal("--init-from %s: this trainer cannot build its model: %s", path, msg);
     if (tok != nullptr && tok->vocab_size != file.vocab)
         fatal("--init-from %s is a model of %d tokens, the tokenizer has %d", path, file.vocab,
               tok->vocab_size);
@@ -1858,7 +1861,8 @@ inline StepStats train_step(Run* run, int step) {
     StepStats s = {};
     s.step = step + 1;
     Stability* stab = &run->stability;
-    const Fault* injected = fault_here(&run->faults, s.step, run->comm->rank, stab->furthest);
+    const Fault* injected =
+        fault_here(&run->faults, s.step, run->comm->rank, run->dims->tp, stab->furthest);
     const int fault = injected ? injected->kind : FAULT_NONE;
     if (fault == FAULT_KILL) raise(SIGKILL);
     train_data_next(&run->data, run->inputs, run->targets, tc->grad_accum, tc->batch, tc->seq,

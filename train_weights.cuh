@@ -24,6 +24,7 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,12 @@ inline bool path_is_file(const std::string& path) {
 inline int weights_kind(const char* path, const char* what) {
     struct stat st;
     if (stat(path, &st) != 0) fatal("cannot open %s %s: %s", what, path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return path_is_file(std::string(path) + "/config.json") ? WEIGHTS_HF : WEIGHTS_CHECKPOINT;
+    if (S_ISDIR(st.st_mode)) {  // a config.json that is no regular file is refused when read
+        struct stat config;
+        return stat((std::string(path) + "/config.json").c_str(), &config) == 0
+                   ? WEIGHTS_HF
+                   : WEIGHTS_CHECKPOINT;
+    }
     char head[8] = {}, err[1024];
     int64_t size;
     FILE* f = fopen_regular(path, what, &size, err, sizeof(err));
@@ -227,6 +232,15 @@ inline std::string shape_text(const std::vector<int64_t>& shape) {
     return s + (shape.size() == 1 ? ",)" : ")");
 }
 
+// Refuses a tensor holding a NaN or an infinity (no trained GPT-2 has one; a damaged file may),
+// naming the file, the tensor and the element.
+inline void require_finite(const float* values, size_t n, const char* file, const char* tensor) {
+    for (size_t k = 0; k < n; k++)
+        if (!std::isfinite(values[k]))
+            fatal("%s: tensor %s holds %s at element %zu: the weights are damaged", file, tensor,
+                  std::isnan(values[k]) ? "a NaN" : "an infinity", k);
+}
+
 // The Hugging Face shape of logical tensor i of model m (wte: V rows).
 inline std::vector<int64_t> hf_tensor_shape(const GPT* m, int i, bool transposed) {
     const ParamTensor* t = &m->logical.tensors[i];
@@ -267,6 +281,7 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
         staged.resize(rows * cols);
         if (safetensors_read(file, st, 0, rows * cols, staged.data()) != 0)
             fatal("%s", file->error);
+        require_finite(staged.data(), staged.size(), file->path, st->name.c_str());
         float* dst = values + t->offset;
         for (size_t r = 0; r < rows; r++)  // (in, out) -> (out, in) for a Conv1D weight
             for (size_t k = 0; k < cols; k++)
@@ -342,6 +357,9 @@ inline void read_llmc_tensors(const GPT* m, const char* path, float* values) {
                 fatal("%s: tensor %s does not fit %s", path, lt->name, t->name);  // never: shapes
             if (llmc_read(&f, lt->offset + l * each, n, values + t->offset) != 0)
                 fatal("%s", f.error);
+            const std::string name =
+                lt->per_layer ? std::string(lt->name) + " of layer " + std::to_string(l) : lt->name;
+            require_finite(values + t->offset, n, path, name.c_str());
         }
     }
     llmc_close(&f);

@@ -116,32 +116,41 @@ inline FILE* fopen_regular(const char* path, const char* what, int64_t* size, ch
 // Processes named in files. A process is named by its host, pid and start time (field 22 of
 // /proc/PID/stat, clock ticks since boot), which tells a reused pid from the original.
 
-// The start time of process pid, 0 where /proc does not say.
-inline unsigned long long process_start_time(long pid) {
+// The state (field 3 of /proc/PID/stat: R, S, D, Z for a zombie, ...) and start time of process
+// pid; false where /proc does not say.
+inline bool process_stat(long pid, char* state, unsigned long long* start) {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     FILE* f = fopen(path, "r");
-    if (f == nullptr) return 0;
+    if (f == nullptr) return false;
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
     const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
-    unsigned long long start = 0;
     // after ") " come fields 3 (state) .. 21, then 22: starttime
-    if (p == nullptr || sscanf(p + 2,
-                               "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-                               "%*s %*s %*s %*s %llu",
-                               &start) != 1)
-        return 0;
-    return start;
+    return p != nullptr && sscanf(p + 2,
+                                  "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                                  "%*s %*s %*s %*s %llu",
+                                  state, start) == 2;
+}
+
+// The start time of process pid, 0 where /proc does not say.
+inline unsigned long long process_start_time(long pid) {
+    char state;
+    unsigned long long start;
+    return process_stat(pid, &state, &start) ? start : 0;
 }
 
 // Whether the process (host, pid, start) is known to have ended: it is of this host (my_host)
-// and no process runs here with that pid, or the one that does started at another time. A
-// process of another host is never known to have ended.
+// and no process runs here with that pid, or the one that does started at another time, or it
+// is a zombie (it has exited; its parent has not collected it yet: a rank whose mpirun ended
+// before it, until init collects it, which may take a while or, in a container whose first
+// process collects nothing, forever). A process of another host is never known to have ended.
 inline int process_gone(const char* host, long pid, unsigned long long start, const char* my_host) {
     if (strcmp(host, my_host) != 0) return 0;
     if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
-    const unsigned long long now_start = process_start_time(pid);
-    return now_start != 0 && start != 0 && now_start != start;
+    char state;
+    unsigned long long now_start;
+    if (!process_stat(pid, &state, &now_start)) return 0;
+    return (now_start != 0 && start != 0 && now_start != start) || state == 'Z' || state == 'X';
 }

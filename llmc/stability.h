@@ -27,7 +27,10 @@
 //   bad-batch      micro-batch 0's tokens replaced by one repeated token
 //   skip           the update skipped on purpose (every rank): what a skipped step must equal
 //   kill           the process kills itself (SIGKILL) as the step begins: a crash to resume from
-// RANK is the job's rank (default 0; skip takes none). STEP is 1-based, as the step lines
+// RANK is the job's rank (default 0; skip takes none); under tensor parallelism the data faults
+// (nan-grad, loss-scale, bad-batch) happen on every rank of RANK's tensor-parallel group, which
+// share the batch and hold the parts of its loss gradient (the data-parallel replica), and kill
+// on RANK alone. STEP is 1-based, as the step lines
 // count, and a fault happens the first time the run reaches its step: steps trained again
 // after a rewind (whose data is other batches) do not repeat it.
 //
@@ -117,13 +120,15 @@ inline const char* fault_parse(const char* text, FaultPlan* p, char* msg, size_t
     return nullptr;
 }
 
-// The fault of step `step` (1-based) on rank `rank`, or nullptr: only the first time the run
-// reaches the step (`furthest`: the furthest step it has trained before this one).
-inline const Fault* fault_here(const FaultPlan* p, int step, int rank, int furthest) {
+// The fault of step `step` (1-based) on rank `rank`, whose tensor-parallel group is the `tp`
+// consecutive ranks from rank / tp * tp, or nullptr: only the first time the run reaches the
+// step (`furthest`: the furthest step it has trained before this one).
+inline const Fault* fault_here(const FaultPlan* p, int step, int rank, int tp, int furthest) {
     if (step <= furthest) return nullptr;
     for (int i = 0; i < p->count; i++) {
         const Fault* f = &p->faults[i];
-        if (f->step == step && (f->kind == FAULT_SKIP || f->rank == rank)) return f;
+        const bool mine = f->kind == FAULT_KILL ? f->rank == rank : f->rank / tp == rank / tp;
+        if (f->step == step && (f->kind == FAULT_SKIP || mine)) return f;
     }
     return nullptr;
 }

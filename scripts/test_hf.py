@@ -39,7 +39,8 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
 7. Refusals, each with a message naming the problem: a safetensors header length past the end
    of the file, a header that is not JSON, a missing tensor, a wrong shape, a wrong dtype, a
    truncated file, an lm_head not tied to wte, a config.json whose sizes disagree with the
-   tensors, another layer_norm_epsilon, another architecture; an llm.c file truncated, with a bad
+   tensors, another layer_norm_epsilon, another architecture, a NaN in a tensor, a config.json that
+   is a FIFO, a head size the attention kernels lack; an llm.c file truncated, with an infinity, with a bad
    magic, with another version; a shape flag that contradicts the file.
 
 Usage: python3 scripts/test_hf.py [--bin-dir build/cpu]; exits 0 when every check passes.
@@ -425,6 +426,14 @@ def bad_inputs(work, fp32, folder, llmc_file):
     lm = bytearray(data[wte["data_offsets"][0]:wte["data_offsets"][1]])
     lm[0] ^= 0x40
     n_head = config["n_head"]
+    # a NaN as the second element of a bias
+    nan_data = bytearray(data)
+    nan_data[header[b]["data_offsets"][0] + 4:header[b]["data_offsets"][0] + 8] = struct.pack("<f", float("nan"))
+    # a config.json that is a FIFO (never opened to wait for a writer)
+    fifo = os.path.join(work, "bad_fifo")
+    os.makedirs(fifo)
+    shutil.copy(os.path.join(folder, "model.safetensors"), fifo)
+    os.mkfifo(os.path.join(fifo, "config.json"))
     # (wrong dtype: I32 in place of F32 keeps the byte counts; config.json sizes: a width twice the tensors')
     cases = [
         ("header length past the end", path, r"header length 1000000000 runs past the end of the file"),
@@ -442,11 +451,18 @@ def bad_inputs(work, fp32, folder, llmc_file):
         ("layer_norm_epsilon", variant("eps", config_changes={"layer_norm_epsilon": 1e-6}),
          r"layer_norm_epsilon is 1e-06; this trainer's LayerNorms use 1e-5"),
         ("another architecture", variant("arch", config_changes={"model_type": "llama"}), r"model_type llama"),
+        ("a NaN in a tensor", variant("nan", header, bytes(nan_data)),
+         r"tensor %s holds a NaN at element 1: the weights are damaged" % re.escape(b)),
+        ("config.json a FIFO", fifo, r"config\.json: it is a FIFO"),
+        ("a head size the kernels lack", variant("heads", config_changes={"n_head": config["n_embd"] // 16}),
+         r"--init-from \S+: this trainer cannot build its model: head size .* = 16 is not supported"),
     ]
     raw = open(llmc_file, "rb").read()
     for name, blob, want in (("llm.c truncated", raw[:-6], r"truncated: \d+ bytes, where its header .* gives \d+"),
                              ("llm.c bad magic", struct.pack("<i", 1234) + raw[4:], r"none of the weights read here"),
-                             ("llm.c version 2", raw[:4] + struct.pack("<i", 2) + raw[8:], r"version 2; read here")):
+                             ("llm.c version 2", raw[:4] + struct.pack("<i", 2) + raw[8:], r"version 2; read here"),
+                             ("llm.c infinity", raw[:-4] + struct.pack("<f", float("inf")),
+                              r"tensor lnfb holds an infinity at element \d+: the weights are damaged")):
         p = os.path.join(work, "bad_" + name.replace(" ", "_") + ".bin")
         with open(p, "wb") as f:
             f.write(blob)

@@ -13,13 +13,19 @@ Checks:
    checkpoints' parameters equal, element for element), bf16 under mpirun on 2 ranks with ZeRO-1
    and ZeRO-3 with the NaN on rank 1 (the parameter hashes equal), and with --fp8 delayed (the
    step's amaxes dropped with it). The log records the skip (skipped, skip_reason, skips) and
-   every other step's loss equals the clean run's up to step 3.
+   every other step's loss equals the clean run's up to step 3. With --fp8 delayed (one process,
+   and 2 ranks with ZeRO-3 and --fp8-allgather) a run that skipped step 3 on purpose ends with
+   the parameter hash of the same run resumed from its step-3 checkpoint (the step after a skip
+   records its weights' amaxes, which the skip dropped, as the resumed run does).
 2. --max-skips: --lr 1e300 makes every step after the first non-finite; with --max-skips 2 the
    run rides through steps 2 and 3 and stops at step 4 with the count in its message; with
    --max-skips 10 it finishes, 4 skips logged.
 3. A loss-scale spike (x 1e4 on micro-batch 0 at step 2) and a bad batch (micro-batch 0's tokens
    one repeated token at step 2) are applied where asked: the step's gradient norm (the spike) or
-   loss (the bad batch) moves away from the clean run's, the steps before stay equal.
+   loss (the bad batch) moves away from the clean run's, the steps before stay equal. Under
+   --tp 2 on 2 ranks the same faults on rank 1 hit its whole tensor-parallel group, whose ranks
+   share the batch: the run equals the one with them on rank 0 (parameter hashes), its bad
+   batch's loss one process's.
 4. Spikes (--spike-window 4 --spike-zscore 4, 8 steps): the clean run has none; a loss-scale
    spike of 1e4 at step 6 is detected (its gradient norm far above the window's) and skipped,
    ending with the parameters of a run that skipped step 6 on purpose; resumed from its step-4
@@ -43,16 +49,23 @@ Checks:
    checkpoint, step 4's, is from before the rewind) and after one (the run above killed as step
    10 begins, resuming from step 8's checkpoint of the new timeline), --resume latest ends with
    the uninterrupted run's parameters, element for element, and its log (timing fields aside).
+   Under mpirun on 2 ranks with ZeRO-3, rank 1 killed as step 10 begins and the job resumed at
+   once ends with the uninterrupted run's parameter hash (mpirun can return before the other
+   rank has been collected: its zombie must not hold the folder's lock).
    Spikes with no checkpoint before them: the run says so and goes on; --max-rewinds 1 with a
    second pair of spikes stops the run with its message.
+7. A checkpoint folder's lock held by a zombie (a process that has exited, not yet collected by
+   its parent) is taken over, as a lock of a process that is gone.
 
 Usage: python3 scripts/test_stability.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -131,6 +144,18 @@ def test_rewinds(fp32, bf16, work, base):
         hashes = [param_hash(r[0], 2) for r in runs]
         check(hashes[0] is not None and hashes[0] == hashes[1] and "rewind 1:" in runs[0][0],
               f"bf16, 2 ranks, ZeRO-{zero}: the rewound run ends with the deliberate skips' parameter hash")
+    # rank 1 killed after the rewind, resumed at once: mpirun may return before rank 0 has been
+    # collected (a zombie holding the folder's lock), which must not keep the resumed run out
+    extra = ["--zero", "3", "--steps", "12"] + rewinding + ["--inject-fault", "7:loss-scale=1e4:1,9:loss-scale=1e4:1"]
+    ck = os.path.join(work, "killed_z3_ck")
+    killed = subprocess.run(MPIRUN + ["-np", "2", bf16] + model + base + extra[:-1] +
+                            [extra[-1] + ",10:kill:1", "--checkpoint-dir", ck], capture_output=True, text=True,
+                            cwd=ROOT, timeout=300)
+    resumed = train(bf16, 2, work, "killed_z3", model, base + extra + ["--resume", "latest"])
+    check(killed.returncode != 0 and "at step 8 (after a rewind)" in resumed[0] and
+          param_hash(resumed[0], 2) == hashes[0],
+          "bf16, 2 ranks, ZeRO-3: rank 1 killed as step 10 begins (after the rewind), resumed at once: the "
+          "uninterrupted run's parameter hash")
 
     # killed after the rewind, before the new timeline's first checkpoint, and after it
     during = ["--checkpoint-every", "4", "--spike-rewind", "2", "--inject-fault", "5:loss-scale=1e4,6:loss-scale=1e4"]
@@ -161,6 +186,31 @@ def test_rewinds(fp32, bf16, work, base):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     check(proc.returncode != 0 and "call for rewind 2, past --max-rewinds 1" in proc.stderr,
           "--max-rewinds 1: a second pair of spikes (steps 11 and 12) stops the run with its message")
+
+
+def zombie_lock(fp32, work, base):
+    """A checkpoint folder's lock held by a zombie (a process that has exited and that its parent
+    has not collected, as a killed job's rank can be for a while after mpirun returns) is taken
+    over: the process has ended."""
+    ck = os.path.join(work, "zombie_ck")
+    os.makedirs(ck)
+    child = subprocess.Popen(["true"])  # not waited for until the end: a zombie
+    stat = ""
+    for _ in range(500):
+        stat = open(f"/proc/{child.pid}/stat").read()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    start = stat.rsplit(")", 1)[1].split()[19]
+    with open(os.path.join(ck, "train_gpt.lock"), "w") as f:
+        f.write(f"host {socket.gethostname()} pid {child.pid} start {start}\n")
+    proc = subprocess.run([fp32] + MODEL + base + ["--steps", "1", "--checkpoint-dir", ck], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    child.wait()
+    check(proc.returncode == 0 and f"removed the stale lock of a run that no longer runs (host {socket.gethostname()} "
+          f"pid {child.pid}" in proc.stdout + proc.stderr,
+          "a folder lock held by a zombie (exited, not yet collected by its parent) is taken over",
+          (proc.stdout + proc.stderr).strip().splitlines()[-1] if proc.returncode else "")
 
 
 def main():
@@ -194,6 +244,16 @@ def main():
             check(hashes[0] is not None and hashes[0] == hashes[1] and "update skipped" in runs[0][0],
                   f"bf16, 2 ranks, ZeRO-{zero}{' --fp8 delayed' if extra else ''}: a NaN gradient on rank 1 at "
                   f"step 3 is skipped on both ranks, ending with the deliberate skip's parameter hash")
+        # --fp8 delayed: the step after a skip counts its weights' amaxes, as a run resumed there does
+        for ranks, extra in ((0, []), (2, ["--zero", "3", "--fp8-allgather"])):
+            fp8 = base + ["--fp8", "delayed"] + extra
+            whole = train(bf16, ranks, work, f"fp8_skip{ranks}", MODEL,
+                          fp8 + ["--inject-fault", "3:skip", "--checkpoint-every", "3"])
+            resumed = resume(bf16, whole, ranks, work, f"fp8_skip{ranks}_resumed", MODEL, fp8, step=3)
+            hashes = [param_hash(r[0], max(ranks, 1)) for r in (whole, resumed)]
+            check(hashes[0] is not None and hashes[0] == hashes[1],
+                  f"bf16 --fp8 delayed{' on 2 ranks, ZeRO-3 --fp8-allgather' if ranks else ''}: step 3 skipped on "
+                  f"purpose, resumed from its checkpoint: the uninterrupted run's parameter hash {hashes}")
 
         # 2
         diverge = [fp32] + MODEL + base + ["--lr", "1e300"]
@@ -218,6 +278,18 @@ def main():
         check(losses(bad)[1] == losses(clean)[1] and abs(losses(bad)[2] - losses(clean)[2]) > 1e-3,
               f"a bad batch at step 2: its loss {losses(bad)[2]:.4f} against the clean {losses(clean)[2]:.4f}, "
               f"step 1 unchanged")
+
+        # under --tp 2 (one replica of 2 ranks) the data faults on rank 1 hit the whole replica:
+        # the same run as with them on rank 0, the bad batch's loss that of one process
+        tp_runs = [train(bf16, 2, work, f"tp_faults{rank}", MODEL, base + ["--tp", "2", "--inject-fault",
+                         f"2:bad-batch:{rank},4:loss-scale=1e4:{rank}"], checkpoints=False) for rank in (1, 0)]
+        hashes = [param_hash(r[0], 2) for r in tp_runs]
+        tp_bad = losses(tp_runs[0])[2]
+        check(hashes[0] is not None and hashes[0] == hashes[1] and abs(tp_bad - losses(bad)[2]) < 0.05,
+              f"--tp 2: a bad batch (step 2) and a loss-scale spike (step 4) on rank 1 hit its whole tensor-parallel "
+              f"group: the parameter hash of the same faults on rank 0 {hashes}; the bad batch's loss {tp_bad:.4f} "
+              f"is one process's {losses(bad)[2]:.4f} (bf16 against fp32: within 0.05), not the clean "
+              f"{losses(clean)[2]:.4f}")
 
         # 4
         spiky = MODEL[:-1] + ["8", "--spike-window", "4", "--spike-zscore", "4"]
@@ -246,6 +318,9 @@ def main():
 
         # 6
         test_rewinds(fp32, bf16, work, base)
+
+        # 7
+        zombie_lock(fp32, work, base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("stability")
