@@ -104,7 +104,7 @@ static void exercise(const std::string& path) {
         char found[CKPT_PATH_BYTES];
         uint64_t step = 0;
         const int latest =
-            ckpt_find_latest(fuzz_dir(), found, sizeof(found), &step, err, sizeof(err));
+            ckpt_find_latest(fuzz_dir(), UINT64_MAX, found, sizeof(found), &step, err, sizeof(err));
         if (shards_intact)
             fuzz_check(latest == 1 && step == 1 && path == found,
                        "ckpt_find_latest does not find an intact checkpoint");
