@@ -140,7 +140,7 @@ def test_run(bf16, work, data):
     check(rc == 0, "run: 16 steps with validation, samples, checkpoints and a log",
           "%.1f s" % (time.time() - t) if rc == 0 else out[-2000:])
     if rc != 0:
-        return
+        return False
     check(len(re.findall(r"^step +\d+/16 \| loss [0-9.]+ \| lr \S+ \| norm [0-9.]+ \| [0-9.]+ ms \| [0-9]+ tok/s$",
                          out, re.M)) == 16, "run: one line per step (step, loss, lr, norm, ms, tok/s)")
     check(out.count("sample at step") == 2 and "The lady" in out, "run: samples printed at steps 8 and 16")
@@ -177,15 +177,20 @@ def test_run(bf16, work, data):
     check(rc == 0 and kept == ["ckpt_step00000006.bin", "ckpt_step00000006.rank00000.bin",
                                "ckpt_step00000008.bin", "ckpt_step00000008.rank00000.bin"],
           "run: --keep-checkpoints 2 keeps the newest two, with their shards", str(kept) if rc == 0 else out[-500:])
+    return True
 
 
-def test_resume(binary, name, label, work, data, kill, extra=()):
+def test_resume(binary, name, label, work, data, kill, extra=(), full=None):
     """An uninterrupted run against one stopped after step 8 (SIGKILL, or a run whose later
     checkpoints and log lines are dropped), then resumed with --resume latest; extra: more
-    flags for both."""
-    full_ck, full_log = os.path.join(work, name + "_full_ck"), os.path.join(work, name + "_full.jsonl")
+    flags for both. full: (checkpoint folder, log) of the uninterrupted run when it has been
+    run already (test_run's, the same command), else it runs here."""
     flags = RUN_FLAGS + list(extra)
-    rc, out, _ = run(binary, ["--data", data, "--checkpoint-dir", full_ck, "--log", full_log] + flags, work)
+    if full is None:
+        full_ck, full_log = os.path.join(work, name + "_full_ck"), os.path.join(work, name + "_full.jsonl")
+        rc, out, _ = run(binary, ["--data", data, "--checkpoint-dir", full_ck, "--log", full_log] + flags, work)
+    else:
+        (full_ck, full_log), rc, out = full, 0, ""
     if not check(rc == 0, "resume (%s): uninterrupted run" % label, out[-1000:] if rc else ""):
         return
     ck, log = os.path.join(work, name + "_ck"), os.path.join(work, name + ".jsonl")
@@ -553,8 +558,9 @@ def main():
                      p.stderr[-500:] if p.returncode else ""):
             return 1
         test_baseline(bf16, work, data)
-        test_run(bf16, work, data)
-        test_resume(bf16, "bf16", "bf16, SIGKILL", work, data, kill=True)
+        ran = test_run(bf16, work, data)
+        test_resume(bf16, "bf16", "bf16, SIGKILL", work, data, kill=True,
+                    full=(os.path.join(work, "run_ck"), os.path.join(work, "run.jsonl")) if ran else None)
         test_resume(fp32, "fp32", "fp32, stopped at step 8", work, data, kill=False)
         test_crash_during_write(bf16, work, data)
         test_resume(bf16, "muon", "bf16, Muon + QK-norm + z-loss, stopped at step 8", work, data,

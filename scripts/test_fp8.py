@@ -153,7 +153,9 @@ def main():
         grids = [("tensor", 2, 1, 1, 0, False), ("delayed", 2, 1, 1, 0, False), ("rowwise", 2, 1, 1, 0, True),
                  ("block", 2, 1, 1, 0, True), ("mx", 2, 1, 1, 0, False), ("tensor", 1, 2, 1, 3, False),
                  ("delayed", 1, 2, 1, 3, False)]
-        refs, zero3 = {}, {}
+        # one process at one micro-batch on MODEL is part 1's run of the recipe (block's grids use WIDE)
+        refs = {(recipe, 1): single[recipe] for recipe in RECIPES if recipe != "block"}
+        zero3 = {}
         for recipe, tp, dp, accum, zero, sp in grids:
             simulate(recipe)
             model = WIDE if recipe == "block" else MODEL
