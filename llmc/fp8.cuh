@@ -185,15 +185,18 @@ __global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX
     }
 }
 
-// The amax of x into s, two passes over `partial` (FP8_AMAX_BLOCKS floats); accumulate and
-// set_scale as fp8_amax_finish_kernel's.
+// The amax of x into s, two passes over `partial` (up to FP8_AMAX_BLOCKS floats: no more blocks
+// than the elements fill, since a max is the same whatever the split); accumulate and set_scale
+// as fp8_amax_finish_kernel's.
 static void fp8_amax(Fp8TensorScale* s, float* partial, const floatX* x, size_t n,
                      __nv_fp8_interpretation_t format, bool accumulate, bool set_scale,
                      cudaStream_t stream) {
-    fp8_amax_partial_kernel<<<FP8_AMAX_BLOCKS, FP8_BLOCK_SIZE, 0, stream>>>(partial, x, n);
+    const int blocks = (int)std::min<size_t>(
+        FP8_AMAX_BLOCKS, std::max<size_t>(1, (n + FP8_BLOCK_SIZE - 1) / FP8_BLOCK_SIZE));
+    fp8_amax_partial_kernel<<<blocks, FP8_BLOCK_SIZE, 0, stream>>>(partial, x, n);
     CUDA_CHECK_LAUNCH();
     fp8_amax_finish_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(
-        s, partial, FP8_AMAX_BLOCKS, fp8_max_finite(format), accumulate, set_scale);
+        s, partial, blocks, fp8_max_finite(format), accumulate, set_scale);
     CUDA_CHECK_LAUNCH();
 }
 
