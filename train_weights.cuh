@@ -91,20 +91,27 @@ inline std::string hf_tensor_name(const ParamIndex* at, int i, bool* transposed)
     return "h." + std::to_string(l) + "." + HF_BLOCK_TENSORS[which];
 }
 
-// The folder's config.json, parsed; fatal when it is missing or not JSON.
-inline JsonValue hf_config(const char* dir) {
-    const std::string path = std::string(dir) + "/config.json";
+// The JSON file `path` (what: its role, for messages), parsed; fatal when it cannot be read or
+// is not JSON.
+inline JsonValue read_json_file(const std::string& path, const char* what) {
     int64_t size;
     char err[1024];
-    FILE* f = fopen_regular(path.c_str(), "config file", &size, err, sizeof(err));
+    FILE* f = fopen_regular(path.c_str(), what, &size, err, sizeof(err));
     if (f == nullptr) fatal("%s", err);
     std::string text((size_t)size, '\0');
     if (size > 0 && fread(&text[0], 1, (size_t)size, f) != (size_t)size)
         fatal("cannot read %s: %s", path.c_str(), strerror(errno));
     fclose(f);
-    JsonValue config;
-    if (json_parse(text.data(), text.size(), &config, err, sizeof(err)) != 0)
+    JsonValue v;
+    if (json_parse(text.data(), text.size(), &v, err, sizeof(err)) != 0)
         fatal("%s is not valid JSON: %s", path.c_str(), err);
+    return v;
+}
+
+// The folder's config.json, parsed; fatal when it is missing, not JSON or not an object.
+inline JsonValue hf_config(const char* dir) {
+    const std::string path = std::string(dir) + "/config.json";
+    const JsonValue config = read_json_file(path, "config file");
     if (config.kind != JSON_OBJECT) fatal("%s is not a JSON object", path.c_str());
     return config;
 }
@@ -183,17 +190,7 @@ inline void hf_open(HfFiles* h, const char* dir) {
     if (path_is_file(single) || !path_is_file(index)) {
         names.push_back(single);
     } else {
-        int64_t size;
-        char err[1024];
-        FILE* f = fopen_regular(index.c_str(), "safetensors index", &size, err, sizeof(err));
-        if (f == nullptr) fatal("%s", err);
-        std::string text((size_t)size, '\0');
-        if (size > 0 && fread(&text[0], 1, (size_t)size, f) != (size_t)size)
-            fatal("cannot read %s: %s", index.c_str(), strerror(errno));
-        fclose(f);
-        JsonValue v;
-        if (json_parse(text.data(), text.size(), &v, err, sizeof(err)) != 0)
-            fatal("%s is not valid JSON: %s", index.c_str(), err);
+        const JsonValue v = read_json_file(index, "safetensors index");
         const JsonValue* map = json_get(&v, "weight_map");
         if (map == nullptr || map->kind != JSON_OBJECT)
             fatal("%s has no weight_map object", index.c_str());
