@@ -351,12 +351,13 @@ static void check_detectors() {
     for (const Bad& bad : configs) {
         const char* got = pipe_config_check(&bad.config, msg, sizeof msg);
         const bool ok = bad.message ? got && strstr(got, bad.message) : !got;
-        char accepted[128];
-        snprintf(accepted, sizeof accepted,
-                 "accepted: %s pp %d, %d chunk(s), %d micro-batches, %d layers",
-                 PIPE_SCHEDULES[bad.config.schedule].name, bad.config.pp, bad.config.chunks,
-                 bad.config.micro_batches, bad.config.layers);
-        const std::string what = bad.message ? std::string("refused: ") + bad.message : accepted;
+        const PipeConfig* c = &bad.config;
+        std::string what = std::string("refused: ") + (bad.message ? bad.message : "");
+        if (!bad.message)
+            what = "accepted: " + std::string(PIPE_SCHEDULES[c->schedule].name) + " pp " +
+                   std::to_string(c->pp) + ", " + std::to_string(c->chunks) + " chunk(s), " +
+                   std::to_string(c->micro_batches) + " micro-batches, " +
+                   std::to_string(c->layers) + " layers";
         expect(ok, what.c_str(), got ? got : "(accepted)");
     }
     expect(pipe_schedule_from_name("interleaved") == PIPE_INTERLEAVED &&
