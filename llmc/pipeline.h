@@ -47,9 +47,9 @@
 // the bound exactly for every config pipe_config_check accepts with p <= 8, v <= 4, m <= 32
 // and tb/tf = 1/2, 1, 3/2, 2 or 3 (dev/cpu/tests/pipeline_schedule.cu, in integer time units).
 // A transfer time c adds at least 2 (p - 1) c (the same chains cross p - 1 links each way):
-// gpipe takes exactly that, interleaved 2 (p v - 1) c (its fill crosses all p v - 1 stage
-// boundaries before rank 0 runs chunk 1; measured at tf 2, tb 4, c 1), 1f1b more, growing with
-// m (its steady phase does not hide the transfers).
+// gpipe takes exactly that; interleaved 2 (p v - 1) c (measured at tf 2, tb 4, c 1: a
+// micro-batch crosses p v - 1 boundaries each way, and the schedule hides none of them); 1f1b
+// more, growing with m (its steady phase does not hide the transfers).
 //
 // Entry points: pipe_config_check (what does not fit), pipe_schedule_from_name,
 // pipe_rank_schedule (one rank's actions) and pipe_schedule (every rank's); pipe_stage (what a

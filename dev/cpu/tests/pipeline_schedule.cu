@@ -17,7 +17,8 @@
 // - the micro-batches in flight (activations kept): gpipe m, 1f1b min(p - r, m), interleaved
 //   min(warm-up + 1, m v) with Megatron's warm-up (p - r - 1) x 2 + (v - 1) p;
 // - known answers: two small simulations worked out by hand, and the 1f1b timeline of pp 4 with
-//   8 micro-batches as PipeDream-Flush draws it (every action one unit).
+//   8 micro-batches as PipeDream-Flush draws it (every action one unit);
+// - the README's table of bubbles, printed, up to pp 16 (the seeds' example), each the formula.
 // Then each check is shown to fail where it should: a deadlocked schedule (rank 0 without
 // warm-up: its first backward waits for a gradient that needs its own later forwards) and one
 // that waits on itself are named, missing, repeated and out-of-range actions are named, a
@@ -366,8 +367,34 @@ static void check_detectors() {
            "schedules by name (an unknown name: -1)");
 }
 
+// The README's table: the simulated bubble against the formula (tb = 2 tf, no transfer time),
+// with the seeds' example (p 16, m 64: 15/79 = 19.0%). Times in forward passes of a rank's
+// blocks (a chunk's are 1/v of it); in flight: (micro-batch, chunk) pairs on rank 0 and p - 1.
+static void print_bubble_table() {
+    const PipeConfig configs[] = {
+        {PIPE_GPIPE, 4, 1, 8, 4},         {PIPE_1F1B, 4, 1, 8, 4},
+        {PIPE_INTERLEAVED, 4, 2, 8, 8},   {PIPE_INTERLEAVED, 4, 4, 8, 16},
+        {PIPE_1F1B, 8, 1, 32, 8},         {PIPE_INTERLEAVED, 8, 2, 32, 16},
+        {PIPE_INTERLEAVED, 8, 4, 32, 32}, {PIPE_1F1B, 16, 1, 64, 16},
+        {PIPE_INTERLEAVED, 16, 2, 64, 32}};
+    bool all = true;
+    printf("schedule      p  v   m    step  idle  bubble    formula          in flight\n");
+    for (const PipeConfig& c : configs) {
+        const PipeSchedule s = pipe_schedule(&c);
+        const PipeSimulation sim = pipe_simulate(&s, {1.0, 2.0, 0.0});
+        const int p = c.pp, v = c.chunks, m = c.micro_batches;
+        all = all && sim.error.empty() && bubble_is_formula(&sim, &c);
+        printf("%-12s %2d %2d %3d %7.2f %5.2f %.6f %3d/%-3d = %.6f %2d / %2d\n",
+               PIPE_SCHEDULES[c.schedule].name, p, v, m, sim.makespan / v, sim.ranks[0].idle / v,
+               sim.ranks[0].bubble, p - 1, m * v + p - 1, (p - 1.0) / (m * v + p - 1),
+               sim.ranks[0].peak_in_flight, sim.ranks[p - 1].peak_in_flight);
+    }
+    expect(all, "the table's bubbles (p up to 16) equal the formula exactly");
+}
+
 int main() {
     check_all_configs();
+    print_bubble_table();
     check_known_answers();
     check_detectors();
     return test_report("pipeline schedule");
