@@ -29,6 +29,9 @@
 //               chunks in groups of p micro-batches (micro-batches 0..p-1 on chunk 0, then on
 //               chunk 1, ..., then p..2p-1 on chunk 0, ...), backwards the same with the chunks
 //               in reverse; (p - r - 1) x 2 + (v - 1) x p warm-up forwards, then 1F1B.
+//               (Megatron-LM runs every forward first when m = p; here the warm-up is the
+//               same for every m: the simulator finds m = p deadlock-free at the same bubble,
+//               with fewer activations in flight on ranks > 0.)
 // A new schedule (zero bubble, DualPipe) is a new generator in the table.
 //
 // The bubble. pipe_simulate runs every rank's list against the others with blocking receives,
