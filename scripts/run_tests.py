@@ -12,6 +12,7 @@ Four kinds of tests:
                                     the built binary; pass = exit 0, fail = non-zero exit; the
                                     regex (Python syntax) must match stdout+stderr
        //! cpu-only                 meaningless on a real GPU (sanitizers, CUCC_* variables)
+       //! exclusive                its cases run with nothing else running (a speed ratio)
    Without a run line the case is `./prog => pass`. `mpirun` in a command becomes
    `mpirun --allow-run-as-root --oversubscribe`.
    Without a GPU the programs are built with dev/cpu/cucc (the CPU runtime); with a GPU
@@ -35,6 +36,9 @@ Four kinds of tests:
    for each configuration in GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
+Tests run `-j` at a time (default: the cores), the trainer checks first as the longest, each
+test's lines printed as it ends; a test file marked `//! exclusive` runs its cases last, alone.
+
 Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
 (PATHS: .cu test files and fuzz/*.cc targets, e.g. fuzz/shard.cc)
        python3 scripts/run_tests.py --only NAME     one test script alone (e.g. --only test_tp)
@@ -43,6 +47,7 @@ Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ..
 Both may be repeated and combined; they build the trainer first (make cpu, or make on a GPU).
 """
 import argparse
+import collections
 import concurrent.futures
 import glob
 import hashlib
@@ -51,6 +56,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,7 +148,8 @@ class TestFile:
     def __init__(self, path):
         self.path = path
         self.name = os.path.relpath(path, ROOT)
-        self.flags, self.runs, self.compile_fail, self.cpu_only = [], [], None, False
+        self.flags, self.runs, self.compile_fail = [], [], None
+        self.cpu_only = self.exclusive = False
         for line in open(path, encoding="utf-8", errors="replace"):
             m = re.match(r"\s*//!\s*([\w-]+)\s*:?\s*(.*?)\s*$", line)
             if not m:
@@ -156,6 +163,8 @@ class TestFile:
                 self.compile_fail = parse_expectation("true => " + value, path)[1:]
             elif key == "cpu-only":
                 self.cpu_only = True
+            elif key == "exclusive":
+                self.exclusive = True
             else:
                 sys.exit(f"{path}: unknown test directive '//! {key}'")
         if not self.runs:
@@ -208,21 +217,55 @@ def verdict(rc, output, want, regex):
 
 
 class Tally:
+    """The suite's count; record() may be called from several threads (run_jobs)."""
+
     def __init__(self):
         self.passed, self.failed, self.skipped = 0, 0, 0
+        self.lock = threading.Lock()
 
     def record(self, label, problem, output, seconds):
-        if problem is None:
-            self.passed += 1
-            print(f"PASS  {label}  ({seconds:.1f} s)", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL  {label}  ({seconds:.1f} s): {problem}", flush=True)
-            tail = output.strip().splitlines()[-40:]
-            print("\n".join("      | " + line for line in tail), flush=True)
+        with self.lock:
+            if problem is None:
+                self.passed += 1
+                print(f"PASS  {label}  ({seconds:.1f} s)", flush=True)
+            else:
+                self.failed += 1
+                print(f"FAIL  {label}  ({seconds:.1f} s): {problem}", flush=True)
+                tail = output.strip().splitlines()[-40:]
+                print("\n".join("      | " + line for line in tail), flush=True)
 
 
-def run_cuda_tests(patterns, native, jobs, tally):
+# One unit of the suite's work: run() records its results in the tally. The jobs run `-j` at a
+# time (the cores: most tests keep one busy, and many wait on processes, files or deadlines);
+# an exclusive job (a speed ratio) runs with nothing else running.
+Job = collections.namedtuple("Job", "run exclusive")
+
+
+def run_jobs(jobs, workers):
+    """Runs the jobs in their order, up to `workers` at once; an exclusive job starts after every
+    job before it has finished, and the next starts after it."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        running = []
+        for job in jobs:
+            if job.exclusive:
+                for future in running:
+                    future.result()
+                running = []
+                job.run()
+                continue
+            if len(running) >= workers:
+                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    future.result()
+                running = [f for f in running if f not in done]
+            running.append(pool.submit(job.run))
+        for future in running:
+            future.result()
+
+
+def cuda_test_jobs(patterns, native, tally):
+    """A job per test file (build, then its cases), and one more at the end for the cases of an
+    exclusive file, which is built with the others."""
     paths = sorted({p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))
                     if p.endswith(".cu") and os.path.isfile(p)})
     tests = [TestFile(p) for p in paths]
@@ -231,62 +274,74 @@ def run_cuda_tests(patterns, native, jobs, tally):
         tally.skipped += len(skipped)
         tests = [t for t in tests if not t.cpu_only]
     if not tests:
-        return
+        return [], []
     outdir = os.path.join(ROOT, "build", "gpu" if native else "cpu", "tests")
     os.makedirs(outdir, exist_ok=True)
     if not native:  # build the runtime libraries once, before the parallel builds race for them
         subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "dev", "cpu")], check=False)
-    print(f"building {len(tests)} test programs with {'nvcc' if native else 'dev/cpu/cucc'} ...",
-          flush=True)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        builds = list(pool.map(lambda t: build(t, outdir, native), tests))
-    for test, (exe, rc, output, seconds) in zip(tests, builds):
+    print(f"{len(tests)} test programs, built with {'nvcc' if native else 'dev/cpu/cucc'}", flush=True)
+    built = {}
+
+    def build_test(test):
+        exe, rc, output, seconds = build(test, outdir, native)
         if test.compile_fail is not None:
             want, regex = test.compile_fail
             tally.record(f"{test.name} [build]", verdict(rc, output, want, regex), output, seconds)
-            continue
-        if rc != 0:
+        elif rc != 0:
             tally.record(f"{test.name} [build]", "build failed", output, seconds)
-            continue
+        else:
+            built[test.name] = exe
+
+    def run_test(test):
+        if test.name not in built:
+            return
         for command, want, regex in test.runs:
-            rc, output, seconds = run_case(command, exe)
+            rc, output, seconds = run_case(command, built[test.name])
             tally.record(f"{test.name}: {command}", verdict(rc, output, want, regex), output, seconds)
 
+    jobs, exclusive = [], []
+    for test in tests:
+        if test.exclusive:
+            jobs.append(Job(lambda t=test: build_test(t), False))
+            exclusive.append(Job(lambda t=test: run_test(t), True))
+        else:
+            jobs.append(Job(lambda t=test: (build_test(t), run_test(t)), False))
+    return jobs, exclusive
 
-def run_fuzz_tests(patterns, tally):
+
+def fuzz_jobs(patterns, tally):
     paths = sorted({p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))
                     if p.endswith(".cc") and os.path.dirname(p) == os.path.join(ROOT, "fuzz")})
-    for path in paths:
+
+    def fuzz(path):
         name = os.path.splitext(os.path.basename(path))[0]
         cmd = f"{sys.executable} fuzz/run.py --fresh --seconds {FUZZ_SECONDS} {name}"
         rc, output, seconds = run_case(cmd, "")
         tally.record(os.path.relpath(path, ROOT), verdict(rc, output, "pass", None), output, seconds)
 
+    return [Job(lambda p=path: fuzz(p), False) for path in paths]
 
-def run_python_tests(tally, scripts=PYTHON_TESTS):
-    for script in scripts:
-        rc, output, seconds = run_case(f"{sys.executable} {script}", "")
+
+def script_jobs(scripts, tally, args=""):
+    """A job per test script (PYTHON_TESTS, or TRAINER_TESTS with args "--bin-dir DIR")."""
+    def script_job(script):
+        rc, output, seconds = run_case(f"{sys.executable} {script} {args}".rstrip(), "")
         tally.record(script, verdict(rc, output, "pass", None), output, seconds)
+
+    return [Job(lambda s=script: script_job(s), False) for script in scripts]
 
 
 def trainer_bin_dir(native):
     return ROOT if native else os.path.join(ROOT, "build", "cpu")
 
 
-def run_trainer_scripts(scripts, native, tally):
-    """Runs each test script of the built trainer (an entry of TRAINER_TESTS)."""
-    for script in scripts:
-        rc, output, seconds = run_case(f"{sys.executable} {script} --bin-dir {trainer_bin_dir(native)}", "")
-        tally.record(script, verdict(rc, output, "pass", None), output, seconds)
-
-
-def run_reference_configs(indices, native, tally):
-    """Checks the trainer against PyTorch on GPT_CONFIGS[i] for each i: the dump (written once
-    and cached by the configuration and reference.py's text), its independent float64 check,
-    then both test binaries."""
+def reference_config_jobs(indices, native, tally):
+    """A job per GPT_CONFIGS[i]: the dump (written once and cached by the configuration and
+    reference.py's text), its independent float64 check, then both test binaries against it."""
     dumpdir = os.path.join(ROOT, "build", "dumps")
     os.makedirs(dumpdir, exist_ok=True)
-    for i in indices:
+
+    def check_config(i):
         config = GPT_CONFIGS[i]
         key = hashlib.sha1((config + open(os.path.join(ROOT, "scripts", "reference.py")).read())
                            .encode()).hexdigest()[:12]
@@ -300,7 +355,7 @@ def run_reference_configs(indices, native, tally):
             rc, output, seconds = run_case(cmd, "")
             if rc != 0:
                 tally.record(f"reference.py {label}", "reference failed", output, seconds)
-                continue
+                return
         # An independent float64 model confirms the dump itself before the trainer is held to it.
         rc, output, seconds = run_case(f"{sys.executable} scripts/check_reference.py {dump}", "")
         tally.record(f"check_reference.py {label}", verdict(rc, output, "pass", None), output, seconds)
@@ -315,6 +370,8 @@ def run_reference_configs(indices, native, tally):
             tally.record(f"{binary} {label}" + (" (refuses FP8)" if refuses else ""),
                          verdict(rc, output, "fail" if refuses else "pass",
                                  "--fp8 needs the bf16 build" if refuses else None), output, seconds)
+
+    return [Job(lambda i=i: check_config(i), False) for i in indices]
 
 
 def script_named(name):
@@ -343,7 +400,7 @@ def main():
     parser.add_argument("--gpt", action="store_true", help="also run the trainer-vs-PyTorch checks")
     parser.add_argument("--native", action="store_true", help="build with nvcc and run on the GPU")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2,
-                        help="parallel builds (default: all cores)")
+                        help="tests built and run at once (default: the cores)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run just this test script (e.g. test_tp; repeatable), nothing else")
     parser.add_argument("--config", action="append", default=[], type=int, metavar="N",
@@ -364,17 +421,21 @@ def main():
             parser.error("--only and --config run those alone: give no test files with them")
         if args.config or any(trainer for _, trainer in only):
             build_trainer(native)
-        run_trainer_scripts([script for script, trainer in only if trainer], native, tally)
-        run_python_tests(tally, [script for script, trainer in only if not trainer])
-        run_reference_configs([n - 1 for n in args.config], native, tally)
+        jobs = (script_jobs([s for s, trainer in only if trainer], tally, f"--bin-dir {trainer_bin_dir(native)}")
+                + script_jobs([s for s, trainer in only if not trainer], tally)
+                + reference_config_jobs([n - 1 for n in args.config], native, tally))
+        run_jobs(jobs, args.jobs)
     else:
-        run_cuda_tests(args.patterns or DEFAULT_TESTS, native, args.jobs, tally)
-        run_fuzz_tests(args.patterns or DEFAULT_TESTS, tally)
-        if not args.patterns:
-            run_python_tests(tally)
+        # the trainer's scripts, the longest tests, first: the short ones fill in around them
+        jobs = []
         if args.gpt:
-            run_trainer_scripts(TRAINER_TESTS, native, tally)
-            run_reference_configs(range(len(GPT_CONFIGS)), native, tally)
+            jobs += script_jobs(TRAINER_TESTS, tally, f"--bin-dir {trainer_bin_dir(native)}")
+            jobs += reference_config_jobs(range(len(GPT_CONFIGS)), native, tally)
+        cuda_jobs, exclusive_jobs = cuda_test_jobs(args.patterns or DEFAULT_TESTS, native, tally)
+        jobs += cuda_jobs + fuzz_jobs(args.patterns or DEFAULT_TESTS, tally)
+        if not args.patterns:
+            jobs += script_jobs(PYTHON_TESTS, tally)
+        run_jobs(jobs + exclusive_jobs, args.jobs)
     skipped = f", {tally.skipped} skipped" if tally.skipped else ""
     print(f"({time.time() - t0:.0f} s)")
     print(f"{tally.passed} passed, {tally.failed} failed{skipped}")

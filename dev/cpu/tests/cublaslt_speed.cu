@@ -36,6 +36,7 @@
 // output's half ulp).
 // --checksum: prints a hash of every result's bytes, to compare thread counts.
 //! cpu-only
+//! exclusive
 //! cucc: -lcublasLt
 //! run: taskset -c 0 env CUCC_THREADS=1 ./prog => pass /all speed ratios within their bounds/
 //! run: a=$(CUCC_THREADS=1 ./prog --checksum) && b=$(CUCC_THREADS=2 ./prog --checksum) && echo "$a" && test "$a" = "$b" => pass /checksum/

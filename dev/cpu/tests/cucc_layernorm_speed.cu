@@ -7,6 +7,7 @@
 // shared with builds: 2.7 to 3.3, while the kernel's wall time, 180 to 210 ms, was twice the
 // former fixed budget of 100 ms. kRatio, 7.5, is about 2.3 times the highest, the margin
 // runtime_speed.cu's bound keeps over its layernorm's; the ratio is printed on every run.
+//! exclusive
 //! run: CUCC_THREADS=1 ./prog => pass
 #include <time.h>
 

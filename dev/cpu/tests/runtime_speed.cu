@@ -14,6 +14,7 @@
 // CPU time of the calling thread is used rather than wall time, which other processes on a
 // shared machine inflate.
 //! cpu-only
+//! exclusive
 //! run: CUCC_THREADS=1 ./prog => pass /layernorm .* ms/
 #include <time.h>
 
