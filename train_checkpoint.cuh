@@ -142,10 +142,12 @@ struct OwnedRecord {  // 32 bytes, no padding
 };
 
 // Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
-// a tensor-parallel group, so only the group's first rank writes it.
+// a tensor-parallel group, so only the group's first rank writes it; the tied wte is the same on
+// the first and the last pipeline stage, so only the first's rank writes it.
 inline bool shard_holds(const GPT* m, const OwnedRange* r) {
-    return m->tensor_parallel.rank == 0 ||
-           m->layout.tensors[r->tensor].tp_shape.split != TP_REPLICATED;
+    return (m->tensor_parallel.rank == 0 ||
+            m->layout.tensors[r->tensor].tp_shape.split != TP_REPLICATED) &&
+           pipe_holder(m, (int)r->tensor) == m->pipe.rank;
 }
 
 // Streams into section `name` the parts of device buffer `base` (elem bytes per element) that
@@ -216,7 +218,7 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
 // with state of its own writes its shard (ZeRO: every rank; stage 0: the first data-parallel
 // rank of each tensor-parallel rank, which holds everything of its part), then rank 0 the
 // manifest (the whole model's table, the run state and identity, the data position), which
-// commits it. Every file carries the save's identity (llmc/checkpoint.h's CkptSave: rank 0's
+// commits it. Under pipeline parallelism each stage's ranks write shards of their own tensors. Every file carries the save's identity (llmc/checkpoint.h's CkptSave: rank 0's
 // random id for this save, the number of shards, the file's index), so a shard of any other
 // save is never taken for one of this checkpoint's. Shards hold logical tensors, so any grid
 // reads them. train_loader: the training data's loader, whose position the manifest keeps
@@ -232,7 +234,8 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
                             uint64_t keep_before, const RunState* rs,
                             const DataLoader* train_loader, const RunSection* sections, int count) {
     const int dp_rank = m->dp.group->rank, tp = m->tensor_parallel.size;
-    const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * tp;
+    const int pp = m->pipe.group->size, pp_rank = m->pipe.rank;
+    const int shards = (m->dp.stage > 0 ? m->dp.group->size : 1) * pp * tp;
     CkptSave save;
     char err[CKPT_ERROR_BYTES];
     if (world->rank == 0 && ckpt_new_save(&save, (uint64_t)shards, err, sizeof(err)) != 0)
@@ -240,7 +243,8 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
     comm_broadcast(world, &save, sizeof(save), 0);
     if (m->dp.stage > 0 || dp_rank == 0) {
         CkptSave mine = save;
-        mine.index = (uint64_t)((m->dp.stage > 0 ? dp_rank * tp : 0) + m->tensor_parallel.rank);
+        mine.index = (uint64_t)(((m->dp.stage > 0 ? dp_rank : 0) * pp + pp_rank) * tp +
+                                m->tensor_parallel.rank);
         save_shard(m, dir, rs->step, &mine);
     }
     comm_barrier(world, "the barrier before a checkpoint's manifest (every shard written)");

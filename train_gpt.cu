@@ -64,6 +64,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
 #include "llmc/fp8_linear.cuh"       // --fp8: the linear layers' products in FP8, each recipe
+#include "llmc/pipeline.h"  // pipeline parallelism: the schedules the executor below runs
 
 // =============================================================================================
 // Configuration
@@ -272,6 +273,8 @@ struct ParamTensor {
     float init_value;
     TpShape tp_shape;  // the logical tensor and how tensor parallelism cuts it (llmc/parallel.h);
                        // rows, cols above are this rank's part
+    bool held;  // this rank holds it; under pipeline parallelism only its stages' tensors are
+                // (the others keep their entry with rows = numel = 0, taking no space)
 };
 
 // Where the model's tensors are in ParamLayout::tensors, filled by build_param_layout as it
@@ -303,10 +306,23 @@ struct ParamLayout {
     size_t total;          // parameter buffer size in elements
 };
 
-// The table of this rank's part of the model (shapes s; tp = 1: the whole model, the logical
-// table that checkpoints describe). Every rank of a tensor-parallel group has the same table.
+// Whether pipeline rank `rank` holds block l, the embeddings (wte and wpe: stage 0) and the
+// head (lnf and, tied, wte: the last stage). pipe nullptr: no pipeline, every rank holds all.
+inline bool pipe_holds_block(const PipeConfig* pipe, int rank, int l) {
+    return !pipe || pipe_rank_of(pipe, l / (pipe->layers / pipe_stage_count(pipe))) == rank;
+}
+inline bool pipe_holds_embeddings(const PipeConfig* pipe, int rank) { return !pipe || rank == 0; }
+inline bool pipe_holds_head(const PipeConfig* pipe, int rank) {
+    return !pipe || pipe_rank_of(pipe, pipe_stage_count(pipe) - 1) == rank;
+}
+
+// The table of this rank's part of the model (shapes s; tp = 1 and pipe nullptr: the whole
+// model, the logical table that checkpoints describe). Every rank of a tensor-parallel group
+// has the same table; under pipeline parallelism (pipe) rank pipe_rank holds its stages'
+// tensors only, the others' entries keep their logical shape (tp_shape) and take no space.
 inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const OptimizerConfig* opt,
-                               const ModelShapes* s) {
+                               const ModelShapes* s, const PipeConfig* pipe = nullptr,
+                               int pipe_rank = 0) {
     const int C = c->channels, L = c->layers, HS = s->HS, tp = s->tp;
     ParamIndex* at = &layout->index;
     at->blocks = L;
@@ -318,12 +334,13 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows).
     // Returns the tensor's index.
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
-                   int optimizer, int matrices, int split, int parts) {
+                   int optimizer, int matrices, int split, int parts, bool held) {
         ParamTensor* t = &layout->tensors[index];
         snprintf(t->name, sizeof(t->name), "%s", name);
-        t->rows = rows;
+        t->held = held;
+        t->rows = held ? rows : 0;
         t->cols = cols;
-        t->numel = (size_t)rows * (cols > 0 ? cols : 1);
+        t->numel = (size_t)t->rows * (cols > 0 ? cols : 1);
         t->offset = offset;
         t->optimizer = optimizer;
         t->matrices = matrices;
@@ -341,9 +358,12 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         return index++;
     };
     const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * L);
-    at->wte = add("wte", s->vocab, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_ROWS, 1);
-    at->wpe =
-        add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1);
+    const bool embeddings = pipe_holds_embeddings(pipe, pipe_rank);
+    const bool head = pipe_holds_head(pipe, pipe_rank);
+    at->wte = add("wte", s->vocab, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_ROWS, 1,
+                  embeddings || head);
+    at->wpe = add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED,
+                  1, embeddings);
     // (rows, cols) of this rank's part of each block tensor and how it is cut, in LayerTensor
     // order: column-parallel layers by output rows (attn.qkv in its Q, K and V parts), row-
     // parallel ones by input columns, the rest replicated
@@ -370,11 +390,14 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
             // every matrix of a block is a hidden matrix
             const int optimizer = tensor_optimizer(opt, is_matrix);
             add(name, b->rows, b->cols, tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
-                OPTIMIZERS[optimizer].whole_matrices && j == QKV_W ? 3 : 1, b->split, b->parts);
+                OPTIMIZERS[optimizer].whole_matrices && j == QKV_W ? 3 : 1, b->split, b->parts,
+                pipe_holds_block(pipe, pipe_rank, l));
         }
     }
-    at->lnf_w = add("lnf.w", C, 0, 0.0f, 1.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1);
-    at->lnf_b = add("lnf.b", C, 0, 0.0f, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1);
+    at->lnf_w =
+        add("lnf.w", C, 0, 0.0f, 1.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1, head);
+    at->lnf_b =
+        add("lnf.b", C, 0, 0.0f, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1, head);
     layout->total = offset;
 }
 
@@ -487,8 +510,15 @@ struct Activations {
     int recompute;             // RecomputePolicy
     bool sequence_parallel;    // the seq activations hold N/tp rows (llmc/tensor_parallel.cuh)
     size_t seq_bytes;          // of the seq activations (tables above, and dresidual), unaligned
-    floatX* encoded;           // (S,C) wte[token] + wpe[position]
+    floatX* encoded;           // (S,C) wte[token] + wpe[position]; under pipeline parallelism
+                               // the input of the running chunk (its slot's, see Pipeline)
     LayerActivations* layers;  // L entries (a host array of device pointers)
+    // where the blocks' activations are laid out: `layers` itself, or under pipeline
+    // parallelism `stored` sets of a chunk's blocks each, one per micro-batch in flight, that
+    // the executor points the chunk's entries of `layers` at (pipe_bind)
+    LayerActivations* stored;
+    int stored_count;
+    bool head;  // lnf, the logits and the losses are here (pipeline: the last stage's rank only)
     floatX* lnf;               // (S,C)
     float* lnf_mean;           // (S)
     float* lnf_rstd;           // (S)
@@ -540,7 +570,7 @@ void take_tensor(T** ptr, T* base, size_t* cursor, size_t numel) {
 
 // Assigns every pointer of `acts` inside xbase / fbase (or nullptr while they are nullptr) and
 // returns the sizes the two buffers need, under recompute policy acts->recompute and this rank's
-// shapes s. acts->layers must hold L entries.
+// shapes s. acts->stored must hold acts->stored_count entries.
 inline void layout_activations(Activations* acts, const GPTConfig* c, const ModelShapes* s, int B,
                                int T, floatX* xbase, float* fbase, size_t* x_elems,
                                size_t* f_elems) {
@@ -554,17 +584,24 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
         if (info->is_float) take_tensor((float**)ptr, fbase, &fc, n);
         else take_tensor((floatX**)ptr, xbase, &xc, n);
     };
-    for (int i = 0; i < NUM_MODEL_ACTIVATIONS; i++)  // the model's, outside the blocks
-        take((void**)((char*)acts + MODEL_ACTIVATIONS[i].field), &MODEL_ACTIVATIONS[i]);
+    // the model's, outside the blocks: under pipeline parallelism the head's on the last
+    // stage's rank only, and the embeddings (block 0's input) in the executor's slots
+    const bool pipelined = acts->stored != acts->layers;
+    for (int i = 0; i < NUM_MODEL_ACTIVATIONS; i++) {
+        void** ptr = (void**)((char*)acts + MODEL_ACTIVATIONS[i].field);
+        const bool encoded = MODEL_ACTIVATIONS[i].field == offsetof(Activations, encoded);
+        if (encoded ? pipelined : !acts->head) *ptr = nullptr;
+        else take(ptr, &MODEL_ACTIVATIONS[i]);
+    }
     // a block's activations: its own buffer when the policy keeps it, else the one all blocks
     // share (taken by the first block)
-    for (int l = 0; l < c->layers; l++) {
+    for (int l = 0; l < acts->stored_count; l++) {
         for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
             const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
-            void** ptr = (void**)((char*)&acts->layers[l] + info->field);
+            void** ptr = (void**)((char*)&acts->stored[l] + info->field);
             const bool present = !info->qk_norm_only || c->qk_norm;
             if (!present || (l > 0 && acts->recompute > info->kept_until)) {
-                *ptr = present ? *(void**)((char*)&acts->layers[0] + info->field) : nullptr;
+                *ptr = present ? *(void**)((char*)&acts->stored[0] + info->field) : nullptr;
                 continue;
             }
             take(ptr, info);
@@ -790,6 +827,22 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
         mean_out[row] = mean;
         rstd_out[row] = rstd;
     }
+}
+
+// residual_out = a + b alone, as the fused kernel above forms it: a block's last residual add
+// when no LayerNorm follows it on this rank (the last block of a pipeline stage, llmc/pipeline.h).
+__global__ void residual_forward_kernel(floatX* residual_out, const floatX* a, const floatX* b,
+                                        size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        residual_out[i] = (floatX)((float)a[i] + (float)b[i]);
+}
+
+inline void residual_forward(floatX* residual_out, const floatX* a, const floatX* b, size_t n,
+                             cudaStream_t stream) {
+    residual_forward_kernel<<<(int)std::min<size_t>(ceil_div(n, (size_t)256), 4096), 256, 0,
+                              stream>>>(residual_out, a, b, n);
+    CUDA_CHECK_LAUNCH();
 }
 
 inline void layernorm_forward(floatX* residual_out, floatX* out, float* mean, float* rstd,
@@ -2136,7 +2189,7 @@ struct Monitors {
     unsigned* vec;       // device, monitor_words(L) 4-byte words: keys (L + 1), then sums (floats)
     unsigned* keys;      // vec's keys
     float* sums;         // vec's sums
-    unsigned* gathered;  // device (the larger group's ranks, monitor_words(L)): the all-gather
+    unsigned* gathered;  // device (the largest group's ranks, monitor_words(L)): the all-gather
     unsigned* host;      // pinned copy of vec, the step's combined values (gpt_monitors_finish)
     unsigned* host_keys;
     float* host_sums;
@@ -2267,6 +2320,29 @@ inline void gpt_grad_groups(const ParamLayout* layout, size_t* begin, size_t* en
     }
 }
 
+// Pipeline parallelism (--pp, llmc/pipeline.h): this rank's place in the pipeline and the
+// executor's state (pipe_forward_backward below). Without a pipeline config.pp is 1 and
+// stage_blocks L: one stage, the whole model.
+struct Pipeline {
+    PipeConfig config;
+    int rank;  // this rank's place in the pipeline group
+    const CommGroup* group;
+    int stage_blocks;      // blocks of a virtual stage: L / (pp x chunks)
+    PipeAction* actions;   // this rank's schedule (pipe_rank_schedule)
+    int action_count;
+    int slots;             // activation sets: the most micro-batches in flight here
+    floatX* slot_inputs;   // (slots, S, C): each one's chunk input (received, or the embeddings)
+    floatX* slot_douts;    // (slots, S, C), the last stage's rank only: the gradient of the
+                           // chunk's output, from the head, computed in the forward
+    floatX* send_grad;     // (S, C): a chunk input's gradient, kept until its send goes out
+    floatX* tied_grad;     // the first and the last stage's ranks: the other's part of dwte
+    int* slot_of;          // [micro * chunks + chunk]: the slot of a forward not yet backward
+    int* slot_free;        // a stack of the free slots
+    int free_count;
+    size_t slot_elems;     // S x C, aligned
+    double sent_bytes;     // the activations and gradients this rank sent (--comm-stats)
+};
+
 struct GPT {
     GPTConfig config;
     OptimizerConfig opt;
@@ -2301,6 +2377,7 @@ struct GPT {
     cudaStream_t stream;
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
     Monitors mon;     // the step's monitors (above)
+    Pipeline pipe;    // pipeline parallelism (one stage: none)
 };
 
 // The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
@@ -2613,7 +2690,8 @@ inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledge
     const int L = m->config.layers;
     mon->config = config;
     const int K = monitor_words(L);
-    const int ranks = std::max(m->dp.group->size, m->tensor_parallel.size);
+    const int ranks =
+        std::max({m->dp.group->size, m->tensor_parallel.size, m->pipe.group->size});
     mon->vec = device_take_n<unsigned>(ledger, MEM_OTHER, K);
     mon->gathered = device_take_n<unsigned>(ledger, MEM_OTHER, ranks > 1 ? (size_t)ranks * K : 0);
     if (!ledger->plan_only) {
@@ -2653,6 +2731,43 @@ inline void gpt_monitors_free(Monitors* mon) {
     free(mon->layer_sq);
 }
 
+// Pipeline parallelism: this rank's schedule and the activation sets of the micro-batches in
+// flight (its peak over the schedule), each a chunk's blocks (laid out by layout_activations
+// in acts.stored) and its input; on the last stage's rank also the head's gradient of each.
+inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
+    Pipeline* p = &m->pipe;
+    const std::vector<PipeAction> actions = pipe_rank_schedule(&p->config, p->rank);
+    p->action_count = (int)actions.size();
+    p->actions = (PipeAction*)MALLOC_CHECK(actions.size() * sizeof(PipeAction));
+    std::copy(actions.begin(), actions.end(), p->actions);
+    p->slots = pipe_peak_in_flight(actions);
+    p->slot_elems =
+        round_up((size_t)tp_shard_rows(&m->tensor_parallel, N) * m->shape.C, TENSOR_ALIGN);
+    p->slot_inputs = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
+    if (m->acts.head)
+        p->slot_douts = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
+    if (p->rank > 0 || p->config.chunks > 1)  // some chunk of this rank is not stage 0
+        p->send_grad = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slot_elems);
+    const ParamTensor* wte = &m->layout.tensors[m->layout.index.wte];
+    if (p->rank == 0 || m->acts.head)  // (both hold the tied wte)
+        p->tied_grad = device_take_n<floatX>(ledger, MEM_GRADS, wte->numel);
+    p->slot_of = (int*)MALLOC_CHECK(p->config.micro_batches * p->config.chunks * sizeof(int));
+    p->slot_free = (int*)MALLOC_CHECK(p->slots * sizeof(int));
+    m->acts.stored_count = p->slots * p->stage_blocks;
+    m->acts.stored =
+        (LayerActivations*)MALLOC_CHECK(m->acts.stored_count * sizeof(LayerActivations));
+}
+
+inline void pipe_free(GPT* m) {
+    Pipeline* p = &m->pipe;
+    for (floatX* buf : {p->slot_inputs, p->slot_douts, p->send_grad, p->tied_grad})
+        if (buf) CUDA_CHECK(cudaFree(buf));
+    free(p->actions);
+    free(p->slot_of);
+    free(p->slot_free);
+    free(m->acts.stored);
+}
+
 // Builds the model on this rank of `dims`'s grid (its groups made: llmc/comm.cuh's
 // comm_grid_groups), its buffers taken from m->memory (llmc/memplan.h); plan_only: none is
 // allocated (every device pointer stays nullptr), the ledger says what would be: the plan.
@@ -2671,7 +2786,15 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->stream = 0;
     m->tensor_parallel = tp_of(dims.tp_group, dims.sequence_parallel);
     m->shape = model_shapes(config, m->tensor_parallel.size, m->tensor_parallel.rank);
-    build_param_layout(&m->layout, config, opt, &m->shape);
+    Pipeline* pipe = &m->pipe;
+    pipe->config = PipeConfig{dims.pp_schedule, dims.pp, dims.pp_virtual, dims.pp_micro_batches,
+                              config->layers};
+    pipe->rank = dims.pp_group->rank;
+    pipe->group = dims.pp_group;
+    pipe->stage_blocks = config->layers / pipe_stage_count(&pipe->config);
+    const bool pipelined = dims.pp > 1;
+    build_param_layout(&m->layout, config, opt, &m->shape, pipelined ? &pipe->config : nullptr,
+                       pipe->rank);
     const ModelShapes whole = model_shapes(config, 1, 0);
     build_param_layout(&m->logical, config, opt, &whole);
     const size_t P = m->layout.total;
@@ -2681,12 +2804,15 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     // The shard plan over the table: each tensor, element-wise or in whole matrices (as its
     // optimizer's row says), and the backward pass's gradient groups.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
-    // first rank only (every rank holds the same one).
+    // first rank only (every rank holds the same one); under pipeline parallelism the tied wte
+    // on the first stage's rank only. A tensor this rank does not hold has no elements.
     std::vector<ShardTensor> shard_tensors(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        const bool in_norm = t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0;
-        const int matrices = OPTIMIZERS[t->optimizer].whole_matrices ? t->matrices : 0;
+        const bool in_norm =
+            (t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0) &&
+            (i != m->layout.index.wte || pipe->rank == 0);
+        const int matrices = OPTIMIZERS[t->optimizer].whole_matrices && t->held ? t->matrices : 0;
         const bool fp8 = fp8_gathered(config, &m->layout.index, i);
         const int entry = layer_norm_entry(&m->layout.index, i);
         shard_tensors[i] =
@@ -2707,7 +2833,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        if (t->optimizer != OPT_MUON) continue;
+        if (t->optimizer != OPT_MUON || !t->held) continue;
         const size_t rows = t->tp_shape.rows / t->matrices, cols = t->tp_shape.cols;
         matrix_elems = std::max(matrix_elems, rows * cols);
         gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
@@ -2715,7 +2841,14 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     muon_workspace_init(&m->muon, matrix_elems, gram_elems, ledger);
     gpt_monitors_build(m, monitors, ledger);
 
+    // the activations: of the whole model, or under pipeline parallelism of one chunk per
+    // micro-batch in flight (pipe_build)
     m->acts.layers = (LayerActivations*)MALLOC_CHECK(config->layers * sizeof(LayerActivations));
+    memset(m->acts.layers, 0, config->layers * sizeof(LayerActivations));
+    m->acts.stored = m->acts.layers;
+    m->acts.stored_count = config->layers;
+    m->acts.head = pipe_holds_head(pipelined ? &pipe->config : nullptr, pipe->rank);
+    if (pipelined) pipe_build(m, B * T, ledger);
     m->acts.sequence_parallel = m->tensor_parallel.sequence;
     m->acts.recompute = RECOMPUTE_NONE;  // first the sizes without recompute, for the report
     layout_activations(&m->acts, config, &m->shape, B, T, nullptr, nullptr, &m->acts_x_elems,
@@ -2766,6 +2899,7 @@ inline void gpt_free(GPT* m) {
     free(m->host_z_losses);
     gpt_monitors_free(&m->mon);
     free(m->acts.layers);
+    if (m->acts.stored != m->acts.layers) pipe_free(m);
     free(m->layout.tensors);
     free(m->logical.tensors);
 }
@@ -2846,13 +2980,20 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 // The fusion across blocks: a block's last residual add (residual3 = residual2 + mlp) is one
 // kernel with the LayerNorm that reads the sum, the next block's ln1 or, after the last block,
 // lnf (norm_after_block). So in the forward pass only block 0 runs its ln1 alone, and the last
-// block's gradient group also holds lnf.
+// block's gradient group also holds lnf. Under pipeline parallelism the same holds per stage:
+// the first block of a stage runs its ln1 alone (the stage before is on another rank), and the
+// last block of a stage before the last ends with the residual add alone.
 
 inline int seq_rows(const GPT* m, int N) { return tp_shard_rows(&m->tensor_parallel, N); }
 
-// Block l's input: the embeddings for block 0, else the output of the block before.
+// Whether block l is the first (the last) of its pipeline stage: block 0 (L-1) without one.
+inline bool block_starts_stage(const GPT* m, int l) { return l % m->pipe.stage_blocks == 0; }
+inline bool block_ends_stage(const GPT* m, int l) { return (l + 1) % m->pipe.stage_blocks == 0; }
+
+// Block l's input: the embeddings (under pipeline parallelism the running chunk's input) for
+// the first block of a stage, else the output of the block before.
 inline const floatX* block_input(const GPT* m, int l) {
-    return l == 0 ? m->acts.encoded : m->acts.layers[l - 1].residual3;
+    return block_starts_stage(m, l) ? m->acts.encoded : m->acts.layers[l - 1].residual3;
 }
 
 // The LayerNorm that reads block l's output: its parameters and where it writes.
@@ -2889,7 +3030,7 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     Activations* acts = &m->acts;
     const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
-    if (l == 0 || until == BLOCK_UNTIL_GELU)
+    if (block_starts_stage(m, l) || until == BLOCK_UNTIL_GELU)
         layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, input, nullptr,
                           block_weight(m, l, LN1_W), block_weight(m, l, LN1_B), rows, C, st);
     const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
@@ -2917,6 +3058,8 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     const floatX* mlp = row_parallel_forward(&m->mm, fp8_use(m, l, FCPROJ_W), tp, acts->proj_out,
                                              la->fch_gelu, block_weight(m, l, FCPROJ_W),
                                              block_weight(m, l, FCPROJ_B), N, s->mlp, C);
+    if (block_ends_stage(m, l) && l + 1 < m->config.layers)  // the next stage runs the norm
+        return residual_forward(la->residual3, la->residual2, mlp, (size_t)rows * C, st);
     const NormAfterBlock next = norm_after_block(m, l);
     layernorm_forward(la->residual3, next.out, next.mean, next.rstd, la->residual2, mlp,
                       next.weight, next.bias, rows, C, st);
@@ -3054,25 +3197,12 @@ inline void after_embeddings_backward(GPT* m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
-// classifier also leaves dloss * d(objective of each position)/d(logits) in acts.logits for
-// gpt_backward, the objective being the cross-entropy plus c->z_loss * (log Z)^2. Returns
-// the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
-// B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
-// uses the front of every activation buffer; the backward pass needs the full shape.
-inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
-                                int T, double* z_loss = nullptr) {
-    const GPTConfig* c = &m->config;
-    const ModelShapes* s = &m->shape;
-    const ParamIndex* at = &m->layout.index;
-    const int N = B * T, C = c->channels;
-    Activations* acts = &m->acts;
-    const TensorParallel* tp = &m->tensor_parallel;
-    cudaStream_t st = m->stream;
-    if (m->poison_activations) {  // all-ones bytes are NaN in fp32 and bf16
-        CUDA_CHECK(cudaMemsetAsync(m->acts_x, 0xff, m->acts_x_elems * sizeof(floatX), st));
-        CUDA_CHECK(cudaMemsetAsync(m->acts_f, 0xff, m->acts_f_elems * sizeof(float), st));
-    }
+// The passes' parts: the embeddings, a run of blocks and the head, forward and backward. One
+// process runs them all in turn (gpt_forward_shape, gpt_backward); a pipeline stage its own
+// (pipe_forward_backward, below).
+
+// Stops the run at the first token id of the N rows outside the vocabulary.
+inline void check_tokens(const GPTConfig* c, const int* inputs, const int* targets, int N) {
     for (int i = 0; i < N; i++) {
         if (inputs[i] < 0 || inputs[i] >= c->vocab || targets[i] < 0 || targets[i] >= c->vocab) {
             fprintf(stderr, "token id out of range [0, %d) at position %d: input %d target %d\n",
@@ -3080,29 +3210,45 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
             exit(EXIT_FAILURE);
         }
     }
-    m->fp8.training = dloss != 0.0f;  // delayed scaling counts training passes only
-    m->mon.recording = dloss != 0.0f;  // so do the monitors
-    CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
-    CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
-    token_buckets_build(&m->buckets, inputs, N, s->vocab_begin, s->vocab, st);
+}
 
-    // The vocabulary-parallel embedding: each rank looks up its own tokens (the group's first
-    // rank adds wpe) and the sum over the group (g) gives every row (under sequence parallelism
-    // this rank's rows, reduce-scattered from the whole lookup in proj_out).
+// The vocabulary-parallel embedding of m->inputs into acts.encoded: each rank looks up its own
+// tokens (the group's first rank adds wpe) and the sum over the group (g) gives every row (under
+// sequence parallelism this rank's rows, reduce-scattered from the whole lookup in proj_out).
+inline void embeddings_forward(GPT* m, int B, int T) {
+    const ModelShapes* s = &m->shape;
+    const ParamIndex* at = &m->layout.index;
+    Activations* acts = &m->acts;
+    const TensorParallel* tp = &m->tensor_parallel;
+    const int N = B * T, C = s->C;
     before_embeddings_forward(m);
     floatX* lookup = tp->sequence ? acts->proj_out : acts->encoded;
     encoder_forward(lookup, m->inputs, weight(m, at->wte),
                     tp->rank == 0 ? weight(m, at->wpe) : nullptr, B, T, C, s->vocab_begin, s->vocab,
-                    st);
-    tp_leave(tp, lookup, acts->encoded, N, C, st);
-    for (int l = 0; l < at->blocks; l++) {
+                    m->stream);
+    tp_leave(tp, lookup, acts->encoded, N, C, m->stream);
+}
+
+// Blocks [first, end) forward.
+inline void blocks_forward(GPT* m, int first, int end, int B, int T) {
+    for (int l = first; l < end; l++) {
         before_block_forward(m, l);
         block_forward(m, l, block_input(m, l), B, T, BLOCK_UNTIL_OUTPUT);
     }
-    // the lm head, column-parallel over the vocabulary, and the vocabulary-parallel loss
-    const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
+}
+
+// The lm head, column-parallel over the vocabulary, and the vocabulary-parallel loss over N rows
+// (with dloss > 0 leaving dlogits in acts.logits); the losses go to the host buffers, queued.
+inline void head_forward(GPT* m, float dloss, int N) {
+    const GPTConfig* c = &m->config;
+    const ModelShapes* s = &m->shape;
+    const ParamIndex* at = &m->layout.index;
+    Activations* acts = &m->acts;
+    const TensorParallel* tp = &m->tensor_parallel;
+    cudaStream_t st = m->stream;
+    const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, s->C, st);
     column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->wte), nullptr,
-                            N, C, s->vocab);
+                            N, s->C, s->vocab);
     classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->log_z, acts->softmax_stats,
                acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
                st);
@@ -3111,16 +3257,15 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
                                                          acts->log_z, N, tp->rank == 0);
         CUDA_CHECK_LAUNCH();
     }
-
     CUDA_CHECK(cudaMemcpyAsync(m->host_losses, acts->losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(m->host_z_losses, acts->z_losses, N * sizeof(float),
                                cudaMemcpyDeviceToHost, st));
-    // every wait for other ranks has a deadline (llmc/comm.cuh): the tensor-parallel group's
-    // collectives on this stream first, then ZeRO-3's gathers
-    if (tp->size > 1)
-        comm_sync(tp->group, st, "the tensor-parallel collectives of the forward pass (NCCL)");
-    dp_sync(&m->dp, st, "the gathers of the forward pass's parameters (NCCL)");
+}
+
+// The mean cross-entropy of the N rows in the host buffers (after the stream's sync), and the
+// mean z-loss term in *z_loss (if given).
+inline double host_mean_loss(const GPT* m, int N, double* z_loss) {
     double sum = 0.0, z_sum = 0.0;
     for (int i = 0; i < N; i++) {
         sum += m->host_losses[i];
@@ -3130,43 +3275,103 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     return sum / N;
 }
 
+// Forward pass of one micro-batch. inputs, targets: host (B,T) token ids. With dloss > 0 the
+// classifier also leaves dloss * d(objective of each position)/d(logits) in acts.logits for
+// gpt_backward, the objective being the cross-entropy plus c->z_loss * (log Z)^2. Returns
+// the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
+// B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
+// uses the front of every activation buffer; the backward pass needs the full shape.
+inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
+                                int T, double* z_loss = nullptr) {
+    const ModelShapes* s = &m->shape;
+    const int N = B * T;
+    const TensorParallel* tp = &m->tensor_parallel;
+    cudaStream_t st = m->stream;
+    if (m->poison_activations) {  // all-ones bytes are NaN in fp32 and bf16
+        CUDA_CHECK(cudaMemsetAsync(m->acts_x, 0xff, m->acts_x_elems * sizeof(floatX), st));
+        CUDA_CHECK(cudaMemsetAsync(m->acts_f, 0xff, m->acts_f_elems * sizeof(float), st));
+    }
+    check_tokens(&m->config, inputs, targets, N);
+    m->fp8.training = dloss != 0.0f;  // delayed scaling counts training passes only
+    m->mon.recording = dloss != 0.0f;  // so do the monitors
+    CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    token_buckets_build(&m->buckets, inputs, N, s->vocab_begin, s->vocab, st);
+    embeddings_forward(m, B, T);
+    blocks_forward(m, 0, m->config.layers, B, T);
+    head_forward(m, dloss, N);
+    // every wait for other ranks has a deadline (llmc/comm.cuh): the tensor-parallel group's
+    // collectives on this stream first, then ZeRO-3's gathers
+    if (tp->size > 1)
+        comm_sync(tp->group, st, "the tensor-parallel collectives of the forward pass (NCCL)");
+    dp_sync(&m->dp, st, "the gathers of the forward pass's parameters (NCCL)");
+    return host_mean_loss(m, N, z_loss);
+}
+
+inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss);
+
+// (under pipeline parallelism, without a backward pass: validation)
 inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss,
                           double* z_loss = nullptr) {
+    if (m->pipe.config.pp > 1) return pipe_forward(m, inputs, targets, z_loss);
     return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
+}
+
+// The lm head's backward pass (tied to wte, still gathered from the forward pass): dlnf =
+// dlogits @ wte, returned (in acts.dlinear_in), and dwte += dlogits^T @ lnf (under sequence
+// parallelism lnf is gathered again).
+inline const floatX* lm_head_backward(GPT* m) {
+    const ModelShapes* s = &m->shape;
+    const int N = m->B * m->T;
+    Activations* acts = &m->acts;
+    const floatX* lnf = tp_enter(&m->tensor_parallel, acts->lnf, acts->gathered, N, s->C, m->stream);
+    return column_parallel_backward(&m->mm, fp8_lm_head(m), &m->tensor_parallel, acts->dlinear_in,
+                                    param_grad(m, m->layout.index.wte), nullptr, acts->col_partials,
+                                    acts->logits, lnf, weight(m, m->layout.index.wte), N, s->C,
+                                    s->vocab);
+}
+
+// lnf, the norm after the last block (in its group): from dlnf to acts.dresidual, the gradient
+// of the last block's output.
+inline void lnf_backward(GPT* m, const floatX* dlnf) {
+    const ParamIndex* at = &m->layout.index;
+    Activations* acts = &m->acts;
+    layernorm_backward(acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
+                       acts->col_partials, dlnf, acts->layers[at->blocks - 1].residual3,
+                       acts->lnf_mean, acts->lnf_rstd, weight(m, at->lnf_w),
+                       seq_rows(m, m->B * m->T), m->shape.C, false, m->stream);
+}
+
+// Blocks [first, end) backward, from the gradient of block end-1's output in acts.dresidual to
+// that of block first's input, there; dlnf (not nullptr): first lnf's backward pass from it,
+// inside the last block's group.
+inline void blocks_backward(GPT* m, int first, int end, const floatX* dlnf) {
+    for (int l = end - 1; l >= first; l--) {
+        before_block_backward(m, l);
+        if (dlnf && l == m->layout.index.blocks - 1) lnf_backward(m, dlnf);
+        block_backward(m, l, block_input(m, l));
+        after_block_backward(m, l);
+    }
+}
+
+// The embeddings: wpe's gradient from every row, wte's for this rank's tokens only (m->buckets).
+inline void embeddings_backward(GPT* m) {
+    const ParamIndex* at = &m->layout.index;
+    const int N = m->B * m->T, C = m->shape.C;
+    before_embeddings_backward(m);
+    const floatX* dout = tp_leave_backward(&m->tensor_parallel, m->acts.dresidual,
+                                           m->acts.dgathered, N, C, m->stream);
+    encoder_backward(param_grad(m, at->wte), param_grad(m, at->wpe), dout, &m->buckets, m->B, m->T,
+                     C, m->stream);
+    after_embeddings_backward(m);
 }
 
 // Backward pass of the micro-batch of the last gpt_forward (called with dloss > 0): adds its
 // parameter gradients to m->grads.
 inline void gpt_backward(GPT* m) {
-    const ModelShapes* s = &m->shape;
-    const ParamIndex* at = &m->layout.index;
-    const int B = m->B, T = m->T, N = B * T, rows = seq_rows(m, N), C = s->C;
-    Activations* acts = &m->acts;
-    const TensorParallel* tp = &m->tensor_parallel;
-    cudaStream_t st = m->stream;
-    float* partials = acts->col_partials;
-
-    // lm head (tied to wte, still gathered from the forward pass): dlnf = dlogits @ wte,
-    // dwte += dlogits^T @ lnf (under sequence parallelism lnf is gathered again)
-    const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, C, st);
-    floatX* dlnf = column_parallel_backward(&m->mm, fp8_lm_head(m), tp, acts->dlinear_in,
-                                            param_grad(m, at->wte), nullptr, partials, acts->logits,
-                                            lnf, weight(m, at->wte), N, C, s->vocab);
-    for (int l = at->blocks - 1; l >= 0; l--) {
-        before_block_backward(m, l);
-        if (l == at->blocks - 1)  // lnf, the norm after the last block (in its group)
-            layernorm_backward(acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
-                               partials, dlnf, acts->layers[l].residual3, acts->lnf_mean,
-                               acts->lnf_rstd, weight(m, at->lnf_w), rows, C, false, st);
-        block_backward(m, l, block_input(m, l));
-        after_block_backward(m, l);
-    }
-    // the embeddings: wpe's gradient from every row, wte's for this rank's tokens only
-    before_embeddings_backward(m);
-    const floatX* dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
-    encoder_backward(param_grad(m, at->wte), param_grad(m, at->wpe), dout, &m->buckets, B, T, C,
-                     st);
-    after_embeddings_backward(m);
+    const floatX* dlnf = lm_head_backward(m);
+    blocks_backward(m, 0, m->layout.index.blocks, dlnf);
+    embeddings_backward(m);
 }
 
 inline void gpt_zero_grad(GPT* m) {  // ZeRO-2 zeroes each bucket's buffer as it is taken
@@ -3181,6 +3386,227 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
     CUDA_CHECK(cudaMemsetAsync(m->mon.vec, 0, monitor_words(L) * sizeof(unsigned), m->stream));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Pipeline parallelism (--pp): the executor. Each rank of a pipeline group runs its schedule
+// (llmc/pipeline.h's pipe_rank_schedule: a list of forwards and backwards of (micro-batch,
+// chunk)) in one loop. A forward of chunk c (virtual stage s) receives the chunk's input, the
+// (S,C) output of stage s-1, from the rank before, or on stage 0 embeds the micro-batch's tokens;
+// runs the stage's blocks (their activations in one of the rank's activation sets, pipe_bind);
+// then sends its output to the rank after, or on the last stage runs lnf, the lm head and the
+// loss with the backward's dloss and at once the head's backward pass, keeping the gradient of
+// the chunk's output for the chunk's backward. A backward receives that gradient from the rank
+// after (the last stage: takes the one it kept), runs the stage's blocks backward and sends the
+// gradient of the chunk's input to the rank before, or on stage 0 runs the embeddings' backward.
+//
+// The transfers. The send of an action waits for the next action's receive: both go out in one
+// NCCL group (comm_send_recv), Megatron-LM's pairing of a send with the receive it may meet, so a
+// rank never blocks on a send while its peer blocks on a send to it; the last action's send
+// goes alone after the loop. Every transfer is waited for at once (comm_sync, with the group's
+// deadline, naming the micro-batch, what it carries and the peer): a transfer does not overlap
+// the compute yet. The CPU NCCL's sends complete when posted, so its runs do not prove the
+// arrangement free of deadlocks under a GPU NCCL's rendezvous; llmc/pipeline.h's simulator
+// proves the schedules themselves.
+//
+// After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
+// summed between them (both then hold the same sum); the data-parallel reduction of the step's
+// gradients (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's
+// last micro-batch reduces them); the loss, the last stage's, broadcast over the pipeline group.
+
+// The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
+inline int pipe_holder(const GPT* m, int index) {
+    const ParamIndex* at = &m->layout.index;
+    const PipeConfig* c = &m->pipe.config;
+    const int l = block_of_tensor(at, index), last = pipe_stage_count(c) - 1;
+    if (l >= 0) return pipe_rank_of(c, l / m->pipe.stage_blocks);
+    return index == at->lnf_w || index == at->lnf_b ? pipe_rank_of(c, last) : 0;
+}
+
+// Points the blocks of virtual stage `stage` and the chunk's input (acts.encoded) at activation
+// set `slot`.
+inline void pipe_bind(GPT* m, int slot, int stage) {
+    Pipeline* p = &m->pipe;
+    const int first = stage * p->stage_blocks;
+    for (int j = 0; j < p->stage_blocks; j++)
+        m->acts.layers[first + j] = m->acts.stored[slot * p->stage_blocks + j];
+    m->acts.encoded = p->slot_inputs + slot * p->slot_elems;
+}
+
+// A send waiting for the next transfer: an activation (forward) or a gradient of micro-batch
+// `micro` to pipeline rank `peer` (-1: none).
+struct PipeSend {
+    const floatX* buf;
+    int peer, micro;
+    bool gradient;
+};
+
+// The pending send and a receive of micro-batch `micro`'s activation or gradient into recv from
+// pipeline rank recv_peer (-1: none), in one group, waited for with the group's deadline.
+inline void pipe_transfer(GPT* m, PipeSend* pending, floatX* recv, int recv_peer, int micro,
+                          bool gradient) {
+    Pipeline* p = &m->pipe;
+    if (pending->peer < 0 && recv_peer < 0) return;
+    char what[200];
+    if (recv_peer >= 0)
+        snprintf(what, sizeof(what), "the pipeline's receive of micro-batch %d's %s from rank %d",
+                 micro, gradient ? "gradient" : "activation", recv_peer);
+    else
+        snprintf(what, sizeof(what), "the pipeline's send of micro-batch %d's %s to rank %d",
+                 pending->micro, pending->gradient ? "gradient" : "activation", pending->peer);
+    const size_t n = (size_t)seq_rows(m, m->B * m->T) * m->shape.C;
+    comm_send_recv(p->group, pending->buf, n, pending->peer, recv, n, recv_peer, m->stream, what);
+    if (pending->peer >= 0) p->sent_bytes += (double)n * sizeof(floatX);
+    comm_sync(p->group, m->stream, what);
+    pending->peer = -1;
+}
+
+// The tied wte: the first stage's rank holds the embedding's part of its gradient, the last
+// stage's the lm head's; each sends its part to the other and adds the one it receives.
+inline void pipe_sum_tied_grad(GPT* m) {
+    Pipeline* p = &m->pipe;
+    const int last = pipe_rank_of(&p->config, pipe_stage_count(&p->config) - 1);
+    if (p->rank != 0 && p->rank != last) return;
+    const int peer = p->rank == 0 ? last : 0, wte = m->layout.index.wte;
+    const size_t n = m->layout.tensors[wte].numel;
+    floatX* grad = param_grad(m, wte);
+    const char* what = "the pipeline's exchange of the tied wte's gradient parts";
+    comm_send_recv(p->group, grad, n, peer, p->tied_grad, n, peer, m->stream, what);
+    comm_sync(p->group, m->stream, what);
+    add_into(grad, p->tied_grad, n, m->stream);
+}
+
+// The forward pass of one micro-batch through the pipeline, without a backward pass
+// (validation): the virtual stages in order, each on its rank, the activation handed on from
+// rank to rank; returns the mean loss (the last stage's) on every rank of the pipeline group,
+// the mean z-loss term in *z_loss (if given).
+inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss) {
+    Pipeline* p = &m->pipe;
+    const PipeConfig* c = &p->config;
+    const int N = m->B * m->T;
+    cudaStream_t st = m->stream;
+    check_tokens(&m->config, inputs, targets, N);
+    m->fp8.training = m->mon.recording = false;
+    PipeSend pending = {nullptr, -1, 0, false};
+    double losses[2] = {0.0, 0.0};
+    for (int stage = 0; stage < pipe_stage_count(c); stage++) {
+        if (pipe_rank_of(c, stage) != p->rank) continue;
+        const PipeDeps deps = pipe_deps(c, p->rank, {PIPE_FORWARD, 0, pipe_chunk_of(c, stage)});
+        const PipeStage ps = pipe_stage(c, stage);
+        pipe_bind(m, 0, stage);
+        pipe_transfer(m, &pending, m->acts.encoded, deps.recv.rank, 0, false);
+        if (ps.embeddings) {
+            CUDA_CHECK(
+                cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
+            embeddings_forward(m, m->B, m->T);
+        }
+        blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, m->B, m->T);
+        if (!ps.head) {
+            pending = PipeSend{m->acts.layers[ps.first_block + ps.blocks - 1].residual3,
+                               deps.send.rank, 0, false};
+            continue;
+        }
+        CUDA_CHECK(
+            cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
+        head_forward(m, 0.0f, N);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        losses[0] = host_mean_loss(m, N, &losses[1]);
+    }
+    pipe_transfer(m, &pending, nullptr, -1, 0, false);
+    comm_broadcast(p->group, losses, sizeof(losses), pipe_rank_of(c, pipe_stage_count(c) - 1));
+    if (z_loss) *z_loss = losses[1];
+    return losses[0];
+}
+
+// One step's forward and backward as this rank's part of the pipeline (see above); the same
+// contract as gpt_forward_backward, whose arguments it takes.
+inline double pipe_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
+                                    double* z_loss, float first_scale) {
+    Pipeline* p = &m->pipe;
+    const PipeConfig* c = &p->config;
+    const ModelShapes* s = &m->shape;
+    const int B = m->B, T = m->T, N = B * T;
+    cudaStream_t st = m->stream;
+    if (A != c->micro_batches) {
+        fprintf(stderr, "the pipeline was built for %d micro-batches per step, not %d\n",
+                c->micro_batches, A);
+        exit(EXIT_FAILURE);
+    }
+    check_tokens(&m->config, inputs, targets, N * A);
+    gpt_zero_grad(m);
+    gpt_monitors_start(m, (double)N * A * m->dp.group->size);
+    m->fp8.training = m->mon.recording = true;
+    dp_backward_begin(&m->dp, false, true, st);  // the data-parallel reduction follows the flush
+    p->free_count = 0;
+    for (int k = p->slots - 1; k >= 0; k--) p->slot_free[p->free_count++] = k;
+    PipeSend pending = {nullptr, -1, 0, false};
+    double losses[2] = {0.0, 0.0};  // the sums of the micro-batches' mean loss and z-loss
+    for (int k = 0; k < p->action_count; k++) {
+        const PipeAction a = p->actions[k];
+        const int stage = pipe_stage_of(c, p->rank, a.chunk);
+        const PipeStage ps = pipe_stage(c, stage);
+        const PipeDeps deps = pipe_deps(c, p->rank, a);
+        const int *micro_inputs = inputs + (size_t)a.micro * N,
+                  *micro_targets = targets + (size_t)a.micro * N;
+        int* slot_of = &p->slot_of[a.micro * c->chunks + a.chunk];
+        if (a.op == PIPE_FORWARD) {
+            *slot_of = p->slot_free[--p->free_count];
+            pipe_bind(m, *slot_of, stage);
+            pipe_transfer(m, &pending, m->acts.encoded, deps.recv.rank, a.micro, false);
+            if (ps.embeddings) {
+                CUDA_CHECK(cudaMemcpyAsync(m->inputs, micro_inputs, N * sizeof(int),
+                                           cudaMemcpyHostToDevice, st));
+                embeddings_forward(m, B, T);
+            }
+            blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, B, T);
+            if (!ps.head) {
+                const floatX* out = m->acts.layers[ps.first_block + ps.blocks - 1].residual3;
+                pending = PipeSend{out, deps.send.rank, a.micro, false};
+                continue;
+            }
+            const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
+            CUDA_CHECK(cudaMemcpyAsync(m->targets, micro_targets, N * sizeof(int),
+                                       cudaMemcpyHostToDevice, st));
+            head_forward(m, dloss, N);
+            lnf_backward(m, lm_head_backward(m));
+            CUDA_CHECK(cudaMemcpyAsync(p->slot_douts + *slot_of * p->slot_elems, m->acts.dresidual,
+                                       p->slot_elems * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                       st));
+            CUDA_CHECK(cudaStreamSynchronize(st));  // the host's loss buffers
+            double z = 0.0;
+            losses[0] += host_mean_loss(m, N, &z);
+            losses[1] += z;
+        } else {
+            pipe_bind(m, *slot_of, stage);
+            pipe_transfer(m, &pending, m->acts.dresidual, deps.recv.rank, a.micro, true);
+            if (ps.head)
+                CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, p->slot_douts + *slot_of * p->slot_elems,
+                                           p->slot_elems * sizeof(floatX),
+                                           cudaMemcpyDeviceToDevice, st));
+            blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, nullptr);
+            if (ps.embeddings) {
+                token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
+                embeddings_backward(m);
+            } else {
+                CUDA_CHECK(cudaMemcpyAsync(p->send_grad, m->acts.dresidual,
+                                           p->slot_elems * sizeof(floatX),
+                                           cudaMemcpyDeviceToDevice, st));
+                pending = PipeSend{p->send_grad, deps.send.rank, a.micro, true};
+            }
+            p->slot_free[p->free_count++] = *slot_of;
+        }
+    }
+    pipe_transfer(m, &pending, nullptr, -1, 0, false);
+    pipe_sum_tied_grad(m);
+    dp_backward_begin(&m->dp, true, false, st);
+    for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
+        dp_group_begin(&m->dp, g, st);
+        dp_group_done(&m->dp, g, st);
+    }
+    dp_finish(&m->dp, st);
+    comm_broadcast(p->group, losses, sizeof(losses), pipe_rank_of(c, pipe_stage_count(c) - 1));
+    if (z_loss) *z_loss = losses[1] / A;
+    return losses[0] / A;
+}
+
 // Forward and backward over the A micro-batches of one step; inputs/targets: host (A,B,T).
 // Leaves the gradient of the mean micro-batch objective, averaged over the data-parallel ranks
 // (without QK-norm the key bias gradient exactly zero), where m->dp keeps it: in m->grads at
@@ -3190,6 +3616,8 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // micro-batch 0's loss gradient (--inject-fault's spikes and NaN; 1 otherwise).
 inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets, int A,
                                    double* z_loss = nullptr, float first_scale = 1.0f) {
+    if (m->pipe.config.pp > 1)
+        return pipe_forward_backward(m, inputs, targets, A, z_loss, first_scale);
     const int N = m->B * m->T;
     gpt_zero_grad(m);
     gpt_monitors_start(m, (double)N * A * m->dp.group->size);
@@ -3229,7 +3657,7 @@ inline void gpt_monitors_finish(GPT* m, bool updated) {
         CUDA_CHECK_LAUNCH();
     }
     const int K = monitor_words(L);
-    for (const CommGroup* g : {m->dp.group, m->tensor_parallel.group}) {
+    for (const CommGroup* g : {m->dp.group, m->tensor_parallel.group, m->pipe.group}) {
         if (g->size == 1) continue;
         comm_allgather(g, mon->vec, mon->gathered, K, st);
         monitor_combine_kernel<<<1, 32, 0, st>>>(mon->vec, mon->gathered, g->size, L + 1, K);
@@ -3277,6 +3705,17 @@ inline float gpt_grad_norm(GPT* m) {
         for (int k = 0; k < width; k++) {
             sums[k] = 0.0f;
             for (int r = 0; r < tp; r++) sums[k] += all[(size_t)r * width + k];
+        }
+    }
+    if (m->pipe.group->size > 1) {  // every stage's sums, added in pipeline rank order
+        const int pp = m->pipe.group->size;
+        std::vector<float> all((size_t)width * pp);
+        const std::vector<float> here(sums);
+        comm_allgather_host(m->pipe.group, here.data(), width * sizeof(float), all.data(),
+                            "the gradient norm's pipeline stages' sums");
+        for (int k = 0; k < width; k++) {
+            sums[k] = 0.0f;
+            for (int r = 0; r < pp; r++) sums[k] += all[(size_t)r * width + k];
         }
     }
     for (int e = 0; e < entries; e++) m->mon.layer_sq[e] = sums[1 + e];

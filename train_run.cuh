@@ -263,6 +263,10 @@ struct TrainConfig {
     int zero;                       // ZeRO stage
     int tp;                         // tensor-parallel group size
     int sequence_parallel;          // 1: --sequence-parallel
+    int pp;                         // pipeline-parallel stages (ranks of a pipeline group)
+    char pp_schedule[16];           // PIPE_SCHEDULES (llmc/pipeline.h)
+    int pp_virtual;                 // model chunks per pipeline rank
+    int pp_print_schedule;          // print the pipeline's schedule and exit
     int comm_stats;                 // log one step's collective traffic
     int plan;                       // print the memory plan and exit
     int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
@@ -441,6 +445,24 @@ static const Flag FLAGS[] = {
      "with --tp > 1: each rank of a group keeps 1/tp of the token rows of the residual stream "
      "and LayerNorms (all-gather / reduce-scatter in place of all-reduce); --batch x --seq must "
      "divide by --tp"},
+    {"--pp", FLAG_INT, FIELD(pp), "1", 1, 1 << 16, nullptr, FLAG_FREE,
+     "pipeline-parallel stages: the blocks are cut into --pp x --pp-virtual contiguous stages "
+     "run by a pipeline group of --pp ranks, the --grad-accum micro-batches of a step flowing "
+     "through them (llmc/pipeline.h); must divide the ranks, with --pp x --pp-virtual dividing "
+     "the layers. Not built yet with --tp > 1, --zero 2 or 3, --fp8, --resume, --init-from or "
+     "text samples (--sample-len 0)"},
+    {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
+     "gpipe|1f1b|interleaved", FLAG_FREE,
+     "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
+     "(one forward, one backward in turn: at most --pp micro-batches in flight), interleaved "
+     "(1F1B over --pp-virtual chunks per rank: a smaller bubble; --pp must divide --grad-accum)"},
+    {"--pp-virtual", FLAG_INT, FIELD(pp_virtual), "1", 1, 1 << 10, nullptr, FLAG_FREE,
+     "with --pp-schedule interleaved: model chunks (virtual stages) per pipeline rank, at least "
+     "2"},
+    {"--pp-print-schedule", FLAG_SWITCH, FIELD(pp_print_schedule), "off", 0, 0, nullptr,
+     FLAG_FREE,
+     "print the pipeline schedule of --pp, --pp-schedule, --pp-virtual, --grad-accum and "
+     "--layers (one row per rank, one column per action) and exit"},
     {"--recompute", FLAG_STRING, STRING_FIELD(recompute), "none", 0, 0, "none|selective|full|auto",
      FLAG_FREE,
      "activation recompute: selective keeps no LayerNorm or GELU outputs (recomputed in the "
@@ -884,7 +906,40 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
 
 // The process grid of tc's run on `world` ranks (llmc/parallel.h), its groups not yet made.
 inline ParallelDims grid_of(const TrainConfig* tc, int world) {
-    return parallel_dims(world, tc->tp, tc->zero, tc->sequence_parallel != 0, tc->bucket_mb);
+    ParallelDims d =
+        parallel_dims(world, tc->tp, tc->zero, tc->sequence_parallel != 0, tc->bucket_mb, tc->pp);
+    d.pp_schedule = pipe_schedule_from_name(tc->pp_schedule);
+    d.pp_virtual = tc->pp_virtual;
+    d.pp_micro_batches = tc->grad_accum;
+    return d;
+}
+
+// The pipeline's configuration (llmc/pipeline.h) of tc.
+inline PipeConfig pipe_config_of(const TrainConfig* tc) {
+    return PipeConfig{pipe_schedule_from_name(tc->pp_schedule), tc->pp, tc->pp_virtual,
+                      tc->grad_accum, tc->model.layers};
+}
+
+// nullptr if tc's pipeline can run, else why not: what pipe_config_check refuses (the layers by
+// the stages, the micro-batches by --pp for the interleaved schedule), then what is not built
+// yet under --pp > 1.
+inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) {
+    const PipeConfig c = pipe_config_of(tc);
+    if (const char* err = pipe_config_check(&c, msg, len)) return err;
+    if (tc->pp == 1) return nullptr;
+    const char* combination = tc->tp > 1                         ? "--tp > 1"
+                              : tc->zero >= 2                    ? "--zero 2 and 3"
+                              : tc->model.fp8.recipe != FP8_OFF  ? "--fp8"
+                              : tc->resume[0]                    ? "--resume"
+                              : tc->init_from[0]                 ? "--init-from"
+                              : tc->sample_len > 0               ? "text samples (--sample-len)"
+                                                                 : nullptr;
+    if (combination == nullptr) return nullptr;
+    snprintf(msg, len,
+             "pipeline parallelism (--pp %d) with %s is not built yet (see README, \"Pipeline "
+             "parallelism\")",
+             tc->pp, combination);
+    return msg;
 }
 
 // Stops the run if tc's model and micro-batch cannot train on grid `dims` (ranks_per_node: the
@@ -895,6 +950,7 @@ inline void check_grid(const TrainConfig* tc, const ParallelDims* dims, int rank
     char msg[512];
     if (const char* err = parallel_dims_check(dims, &shapes, ranks_per_node, msg, sizeof(msg)))
         fatal("%s", err);
+    if (const char* err = pipeline_error(tc, msg, sizeof(msg))) fatal("%s", err);
     const ModelShapes part = model_shapes(&tc->model, dims->tp, 0);  // every rank's shapes
     if (tc->batch > 0)
         if (const char* err =
@@ -1321,8 +1377,9 @@ inline void run_sample(GPT* m, const Tokenizer* tok, const TrainConfig* tc, Logg
 }
 
 // Every parameter of the whole model into host memory in the logical layout (m->logical.total,
-// zero in the alignment gaps), on every rank: this rank's part (gpt_params_download), and under
-// tensor parallelism the group's parts all-gathered and placed. Every rank calls it.
+// zero in the alignment gaps), on every rank: this rank's part (gpt_params_download), under
+// tensor parallelism the group's parts all-gathered and placed, and under pipeline parallelism
+// each tensor from the stage that holds it (the tied wte: the first). Every rank calls it.
 inline void gpt_params_download_logical(GPT* m, floatX* logical) {
     const size_t P = m->layout.total;
     const int tp = m->tensor_parallel.size;
@@ -1352,6 +1409,24 @@ inline void gpt_params_download_logical(GPT* m, floatX* logical) {
                                      n * sizeof(floatX));
                           });
         }
+    const CommGroup* pipe = m->pipe.group;
+    if (pipe->size == 1) return;
+    const size_t total = m->logical.total;
+    floatX* dev;
+    CUDA_CHECK(cudaMalloc(&dev, total * pipe->size * sizeof(floatX)));
+    floatX* mine = dev + (size_t)pipe->rank * total;
+    CUDA_CHECK(cudaMemcpy(mine, logical, total * sizeof(floatX), cudaMemcpyHostToDevice));
+    comm_allgather(pipe, mine, dev, total, m->stream);
+    comm_sync(pipe, m->stream, "the gather of the pipeline stages' parameters (NCCL)");
+    std::vector<floatX> stages(total * pipe->size);
+    CUDA_CHECK(
+        cudaMemcpy(stages.data(), dev, stages.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(dev));
+    for (int i = 0; i < m->logical.count; i++) {
+        const ParamTensor* t = &m->logical.tensors[i];
+        const size_t from = (size_t)pipe_holder(m, i) * total + t->offset;
+        std::copy(stages.begin() + from, stages.begin() + from + t->numel, logical + t->offset);
+    }
 }
 
 // Prints a hash of the parameters, which fingerprints the run, after checking that every rank
@@ -2149,6 +2224,12 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
               tok.vocab_size);
     if (tc.model.vocab == 0) tc.model.vocab = have_tokenizer ? tok.vocab_size : 50257;
     if (const char* err = train_config_check(&tc, msg, sizeof(msg))) fatal("%s", err);
+    if (tc.pp_print_schedule) {  // needs no ranks: the schedule is data (llmc/pipeline.h)
+        const PipeConfig c = pipe_config_of(&tc);
+        if (const char* err = pipe_config_check(&c, msg, sizeof(msg))) fatal("%s", err);
+        if (comm->rank == 0) pipe_print_schedule(stdout, &c);
+        return EXIT_SUCCESS;
+    }
     check_ranks_agree(comm, &tc);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
@@ -2161,6 +2242,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     GridGroups groups;
     comm_grid_groups(comm, comm->rank, comm->all.timeout_s, &dims, &groups);
     if (!tc.sample[0]) fit_batch(&tc, comm, &dims);
+    dims.pp_micro_batches = tc.grad_accum;  // --global-batch-tokens may have set it
     check_grid(&tc, &dims, comm->local_world);
     if (tc.sample[0] || tc.export_hf[0]) {
         const Tokenizer* t = have_tokenizer ? &tok : nullptr;

@@ -105,10 +105,11 @@ enum CommKind {
     COMM_ALL_GATHER,
     COMM_REDUCE,
     COMM_BROADCAST,
+    COMM_SEND_RECV,  // point to point (pipeline parallelism): the bytes sent
     NUM_COMM_KINDS
 };
-static const char* const COMM_KIND_NAMES[NUM_COMM_KINDS] = {"all_reduce", "reduce_scatter",
-                                                            "all_gather", "reduce", "broadcast"};
+static const char* const COMM_KIND_NAMES[NUM_COMM_KINDS] = {
+    "all_reduce", "reduce_scatter", "all_gather", "reduce", "broadcast", "send_recv"};
 
 struct CommTraffic {
     double bytes[NUM_COMM_KINDS];  // sent by this rank, as above, since the last reset
@@ -1661,6 +1662,34 @@ void comm_broadcast_device(const CommGroup* g, const T* send, T* recv, size_t n,
     });
 #else
     (void)root;
+#endif
+}
+
+// Point to point, in one NCCL group: sends send_n elements of `send` to rank send_peer of g and
+// receives recv_n elements into `recv` from rank recv_peer (a peer of -1: none), queued on
+// `stream`. A send and the receive it may meet go in one group, so that neither waits for the
+// other (pipeline parallelism: a stage sends its output while it receives its next input).
+// `what` names the transfer in a deadline's message; wait for it with comm_sync.
+template <class T>
+void comm_send_recv(const CommGroup* g, const T* send, size_t send_n, int send_peer, T* recv,
+                    size_t recv_n, int recv_peer, cudaStream_t stream, const char* what) {
+#ifdef MULTI_GPU
+    const size_t sent = send_peer >= 0 ? send_n * sizeof(T) : 0;
+    if (sent > 0) comm_count(g, COMM_SEND_RECV, sent);
+    comm_watched(g, COMM_SEND_RECV, sent + (recv_peer >= 0 ? recv_n * sizeof(T) : 0), stream, what,
+                 [&] {
+                     NCCL_CHECK(ncclGroupStart());
+                     if (send_peer >= 0)
+                         NCCL_CHECK(ncclSend(send, send_n, nccl_type_of(send), send_peer, g->nccl,
+                                             stream));
+                     if (recv_peer >= 0)
+                         NCCL_CHECK(ncclRecv(recv, recv_n, nccl_type_of(recv), recv_peer, g->nccl,
+                                             stream));
+                     return ncclGroupEnd();
+                 });
+#else
+    (void)g, (void)send, (void)send_n, (void)send_peer, (void)recv, (void)recv_n, (void)recv_peer;
+    (void)stream, (void)what;
 #endif
 }
 

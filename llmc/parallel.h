@@ -4,8 +4,11 @@
 //   - tensor parallelism (tp) cuts every layer's matrices over a group of tp ranks that work
 //     on the same tokens; their activations cross the group several times per layer, so a
 //     group is tp consecutive ranks, which launchers place on one node (NVLink);
-//   - context parallelism (cp) and pipeline parallelism (pp) have degree 1 until they are
-//     built: the grid, its rank arithmetic and its groups already have their places;
+//   - pipeline parallelism (pp) cuts the blocks into stages, run by the pp ranks of a pipeline
+//     group one after the other on the micro-batches of a step (llmc/pipeline.h: the schedules;
+//     train_gpt.cu: the executor);
+//   - context parallelism (cp) has degree 1 until it is built: the grid, its rank arithmetic
+//     and its groups already have its place;
 //   - data parallelism (dp) runs world / (pp cp tp) replicas on different parts of the batch;
 //     a data-parallel group is the ranks with the same place in the other three dimensions;
 //   - the ZeRO stage says how much of the model state the dp x cp ranks (the shard group)
@@ -31,6 +34,9 @@ struct ParallelDims {
     int world;           // ranks in the job
     int dp, pp, cp, tp;  // the degrees: world = dp * pp * cp * tp (dp 0: they do not divide)
     int zero;            // ZeRO stage over the shard group, 0..ZERO_MAX_STAGE
+    // pipeline parallelism (pp > 1, llmc/pipeline.h's PipeConfig): the schedule
+    // (PipeScheduleId), the model chunks per rank and the micro-batches of a step
+    int pp_schedule, pp_virtual, pp_micro_batches;
     bool sequence_parallel;
     double bucket_mb;  // the gradient buckets' size (llmc/zero.cuh)
     // This rank's groups (llmc/comm.cuh's comm_grid_groups): the ranks that differ from it only
@@ -56,15 +62,17 @@ inline int grid_rank(const ParallelDims* d, GridCoords c) {
     return ((c.dp_rank * d->pp + c.pp_rank) * d->cp + c.cp_rank) * d->tp + c.tp_rank;
 }
 
-// The grid of `world` ranks with tensor-parallel groups of `tp` (pp and cp 1), its groups not
-// yet made; dp is left at 0 when the other degrees do not divide world (parallel_dims_check
-// says so).
+// The grid of `world` ranks with tensor-parallel groups of `tp` and pipeline groups of `pp` (cp
+// 1), its groups not yet made; dp is left at 0 when the other degrees do not divide world
+// (parallel_dims_check says so).
 inline ParallelDims parallel_dims(int world, int tp, int zero, bool sequence_parallel,
-                                  double bucket_mb) {
+                                  double bucket_mb, int pp = 1) {
     ParallelDims d = {};
     d.world = world;
-    d.pp = d.cp = 1;
+    d.pp = pp;
+    d.cp = 1;
     d.tp = tp;
+    d.pp_virtual = d.pp_micro_batches = 1;
     d.zero = zero;
     d.sequence_parallel = sequence_parallel;
     d.bucket_mb = bucket_mb;
@@ -85,9 +93,14 @@ struct ParallelShapes {
 // the launcher put on this rank's node, 0 when it does not say.
 inline const char* parallel_dims_check(const ParallelDims* d, const ParallelShapes* s,
                                        int ranks_per_node, char* msg, size_t len) {
-    if (d->tp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp)
+    if ((d->tp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp) && d->pp == 1)
         snprintf(msg, len, "%d ranks cannot be cut into tensor-parallel groups of --tp %d",
                  d->world, d->tp);
+    else if (d->tp < 1 || d->pp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp)
+        snprintf(msg, len,
+                 "%d ranks cannot be cut into replicas of --pp %d pipeline stages x --tp %d "
+                 "tensor-parallel ranks",
+                 d->world, d->pp, d->tp);
     else if (ranks_per_node > 0 && ranks_per_node % d->tp != 0)
         snprintf(msg, len,
                  "a tensor-parallel group must lie within a node, but --tp %d does not divide "
