@@ -1600,9 +1600,18 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
 // where they are issued, as a ring moves them), per group: data-parallel (the gradients and
 // ZeRO's gathers), tensor-parallel (the layers' activations), and the job's (host values).
 // Printed, and logged as a line {"step": k, "comm_bytes": {"all_reduce": ..., ...},
-// "tp_comm_bytes": {...}, "tp_comm_calls": {...}} (the tensor-parallel entries with --tp > 1).
+// "tp_comm_bytes": {...}, "tp_comm_calls": {...}} (the tensor-parallel entries with --tp > 1),
+// and under pipeline parallelism "pp_sent_bytes": the activations and gradients that the ranks
+// of this rank's pipeline group sent each other (counted by the executor as it sends them,
+// pipe_sent: this rank's), summed over the group. Every rank calls it.
 inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp,
-                           const CommGroup* tp, int step) {
+                           const CommGroup* tp, const CommGroup* pp, double pipe_sent, int step) {
+    if (pp->size > 1) {
+        comm_sum_scalars(pp, &pipe_sent, 1);
+        printf("pipeline transfers of step %d: %.0f bytes of activations and gradients sent by the "
+               "%d ranks of the pipeline group\n",
+               step, pipe_sent, pp->size);
+    }
     const CommGroup* groups[3] = {dp, tp, all};
     const char* names[3] = {"data-parallel", "tensor-parallel", "all ranks"};
     CommTraffic sum = {};  // data-parallel and the job's: the gradient side, as before --tp
@@ -1625,6 +1634,7 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     for (int k = 0; k < NUM_COMM_KINDS; k++)
         logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
     logger_object_end(lg);
+    if (pp->size > 1) logger_int(lg, "pp_sent_bytes", (int64_t)pipe_sent);
     if (tp->traffic) {
         logger_object_begin(lg, "tp_comm_bytes");
         for (int k = 0; k < NUM_COMM_KINDS; k++)
@@ -2258,13 +2268,16 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     for (int step = first_step; step < tc.steps; step++) {
         const bool count_traffic = tc.comm_stats && step == first_step && comm->all.traffic;
         const CommGroup* counted[3] = {&comm->all, dims.dp_group, dims.tp_group};
-        if (count_traffic)
+        if (count_traffic) {
             for (const CommGroup* g : counted)
                 if (g->traffic) memset(g->traffic, 0, sizeof(CommTraffic));
+            run.model.pipe.sent_bytes = 0.0;
+        }
         const StepStats stats = train_step(&run, step);
         log_step(&run, &stats);
         if (count_traffic)
-            report_traffic(&run.lg, &comm->all, dims.dp_group, dims.tp_group, stats.step);
+            report_traffic(&run.lg, &comm->all, dims.dp_group, dims.tp_group, dims.pp_group,
+                           run.model.pipe.sent_bytes, stats.step);
         const int done = stats.rewind ? run_rewind(&run, stats.step) : stats.step;
         if (done == stats.step) after_step(&run, done);
         else step = done - 1;  // the loop's step++ makes it `done`: step done + 1 comes next

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""scripts/test_pp.py: pipeline parallelism (--pp, train_gpt.cu's executor of llmc/pipeline.h's
+schedules) and its composition with data parallelism, under mpirun on the CPU runtime.
+
+A tiny model (4 blocks of width 64, 2 heads; vocabulary 256; T 16) trained on token shards for 3
+steps on a global batch of G = 8 sequences (data-parallel ranks x --batch x --grad-accum; the
+ranks of a pipeline group read the same sequences), validated at step 2 and at the end. Checks:
+1. fp32 against one process on the same global batch: every step's loss and gradient norm, the
+   validation losses, and the final parameters (the checkpoint's logical tensors, each stage's
+   shards together) within 1e-5 relative. Only the order of the sums differs: the tied wte's
+   two gradient parts (the embedding's on the first stage, the lm head's on the last) are summed
+   once at the end of the step, where one process adds them micro-batch by micro-batch, and the
+   gradient norm adds the stages' sums.
+     AdamW: pp 2 and pp 4 (1f1b); pp 2 x 2 chunks interleaved; pp 2 gpipe; dp 2 x pp 2 at
+            ZeRO-0 and ZeRO-1; pp 2 x 2 chunks interleaved with --recompute full
+     Muon with QK-norm and z-loss: pp 2 (every matrix whole on its stage)
+2. bf16: pp 2 against the bf16 single process: each step's loss within BF16_LOSS, and the
+   ranks' parameters, gathered from the stages, the same model (the trainer's hash check).
+3. What a rank holds (log header, rank 0): its parameters are its stages' tensors only, the
+   bytes computed here from the shapes (pp 2: wte, wpe and blocks 0-1); its memory plan equals
+   what it allocated.
+4. The bytes the pipeline's ranks send each other in a step (--comm-stats, pp_sent_bytes,
+   counted by the executor as it sends): 2 x B x T x C x 4 bytes (fp32) per micro-batch per
+   boundary between virtual stages (an activation forward, a gradient backward), for every run
+   of 1 that logs them.
+5. --pp-print-schedule prints rank 0's 1F1B order (pp 2, 4 micro-batches: F0 F1 B0 F2 B1 F3 B2
+   B3, from the schedule's definition: pp - rank - 1 warm-up forwards, then one forward and one
+   backward in turn).
+6. The refusals, by message: the layers that do not divide into the stages, the micro-batches
+   that --pp does not divide under the interleaved schedule, and the combinations not built yet
+   (--tp > 1, --zero 2, --fp8, --resume).
+7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
+   other rank naming the wait: the pipeline's receive of a micro-batch's gradient from rank 1.
+
+Usage: python3 scripts/test_pp.py [--bin-dir build/cpu]; exits 0 when every check passes.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+from testlib import MPIRUN, ROOT, check, compare, finish, logged_values, make_data, param_hash, train, up
+
+G, STEPS = 8, 3
+L, C, T, V, NH = 4, 64, 16, 256, 2
+MODEL = ["--vocab", str(V), "--layers", str(L), "--heads", str(NH), "--embd", str(C), "--seq", str(T), "--lr",
+         "3e-3", "--warmup", "1", "--seed", "5", "--val-every", "2", "--val-steps", "1", "--sample-len", "0"]
+MUON = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-4"]
+# bf16: the tied wte's gradient is summed in another order (and rounded to bf16 there); a correct
+# run stays within a few bf16 roundings (2^-9) of one process, as test_tp's BF16_LOSS argues
+BF16_LOSS = 4e-3
+
+
+def pipe_args(pp, dp, accum, schedule="1f1b", chunks=1, zero=0):
+    return ["--pp", str(pp), "--pp-schedule", schedule, "--pp-virtual", str(chunks), "--zero", str(zero),
+            "--grad-accum", str(accum), "--batch", str(G // (dp * accum)), "--comm-stats"]
+
+
+def block_numels(qk_norm):
+    """The elements of one block's tensors (GPT-2's block; QK-norm adds two head-size scales)."""
+    n = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+    return n + ([C // NH, C // NH] if qk_norm else [])
+
+
+def rank0_param_bytes(pp):
+    """Rank 0's parameter bytes (fp32) under --pp pp (1 chunk): wte (padded vocabulary), wpe and
+    its L / pp blocks, each tensor aligned to 128 elements."""
+    tensors = [up(V) * C, T * C] + block_numels(False) * (L // pp)
+    return 4 * sum(up(n) for n in tensors)
+
+
+def refused(binary, flags, ranks=2):
+    """The error a planned launch of `ranks` ranks with `flags` stops with (--plan needs no
+    launcher: the grid and the pipeline are checked before anything is planned)."""
+    proc = subprocess.run([binary] + MODEL + flags + ["--plan", "--plan-ranks", str(ranks)], capture_output=True,
+                          text=True, cwd=ROOT, errors="replace")
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
+    args = parser.parse_args()
+    fp32, bf16 = os.path.join(args.bin_dir, "train_gpt_fp32"), os.path.join(args.bin_dir, "train_gpt")
+    work = tempfile.mkdtemp(prefix="test_pp_")
+    try:
+        data = make_data(os.path.join(work, "data"))
+        base = ["--data", data, "--steps", str(STEPS)]
+
+        # 1 and 4: (label, optimizer flags, pp, dp, accum, schedule, chunks, zero, extra)
+        runs = [("pp 2", [], 2, 1, 4, "1f1b", 1, 0, []),
+                ("pp 4", [], 4, 1, 4, "1f1b", 1, 0, []),
+                ("pp 2 x 2 chunks interleaved", [], 2, 1, 4, "interleaved", 2, 0, []),
+                ("pp 2 gpipe", [], 2, 1, 4, "gpipe", 1, 0, []),
+                ("dp 2 x pp 2 ZeRO-0", [], 2, 2, 2, "1f1b", 1, 0, []),
+                ("dp 2 x pp 2 ZeRO-1", [], 2, 2, 2, "1f1b", 1, 1, []),
+                ("pp 2 x 2 chunks interleaved, --recompute full", [], 2, 1, 4, "interleaved", 2, 0,
+                 ["--recompute", "full"]),
+                ("Muon + QK-norm + z-loss, pp 2", MUON, 2, 1, 4, "1f1b", 1, 0, [])]
+        refs, results = {}, {}
+        for label, opt, pp, dp, accum, schedule, chunks, zero, extra in runs:
+            key = (tuple(opt), accum)
+            if key not in refs:
+                refs[key] = train(fp32, 0, work, f"single_{'muon' if opt else 'adamw'}_a{accum}", MODEL,
+                                  base + opt + ["--grad-accum", str(accum), "--batch", str(G // accum)])
+            name = re.sub(r"[^a-z0-9]+", "_", label.lower())
+            results[label] = train(fp32, pp * dp, work, name, MODEL,
+                                   base + opt + pipe_args(pp, dp, accum, schedule, chunks, zero) + extra)
+            compare(f"fp32 {label}, accum {accum}", results[label], refs[key], STEPS)
+            boundaries = pp * chunks - 1
+            want = 2 * (G // (dp * accum)) * T * C * 4 * accum * boundaries
+            sent = next(r["pp_sent_bytes"] for r in results[label][1] if "pp_sent_bytes" in r)
+            check(sent == want, f"{label}: the pipeline group's ranks sent {sent} bytes in a step, 2 x B x T x C x "
+                  f"4 bytes x {accum} micro-batches x {boundaries} boundaries = {want}")
+
+        # 2
+        single = train(bf16, 0, work, "single_bf16", MODEL, base + ["--grad-accum", "4", "--batch", "2"], False)
+        out, records, _ = train(bf16, 2, work, "bf16_pp2", MODEL, base + pipe_args(2, 1, 4), False)
+        want, got = logged_values(single[1]), logged_values(records)
+        worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want if k[0] == "train_loss")
+        check(worst <= BF16_LOSS and param_hash(out, 2) is not None,
+              f"bf16 pp 2: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process, the stages' parameters "
+              f"gathered are one model on both ranks")
+
+        # 3
+        head = results["pp 2"][1][0]
+        params, planned_total = head["state_bytes"]["params"], head["plan_bytes"]["total"]
+        allocated = next(r["allocated_bytes"] for r in results["pp 2"][1] if "allocated_bytes" in r)
+        check(params == rank0_param_bytes(2) and planned_total == allocated,
+              f"pp 2: rank 0 holds {params} bytes of parameters, those of wte, wpe and blocks 0-1 "
+              f"({rank0_param_bytes(2)}, one process {rank0_param_bytes(1)}); planned {planned_total} bytes = "
+              f"allocated {allocated}")
+
+        # 5
+        proc = subprocess.run([fp32] + MODEL + ["--pp", "2", "--grad-accum", "4", "--pp-print-schedule"],
+                              capture_output=True, text=True, cwd=ROOT)
+        row = next((line for line in proc.stdout.splitlines() if line.startswith("rank 0 |")), "")
+        order = re.findall(r"[FB]\d+", row.split("|")[1]) if row else []
+        check(proc.returncode == 0 and order == ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"],
+              f"--pp-print-schedule: rank 0 runs {' '.join(order)} (1F1B: F0 F1 B0 F2 B1 F3 B2 B3)")
+
+        # 6
+        for flags, ranks, message in (
+                (["--pp", "2", "--layers", "3"], 2, r"the 3 layers cannot be cut into pp 2 x 1 chunks per rank"),
+                (["--pp", "2", "--pp-schedule", "interleaved", "--pp-virtual", "2", "--grad-accum", "3"], 2,
+                 r"runs micro-batches in groups of pp 2: it does not divide the 3 micro-batches"),
+                (["--pp", "2", "--tp", "2"], 4, r"pipeline parallelism \(--pp 2\) with --tp > 1 is not built yet"),
+                (["--pp", "2", "--zero", "2"], 4, r"pipeline parallelism \(--pp 2\) with --zero 2 and 3 is not built"),
+                (["--pp", "2", "--fp8", "tensor"], 2, r"pipeline parallelism \(--pp 2\) with --fp8 is not built yet"),
+                (["--pp", "2", "--resume", "somewhere"], 2,
+                 r"pipeline parallelism \(--pp 2\) with --resume is not built yet")):
+            rc, out = refused(fp32, flags, ranks)
+            check(rc != 0 and re.search(message, out) is not None,
+                  f"{' '.join(flags)} on {ranks} ranks is refused: {message!r}",
+                  "" if rc != 0 and re.search(message, out) else out.strip()[-300:])
+
+        # 7
+        timeout = 10
+        start = time.time()
+        proc = subprocess.run(MPIRUN + ["-np", "2", fp32] + MODEL + base + pipe_args(2, 1, 4) +
+                              ["--steps", "100", "--comm-timeout", str(timeout), "--inject-fault", "2:kill:1"],
+                              capture_output=True, text=True, cwd=ROOT, errors="replace", timeout=120)
+        seconds = time.time() - start
+        named = re.search(r"the pipeline's receive of micro-batch \d+'s gradient from rank 1", proc.stdout + proc.stderr)
+        check(proc.returncode != 0 and named is not None and seconds <= timeout + 10,
+              f"rank 1 killed at step 2: the job ends in {seconds:.1f} s (--comm-timeout {timeout}), rank 0 naming "
+              f"the wait: {named.group(0) if named else None!r}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    finish("pipeline-parallel")
+
+
+if __name__ == "__main__":
+    main()
