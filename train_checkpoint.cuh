@@ -218,13 +218,14 @@ inline void save_shard(const GPT* m, const char* dir, uint64_t step, const CkptS
 // with state of its own writes its shard (ZeRO: every rank; stage 0: the first data-parallel
 // rank of each tensor-parallel rank, which holds everything of its part), then rank 0 the
 // manifest (the whole model's table, the run state and identity, the data position), which
-// commits it. Under pipeline parallelism each stage's ranks write shards of their own tensors. Every file carries the save's identity (llmc/checkpoint.h's CkptSave: rank 0's
-// random id for this save, the number of shards, the file's index), so a shard of any other
-// save is never taken for one of this checkpoint's. Shards hold logical tensors, so any grid
-// reads them. train_loader: the training data's loader, whose position the manifest keeps
-// (nullptr: random tokens); `sections`: the run's own sections of the manifest (its identity,
-// run_config, and its stability state). keep: the newest checkpoints kept (0: all), and also the
-// newest of a step below keep_before (0: none). Every rank of the job (`world`) calls it.
+// commits it. Under pipeline parallelism each stage's ranks write shards of their own tensors.
+// Every file carries the save's identity (llmc/checkpoint.h's CkptSave: rank 0's random id for this
+// save, the number of shards, the file's index), so a shard of any other save is never taken for
+// one of this checkpoint's. Shards hold logical tensors, so any grid reads them. train_loader: the
+// training data's loader, whose position the manifest keeps (nullptr: random tokens); `sections`:
+// the run's own sections of the manifest (its identity, run_config, and its stability state). keep:
+// the newest checkpoints kept (0: all), and also the newest of a step below keep_before (0: none).
+// Every rank of the job (`world`) calls it.
 struct RunSection {
     const char* name;
     const void* data;

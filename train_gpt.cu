@@ -16,8 +16,10 @@ data, tokenizer, checkpoint files and the log have a header each in llmc/.
 Ranks: under an MPI launcher (mpirun -np N) every process drives one GPU (llmc/comm.cuh). The
 ranks form a grid (llmc/parallel.h): tensor-parallel groups of --tp consecutive ranks split every
 matrix between them and work on the same tokens (llmc/tensor_parallel.cuh: the layout and the
-passes below read this rank's widths from ModelShapes), and the data-parallel groups across them
-each read their own part of every global batch. The gradients are averaged over the
+passes below read this rank's widths from ModelShapes), pipeline groups of --pp ranks each hold
+their stages' blocks and pass the micro-batches' activations and gradients on (the executor of
+llmc/pipeline.h's schedules, near the end), and the data-parallel groups across them each read
+their own part of every global batch. The gradients are averaged over the
 data-parallel ranks before the norm, clipping and the optimizers read them, so every replica
 takes the same step and keeps bit-identical parameters (checked by a hash at the end); printed
 losses are the global batch's. Only rank 0 prints, logs and writes the checkpoint's manifest;
@@ -64,7 +66,7 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 #include "llmc/zero.cuh"    // data parallelism: gradient buckets reduced on a communication stream
 #include "llmc/tensor_parallel.cuh"  // tensor and sequence parallelism: the parallel layers
 #include "llmc/fp8_linear.cuh"       // --fp8: the linear layers' products in FP8, each recipe
-#include "llmc/pipeline.h"  // pipeline parallelism: the schedules the executor below runs
+#include "llmc/pipeline.h"           // pipeline parallelism: the schedules the executor below runs
 
 // =============================================================================================
 // Configuration
@@ -2327,20 +2329,20 @@ struct Pipeline {
     PipeConfig config;
     int rank;  // this rank's place in the pipeline group
     const CommGroup* group;
-    int stage_blocks;      // blocks of a virtual stage: L / (pp x chunks)
-    PipeAction* actions;   // this rank's schedule (pipe_rank_schedule)
+    int stage_blocks;     // blocks of a virtual stage: L / (pp x chunks)
+    PipeAction* actions;  // this rank's schedule (pipe_rank_schedule)
     int action_count;
-    int slots;             // activation sets: the most micro-batches in flight here
-    floatX* slot_inputs;   // (slots, S, C): each one's chunk input (received, or the embeddings)
-    floatX* slot_douts;    // (slots, S, C), the last stage's rank only: the gradient of the
-                           // chunk's output, from the head, computed in the forward
-    floatX* send_grad;     // (S, C): a chunk input's gradient, kept until its send goes out
-    floatX* tied_grad;     // the first and the last stage's ranks: the other's part of dwte
-    int* slot_of;          // [micro * chunks + chunk]: the slot of a forward not yet backward
-    int* slot_free;        // a stack of the free slots
+    int slots;            // activation sets: the most micro-batches in flight here
+    floatX* slot_inputs;  // (slots, S, C): each one's chunk input (received, or the embeddings)
+    floatX* slot_douts;   // (slots, S, C), the last stage's rank only: the gradient of the
+                          // chunk's output, from the head, computed in the forward
+    floatX* send_grad;    // (S, C): a chunk input's gradient, kept until its send goes out
+    floatX* tied_grad;    // the first and the last stage's ranks: the other's part of dwte
+    int* slot_of;         // [micro * chunks + chunk]: the slot of a forward not yet backward
+    int* slot_free;       // a stack of the free slots
     int free_count;
-    size_t slot_elems;     // S x C, aligned
-    double sent_bytes;     // the activations and gradients this rank sent (--comm-stats)
+    size_t slot_elems;  // S x C, aligned
+    double sent_bytes;  // the activations and gradients this rank sent (--comm-stats)
 };
 
 struct GPT {
@@ -2690,8 +2692,7 @@ inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledge
     const int L = m->config.layers;
     mon->config = config;
     const int K = monitor_words(L);
-    const int ranks =
-        std::max({m->dp.group->size, m->tensor_parallel.size, m->pipe.group->size});
+    const int ranks = std::max({m->dp.group->size, m->tensor_parallel.size, m->pipe.group->size});
     mon->vec = device_take_n<unsigned>(ledger, MEM_OTHER, K);
     mon->gathered = device_take_n<unsigned>(ledger, MEM_OTHER, ranks > 1 ? (size_t)ranks * K : 0);
     if (!ledger->plan_only) {
@@ -2809,9 +2810,8 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     std::vector<ShardTensor> shard_tensors(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        const bool in_norm =
-            (t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0) &&
-            (i != m->layout.index.wte || pipe->rank == 0);
+        const bool in_norm = (t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0) &&
+                             (i != m->layout.index.wte || pipe->rank == 0);
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices && t->held ? t->matrices : 0;
         const bool fp8 = fp8_gathered(config, &m->layout.index, i);
         const int entry = layer_norm_entry(&m->layout.index, i);
@@ -3292,7 +3292,7 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
         CUDA_CHECK(cudaMemsetAsync(m->acts_f, 0xff, m->acts_f_elems * sizeof(float), st));
     }
     check_tokens(&m->config, inputs, targets, N);
-    m->fp8.training = dloss != 0.0f;  // delayed scaling counts training passes only
+    m->fp8.training = dloss != 0.0f;   // delayed scaling counts training passes only
     m->mon.recording = dloss != 0.0f;  // so do the monitors
     CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
@@ -3324,7 +3324,8 @@ inline const floatX* lm_head_backward(GPT* m) {
     const ModelShapes* s = &m->shape;
     const int N = m->B * m->T;
     Activations* acts = &m->acts;
-    const floatX* lnf = tp_enter(&m->tensor_parallel, acts->lnf, acts->gathered, N, s->C, m->stream);
+    const floatX* lnf =
+        tp_enter(&m->tensor_parallel, acts->lnf, acts->gathered, N, s->C, m->stream);
     return column_parallel_backward(&m->mm, fp8_lm_head(m), &m->tensor_parallel, acts->dlinear_in,
                                     param_grad(m, m->layout.index.wte), nullptr, acts->col_partials,
                                     acts->logits, lnf, weight(m, m->layout.index.wte), N, s->C,
@@ -3578,17 +3579,17 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
             pipe_bind(m, *slot_of, stage);
             pipe_transfer(m, &pending, m->acts.dresidual, deps.recv.rank, a.micro, true);
             if (ps.head)
-                CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, p->slot_douts + *slot_of * p->slot_elems,
-                                           p->slot_elems * sizeof(floatX),
-                                           cudaMemcpyDeviceToDevice, st));
+                CUDA_CHECK(
+                    cudaMemcpyAsync(m->acts.dresidual, p->slot_douts + *slot_of * p->slot_elems,
+                                    p->slot_elems * sizeof(floatX), cudaMemcpyDeviceToDevice, st));
             blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, nullptr);
             if (ps.embeddings) {
                 token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
                 embeddings_backward(m);
             } else {
                 CUDA_CHECK(cudaMemcpyAsync(p->send_grad, m->acts.dresidual,
-                                           p->slot_elems * sizeof(floatX),
-                                           cudaMemcpyDeviceToDevice, st));
+                                           p->slot_elems * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                           st));
                 pending = PipeSend{p->send_grad, deps.send.rank, a.micro, true};
             }
             p->slot_free[p->free_count++] = *slot_of;

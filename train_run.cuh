@@ -450,7 +450,7 @@ static const Flag FLAGS[] = {
      "run by a pipeline group of --pp ranks, the --grad-accum micro-batches of a step flowing "
      "through them (llmc/pipeline.h); must divide the ranks, with --pp x --pp-virtual dividing "
      "the layers. Not built yet with --tp > 1, --zero 2 or 3, --fp8, --resume, --init-from or "
-     "text samples (--sample-len 0)"},
+     "text samples (with --data: --sample-len 0)"},
     {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
      "gpipe|1f1b|interleaved", FLAG_FREE,
      "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
@@ -459,8 +459,7 @@ static const Flag FLAGS[] = {
     {"--pp-virtual", FLAG_INT, FIELD(pp_virtual), "1", 1, 1 << 10, nullptr, FLAG_FREE,
      "with --pp-schedule interleaved: model chunks (virtual stages) per pipeline rank, at least "
      "2"},
-    {"--pp-print-schedule", FLAG_SWITCH, FIELD(pp_print_schedule), "off", 0, 0, nullptr,
-     FLAG_FREE,
+    {"--pp-print-schedule", FLAG_SWITCH, FIELD(pp_print_schedule), "off", 0, 0, nullptr, FLAG_FREE,
      "print the pipeline schedule of --pp, --pp-schedule, --pp-virtual, --grad-accum and "
      "--layers (one row per rank, one column per action) and exit"},
     {"--recompute", FLAG_STRING, STRING_FIELD(recompute), "none", 0, 0, "none|selective|full|auto",
@@ -927,13 +926,12 @@ inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) 
     const PipeConfig c = pipe_config_of(tc);
     if (const char* err = pipe_config_check(&c, msg, len)) return err;
     if (tc->pp == 1) return nullptr;
-    const char* combination = tc->tp > 1                         ? "--tp > 1"
-                              : tc->zero >= 2                    ? "--zero 2 and 3"
-                              : tc->model.fp8.recipe != FP8_OFF  ? "--fp8"
-                              : tc->resume[0]                    ? "--resume"
-                              : tc->init_from[0]                 ? "--init-from"
-                              : tc->sample_len > 0               ? "text samples (--sample-len)"
-                                                                 : nullptr;
+    const char* combination = tc->tp > 1                        ? "--tp > 1"
+                              : tc->zero >= 2                   ? "--zero 2 and 3"
+                              : tc->model.fp8.recipe != FP8_OFF ? "--fp8"
+                              : tc->resume[0]                   ? "--resume"
+                              : tc->init_from[0]                ? "--init-from"
+                                                                : nullptr;
     if (combination == nullptr) return nullptr;
     snprintf(msg, len,
              "pipeline parallelism (--pp %d) with %s is not built yet (see README, \"Pipeline "
@@ -1608,9 +1606,10 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
                            const CommGroup* tp, const CommGroup* pp, double pipe_sent, int step) {
     if (pp->size > 1) {
         comm_sum_scalars(pp, &pipe_sent, 1);
-        printf("pipeline transfers of step %d: %.0f bytes of activations and gradients sent by the "
-               "%d ranks of the pipeline group\n",
-               step, pipe_sent, pp->size);
+        printf(
+            "pipeline transfers of step %d: %.0f bytes of activations and gradients sent by the "
+            "%d ranks of the pipeline group\n",
+            step, pipe_sent, pp->size);
     }
     const CommGroup* groups[3] = {dp, tp, all};
     const char* names[3] = {"data-parallel", "tensor-parallel", "all ranks"};
@@ -2241,6 +2240,11 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         return EXIT_SUCCESS;
     }
     check_ranks_agree(comm, &tc);
+    if (tc.pp > 1 && have_tokenizer && tc.sample_len > 0)  // generation runs the whole model
+        fatal(
+            "pipeline parallelism (--pp %d) with text samples is not built yet: use "
+            "--sample-len 0 (see README, \"Pipeline parallelism\")",
+            tc.pp);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
     ParallelDims dims = grid_of(&tc, plan_world);

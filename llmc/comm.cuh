@@ -1676,17 +1676,15 @@ void comm_send_recv(const CommGroup* g, const T* send, size_t send_n, int send_p
 #ifdef MULTI_GPU
     const size_t sent = send_peer >= 0 ? send_n * sizeof(T) : 0;
     if (sent > 0) comm_count(g, COMM_SEND_RECV, sent);
-    comm_watched(g, COMM_SEND_RECV, sent + (recv_peer >= 0 ? recv_n * sizeof(T) : 0), stream, what,
-                 [&] {
-                     NCCL_CHECK(ncclGroupStart());
-                     if (send_peer >= 0)
-                         NCCL_CHECK(ncclSend(send, send_n, nccl_type_of(send), send_peer, g->nccl,
-                                             stream));
-                     if (recv_peer >= 0)
-                         NCCL_CHECK(ncclRecv(recv, recv_n, nccl_type_of(recv), recv_peer, g->nccl,
-                                             stream));
-                     return ncclGroupEnd();
-                 });
+    comm_watched(
+        g, COMM_SEND_RECV, sent + (recv_peer >= 0 ? recv_n * sizeof(T) : 0), stream, what, [&] {
+            NCCL_CHECK(ncclGroupStart());
+            if (send_peer >= 0)
+                NCCL_CHECK(ncclSend(send, send_n, nccl_type_of(send), send_peer, g->nccl, stream));
+            if (recv_peer >= 0)
+                NCCL_CHECK(ncclRecv(recv, recv_n, nccl_type_of(recv), recv_peer, g->nccl, stream));
+            return ncclGroupEnd();
+        });
 #else
     (void)g, (void)send, (void)send_n, (void)send_peer, (void)recv, (void)recv_n, (void)recv_peer;
     (void)stream, (void)what;

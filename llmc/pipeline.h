@@ -1,7 +1,7 @@
 // llmc/pipeline.h: pipeline parallelism's schedules as data, and a simulator that proves them.
-// Pure host code (no CUDA): the trainer's pipeline executor (not built yet) will run a rank's
-// list of actions in one loop, and dev/cpu/tests/pipeline_schedule.cu checks every schedule here
-// on its own.
+// Pure host code (no CUDA): the trainer's pipeline executor (train_gpt.cu's pipe_forward_backward,
+// --pp) runs a rank's list of actions in one loop, and dev/cpu/tests/pipeline_schedule.cu checks
+// every schedule here on its own.
 //
 // The words. The L blocks are cut into p x v contiguous virtual stages of L / (p v) blocks each
 // (pipe_stage): the embeddings run on virtual stage 0, the final LayerNorm, the lm head and the
