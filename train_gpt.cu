@@ -3405,8 +3405,14 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // goes alone after the loop. Every transfer is waited for at once (comm_sync, with the group's
 // deadline, naming the micro-batch, what it carries and the peer): a transfer does not overlap
 // the compute yet. The CPU NCCL's sends complete when posted, so its runs do not prove the
-// arrangement free of deadlocks under a GPU NCCL's rendezvous; llmc/pipeline.h's simulator
-// proves the schedules themselves.
+// arrangement free of deadlocks under a GPU NCCL, where a large send completes only with its
+// receive. Simulated with that rendezvous (a send and its receive complete together, the
+// operations of a group independently), this pairing runs gpipe and 1f1b to the end for pp 2 to
+// 8 and 1 to 32 micro-batches, but the interleaved schedule deadlocks in most configurations (a
+// rank's send waits for a receive its peer posts only after its own send to that rank is
+// received): on a GPU the interleaved schedule needs Megatron-LM's batched exchange, not built
+// yet (the deadline then ends the job, naming the wait). llmc/pipeline.h's simulator proves the
+// schedules themselves, with sends that never wait.
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
 // summed between them (both then hold the same sum); the data-parallel reduction of the step's

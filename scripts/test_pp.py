@@ -28,7 +28,7 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    backward in turn).
 6. The refusals, by message: the layers that do not divide into the stages, the micro-batches
    that --pp does not divide under the interleaved schedule, and the combinations not built yet
-   (--tp > 1, --zero 2, --fp8, --resume).
+   (--tp > 1, --zero 2, --fp8, --resume, text samples).
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
    other rank naming the wait: the pipeline's receive of a micro-batch's gradient from rank 1.
 
@@ -151,7 +151,9 @@ def main():
                 (["--pp", "2", "--zero", "2"], 4, r"pipeline parallelism \(--pp 2\) with --zero 2 and 3 is not built"),
                 (["--pp", "2", "--fp8", "tensor"], 2, r"pipeline parallelism \(--pp 2\) with --fp8 is not built yet"),
                 (["--pp", "2", "--resume", "somewhere"], 2,
-                 r"pipeline parallelism \(--pp 2\) with --resume is not built yet")):
+                 r"pipeline parallelism \(--pp 2\) with --resume is not built yet"),
+                (["--pp", "2", "--data", data, "--sample-len", "16"], 2,
+                 r"pipeline parallelism \(--pp 2\) with text samples is not built yet")):
             rc, out = refused(fp32, flags, ranks)
             check(rc != 0 and re.search(message, out) is not None,
                   f"{' '.join(flags)} on {ranks} ranks is refused: {message!r}",
