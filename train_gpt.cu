@@ -2322,6 +2322,19 @@ inline void gpt_grad_groups(const ParamLayout* layout, size_t* begin, size_t* en
     }
 }
 
+// One exchange of the pipeline executor's timeline (pipe_build): at the end of time step `tick`,
+// the send of what this rank's action of that step produced and the receives of what its
+// neighbours' actions of that step produced, in one NCCL group.
+struct PipeExchange {
+    int tick;
+    int send_peer;    // -1: nothing sent
+    PipeAction sent;  // the action whose output (forward) or input's gradient (backward) is sent
+    int recv_count;
+    int recv_peer[2];
+    PipeAction recv[2];  // this rank's actions whose input arrives: a forward's activation, a
+                         // backward's gradient of the chunk's output
+};
+
 // Pipeline parallelism (--pp, llmc/pipeline.h): this rank's place in the pipeline and the
 // executor's state (pipe_forward_backward below). Without a pipeline config.pp is 1 and
 // stage_blocks L: one stage, the whole model.
@@ -2331,18 +2344,22 @@ struct Pipeline {
     const CommGroup* group;
     int stage_blocks;     // blocks of a virtual stage: L / (pp x chunks)
     PipeAction* actions;  // this rank's schedule (pipe_rank_schedule)
+    int* action_tick;     // the time step each one runs in (pipe_simulate's, unit times)
     int action_count;
+    PipeExchange* exchanges;  // this rank's, in time order
+    int exchange_count;
+    int ticks;            // time steps of a step
     int slots;            // activation sets: the most micro-batches in flight here
     floatX* slot_inputs;  // (slots, S, C): each one's chunk input (received, or the embeddings)
-    floatX* slot_douts;   // (slots, S, C), the last stage's rank only: the gradient of the
-                          // chunk's output, from the head, computed in the forward
-    floatX* send_grad;    // (S, C): a chunk input's gradient, kept until its send goes out
+    floatX* slot_douts;   // (slots, S, C): the gradient of each one's chunk output (received, or
+                          // on the last stage from the head, computed in the forward)
     floatX* tied_grad;    // the first and the last stage's ranks: the other's part of dwte
-    int* slot_of;         // [micro * chunks + chunk]: the slot of a forward not yet backward
+    int* slot_of;         // [micro * chunks + chunk]: the slot of a chunk input received or
+                          // embedded whose backward has not run
     int* slot_free;       // a stack of the free slots
     int free_count;
-    size_t slot_elems;  // S x C, aligned
-    double sent_bytes;  // the activations and gradients this rank sent (--comm-stats)
+    size_t slot_elems;    // S x C, aligned
+    double sent_bytes;    // the activations and gradients this rank sent (--comm-stats)
 };
 
 struct GPT {
@@ -2381,6 +2398,15 @@ struct GPT {
     Monitors mon;     // the step's monitors (above)
     Pipeline pipe;    // pipeline parallelism (one stage: none)
 };
+
+// The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
+inline int pipe_holder(const GPT* m, int index) {
+    const ParamIndex* at = &m->layout.index;
+    const PipeConfig* c = &m->pipe.config;
+    const int l = block_of_tensor(at, index), last = pipe_stage_count(c) - 1;
+    if (l >= 0) return pipe_rank_of(c, l / m->pipe.stage_blocks);
+    return index == at->lnf_w || index == at->lnf_b ? pipe_rank_of(c, last) : 0;
+}
 
 // The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
 // buffer of the tensor's group (which the passes' hooks fill first).
@@ -2714,6 +2740,7 @@ inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledge
         const OwnedRange* r = &m->dp.owned[i];
         const ParamTensor* t = &m->layout.tensors[r->tensor];
         if (t->tp_shape.split == TP_REPLICATED && m->tensor_parallel.rank != 0) continue;
+        if (pipe_holder(m, r->tensor) != m->pipe.rank) continue;  // the tied wte: counted once
         const int blocks = norm_blocks_for(r->n);
         items.push_back(UpdateItem{record_index(m, r), r->n,
                                    update_group_of_tensor(&m->layout.index, r->tensor), blocks});
@@ -2732,27 +2759,86 @@ inline void gpt_monitors_free(Monitors* mon) {
     free(mon->layer_sq);
 }
 
-// Pipeline parallelism: this rank's schedule and the activation sets of the micro-batches in
-// flight (its peak over the schedule), each a chunk's blocks (laid out by layout_activations
-// in acts.stored) and its input; on the last stage's rank also the head's gradient of each.
+// Pipeline parallelism: this rank's schedule laid out in time steps, its exchanges, and the
+// activation sets of the micro-batches in flight, each a chunk's blocks (laid out by
+// layout_activations in acts.stored), its input and its output's gradient. The time steps are
+// pipe_simulate's with every action one unit and no transfer time, the same on every rank: an
+// action's output goes out in the exchange at the end of its step, which its receiver posts in
+// the same step (it runs the action that needs it in a later one). Every exchange of a step
+// pairs only with exchanges of that step, and all of a step's inputs come from earlier steps, so
+// the exchanges complete step by step on any NCCL, even one whose sends wait for their receives.
+// An activation is taken from the step its input arrives (or is embedded) to the end of its
+// backward: the peak of that over the timeline is the slots (pipe_peak_in_flight's, or a few
+// more where an input arrives a step or more before its forward runs).
 inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
     Pipeline* p = &m->pipe;
-    const std::vector<PipeAction> actions = pipe_rank_schedule(&p->config, p->rank);
+    const PipeConfig* c = &p->config;
+    const PipeSchedule schedule = pipe_schedule(c);
+    const PipeSimulation sim = pipe_simulate(&schedule, {1.0, 1.0, 0.0});
+    if (!sim.error.empty()) {
+        fprintf(stderr, "the pipeline schedule does not run: %s\n", sim.error.c_str());
+        exit(EXIT_FAILURE);
+    }
+    p->ticks = (int)sim.makespan;
+    const int S = pipe_stage_count(c), mb = c->micro_batches;
+    auto key = [&](int rank, PipeAction a) {
+        return (a.op * S + pipe_stage_of(c, rank, a.chunk)) * mb + a.micro;
+    };
+    std::vector<int> tick_of(2 * S * mb);
+    for (int r = 0; r < c->pp; r++)
+        for (size_t i = 0; i < schedule.ranks[r].size(); i++)
+            tick_of[key(r, schedule.ranks[r][i])] = (int)sim.start[r][i];
+    const std::vector<PipeAction>& actions = schedule.ranks[p->rank];
     p->action_count = (int)actions.size();
     p->actions = (PipeAction*)MALLOC_CHECK(actions.size() * sizeof(PipeAction));
-    std::copy(actions.begin(), actions.end(), p->actions);
-    p->slots = pipe_peak_in_flight(actions);
+    p->action_tick = (int*)MALLOC_CHECK(actions.size() * sizeof(int));
+    std::vector<PipeExchange> at(p->ticks, PipeExchange{0, -1, {}, 0, {-1, -1}, {}});
+    for (int i = 0; i < p->action_count; i++) {
+        const PipeAction a = actions[i];
+        const PipeDeps deps = pipe_deps(c, p->rank, a);
+        p->actions[i] = a;
+        const int t = p->action_tick[i] = tick_of[key(p->rank, a)];
+        if (deps.send.rank >= 0) at[t].send_peer = deps.send.rank, at[t].sent = a;
+        if (deps.recv.rank < 0) continue;
+        PipeExchange* x = &at[tick_of[key(deps.recv.rank, deps.recv.action)]];
+        if (x->recv_count == 2) {  // a neighbour runs one action a step: at most one from each
+            fprintf(stderr, "the pipeline's timeline receives more than two inputs in a step\n");
+            exit(EXIT_FAILURE);
+        }
+        x->recv_peer[x->recv_count] = deps.recv.rank;
+        x->recv[x->recv_count++] = a;
+    }
+    std::vector<PipeExchange> exchanges;
+    for (int t = 0; t < p->ticks; t++) {
+        at[t].tick = t;
+        if (at[t].send_peer >= 0 || at[t].recv_count > 0) exchanges.push_back(at[t]);
+    }
+    p->exchange_count = (int)exchanges.size();
+    p->exchanges = (PipeExchange*)MALLOC_CHECK((exchanges.size() + 1) * sizeof(PipeExchange));
+    std::copy(exchanges.begin(), exchanges.end(), p->exchanges);
+    // the activation sets taken at once, replayed in the executor's order: a step's action (a
+    // forward on stage 0 takes one, a backward gives its own back), then its exchange (each
+    // activation received takes one)
+    int held = 0, next = 0;
+    p->slots = 0;
+    for (int t = 0, i = 0; t < p->ticks; t++) {
+        if (i < p->action_count && p->action_tick[i] == t) {
+            const PipeAction a = p->actions[i++];
+            held += a.op == PIPE_BACKWARD ? -1 : pipe_stage_of(c, p->rank, a.chunk) == 0 ? 1 : 0;
+        }
+        for (; next < p->exchange_count && p->exchanges[next].tick == t; next++)
+            for (int k = 0; k < p->exchanges[next].recv_count; k++)
+                held += p->exchanges[next].recv[k].op == PIPE_FORWARD;
+        p->slots = std::max(p->slots, held);
+    }
     p->slot_elems =
         round_up((size_t)tp_shard_rows(&m->tensor_parallel, N) * m->shape.C, TENSOR_ALIGN);
     p->slot_inputs = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
-    if (m->acts.head)
-        p->slot_douts = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
-    if (p->rank > 0 || p->config.chunks > 1)  // some chunk of this rank is not stage 0
-        p->send_grad = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slot_elems);
+    p->slot_douts = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
     const ParamTensor* wte = &m->layout.tensors[m->layout.index.wte];
     if (p->rank == 0 || m->acts.head)  // (both hold the tied wte)
         p->tied_grad = device_take_n<floatX>(ledger, MEM_GRADS, wte->numel);
-    p->slot_of = (int*)MALLOC_CHECK(p->config.micro_batches * p->config.chunks * sizeof(int));
+    p->slot_of = (int*)MALLOC_CHECK(c->micro_batches * c->chunks * sizeof(int));
     p->slot_free = (int*)MALLOC_CHECK(p->slots * sizeof(int));
     m->acts.stored_count = p->slots * p->stage_blocks;
     m->acts.stored =
@@ -2761,9 +2847,11 @@ inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
 
 inline void pipe_free(GPT* m) {
     Pipeline* p = &m->pipe;
-    for (floatX* buf : {p->slot_inputs, p->slot_douts, p->send_grad, p->tied_grad})
+    for (floatX* buf : {p->slot_inputs, p->slot_douts, p->tied_grad})
         if (buf) CUDA_CHECK(cudaFree(buf));
     free(p->actions);
+    free(p->action_tick);
+    free(p->exchanges);
     free(p->slot_of);
     free(p->slot_free);
     free(m->acts.stored);
@@ -3390,43 +3478,24 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // ---------------------------------------------------------------------------------------------
 // Pipeline parallelism (--pp): the executor. Each rank of a pipeline group runs its schedule
 // (llmc/pipeline.h's pipe_rank_schedule: a list of forwards and backwards of (micro-batch,
-// chunk)) in one loop. A forward of chunk c (virtual stage s) receives the chunk's input, the
-// (S,C) output of stage s-1, from the rank before, or on stage 0 embeds the micro-batch's tokens;
-// runs the stage's blocks (their activations in one of the rank's activation sets, pipe_bind);
-// then sends its output to the rank after, or on the last stage runs lnf, the lm head and the
-// loss with the backward's dloss and at once the head's backward pass, keeping the gradient of
-// the chunk's output for the chunk's backward. A backward receives that gradient from the rank
-// after (the last stage: takes the one it kept), runs the stage's blocks backward and sends the
-// gradient of the chunk's input to the rank before, or on stage 0 runs the embeddings' backward.
+// chunk)) in one loop over the time steps of pipe_build's timeline. A forward of chunk c (virtual
+// stage s) takes the chunk's input, received from the rank before or on stage 0 embedded from the
+// micro-batch's tokens; runs the stage's blocks (their activations in one of the rank's
+// activation sets, pipe_bind); its output goes to the rank after, or on the last stage it runs
+// lnf, the lm head and the loss with the backward's dloss and at once the head's backward pass,
+// keeping the gradient of the chunk's output for the chunk's backward. A backward takes that
+// gradient (received from the rank after, or kept), runs the stage's blocks backward and its
+// input's gradient goes to the rank before, or on stage 0 into the embeddings' backward.
 //
-// The transfers. The send of an action waits for the next action's receive: both go out in one
-// NCCL group (comm_send_recv), Megatron-LM's pairing of a send with the receive it may meet, so a
-// rank never blocks on a send while its peer blocks on a send to it; the last action's send
-// goes alone after the loop. Every transfer is waited for at once (comm_sync, with the group's
-// deadline, naming the micro-batch, what it carries and the peer): a transfer does not overlap
-// the compute yet. The CPU NCCL's sends complete when posted, so its runs do not prove the
-// arrangement free of deadlocks under a GPU NCCL, where a large send completes only with its
-// receive. Simulated with that rendezvous (a send and its receive complete together, the
-// operations of a group independently), this pairing runs gpipe and 1f1b to the end for pp 2 to
-// 8 and 1 to 32 micro-batches, but the interleaved schedule deadlocks in most configurations (a
-// rank's send waits for a receive its peer posts only after its own send to that rank is
-// received): on a GPU the interleaved schedule needs Megatron-LM's batched exchange, not built
-// yet (the deadline then ends the job, naming the wait). llmc/pipeline.h's simulator proves the
-// schedules themselves, with sends that never wait.
+// The transfers: after each time step, one NCCL group (comm_exchange) with the send of what the
+// step's action produced and the receives of what the neighbours' actions of the step produced
+// (pipe_build says why that never deadlocks), waited for at once with the group's deadline,
+// naming each transfer (the transfers do not overlap the compute yet).
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
 // summed between them (both then hold the same sum); the data-parallel reduction of the step's
 // gradients (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's
 // last micro-batch reduces them); the loss, the last stage's, broadcast over the pipeline group.
-
-// The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
-inline int pipe_holder(const GPT* m, int index) {
-    const ParamIndex* at = &m->layout.index;
-    const PipeConfig* c = &m->pipe.config;
-    const int l = block_of_tensor(at, index), last = pipe_stage_count(c) - 1;
-    if (l >= 0) return pipe_rank_of(c, l / m->pipe.stage_blocks);
-    return index == at->lnf_w || index == at->lnf_b ? pipe_rank_of(c, last) : 0;
-}
 
 // Points the blocks of virtual stage `stage` and the chunk's input (acts.encoded) at activation
 // set `slot`.
@@ -3438,32 +3507,93 @@ inline void pipe_bind(GPT* m, int slot, int stage) {
     m->acts.encoded = p->slot_inputs + slot * p->slot_elems;
 }
 
-// A send waiting for the next transfer: an activation (forward) or a gradient of micro-batch
-// `micro` to pipeline rank `peer` (-1: none).
-struct PipeSend {
-    const floatX* buf;
-    int peer, micro;
-    bool gradient;
-};
+inline int* pipe_slot_of(GPT* m, PipeAction a) {
+    return &m->pipe.slot_of[a.micro * m->pipe.config.chunks + a.chunk];
+}
 
-// The pending send and a receive of micro-batch `micro`'s activation or gradient into recv from
-// pipeline rank recv_peer (-1: none), in one group, waited for with the group's deadline.
-inline void pipe_transfer(GPT* m, PipeSend* pending, floatX* recv, int recv_peer, int micro,
-                          bool gradient) {
+// Appends to `what` the words of one transfer: "receive of micro-batch 3's activation from rank
+// 0" (a receive for this rank's forward), "send of micro-batch 1's gradient to rank 2", ...
+inline void pipe_transfer_words(char* what, size_t len, bool send, PipeAction a, int peer) {
+    const size_t used = strlen(what);
+    snprintf(what + used, len - used, "%s%s of micro-batch %d's %s %s rank %d",
+             used > 0 ? ", " : "", send ? "send" : "receive", a.micro,
+             a.op == PIPE_FORWARD ? "activation" : "gradient", send ? "to" : "from", peer);
+}
+
+// Exchange x: sends `produced` (what the step's action produced) and receives the neighbours'
+// activations (into a new activation set each) and gradients (into their activation set's);
+// waits for them with the pipeline group's deadline.
+inline void pipe_exchange(GPT* m, const PipeExchange* x, const floatX* produced) {
     Pipeline* p = &m->pipe;
-    if (pending->peer < 0 && recv_peer < 0) return;
-    char what[200];
-    if (recv_peer >= 0)
-        snprintf(what, sizeof(what), "the pipeline's receive of micro-batch %d's %s from rank %d",
-                 micro, gradient ? "gradient" : "activation", recv_peer);
-    else
-        snprintf(what, sizeof(what), "the pipeline's send of micro-batch %d's %s to rank %d",
-                 pending->micro, pending->gradient ? "gradient" : "activation", pending->peer);
     const size_t n = (size_t)seq_rows(m, m->B * m->T) * m->shape.C;
-    comm_send_recv(p->group, pending->buf, n, pending->peer, recv, n, recv_peer, m->stream, what);
-    if (pending->peer >= 0) p->sent_bytes += (double)n * sizeof(floatX);
-    comm_sync(p->group, m->stream, what);
-    pending->peer = -1;
+    CommP2p<floatX> ops[3];
+    int count = 0;
+    char what[256] = "";
+    for (int k = 0; k < x->recv_count; k++) {
+        const PipeAction a = x->recv[k];
+        int* slot = pipe_slot_of(m, a);
+        if (a.op == PIPE_FORWARD) *slot = p->slot_free[--p->free_count];
+        floatX* buf = (a.op == PIPE_FORWARD ? p->slot_inputs : p->slot_douts) + *slot * p->slot_elems;
+        ops[count++] = CommP2p<floatX>{buf, n, x->recv_peer[k], false};
+        pipe_transfer_words(what, sizeof(what), false, a, x->recv_peer[k]);
+    }
+    if (x->send_peer >= 0) {
+        ops[count++] = CommP2p<floatX>{(floatX*)produced, n, x->send_peer, true};
+        pipe_transfer_words(what, sizeof(what), true, x->sent, x->send_peer);
+        p->sent_bytes += (double)n * sizeof(floatX);
+    }
+    char named[300];
+    snprintf(named, sizeof(named), "the pipeline's %s", what);
+    comm_exchange(p->group, ops, count, m->stream, named);
+    comm_sync(p->group, m->stream, named);
+}
+
+// Runs action a of a training step (see above; losses: the sums of the micro-batches' mean loss
+// and z-loss, on the last stage). Returns what it sends: the forward's output, the backward's
+// input gradient (nullptr: nothing).
+inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, const int* targets,
+                                     int A, float first_scale, double losses[2]) {
+    Pipeline* p = &m->pipe;
+    const PipeConfig* c = &p->config;
+    const ModelShapes* s = &m->shape;
+    const int B = m->B, T = m->T, N = B * T, stage = pipe_stage_of(c, p->rank, a.chunk);
+    const PipeStage ps = pipe_stage(c, stage);
+    const int *micro_inputs = inputs + (size_t)a.micro * N,
+              *micro_targets = targets + (size_t)a.micro * N;
+    cudaStream_t st = m->stream;
+    int* slot = pipe_slot_of(m, a);
+    if (a.op == PIPE_FORWARD && ps.embeddings) *slot = p->slot_free[--p->free_count];
+    pipe_bind(m, *slot, stage);
+    floatX* dout = p->slot_douts + *slot * p->slot_elems;
+    if (a.op == PIPE_FORWARD) {
+        if (ps.embeddings) {
+            CUDA_CHECK(cudaMemcpyAsync(m->inputs, micro_inputs, N * sizeof(int),
+                                       cudaMemcpyHostToDevice, st));
+            embeddings_forward(m, B, T);
+        }
+        blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, B, T);
+        if (!ps.head) return m->acts.layers[ps.first_block + ps.blocks - 1].residual3;
+        const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
+        CUDA_CHECK(cudaMemcpyAsync(m->targets, micro_targets, N * sizeof(int),
+                                   cudaMemcpyHostToDevice, st));
+        head_forward(m, dloss, N);
+        lnf_backward(m, lm_head_backward(m));
+        CUDA_CHECK(cudaMemcpyAsync(dout, m->acts.dresidual, p->slot_elems * sizeof(floatX),
+                                   cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));  // the host's loss buffers
+        double z = 0.0;
+        losses[0] += host_mean_loss(m, N, &z);
+        losses[1] += z;
+        return nullptr;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, dout, p->slot_elems * sizeof(floatX),
+                               cudaMemcpyDeviceToDevice, st));
+    blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, nullptr);
+    p->slot_free[p->free_count++] = *slot;
+    if (!ps.embeddings) return m->acts.dresidual;
+    token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
+    embeddings_backward(m);
+    return nullptr;
 }
 
 // The tied wte: the first stage's rank holds the embedding's part of its gradient, the last
@@ -3476,30 +3606,42 @@ inline void pipe_sum_tied_grad(GPT* m) {
     const size_t n = m->layout.tensors[wte].numel;
     floatX* grad = param_grad(m, wte);
     const char* what = "the pipeline's exchange of the tied wte's gradient parts";
-    comm_send_recv(p->group, grad, n, peer, p->tied_grad, n, peer, m->stream, what);
+    const CommP2p<floatX> ops[2] = {{grad, n, peer, true}, {p->tied_grad, n, peer, false}};
+    comm_exchange(p->group, ops, 2, m->stream, what);
     comm_sync(p->group, m->stream, what);
     add_into(grad, p->tied_grad, n, m->stream);
 }
 
 // The forward pass of one micro-batch through the pipeline, without a backward pass
-// (validation): the virtual stages in order, each on its rank, the activation handed on from
-// rank to rank; returns the mean loss (the last stage's) on every rank of the pipeline group,
-// the mean z-loss term in *z_loss (if given).
+// (validation): the virtual stages in order, each on its rank, which receives the stage's input
+// from the rank before and sends its output on, each transfer alone (a chain: stage s's send
+// meets the receive of stage s + 1, which its rank posts after its transfers of earlier stages);
+// returns the mean loss (the last stage's) on every rank of the pipeline group, the mean z-loss
+// term in *z_loss (if given).
 inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss) {
     Pipeline* p = &m->pipe;
     const PipeConfig* c = &p->config;
     const int N = m->B * m->T;
+    const size_t n = (size_t)seq_rows(m, N) * m->shape.C;
     cudaStream_t st = m->stream;
     check_tokens(&m->config, inputs, targets, N);
     m->fp8.training = m->mon.recording = false;
-    PipeSend pending = {nullptr, -1, 0, false};
     double losses[2] = {0.0, 0.0};
+    // one transfer of the activation entering or leaving the stage of action a
+    auto transfer = [&](bool send, PipeAction a, floatX* buf, int peer) {
+        char what[200] = "the pipeline's ";
+        pipe_transfer_words(what + strlen(what), sizeof(what) - strlen(what), send, a, peer);
+        const CommP2p<floatX> op = {buf, n, peer, send};
+        comm_exchange(p->group, &op, 1, st, what);
+        comm_sync(p->group, st, what);
+    };
     for (int stage = 0; stage < pipe_stage_count(c); stage++) {
         if (pipe_rank_of(c, stage) != p->rank) continue;
-        const PipeDeps deps = pipe_deps(c, p->rank, {PIPE_FORWARD, 0, pipe_chunk_of(c, stage)});
+        const PipeAction a = {PIPE_FORWARD, 0, pipe_chunk_of(c, stage)};
+        const PipeDeps deps = pipe_deps(c, p->rank, a);
         const PipeStage ps = pipe_stage(c, stage);
         pipe_bind(m, 0, stage);
-        pipe_transfer(m, &pending, m->acts.encoded, deps.recv.rank, 0, false);
+        if (deps.recv.rank >= 0) transfer(false, a, m->acts.encoded, deps.recv.rank);
         if (ps.embeddings) {
             CUDA_CHECK(
                 cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
@@ -3507,8 +3649,8 @@ inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double
         }
         blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, m->B, m->T);
         if (!ps.head) {
-            pending = PipeSend{m->acts.layers[ps.first_block + ps.blocks - 1].residual3,
-                               deps.send.rank, 0, false};
+            transfer(true, a, m->acts.layers[ps.first_block + ps.blocks - 1].residual3,
+                     deps.send.rank);
             continue;
         }
         CUDA_CHECK(
@@ -3517,7 +3659,6 @@ inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double
         CUDA_CHECK(cudaStreamSynchronize(st));
         losses[0] = host_mean_loss(m, N, &losses[1]);
     }
-    pipe_transfer(m, &pending, nullptr, -1, 0, false);
     comm_broadcast(p->group, losses, sizeof(losses), pipe_rank_of(c, pipe_stage_count(c) - 1));
     if (z_loss) *z_loss = losses[1];
     return losses[0];
@@ -3529,8 +3670,7 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
                                     double* z_loss, float first_scale) {
     Pipeline* p = &m->pipe;
     const PipeConfig* c = &p->config;
-    const ModelShapes* s = &m->shape;
-    const int B = m->B, T = m->T, N = B * T;
+    const int N = m->B * m->T;
     cudaStream_t st = m->stream;
     if (A != c->micro_batches) {
         fprintf(stderr, "the pipeline was built for %d micro-batches per step, not %d\n",
@@ -3544,64 +3684,14 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     dp_backward_begin(&m->dp, false, true, st);  // the data-parallel reduction follows the flush
     p->free_count = 0;
     for (int k = p->slots - 1; k >= 0; k--) p->slot_free[p->free_count++] = k;
-    PipeSend pending = {nullptr, -1, 0, false};
     double losses[2] = {0.0, 0.0};  // the sums of the micro-batches' mean loss and z-loss
-    for (int k = 0; k < p->action_count; k++) {
-        const PipeAction a = p->actions[k];
-        const int stage = pipe_stage_of(c, p->rank, a.chunk);
-        const PipeStage ps = pipe_stage(c, stage);
-        const PipeDeps deps = pipe_deps(c, p->rank, a);
-        const int *micro_inputs = inputs + (size_t)a.micro * N,
-                  *micro_targets = targets + (size_t)a.micro * N;
-        int* slot_of = &p->slot_of[a.micro * c->chunks + a.chunk];
-        if (a.op == PIPE_FORWARD) {
-            *slot_of = p->slot_free[--p->free_count];
-            pipe_bind(m, *slot_of, stage);
-            pipe_transfer(m, &pending, m->acts.encoded, deps.recv.rank, a.micro, false);
-            if (ps.embeddings) {
-                CUDA_CHECK(cudaMemcpyAsync(m->inputs, micro_inputs, N * sizeof(int),
-                                           cudaMemcpyHostToDevice, st));
-                embeddings_forward(m, B, T);
-            }
-            blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, B, T);
-            if (!ps.head) {
-                const floatX* out = m->acts.layers[ps.first_block + ps.blocks - 1].residual3;
-                pending = PipeSend{out, deps.send.rank, a.micro, false};
-                continue;
-            }
-            const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
-            CUDA_CHECK(cudaMemcpyAsync(m->targets, micro_targets, N * sizeof(int),
-                                       cudaMemcpyHostToDevice, st));
-            head_forward(m, dloss, N);
-            lnf_backward(m, lm_head_backward(m));
-            CUDA_CHECK(cudaMemcpyAsync(p->slot_douts + *slot_of * p->slot_elems, m->acts.dresidual,
-                                       p->slot_elems * sizeof(floatX), cudaMemcpyDeviceToDevice,
-                                       st));
-            CUDA_CHECK(cudaStreamSynchronize(st));  // the host's loss buffers
-            double z = 0.0;
-            losses[0] += host_mean_loss(m, N, &z);
-            losses[1] += z;
-        } else {
-            pipe_bind(m, *slot_of, stage);
-            pipe_transfer(m, &pending, m->acts.dresidual, deps.recv.rank, a.micro, true);
-            if (ps.head)
-                CUDA_CHECK(
-                    cudaMemcpyAsync(m->acts.dresidual, p->slot_douts + *slot_of * p->slot_elems,
-                                    p->slot_elems * sizeof(floatX), cudaMemcpyDeviceToDevice, st));
-            blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, nullptr);
-            if (ps.embeddings) {
-                token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
-                embeddings_backward(m);
-            } else {
-                CUDA_CHECK(cudaMemcpyAsync(p->send_grad, m->acts.dresidual,
-                                           p->slot_elems * sizeof(floatX), cudaMemcpyDeviceToDevice,
-                                           st));
-                pending = PipeSend{p->send_grad, deps.send.rank, a.micro, true};
-            }
-            p->slot_free[p->free_count++] = *slot_of;
-        }
+    for (int t = 0, i = 0, x = 0; t < p->ticks; t++) {
+        const floatX* produced = nullptr;
+        if (i < p->action_count && p->action_tick[i] == t)
+            produced = pipe_run_action(m, p->actions[i++], inputs, targets, A, first_scale, losses);
+        if (x < p->exchange_count && p->exchanges[x].tick == t)
+            pipe_exchange(m, &p->exchanges[x++], produced);
     }
-    pipe_transfer(m, &pending, nullptr, -1, 0, false);
     pipe_sum_tied_grad(m);
     dp_backward_begin(&m->dp, true, false, st);
     for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
@@ -3646,9 +3736,10 @@ inline double gpt_forward_backward(GPT* m, const int* inputs, const int* targets
 }
 
 // The end of a training step's monitors (gpt_update, gpt_skip_update; `updated`: the update was
-// taken): the update-ratio sums, the vector combined over the data- and tensor-parallel groups
-// (an all-gather each, monitor_combine_kernel) and copied into pinned host memory, all queued on
-// the stream; readable (gpt_monitor_* below) once the caller synchronizes.
+// taken): the update-ratio sums, the vector combined over the data-, tensor- and pipeline-parallel
+// groups (an all-gather each, monitor_combine_kernel; a pipeline stage records its own blocks and
+// the last stage log Z) and copied into pinned host memory, all queued on the stream; readable
+// (gpt_monitor_* below) once the caller synchronizes.
 inline void gpt_monitors_finish(GPT* m, bool updated) {
     Monitors* mon = &m->mon;
     const int L = m->config.layers;

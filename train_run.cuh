@@ -1308,6 +1308,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_object_end(lg);
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
+    logger_int(lg, "pp", tc->pp);
     logger_int(lg, "sequence_parallel", m->tensor_parallel.sequence);
     const TpAccount tpa = tp_account(m);
     // rank 0's parameter table and state, in the tensors tensor parallelism cuts and the rest

@@ -1665,29 +1665,41 @@ void comm_broadcast_device(const CommGroup* g, const T* send, T* recv, size_t n,
 #endif
 }
 
-// Point to point, in one NCCL group: sends send_n elements of `send` to rank send_peer of g and
-// receives recv_n elements into `recv` from rank recv_peer (a peer of -1: none), queued on
-// `stream`. A send and the receive it may meet go in one group, so that neither waits for the
-// other (pipeline parallelism: a stage sends its output while it receives its next input).
-// `what` names the transfer in a deadline's message; wait for it with comm_sync.
+// One point-to-point transfer: `n` elements of `buf` sent to (or received from) rank `peer`.
 template <class T>
-void comm_send_recv(const CommGroup* g, const T* send, size_t send_n, int send_peer, T* recv,
-                    size_t recv_n, int recv_peer, cudaStream_t stream, const char* what) {
+struct CommP2p {
+    T* buf;
+    size_t n;
+    int peer;
+    bool send;
+};
+
+// Point to point: the `count` sends and receives of `ops` in one NCCL group on `stream`, so that
+// none of them waits for another (pipeline parallelism: a stage sends its output while it
+// receives its neighbours'). The sends count in g's traffic (COMM_SEND_RECV). `what` names the
+// transfers in a deadline's message; wait for them with comm_sync.
+template <class T>
+void comm_exchange(const CommGroup* g, const CommP2p<T>* ops, int count, cudaStream_t stream,
+                   const char* what) {
 #ifdef MULTI_GPU
-    const size_t sent = send_peer >= 0 ? send_n * sizeof(T) : 0;
+    size_t sent = 0, bytes = 0;
+    for (int k = 0; k < count; k++) {
+        bytes += ops[k].n * sizeof(T);
+        if (ops[k].send) sent += ops[k].n * sizeof(T);
+    }
     if (sent > 0) comm_count(g, COMM_SEND_RECV, sent);
-    comm_watched(
-        g, COMM_SEND_RECV, sent + (recv_peer >= 0 ? recv_n * sizeof(T) : 0), stream, what, [&] {
-            NCCL_CHECK(ncclGroupStart());
-            if (send_peer >= 0)
-                NCCL_CHECK(ncclSend(send, send_n, nccl_type_of(send), send_peer, g->nccl, stream));
-            if (recv_peer >= 0)
-                NCCL_CHECK(ncclRecv(recv, recv_n, nccl_type_of(recv), recv_peer, g->nccl, stream));
-            return ncclGroupEnd();
-        });
+    comm_watched(g, COMM_SEND_RECV, bytes, stream, what, [&] {
+        NCCL_CHECK(ncclGroupStart());
+        for (int k = 0; k < count; k++) {
+            const CommP2p<T>* o = &ops[k];
+            if (o->send)
+                NCCL_CHECK(ncclSend(o->buf, o->n, nccl_type_of(o->buf), o->peer, g->nccl, stream));
+            else NCCL_CHECK(ncclRecv(o->buf, o->n, nccl_type_of(o->buf), o->peer, g->nccl, stream));
+        }
+        return ncclGroupEnd();
+    });
 #else
-    (void)g, (void)send, (void)send_n, (void)send_peer, (void)recv, (void)recv_n, (void)recv_peer;
-    (void)stream, (void)what;
+    (void)g, (void)ops, (void)count, (void)stream, (void)what;
 #endif
 }
 

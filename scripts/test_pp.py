@@ -30,7 +30,8 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    that --pp does not divide under the interleaved schedule, and the combinations not built yet
    (--tp > 1, --zero 2, --fp8, --resume, text samples).
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
-   other rank naming the wait: the pipeline's receive of a micro-batch's gradient from rank 1.
+   other rank naming the wait: the pipeline's transfer of a micro-batch's activation or gradient
+   with rank 1.
 
 Usage: python3 scripts/test_pp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -166,7 +167,8 @@ def main():
                               ["--steps", "100", "--comm-timeout", str(timeout), "--inject-fault", "2:kill:1"],
                               capture_output=True, text=True, cwd=ROOT, errors="replace", timeout=120)
         seconds = time.time() - start
-        named = re.search(r"the pipeline's receive of micro-batch \d+'s gradient from rank 1", proc.stdout + proc.stderr)
+        named = re.search(r"the pipeline's (receive|send) of micro-batch \d+'s (activation|gradient) (from|to) rank 1",
+                          proc.stdout + proc.stderr)
         check(proc.returncode != 0 and named is not None and seconds <= timeout + 10,
               f"rank 1 killed at step 2: the job ends in {seconds:.1f} s (--comm-timeout {timeout}), rank 0 naming "
               f"the wait: {named.group(0) if named else None!r}")
