@@ -2358,8 +2358,8 @@ struct Pipeline {
                           // embedded whose backward has not run
     int* slot_free;       // a stack of the free slots
     int free_count;
-    size_t slot_elems;    // S x C, aligned
-    double sent_bytes;    // the activations and gradients this rank sent (--comm-stats)
+    size_t slot_elems;  // S x C, aligned
+    double sent_bytes;  // the activations and gradients this rank sent (--comm-stats)
 };
 
 struct GPT {
@@ -3533,7 +3533,8 @@ inline void pipe_exchange(GPT* m, const PipeExchange* x, const floatX* produced)
         const PipeAction a = x->recv[k];
         int* slot = pipe_slot_of(m, a);
         if (a.op == PIPE_FORWARD) *slot = p->slot_free[--p->free_count];
-        floatX* buf = (a.op == PIPE_FORWARD ? p->slot_inputs : p->slot_douts) + *slot * p->slot_elems;
+        floatX* buf =
+            (a.op == PIPE_FORWARD ? p->slot_inputs : p->slot_douts) + *slot * p->slot_elems;
         ops[count++] = CommP2p<floatX>{buf, n, x->recv_peer[k], false};
         pipe_transfer_words(what, sizeof(what), false, a, x->recv_peer[k]);
     }
