@@ -190,6 +190,15 @@ auto registered_kernel(void (*kernel)(P...), const char* name, bool thread_loop 
     return kernel;
 }
 
+// The __CUDA_ARCH__ of a file's device pass: cucc compiles a .cu whose code mentions
+// __CUDA_ARCH__ twice, as nvcc does (see dev/cpu/cucc), and the host pass registers the value its
+// kernels were compiled for. nvcc would embed code for each architecture asked for and the driver
+// would pick the one matching the device; cucc compiles one (the highest not above
+// CUCC_COMPUTE_CAPABILITY at compile time), so the first launch prints a warning when a file was
+// compiled for a newer architecture than the simulated device has (a GPU would refuse its
+// kernels with cudaErrorNoKernelImageForDevice).
+bool note_device_pass_arch(int arch, const char* file);
+
 // This block's dynamic shared memory: the launch's smem bytes, 4096-byte aligned, never null
 // (also for 0 bytes). Under CUCC_SCHEDULE=random it starts filled with 0xff bytes.
 void* dynamic_smem();
