@@ -7,9 +7,9 @@
 //   - __host__ __device__ functions (one external, one inline) return __CUDA_ARCH__ in device
 //     code and -1 on the host, each side calling its own version; a `#ifndef __CUDA_ARCH__`
 //     branch counts the host calls only;
-//   - __device__, __constant__ and __managed__ variables are one object for both passes: a
-//     kernel writes what cudaMemcpyFromSymbol (or the host, for __managed__) reads, and reads
-//     what cudaMemcpyToSymbol wrote; an initialized __device__ variable starts at its value;
+//   - __device__, __constant__ and __managed__ variables, static ones too, are one object for
+//     both passes: a kernel writes what cudaMemcpyFromSymbol (or the host, for __managed__)
+//     reads, and reads what cudaMemcpyToSymbol wrote; an initialized one starts at its value;
 //   - a template kernel launched with <<<>>> and through cudaLaunchKernel, a static kernel, and
 //     cudaFuncGetAttributes reach the device pass's kernels;
 //   - the file's static initializers run once (a constructor counting itself);
@@ -55,6 +55,12 @@ __host__ __device__ int count_host_call() {
 
 __device__ int arch_seen;
 __constant__ int scale;
+static __device__ int static_seen;
+static __constant__ int static_scale = 4;
+
+static __device__ int times_static_scale(int x) {
+    return x * static_scale;
+}
 __device__ int device_counter = 5;
 __managed__ int managed_value;
 
@@ -81,6 +87,7 @@ __global__ void reduce_kernel(const int* in, int* out, int* path) {
         arch_seen = pass_arch();
         device_counter += count_host_call() + 1;
         managed_value = inline_pass_arch();
+        static_seen = times_static_scale(pass_arch());
     }
 }
 
@@ -129,6 +136,10 @@ int main(int argc, char** argv) {
     snprintf(line, sizeof line, "device side: pass_arch %d, inline_pass_arch %d (want %d, %d)",
              seen, managed_value, arch, arch + 1);
     expect(seen == arch && managed_value == arch + 1, line);
+    int static_value = 0;
+    CUDA_CHECK(cudaMemcpyFromSymbol(&static_value, static_seen, sizeof(int)));
+    snprintf(line, sizeof line, "static __device__ variable %d (want %d)", static_value, arch * 4);
+    expect(static_value == arch * 4, line);
     snprintf(line, sizeof line, "__device__ counter %d (want 6), host calls %d (want 1)", counter,
              host_calls);
     expect(counter == 6 && host_calls == 1, line);
