@@ -11,4 +11,5 @@
 // ncclMemAlloc, ncclCommRegister) is there.
 #pragma once
 
-#error "cucc: NCCL's device API (nccl_device.h: ncclDevComm, ncclDevCommCreate, ncclLsaBarrierSession, ncclGetLsaPointer, ncclGin) is not part of the CPU NCCL: its kernels address the peers' memory directly through symmetric windows, which the CPU NCCL's ranks (processes exchanging through shared files) do not have; use the host API of nccl.h (see README.md)"
+#error \
+    "cucc: NCCL's device API (nccl_device.h: ncclDevComm, ncclDevCommCreate, ncclLsaBarrierSession, ncclGetLsaPointer, ncclGin) is not part of the CPU NCCL: its kernels address the peers' memory directly through symmetric windows, which the CPU NCCL's ranks (processes exchanging through shared files) do not have; use the host API of nccl.h (see README.md)"

@@ -254,9 +254,10 @@ struct sigaction previous_segv;
 
 [[noreturn]] void report_fault(const char* what, const char* advice) {
     char msg[768];
-    int n = snprintf(msg, sizeof msg, "cucc: %s in kernel %s (block (%u,%u,%u), thread (%u,%u,%u)): %s\n",
-                     what, tls_block->grid->name, tls_block->idx.x, tls_block->idx.y,
-                     tls_block->idx.z, threadIdx.x, threadIdx.y, threadIdx.z, advice);
+    int n = snprintf(msg, sizeof msg,
+                     "cucc: %s in kernel %s (block (%u,%u,%u), thread (%u,%u,%u)): %s\n", what,
+                     tls_block->grid->name, tls_block->idx.x, tls_block->idx.y, tls_block->idx.z,
+                     threadIdx.x, threadIdx.y, threadIdx.z, advice);
     if (write(2, msg, n > 0 ? (size_t)n : 0) < 0) _exit(1);
     _exit(1);
 }
@@ -620,13 +621,14 @@ std::string lane_list(unsigned mask) {
 // the caller's own value. Lanes that had not started when the call opened count as having
 // exited before it, so code that skips a collective in its lanes' first steps is not caught.
 [[noreturn]] void report_skipped_call(const Block& b, int warp, const Exchange* e) {
-    fatal("kernel %s, block (%u,%u,%u), warp %d: lanes %s wait in a warp-synchronous call (a "
-          "shuffle, vote, match, reduce or __syncwarp with mask 0x%08x) that lanes %s of the mask "
-          "went past and then exited without making; CUDA leaves the result undefined (all "
-          "non-exited threads named in the mask must execute the same intrinsic with the same "
-          "mask: CUDA C++ Programming Guide, Warp Shuffle Functions)",
-          b.grid->name, b.idx.x, b.idx.y, b.idx.z, warp, lane_list(e->arrived).c_str(), e->mask,
-          lane_list(e->expected & ~e->arrived).c_str());
+    fatal(
+        "kernel %s, block (%u,%u,%u), warp %d: lanes %s wait in a warp-synchronous call (a "
+        "shuffle, vote, match, reduce or __syncwarp with mask 0x%08x) that lanes %s of the mask "
+        "went past and then exited without making; CUDA leaves the result undefined (all "
+        "non-exited threads named in the mask must execute the same intrinsic with the same "
+        "mask: CUDA C++ Programming Guide, Warp Shuffle Functions)",
+        b.grid->name, b.idx.x, b.idx.y, b.idx.z, warp, lane_list(e->arrived).c_str(), e->mask,
+        lane_list(e->expected & ~e->arrived).c_str());
 }
 
 // Releases the lanes of a warp call once every non-exited lane of its mask has arrived. Inline:

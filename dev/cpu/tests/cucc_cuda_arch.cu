@@ -58,9 +58,7 @@ __constant__ int scale;
 static __device__ int static_seen;
 static __constant__ int static_scale = 4;
 
-static __device__ int times_static_scale(int x) {
-    return x * static_scale;
-}
+static __device__ int times_static_scale(int x) { return x * static_scale; }
 __device__ int device_counter = 5;
 __managed__ int managed_value;
 
@@ -100,9 +98,7 @@ __global__ void fill_kernel(T* out) {
 #endif
 }
 
-static __global__ void static_kernel(int* out) {
-    out[threadIdx.x] = inline_pass_arch();
-}
+static __global__ void static_kernel(int* out) { out[threadIdx.x] = inline_pass_arch(); }
 
 int main(int argc, char** argv) {
     const int arch = argc > 1 ? atoi(argv[1]) : 900;
@@ -152,7 +148,8 @@ int main(int argc, char** argv) {
     void* args[] = {&out};
     CUDA_CHECK(cudaLaunchKernel((const void*)fill_kernel<int, 3>, dim3(1), dim3(4), args, 0, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
-    snprintf(line, sizeof line, "template kernel by cudaLaunchKernel: %d (want %d)", out[3], 3 * arch);
+    snprintf(line, sizeof line, "template kernel by cudaLaunchKernel: %d (want %d)", out[3],
+             3 * arch);
     expect(out[3] == 3 * arch, line);
     static_kernel<<<1, 2>>>(out);
     CUDA_CHECK(cudaDeviceSynchronize());

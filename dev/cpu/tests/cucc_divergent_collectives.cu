@@ -62,9 +62,7 @@ __global__ void stride_sum_kernel(const float* in, int n, float* out) {
     }
 }
 
-__global__ void wild_store_kernel(float* p) {
-    p[threadIdx.x] = 1.0f;
-}
+__global__ void wild_store_kernel(float* p) { p[threadIdx.x] = 1.0f; }
 
 // Runs bias_rows_kernel with blockDim (4, 8, z); returns the largest error against the host.
 static float bias_rows(int z) {

@@ -5,6 +5,4 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
-int main() {
-    return 0;
-}
+int main() { return 0; }
