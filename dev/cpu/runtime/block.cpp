@@ -618,8 +618,11 @@ std::string lane_list(unsigned mask) {
 // exited before the call opened (an early return, the missing lanes of a partial warp) are not
 // waited for and are no error, as the PTX ISA's .sync instructions specify ("wait until all
 // non-exited threads corresponding to membermask have executed" it); reading from them gives
-// the caller's own value. Lanes that had not started when the call opened count as having
-// exited before it, so code that skips a collective in its lanes' first steps is not caught.
+// the caller's own value. Which of the two a lane did is told by when it ran: one that had not
+// started when the call opened counts as having exited before it (code that skips a collective
+// in its lanes' first steps is not caught), one that had started counts as having gone past it
+// (so a lane returning right after an earlier collective while the others go on to a full-mask
+// one is reported, although CUDA allows that).
 [[noreturn]] void report_skipped_call(const Block& b, int warp, const Exchange* e) {
     fatal(
         "kernel %s, block (%u,%u,%u), warp %d: lanes %s wait in a warp-synchronous call (a "

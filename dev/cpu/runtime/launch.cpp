@@ -16,7 +16,9 @@
 // in cucc/runtime.h), which gives the registry a function that copies the arguments out of the
 // array into a KernelBody. A kernel the registry does not know fails with
 // cudaErrorInvalidDeviceFunction and a message saying why.
-// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy queries.
+// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy queries, and the
+// warning at the first launch when a file's device pass was compiled for a newer __CUDA_ARCH__
+// than the simulated device's (note_device_pass_arch).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
