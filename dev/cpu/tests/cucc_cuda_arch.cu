@@ -14,12 +14,15 @@
 //     cudaFuncGetAttributes reach the device pass's kernels;
 //   - the file's static initializers run once (a constructor counting itself);
 //   - cucc -v says which files take two passes and which one; with CUCC_COMPUTE_CAPABILITY below
-//     the compiled architecture the first launch warns.
+//     the compiled architecture the first launch warns;
+//   - a minimal file (no variables, no static kernel: nothing of the device pass to weaken or
+//     globalize) builds and runs.
 // The expected architecture is the argument (default 900).
 //! cpu-only
 //! run: ./prog => pass /all __CUDA_ARCH__ checks passed/
 //! run: CUCC_COMPUTE_CAPABILITY=8.0 ./prog => pass /cucc: warning: .*cucc_cuda_arch.cu was compiled with __CUDA_ARCH__ 900, newer than the simulated device's compute capability 8.0/
 //! run: d=$(mktemp -d) && dev/cpu/cucc -v -gencode arch=compute_75,code=sm_75 dev/cpu/tests/cucc_cuda_arch.cu -o $d/p 2>&1 | grep "^cucc: dev/cpu" && $d/p 750; r=$?; rm -rf $d; exit $r => pass /two passes \(dev/cpu/tests/cucc_cuda_arch.cu mentions __CUDA_ARCH__\).*__CUDA_ARCH__=750[\s\S]*shuffle loop[\s\S]*all __CUDA_ARCH__ checks passed/
+//! run: d=$(mktemp -d) && printf '#include <cstdio>\n__host__ __device__ int arch() {\n#ifdef __CUDA_ARCH__\n  return __CUDA_ARCH__;\n#else\n  return -1;\n#endif\n}\n__global__ void k(int* o) { *o = arch(); }\nint main() { int* o; cudaMallocManaged(&o, 4); k<<<1, 1>>>(o); cudaDeviceSynchronize(); printf("minimal: device %%d host %%d\\n", *o, arch()); return *o == 900 ? 0 : 1; }\n' > $d/m.cu && dev/cpu/cucc $d/m.cu -o $d/m && $d/m; r=$?; rm -rf $d; exit $r => pass /minimal: device 900 host -1/
 //! run: d=$(mktemp -d) && dev/cpu/cucc -v -c dev/cpu/tests/cucc_version.cu -o $d/v.o 2>&1 | grep "^cucc: dev/cpu"; r=$?; rm -rf $d; exit $r => pass /cucc_version.cu: one pass/
 #include <cstdio>
 #include <cstdlib>
