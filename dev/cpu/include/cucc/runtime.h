@@ -231,7 +231,9 @@ bool grid_is_cooperative();
 // instructions on sm_70+. The pointer stays valid until this lane's next warp-synchronous call.
 // Calls match by mask and size, so disjoint groups of lanes may exchange at the same time. The
 // mask must include the caller. A mask naming a lane that waits elsewhere is a deadlock
-// (reported as for barriers).
+// (reported as for barriers); one naming a lane that was running when the call opened and then
+// exits without making it (it went past the call) is an error, the result being undefined in
+// CUDA (see report_skipped_call in block.cpp).
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived);
 // __syncwarp(mask): a warp_exchange of nothing.
 void syncwarp(unsigned mask);
