@@ -80,6 +80,20 @@
 #include "shard_plan.h"  // plan_build, plan_owned: who owns which ranges
 #include "zero_fp8.cuh"  // --fp8-allgather: ZeRO-3's gathers of the FP8 weights in FP8
 
+// The tests of the streams' structure (scripts/test_dp.py, test_zero3.py) run a build with
+// -DTEST_DROP_WAITS and name in LLMC_TEST_DROP_WAIT one wait between the streams to leave out,
+// to see the race it prevents: "dp-backward" (a bucket's reduction waits for its gradients),
+// "zero3-gather" (a gather waits for the kernels still reading its buffer), "zero3-compute"
+// (the kernels wait for the gather of their parameters). Every other build keeps every wait.
+#ifdef TEST_DROP_WAITS
+inline bool test_drops_wait(const char* wait) {
+    const char* name = getenv("LLMC_TEST_DROP_WAIT");
+    return name && strcmp(name, wait) == 0;
+}
+#else
+constexpr bool test_drops_wait(const char*) { return false; }
+#endif
+
 // =============================================================================================
 // Data parallelism.
 
@@ -554,9 +568,8 @@ inline void dp_group_done(DataParallel* dp, int group, cudaStream_t compute) {
     const int b = dp->bucket_of[group];
     if (dp->buckets[b].last_group != group) return;
     CUDA_CHECK(cudaEventRecord(dp->computed, compute));
-#ifndef DP_TEST_DROP_WAIT  // the test of the stream structure builds without this wait
-    CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->computed, 0));
-#endif
+    if (!test_drops_wait("dp-backward"))
+        CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->computed, 0));
     dp_reduce_bucket(dp, b);
     CUDA_CHECK(cudaEventRecord(dp->buckets[b].done, dp->stream));
 }
@@ -727,9 +740,8 @@ inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params
     const int b = dp->bucket_of[group], k = dp_gather_slot(dp, b);
     if (dp->gather_held[k] == b) return;
     CUDA_CHECK(cudaEventRecord(dp->compute_point, compute));
-#if ZERO3_TEST_DROP_WAIT != 1  // the test of the stream structure builds without this wait
-    CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));
-#endif
+    if (!test_drops_wait("zero3-gather"))
+        CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));
     if (zero_fp8_has(&dp->fp8, b)) zero_fp8_gather_bucket(&dp->fp8, b, dp->group, dp->stream);
     else dp_gather_bucket(dp, b, params, dp->gather[k], dp->stream);
     CUDA_CHECK(cudaEventRecord(dp->gathered[k], dp->stream));
@@ -742,10 +754,9 @@ inline void dp_params_ready(DataParallel* dp, int group, const floatX* params,
                             cudaStream_t compute) {
     if (dp->stage != 3) return;
     dp_params_prefetch(dp, group, params, compute);
-#if ZERO3_TEST_DROP_WAIT != 2  // and without this one
-    CUDA_CHECK(
-        cudaStreamWaitEvent(compute, dp->gathered[dp_gather_slot(dp, dp->bucket_of[group])], 0));
-#endif
+    if (!test_drops_wait("zero3-compute"))
+        CUDA_CHECK(cudaStreamWaitEvent(compute,
+                                       dp->gathered[dp_gather_slot(dp, dp->bucket_of[group])], 0));
 }
 
 // Stage 3: every parameter of bucket b in bf16 into dst (the bucket's elements, addressed by

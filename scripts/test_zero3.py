@@ -12,9 +12,10 @@ split as ranks x --batch x --grad-accum. Checks:
    and the optimizers run exactly as at stage 2; only where the passes read the parameters
    from differs), and to ZeRO-0 at one micro-batch (as stage 2 is).
 3. bf16: ZeRO-3 on 2 ranks bit-identical to ZeRO-2 at accumulation 3, also when the CPU runtime
-   runs the streams' work in random orders (CUCC_SCHEDULE=random); and builds without the wait
-   before a gather overwrites a buffer (-DZERO3_TEST_DROP_WAIT=1) or without the compute
-   stream's wait for a gather (=2) give other results under those orders; the launch by
+   runs the streams' work in random orders (CUCC_SCHEDULE=random); and the trainer without the
+   wait before a gather overwrites a buffer (LLMC_TEST_DROP_WAIT=zero3-gather in the
+   -DTEST_DROP_WAITS build) or without the compute stream's wait for a gather (zero3-compute)
+   gives other results under those orders; the launch by
    environment variables (RANK/WORLD_SIZE/LOCAL_RANK, --rendezvous) gives the same bits.
 4. The model state rank 0 reports (log header state_bytes) is what the shard plan gives: the
    shards (params 2, grads 2, master 4, optimizer 8 bytes per owned element: 16 Psi / N plus
@@ -41,7 +42,7 @@ import tempfile
 
 from testlib import (MPIRUN, ROOT, ZERO_GLOBAL_BATCH as G, ZERO_MODEL as MODEL, check, check_resumed, compare,
                      env_launch, finish, make_data, param_hash, resume, run, train, up, val_losses_and_sample,
-                     variant_build)
+                     drop_waits_binary)
 
 STEPS = 4
 C, L, V, T = 64, 4, 256, 16
@@ -98,10 +99,6 @@ def main():
     fp32, bf16 = os.path.join(args.bin_dir, "train_gpt_fp32"), os.path.join(args.bin_dir, "train_gpt")
     work = tempfile.mkdtemp(prefix="test_zero3_")
     try:
-        # the builds without a wait compile while the first runs train
-        builds = [subprocess.Popen(variant_build(f"ZERO3_TEST_DROP_WAIT={v}", os.path.join(work, f"drop_wait_{v}")),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-                  for v in (1, 2)]
         data = make_data(os.path.join(work, "data"))
         base = SHAPE + ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
 
@@ -134,12 +131,7 @@ def main():
         out3, _, _ = train(bf16, 2, work, "bf16_z3", MODEL, base + bf + ["--zero", "3"])
         check(reference is not None and param_hash(out3, 2) == reference,
               f"bf16, 2 ranks, accum 3: ZeRO-3 bit-identical to ZeRO-2 ({reference})")
-        for b in builds:
-            text = b.communicate()[0]
-            if b.returncode != 0:
-                print(text)
-                check(False, "the builds without a wait compile")
-                sys.exit(1)
+        drop_waits = drop_waits_binary()
         short_run = MODEL + SHAPE + ["--data", data, "--steps", "2"] + bf
         short = param_hash(run(MPIRUN + ["-np", "2", bf16] + short_run + ["--zero", "2"], "bf16 ZeRO-2, 2 steps"), 2)
         for seed in (1, 2):
@@ -147,8 +139,10 @@ def main():
             cmd3 = short_run + ["--zero", "3"]
             got = param_hash(run(MPIRUN + env + ["-np", "2", bf16] + cmd3, f"random order {seed}"), 2)
             check(got == short, f"bf16 ZeRO-3, random stream order (seed {seed}): ZeRO-2's hash {short}")
-            for v, what in ((1, "before a gather overwrites a buffer"), (2, "for a gather before its kernels")):
-                proc = subprocess.run(MPIRUN + env + ["-np", "2", os.path.join(work, f"drop_wait_{v}")] + cmd3,
+            for wait, what in (("zero3-gather", "before a gather overwrites a buffer"),
+                               ("zero3-compute", "for a gather before its kernels")):
+                drop = ["-x", f"LLMC_TEST_DROP_WAIT={wait}"]
+                proc = subprocess.run(MPIRUN + env + drop + ["-np", "2", drop_waits] + cmd3,
                                       capture_output=True, text=True, errors="replace", cwd=ROOT)
                 wrong = param_hash(proc.stdout + proc.stderr, 2)
                 check(wrong != short, f"bf16 ZeRO-3 without the wait {what} (seed {seed}): the result differs "

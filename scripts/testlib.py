@@ -17,6 +17,7 @@ check_resumed), the data sets (make_data: token shards for the parallel tests; m
 prepare_text and write_shard for test_e2e and the scripts built on it) and the models and constants
 more than one script runs.
 """
+import fcntl
 import glob
 import hashlib
 import json
@@ -216,10 +217,20 @@ def env_launch(cmd, ranks, rendezvous):
     return all(p.returncode == 0 for p in procs), outs[-1]
 
 
-def variant_build(define, out):
-    """The command that builds the trainer (bf16, with MPI) with -D`define` into `out`."""
-    return [os.path.join(ROOT, "dev", "cpu", "cucc"), "-O2", "-std=c++17", "-DMULTI_GPU", "--mpi", "-D" + define,
-            os.path.join(ROOT, "train_gpt.cu"), "-o", out, "-lcublasLt", "-lnccl"]
+def drop_waits_binary():
+    """build/cpu/train_gpt_drop_waits: the bf16 trainer (with MPI) built with -DTEST_DROP_WAITS,
+    in which LLMC_TEST_DROP_WAIT=NAME leaves out one wait between the streams (llmc/zero.cuh's
+    test_drops_wait), so a test can see that the wait matters. make builds it (make test does
+    beforehand), one process at a time."""
+    target = os.path.join("build", "cpu", "train_gpt_drop_waits")
+    os.makedirs(os.path.join(ROOT, "build", "cpu"), exist_ok=True)
+    with open(os.path.join(ROOT, "build", "cpu", ".drop_waits.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(["make", "-s", "-C", ROOT, target], capture_output=True, text=True, errors="replace")
+    if proc.returncode != 0:
+        print(proc.stdout + proc.stderr)
+        sys.exit(f"cannot build {target}")
+    return os.path.join(ROOT, target)
 
 
 def param_hash(out, ranks):

@@ -36,7 +36,10 @@
 // exist in a partial last warp, is not waited for. A value read from such a lane is undefined
 // in CUDA; here a shuffle then returns the caller's own value and a vote counts the lane as
 // absent (see warp_exchange in cucc/runtime.h). A lane named in the mask that waits somewhere
-// else is a deadlock, reported as above.
+// else is a deadlock, reported as above. A lane of the mask that was running when the call
+// opened, went past it (a loop it ran fewer times, a branch it skipped) and exited without
+// making it leaves the result undefined in CUDA: an error naming the kernel, block, warp and
+// lanes (see report_skipped_call).
 //
 // Convergence: __activemask() (and so cooperative_groups::coalesced_threads()) returns the lanes
 // of the warp that are at the same __activemask call site together. A lane calling it waits
@@ -100,8 +103,9 @@ constexpr int kMaxWarps = kMaxThreadsPerBlock / 32;
 // recycled once every participant has made its next warp-synchronous call (or exited), which
 // is when the contract lets the pointer die.
 struct Exchange {
-    unsigned mask;     // lanes taking part (as passed by every participant)
-    unsigned arrived;  // lanes that have deposited
+    unsigned mask;      // lanes taking part (as passed by every participant)
+    unsigned arrived;   // lanes that have deposited
+    unsigned expected;  // lanes of mask that had started and not exited when the call opened
     unsigned bytes;
     int refs;    // pooled records: participants still waiting in it or allowed to read it
     bool owned;  // one of a warp's own two records (never pooled)
@@ -178,6 +182,7 @@ struct Warp {
     Exchange own[2];  // the records of converged calls, used in turn
     int own_next;
     unsigned live;     // lanes that exist and have not exited
+    unsigned started;  // lanes that have started running
     unsigned blocked;  // live lanes waiting (barrier, warp call, __activemask)
     unsigned at_mask;  // lanes waiting in __activemask
 };
@@ -241,8 +246,21 @@ thread_local std::unique_ptr<Worker> tls_worker;
 
 // Stack overflow: a fiber that runs into its guard page gets SIGSEGV. The handler (on an
 // alternate signal stack, since the fiber's stack is full) reports it in words; any other
-// fault goes on to the handler installed before ours (AddressSanitizer's, or the default).
+// fault goes on to the handler installed before ours (AddressSanitizer's), or, where that is the
+// default one, is reported in words too when it happens in a kernel: an access to memory that
+// is not mapped at all (past the end of an allocation, a null or stale pointer), where a GPU
+// stops the kernel with cudaErrorIllegalAddress.
 struct sigaction previous_segv;
+
+[[noreturn]] void report_fault(const char* what, const char* advice) {
+    char msg[768];
+    int n = snprintf(msg, sizeof msg,
+                     "cucc: %s in kernel %s (block (%u,%u,%u), thread (%u,%u,%u)): %s\n", what,
+                     tls_block->grid->name, tls_block->idx.x, tls_block->idx.y, tls_block->idx.z,
+                     threadIdx.x, threadIdx.y, threadIdx.z, advice);
+    if (write(2, msg, n > 0 ? (size_t)n : 0) < 0) _exit(1);
+    _exit(1);
+}
 
 void on_segv(int sig, siginfo_t* info, void* context) {
     Worker* w = tls_worker.get();
@@ -250,16 +268,11 @@ void on_segv(int sig, siginfo_t* info, void* context) {
     if (w && tls_block) {
         for (char* s : w->all_stacks) {
             if (addr >= (uintptr_t)s && addr < (uintptr_t)s + w->page) {
-                char msg[512];
-                int n = snprintf(msg, sizeof msg,
-                                 "cucc: stack overflow in kernel %s (block (%u,%u,%u), thread "
-                                 "(%u,%u,%u)): each CUDA thread has a %zu KiB stack; raise "
-                                 "CUCC_STACK_KB\n",
-                                 tls_block->grid->name, tls_block->idx.x, tls_block->idx.y,
-                                 tls_block->idx.z, threadIdx.x, threadIdx.y, threadIdx.z,
-                                 w->stack_bytes / 1024);
-                if (write(2, msg, n > 0 ? (size_t)n : 0) < 0) _exit(1);
-                _exit(1);
+                char advice[128];
+                snprintf(advice, sizeof advice,
+                         "each CUDA thread has a %zu KiB stack; raise CUCC_STACK_KB",
+                         w->stack_bytes / 1024);
+                report_fault("stack overflow", advice);
             }
         }
     }
@@ -267,6 +280,14 @@ void on_segv(int sig, siginfo_t* info, void* context) {
         previous_segv.sa_sigaction(sig, info, context);
     } else if (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN) {
         previous_segv.sa_handler(sig);
+    } else if (w && tls_block) {
+        char what[96];
+        snprintf(what, sizeof what, "illegal memory access at address 0x%llx",
+                 (unsigned long long)addr);
+        report_fault(what,
+                     "no memory is mapped there (a GPU stops the kernel with "
+                     "cudaErrorIllegalAddress); build with cucc --asan to see the access and "
+                     "the allocation it missed");
     } else {
         signal(SIGSEGV, SIG_DFL);  // returning re-runs the faulting access, which now kills us
     }
@@ -436,6 +457,7 @@ inline void start_thread(Block& b, int i, char* stack) {
     t.grid_syncs = 0;
     t.stack = stack;
     b.current = i;
+    b.warps[i / 32].started |= 1u << (i % 32);
     set_thread_idx(b, i);
 }
 
@@ -570,10 +592,53 @@ void finish_exchange(Block& b, Warp& w, int warp, Exchange* e) {
     make_lanes_runnable(b, warp, e->arrived);
 }
 
+// "a, b-c, d": the lanes of a mask, for messages.
+std::string lane_list(unsigned mask) {
+    std::string out;
+    for (int lane = 0; lane < 32; lane++) {
+        if (!(mask >> lane & 1u)) continue;
+        int last = lane;
+        while (last < 31 && (mask >> (last + 1) & 1u)) last++;
+        out += (out.empty() ? "" : ", ") + std::to_string(lane) +
+               (last > lane ? "-" + std::to_string(last) : "");
+        lane = last;
+    }
+    return out;
+}
+
+// A warp call completed without lanes of its mask that were running when it opened and exited
+// since without making it: they went past the call (a loop they ran fewer times, a branch they
+// skipped) while the others waited in it. CUDA leaves that undefined: "Each calling thread must
+// have its own bit set in the mask and all non-exited threads named in mask must execute the
+// same intrinsic with the same mask, or the result is undefined" (CUDA C++ Programming Guide,
+// Warp Shuffle Functions; the same for __syncwarp, votes, __match and __reduce), and what a
+// lane reads from a lane that did not execute the instruction is unpredictable (PTX ISA,
+// shfl.sync: "Value of SourceA[lane] is unpredictable for inactive/predicated-off threads in
+// warp"). A GPU gives some value; no value here would be that one, so it is an error. Lanes that
+// exited before the call opened (an early return, the missing lanes of a partial warp) are not
+// waited for and are no error, as the PTX ISA's .sync instructions specify ("wait until all
+// non-exited threads corresponding to membermask have executed" it); reading from them gives
+// the caller's own value. Which of the two a lane did is told by when it ran: one that had not
+// started when the call opened counts as having exited before it (code that skips a collective
+// in its lanes' first steps is not caught), one that had started counts as having gone past it
+// (so a lane returning right after an earlier collective while the others go on to a full-mask
+// one is reported, although CUDA allows that).
+[[noreturn]] void report_skipped_call(const Block& b, int warp, const Exchange* e) {
+    fatal(
+        "kernel %s, block (%u,%u,%u), warp %d: lanes %s wait in a warp-synchronous call (a "
+        "shuffle, vote, match, reduce or __syncwarp with mask 0x%08x) that lanes %s of the mask "
+        "went past and then exited without making; CUDA leaves the result undefined (all "
+        "non-exited threads named in the mask must execute the same intrinsic with the same "
+        "mask: CUDA C++ Programming Guide, Warp Shuffle Functions)",
+        b.grid->name, b.idx.x, b.idx.y, b.idx.z, warp, lane_list(e->arrived).c_str(), e->mask,
+        lane_list(e->expected & ~e->arrived).c_str());
+}
+
 // Releases the lanes of a warp call once every non-exited lane of its mask has arrived. Inline:
 // the test runs on every arrival.
 inline bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
     if (e->mask & w.live & ~e->arrived) return false;
+    if (e->expected & ~e->arrived) report_skipped_call(b, warp, e);
     finish_exchange(b, w, warp, e);
     return true;
 }
@@ -733,7 +798,7 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
         b.warps[k].own_next = 0;
         b.warps[k].own[0].owned = b.warps[k].own[1].owned = true;
         b.warps[k].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
-        b.warps[k].blocked = b.warps[k].at_mask = 0;
+        b.warps[k].blocked = b.warps[k].at_mask = b.warps[k].started = 0;
     }
     if (config().random) {
         uint64_t linear = block_idx.x + (uint64_t)grid.grid.x *
@@ -828,6 +893,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
         }
         e->mask = mask;
         e->arrived = 0;
+        e->expected = mask & w.live & w.started;
         e->bytes = (unsigned)bytes;
         e->refs = 0;
         w.open[w.open_count++] = e;

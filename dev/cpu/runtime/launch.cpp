@@ -16,12 +16,15 @@
 // in cucc/runtime.h), which gives the registry a function that copies the arguments out of the
 // array into a KernelBody. A kernel the registry does not know fails with
 // cudaErrorInvalidDeviceFunction and a message saying why.
-// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy queries.
+// Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy queries, and the
+// warning at the first launch when a file's device pass was compiled for a newer __CUDA_ARCH__
+// than the simulated device's (note_device_pass_arch).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <condition_variable>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -244,10 +247,40 @@ int resident_blocks(int block_size, size_t smem) {
     return std::min(std::min(by_threads, kMaxBlocksPerMultiprocessor), by_smem);
 }
 
+// The newest __CUDA_ARCH__ a file of the program was compiled for (note_device_pass_arch), and
+// that file; under api_mutex after static initialization.
+struct DevicePassArch {
+    int arch = 0;
+    const char* file = nullptr;
+};
+DevicePassArch& device_pass_arch() {
+    static DevicePassArch a;
+    return a;
+}
+
+// Once per process, at the first launch: a warning when some file's kernels were compiled for a
+// newer architecture than the simulated device's compute capability.
+void warn_device_pass_arch() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const DevicePassArch& a = device_pass_arch();
+        int device_arch = config().cc_major * 100 + config().cc_minor * 10;
+        if (a.arch <= device_arch) return;
+        fprintf(stderr,
+                "cucc: warning: %s was compiled with __CUDA_ARCH__ %d, newer than the simulated "
+                "device's compute capability %d.%d (CUCC_COMPUTE_CAPABILITY); a GPU would refuse "
+                "its kernels (cudaErrorNoKernelImageForDevice), here they run as compiled (build "
+                "with -arch=sm_%d%d or an architecture list that includes it)\n",
+                a.file, a.arch, config().cc_major, config().cc_minor, config().cc_major,
+                config().cc_minor);
+    });
+}
+
 cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                     unsigned max_threads, bool cooperative, KernelBody thread_body,
                     ThreadLoop thread_loop, StreamOp* out) {
     static std::atomic<uint64_t> launches{0};
+    warn_device_pass_arch();
     int device = current_device();
     cudaError_t err = sticky_error(device);
     if (err == cudaSuccess) err = check_launch(kernel_addr, grid, block, smem, max_threads);
@@ -312,6 +345,12 @@ void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3
                               std::move(thread_body), std::move(thread_loop), &op);
     if (err == cudaSuccess) err = stream_enqueue(stream, std::move(op));
     api_return(err);
+}
+
+bool note_device_pass_arch(int arch, const char* file) {
+    DevicePassArch& a = device_pass_arch();
+    if (arch > a.arch) a = DevicePassArch{arch, file};
+    return true;
 }
 
 void register_kernel_binder(const void* kernel, const char* name, unsigned max_threads,

@@ -33,10 +33,18 @@
 #define __noinline__
 #endif
 // __device__ and __constant__ variables are ordinary globals: every block and the host see
-// one copy, as on a GPU (cudaMemcpyToSymbol copies to the host address).
+// one copy, as on a GPU (cudaMemcpyToSymbol copies to the host address). In a file that cucc
+// compiles in two passes (__CUCC_TWO_PASSES__, see "Two passes" in dev/cpu/cucc) they are a
+// marker, which cucc removes, giving a `static` such variable a name both passes share.
+#if defined(__CUCC_REWRITE__) && defined(__CUCC_TWO_PASSES__)
+#define __device__ __cucc_device__
+#define __constant__ __cucc_device__
+#define __managed__ __cucc_device__
+#else
 #define __device__
-#define __host__
 #define __constant__
 #define __managed__
+#endif
+#define __host__
 #define __forceinline__ inline
 #define __grid_constant__

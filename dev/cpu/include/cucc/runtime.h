@@ -190,6 +190,15 @@ auto registered_kernel(void (*kernel)(P...), const char* name, bool thread_loop 
     return kernel;
 }
 
+// The __CUDA_ARCH__ of a file's device pass: cucc compiles a .cu whose code mentions
+// __CUDA_ARCH__ twice, as nvcc does (see dev/cpu/cucc), and the host pass registers the value its
+// kernels were compiled for. nvcc would embed code for each architecture asked for and the driver
+// would pick the one matching the device; cucc compiles one (the highest not above
+// CUCC_COMPUTE_CAPABILITY at compile time), so the first launch prints a warning when a file was
+// compiled for a newer architecture than the simulated device has (a GPU would refuse its
+// kernels with cudaErrorNoKernelImageForDevice).
+bool note_device_pass_arch(int arch, const char* file);
+
 // This block's dynamic shared memory: the launch's smem bytes, 4096-byte aligned, never null
 // (also for 0 bytes). Under CUCC_SCHEDULE=random it starts filled with 0xff bytes.
 void* dynamic_smem();
@@ -222,7 +231,9 @@ bool grid_is_cooperative();
 // instructions on sm_70+. The pointer stays valid until this lane's next warp-synchronous call.
 // Calls match by mask and size, so disjoint groups of lanes may exchange at the same time. The
 // mask must include the caller. A mask naming a lane that waits elsewhere is a deadlock
-// (reported as for barriers).
+// (reported as for barriers); one naming a lane that was running when the call opened and then
+// exits without making it (it went past the call) is an error, the result being undefined in
+// CUDA (see report_skipped_call in block.cpp).
 const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived);
 // __syncwarp(mask): a warp_exchange of nothing.
 void syncwarp(unsigned mask);
