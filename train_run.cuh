@@ -828,10 +828,10 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
     const DeviceLedger* plan = &planned->memory;
     const int stage = planned->dp.stage;
     // under tensor parallelism the ZeRO formulas hold for this rank's part of the model: 1/tp
-    // of each cut tensor and the replicated ones whole
+    // of each cut tensor and the replicated ones whole; under pipeline parallelism its stages'
     const TpAccount tpa = tp_account(planned);
-    const bool tp_cut = planned->tensor_parallel.size > 1;
-    const double psi = tp_cut
+    const bool tp_cut = planned->tensor_parallel.size > 1, staged = planned->pipe.config.pp > 1;
+    const double psi = tp_cut || staged
                            ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
                            : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
@@ -847,7 +847,10 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         "%s, B %d x T %d, %s), Psi = %.0f%s\n",
         rank, ranks, stage, planned->dp.group->size, planned->tensor_parallel.size,
         planned->tensor_parallel.sequence ? " sequence parallel" : "", tc->recompute, tc->batch,
-        tc->seq, PRECISION_NAME, psi, tp_cut ? " (this rank's tensor-parallel part)" : "");
+        tc->seq, PRECISION_NAME, psi,
+        tp_cut   ? " (this rank's tensor-parallel part)"
+        : staged ? " (this rank's pipeline stages)"
+                 : "");
     printf("  %-15s %16s %12s | %s\n", "", "bytes", "GB", "the seeds' formula (GB)");
     for (int k = MEM_PARAMS; k <= MEM_OPTIMIZER; k++)
         printf("  %-15s %16zu %12.6g | %.0f Psi%s = %.6g\n", MEM_KIND_NAMES[k], plan->bytes[k],
@@ -1550,7 +1553,8 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     comm_allgather_host(group, mine, sizeof(mine), all.data(), "the ranks' state bytes");
     const double MiB = 1024.0 * 1024.0;
     // a rank's share of the model: 1/tp of the cut tensors and the replicated ones whole
-    const size_t psi = m->tensor_parallel.size > 1
+    const bool staged = m->pipe.config.pp > 1;  // a rank's share: its pipeline stages'
+    const size_t psi = m->tensor_parallel.size > 1 || staged
                            ? tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED]
                            : parameters;
     printf(
@@ -1558,7 +1562,9 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
         "state per rank (Psi = %zu%s)\n",
         m->dp.stage, m->dp.group->size,
         seed_model_state_bytes((double)psi, m->dp.group->size, m->dp.stage) / MiB, psi,
-        m->tensor_parallel.size > 1 ? ", this rank's tensor-parallel part" : "");
+        m->tensor_parallel.size > 1 ? ", this rank's tensor-parallel part"
+        : staged                    ? ", this rank's pipeline stages"
+                                    : "");
     if (m->dp.stage == 3)
         printf(
             "ZeRO-3: 3 gather buffers: 2 for the blocks (the current one and the prefetched "
