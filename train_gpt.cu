@@ -2322,19 +2322,6 @@ inline void gpt_grad_groups(const ParamLayout* layout, size_t* begin, size_t* en
     }
 }
 
-// One exchange of the pipeline executor's timeline (pipe_build): at the end of time step `tick`,
-// the send of what this rank's action of that step produced and the receives of what its
-// neighbours' actions of that step produced, in one NCCL group.
-struct PipeExchange {
-    int tick;
-    int send_peer;    // -1: nothing sent
-    PipeAction sent;  // the action whose output (forward) or input's gradient (backward) is sent
-    int recv_count;
-    int recv_peer[2];
-    PipeAction recv[2];  // this rank's actions whose input arrives: a forward's activation, a
-                         // backward's gradient of the chunk's output
-};
-
 // Pipeline parallelism (--pp, llmc/pipeline.h): this rank's place in the pipeline and the
 // executor's state (pipe_forward_backward below). Without a pipeline config.pp is 1 and
 // stage_blocks L: one stage, the whole model.
@@ -2759,78 +2746,28 @@ inline void gpt_monitors_free(Monitors* mon) {
     free(mon->layer_sq);
 }
 
-// Pipeline parallelism: this rank's schedule laid out in time steps, its exchanges, and the
-// activation sets of the micro-batches in flight, each a chunk's blocks (laid out by
-// layout_activations in acts.stored), its input and its output's gradient. The time steps are
-// pipe_simulate's with every action one unit and no transfer time, the same on every rank: an
-// action's output goes out in the exchange at the end of its step, which its receiver posts in
-// the same step (it runs the action that needs it in a later one). Every exchange of a step
-// pairs only with exchanges of that step, and all of a step's inputs come from earlier steps, so
-// the exchanges complete step by step on any NCCL, even one whose sends wait for their receives.
-// An activation is taken from the step its input arrives (or is embedded) to the end of its
-// backward: the peak of that over the timeline is the slots (pipe_peak_in_flight's, or a few
-// more where an input arrives a step or more before its forward runs).
+// Pipeline parallelism: this rank's plan (llmc/pipeline.h's pipe_exchange_plan: its schedule in
+// time steps, its exchanges, the activation sets it needs) and those activation sets, each a
+// chunk's blocks (laid out by layout_activations in acts.stored), its input and its output's
+// gradient.
 inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
     Pipeline* p = &m->pipe;
     const PipeConfig* c = &p->config;
-    const PipeSchedule schedule = pipe_schedule(c);
-    const PipeSimulation sim = pipe_simulate(&schedule, {1.0, 1.0, 0.0});
-    if (!sim.error.empty()) {
-        fprintf(stderr, "the pipeline schedule does not run: %s\n", sim.error.c_str());
+    const PipeExchangePlan plan = pipe_exchange_plan(c, p->rank);
+    if (!plan.error.empty()) {
+        fprintf(stderr, "%s\n", plan.error.c_str());
         exit(EXIT_FAILURE);
     }
-    p->ticks = (int)sim.makespan;
-    const int S = pipe_stage_count(c), mb = c->micro_batches;
-    auto key = [&](int rank, PipeAction a) {
-        return (a.op * S + pipe_stage_of(c, rank, a.chunk)) * mb + a.micro;
-    };
-    std::vector<int> tick_of(2 * S * mb);
-    for (int r = 0; r < c->pp; r++)
-        for (size_t i = 0; i < schedule.ranks[r].size(); i++)
-            tick_of[key(r, schedule.ranks[r][i])] = (int)sim.start[r][i];
-    const std::vector<PipeAction>& actions = schedule.ranks[p->rank];
-    p->action_count = (int)actions.size();
-    p->actions = (PipeAction*)MALLOC_CHECK(actions.size() * sizeof(PipeAction));
-    p->action_tick = (int*)MALLOC_CHECK(actions.size() * sizeof(int));
-    std::vector<PipeExchange> at(p->ticks, PipeExchange{0, -1, {}, 0, {-1, -1}, {}});
-    for (int i = 0; i < p->action_count; i++) {
-        const PipeAction a = actions[i];
-        const PipeDeps deps = pipe_deps(c, p->rank, a);
-        p->actions[i] = a;
-        const int t = p->action_tick[i] = tick_of[key(p->rank, a)];
-        if (deps.send.rank >= 0) at[t].send_peer = deps.send.rank, at[t].sent = a;
-        if (deps.recv.rank < 0) continue;
-        PipeExchange* x = &at[tick_of[key(deps.recv.rank, deps.recv.action)]];
-        if (x->recv_count == 2) {  // a neighbour runs one action a step: at most one from each
-            fprintf(stderr, "the pipeline's timeline receives more than two inputs in a step\n");
-            exit(EXIT_FAILURE);
-        }
-        x->recv_peer[x->recv_count] = deps.recv.rank;
-        x->recv[x->recv_count++] = a;
-    }
-    std::vector<PipeExchange> exchanges;
-    for (int t = 0; t < p->ticks; t++) {
-        at[t].tick = t;
-        if (at[t].send_peer >= 0 || at[t].recv_count > 0) exchanges.push_back(at[t]);
-    }
-    p->exchange_count = (int)exchanges.size();
-    p->exchanges = (PipeExchange*)MALLOC_CHECK((exchanges.size() + 1) * sizeof(PipeExchange));
-    std::copy(exchanges.begin(), exchanges.end(), p->exchanges);
-    // the activation sets taken at once, replayed in the executor's order: a step's action (a
-    // forward on stage 0 takes one, a backward gives its own back), then its exchange (each
-    // activation received takes one)
-    int held = 0, next = 0;
-    p->slots = 0;
-    for (int t = 0, i = 0; t < p->ticks; t++) {
-        if (i < p->action_count && p->action_tick[i] == t) {
-            const PipeAction a = p->actions[i++];
-            held += a.op == PIPE_BACKWARD ? -1 : pipe_stage_of(c, p->rank, a.chunk) == 0 ? 1 : 0;
-        }
-        for (; next < p->exchange_count && p->exchanges[next].tick == t; next++)
-            for (int k = 0; k < p->exchanges[next].recv_count; k++)
-                held += p->exchanges[next].recv[k].op == PIPE_FORWARD;
-        p->slots = std::max(p->slots, held);
-    }
+    p->ticks = plan.ticks;
+    p->slots = plan.slots;
+    p->action_count = (int)plan.actions.size();
+    p->actions = (PipeAction*)MALLOC_CHECK(plan.actions.size() * sizeof(PipeAction));
+    p->action_tick = (int*)MALLOC_CHECK(plan.actions.size() * sizeof(int));
+    std::copy(plan.actions.begin(), plan.actions.end(), p->actions);
+    std::copy(plan.action_tick.begin(), plan.action_tick.end(), p->action_tick);
+    p->exchange_count = (int)plan.exchanges.size();
+    p->exchanges = (PipeExchange*)MALLOC_CHECK((plan.exchanges.size() + 1) * sizeof(PipeExchange));
+    std::copy(plan.exchanges.begin(), plan.exchanges.end(), p->exchanges);
     p->slot_elems =
         round_up((size_t)tp_shard_rows(&m->tensor_parallel, N) * m->shape.C, TENSOR_ALIGN);
     p->slot_inputs = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
@@ -3478,9 +3415,9 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // ---------------------------------------------------------------------------------------------
 // Pipeline parallelism (--pp): the executor. Each rank of a pipeline group runs its schedule
 // (llmc/pipeline.h's pipe_rank_schedule: a list of forwards and backwards of (micro-batch,
-// chunk)) in one loop over the time steps of pipe_build's timeline. A forward of chunk c (virtual
-// stage s) takes the chunk's input, received from the rank before or on stage 0 embedded from the
-// micro-batch's tokens; runs the stage's blocks (their activations in one of the rank's
+// chunk)) in one loop over the time steps of its plan (pipe_exchange_plan). A forward of chunk c
+// (virtual stage s) takes the chunk's input, received from the rank before or on stage 0 embedded
+// from the micro-batch's tokens; runs the stage's blocks (their activations in one of the rank's
 // activation sets, pipe_bind); its output goes to the rank after, or on the last stage it runs
 // lnf, the lm head and the loss with the backward's dloss and at once the head's backward pass,
 // keeping the gradient of the chunk's output for the chunk's backward. A backward takes that
@@ -3489,7 +3426,7 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 //
 // The transfers: after each time step, one NCCL group (comm_exchange) with the send of what the
 // step's action produced and the receives of what the neighbours' actions of the step produced
-// (pipe_build says why that never deadlocks), waited for at once with the group's deadline,
+// (pipe_exchange_plan says why that never deadlocks), waited for at once with the group's deadline,
 // naming each transfer (the transfers do not overlap the compute yet).
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,

@@ -58,8 +58,10 @@
 // pipe_rank_schedule (one rank's actions) and pipe_schedule (every rank's); pipe_stage (what a
 // virtual stage runs), pipe_stage_of / pipe_rank_of / pipe_chunk_of (where it lives), pipe_deps
 // (what an action receives and sends), pipe_peak_in_flight (the activations a rank keeps);
-// pipe_schedule_check (each action exactly once), pipe_simulate; pipe_action_label,
-// pipe_timeline and pipe_print_schedule (the text timeline, one row per rank).
+// pipe_schedule_check (each action exactly once), pipe_simulate; pipe_exchange_plan (a rank's
+// actions and transfers in the executor's time steps, and the activation sets it needs);
+// pipe_action_label, pipe_timeline and pipe_print_schedule (the text timeline, one row per
+// rank).
 #pragma once
 
 #include <algorithm>
@@ -422,6 +424,95 @@ inline PipeSimulation pipe_simulate(const PipeSchedule* s, PipeCosts costs) {
         st->peak_in_flight = pipe_peak_in_flight(s->ranks[r]);
     }
     return sim;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The exchange plan
+
+// One exchange of a rank's plan: at the end of time step `tick`, the send of what this rank's
+// action of that step produced and the receives of what its neighbours' actions of that step
+// produced, in one group (the executor: one NCCL group).
+struct PipeExchange {
+    int tick;
+    int send_peer;    // -1: nothing sent
+    PipeAction sent;  // the action whose output (forward) or input's gradient (backward) is sent
+    int recv_count;
+    int recv_peer[2];
+    PipeAction recv[2];  // this rank's actions whose input arrives: a forward's activation, a
+                         // backward's gradient of the chunk's output
+};
+
+// A rank's schedule laid out in time steps (ticks), and its exchanges.
+struct PipeExchangePlan {
+    std::string error;                    // empty: the plan; else why there is none
+    std::vector<PipeAction> actions;      // the rank's schedule (pipe_rank_schedule)
+    std::vector<int> action_tick;         // the time step each one runs in
+    std::vector<PipeExchange> exchanges;  // in time order, only those with a transfer
+    int ticks;                            // time steps of a step (the same on every rank)
+    int slots;  // activation sets: the most micro-batches in flight here, inputs received early
+                // included
+};
+
+// Rank `rank`'s plan (c passed pipe_config_check). The time steps are pipe_simulate's with every
+// action one unit and no transfer time, the same on every rank: an action's output goes out in
+// the exchange at the end of its step, which its receiver posts in the same step (it runs the
+// action that needs it in a later one). Every exchange of a step pairs only with exchanges of
+// that step, and all of a step's inputs come from earlier steps, so the exchanges complete step
+// by step even where a send completes only together with its receive (rendezvous; proved for
+// every schedule by dev/cpu/tests/pipeline_schedule.cu). An activation set is taken from the step
+// its input arrives (or, on stage 0, its forward runs) to its backward: the slots are the peak of
+// that, replayed in the executor's order (a step's action, then its exchange) --
+// pipe_peak_in_flight's, or a few more where an input arrives a step or more before its forward.
+inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank) {
+    PipeExchangePlan plan = {};
+    const PipeSchedule schedule = pipe_schedule(c);
+    const PipeSimulation sim = pipe_simulate(&schedule, {1.0, 1.0, 0.0});
+    if (!sim.error.empty()) {
+        plan.error = "the pipeline schedule does not run: " + sim.error;
+        return plan;
+    }
+    plan.ticks = (int)sim.makespan;
+    const int S = pipe_stage_count(c), mb = c->micro_batches;
+    auto key = [&](int r, PipeAction a) {
+        return (a.op * S + pipe_stage_of(c, r, a.chunk)) * mb + a.micro;
+    };
+    std::vector<int> tick_of(2 * S * mb);
+    for (int r = 0; r < c->pp; r++)
+        for (size_t i = 0; i < schedule.ranks[r].size(); i++)
+            tick_of[key(r, schedule.ranks[r][i])] = (int)sim.start[r][i];
+    plan.actions = schedule.ranks[rank];
+    std::vector<PipeExchange> at(plan.ticks, PipeExchange{0, -1, {}, 0, {-1, -1}, {}});
+    for (const PipeAction& a : plan.actions) {
+        const PipeDeps deps = pipe_deps(c, rank, a);
+        const int t = tick_of[key(rank, a)];
+        plan.action_tick.push_back(t);
+        if (deps.send.rank >= 0) at[t].send_peer = deps.send.rank, at[t].sent = a;
+        if (deps.recv.rank < 0) continue;
+        PipeExchange* x = &at[tick_of[key(deps.recv.rank, deps.recv.action)]];
+        if (x->recv_count == 2) {  // a neighbour runs one action a step: at most one from each
+            plan.error = "the pipeline's timeline receives more than two inputs in a step";
+            return plan;
+        }
+        x->recv_peer[x->recv_count] = deps.recv.rank;
+        x->recv[x->recv_count++] = a;
+    }
+    for (int t = 0; t < plan.ticks; t++) {
+        at[t].tick = t;
+        if (at[t].send_peer >= 0 || at[t].recv_count > 0) plan.exchanges.push_back(at[t]);
+    }
+    int held = 0;
+    size_t next = 0;
+    for (int t = 0, i = 0; t < plan.ticks; t++) {
+        if (i < (int)plan.actions.size() && plan.action_tick[i] == t) {
+            const PipeAction a = plan.actions[i++];
+            held += a.op == PIPE_BACKWARD ? -1 : pipe_stage_of(c, rank, a.chunk) == 0 ? 1 : 0;
+        }
+        for (; next < plan.exchanges.size() && plan.exchanges[next].tick == t; next++)
+            for (int k = 0; k < plan.exchanges[next].recv_count; k++)
+                held += plan.exchanges[next].recv[k].op == PIPE_FORWARD;
+        plan.slots = std::max(plan.slots, held);
+    }
+    return plan;
 }
 
 // ---------------------------------------------------------------------------------------------

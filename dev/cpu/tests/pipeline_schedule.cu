@@ -18,13 +18,21 @@
 //   min(warm-up + 1, m v) with Megatron's warm-up (p - r - 1) x 2 + (v - 1) p;
 // - known answers: two small simulations worked out by hand, and the 1f1b timeline of pp 4 with
 //   8 micro-batches as PipeDream-Flush draws it (every action one unit);
-// - the README's table of bubbles, printed, up to pp 16 (the seeds' example), each the formula.
+// - the README's table of bubbles, printed, up to pp 16 (the seeds' example), each the formula;
+// - the executor's exchange plans (pipe_exchange_plan), every rank's, for every schedule and
+//   config with pp 2..8, 1..4 chunks, 1..32 micro-batches, run against each other with
+//   rendezvous transfers (run_rendezvous: a send completes only with its receive, a rank blocks
+//   in a group until all of its transfers completed): none deadlocks, each activation and
+//   gradient is sent once and received by the right (rank, micro-batch, chunk) before the action
+//   that needs it runs, and no rank holds more activation sets than the plan's slots.
 // Then each check is shown to fail where it should: a deadlocked schedule (rank 0 without
 // warm-up: its first backward waits for a gradient that needs its own later forwards) and one
 // that waits on itself are named, missing, repeated and out-of-range actions are named, a
 // one-micro-batch-at-a-time schedule's bubble is not the formula, gpipe's in-flight count
 // breaks 1f1b's bound, an action moved by one unit breaks the time check; and every message of
-// pipe_config_check. Prints two timelines.
+// pipe_config_check; the naive pairing of the transfers (each send grouped with the rank's next
+// receive) deadlocks the interleaved schedule, named rank by rank, and one activation set fewer
+// than the plan's is found too few. Prints two timelines.
 // Host code only.
 //! run: ./prog => pass /all pipeline schedule checks passed/
 
@@ -367,6 +375,277 @@ static void check_detectors() {
            "schedules by name (an unknown name: -1)");
 }
 
+// ---------------------------------------------------------------------------------------------
+// The exchange plans under rendezvous transfers
+
+// One transfer as a rank posts it: a send of what `action` (this rank's) produced, or a receive
+// of the input of `action` (this rank's).
+struct PlanOp {
+    bool send;
+    int peer;
+    PipeAction action;
+};
+
+// A rank's program: its actions and its groups of transfers, in the order it runs them.
+struct PlanStep {
+    bool is_group;
+    PipeAction action;        // !is_group: the action run
+    std::vector<PlanOp> ops;  // is_group: one group, posted at once, waited for as a whole
+};
+
+// The executor's program from pipe_exchange_plan: per time step its action, then its exchange.
+static std::vector<PlanStep> program_of_plan(const PipeExchangePlan* plan) {
+    std::vector<PlanStep> steps;
+    size_t i = 0, x = 0;
+    for (int t = 0; t < plan->ticks; t++) {
+        if (i < plan->actions.size() && plan->action_tick[i] == t)
+            steps.push_back({false, plan->actions[i++], {}});
+        if (x < plan->exchanges.size() && plan->exchanges[x].tick == t) {
+            const PipeExchange* e = &plan->exchanges[x++];
+            PlanStep g = {true, {}, {}};
+            for (int k = 0; k < e->recv_count; k++)
+                g.ops.push_back({false, e->recv_peer[k], e->recv[k]});
+            if (e->send_peer >= 0) g.ops.push_back({true, e->send_peer, e->sent});
+            steps.push_back(g);
+        }
+    }
+    return steps;
+}
+
+// The naive pairing: a rank's transfers in its schedule's order (an action's receive before it,
+// its send after it), each send grouped with the rank's next receive.
+static std::vector<PlanStep> naive_program(const PipeConfig* c, int rank) {
+    std::vector<PlanStep> steps;
+    std::vector<PlanOp> pending;  // a send waiting for the next receive
+    for (const PipeAction& a : pipe_rank_schedule(c, rank)) {
+        const PipeDeps d = pipe_deps(c, rank, a);
+        if (d.recv.rank >= 0) {
+            pending.push_back({false, d.recv.rank, a});
+            steps.push_back({true, {}, pending});
+            pending.clear();
+        }
+        steps.push_back({false, a, {}});
+        if (d.send.rank >= 0) pending.push_back({true, d.send.rank, a});
+    }
+    if (!pending.empty()) steps.push_back({true, {}, pending});
+    return steps;
+}
+
+static std::string op_words(const PipeConfig* c, const PlanOp& op) {
+    return std::string(op.send ? "send of " : "receive for ") + pipe_action_label(c, op.action) +
+           (op.send ? " to rank " : " from rank ") + std::to_string(op.peer);
+}
+
+// Runs every rank's program with rendezvous transfers: a rank posts a group's transfers at once
+// and blocks until all of them completed; a transfer completes only when the peer has posted the
+// matching one (NCCL's matching: the k-th send from rank a to rank b meets the k-th receive on b
+// from a), i.e. both ranks stand at the groups holding the two. Checks what pipe_exchange_plan
+// promises: every program runs to its end (else the deadlock, each blocked rank and what it
+// waits for); every input is sent once by the action producing it and received by the action
+// needing it, before it runs; a backward after its own forward; every action with an output
+// sends it once; and at most `slots[r]` activation sets held at once (an input received or
+// embedded until its backward; slots empty: not checked). Returns "" or the first problem.
+static int slots_limit(const std::vector<int>& slots, int r) {
+    return slots.empty() ? 1 << 30 : slots[r];
+}
+
+static std::string run_rendezvous(const PipeConfig* c,
+                                  const std::vector<std::vector<PlanStep>>& prog,
+                                  const std::vector<int>& slots) {
+    const int p = c->pp;
+    auto channel = [&](int from, int to) { return from * p + to; };
+    // every op, numbered per channel: seq[rank][step][op]
+    std::vector<std::vector<std::vector<int>>> seq(p);
+    std::vector<int> posted_sends(p * p, 0), posted_recvs(p * p, 0);
+    // what each channel carries: the k-th send's action, the k-th receive's action
+    std::vector<std::vector<PipeAction>> sent(p * p), received(p * p);
+    for (int r = 0; r < p; r++)
+        for (const PlanStep& st : prog[r]) {
+            seq[r].push_back({});
+            for (const PlanOp& op : st.ops) {
+                if (op.peer < 0 || op.peer >= p || op.peer == r)
+                    return "rank " + std::to_string(r) + ": " + op_words(c, op) +
+                           " to no other rank";
+                const int ch = op.send ? channel(r, op.peer) : channel(op.peer, r);
+                seq[r].back().push_back(op.send ? posted_sends[ch]++ : posted_recvs[ch]++);
+                (op.send ? sent : received)[ch].push_back(op.action);
+            }
+        }
+    // data: the k-th send on a channel is what the k-th receive needs, each counted once
+    for (int a = 0; a < p; a++)
+        for (int b = 0; b < p; b++) {
+            const int ch = channel(a, b);
+            if (sent[ch].size() != received[ch].size())
+                return "rank " + std::to_string(a) + " sends " + std::to_string(sent[ch].size()) +
+                       " transfers to rank " + std::to_string(b) + ", which receives " +
+                       std::to_string(received[ch].size());
+            for (size_t k = 0; k < sent[ch].size(); k++) {
+                const PipeDeps d = pipe_deps(c, b, received[ch][k]);
+                if (d.recv.rank != a || !same_action(d.recv.action, sent[ch][k]))
+                    return "rank " + std::to_string(b) + "'s receive for " +
+                           pipe_action_label(c, received[ch][k]) + " from rank " +
+                           std::to_string(a) + " meets the send of " +
+                           pipe_action_label(c, sent[ch][k]);
+            }
+        }
+    std::vector<size_t> at(p, 0);            // each rank's next step
+    std::vector<std::vector<bool>> done(p);  // the ops of its current group completed
+    std::vector<std::vector<bool>> ran(p), arrived(p), sent_out(p);  // [op][micro][chunk]
+    std::vector<int> held(p, 0);
+    const int m = c->micro_batches, v = c->chunks;
+    auto idx = [&](PipeAction a) { return (a.op * m + a.micro) * v + a.chunk; };
+    for (int r = 0; r < p; r++) ran[r] = arrived[r] = sent_out[r] = std::vector<bool>(2 * m * v);
+    auto who = [&](int r) { return "rank " + std::to_string(r); };
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int r = 0; r < p; r++) {
+            while (at[r] < prog[r].size()) {
+                const PlanStep& st = prog[r][at[r]];
+                if (!st.is_group) {
+                    const PipeAction a = st.action;
+                    const PipeDeps d = pipe_deps(c, r, a);
+                    const std::string where = who(r) + "'s " + pipe_action_label(c, a);
+                    if (ran[r][idx(a)]) return where + " runs twice";
+                    if (d.recv.rank >= 0 && !arrived[r][idx(a)])
+                        return where + " runs before its input arrived";
+                    if (a.op == PIPE_BACKWARD && !ran[r][idx({PIPE_FORWARD, a.micro, a.chunk})])
+                        return where + " runs before its own forward";
+                    ran[r][idx(a)] = true;
+                    if (a.op == PIPE_BACKWARD) held[r]--;
+                    else if (d.recv.rank < 0 && ++held[r] > slots_limit(slots, r))
+                        return where + " holds " + std::to_string(held[r]) +
+                               " activation sets, "
+                               "pipe_exchange_plan allocates " +
+                               std::to_string(slots[r]);
+                    at[r]++;
+                    progress = true;
+                    continue;
+                }
+                if (done[r].empty()) done[r].assign(st.ops.size(), false);
+                for (size_t k = 0; k < st.ops.size(); k++) {
+                    if (done[r][k]) continue;
+                    const PlanOp& op = st.ops[k];
+                    // the peer must stand at the group holding the matching op
+                    const int q = op.peer;
+                    if (at[q] >= prog[q].size() || !prog[q][at[q]].is_group) continue;
+                    const PlanStep& there = prog[q][at[q]];
+                    for (size_t j = 0; j < there.ops.size(); j++)
+                        if (there.ops[j].send != op.send && there.ops[j].peer == r &&
+                            seq[q][at[q]][j] == seq[r][at[r]][k]) {
+                            // both ends complete together
+                            if (done[q].empty()) done[q].assign(there.ops.size(), false);
+                            done[r][k] = done[q][j] = true;
+                            progress = true;
+                        }
+                }
+                bool all = true;
+                for (bool d : done[r]) all = all && d;
+                if (!all) break;
+                for (const PlanOp& op : st.ops) {
+                    if (op.send) {
+                        if (!ran[r][idx(op.action)])
+                            return who(r) + " sends what " + pipe_action_label(c, op.action) +
+                                   " produces before running it";
+                        if (sent_out[r][idx(op.action)])
+                            return who(r) + " sends " + pipe_action_label(c, op.action) +
+                                   "'s output twice";
+                        sent_out[r][idx(op.action)] = true;
+                        continue;
+                    }
+                    if (arrived[r][idx(op.action)])
+                        return who(r) + " receives " + pipe_action_label(c, op.action) +
+                               "'s input twice";
+                    arrived[r][idx(op.action)] = true;
+                    if (op.action.op == PIPE_FORWARD && ++held[r] > slots_limit(slots, r))
+                        return who(r) + " holds " + std::to_string(held[r]) +
+                               " activation sets after receiving " +
+                               pipe_action_label(c, op.action) +
+                               "'s input, pipe_exchange_plan "
+                               "allocates " +
+                               std::to_string(slots[r]);
+                }
+                done[r].clear();
+                at[r]++;
+                progress = true;
+            }
+        }
+    }
+    std::string waits;
+    for (int r = 0; r < p; r++) {
+        if (at[r] == prog[r].size()) continue;
+        waits += "; " + who(r) + " blocks in its group of";
+        const PlanStep& st = prog[r][at[r]];
+        for (size_t k = 0; k < st.ops.size(); k++)
+            if (done[r].empty() || !done[r][k]) waits += " [" + op_words(c, st.ops[k]) + "]";
+    }
+    if (!waits.empty()) return "deadlock" + waits;
+    for (int r = 0; r < p; r++)
+        for (const PipeAction& a : pipe_rank_schedule(c, r)) {
+            const PipeDeps d = pipe_deps(c, r, a);
+            if (d.send.rank >= 0 && !sent_out[r][idx(a)])
+                return who(r) + " never sends " + pipe_action_label(c, a) + "'s output";
+        }
+    return "";
+}
+
+// Every rank's plan of every schedule, p 2..8, v 1..4, m 1..32, under rendezvous transfers; then
+// the checker fails where it should: the naive pairing deadlocks the interleaved schedule, and
+// one activation set fewer than pipe_exchange_plan's is too few.
+static void check_exchange_plans() {
+    char msg[256];
+    int configs = 0, failures = 0, naive_configs = 0, naive_deadlocks = 0, short_slots = 0;
+    std::string first_failure, first_naive, short_message;
+    for (int schedule = 0; schedule < PIPE_SCHEDULE_COUNT; schedule++)
+        for (int p = 2; p <= 8; p++)
+            for (int v = 1; v <= 4; v++)
+                for (int m = 1; m <= 32; m++) {
+                    const PipeConfig c = {schedule, p, v, m, p * v};
+                    if (pipe_config_check(&c, msg, sizeof msg)) continue;
+                    configs++;
+                    std::vector<std::vector<PlanStep>> prog, naive;
+                    std::vector<int> slots;
+                    std::string error;
+                    for (int r = 0; r < p; r++) {
+                        const PipeExchangePlan plan = pipe_exchange_plan(&c, r);
+                        if (!plan.error.empty()) error = plan.error;
+                        prog.push_back(program_of_plan(&plan));
+                        naive.push_back(naive_program(&c, r));
+                        slots.push_back(plan.slots);
+                    }
+                    if (error.empty()) error = run_rendezvous(&c, prog, slots);
+                    if (!error.empty() && failures++ == 0)
+                        first_failure = std::string(PIPE_SCHEDULES[schedule].name) + " pp " +
+                                        std::to_string(p) + " v " + std::to_string(v) + " m " +
+                                        std::to_string(m) + ": " + error;
+                    if (error.empty() && short_slots == 0 && schedule == PIPE_INTERLEAVED) {
+                        std::vector<int> fewer = slots;
+                        fewer[0]--;
+                        short_message = run_rendezvous(&c, prog, fewer);
+                        short_slots++;
+                    }
+                    if (schedule != PIPE_INTERLEAVED) continue;
+                    naive_configs++;
+                    const std::string naive_error = run_rendezvous(&c, naive, {});
+                    if (naive_error.rfind("deadlock", 0) == 0 && naive_deadlocks++ == 0)
+                        first_naive = "pp " + std::to_string(p) + " v " + std::to_string(v) +
+                                      " m " + std::to_string(m) + ": " + naive_error;
+                }
+    expect(failures == 0,
+           ("every rank's exchange plan completes under rendezvous transfers, each input sent "
+            "once, received by its action before it runs, within the plan's activation sets (" +
+            std::to_string(configs) + " configs)")
+               .c_str(),
+           failures ? std::to_string(failures) + " fail, the first " + first_failure : "");
+    printf(
+        "the naive pairing (each send grouped with the rank's next receive) deadlocks %d of "
+        "%d interleaved configs; the first: %s\n",
+        naive_deadlocks, naive_configs, first_naive.c_str());
+    expect(naive_deadlocks > 0 && first_naive.find("rank 0 blocks") != std::string::npos,
+           "the checker finds the naive pairing's interleaved deadlock, naming the ranks' waits");
+    expect(short_message.find("activation sets") != std::string::npos,
+           "one activation set fewer than the plan's is found too few", short_message);
+}
+
 // The README's table: the simulated bubble against the formula (tb = 2 tf, no transfer time),
 // with the seeds' example (p 16, m 64: 15/79 = 19.0%). Times in forward passes of a rank's
 // blocks (a chunk's are 1/v of it); in flight: (micro-batch, chunk) pairs on rank 0 and p - 1.
@@ -397,5 +676,6 @@ int main() {
     print_bubble_table();
     check_known_answers();
     check_detectors();
+    check_exchange_plans();
     return test_report("pipeline schedule");
 }
