@@ -2331,7 +2331,7 @@ struct Pipeline {
     const CommGroup* group;
     int stage_blocks;     // blocks of a virtual stage: L / (pp x chunks)
     PipeAction* actions;  // this rank's schedule (pipe_rank_schedule)
-    int* action_tick;     // the time step each one runs in (pipe_simulate's, unit times)
+    int* action_tick;     // the time step each one starts in (pipe_exchange_plan)
     int action_count;
     PipeExchange* exchanges;  // this rank's, in time order
     int exchange_count;
@@ -2347,6 +2347,11 @@ struct Pipeline {
     int free_count;
     size_t slot_elems;  // S x C, aligned
     double sent_bytes;  // the activations and gradients this rank sent (--comm-stats)
+    int cost_ms;        // --pp-cost-ms (a test's cost model): a forward action lasts this long
+                        // (the host sleeps the rest), a backward twice as long
+    double loop_s, busy_s, wait_s;  // the last step's loop over the time steps on this rank:
+                                    // its time, the time in actions (until their stream is
+                                    // done), the time in the exchanges (--comm-stats: the bubble)
 };
 
 struct GPT {
@@ -3425,9 +3430,12 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // input's gradient goes to the rank before, or on stage 0 into the embeddings' backward.
 //
 // The transfers: after each time step, one NCCL group (comm_exchange) with the send of what the
-// step's action produced and the receives of what the neighbours' actions of the step produced
+// action ending in the step produced and the receives of what the neighbours' actions ending in
+// the step produced (a forward lasts one step, a backward two: PIPE_PLAN_COSTS)
 // (pipe_exchange_plan says why that never deadlocks), waited for at once with the group's deadline,
-// naming each transfer (the transfers do not overlap the compute yet).
+// naming each transfer (the transfers do not overlap the compute yet). The loop times itself
+// (host timestamps, each action's stream synchronized): the time in actions and in exchanges,
+// for the measured bubble of --comm-stats (train_run.cuh's report_pipeline_bubble).
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
 // summed between them (both then hold the same sum); the data-parallel reduction of the step's
@@ -3623,13 +3631,31 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     p->free_count = 0;
     for (int k = p->slots - 1; k >= 0; k--) p->slot_free[p->free_count++] = k;
     double losses[2] = {0.0, 0.0};  // the sums of the micro-batches' mean loss and z-loss
+    const double loop_start = comm_now_s();
+    p->busy_s = p->wait_s = 0.0;
+    const floatX* produced = nullptr;  // what the last action produced: sent at its last step
     for (int t = 0, i = 0, x = 0; t < p->ticks; t++) {
-        const floatX* produced = nullptr;
-        if (i < p->action_count && p->action_tick[i] == t)
-            produced = pipe_run_action(m, p->actions[i++], inputs, targets, A, first_scale, losses);
-        if (x < p->exchange_count && p->exchanges[x].tick == t)
+        if (i < p->action_count && p->action_tick[i] == t) {
+            const double start = comm_now_s();
+            const PipeAction a = p->actions[i++];
+            produced = pipe_run_action(m, a, inputs, targets, A, first_scale, losses);
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            // the cost model: the action lasts until cost_ms (a backward 2 cost_ms) after its start
+            const double rest =
+                (a.op == PIPE_FORWARD ? 1e-3 : 2e-3) * p->cost_ms - (comm_now_s() - start);
+            if (rest > 0) {
+                const timespec pause = {(time_t)rest, (long)((rest - (time_t)rest) * 1e9)};
+                nanosleep(&pause, nullptr);
+            }
+            p->busy_s += comm_now_s() - start;
+        }
+        if (x < p->exchange_count && p->exchanges[x].tick == t) {
+            const double start = comm_now_s();
             pipe_exchange(m, &p->exchanges[x++], produced);
+            p->wait_s += comm_now_s() - start;
+        }
     }
+    p->loop_s = comm_now_s() - loop_start;
     pipe_sum_tied_grad(m);
     dp_backward_begin(&m->dp, true, false, st);
     for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {

@@ -267,6 +267,7 @@ struct TrainConfig {
     char pp_schedule[16];           // PIPE_SCHEDULES (llmc/pipeline.h)
     int pp_virtual;                 // model chunks per pipeline rank
     int pp_print_schedule;          // print the pipeline's schedule and exit
+    int pp_cost_ms;                 // a test's cost model: each pipeline action lasts this long
     int comm_stats;                 // log one step's collective traffic
     int plan;                       // print the memory plan and exit
     int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
@@ -459,6 +460,10 @@ static const Flag FLAGS[] = {
     {"--pp-virtual", FLAG_INT, FIELD(pp_virtual), "1", 1, 1 << 10, nullptr, FLAG_FREE,
      "with --pp-schedule interleaved: model chunks (virtual stages) per pipeline rank, at least "
      "2"},
+    {"--pp-cost-ms", FLAG_INT, FIELD(pp_cost_ms), "0", 0, 1 << 16, nullptr, FLAG_FREE,
+     "with --pp > 1, for tests: a cost model of known forward and backward times, each forward "
+     "action of the pipeline lasting this many ms (the host sleeps what its work leaves), each "
+     "backward twice as long (--comm-stats then measures a bubble comparable with the formula)"},
     {"--pp-print-schedule", FLAG_SWITCH, FIELD(pp_print_schedule), "off", 0, 0, nullptr, FLAG_FREE,
      "print the pipeline schedule of --pp, --pp-schedule, --pp-virtual, --grad-accum and "
      "--layers (one row per rank, one column per action) and exit"},
@@ -1601,6 +1606,37 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     }
 }
 
+// The pipeline's bubble in this rank's last step, measured: the step's time T is pipeline rank
+// 0's loop over the time steps (it runs the first action and the last), each rank's idle time T
+// minus its time in actions (pipe_forward_backward times them), printed with its time waiting in
+// the exchanges next to the formula (p - 1)/(v m + p - 1) (llmc/pipeline.h: the bound every
+// schedule here reaches when a backward costs what the --pp-cost-ms model says, twice a
+// forward). Returns each rank's idle/T, then the formula. Every rank of the group calls it.
+inline std::vector<double> report_pipeline_bubble(const CommGroup* pp, const Pipeline* pipe,
+                                                  int step) {
+    const int p = pp->size;
+    std::vector<double> times(3 * p, 0.0);  // [rank]: loop, busy, wait
+    times[3 * pp->rank] = pipe->loop_s;
+    times[3 * pp->rank + 1] = pipe->busy_s;
+    times[3 * pp->rank + 2] = pipe->wait_s;
+    comm_sum_scalars(pp, times.data(), 3 * p);
+    const PipeConfig* c = &pipe->config;
+    const double T = times[0], mv = (double)c->micro_batches * c->chunks;
+    const double formula = (p - 1.0) / (mv + p - 1.0);
+    std::vector<double> bubble;
+    for (int r = 0; r < p; r++) {
+        bubble.push_back((T - times[3 * r + 1]) / T);
+        printf(
+            "pipeline bubble of step %d, rank %d: %.1f ms in actions, %.1f ms waiting in the "
+            "exchanges, idle %.4f of T = %.1f ms (rank 0's step); formula (p - 1)/(v m + p - 1) "
+            "= %d/%.0f = %.4f\n",
+            step, r, 1e3 * times[3 * r + 1], 1e3 * times[3 * r + 2], bubble.back(), 1e3 * T, p - 1,
+            mv + p - 1, formula);
+    }
+    bubble.push_back(formula);
+    return bubble;
+}
+
 // The bytes the device collectives of one step sent from this rank (llmc/comm.cuh counts them
 // where they are issued, as a ring moves them), per group: data-parallel (the gradients and
 // ZeRO's gathers), tensor-parallel (the layers' activations), and the job's (host values).
@@ -1608,15 +1644,20 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
 // "tp_comm_bytes": {...}, "tp_comm_calls": {...}} (the tensor-parallel entries with --tp > 1),
 // and under pipeline parallelism "pp_sent_bytes": the activations and gradients that the ranks
 // of this rank's pipeline group sent each other (counted by the executor as it sends them,
-// pipe_sent: this rank's), summed over the group. Every rank calls it.
+// pipe->sent_bytes: this rank's), summed over the group, and the measured bubble
+// (report_pipeline_bubble). Every rank calls it.
 inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp,
-                           const CommGroup* tp, const CommGroup* pp, double pipe_sent, int step) {
+                           const CommGroup* tp, const CommGroup* pp, const Pipeline* pipe,
+                           int step) {
+    double pipe_sent = pipe->sent_bytes;
+    std::vector<double> bubble;
     if (pp->size > 1) {
         comm_sum_scalars(pp, &pipe_sent, 1);
         printf(
             "pipeline transfers of step %d: %.0f bytes of activations and gradients sent by the "
             "%d ranks of the pipeline group\n",
             step, pipe_sent, pp->size);
+        bubble = report_pipeline_bubble(pp, pipe, step);
     }
     const CommGroup* groups[3] = {dp, tp, all};
     const char* names[3] = {"data-parallel", "tensor-parallel", "all ranks"};
@@ -1640,7 +1681,12 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     for (int k = 0; k < NUM_COMM_KINDS; k++)
         logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
     logger_object_end(lg);
-    if (pp->size > 1) logger_int(lg, "pp_sent_bytes", (int64_t)pipe_sent);
+    if (pp->size > 1) {
+        logger_int(lg, "pp_sent_bytes", (int64_t)pipe_sent);
+        const std::vector<float> measured(bubble.begin(), bubble.end() - 1);
+        logger_float_array(lg, "pp_bubble", measured.data(), (int)measured.size());
+        logger_float(lg, "pp_bubble_formula", (float)bubble.back());
+    }
     if (tp->traffic) {
         logger_object_begin(lg, "tp_comm_bytes");
         for (int k = 0; k < NUM_COMM_KINDS; k++)
@@ -1807,6 +1853,7 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
             comm->rank, ledger_total(&run->plan), free_before, device_total);
     gpt_build(&run->model, c, &run->opt, B, T, (uint64_t)tc->seed, *dims,
               recompute_from_name(tc->recompute), false, monitor_config_of(tc));
+    run->model.pipe.cost_ms = tc->pp_cost_ms;
     CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
     run->allocated = free_before - free_after;
     if (tc->init_from[0]) load_pretrained(&run->model, tc->init_from);
@@ -2288,7 +2335,7 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         log_step(&run, &stats);
         if (count_traffic)
             report_traffic(&run.lg, &comm->all, dims.dp_group, dims.tp_group, dims.pp_group,
-                           run.model.pipe.sent_bytes, stats.step);
+                           &run.model.pipe, stats.step);
         const int done = stats.rewind ? run_rewind(&run, stats.step) : stats.step;
         if (done == stats.step) after_step(&run, done);
         else step = done - 1;  // the loop's step++ makes it `done`: step done + 1 comes next

@@ -453,20 +453,29 @@ struct PipeExchangePlan {
                 // included
 };
 
-// Rank `rank`'s plan (c passed pipe_config_check). The time steps are pipe_simulate's with every
-// action one unit and no transfer time, the same on every rank: an action's output goes out in
-// the exchange at the end of its step, which its receiver posts in the same step (it runs the
-// action that needs it in a later one). Every exchange of a step pairs only with exchanges of
-// that step, and all of a step's inputs come from earlier steps, so the exchanges complete step
-// by step even where a send completes only together with its receive (rendezvous; proved for
-// every schedule by dev/cpu/tests/pipeline_schedule.cu). An activation set is taken from the step
-// its input arrives (or, on stage 0, its forward runs) to its backward: the slots are the peak of
-// that, replayed in the executor's order (a step's action, then its exchange) --
-// pipe_peak_in_flight's, or a few more where an input arrives a step or more before its forward.
+// The costs the plan's time steps are laid out with: a forward one step, a backward two (the
+// usual ratio: a backward computes the gradients of the inputs and of the weights).
+constexpr PipeCosts PIPE_PLAN_COSTS = {1.0, 2.0, 0.0};
+
+// Rank `rank`'s plan (c passed pipe_config_check). The time steps are pipe_simulate's with
+// PIPE_PLAN_COSTS and no transfer time, the same on every rank: an action runs in the step it
+// starts in, and its output goes out in the exchange at the end of its last step, which its
+// receiver posts in the same step (it runs the action that needs it in a later one). Every
+// exchange of a step pairs only with exchanges of that step, and all of a step's inputs come
+// from earlier steps, so the exchanges complete step by step even where a send completes only
+// together with its receive (rendezvous; proved for every schedule by
+// dev/cpu/tests/pipeline_schedule.cu). Where the actions do cost what PIPE_PLAN_COSTS says and
+// sends do not wait for their receives, the ranks wait in the exchanges only as long as
+// pipe_simulate's ranks are idle: the bubble is the formula's (scripts/test_pp.py measures it);
+// unit steps would hold a forward's rank in every step its neighbour runs a backward.
+// An activation set is taken from the step its input arrives (or, on stage 0, its forward runs)
+// to its backward: the slots are the peak of that, replayed in the executor's order (a step's
+// action, then its exchange) -- pipe_peak_in_flight's, or a few more where an input arrives a
+// step or more before its forward.
 inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank) {
     PipeExchangePlan plan = {};
     const PipeSchedule schedule = pipe_schedule(c);
-    const PipeSimulation sim = pipe_simulate(&schedule, {1.0, 1.0, 0.0});
+    const PipeSimulation sim = pipe_simulate(&schedule, PIPE_PLAN_COSTS);
     if (!sim.error.empty()) {
         plan.error = "the pipeline schedule does not run: " + sim.error;
         return plan;
@@ -476,20 +485,25 @@ inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank) {
     auto key = [&](int r, PipeAction a) {
         return (a.op * S + pipe_stage_of(c, r, a.chunk)) * mb + a.micro;
     };
-    std::vector<int> tick_of(2 * S * mb);
+    std::vector<int> tick_of(2 * S * mb), last_tick_of(2 * S * mb);  // its first and last step
     for (int r = 0; r < c->pp; r++)
-        for (size_t i = 0; i < schedule.ranks[r].size(); i++)
-            tick_of[key(r, schedule.ranks[r][i])] = (int)sim.start[r][i];
+        for (size_t i = 0; i < schedule.ranks[r].size(); i++) {
+            const PipeAction a = schedule.ranks[r][i];
+            const double cost =
+                a.op == PIPE_FORWARD ? PIPE_PLAN_COSTS.forward : PIPE_PLAN_COSTS.backward;
+            tick_of[key(r, a)] = (int)sim.start[r][i];
+            last_tick_of[key(r, a)] = (int)(sim.start[r][i] + cost) - 1;
+        }
     plan.actions = schedule.ranks[rank];
     std::vector<PipeExchange> at(plan.ticks, PipeExchange{0, -1, {}, 0, {-1, -1}, {}});
     for (const PipeAction& a : plan.actions) {
         const PipeDeps deps = pipe_deps(c, rank, a);
-        const int t = tick_of[key(rank, a)];
-        plan.action_tick.push_back(t);
-        if (deps.send.rank >= 0) at[t].send_peer = deps.send.rank, at[t].sent = a;
+        plan.action_tick.push_back(tick_of[key(rank, a)]);
+        const int end = last_tick_of[key(rank, a)];
+        if (deps.send.rank >= 0) at[end].send_peer = deps.send.rank, at[end].sent = a;
         if (deps.recv.rank < 0) continue;
-        PipeExchange* x = &at[tick_of[key(deps.recv.rank, deps.recv.action)]];
-        if (x->recv_count == 2) {  // a neighbour runs one action a step: at most one from each
+        PipeExchange* x = &at[last_tick_of[key(deps.recv.rank, deps.recv.action)]];
+        if (x->recv_count == 2) {  // a neighbour ends one action a step: at most one from each
             plan.error = "the pipeline's timeline receives more than two inputs in a step";
             return plan;
         }

@@ -32,6 +32,12 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
    other rank naming the wait: the pipeline's transfer of a micro-batch's activation or gradient
    with rank 1.
+8. The bubble, measured (--comm-stats' pp_bubble: each rank's idle time over the step, the time
+   outside its actions, timed by the executor) under the cost model --pp-cost-ms 100 (a forward
+   action lasts 100 ms, a backward 200: the tiny model's work fits in it even on busy cores),
+   against the formula (p - 1)/(v m + p - 1), the least bubble of any schedule
+   (llmc/pipeline.h): within 10% (relative) for 1f1b (pp 2, 4 micro-batches: 1/5) and
+   interleaved (pp 2 x 2 chunks: 1/9).
 
 Usage: python3 scripts/test_pp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -172,6 +178,18 @@ def main():
         check(proc.returncode != 0 and named is not None and seconds <= timeout + 10,
               f"rank 1 killed at step 2: the job ends in {seconds:.1f} s (--comm-timeout {timeout}), rank 0 naming "
               f"the wait: {named.group(0) if named else None!r}")
+
+        # 8
+        for label, schedule, chunks in (("1f1b", "1f1b", 1), ("interleaved, 2 chunks", "interleaved", 2)):
+            name = "bubble_" + schedule
+            _, records, _ = train(fp32, 2, work, name, MODEL, base + pipe_args(2, 1, 4, schedule, chunks) +
+                                  ["--steps", "1", "--pp-cost-ms", "100"], False)
+            stats = next(r for r in records if "pp_bubble" in r)
+            formula = stats["pp_bubble_formula"]
+            worst = max(abs(b - formula) / formula for b in stats["pp_bubble"])
+            check(worst <= 0.10, f"pp 2 {label}, 4 micro-batches, forward 100 ms, backward 200 ms: measured bubble "
+                  f"{', '.join(f'{b:.4f}' for b in stats['pp_bubble'])} (ranks 0, 1), formula {formula:.4f}: "
+                  f"within {worst:.1%} <= 10%")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("pipeline-parallel")
