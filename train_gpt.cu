@@ -2758,7 +2758,7 @@ inline void gpt_monitors_free(Monitors* mon) {
 inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
     Pipeline* p = &m->pipe;
     const PipeConfig* c = &p->config;
-    const PipeExchangePlan plan = pipe_exchange_plan(c, p->rank);
+    const PipeExchangePlan plan = pipe_exchange_plan(c, p->rank, PIPE_PLAN_COSTS);
     if (!plan.error.empty()) {
         fprintf(stderr, "%s\n", plan.error.c_str());
         exit(EXIT_FAILURE);

@@ -453,29 +453,30 @@ struct PipeExchangePlan {
                 // included
 };
 
-// The costs the plan's time steps are laid out with: a forward one step, a backward two (the
+// The costs the trainer's plan is laid out with: a forward one time step, a backward two (the
 // usual ratio: a backward computes the gradients of the inputs and of the weights).
 constexpr PipeCosts PIPE_PLAN_COSTS = {1.0, 2.0, 0.0};
 
-// Rank `rank`'s plan (c passed pipe_config_check). The time steps are pipe_simulate's with
-// PIPE_PLAN_COSTS and no transfer time, the same on every rank: an action runs in the step it
+// Rank `rank`'s plan (c passed pipe_config_check; costs: whole time steps, no transfer time, the
+// trainer's PIPE_PLAN_COSTS). The time steps are pipe_simulate's with `costs`, the same on
+// every rank: an action runs in the step it
 // starts in, and its output goes out in the exchange at the end of its last step, which its
 // receiver posts in the same step (it runs the action that needs it in a later one). Every
 // exchange of a step pairs only with exchanges of that step, and all of a step's inputs come
 // from earlier steps, so the exchanges complete step by step even where a send completes only
 // together with its receive (rendezvous; proved for every schedule by
-// dev/cpu/tests/pipeline_schedule.cu). Where the actions do cost what PIPE_PLAN_COSTS says and
-// sends do not wait for their receives, the ranks wait in the exchanges only as long as
-// pipe_simulate's ranks are idle: the bubble is the formula's (scripts/test_pp.py measures it);
-// unit steps would hold a forward's rank in every step its neighbour runs a backward.
+// dev/cpu/tests/pipeline_schedule.cu). Where the actions do cost what `costs` says and sends do
+// not wait for their receives, the ranks wait in the exchanges only as long as pipe_simulate's
+// ranks are idle: the bubble is the formula's (the test checks it, scripts/test_pp.py measures
+// it); unit steps would hold a forward's rank in each step its neighbour runs a backward.
 // An activation set is taken from the step its input arrives (or, on stage 0, its forward runs)
 // to its backward: the slots are the peak of that, replayed in the executor's order (a step's
 // action, then its exchange) -- pipe_peak_in_flight's, or a few more where an input arrives a
 // step or more before its forward.
-inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank) {
+inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank, PipeCosts costs) {
     PipeExchangePlan plan = {};
     const PipeSchedule schedule = pipe_schedule(c);
-    const PipeSimulation sim = pipe_simulate(&schedule, PIPE_PLAN_COSTS);
+    const PipeSimulation sim = pipe_simulate(&schedule, costs);
     if (!sim.error.empty()) {
         plan.error = "the pipeline schedule does not run: " + sim.error;
         return plan;
@@ -489,8 +490,7 @@ inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank) {
     for (int r = 0; r < c->pp; r++)
         for (size_t i = 0; i < schedule.ranks[r].size(); i++) {
             const PipeAction a = schedule.ranks[r][i];
-            const double cost =
-                a.op == PIPE_FORWARD ? PIPE_PLAN_COSTS.forward : PIPE_PLAN_COSTS.backward;
+            const double cost = a.op == PIPE_FORWARD ? costs.forward : costs.backward;
             tick_of[key(r, a)] = (int)sim.start[r][i];
             last_tick_of[key(r, a)] = (int)(sim.start[r][i] + cost) - 1;
         }

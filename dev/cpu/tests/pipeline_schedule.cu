@@ -24,7 +24,10 @@
 //   rendezvous transfers (run_rendezvous: a send completes only with its receive, a rank blocks
 //   in a group until all of its transfers completed): none deadlocks, each activation and
 //   gradient is sent once and received by the right (rank, micro-batch, chunk) before the action
-//   that needs it runs, and no rank holds more activation sets than the plan's slots.
+//   that needs it runs, and no rank holds more activation sets than the plan's slots; and in
+//   lock-step (each rank's exchange of a step waits for its peers' actions of the step), with a
+//   forward lasting 1, a backward 2 and eager sends, every step takes pipe_simulate's time, the
+//   formula's bubble (with rendezvous sends some take longer: printed).
 // Then each check is shown to fail where it should: a deadlocked schedule (rank 0 without
 // warm-up: its first backward waits for a gradient that needs its own later forwards) and one
 // that waits on itself are named, missing, repeated and out-of-range actions are named, a
@@ -32,7 +35,8 @@
 // breaks 1f1b's bound, an action moved by one unit breaks the time check; and every message of
 // pipe_config_check; the naive pairing of the transfers (each send grouped with the rank's next
 // receive) deadlocks the interleaved schedule, named rank by rank, and one activation set fewer
-// than the plan's is found too few. Prints two timelines.
+// than the plan's is found too few, and plans laid out in unit steps take longer in lock-step.
+// Prints two timelines.
 // Host code only.
 //! run: ./prog => pass /all pipeline schedule checks passed/
 
@@ -588,12 +592,48 @@ static std::string run_rendezvous(const PipeConfig* c,
     return "";
 }
 
+// The step's time when every rank runs its plan in lock-step, each action lasting what `costs`
+// says and each exchange ending when the rank's action before it has ended and every transfer's
+// peer has posted its side (its own action of that step ended): with eager sends a send does
+// not wait for its receiver (rendezvous: it does).
+static double lockstep_makespan(const PipeConfig* c, const std::vector<PipeExchangePlan>& plans,
+                                PipeCosts costs, bool rendezvous) {
+    const int p = c->pp;
+    std::vector<double> ready(p, 0.0), posted(p);
+    std::vector<size_t> next_action(p, 0), next_exchange(p, 0);
+    for (int t = 0; t < plans[0].ticks; t++) {
+        std::vector<const PipeExchange*> x(p, nullptr);
+        for (int r = 0; r < p; r++) {
+            const PipeExchangePlan* plan = &plans[r];
+            posted[r] = ready[r];
+            if (next_action[r] < plan->actions.size() && plan->action_tick[next_action[r]] == t)
+                posted[r] += plan->actions[next_action[r]++].op == PIPE_FORWARD ? costs.forward
+                                                                                : costs.backward;
+            if (next_exchange[r] < plan->exchanges.size() &&
+                plan->exchanges[next_exchange[r]].tick == t)
+                x[r] = &plan->exchanges[next_exchange[r]++];
+        }
+        for (int r = 0; r < p; r++) {
+            ready[r] = posted[r];
+            if (!x[r]) continue;
+            for (int k = 0; k < x[r]->recv_count; k++)
+                ready[r] = std::max(ready[r], posted[x[r]->recv_peer[k]]);
+            if (rendezvous && x[r]->send_peer >= 0)
+                ready[r] = std::max(ready[r], posted[x[r]->send_peer]);
+        }
+    }
+    return *std::max_element(ready.begin(), ready.end());
+}
+
 // Every rank's plan of every schedule, p 2..8, v 1..4, m 1..32, under rendezvous transfers; then
 // the checker fails where it should: the naive pairing deadlocks the interleaved schedule, and
 // one activation set fewer than pipe_exchange_plan's is too few.
 static void check_exchange_plans() {
     char msg[256];
     int configs = 0, failures = 0, naive_configs = 0, naive_deadlocks = 0, short_slots = 0;
+    int slow_eager = 0, slow_unit = 0, slow_rdv = 0;
+    double worst_rdv = 1.0;
+    std::string first_slow;
     std::string first_failure, first_naive, short_message;
     for (int schedule = 0; schedule < PIPE_SCHEDULE_COUNT; schedule++)
         for (int p = 2; p <= 8; p++)
@@ -604,15 +644,33 @@ static void check_exchange_plans() {
                     configs++;
                     std::vector<std::vector<PlanStep>> prog, naive;
                     std::vector<int> slots;
+                    std::vector<PipeExchangePlan> plans, unit_plans;
                     std::string error;
                     for (int r = 0; r < p; r++) {
-                        const PipeExchangePlan plan = pipe_exchange_plan(&c, r);
-                        if (!plan.error.empty()) error = plan.error;
-                        prog.push_back(program_of_plan(&plan));
+                        plans.push_back(pipe_exchange_plan(&c, r, PIPE_PLAN_COSTS));
+                        unit_plans.push_back(pipe_exchange_plan(&c, r, {1.0, 1.0, 0.0}));
+                        if (!plans[r].error.empty()) error = plans[r].error;
+                        prog.push_back(program_of_plan(&plans[r]));
                         naive.push_back(naive_program(&c, r));
-                        slots.push_back(plan.slots);
+                        slots.push_back(plans[r].slots);
                     }
                     if (error.empty()) error = run_rendezvous(&c, prog, slots);
+                    if (error.empty()) {
+                        // the time steps' layout: the lock-step takes the simulation's time
+                        const PipeSchedule sched = pipe_schedule(&c);
+                        const double bound = pipe_simulate(&sched, PIPE_PLAN_COSTS).makespan;
+                        const double eager = lockstep_makespan(&c, plans, PIPE_PLAN_COSTS, false);
+                        const double rdv = lockstep_makespan(&c, plans, PIPE_PLAN_COSTS, true);
+                        const double unit =
+                            lockstep_makespan(&c, unit_plans, PIPE_PLAN_COSTS, false);
+                        if (eager != bound && slow_eager++ == 0)
+                            first_slow = std::string(PIPE_SCHEDULES[schedule].name) + " pp " +
+                                         std::to_string(p) + " v " + std::to_string(v) + " m " +
+                                         std::to_string(m) + ": " + std::to_string(eager) +
+                                         " for " + std::to_string(bound);
+                        slow_unit += unit > bound;
+                        if (rdv > bound) slow_rdv++, worst_rdv = std::max(worst_rdv, rdv / bound);
+                    }
                     if (!error.empty() && failures++ == 0)
                         first_failure = std::string(PIPE_SCHEDULES[schedule].name) + " pp " +
                                         std::to_string(p) + " v " + std::to_string(v) + " m " +
@@ -636,6 +694,19 @@ static void check_exchange_plans() {
             std::to_string(configs) + " configs)")
                .c_str(),
            failures ? std::to_string(failures) + " fail, the first " + first_failure : "");
+    expect(slow_eager == 0,
+           ("in lock-step with eager sends, a forward 1, a backward 2, every plan's step takes "
+            "pipe_simulate's time (the formula's bubble), " +
+            std::to_string(configs) + " configs")
+               .c_str(),
+           first_slow);
+    expect(slow_unit > 0, ("laid out in unit steps instead, " + std::to_string(slow_unit) +
+                           " configs take longer (the check can fail)")
+                              .c_str());
+    printf(
+        "with rendezvous sends (a send waits for its receiver's action of the step), %d of %d "
+        "configs take longer, at most %.3f x the simulation's time\n",
+        slow_rdv, configs, worst_rdv);
     printf(
         "the naive pairing (each send grouped with the rank's next receive) deadlocks %d of "
         "%d interleaved configs; the first: %s\n",
