@@ -32,9 +32,10 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
    other rank naming the wait: the pipeline's transfer of a micro-batch's activation or gradient
    with rank 1.
-8. Checkpoints across pipeline grids (fp32; every run writes one at step 2): the pp 2 run's
-   step-2 checkpoint resumed on pp 2 gives the uninterrupted run's step-3 loss, gradient norm,
-   validation loss and final parameters bit for bit; resumed on one process, on pp 2 x 2 chunks
+8. Checkpoints across pipeline grids (fp32; every run writes one at step 2): a pp 2 run killed
+   at step 3 (--inject-fault 3:kill:1) and resumed on pp 2 gives the uninterrupted run's step-3
+   loss, gradient norm, validation loss and final parameters bit for bit; the uninterrupted pp 2
+   run's step-2 checkpoint resumed on one process, on pp 2 x 2 chunks
    interleaved and on dp 2 x pp 2 ZeRO-1, and one process's and a dp 2 ZeRO-3 run's step-2
    checkpoints resumed on pp 2, each continues within 1e-5 of its source's uninterrupted run.
    --export-hf of the pp 2 run's final checkpoint gives one process's export within 1e-5, and
@@ -171,13 +172,20 @@ def main():
 
         # 8
         source = results["pp 2"]
-        same = resume(fp32, source, 2, work, "resume_pp2_pp2", MODEL, base + pipe_args(2, 1, 4))
+        killed = [fp32] + MODEL + base + pipe_args(2, 1, 4) + [
+            "--log", os.path.join(work, "killed.jsonl"), "--checkpoint-dir", os.path.join(work, "killed_ck"),
+            "--keep-checkpoints", "0", "--comm-timeout", "10"]
+        proc = subprocess.run(MPIRUN + ["-np", "2"] + killed + ["--inject-fault", "3:kill:1"], capture_output=True,
+                              text=True, cwd=ROOT, errors="replace", timeout=120)
+        check(proc.returncode != 0, f"pp 2 run with rank 1 killed at step 3 (after the step-2 checkpoint): exit "
+              f"{proc.returncode}")
+        same = train(fp32, 2, work, "killed", MODEL, base + pipe_args(2, 1, 4) + ["--resume", "latest"])
         want = {k: v for k, v in logged_values(source[1]).items() if k[1] >= 3}
         got = {k: v for k, v in logged_values(same[1]).items() if k[1] >= 3}
         identical = (checkpoint_array(final_checkpoint(same[2], STEPS), "params") ==
                      checkpoint_array(final_checkpoint(source[2], STEPS), "params")).all()
         check("resuming from" in same[0] and got == want and identical,
-              f"pp 2 checkpoint at step 2 resumed on pp 2: the step-3 values {got} and the final parameters are "
+              f"its step-2 checkpoint resumed on pp 2: the step-3 values {got} and the final parameters are "
               f"the uninterrupted run's bit for bit")
         single_a4 = refs[((), 4)]
         # the validation batches are data-parallel ranks x --batch sequences: kept at the source's 2
