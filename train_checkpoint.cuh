@@ -350,9 +350,10 @@ struct ShardSource {
 
 // Loads the checkpoint of an open manifest (verified against m's config by ckpt_open) into m
 // and returns its run state; the training loader's state goes to *ds when ds is not nullptr.
-// The checkpoint may come from any grid and ZeRO stage: its shards hold ranges of the logical
-// (whole-model) layout, checked equal to this model's first; the parameters are read whole, and
-// the state of each range this rank owns now (a run of its tensor-parallel part at a time) from
+// The checkpoint may come from any grid, ZeRO stage and pipeline: its shards hold ranges of the
+// logical (whole-model) layout, checked equal to this model's first; the parameters of the
+// tensors this rank holds (under --pp its stages') are read whole, and the state of each range
+// this rank owns now (a run of its tensor-parallel part at a time) from
 // the shard ranges that overlap it, so a run re-shards on load.
 inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderState* ds) {
     const ParamLayout* logical = &m->logical;
@@ -412,9 +413,11 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
         std::sort(by_offset.begin(), by_offset.end(), [&src](size_t a, size_t b) {
             return src.ranges[a].offset < src.ranges[b].offset;
         });
-        // the parameters, whole, from every shard
+        // the parameters of the tensors this rank holds (all of them but under pipeline
+        // parallelism), whole, from every shard
         for (size_t j = 0; j < src.ranges.size(); j++) {
             const OwnedRecord& o = src.ranges[j];
+            if (!m->layout.tensors[o.tensor].held) continue;
             if (ckpt_read_section_part(&src.r, "params", src.at_all[j] * sizeof(floatX),
                                        params.data() + o.offset, o.n * sizeof(floatX)) != 0)
                 fatal("%s", src.r.error);
@@ -462,12 +465,13 @@ inline RunState load_checkpoint(GPT* m, CheckpointReader* manifest, DataLoaderSt
         ckpt_close(&src.r);
     }
     size_t numel = 0;
-    for (int i = 0; i < logical->count; i++) numel += logical->tensors[i].numel;
+    for (int i = 0; i < logical->count; i++)
+        if (m->layout.tensors[i].held) numel += logical->tensors[i].numel;
     if (params_read != numel || owned_read != owned_total)
         fatal(
-            "checkpoint %s: its %lld shards hold %zu of the model's %zu parameters and %zu of "
-            "the %zu elements of state this rank needs (its shards, all of this save, do not "
-            "cover them: written by a faulty writer)",
+            "checkpoint %s: its %lld shards hold %zu of the %zu parameters and %zu of the %zu "
+            "elements of state this rank needs (its shards, all of this save, do not cover "
+            "them: written by a faulty writer)",
             manifest->path, (long long)shard_count, params_read, numel, owned_read, owned_total);
     std::vector<floatX> local(m->layout.total);
     local_from_logical(m, params.data(), local.data());

@@ -450,8 +450,8 @@ static const Flag FLAGS[] = {
      "pipeline-parallel stages: the blocks are cut into --pp x --pp-virtual contiguous stages "
      "run by a pipeline group of --pp ranks, the --grad-accum micro-batches of a step flowing "
      "through them (llmc/pipeline.h); must divide the ranks, with --pp x --pp-virtual dividing "
-     "the layers. Not built yet with --tp > 1, --zero 2 or 3, --fp8, --resume, --init-from or "
-     "text samples (with --data: --sample-len 0)"},
+     "the layers. Not built yet with --tp > 1, --zero 2 or 3, --fp8 or text samples (with "
+     "--data: --sample-len 0)"},
     {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
      "gpipe|1f1b|interleaved", FLAG_FREE,
      "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
@@ -937,8 +937,6 @@ inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) 
     const char* combination = tc->tp > 1                        ? "--tp > 1"
                               : tc->zero >= 2                   ? "--zero 2 and 3"
                               : tc->model.fp8.recipe != FP8_OFF ? "--fp8"
-                              : tc->resume[0]                   ? "--resume"
-                              : tc->init_from[0]                ? "--init-from"
                                                                 : nullptr;
     if (combination == nullptr) return nullptr;
     snprintf(msg, len,

@@ -28,11 +28,19 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    backward in turn).
 6. The refusals, by message: the layers that do not divide into the stages, the micro-batches
    that --pp does not divide under the interleaved schedule, and the combinations not built yet
-   (--tp > 1, --zero 2, --fp8, --resume, text samples).
+   (--tp > 1, --zero 2, --fp8, text samples).
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
    other rank naming the wait: the pipeline's transfer of a micro-batch's activation or gradient
    with rank 1.
-8. The bubble, measured (--comm-stats' pp_bubble: each rank's idle time over the step, the time
+8. Checkpoints across pipeline grids (fp32; every run writes one at step 2): a pp 2 run killed
+   at step 3 (--inject-fault 3:kill:1) and resumed on pp 2 gives the uninterrupted run's step-3
+   loss, gradient norm, validation loss and final parameters bit for bit; the uninterrupted pp 2
+   run's step-2 checkpoint resumed on one process, on pp 2 x 2 chunks
+   interleaved and on dp 2 x pp 2 ZeRO-1, and one process's and a dp 2 ZeRO-3 run's step-2
+   checkpoints resumed on pp 2, each continues within 1e-5 of its source's uninterrupted run.
+   --export-hf of the pp 2 run's final checkpoint gives one process's export within 1e-5, and
+   --init-from that folder trains on pp 2 as on one process (2 steps, within 1e-5).
+9. The bubble, measured (--comm-stats' pp_bubble: each rank's idle time over the step, the time
    outside its actions, timed by the executor) under the cost model --pp-cost-ms 100 (a forward
    action lasts 100 ms, a backward 200: the tiny model's work fits in it even on busy cores),
    against the formula (p - 1)/(v m + p - 1), the least bubble of any schedule
@@ -42,6 +50,7 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
 Usage: python3 scripts/test_pp.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -49,7 +58,10 @@ import subprocess
 import tempfile
 import time
 
-from testlib import MPIRUN, ROOT, check, compare, finish, logged_values, make_data, param_hash, train, up
+import numpy as np
+
+from testlib import (MPIRUN, ROOT, RTOL, check, compare, final_checkpoint, checkpoint_array, finish, logged_values,
+                     make_data, param_hash, rel, resume, run, train, up)
 
 G, STEPS = 8, 3
 L, C, T, V, NH = 4, 64, 16, 256, 2
@@ -95,7 +107,7 @@ def main():
     work = tempfile.mkdtemp(prefix="test_pp_")
     try:
         data = make_data(os.path.join(work, "data"))
-        base = ["--data", data, "--steps", str(STEPS)]
+        base = ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
 
         # 1 and 4: (label, optimizer flags, pp, dp, accum, schedule, chunks, zero, extra)
         runs = [("pp 2", [], 2, 1, 4, "1f1b", 1, 0, []),
@@ -157,8 +169,6 @@ def main():
                 (["--pp", "2", "--tp", "2"], 4, r"pipeline parallelism \(--pp 2\) with --tp > 1 is not built yet"),
                 (["--pp", "2", "--zero", "2"], 4, r"pipeline parallelism \(--pp 2\) with --zero 2 and 3 is not built"),
                 (["--pp", "2", "--fp8", "tensor"], 2, r"pipeline parallelism \(--pp 2\) with --fp8 is not built yet"),
-                (["--pp", "2", "--resume", "somewhere"], 2,
-                 r"pipeline parallelism \(--pp 2\) with --resume is not built yet"),
                 (["--pp", "2", "--data", data, "--sample-len", "16"], 2,
                  r"pipeline parallelism \(--pp 2\) with text samples is not built yet")):
             rc, out = refused(fp32, flags, ranks)
@@ -166,10 +176,60 @@ def main():
                   f"{' '.join(flags)} on {ranks} ranks is refused: {message!r}",
                   "" if rc != 0 and re.search(message, out) else out.strip()[-300:])
 
+        # 8
+        source = results["pp 2"]
+        killed = [fp32] + MODEL + base + pipe_args(2, 1, 4) + [
+            "--log", os.path.join(work, "killed.jsonl"), "--checkpoint-dir", os.path.join(work, "killed_ck"),
+            "--keep-checkpoints", "0", "--comm-timeout", "10"]
+        proc = subprocess.run(MPIRUN + ["-np", "2"] + killed + ["--inject-fault", "3:kill:1"], capture_output=True,
+                              text=True, cwd=ROOT, errors="replace", timeout=120)
+        check(proc.returncode != 0, f"pp 2 run with rank 1 killed at step 3 (after the step-2 checkpoint): exit "
+              f"{proc.returncode}")
+        same = train(fp32, 2, work, "killed", MODEL, base + pipe_args(2, 1, 4) + ["--resume", "latest"])
+        want = {k: v for k, v in logged_values(source[1]).items() if k[1] >= 3}
+        got = {k: v for k, v in logged_values(same[1]).items() if k[1] >= 3}
+        identical = (checkpoint_array(final_checkpoint(same[2], STEPS), "params") ==
+                     checkpoint_array(final_checkpoint(source[2], STEPS), "params")).all()
+        check("resuming from" in same[0] and got == want and identical,
+              f"its step-2 checkpoint resumed on pp 2: the step-3 values {got} and the final parameters are "
+              f"the uninterrupted run's bit for bit")
+        single_a4 = refs[((), 4)]
+        # the validation batches are data-parallel ranks x --batch sequences: kept at the source's 2
+        zero3 = train(fp32, 2, work, "dp2_zero3", MODEL, base + ["--batch", "1", "--grad-accum", "4", "--zero", "3"])
+        for label, src, ranks, grid in (
+                ("pp 2 checkpoint resumed on one process", source, 0, ["--grad-accum", "4", "--batch", "2"]),
+                ("pp 2 checkpoint resumed on pp 2 x 2 chunks interleaved", source, 2,
+                 pipe_args(2, 1, 4, "interleaved", 2)),
+                ("pp 2 checkpoint resumed on dp 2 x pp 2 ZeRO-1", source, 4, pipe_args(2, 2, 4, zero=1)),
+                ("one-process checkpoint resumed on pp 2", single_a4, 2, pipe_args(2, 1, 4)),
+                ("dp 2 ZeRO-3 checkpoint resumed on pp 2", zero3, 2, pipe_args(2, 1, 4))):
+            got = resume(fp32, src, ranks, work, "resume_" + re.sub(r"[^a-z0-9]+", "_", label.lower()), MODEL,
+                         base + grid)
+            check("resuming from" in got[0], f"{label}: it resumed at step 2")
+            compare(f"{label}, against its source's uninterrupted run", got, src, STEPS, first=3)
+        exports = {}
+        for label, src in (("pp 2", source), ("one process", single_a4)):
+            folder = os.path.join(work, "hf_" + label.replace(" ", "_"))
+            run([fp32, "--init-from", final_checkpoint(src[2], STEPS), "--export-hf", folder],
+                f"--export-hf of the {label} checkpoint")
+            with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+                raw = f.read()
+            n = int.from_bytes(raw[:8], "little")
+            exports[label] = (json.loads(raw[8:8 + n]), np.frombuffer(raw[8 + n:], dtype=np.float32))
+        (head_pp, values_pp), (head_one, values_one) = exports["pp 2"], exports["one process"]
+        err = rel(values_pp, values_one) if head_pp == head_one else float("inf")
+        check(err <= RTOL, f"--export-hf of the pp 2 checkpoint: the one process's export, every tensor within "
+              f"{err:.1e} <= {RTOL:.0e}")
+        init = ["--init-from", os.path.join(work, "hf_one_process"), "--data", data, "--steps", "2", "--val-every",
+                "1"]
+        one = train(fp32, 0, work, "init_from_single", MODEL, init + ["--grad-accum", "4", "--batch", "2"])
+        piped = train(fp32, 2, work, "init_from_pp2", MODEL, init + pipe_args(2, 1, 4))
+        compare("--init-from a Hugging Face folder on pp 2 against one process", piped, one, 2)
+
         # 7
         timeout = 10
         start = time.time()
-        proc = subprocess.run(MPIRUN + ["-np", "2", fp32] + MODEL + base + pipe_args(2, 1, 4) +
+        proc = subprocess.run(MPIRUN + ["-np", "2", fp32] + MODEL + ["--data", data] + pipe_args(2, 1, 4) +
                               ["--steps", "100", "--comm-timeout", str(timeout), "--inject-fault", "2:kill:1"],
                               capture_output=True, text=True, cwd=ROOT, errors="replace", timeout=120)
         seconds = time.time() - start
@@ -179,7 +239,7 @@ def main():
               f"rank 1 killed at step 2: the job ends in {seconds:.1f} s (--comm-timeout {timeout}), rank 0 naming "
               f"the wait: {named.group(0) if named else None!r}")
 
-        # 8
+        # 9
         for label, schedule, chunks in (("1f1b", "1f1b", 1), ("interleaved, 2 chunks", "interleaved", 2)):
             name = "bubble_" + schedule
             _, records, _ = train(fp32, 2, work, name, MODEL, base + pipe_args(2, 1, 4, schedule, chunks) +
