@@ -3494,6 +3494,25 @@ inline void pipe_exchange(GPT* m, const PipeExchange* x, const floatX* produced)
     comm_sync(p->group, m->stream, named);
 }
 
+// The forward pass of virtual stage ps over one micro-batch (inputs, targets: its host (B,T)
+// tokens), its input already where the stage reads it (stage 0: embeds the tokens): returns the
+// stage's output, or nullptr on the last stage, which has run the lm head and the loss with
+// dloss (0: no gradient).
+inline floatX* stage_forward(GPT* m, const PipeStage* ps, const int* inputs, const int* targets,
+                             float dloss) {
+    const int B = m->B, T = m->T, N = B * T;
+    cudaStream_t st = m->stream;
+    if (ps->embeddings) {
+        CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
+        embeddings_forward(m, B, T);
+    }
+    blocks_forward(m, ps->first_block, ps->first_block + ps->blocks, B, T);
+    if (!ps->head) return m->acts.layers[ps->first_block + ps->blocks - 1].residual3;
+    CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    head_forward(m, dloss, N);
+    return nullptr;
+}
+
 // Runs action a of a training step (see above; losses: the sums of the micro-batches' mean loss
 // and z-loss, on the last stage). Returns what it sends: the forward's output, the backward's
 // input gradient (nullptr: nothing).
@@ -3512,17 +3531,9 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
     pipe_bind(m, *slot, stage);
     floatX* dout = p->slot_douts + *slot * p->slot_elems;
     if (a.op == PIPE_FORWARD) {
-        if (ps.embeddings) {
-            CUDA_CHECK(cudaMemcpyAsync(m->inputs, micro_inputs, N * sizeof(int),
-                                       cudaMemcpyHostToDevice, st));
-            embeddings_forward(m, B, T);
-        }
-        blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, B, T);
-        if (!ps.head) return m->acts.layers[ps.first_block + ps.blocks - 1].residual3;
         const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
-        CUDA_CHECK(cudaMemcpyAsync(m->targets, micro_targets, N * sizeof(int),
-                                   cudaMemcpyHostToDevice, st));
-        head_forward(m, dloss, N);
+        if (const floatX* out = stage_forward(m, &ps, micro_inputs, micro_targets, dloss))
+            return out;
         lnf_backward(m, lm_head_backward(m));
         CUDA_CHECK(cudaMemcpyAsync(dout, m->acts.dresidual, p->slot_elems * sizeof(floatX),
                                    cudaMemcpyDeviceToDevice, st));
@@ -3588,20 +3599,10 @@ inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double
         const PipeStage ps = pipe_stage(c, stage);
         pipe_bind(m, 0, stage);
         if (deps.recv.rank >= 0) transfer(false, a, m->acts.encoded, deps.recv.rank);
-        if (ps.embeddings) {
-            CUDA_CHECK(
-                cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
-            embeddings_forward(m, m->B, m->T);
-        }
-        blocks_forward(m, ps.first_block, ps.first_block + ps.blocks, m->B, m->T);
-        if (!ps.head) {
-            transfer(true, a, m->acts.layers[ps.first_block + ps.blocks - 1].residual3,
-                     deps.send.rank);
+        if (floatX* out = stage_forward(m, &ps, inputs, targets, 0.0f)) {
+            transfer(true, a, out, deps.send.rank);
             continue;
         }
-        CUDA_CHECK(
-            cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
-        head_forward(m, 0.0f, N);
         CUDA_CHECK(cudaStreamSynchronize(st));
         losses[0] = host_mean_loss(m, N, &losses[1]);
     }
