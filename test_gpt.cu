@@ -549,7 +549,8 @@ inline void set_optimizer_state(GPT* m, const float* theta, const HostState* st,
 // (with QK-norm it is an ordinary gradient).
 inline void check_key_bias_zero(Tally* tally, const GPT* m, const float* grads) {
     const int C = m->config.channels;
-    for (int l = 0; l < m->config.layers && !m->config.qk_norm; l++) {
+    const bool key_bias = !m->config.qk_norm && m->config.llama.arch == ARCH_GPT2;
+    for (int l = 0; l < m->config.layers && key_bias; l++) {
         const float* kb =
             grads + m->layout.tensors[block_tensor(&m->layout.index, l, QKV_B)].offset + C;
         bool zero = true;
@@ -1299,6 +1300,20 @@ int main(int argc, char** argv) {
     s.config.fp8.amax_history = (int)dump_scalar(&d, "config.fp8_amax_history");
     s.config.fp8.margin = (int)dump_scalar(&d, "config.fp8_margin");
     s.config.z_loss = dump_scalar(&d, "config.z_loss");
+    if ((int)dump_scalar(&d, "config.arch") == ARCH_LLAMA) {
+        LlamaConfig* l = &s.config.llama;
+        l->arch = ARCH_LLAMA;
+        l->kv_heads = (int)dump_scalar(&d, "config.kv_heads");
+        l->mlp_hidden = (int)dump_scalar(&d, "config.mlp_hidden");
+        l->untied_head = !(int)dump_scalar(&d, "config.tie_embeddings");
+        l->norm_eps = dump_scalar(&d, "config.norm_eps");
+        l->rope_theta = dump_scalar(&d, "config.rope_theta");
+        l->rope_scaling = (int)dump_scalar(&d, "config.rope_scaling");
+        l->rope_factor = dump_scalar(&d, "config.rope_factor");
+        l->rope_low_freq_factor = dump_scalar(&d, "config.rope_low_freq_factor");
+        l->rope_high_freq_factor = dump_scalar(&d, "config.rope_high_freq_factor");
+        l->rope_original_context = (int)dump_scalar(&d, "config.rope_original_context");
+    }
     s.muon_lr = dump_scalar(&d, "config.muon_lr");
     s.opt.kind = (int)dump_scalar(&d, "config.optimizer");
     s.opt.weight_decay = dump_scalar(&d, "config.weight_decay");
@@ -1355,6 +1370,11 @@ int main(int argc, char** argv) {
     if (s.opt.kind == OPT_LION)
         printf(" (lr %g, betas %g/%g)", s.sched.lr, s.opt.lion_beta1, s.opt.lion_beta2);
     printf(" | qk-norm %s | z-loss %g", s.config.qk_norm ? "on" : "off", s.config.z_loss);
+    if (s.config.llama.arch == ARCH_LLAMA)
+        printf(" | llama: kv heads %d, mlp %d, lm head %s, rope theta %g%s",
+               s.config.llama.kv_heads, s.config.llama.mlp_hidden,
+               s.config.llama.untied_head ? "untied" : "tied", s.config.llama.rope_theta,
+               s.config.llama.rope_scaling == ROPE_SCALING_LLAMA3 ? " (llama3 scaling)" : "");
     if (s.config.fp8.recipe != FP8_OFF)
         printf(" | fp8 %s, gradients %s%s", FP8_RECIPE_NAMES[s.config.fp8.recipe],
                s.config.fp8.grad_e5m2 ? "e5m2" : "e4m3", s.config.fp8.lm_head ? ", lm head" : "");

@@ -71,6 +71,34 @@ test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares aga
 // =============================================================================================
 // Configuration
 
+// The block's kind (--arch): GPT-2's (LayerNorm, learned positions, GELU MLP, biases, the lm
+// head tied to wte) or Llama's (RMSNorm, RoPE on q and k, SwiGLU MLP, grouped-query attention,
+// no biases, no learned positions, an lm head of its own unless tied).
+enum ModelArch { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
+
+// RoPE's frequency scaling for long contexts (--rope-scaling): none, or Llama 3's (transformers'
+// rope_type "llama3": wavelengths above original_max / low_freq_factor are divided by factor,
+// those below original_max / high_freq_factor kept, the ones between interpolated).
+enum RopeScaling { ROPE_SCALING_NONE = 0, ROPE_SCALING_LLAMA3 = 1 };
+
+struct LlamaConfig {
+    int arch;            // ModelArch (--arch)
+    int kv_heads;        // KVH: key/value heads, each serving heads/KVH query heads (--kv-heads)
+    int mlp_hidden;      // SwiGLU's hidden units (--mlp-hidden; resolved from the rule if 0)
+    int untied_head;     // 1: the lm head is a tensor of its own (--tie-embeddings 0)
+    double norm_eps;     // RMSNorm's eps (--norm-eps)
+    double rope_theta;   // RoPE's base (--rope-theta)
+    int rope_scaling;    // RopeScaling (--rope-scaling)
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;  // llama3 scaling
+    int rope_original_context;  // llama3 scaling's original_max_position_embeddings
+};
+
+// Llama's rule for the SwiGLU width: int(2/3 * 4C), rounded up to a multiple of multiple_of.
+inline int llama_mlp_hidden(int C, int multiple_of) {
+    const int hidden = (int)(2.0 * 4 * C / 3);
+    return (hidden + multiple_of - 1) / multiple_of * multiple_of;
+}
+
 struct GPTConfig {
     int vocab;         // V: tokens the model predicts
     int padded_vocab;  // Vp: V rounded up to a multiple of 128 (rows of wte, columns of logits)
@@ -81,6 +109,7 @@ struct GPTConfig {
     int qk_norm;       // 1: RMSNorm of each head's q and k, with learned scales (--qk-norm)
     double z_loss;     // the objective adds z_loss * (log Z)^2 per position (--z-loss; 0: off)
     Fp8Config fp8;     // which matmuls run in FP8 with which recipe (llmc/fp8_linear.cuh)
+    LlamaConfig llama;  // the block's kind and Llama's settings (zero: GPT-2's block)
 };
 
 inline int padded_vocab_of(int vocab) { return (int)round_up((size_t)vocab, 128); }
@@ -93,6 +122,10 @@ constexpr int MAX_LAYERS = 1024, MAX_HEADS = 1024, MAX_CHANNELS = 1 << 17;
 constexpr int MAX_BATCH = 65535;           // attention's grid has one z index per sequence
 constexpr double MAX_ROWS = 2147483647.0;  // B*T: kernels index rows with int
 constexpr int MAX_SAMPLE_LEN = 1 << 20;    // tokens generated per sample
+
+// The first thing wrong with Llama's settings of model c, or nullptr.
+inline const char* llama_config_error(const LlamaConfig* l, const struct GPTConfig* c, char* msg,
+                                      size_t len);
 
 // The message of the first thing wrong with a model config and a micro-batch shape (B, T), or
 // nullptr when it can be built. msg is scratch space for the message.
@@ -120,6 +153,32 @@ inline const char* gpt_config_error(const GPTConfig* c, int B, int T, char* msg,
                  c->context);
     else if ((double)B * T > MAX_ROWS)
         snprintf(msg, len, "--batch %d x --seq %d is more than %.0f rows", B, T, MAX_ROWS);
+    else if (c->llama.arch == ARCH_LLAMA) return llama_config_error(&c->llama, c, msg, len);
+    else return nullptr;
+    return msg;
+}
+
+inline const char* llama_config_error(const LlamaConfig* l, const GPTConfig* c, char* msg,
+                                      size_t len) {
+    if (l->kv_heads < 1 || l->kv_heads > c->heads || c->heads % l->kv_heads != 0)
+        snprintf(msg, len, "--kv-heads %d must divide --heads %d", l->kv_heads, c->heads);
+    else if (l->mlp_hidden < 1 || l->mlp_hidden > 4 * MAX_CHANNELS)
+        snprintf(msg, len, "--mlp-hidden must be in [1, %d] (got %d)", 4 * MAX_CHANNELS,
+                 l->mlp_hidden);
+    else if ((size_t)l->mlp_hidden * c->channels % TENSOR_ALIGN != 0)
+        snprintf(msg, len,
+                 "--mlp-hidden %d x --embd %d must be a multiple of %d (the gate and up matrices "
+                 "are one matmul: they must be adjacent in the parameter buffer)",
+                 l->mlp_hidden, c->channels, (int)TENSOR_ALIGN);
+    else if (!(l->norm_eps > 0.0f)) snprintf(msg, len, "--norm-eps must be > 0");
+    else if (!(l->rope_theta > 1.0)) snprintf(msg, len, "--rope-theta must be > 1");
+    else if (l->rope_scaling == ROPE_SCALING_LLAMA3 &&
+             !(l->rope_factor >= 1.0 && l->rope_low_freq_factor > 0.0 &&
+               l->rope_high_freq_factor > l->rope_low_freq_factor &&
+               l->rope_original_context > 0))
+        snprintf(msg, len,
+                 "--rope-scaling llama3 needs --rope-factor >= 1, --rope-high-freq-factor > "
+                 "--rope-low-freq-factor > 0 and --rope-original-context > 0");
     else return nullptr;
     return msg;
 }
@@ -132,9 +191,12 @@ struct ModelShapes {
     int C, NH, HS;    // width, heads and head size of the whole model
     int tp, tp_rank;  // the tensor-parallel degree and this rank's place in its group
     int heads;        // attention heads here: NH / tp
-    int att;          // their width, heads * HS = C / tp (q, k, v and the attention output)
-    int qkv;          // [q | k | v] of these heads: 3 * att
-    int mlp;          // hidden units of the MLP here: 4C / tp
+    int att;          // their width, heads * HS = C / tp (q and the attention output)
+    int kv_heads;     // key/value heads here: KVH / tp (GPT-2: heads)
+    int kv_att;       // their width, kv_heads * HS (k and v each)
+    int qkv;          // [q | k | v] of these heads: att + 2 kv_att
+    int mlp;          // hidden units of the MLP here: 4C / tp (Llama: mlp_hidden / tp)
+    int fc;           // the MLP's first product's width: mlp (Llama: [gate | up], 2 mlp)
     int vocab;        // vocabulary rows of wte (and logit columns) here: Vp / tp
     int vocab_begin;  // the first of them: tp_rank * vocab
 };
@@ -148,8 +210,12 @@ inline ModelShapes model_shapes(const GPTConfig* c, int tp, int tp_rank) {
     s.tp_rank = tp_rank;
     s.heads = c->heads / tp;
     s.att = s.heads * s.HS;
-    s.qkv = 3 * s.att;
-    s.mlp = 4 * c->channels / tp;
+    const bool llama = c->llama.arch == ARCH_LLAMA;
+    s.kv_heads = llama ? c->llama.kv_heads / tp : s.heads;
+    s.kv_att = s.kv_heads * s.HS;
+    s.qkv = s.att + 2 * s.kv_att;
+    s.mlp = (llama ? c->llama.mlp_hidden : 4 * c->channels) / tp;
+    s.fc = llama ? 2 * s.mlp : s.mlp;
     s.vocab = c->padded_vocab / tp;
     s.vocab_begin = tp_rank * s.vocab;
     return s;
@@ -180,12 +246,29 @@ enum LayerTensor {  // a block's tensors, in layout order
     FCPROJ_B,
     Q_NORM_W,  // QK-norm's scales (--qk-norm only): the last two, so a block without them
     K_NORM_W,  // is the first NUM_LAYER_TENSORS - 2
+    // Llama's block (--arch llama) has no biases; its q, k, v and its gate (w1) and up (w3)
+    // matrices are tensors of their own (Muon orthogonalizes each, tensor parallelism cuts each
+    // by rows), laid out next to each other so that each group is one product
+    Q_W,
+    K_W,
+    V_W,
+    GATE_W,
+    UP_W,
     NUM_LAYER_TENSORS
 };
 static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
-    "ln1.w",       "ln1.b",      "attn.qkv.w",    "attn.qkv.b",   "attn.proj.w",
-    "attn.proj.b", "ln2.w",      "ln2.b",         "mlp.fc.w",     "mlp.fc.b",
-    "mlp.proj.w",  "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w"};
+    "ln1.w",       "ln1.b",      "attn.qkv.w",    "attn.qkv.b",    "attn.proj.w",
+    "attn.proj.b", "ln2.w",      "ln2.b",         "mlp.fc.w",      "mlp.fc.b",
+    "mlp.proj.w",  "mlp.proj.b", "attn.q_norm.w", "attn.k_norm.w", "attn.q.w",
+    "attn.k.w",    "attn.v.w",   "mlp.gate.w",    "mlp.up.w"};
+
+// A block's tensors in layout order, per kind (the last two, QK-norm's, only with --qk-norm).
+// Llama's: ln1.w and ln2.w are its RMSNorms' scales, mlp.proj.w its down matrix (w2).
+static const int GPT2_BLOCK_TENSORS[] = {LN1_W,     LN1_B,     QKV_W, QKV_B,    ATTPROJ_W,
+                                         ATTPROJ_B, LN2_W,     LN2_B, FC_W,     FC_B,
+                                         FCPROJ_W,  FCPROJ_B,  Q_NORM_W, K_NORM_W};
+static const int LLAMA_BLOCK_TENSORS[] = {LN1_W,  Q_W,  K_W,      V_W,      ATTPROJ_W, LN2_W,
+                                          GATE_W, UP_W, FCPROJ_W, Q_NORM_W, K_NORM_W};
 
 // The optimizers. Each tensor of the parameter table names its optimizer (OptimizerKind), an
 // index into OPTIMIZERS, the optimizer table: its name, its state buffers, whether it needs
@@ -283,16 +366,20 @@ struct ParamTensor {
 // adds them: the passes, the gradient groups and the tests find a tensor through it, never by
 // its position. A block's tensors follow its kind's tensor table (GPT-2's: LayerTensor).
 struct ParamIndex {
-    int wte, wpe;      // the embeddings (wte is also the lm head)
-    int lnf_w, lnf_b;  // the final LayerNorm
+    int wte, wpe;      // the embeddings (wpe: -1 under Llama, which has none)
+    int lm_head;       // the lm head: wte when tied (GPT-2 always), else a tensor of its own
+    int lnf_w, lnf_b;  // the final norm (lnf_b: -1 under Llama's RMSNorm)
     int blocks;        // L
-    int block_first;   // block l's tensor `which` is block_first + l * per_block + which
-    int per_block;     // tensors of a block: NUM_LAYER_TENSORS, or 2 fewer without QK-norm
+    int block_first;   // block l's tensor `which` is block_first + l * per_block + slot[which]
+    int per_block;     // tensors of a block: its kind's table, less 2 without QK-norm
+    int slot[NUM_LAYER_TENSORS];  // a LayerTensor's place in the block (-1: this kind has none)
+    int which[NUM_LAYER_TENSORS];  // the LayerTensor at each place
 };
-constexpr int NUM_MODEL_TENSORS = 4;  // the tensors outside the blocks: wte, wpe, lnf.w, lnf.b
 
+// Block l's tensor `which` (a LayerTensor), or -1 when the block's kind has none.
 inline int block_tensor(const ParamIndex* at, int l, int which) {
-    return at->block_first + l * at->per_block + which;
+    const int slot = at->slot[which];
+    return slot < 0 ? -1 : at->block_first + l * at->per_block + slot;
 }
 
 // The block tensor `index` belongs to, or -1 for a tensor outside the blocks.
@@ -301,9 +388,15 @@ inline int block_of_tensor(const ParamIndex* at, int index) {
     return index >= first && index < end ? (index - first) / at->per_block : -1;
 }
 
+// Which LayerTensor block tensor `index` is (a tensor of block l).
+inline int which_of_tensor(const ParamIndex* at, int l, int index) {
+    return at->which[index - (at->block_first + l * at->per_block)];
+}
+
 struct ParamLayout {
-    int count;             // NUM_MODEL_TENSORS + per_block * L tensors
-    ParamTensor* tensors;  // in layout order: wte, wpe, h0.ln1.w ... h{L-1}.<last>, lnf.w, lnf.b
+    int count;             // the tensors outside the blocks and per_block * L
+    ParamTensor* tensors;  // in layout order: wte, wpe (Llama: lm_head if untied), h0.ln1.w ...
+                           // h{L-1}.<last>, lnf.w, lnf.b (Llama: lnf.w only)
     ParamIndex index;      // where each of them is
     size_t total;          // parameter buffer size in elements
 };
@@ -326,10 +419,21 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
                                const ModelShapes* s, const PipeConfig* pipe = nullptr,
                                int pipe_rank = 0) {
     const int C = c->channels, L = c->layers, HS = s->HS, tp = s->tp;
+    const bool llama = c->llama.arch == ARCH_LLAMA;
+    const int* kind = llama ? LLAMA_BLOCK_TENSORS : GPT2_BLOCK_TENSORS;
+    const int kind_count = llama ? (int)(sizeof(LLAMA_BLOCK_TENSORS) / sizeof(int))
+                                 : (int)(sizeof(GPT2_BLOCK_TENSORS) / sizeof(int));
     ParamIndex* at = &layout->index;
     at->blocks = L;
-    at->per_block = NUM_LAYER_TENSORS - (c->qk_norm ? 0 : 2);
-    layout->count = NUM_MODEL_TENSORS + at->per_block * L;
+    at->per_block = kind_count - (c->qk_norm ? 0 : 2);
+    for (int j = 0; j < NUM_LAYER_TENSORS; j++) at->slot[j] = -1;
+    for (int j = 0; j < at->per_block; j++) {
+        at->slot[kind[j]] = j;
+        at->which[j] = kind[j];
+    }
+    // outside the blocks: wte, wpe, lnf.w, lnf.b (Llama: wte, the untied lm head, lnf.w)
+    const int outside = llama ? 2 + c->llama.untied_head : 4;
+    layout->count = outside + at->per_block * L;
     layout->tensors = (ParamTensor*)MALLOC_CHECK(layout->count * sizeof(ParamTensor));
     size_t offset = 0;
     int index = 0;
@@ -363,9 +467,14 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     const bool embeddings = pipe_holds_embeddings(pipe, pipe_rank);
     const bool head = pipe_holds_head(pipe, pipe_rank);
     at->wte = add("wte", s->vocab, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_ROWS, 1,
-                  embeddings || head);
-    at->wpe = add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED,
-                  1, embeddings);
+                  embeddings || (head && !c->llama.untied_head));
+    at->wpe = llama ? -1
+                    : add("wpe", c->context, C, std, 0.0f, tensor_optimizer(opt, false), 1,
+                          TP_REPLICATED, 1, embeddings);
+    // the untied lm head: next to wte, in the embeddings' gradient group as the tied one is
+    at->lm_head = c->llama.untied_head ? add("lm_head", s->vocab, C, std, 0.0f,
+                                             tensor_optimizer(opt, false), 1, TP_ROWS, 1, head)
+                                       : at->wte;
     // (rows, cols) of this rank's part of each block tensor and how it is cut, in LayerTensor
     // order: column-parallel layers by output rows (attn.qkv in its Q, K and V parts), row-
     // parallel ones by input columns, the rest replicated
@@ -373,14 +482,17 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         int rows, cols, split, parts;
     };
     const BlockTensor shapes[NUM_LAYER_TENSORS] = {
-        {C, 0, TP_REPLICATED, 1},  {C, 0, TP_REPLICATED, 1}, {s->qkv, C, TP_ROWS, 3},
-        {s->qkv, 0, TP_ROWS, 3},   {C, s->att, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
-        {C, 0, TP_REPLICATED, 1},  {C, 0, TP_REPLICATED, 1}, {s->mlp, C, TP_ROWS, 1},
-        {s->mlp, 0, TP_ROWS, 1},   {C, s->mlp, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
-        {HS, 0, TP_REPLICATED, 1}, {HS, 0, TP_REPLICATED, 1}};
+        {C, 0, TP_REPLICATED, 1},     {C, 0, TP_REPLICATED, 1}, {s->qkv, C, TP_ROWS, 3},
+        {s->qkv, 0, TP_ROWS, 3},      {C, s->att, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
+        {C, 0, TP_REPLICATED, 1},     {C, 0, TP_REPLICATED, 1}, {s->mlp, C, TP_ROWS, 1},
+        {s->mlp, 0, TP_ROWS, 1},      {C, s->mlp, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
+        {HS, 0, TP_REPLICATED, 1},    {HS, 0, TP_REPLICATED, 1}, {s->att, C, TP_ROWS, 1},
+        {s->kv_att, C, TP_ROWS, 1},   {s->kv_att, C, TP_ROWS, 1}, {s->mlp, C, TP_ROWS, 1},
+        {s->mlp, C, TP_ROWS, 1}};
     at->block_first = index;
     for (int l = 0; l < L; l++) {
-        for (int j = 0; j < at->per_block; j++) {
+        for (int slot = 0; slot < at->per_block; slot++) {
+            const int j = kind[slot];
             const BlockTensor* b = &shapes[j];
             char name[32];
             snprintf(name, sizeof(name), "h%d.%s", l, LAYER_TENSOR_NAMES[j]);
@@ -398,9 +510,20 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     }
     at->lnf_w =
         add("lnf.w", C, 0, 0.0f, 1.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1, head);
-    at->lnf_b =
-        add("lnf.b", C, 0, 0.0f, 0.0f, tensor_optimizer(opt, false), 1, TP_REPLICATED, 1, head);
+    at->lnf_b = llama ? -1
+                      : add("lnf.b", C, 0, 0.0f, 0.0f, tensor_optimizer(opt, false), 1,
+                            TP_REPLICATED, 1, head);
     layout->total = offset;
+    // Llama's q, k, v (and gate, up) are one product each: their parts must be adjacent
+    for (int l = 0; llama && l < L; l++)
+        for (int pair : {Q_W, K_W, GATE_W}) {
+            const ParamTensor* a = &layout->tensors[block_tensor(at, l, pair)];
+            const ParamTensor* b = &layout->tensors[block_tensor(at, l, pair + 1)];
+            if (a->numel > 0 && a->offset + a->numel != b->offset)
+                fatal("%s and %s are not adjacent in the parameter buffer (%zu elements are not "
+                      "a multiple of %zu: change --mlp-hidden or --embd)",
+                      a->name, b->name, a->numel, TENSOR_ALIGN);
+        }
 }
 
 // Number of model parameters (of the whole model: the logical tensors, without the alignment
@@ -411,7 +534,8 @@ inline size_t count_parameters(const ParamLayout* layout, const GPTConfig* c) {
         const TpShape* t = &layout->tensors[i].tp_shape;
         n += (size_t)t->rows * (t->cols > 0 ? t->cols : 1);
     }
-    return n - (size_t)(c->padded_vocab - c->vocab) * c->channels;
+    const int vocab_tensors = c->llama.untied_head ? 2 : 1;  // wte and the untied lm head
+    return n - (size_t)vocab_tensors * (c->padded_vocab - c->vocab) * c->channels;
 }
 
 // =============================================================================================
@@ -440,18 +564,19 @@ struct LayerActivations {
     floatX* ln1;        // (S,C)   ln1 output
     float* ln1_mean;    // (S)
     float* ln1_rstd;    // (S)
-    floatX* qkv;        // (N,qkv) [q | k | v] of this rank's heads, each (heads, HS); q and k
-                        //         QK-normed in place
-    floatX* qk_raw;     // (N,2att) [q | k] before QK-norm (--qk-norm only, else nullptr)
-    float* qk_rstd;     // (N,2,heads) 1/rms of each head's q and k (--qk-norm only)
+    floatX* qkv;        // (N,qkv) [q | k | v] of this rank's heads, q (heads, HS) and k, v
+                        //         (kv_heads, HS) each; q and k QK-normed and (Llama) rotated
+                        //         by RoPE in place
+    floatX* qk_raw;     // (N,att+kv_att) [q | k] before QK-norm (--qk-norm only, else nullptr)
+    float* qk_rstd;     // (N,heads+kv_heads) 1/rms of each head's q and k (--qk-norm only)
     floatX* atty;       // (N,att) attention output, heads side by side
     float* lse;         // (B,heads,T) log-sum-exp of each query's attention scores
     floatX* residual2;  // (S,C)   block input + attention projection
     floatX* ln2;        // (S,C)
     float* ln2_mean;    // (S)
     float* ln2_rstd;    // (S)
-    floatX* fch;        // (N,mlp) fc output before GELU
-    floatX* fch_gelu;   // (N,mlp)
+    floatX* fch;        // (N,fc)  fc output before GELU (Llama: [gate | up], (N,2 mlp))
+    floatX* fch_gelu;   // (N,mlp) GELU's output (Llama: SwiGLU's, silu(gate) * up)
     floatX* residual3;  // (S,C)   block output: residual2 + mlp projection
 };
 
@@ -469,23 +594,30 @@ struct ActivationInfo {
     bool qk_norm_only;
     int kept_until;  // kept under policies up to this one
     const char* read_by;
+    int qkv, qk, qk_heads, fc;  // x the qkv width, q and k's, their heads', fc's (ModelShapes)
+    bool layernorm_only;        // GPT-2's LayerNorm means (Llama's RMSNorm has none)
 };
 #define ACT(f) #f, offsetof(LayerActivations, f)
 static const ActivationInfo BLOCK_ACTIVATIONS[] = {
     {ACT(ln1), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_NONE, "the qkv weight gradient"},
-    {ACT(ln1_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
+    {ACT(ln1_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward", 0, 0,
+     0, 0, true},
     {ACT(ln1_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
-    {ACT(qkv), false, 0, 3, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward"},
-    {ACT(qk_raw), false, 0, 2, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
-    {ACT(qk_rstd), true, 0, 0, 2, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward"},
+    {ACT(qkv), false, 0, 0, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward", 1},
+    {ACT(qk_raw), false, 0, 0, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward", 0,
+     1},
+    {ACT(qk_rstd), true, 0, 0, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward", 0, 0,
+     1},
     {ACT(atty), false, 0, 1, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE,
      "attention backward, attn.proj gradient"},
     {ACT(lse), true, 0, 0, 1, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward"},
     {ACT(residual2), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
     {ACT(ln2), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
-    {ACT(ln2_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
+    {ACT(ln2_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward", 0, 0,
+     0, 0, true},
     {ACT(ln2_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
-    {ACT(fch), false, 0, 0, 0, 1, 0, false, false, RECOMPUTE_SELECTIVE, "GELU backward"},
+    {ACT(fch), false, 0, 0, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE, "GELU backward", 0, 0, 0,
+     1},
     {ACT(fch_gelu), false, 0, 0, 0, 1, 0, false, false, RECOMPUTE_NONE,
      "the mlp.proj weight gradient"},
     {ACT(residual3), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_FULL,
@@ -498,8 +630,17 @@ constexpr int NUM_BLOCK_ACTIVATIONS = sizeof(BLOCK_ACTIVATIONS) / sizeof(BLOCK_A
 inline size_t activation_width(const ActivationInfo* info, const ModelShapes* s) {
     const size_t width = (size_t)info->c * s->C + (size_t)info->att * s->att +
                          (size_t)info->heads * s->heads + (size_t)info->mlp * s->mlp +
-                         (size_t)info->vocab * s->vocab;
+                         (size_t)info->vocab * s->vocab + (size_t)info->qkv * s->qkv +
+                         (size_t)info->qk * (s->att + s->kv_att) +
+                         (size_t)info->qk_heads * (s->heads + s->kv_heads) +
+                         (size_t)info->fc * s->fc;
     return width > 0 ? width : 1;
+}
+
+// Whether model c has an activation at all (QK-norm's with --qk-norm, the means under GPT-2).
+inline bool activation_present(const ActivationInfo* info, const GPTConfig* c) {
+    return (!info->qk_norm_only || c->qk_norm) &&
+           (!info->layernorm_only || c->llama.arch == ARCH_GPT2);
 }
 
 // Rows of an activation on this rank for a micro-batch of N tokens.
@@ -535,7 +676,9 @@ struct Activations {
     floatX* dresidual;     // (S,C) gradient of the residual stream
     floatX* dlinear_in;    // (N,C) gradient of a linear layer's input: lnf, ln2, ln1, atty
     floatX* dqkv;          // (N,qkv)
-    floatX* dfch;          // (N,mlp) gradient of fch_gelu, then of fch (in place)
+    floatX* dfch;          // (N,fc) gradient of fch_gelu, then of fch (in place; Llama: of
+                           // fch only)
+    floatX* dswiglu;       // (N,mlp) Llama: the gradient of SwiGLU's output (else nullptr)
     float* att_delta;      // (B,heads,T) rowsum(dO * O) of each query, for attention backward
     float* col_partials;   // (ceil(N/COLUMN_CHUNK), 2, max(C, qkv, mlp)) per-chunk column sums
     // tensor parallelism: the vocabulary-parallel cross-entropy's statistics, (N) and (tp, N)
@@ -550,7 +693,8 @@ struct Activations {
 static const ActivationInfo MODEL_ACTIVATIONS[] = {
     {ACT(encoded), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "block 0 (its input)"},
     {ACT(lnf), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "the lm head's weight gradient"},
-    {ACT(lnf_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "lnf backward"},
+    {ACT(lnf_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "lnf backward", 0, 0, 0, 0,
+     true},
     {ACT(lnf_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_FULL, "lnf backward"},
     {ACT(logits), false, 0, 0, 0, 0, 1, false, false, RECOMPUTE_FULL,
      "the lm head backward (as dlogits)"},
@@ -592,7 +736,8 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
     for (int i = 0; i < NUM_MODEL_ACTIVATIONS; i++) {
         void** ptr = (void**)((char*)acts + MODEL_ACTIVATIONS[i].field);
         const bool encoded = MODEL_ACTIVATIONS[i].field == offsetof(Activations, encoded);
-        if (encoded ? pipelined : !acts->head) *ptr = nullptr;
+        if ((encoded ? pipelined : !acts->head) || !activation_present(&MODEL_ACTIVATIONS[i], c))
+            *ptr = nullptr;
         else take(ptr, &MODEL_ACTIVATIONS[i]);
     }
     // a block's activations: its own buffer when the policy keeps it, else the one all blocks
@@ -601,7 +746,7 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
         for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
             const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
             void** ptr = (void**)((char*)&acts->stored[l] + info->field);
-            const bool present = !info->qk_norm_only || c->qk_norm;
+            const bool present = activation_present(info, c);
             if (!present || (l > 0 && acts->recompute > info->kept_until)) {
                 *ptr = present ? *(void**)((char*)&acts->stored[0] + info->field) : nullptr;
                 continue;
@@ -616,9 +761,10 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
     acts->seq_bytes += seq_rows * C * sizeof(floatX);
     take_tensor(&acts->dlinear_in, xbase, &xc, N * C);
     take_tensor(&acts->dqkv, xbase, &xc, N * s->qkv);
-    take_tensor(&acts->dfch, xbase, &xc, N * s->mlp);
+    take_tensor(&acts->dfch, xbase, &xc, N * s->fc);
+    take_tensor(&acts->dswiglu, xbase, &xc, c->llama.arch == ARCH_LLAMA ? N * s->mlp : 0);
     take_tensor(&acts->att_delta, fbase, &fc, N * s->heads);
-    const size_t widest_column_sum = std::max<size_t>(C, std::max(s->qkv, s->mlp));
+    const size_t widest_column_sum = std::max<size_t>(C, std::max(s->qkv, s->fc));
     take_tensor(&acts->col_partials, fbase, &fc, ceil_div(N, COLUMN_CHUNK) * 2 * widest_column_sum);
     const size_t stats_floats = sizeof(SoftmaxStats) / sizeof(float);
     const size_t stats = s->tp > 1 ? N * stats_floats : 0;
@@ -749,9 +895,11 @@ inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, int 
 inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const TokenBuckets* tb,
                              int B, int T, int C, cudaStream_t stream) {
     const int block = 256;
-    wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(
-        dwpe, dout, B, T, C);
-    CUDA_CHECK_LAUNCH();
+    if (dwpe) {  // (Llama has no wpe)
+        wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(
+            dwpe, dout, B, T, C);
+        CUDA_CHECK_LAUNCH();
+    }
     if (tb->count == 0) return;  // tensor parallelism: none of this rank's tokens occurs
     wte_backward_kernel<<<grid_for((size_t)tb->count * C / x128::size, block), block, 0, stream>>>(
         dwte, dout, tb->token, tb->start, tb->pos, tb->count, C);
@@ -909,7 +1057,8 @@ __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, cons
 // a thread owns one column c and one chunk of COLUMN_CHUNK rows and writes
 //   partials[(chunk*2 + 0)*C + c] = sum dout * xhat   (only when inp != nullptr)
 //   partials[(chunk*2 + 1)*C + c] = sum dout
-// with xhat = (inp - mean) * rstd. Threads of a warp read consecutive columns (coalesced).
+// with xhat = (inp - mean) * rstd (RMSNorm: mean nullptr, xhat = inp * rstd). Threads of a warp
+// read consecutive columns (coalesced).
 // The grid is (chunks, column blocks): gridDim.x has room for any N.
 __global__ void column_partials_kernel(float* partials, const floatX* dout, const floatX* inp,
                                        const float* mean, const float* rstd, int N, int C) {
@@ -921,7 +1070,9 @@ __global__ void column_partials_kernel(float* partials, const floatX* dout, cons
     for (int row = chunk * COLUMN_CHUNK; row < row_end; row++) {
         float d = (float)dout[(size_t)row * C + c];
         sum_d += d;
-        if (inp) sum_dx += d * ((float)inp[(size_t)row * C + c] - mean[row]) * rstd[row];
+        if (inp)
+            sum_dx +=
+                d * ((float)inp[(size_t)row * C + c] - (mean ? mean[row] : 0.0f)) * rstd[row];
     }
     if (inp) partials[((size_t)chunk * 2 + 0) * C + c] = sum_dx;
     partials[((size_t)chunk * 2 + 1) * C + c] = sum_d;
@@ -952,10 +1103,11 @@ __global__ void column_finish_kernel(floatX* dweight, floatX* dbias, const float
         sum_d += warp_sums[1][w][lane];
     }
     if (dweight) dweight[c] = (floatX)((float)dweight[c] + sum_dx);
-    dbias[c] = (floatX)((float)dbias[c] + sum_d);
+    if (dbias) dbias[c] = (floatX)((float)dbias[c] + sum_d);
 }
 
-// dweight/dbias += the column sums above; dweight nullptr: a plain bias gradient (inp unused).
+// dweight/dbias += the column sums above; dweight nullptr: a plain bias gradient (inp unused);
+// dbias nullptr: a norm without bias (RMSNorm).
 inline void column_sums(floatX* dweight, floatX* dbias, float* partials, const floatX* dout,
                         const floatX* inp, const float* mean, const float* rstd, int N, int C,
                         cudaStream_t stream) {
@@ -981,12 +1133,120 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 }
 
 // ---------------------------------------------------------------------------------------------
+// RMSNorm (Llama's norm, eps --norm-eps), fused with the residual add before it as LayerNorm is:
+//   x = a + b (stored to residual_out, rounded to floatX first) or x = a when b is nullptr;
+//   out = x * rstd * w,  rstd = 1 / sqrt(mean(x^2) + eps).
+// One warp per row, one pass for the sum of squares; saved_stats: rstd is read from rstd_out
+// (activation recompute), giving the forward pass's output bit for bit.
+
+__global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float* rstd_out,
+                                       const floatX* a, const floatX* b, const floatX* weight,
+                                       int N, int C, float eps, bool saved_stats) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;  // whole warps leave together
+    const int packs = C / x128::size;
+    const floatX* x = a + (size_t)row * C;
+    float rstd;
+    if (saved_stats) {
+        rstd = rstd_out[row];
+    } else {
+        if (b) {  // fused residual add
+            floatX* r = residual_out + (size_t)row * C;
+            for (int p = lane; p < packs; p += 32) {
+                x128 va = load128(x + p * x128::size),
+                     vb = load128(b + (size_t)row * C + p * x128::size), s;
+                for (int k = 0; k < x128::size; k++)
+                    s[k] = (floatX)((float)va[k] + (float)vb[k]);
+                store128(r + p * x128::size, s);
+            }
+            x = r;
+        }
+        float sq = 0.0f;
+        for (int p = lane; p < packs; p += 32) {
+            x128 v = load128(x + p * x128::size);
+            for (int k = 0; k < x128::size; k++) sq += (float)v[k] * (float)v[k];
+        }
+        rstd = 1.0f / sqrtf(warp_sum(sq) / C + eps);
+        if (lane == 0) rstd_out[row] = rstd;
+    }
+    for (int p = lane; p < packs; p += 32) {
+        const int c = p * x128::size;
+        x128 v = load128(x + c), w = load128(weight + c), o;
+        for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)v[k] * rstd * (float)w[k]);
+        store128(out + (size_t)row * C + c, o);
+    }
+}
+
+inline void rmsnorm_forward(floatX* residual_out, floatX* out, float* rstd, const floatX* a,
+                            const floatX* b, const floatX* weight, int N, int C, float eps,
+                            cudaStream_t stream) {
+    rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        residual_out, out, rstd, a, b, weight, N, C, eps, false);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The output of an rmsnorm_forward again, from its input x and its saved rstd.
+inline void rmsnorm_recompute(floatX* out, const float* rstd, const floatX* x,
+                              const floatX* weight, int N, int C, cudaStream_t stream) {
+    rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        nullptr, out, (float*)rstd, x, nullptr, weight, N, C, 0.0f, true);
+    CUDA_CHECK_LAUNCH();
+}
+
+// Backward, input gradient. With xhat = x * rstd and g = dout * w:
+//   dx = rstd * (g - xhat * mean(g * xhat)), added to dinp (the residual stream's gradient)
+// or written when accumulate is false. One warp per row, two passes.
+__global__ void rmsnorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
+                                        const float* rstd, const floatX* weight, int N, int C,
+                                        bool accumulate) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const int packs = C / x128::size;
+    const floatX* x = inp + (size_t)row * C;
+    const floatX* dy = dout + (size_t)row * C;
+    const float r = rstd[row];
+    float sum_gx = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        const int c = p * x128::size;
+        x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
+        for (int k = 0; k < x128::size; k++) sum_gx += (float)d[k] * (float)w[k] * (float)v[k] * r;
+    }
+    const float mean_gx = warp_sum(sum_gx) / C;
+    floatX* dx = dinp + (size_t)row * C;
+    for (int p = lane; p < packs; p += 32) {
+        const int c = p * x128::size;
+        x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
+        x128 old = accumulate ? load128(dx + c) : x128{}, o;
+        for (int k = 0; k < x128::size; k++) {
+            const float g = (float)d[k] * (float)w[k], xhat = (float)v[k] * r;
+            o[k] = (floatX)((float)old[k] + r * (g - xhat * mean_gx));
+        }
+        store128(dx + c, o);
+    }
+}
+
+// Full RMSNorm backward: dinp (+)= dx; dweight += sum dout * xhat (column_sums without a bias).
+inline void rmsnorm_backward(floatX* dinp, floatX* dweight, float* partials, const floatX* dout,
+                             const floatX* inp, const float* rstd, const floatX* weight, int N,
+                             int C, bool accumulate, cudaStream_t stream) {
+    rmsnorm_backward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+        dinp, dout, inp, rstd, weight, N, C, accumulate);
+    CUDA_CHECK_LAUNCH();
+    column_sums(dweight, nullptr, partials, dout, inp, nullptr, rstd, N, C, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Causal self-attention, flash style: no (T,T) matrix ever reaches global memory.
 // Here (as in QK-norm below) NH is the heads the caller passes and att_width = NH * HS their width:
 // under tensor parallelism this rank's heads, ModelShapes' heads and att, whose qkv rows are
-// [q | k | v] of those heads only (not the model's width C). qkv is (B,T,3 att_width) with q, k, v
-// of head h at columns h*HS, att_width + h*HS, 2 att_width + h*HS; the output is (B,T,att_width)
-// with head h at columns h*HS. A block of ATT_THREADS threads owns consecutive rows (queries in the
+// [q | k | v] of those heads only (not the model's width C). Grouped-query attention (Llama's
+// --kv-heads): KVH key/value heads, each serving the G = NH/KVH query heads h with h / G = kh
+// (GPT-2: KVH = NH). qkv is (B,T,qkv_width), qkv_width = (NH + 2 KVH) HS, with q of head h at
+// columns h*HS, k and v of kv head kh at att_width + kh*HS and att_width + KVH*HS + kh*HS; the
+// output is (B,T,att_width) with head h at columns h*HS. The dK/dV pass runs one block per kv
+// head, which sums the G query heads' contributions in head order (no atomics). A block of ATT_THREADS threads owns consecutive rows (queries in the
 // forward and dQ passes, keys in the dK/dV pass) of one (batch, head). A row belongs to a group of
 // G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane g of the group owns the 16-byte packs
 // g, g + G, ... of the row (ATT_LANE_DIMS of the HS dimensions) and keeps its part of the row and
@@ -1116,25 +1376,26 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv, int T,
-                             int NH) {
+                             int NH, int KVH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int qkv_width = (NH + 2 * KVH) * HS, kv = h / (NH / KVH);
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
     const int block_last = min(q_first + R::per_block, T) - 1;  // sees keys 0..block_last
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
     const int warp_keys =
         warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
+    const floatX* base = qkv + (size_t)b * T * qkv_width;
     float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
     if (t < T)
-        row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, 1.0f / sqrtf((float)HS));
+        row_part_load<HS>(q, base + (size_t)t * qkv_width + h * HS, g, 1.0f / sqrtf((float)HS));
     float m = -INFINITY, l = 0.0f;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + att_width + h * HS, 3 * att_width,
-                           base + 2 * att_width + h * HS, 3 * att_width, k_first,
+        att_load_tiles<HS>(k_tile, v_tile, base + att_width + kv * HS, qkv_width,
+                           base + att_width + (KVH + kv) * HS, qkv_width, k_first,
                            min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();  // the tile is loaded
         // every lane of the warp runs the same keys (the shuffles need them all); a row skips
@@ -1167,23 +1428,24 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                 const floatX* qkv, const float* lse, int T, int NH) {
+                                 const floatX* qkv, const float* lse, int T, int NH, int KVH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int qkv_width = (NH + 2 * KVH) * HS, kv = h / (NH / KVH);
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
     const int block_last = min(q_first + R::per_block, T) - 1;
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
     const int warp_keys =
         warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
+    const floatX* base = qkv + (size_t)b * T * qkv_width;
     const size_t row = (size_t)b * T + t;
     const float scale = 1.0f / sqrtf((float)HS);
     float q[ATT_LANE_DIMS] = {}, dO[ATT_LANE_DIMS] = {}, dq[ATT_LANE_DIMS] = {};
     float row_lse = 0.0f;
     if (t < T) {
-        row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, scale);
+        row_part_load<HS>(q, base + (size_t)t * qkv_width + h * HS, g, scale);
         row_part_load<HS>(dO, dout + row * att_width + h * HS, g, 1.0f);
         row_lse = lse[((size_t)b * NH + h) * T + t];
     }
@@ -1192,8 +1454,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
     if (t < T && g == 0) delta[((size_t)b * NH + h) * T + t] = D;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + att_width + h * HS, 3 * att_width,
-                           base + 2 * att_width + h * HS, 3 * att_width, k_first,
+        att_load_tiles<HS>(k_tile, v_tile, base + att_width + kv * HS, qkv_width,
+                           base + att_width + (KVH + kv) * HS, qkv_width, k_first,
                            min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();                                        // the tile is loaded
         const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
@@ -1205,80 +1467,86 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     if (t >= T) return;
-    row_part_store<HS>(dqkv + row * 3 * att_width + h * HS, dq, g, scale);
+    row_part_store<HS>(dqkv + row * qkv_width + h * HS, dq, g, scale);
 }
 
-// Backward, pass 2 (dK, dV): a lane group owns key row s; queries t >= s stream through shared
-// memory: dv = sum_t P_ts dO_t, dk = scale * sum_t dS_ts q_t.
+// Backward, pass 2 (dK, dV): a lane group owns key row s of kv head blockIdx.y; the queries
+// t >= s of each of its query heads in turn stream through shared memory: dv = sum_t P_ts dO_t,
+// dk = scale * sum_t dS_ts q_t.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                  const floatX* qkv, const float* lse, int T, int NH) {
+                                  const floatX* qkv, const float* lse, int T, int NH, int KVH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX q_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
     __shared__ float lse_tile[ATT_TILE];
     __shared__ float delta_tile[ATT_TILE];
-    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int att_width = NH * HS, b = blockIdx.z, kv = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int qkv_width = (NH + 2 * KVH) * HS, group = NH / KVH;
     const int k_first = blockIdx.x * R::per_block, s = k_first + threadIdx.x / R::lanes;
     const int warp_first = k_first + (int)(threadIdx.x / 32) * R::per_warp;  // the warp's first key
-    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
+    const floatX* base = qkv + (size_t)b * T * qkv_width;
     const float scale = 1.0f / sqrtf((float)HS);
     float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {},
           dv[ATT_LANE_DIMS] = {};
     if (s < T) {
-        row_part_load<HS>(k, base + (size_t)s * 3 * att_width + att_width + h * HS, g,
+        row_part_load<HS>(k, base + (size_t)s * qkv_width + att_width + kv * HS, g,
                           scale);  // scores = q . (scale k)
-        row_part_load<HS>(v, base + (size_t)s * 3 * att_width + 2 * att_width + h * HS, g, 1.0f);
+        row_part_load<HS>(v, base + (size_t)s * qkv_width + att_width + (KVH + kv) * HS, g, 1.0f);
     }
-    const float* lse_bh = lse + ((size_t)b * NH + h) * T;
-    const float* delta_bh = delta + ((size_t)b * NH + h) * T;
-    for (int q_first = k_first; q_first < T;
-         q_first += ATT_TILE) {  // queries before k_first see no key here
-        const int count = min(ATT_TILE, T - q_first);
-        __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * att_width,
-                           dout + (size_t)b * T * att_width + h * HS, att_width, q_first, count);
-        if ((int)threadIdx.x < count) {
-            lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
-            delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
-        }
-        __syncthreads();  // the tile is loaded
-        // every lane of the warp runs the same queries (the shuffles need them all), from the
-        // first one that sees the warp's first key; a row skips the queries before it
-        for (int j = max(0, warp_first - q_first); j < count; j++) {
-            const float sc = group_sum<R::lanes>(row_part_dot<HS>(k, q_tile[j], g));
-            const float dp = group_sum<R::lanes>(row_part_dot<HS>(v, do_tile[j], g));
-            if (q_first + j < s) continue;
-            const float p = expf(sc - lse_tile[j]);
-            row_part_axpy<HS>(dv, p, do_tile[j], g);
-            row_part_axpy<HS>(dk, p * (dp - delta_tile[j]), q_tile[j], g);
+    for (int h = kv * group; h < (kv + 1) * group; h++) {  // the query heads of kv head kv
+        const float* lse_bh = lse + ((size_t)b * NH + h) * T;
+        const float* delta_bh = delta + ((size_t)b * NH + h) * T;
+        for (int q_first = k_first; q_first < T;
+             q_first += ATT_TILE) {  // queries before k_first see no key here
+            const int count = min(ATT_TILE, T - q_first);
+            __syncthreads();  // every thread is done with the previous tile
+            att_load_tiles<HS>(q_tile, do_tile, base + h * HS, qkv_width,
+                               dout + (size_t)b * T * att_width + h * HS, att_width, q_first, count);
+            if ((int)threadIdx.x < count) {
+                lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
+                delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
+            }
+            __syncthreads();  // the tile is loaded
+            // every lane of the warp runs the same queries (the shuffles need them all), from the
+            // first one that sees the warp's first key; a row skips the queries before it
+            for (int j = max(0, warp_first - q_first); j < count; j++) {
+                const float sc = group_sum<R::lanes>(row_part_dot<HS>(k, q_tile[j], g));
+                const float dp = group_sum<R::lanes>(row_part_dot<HS>(v, do_tile[j], g));
+                if (q_first + j < s) continue;
+                const float p = expf(sc - lse_tile[j]);
+                row_part_axpy<HS>(dv, p, do_tile[j], g);
+                row_part_axpy<HS>(dk, p * (dp - delta_tile[j]), q_tile[j], g);
+            }
         }
     }
     if (s >= T) return;
     const size_t row = (size_t)b * T + s;
-    row_part_store<HS>(dqkv + row * 3 * att_width + att_width + h * HS, dk, g, scale);
-    row_part_store<HS>(dqkv + row * 3 * att_width + 2 * att_width + h * HS, dv, g, 1.0f);
+    row_part_store<HS>(dqkv + row * qkv_width + att_width + kv * HS, dk, g, scale);
+    row_part_store<HS>(dqkv + row * qkv_width + att_width + (KVH + kv) * HS, dv, g, 1.0f);
 }
 
 template <int HS>
 void attention_forward_cuda_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                  int B, int T, int NH, cudaStream_t stream) {
+                                  int B, int T, int NH, int KVH, cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH);
+    attention_forward_kernel<HS>
+        <<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH, KVH);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int HS>
 void attention_backward_cuda_cores(floatX* dqkv, float* delta, const floatX* dout,
                                    const floatX* out, const floatX* qkv, const float* lse, int B,
-                                   int T, int NH, cudaStream_t stream) {
+                                   int T, int NH, int KVH, cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
     attention_backward_dq_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
+        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH, KVH);
     CUDA_CHECK_LAUNCH();
+    grid.y = KVH;  // a block per kv head
     attention_backward_dkv_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
+        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH, KVH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1442,7 +1710,7 @@ __device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, 
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_forward_mma_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                 int T, int NH) {
+                                 int T, int NH, int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
     extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
@@ -1452,13 +1720,14 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);  // the warp's rows; last key
     const bool warp_has_rows = wq0 < T;
-    const size_t stride = 3 * (size_t)att_width;
-    // k at q + att_width, v at q + 2 att_width
+    const size_t stride = (size_t)(NH + 2 * KVH) * HS;
     const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+    const floatX* k = qkv + (size_t)b * T * stride + att_width + h / (NH / KVH) * HS;
+    const floatX* v = k + KVH * HS;
     const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
-    att_tile_load<HS, BC>(kv, q + att_width, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, q + 2 * att_width, stride, 0, T);
+    att_tile_load<HS, BC>(kv, k, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, v, stride, 0, T);
     cp_async_commit();
     const float scale_log2 = LOG2E / sqrtf((float)HS);
     uint32_t qf[A::ksteps][4];
@@ -1469,8 +1738,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j is in for every thread; every warp is done with tile j - 1
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, q + att_width, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, q + 2 * att_width, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, k, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, v, stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0 && warp_has_rows)
@@ -1541,7 +1810,7 @@ template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dq_mma_kernel(floatX* dqkv, float* delta, const floatX* dout,
                                      const floatX* out, const floatX* qkv, const float* lse, int T,
-                                     int NH) {
+                                     int NH, int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::bwd_tile, NT = BC / 8, TILE = BC * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -1556,15 +1825,17 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);
     const bool warp_has_rows = wq0 < T;
-    const size_t stride = 3 * (size_t)att_width;
+    const size_t stride = (size_t)(NH + 2 * KVH) * HS;
     const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+    const floatX* k = qkv + (size_t)b * T * stride + att_width + h / (NH / KVH) * HS;
+    const floatX* v = k + KVH * HS;
     const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
     const size_t bh = ((size_t)b * NH + h) * T;
     const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
     att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, att_width, q0, T);
-    att_tile_load<HS, BC>(kv, q + att_width, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, q + 2 * att_width, stride, 0, T);
+    att_tile_load<HS, BC>(kv, k, stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, v, stride, 0, T);
     cp_async_commit();
     {  // D of row wq0 + lane/2: each lane of the pair sums half of the row
         const int r = 16 * warp + lane / 2, row = q0 + r, half = lane % 2;
@@ -1591,8 +1862,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j (at j = 0 also Q, dO, lse, D) is in; tile j - 1 is done with
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, q + att_width, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, q + 2 * att_width, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, k, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, v, stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0)
@@ -1629,12 +1900,14 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     }
 }
 
-// Backward, pass 2 (dK, dV): a block owns 64 keys; queries from the block's diagonal on stream
-// in tiles of bwd_tile with their output gradients, lse and D (from pass 1).
+// Backward, pass 2 (dK, dV): a block owns 64 keys of kv head blockIdx.y; the queries from the
+// block's diagonal on of each of its query heads in turn stream in tiles of bwd_tile with their
+// output gradients, lse and D (from pass 1).
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dkv_mma_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                      const floatX* qkv, const float* lse, int T, int NH) {
+                                      const floatX* qkv, const float* lse, int T, int NH,
+                                      int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BQ = A::bwd_tile, NT = BQ / 8, TILE = BQ * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -1643,19 +1916,23 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const uint32_t k_tile = smem_address(att_smem), v_tile = k_tile + ROWS_BYTES,
                    qd = v_tile + ROWS_BYTES, vec = qd + 4 * TILE;
     const float* vectors = (const float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
-    const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int att_width = NH * HS, b = blockIdx.z, kv = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wk0 = k0 + 16 * warp;  // the warp's first key
     const bool warp_has_rows = wk0 < T;
-    const size_t stride = 3 * (size_t)att_width;
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
-    const size_t bh = ((size_t)b * NH + h) * T;
-    const int first = k0 / BQ, tiles = (T - 1) / BQ + 1 - first;  // queries before k0 see no key
-    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, q + att_width, stride, k0, T);
-    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, q + 2 * att_width, stride, k0, T);
-    auto load_queries = [&](int i) {  // query tile i into buffer i % 2
-        const int buf = i & 1, qt0 = (first + i) * BQ;
+    const size_t stride = (size_t)(NH + 2 * KVH) * HS;
+    const int group = NH / KVH;  // the query heads kv serves: kv * group ...
+    const floatX* k = qkv + (size_t)b * T * stride + att_width + kv * HS;
+    const int first = k0 / BQ, per_head = (T - 1) / BQ + 1 - first;  // queries before k0: no key
+    const int tiles = group * per_head;  // (query head, query tile) in head order
+    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, k, stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, k + KVH * HS, stride, k0, T);
+    auto load_queries = [&](int i) {  // tile i % per_head of head i / per_head into buffer i % 2
+        const int h = kv * group + i / per_head;
+        const floatX* q = qkv + (size_t)b * T * stride + h * HS;
+        const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
+        const size_t bh = ((size_t)b * NH + h) * T;
+        const int buf = i & 1, qt0 = (first + i % per_head) * BQ;
         att_tile_load<HS, BQ>(qd + buf * 2 * TILE, q, stride, qt0, T);
         att_tile_load<HS, BQ>(qd + buf * 2 * TILE + TILE, dout_bh, att_width, qt0, T);
         att_vector_load<BQ>(vec + buf * 8 * BQ, lse + bh, qt0, T);
@@ -1670,7 +1947,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // query tile i is in for every thread; tile i - 1 is done with
         if (i + 1 < tiles) load_queries(i + 1);
         cp_async_commit();
-        const int qt0 = (first + i) * BQ;
+        const int qt0 = (first + i % per_head) * BQ;
         if (!warp_has_rows) continue;
         // 8-query n-tiles lo..hi-1 hold a query >= the warp's first key and < T (lo is even:
         // wk0 - qt0 is a multiple of 16); 16-query steps lo/2 .. (hi+1)/2 - 1
@@ -1706,9 +1983,9 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     for (int r = 0; r < 2; r++) {
         const int row = wk0 + g + 8 * r;
         if (row >= T) continue;
-        floatX* drow = dqkv + ((size_t)b * T + row) * stride + h * HS;
-        att_store_row<HS>(drow + att_width, dk, r, scale);
-        att_store_row<HS>(drow + 2 * att_width, dv, r, 1.0f);
+        floatX* drow = dqkv + ((size_t)b * T + row) * stride + att_width + kv * HS;
+        att_store_row<HS>(drow, dk, r, scale);
+        att_store_row<HS>(drow + KVH * HS, dv, r, 1.0f);
     }
 }
 
@@ -1725,25 +2002,26 @@ void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, 
 
 template <int HS>
 void attention_forward_tensor_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                    int B, int T, int NH, cudaStream_t stream) {
+                                    int B, int T, int NH, int KVH, cudaStream_t stream) {
     typedef MmaAtt<HS> A;
     const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem = (size_t)(MMA_ATT_ROWS + 4 * A::fwd_tile) * A::row_bytes;
     att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, logit_max, qkv,
-                   T, NH);
+                   T, NH, KVH);
 }
 
 template <int HS>
 void attention_backward_tensor_cores(floatX* dqkv, float* delta, const floatX* dout,
                                      const floatX* out, const floatX* qkv, const float* lse, int B,
-                                     int T, int NH, cudaStream_t stream) {
+                                     int T, int NH, int KVH, cudaStream_t stream) {
     typedef MmaAtt<HS> A;
     const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t tiles = (size_t)(2 * MMA_ATT_ROWS + 4 * A::bwd_tile) * A::row_bytes;
     att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4, stream,
-                   dqkv, delta, dout, out, qkv, lse, T, NH);
-    att_launch_mma(attention_backward_dkv_mma_kernel<HS>, grid, tiles + 4 * A::bwd_tile * 4, stream,
-                   dqkv, (const float*)delta, dout, qkv, lse, T, NH);
+                   dqkv, delta, dout, out, qkv, lse, T, NH, KVH);
+    const dim3 kv_grid(grid.x, KVH, B);  // a block per kv head
+    att_launch_mma(attention_backward_dkv_mma_kernel<HS>, kv_grid, tiles + 4 * A::bwd_tile * 4,
+                   stream, dqkv, (const float*)delta, dout, qkv, lse, T, NH, KVH);
 }
 #endif
 
@@ -1782,36 +2060,38 @@ inline void attention_path_check(AttentionPath path) {
         fatal("attention: the tensor-core kernels need the bf16 build");
 }
 
-// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,3 att_width); logit_max
-// (nullptr: none) is raised to the key (monitor_key) of the largest q.k/sqrt(HS).
+// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,(NH + 2 KVH) HS) (KVH kv
+// heads: GPT-2's KVH = NH); logit_max (nullptr: none) is raised to the key (monitor_key) of the
+// largest q.k/sqrt(HS).
 inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH,
-                              unsigned* logit_max = nullptr) {
+                              int KVH, int HS, cudaStream_t stream,
+                              AttentionPath path = ATTENTION_PATH, unsigned* logit_max = nullptr) {
     attention_path_check(path);
     with_head_size(HS, [&](auto hs) {
         constexpr int H = decltype(hs)::value;
 #if !defined(ENABLE_FP32)
         if (path == AttentionPath::tensor_cores)
-            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, B, T, NH, stream);
+            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, B, T, NH, KVH,
+                                                     stream);
 #endif
-        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, B, T, NH, stream);
+        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, B, T, NH, KVH, stream);
     });
 }
 
-// dqkv (B,T,3 att_width) = gradient of the attention output dout (B,T,att_width); delta is
+// dqkv (B,T,(NH + 2 KVH) HS) = gradient of the attention output dout (B,T,att_width); delta is
 // (B,NH,T) scratch.
 inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                               const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
-                               cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+                               const floatX* qkv, const float* lse, int B, int T, int NH, int KVH,
+                               int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
     attention_path_check(path);
     with_head_size(HS, [&](auto hs) {
         constexpr int H = decltype(hs)::value;
 #if !defined(ENABLE_FP32)
         if (path == AttentionPath::tensor_cores)
             return attention_backward_tensor_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH,
-                                                      stream);
+                                                      KVH, stream);
 #endif
-        attention_backward_cuda_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
+        attention_backward_cuda_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH, KVH, stream);
     });
 }
 
@@ -1869,24 +2149,24 @@ inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t s
 // comes after it), so the attention kernels read normalized q and k and know nothing of it.
 // The forward pass keeps x (qk_raw) and r (qk_rstd) for the backward pass, which turns the
 // attention's dq, dk into the gradients of the projection's q, k, in place in dqkv.
-// A "vector" is one head's q or k of one row: vector v = (row * 2 + part) * NH + head, part 0 q
-// and 1 k. A group of G = HS / x128::size lanes (4 to 32, aligned in the warp) owns a vector,
+// A "vector" is one head's q or k of one row: vector v = row * (NH + KVH) + j, q of head j < NH
+// or k of kv head j - NH (GPT-2: KVH = NH), at column j * HS of the row. A group of G = HS / x128::size lanes (4 to 32, aligned in the warp) owns a vector,
 // one 16-byte pack per lane, and sums over the group with warp_group_sum.
 
 constexpr float QK_NORM_EPS = 1e-6f;
 constexpr int QK_NORM_THREADS = 256;
 
 __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
-                                       const floatX* k_w, int N, int NH, int HS) {
-    const int G = HS / x128::size;
+                                       const floatX* k_w, int N, int NH, int KVH, int HS) {
+    const int G = HS / x128::size, per_row = NH + KVH;
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
     const int c = (int)(t % G) * x128::size;
     // lanes past the last vector join the shuffles with zeros and store nothing
-    const bool valid = v < (size_t)N * 2 * NH;
-    const int att_width = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
-    const size_t row = v / (2 * NH);
-    const size_t at = part * att_width + h * HS + c;
-    const x128 x = valid ? load128(qkv + (size_t)row * 3 * att_width + at) : x128{};
+    const bool valid = v < (size_t)N * per_row;
+    const int j = (int)(v % per_row), part = j < NH ? 0 : 1;
+    const size_t row = v / per_row;
+    const size_t at = (size_t)j * HS + c;
+    const x128 x = valid ? load128(qkv + (size_t)row * (per_row + KVH) * HS + at) : x128{};
     float sq = 0.0f;
     for (int k = 0; k < x128::size; k++) sq += (float)x[k] * (float)x[k];
     const float r = 1.0f / sqrtf(warp_group_sum(sq, G) / HS + QK_NORM_EPS);
@@ -1894,8 +2174,8 @@ __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, co
     const x128 w = load128((part == 0 ? q_w : k_w) + c);
     x128 y;
     for (int k = 0; k < x128::size; k++) y[k] = (floatX)((float)x[k] * r * (float)w[k]);
-    store128(raw + (size_t)row * 2 * att_width + at, x);
-    store128(qkv + (size_t)row * 3 * att_width + at, y);
+    store128(raw + (size_t)row * per_row * HS + at, x);
+    store128(qkv + (size_t)row * (per_row + KVH) * HS + at, y);
     if (c == 0) rstd[v] = r;
 }
 
@@ -1903,17 +2183,17 @@ __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, co
 // g = dy * w,  dx = r * (g - xhat * mean(g * xhat)).
 __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const float* rstd,
                                         const floatX* q_w, const floatX* k_w, int N, int NH,
-                                        int HS) {
-    const int G = HS / x128::size;
+                                        int KVH, int HS) {
+    const int G = HS / x128::size, per_row = NH + KVH;
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
     const int c = (int)(t % G) * x128::size;
-    const bool valid = v < (size_t)N * 2 * NH;
-    const int att_width = NH * HS, part = (int)(v / NH % 2), h = (int)(v % NH);
-    const size_t row = v / (2 * NH);
-    const size_t at = part * att_width + h * HS + c;
-    floatX* dx = dqkv + (size_t)row * 3 * att_width + at;
+    const bool valid = v < (size_t)N * per_row;
+    const int j = (int)(v % per_row), part = j < NH ? 0 : 1;
+    const size_t row = v / per_row;
+    const size_t at = (size_t)j * HS + c;
+    floatX* dx = dqkv + (size_t)row * (per_row + KVH) * HS + at;
     const x128 dy = valid ? load128(dx) : x128{};
-    const x128 x = valid ? load128(raw + (size_t)row * 2 * att_width + at) : x128{};
+    const x128 x = valid ? load128(raw + (size_t)row * per_row * HS + at) : x128{};
     const x128 w = load128((part == 0 ? q_w : k_w) + c);
     const float r = valid ? rstd[v] : 0.0f;
     float g[x128::size], xhat[x128::size], sum_gx = 0.0f;
@@ -1930,33 +2210,36 @@ __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const f
 }
 
 // Scale gradients, without atomics, in column_sums' two steps: a thread owns dimension i of
-// part (q or k) and a chunk of COLUMN_CHUNK (row, head) pairs j = row * NH + head and writes
+// part (q or k) and a chunk of COLUMN_CHUNK (row, head) pairs j = row * heads + head (heads: NH
+// for q, KVH for k; the k part's chunks past its N * KVH pairs write zeros) and writes
 // partials[(chunk * 2 + part) * HS + i] = sum dy * xhat; column_finish_kernel then adds the
 // chunks in order, its weight slot (0) going to dq_w and its bias slot (1) to dk_w.
 __global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
                                               const floatX* raw, const float* rstd, int N, int NH,
-                                              int HS) {
-    const int i = threadIdx.x % HS, part = threadIdx.x / HS, att_width = NH * HS;
+                                              int KVH, int HS) {
+    const int i = threadIdx.x % HS, part = threadIdx.x / HS, per_row = NH + KVH;
+    const int heads = part == 0 ? NH : KVH;
     const size_t first = (size_t)blockIdx.x * COLUMN_CHUNK;
-    const size_t vectors = (size_t)N * NH;  // (row, head) pairs
+    const size_t vectors = (size_t)N * heads;  // (row, head) pairs
     const size_t end = first + COLUMN_CHUNK < vectors ? first + COLUMN_CHUNK : vectors;
     float sum = 0.0f;
     for (size_t j = first; j < end; j++) {
-        const size_t row = j / NH;
-        const int h = (int)(j % NH);
-        const float r = rstd[((size_t)row * 2 + part) * NH + h];
-        const size_t at = part * att_width + h * HS + i;
-        sum += (float)dqkv[(size_t)row * 3 * att_width + at] *
-               ((float)raw[(size_t)row * 2 * att_width + at] * r);
+        const size_t row = j / heads;
+        const int h = part * NH + (int)(j % heads);  // the vector's place in its row
+        const float r = rstd[(size_t)row * per_row + h];
+        const size_t at = (size_t)h * HS + i;
+        sum += (float)dqkv[(size_t)row * (per_row + KVH) * HS + at] *
+               ((float)raw[(size_t)row * per_row * HS + at] * r);
     }
     partials[((size_t)blockIdx.x * 2 + part) * HS + i] = sum;
 }
 
 inline void qk_norm_forward(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
-                            const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
-    const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
+                            const floatX* k_w, int N, int NH, int KVH, int HS,
+                            cudaStream_t stream) {
+    const size_t threads = (size_t)N * (NH + KVH) * (HS / x128::size);
     qk_norm_forward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0, stream>>>(
-        qkv, raw, rstd, q_w, k_w, N, NH, HS);
+        qkv, raw, rstd, q_w, k_w, N, NH, KVH, HS);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1965,18 +2248,133 @@ inline void qk_norm_forward(floatX* qkv, floatX* raw, float* rstd, const floatX*
 // COLUMN_CHUNK) * 2 * 4C always covers.
 inline void qk_norm_backward(floatX* dqkv, floatX* dq_w, floatX* dk_w, float* partials,
                              const floatX* raw, const float* rstd, const floatX* q_w,
-                             const floatX* k_w, int N, int NH, int HS, cudaStream_t stream) {
-    const int n_chunks = (int)ceil_div((size_t)N * NH, COLUMN_CHUNK);
+                             const floatX* k_w, int N, int NH, int KVH, int HS,
+                             cudaStream_t stream) {
+    const int n_chunks = (int)ceil_div((size_t)N * NH, COLUMN_CHUNK);  // NH >= KVH
     // the scale gradients read dy, so they go first
     qk_norm_scale_partials_kernel<<<n_chunks, 2 * HS, 0, stream>>>(partials, dqkv, raw, rstd, N, NH,
-                                                                   HS);
+                                                                   KVH, HS);
     CUDA_CHECK_LAUNCH();
     column_finish_kernel<<<(int)ceil_div(HS, 32), 32 * COLUMN_FINISH_WARPS, 0, stream>>>(
         dq_w, dk_w, partials, n_chunks, HS);
     CUDA_CHECK_LAUNCH();
-    const size_t threads = (size_t)N * 2 * NH * (HS / x128::size);
+    const size_t threads = (size_t)N * (NH + KVH) * (HS / x128::size);
     qk_norm_backward_kernel<<<(int)ceil_div(threads, QK_NORM_THREADS), QK_NORM_THREADS, 0,
-                              stream>>>(dqkv, raw, rstd, q_w, k_w, N, NH, HS);
+                              stream>>>(dqkv, raw, rstd, q_w, k_w, N, NH, KVH, HS);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoPE (Llama): rotary position embeddings on q and k, applied by a kernel on the qkv buffer in
+// place, after the qkv product and QK-norm and before attention, so both attention paths (CUDA
+// cores and tensor cores) read rotated q and k and know nothing of it. The pairing is
+// transformers' rotate_half: dimension i of a head turns with dimension i + HS/2 (i < HS/2) by
+// the angle pos * inv_freq[i]:
+//   y_i = x_i cos - x_{i+HS/2} sin,   y_{i+HS/2} = x_{i+HS/2} cos + x_i sin,
+// so Hugging Face Llama checkpoints load without permuting their q and k rows. QK-norm comes
+// before it (as in OLMo 2): the norm's per-dimension scale would otherwise act on rotated
+// dimensions, and q.k would no longer depend on the positions' difference alone.
+// The rotation is orthogonal: the backward pass turns dq, dk in place by -angle, and nothing is
+// saved. inv_freq is theta^(-2i/HS), under --rope-scaling llama3 rescaled as transformers'
+// _compute_llama3_parameters does; it travels in the kernel's arguments.
+
+constexpr int ROPE_MAX_PAIRS = 64;  // HS / 2 for the largest head size (128)
+struct RopeFreqs {
+    float inv_freq[ROPE_MAX_PAIRS];
+};
+
+// The frequencies of head size HS under Llama settings l (computed in double, rounded to float).
+inline RopeFreqs rope_freqs(const LlamaConfig* l, int HS) {
+    RopeFreqs f = {};
+    const double pi = 3.14159265358979323846;
+    for (int i = 0; i < HS / 2; i++) {
+        double inv = 1.0 / pow(l->rope_theta, 2.0 * i / HS);
+        if (l->rope_scaling == ROPE_SCALING_LLAMA3) {
+            const double old = l->rope_original_context, wavelen = 2.0 * pi / inv;
+            const double low_wavelen = old / l->rope_low_freq_factor;
+            const double high_wavelen = old / l->rope_high_freq_factor;
+            if (wavelen > low_wavelen) {
+                inv /= l->rope_factor;  // low frequencies: interpolated
+            } else if (wavelen >= high_wavelen) {  // between: smoothly from one to the other
+                const double smooth = (old / wavelen - l->rope_low_freq_factor) /
+                                      (l->rope_high_freq_factor - l->rope_low_freq_factor);
+                inv = (1.0 - smooth) * inv / l->rope_factor + smooth * inv;
+            }
+        }
+        f.inv_freq[i] = (float)inv;
+    }
+    return f;
+}
+
+// One thread per (row, head vector j < NH + KVH of [q | k], pair i); sign +1 forward (turns by
+// the angle), -1 backward (turns the gradient back). Position: row % T.
+__global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, int N, int T, int NH, int KVH, int HS,
+                            float sign) {
+    const int pairs = HS / 2, per_row = NH + KVH;
+    const size_t id = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (id >= (size_t)N * per_row * pairs) return;
+    const int i = (int)(id % pairs), j = (int)(id / pairs % per_row);
+    const size_t row = id / ((size_t)pairs * per_row);
+    const float angle = (float)(row % T) * freqs.inv_freq[i];
+    const float c = cosf(angle), s = sign * sinf(angle);
+    floatX* x = qkv + row * (size_t)(per_row + KVH) * HS + (size_t)j * HS + i;
+    const float x1 = (float)x[0], x2 = (float)x[pairs];
+    x[0] = (floatX)(x1 * c - x2 * s);
+    x[pairs] = (floatX)(x2 * c + x1 * s);
+}
+
+// In place on q and k of qkv (N rows of sequences of T, (NH + 2 KVH) HS wide): forward rotates
+// them; backward turns their gradients in dqkv back.
+inline void rope_forward(floatX* qkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH,
+                         int HS, cudaStream_t stream, float sign = 1.0f) {
+    const size_t threads = (size_t)N * (NH + KVH) * (HS / 2);
+    rope_kernel<<<(int)ceil_div(threads, (size_t)256), 256, 0, stream>>>(qkv, *freqs, N, T, NH,
+                                                                        KVH, HS, sign);
+    CUDA_CHECK_LAUNCH();
+}
+inline void rope_backward(floatX* dqkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH,
+                          int HS, cudaStream_t stream) {
+    rope_forward(dqkv, freqs, N, T, NH, KVH, HS, stream, -1.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwiGLU (Llama's MLP): fch holds [gate | up] of a row (the w1 and w3 products, H = mlp wide
+// each, one matmul: the two matrices lie next to each other); out = silu(gate) * up with
+// silu(g) = g sigmoid(g). Backward, with s = sigmoid(g):
+//   dgate = dout * up * s (1 + g (1 - s)),  dup = dout * silu(g).
+// Elementwise, one thread per element of out.
+
+__global__ void swiglu_forward_kernel(floatX* out, const floatX* fch, size_t N, int H) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < N * H;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = i / H, j = i % H;
+        const float g = (float)fch[row * 2 * H + j], u = (float)fch[row * 2 * H + H + j];
+        out[i] = (floatX)(g / (1.0f + expf(-g)) * u);
+    }
+}
+
+__global__ void swiglu_backward_kernel(floatX* dfch, const floatX* dout, const floatX* fch,
+                                       size_t N, int H) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < N * H;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = i / H, j = i % H;
+        const float g = (float)fch[row * 2 * H + j], u = (float)fch[row * 2 * H + H + j];
+        const float d = (float)dout[i], sig = 1.0f / (1.0f + expf(-g));
+        dfch[row * 2 * H + j] = (floatX)(d * u * sig * (1.0f + g * (1.0f - sig)));
+        dfch[row * 2 * H + H + j] = (floatX)(d * g * sig);
+    }
+}
+
+inline void swiglu_forward(floatX* out, const floatX* fch, int N, int H, cudaStream_t stream) {
+    swiglu_forward_kernel<<<grid_for((size_t)N * H, 256), 256, 0, stream>>>(out, fch, N, H);
+    CUDA_CHECK_LAUNCH();
+}
+
+// dfch (N, 2H) = the gradients of [gate | up] from dout (N, H), the gradient of the output.
+inline void swiglu_backward(floatX* dfch, const floatX* dout, const floatX* fch, int N, int H,
+                            cudaStream_t stream) {
+    swiglu_backward_kernel<<<grid_for((size_t)N * H, 256), 256, 0, stream>>>(dfch, dout, fch, N,
+                                                                             H);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -2303,7 +2701,8 @@ inline int embeddings_grad_group(const ParamIndex* at) { return at->blocks; }
 inline int num_grad_groups(const ParamIndex* at) { return at->blocks + 1; }
 
 inline int grad_group_of_tensor(const ParamIndex* at, int index) {
-    if (index == at->wte || index == at->wpe) return embeddings_grad_group(at);
+    if (index == at->wte || index == at->wpe || index == at->lm_head)
+        return embeddings_grad_group(at);
     if (index == at->lnf_w || index == at->lnf_b) return block_grad_group(at, at->blocks - 1);
     return block_grad_group(at, block_of_tensor(at, index));
 }
@@ -2389,6 +2788,7 @@ struct GPT {
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
     Monitors mon;     // the step's monitors (above)
     Pipeline pipe;    // pipeline parallelism (one stage: none)
+    RopeFreqs rope;   // Llama: RoPE's frequencies (rope_freqs)
 };
 
 // The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
@@ -2403,6 +2803,7 @@ inline int pipe_holder(const GPT* m, int index) {
 // The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
 // buffer of the tensor's group (which the passes' hooks fill first).
 inline const floatX* weight(const GPT* m, int index) {
+    if (index < 0) return nullptr;  // a tensor this block kind has none of (Llama's biases)
     return dp_weights(&m->dp, m->params, grad_group_of_tensor(&m->layout.index, index),
                       m->layout.tensors[index].offset);
 }
@@ -2413,6 +2814,7 @@ inline const floatX* block_weight(const GPT* m, int l, int which) {
 // Where the backward pass writes a tensor's gradient (llmc/zero.cuh): in the gradient buffer,
 // or at ZeRO-2 and 3 in the buffer of the tensor's bucket.
 inline floatX* param_grad(const GPT* m, int index) {
+    if (index < 0) return nullptr;
     return dp_grad(&m->dp, m->grads, grad_group_of_tensor(&m->layout.index, index),
                    m->layout.tensors[index].offset);
 }
@@ -2433,7 +2835,7 @@ inline Fp8Use fp8_use(GPT* m, int l, int which) {
 inline bool fp8_gathered(const GPTConfig* c, const ParamIndex* at, int index) {
     const int l = block_of_tensor(at, index);
     return c->fp8.allgather && c->fp8.recipe != FP8_OFF && l >= 0 &&
-           fp8_weight_place(index - block_tensor(at, l, 0)) >= 0;
+           fp8_weight_place(which_of_tensor(at, l, index)) >= 0;
 }
 inline Fp8Use fp8_lm_head(GPT* m) {
     if (m->config.fp8.recipe == FP8_OFF || !m->config.fp8.lm_head) return FP8_NONE;
@@ -2672,18 +3074,19 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
 // The entry of tensor `index` among the per-layer gradient norms (--log-layer-norms): block l's
 // tensors are entry l, the embeddings' L, the final norm's L + 1.
 inline int layer_norm_entry(const ParamIndex* at, int index) {
-    if (index == at->wte || index == at->wpe) return at->blocks;
+    if (index == at->wte || index == at->wpe || index == at->lm_head) return at->blocks;
     if (index == at->lnf_w || index == at->lnf_b) return at->blocks + 1;
     return block_of_tensor(at, index);
 }
 
 inline int update_group_of_tensor(const ParamIndex* at, int index) {
-    if (index == at->wte || index == at->wpe) return UPDATE_EMBEDDINGS;
+    if (index == at->wte || index == at->wpe || index == at->lm_head) return UPDATE_EMBEDDINGS;
     const int l = block_of_tensor(at, index);
     if (l < 0) return UPDATE_NORMS_BIASES;  // lnf
-    const int which = index - block_tensor(at, l, 0);
-    if (which == QKV_W || which == ATTPROJ_W) return UPDATE_ATTENTION;
-    if (which == FC_W || which == FCPROJ_W) return UPDATE_MLP;
+    const int which = which_of_tensor(at, l, index);
+    if (which == QKV_W || which == Q_W || which == K_W || which == V_W || which == ATTPROJ_W)
+        return UPDATE_ATTENTION;
+    if (which == FC_W || which == GATE_W || which == UP_W || which == FCPROJ_W) return UPDATE_MLP;
     return UPDATE_NORMS_BIASES;
 }
 
@@ -2817,6 +3220,7 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     m->stream = 0;
     m->tensor_parallel = tp_of(dims.tp_group, dims.sequence_parallel);
     m->shape = model_shapes(config, m->tensor_parallel.size, m->tensor_parallel.rank);
+    m->rope = rope_freqs(&config->llama, m->shape.HS);
     Pipeline* pipe = &m->pipe;
     pipe->config = PipeConfig{dims.pp_schedule, dims.pp, dims.pp_virtual, dims.pp_micro_batches,
                               config->layers};
@@ -2970,10 +3374,14 @@ void local_from_logical(const GPT* m, const T* logical, T* local) {
 // zero in the alignment gaps; wte's padding rows are zeroed here): this rank's part of them,
 // as gpt_set_params does (random initialization, pretrained weights: train_weights.cuh).
 inline void gpt_set_logical_params(GPT* m, float* logical_values) {
-    // wte's padding rows (tokens V..Vp-1) never occur: they start and stay zero
-    const ParamTensor* wte = &m->logical.tensors[m->logical.index.wte];
-    memset(logical_values + wte->offset + (size_t)m->config.vocab * m->config.channels, 0,
-           (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels * sizeof(float));
+    // wte's (and an untied lm head's) padding rows (tokens V..Vp-1) never occur: they start and
+    // stay zero
+    for (int index : {m->logical.index.wte, m->logical.index.lm_head}) {
+        const ParamTensor* t = &m->logical.tensors[index];
+        memset(logical_values + t->offset + (size_t)m->config.vocab * m->config.channels, 0,
+               (size_t)(m->config.padded_vocab - m->config.vocab) * m->config.channels *
+                   sizeof(float));
+    }
     float* local = (float*)MALLOC_CHECK(m->layout.total * sizeof(float));
     local_from_logical(m, logical_values, local);
     gpt_set_params(m, local);
@@ -3035,7 +3443,7 @@ struct NormAfterBlock {
 
 // Block l+1's ln1, or lnf after the last block. Under ZeRO-3 block l+1's parameters are another
 // gradient group's: this waits for their gather (lnf's are the last block's own).
-inline NormAfterBlock norm_after_block(GPT* m, int l) {
+inline NormAfterBlock norm_after_block(GPT* m, int l) {  // (Llama: bias and mean nullptr)
     const ParamIndex* at = &m->layout.index;
     Activations* acts = &m->acts;
     if (l == at->blocks - 1)
@@ -3045,6 +3453,41 @@ inline NormAfterBlock norm_after_block(GPT* m, int l) {
     LayerActivations* next = &acts->layers[l + 1];
     return {block_weight(m, l + 1, LN1_W), block_weight(m, l + 1, LN1_B), next->ln1, next->ln1_mean,
             next->ln1_rstd};
+}
+
+inline bool is_llama(const GPT* m) { return m->config.llama.arch == ARCH_LLAMA; }
+
+// The block's norm, fused with the residual add before it (b not nullptr): GPT-2's LayerNorm,
+// or Llama's RMSNorm (no bias, no mean), forward, recomputed and backward.
+inline void norm_forward(const GPT* m, floatX* residual_out, floatX* out, float* mean,
+                         float* rstd, const floatX* a, const floatX* b, const floatX* weight,
+                         const floatX* bias, int N, int C, cudaStream_t st) {
+    if (is_llama(m))
+        return rmsnorm_forward(residual_out, out, rstd, a, b, weight, N, C,
+                               (float)m->config.llama.norm_eps, st);
+    layernorm_forward(residual_out, out, mean, rstd, a, b, weight, bias, N, C, st);
+}
+inline void norm_recompute(const GPT* m, floatX* out, const float* mean, const float* rstd,
+                           const floatX* x, const floatX* weight, const floatX* bias, int N, int C,
+                           cudaStream_t st) {
+    if (is_llama(m)) return rmsnorm_recompute(out, rstd, x, weight, N, C, st);
+    layernorm_recompute(out, mean, rstd, x, weight, bias, N, C, st);
+}
+inline void norm_backward(const GPT* m, floatX* dinp, floatX* dweight, floatX* dbias,
+                          float* partials, const floatX* dout, const floatX* inp, const float* mean,
+                          const float* rstd, const floatX* weight, int N, int C, bool accumulate,
+                          cudaStream_t st) {
+    if (is_llama(m))
+        return rmsnorm_backward(dinp, dweight, partials, dout, inp, rstd, weight, N, C, accumulate,
+                                st);
+    layernorm_backward(dinp, dweight, dbias, partials, dout, inp, mean, rstd, weight, N, C,
+                       accumulate, st);
+}
+
+// The MLP's activation: GELU of fch, or Llama's SwiGLU of fch's [gate | up].
+inline void mlp_activation_forward(const GPT* m, LayerActivations* la, int N, cudaStream_t st) {
+    if (is_llama(m)) return swiglu_forward(la->fch_gelu, la->fch, N, m->shape.mlp, st);
+    gelu_forward(la->fch_gelu, la->fch, (size_t)N * m->shape.mlp, st);
 }
 
 // How far block_forward runs: to the GELU (what full recompute reruns before the block's
@@ -3060,30 +3503,36 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     Activations* acts = &m->acts;
     const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
+    const bool llama = is_llama(m);
     if (block_starts_stage(m, l) || until == BLOCK_UNTIL_GELU)
-        layernorm_forward(nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, input, nullptr,
-                          block_weight(m, l, LN1_W), block_weight(m, l, LN1_B), rows, C, st);
+        norm_forward(m, nullptr, la->ln1, la->ln1_mean, la->ln1_rstd, input, nullptr,
+                     block_weight(m, l, LN1_W), block_weight(m, l, LN1_B), rows, C, st);
     const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
-    column_parallel_forward(&m->mm, fp8_use(m, l, QKV_W), la->qkv, ln1, block_weight(m, l, QKV_W),
-                            block_weight(m, l, QKV_B), N, C, s->qkv);
+    // (Llama: q.w, k.w and v.w are adjacent, one (qkv, C) matrix from q.w on; no bias)
+    column_parallel_forward(&m->mm, fp8_use(m, l, QKV_W), la->qkv, ln1,
+                            block_weight(m, l, llama ? Q_W : QKV_W), block_weight(m, l, QKV_B), N,
+                            C, s->qkv);
     if (m->config.qk_norm)
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
-                        block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
+                        block_weight(m, l, K_NORM_W), N, s->heads, s->kv_heads, s->HS, st);
+    if (llama) rope_forward(la->qkv, &m->rope, N, T, s->heads, s->kv_heads, s->HS, st);
     // the training forward pass raises the layer's largest-logit key (a recompute's rerun, which
     // stops at the GELU, gives the same values: it leaves it alone)
     unsigned* logit_max =
         m->mon.recording && until == BLOCK_UNTIL_OUTPUT ? m->mon.keys + l : nullptr;
-    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st, ATTENTION_PATH,
-                      logit_max);
+    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->kv_heads, s->HS, st,
+                      ATTENTION_PATH, logit_max);
     const floatX* attn = row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out,
                                               la->atty, block_weight(m, l, ATTPROJ_W),
                                               block_weight(m, l, ATTPROJ_B), N, s->att, C);
-    layernorm_forward(la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, input, attn,
-                      block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
+    norm_forward(m, la->residual2, la->ln2, la->ln2_mean, la->ln2_rstd, input, attn,
+                 block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
     const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
-    column_parallel_forward(&m->mm, fp8_use(m, l, FC_W), la->fch, ln2, block_weight(m, l, FC_W),
-                            block_weight(m, l, FC_B), N, C, s->mlp);
-    gelu_forward(la->fch_gelu, la->fch, (size_t)N * s->mlp, st);
+    // (Llama: gate.w and up.w adjacent, one (2 mlp, C) matrix)
+    column_parallel_forward(&m->mm, fp8_use(m, l, FC_W), la->fch, ln2,
+                            block_weight(m, l, llama ? GATE_W : FC_W), block_weight(m, l, FC_B), N,
+                            C, s->fc);
+    mlp_activation_forward(m, la, N, st);
     if (until == BLOCK_UNTIL_GELU) return;
     const floatX* mlp = row_parallel_forward(&m->mm, fp8_use(m, l, FCPROJ_W), tp, acts->proj_out,
                                              la->fch_gelu, block_weight(m, l, FCPROJ_W),
@@ -3091,8 +3540,8 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     if (block_ends_stage(m, l) && l + 1 < m->config.layers)  // the next stage runs the norm
         return residual_forward(la->residual3, la->residual2, mlp, (size_t)rows * C, st);
     const NormAfterBlock next = norm_after_block(m, l);
-    layernorm_forward(la->residual3, next.out, next.mean, next.rstd, la->residual2, mlp,
-                      next.weight, next.bias, rows, C, st);
+    norm_forward(m, la->residual3, next.out, next.mean, next.rstd, la->residual2, mlp, next.weight,
+                 next.bias, rows, C, st);
 }
 
 // What the policy did not keep of block l's activations, recomputed before its backward pass.
@@ -3103,11 +3552,11 @@ inline void block_recompute(GPT* m, int l, const floatX* input) {
     if (m->acts.recompute == RECOMPUTE_FULL) {
         block_forward(m, l, input, m->B, m->T, BLOCK_UNTIL_GELU);
     } else if (m->acts.recompute == RECOMPUTE_SELECTIVE) {
-        layernorm_recompute(la->ln1, la->ln1_mean, la->ln1_rstd, input, block_weight(m, l, LN1_W),
-                            block_weight(m, l, LN1_B), rows, C, st);
-        layernorm_recompute(la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
-                            block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
-        gelu_forward(la->fch_gelu, la->fch, (size_t)N * m->shape.mlp, st);
+        norm_recompute(m, la->ln1, la->ln1_mean, la->ln1_rstd, input, block_weight(m, l, LN1_W),
+                       block_weight(m, l, LN1_B), rows, C, st);
+        norm_recompute(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual2,
+                       block_weight(m, l, LN2_W), block_weight(m, l, LN2_B), rows, C, st);
+        mlp_activation_forward(m, la, N, st);
     }
 }
 
@@ -3122,44 +3571,49 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
     const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
     float* partials = acts->col_partials;
+    const bool llama = is_llama(m);
     block_recompute(m, l, input);
     // residual3 = residual2 + mlp: dresidual flows to residual2 unchanged and into the MLP
     const floatX* dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
-    row_parallel_backward(&m->mm, fp8_use(m, l, FCPROJ_W), acts->dfch, block_grad(m, l, FCPROJ_W),
-                          block_grad(m, l, FCPROJ_B), partials, dout, la->fch_gelu,
-                          block_weight(m, l, FCPROJ_W), N, s->mlp, C);
-    gelu_backward(acts->dfch, la->fch, (size_t)N * s->mlp, st);
+    row_parallel_backward(&m->mm, fp8_use(m, l, FCPROJ_W), llama ? acts->dswiglu : acts->dfch,
+                          block_grad(m, l, FCPROJ_W), block_grad(m, l, FCPROJ_B), partials, dout,
+                          la->fch_gelu, block_weight(m, l, FCPROJ_W), N, s->mlp, C);
+    if (llama) swiglu_backward(acts->dfch, acts->dswiglu, la->fch, N, s->mlp, st);
+    else gelu_backward(acts->dfch, la->fch, (size_t)N * s->mlp, st);
     const floatX* ln2 = tp_enter(tp, la->ln2, acts->gathered, N, C, st);
+    const int fc_w = llama ? GATE_W : FC_W;
     floatX* dln2 = column_parallel_backward(
-        &m->mm, fp8_use(m, l, FC_W), tp, acts->dlinear_in, block_grad(m, l, FC_W),
-        block_grad(m, l, FC_B), partials, acts->dfch, ln2, block_weight(m, l, FC_W), N, C, s->mlp);
-    layernorm_backward(acts->dresidual, block_grad(m, l, LN2_W), block_grad(m, l, LN2_B), partials,
-                       dln2, la->residual2, la->ln2_mean, la->ln2_rstd, block_weight(m, l, LN2_W),
-                       rows, C, true, st);
+        &m->mm, fp8_use(m, l, FC_W), tp, acts->dlinear_in, block_grad(m, l, fc_w),
+        block_grad(m, l, FC_B), partials, acts->dfch, ln2, block_weight(m, l, fc_w), N, C, s->fc);
+    norm_backward(m, acts->dresidual, block_grad(m, l, LN2_W), block_grad(m, l, LN2_B), partials,
+                  dln2, la->residual2, la->ln2_mean, la->ln2_rstd, block_weight(m, l, LN2_W), rows,
+                  C, true, st);
     // residual2 = input + attention
     dout = tp_leave_backward(tp, acts->dresidual, acts->dgathered, N, C, st);
     row_parallel_backward(&m->mm, fp8_use(m, l, ATTPROJ_W), acts->dlinear_in,
                           block_grad(m, l, ATTPROJ_W), block_grad(m, l, ATTPROJ_B), partials, dout,
                           la->atty, block_weight(m, l, ATTPROJ_W), N, s->att, C);
     attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B,
-                       T, s->heads, s->HS, st);
+                       T, s->heads, s->kv_heads, s->HS, st);
+    if (llama) rope_backward(acts->dqkv, &m->rope, N, T, s->heads, s->kv_heads, s->HS, st);
     if (m->config.qk_norm)
         qk_norm_backward(acts->dqkv, block_grad(m, l, Q_NORM_W), block_grad(m, l, K_NORM_W),
                          partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
-                         block_weight(m, l, K_NORM_W), N, s->heads, s->HS, st);
+                         block_weight(m, l, K_NORM_W), N, s->heads, s->kv_heads, s->HS, st);
     const floatX* ln1 = tp_enter(tp, la->ln1, acts->gathered, N, C, st);
+    const int qkv_w = llama ? Q_W : QKV_W;
     floatX* dln1 =
         column_parallel_backward(&m->mm, fp8_use(m, l, QKV_W), tp, acts->dlinear_in,
-                                 block_grad(m, l, QKV_W), block_grad(m, l, QKV_B), partials,
-                                 acts->dqkv, ln1, block_weight(m, l, QKV_W), N, C, s->qkv);
-    layernorm_backward(acts->dresidual, block_grad(m, l, LN1_W), block_grad(m, l, LN1_B), partials,
-                       dln1, input, la->ln1_mean, la->ln1_rstd, block_weight(m, l, LN1_W), rows, C,
-                       true, st);
+                                 block_grad(m, l, qkv_w), block_grad(m, l, QKV_B), partials,
+                                 acts->dqkv, ln1, block_weight(m, l, qkv_w), N, C, s->qkv);
+    norm_backward(m, acts->dresidual, block_grad(m, l, LN1_W), block_grad(m, l, LN1_B), partials,
+                  dln1, input, la->ln1_mean, la->ln1_rstd, block_weight(m, l, LN1_W), rows, C, true,
+                  st);
     // without QK-norm the key bias gradient is exactly zero (softmax ignores a per-query
     // constant): set it so, rather than leave the rounding noise of its column sums for
     // AdamW to amplify (with QK-norm the bias is inside the normalization: a real gradient).
     // This rank's qkv bias is [q | k | v] of its heads: the key part is the middle third.
-    if (!m->config.qk_norm)
+    if (!m->config.qk_norm && !llama)  // (Llama has no biases)
         CUDA_CHECK(
             cudaMemsetAsync(block_grad(m, l, QKV_B) + s->att, 0, s->att * sizeof(floatX), st));
 }
@@ -3182,6 +3636,7 @@ inline void tp_sum_partial_grads(GPT* m, int l) {
         if (l == at->blocks - 1)
             for (int index : {at->lnf_w, at->lnf_b}) tensors.push_back(index);
     }
+    tensors.erase(std::remove(tensors.begin(), tensors.end(), -1), tensors.end());  // (Llama)
     for (int i : tensors)
         tp_sum_partial_grad(&m->tensor_parallel, param_grad(m, i), m->layout.tensors[i].numel,
                             m->stream);
@@ -3277,8 +3732,8 @@ inline void head_forward(GPT* m, float dloss, int N) {
     const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, s->C, st);
-    column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->wte), nullptr,
-                            N, s->C, s->vocab);
+    column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->lm_head),
+                            nullptr, N, s->C, s->vocab);
     classifier(tp, acts->logits, acts->losses, acts->z_losses, acts->log_z, acts->softmax_stats,
                acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
                st);
@@ -3357,8 +3812,9 @@ inline const floatX* lm_head_backward(GPT* m) {
     const floatX* lnf =
         tp_enter(&m->tensor_parallel, acts->lnf, acts->gathered, N, s->C, m->stream);
     return column_parallel_backward(&m->mm, fp8_lm_head(m), &m->tensor_parallel, acts->dlinear_in,
-                                    param_grad(m, m->layout.index.wte), nullptr, acts->col_partials,
-                                    acts->logits, lnf, weight(m, m->layout.index.wte), N, s->C,
+                                    param_grad(m, m->layout.index.lm_head), nullptr,
+                                    acts->col_partials, acts->logits, lnf,
+                                    weight(m, m->layout.index.lm_head), N, s->C,
                                     s->vocab);
 }
 
@@ -3367,10 +3823,10 @@ inline const floatX* lm_head_backward(GPT* m) {
 inline void lnf_backward(GPT* m, const floatX* dlnf) {
     const ParamIndex* at = &m->layout.index;
     Activations* acts = &m->acts;
-    layernorm_backward(acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
-                       acts->col_partials, dlnf, acts->layers[at->blocks - 1].residual3,
-                       acts->lnf_mean, acts->lnf_rstd, weight(m, at->lnf_w),
-                       seq_rows(m, m->B * m->T), m->shape.C, false, m->stream);
+    norm_backward(m, acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
+                  acts->col_partials, dlnf, acts->layers[at->blocks - 1].residual3, acts->lnf_mean,
+                  acts->lnf_rstd, weight(m, at->lnf_w), seq_rows(m, m->B * m->T), m->shape.C,
+                  false, m->stream);
 }
 
 // Blocks [first, end) backward, from the gradient of block end-1's output in acts.dresidual to

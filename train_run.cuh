@@ -285,6 +285,10 @@ struct TrainConfig {
     int log_attn_logits;            // log the largest attention logit of every layer
     int log_layer_norms;            // log every layer's gradient norm
     int log_update_ratio;           // log ||dW|| / ||W|| per tensor group
+    char arch[8];           // ModelArch: gpt2 or llama
+    char rope_scaling[8];   // RopeScaling: none or llama3
+    int mlp_multiple_of;    // Llama's SwiGLU width rule
+    int tie_embeddings;     // Llama: 1 the lm head is wte
     int help;
 };
 
@@ -362,6 +366,37 @@ static const Flag FLAGS[] = {
      "Lion's beta1: the update is sign(beta1 m + (1-beta1) g)"},
     {"--lion-beta2", FLAG_DOUBLE, FIELD(lion_beta2), "0.99", 0, 1, nullptr, FLAG_IDENTITY,
      "Lion's beta2: the momentum m = beta2 m + (1-beta2) g"},
+    {"--arch", FLAG_STRING, STRING_FIELD(arch), "gpt2", 0, 0, "gpt2|llama", FLAG_IDENTITY,
+     "the block: gpt2 (LayerNorm, learned positions, GELU, biases, lm head tied to wte) or llama "
+     "(RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases, no wpe)"},
+    {"--kv-heads", FLAG_INT, FIELD(model.llama.kv_heads), "0", NON_NEGATIVE, nullptr,
+     FLAG_IDENTITY,
+     "llama: key/value heads KVH, dividing --heads, each serving heads/KVH query heads (1: "
+     "multi-query; 0: --heads)"},
+    {"--mlp-hidden", FLAG_INT, FIELD(model.llama.mlp_hidden), "0", NON_NEGATIVE, nullptr,
+     FLAG_IDENTITY,
+     "llama: SwiGLU's hidden units (0: int(2/3 x 4C) rounded up to --mlp-multiple-of)"},
+    {"--mlp-multiple-of", FLAG_INT, FIELD(mlp_multiple_of), "256", POSITIVE, nullptr,
+     FLAG_IDENTITY, "llama: --mlp-hidden 0 rounds up to a multiple of this"},
+    {"--norm-eps", FLAG_DOUBLE, FIELD(model.llama.norm_eps), "1e-5", 0, 1, nullptr, FLAG_IDENTITY,
+     "llama: RMSNorm's eps"},
+    {"--rope-theta", FLAG_DOUBLE, FIELD(model.llama.rope_theta), "10000", 0, INFINITY, nullptr,
+     FLAG_IDENTITY, "llama: RoPE's base (Llama 3: 500000)"},
+    {"--rope-scaling", FLAG_STRING, STRING_FIELD(rope_scaling), "none", 0, 0, "none|llama3",
+     FLAG_IDENTITY,
+     "llama: RoPE's frequency scaling (llama3: transformers' rope_type llama3, with the four "
+     "--rope-* parameters below)"},
+    {"--rope-factor", FLAG_DOUBLE, FIELD(model.llama.rope_factor), "8", 0, INFINITY, nullptr,
+     FLAG_IDENTITY, "--rope-scaling llama3: factor"},
+    {"--rope-low-freq-factor", FLAG_DOUBLE, FIELD(model.llama.rope_low_freq_factor), "1", 0,
+     INFINITY, nullptr, FLAG_IDENTITY, "--rope-scaling llama3: low_freq_factor"},
+    {"--rope-high-freq-factor", FLAG_DOUBLE, FIELD(model.llama.rope_high_freq_factor), "4", 0,
+     INFINITY, nullptr, FLAG_IDENTITY, "--rope-scaling llama3: high_freq_factor"},
+    {"--rope-original-context", FLAG_INT, FIELD(model.llama.rope_original_context), "8192",
+     POSITIVE, nullptr, FLAG_IDENTITY,
+     "--rope-scaling llama3: original_max_position_embeddings"},
+    {"--tie-embeddings", FLAG_INT, FIELD(tie_embeddings), "1", 0, 1, nullptr, FLAG_IDENTITY,
+     "llama: 1 the lm head is wte; 0 a tensor of its own (gpt2 is always tied)"},
     {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), "off", 0, 0, nullptr, FLAG_IDENTITY,
      "RMSNorm of each head's q and k (eps 1e-6) with learned per-dimension scales, before the "
      "softmax scale"},
@@ -637,6 +672,42 @@ inline void print_usage(FILE* f, const char* prog) {
     flags_print_usage(f, FLAGS, NUM_FLAGS, &defaults);
 }
 
+// Completes the model's Llama settings from the flags (--arch, --kv-heads 0, --mlp-hidden 0,
+// --tie-embeddings, --rope-scaling), and refuses what --arch llama does not combine with.
+inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) {
+    LlamaConfig* l = &tc->model.llama;
+    l->arch = strcmp(tc->arch, "llama") == 0 ? ARCH_LLAMA : ARCH_GPT2;
+    l->rope_scaling =
+        strcmp(tc->rope_scaling, "llama3") == 0 ? ROPE_SCALING_LLAMA3 : ROPE_SCALING_NONE;
+    if (l->arch == ARCH_GPT2) {
+        const bool llama_flags = l->kv_heads != 0 || l->mlp_hidden != 0 || !tc->tie_embeddings ||
+                                 l->rope_scaling != ROPE_SCALING_NONE;
+        *l = LlamaConfig{};  // GPT-2's block: zero
+        if (!llama_flags) return nullptr;
+        snprintf(msg, len,
+                 "--kv-heads, --mlp-hidden, --tie-embeddings 0 and --rope-scaling are for --arch "
+                 "llama");
+        return msg;
+    }
+    if (l->kv_heads == 0) l->kv_heads = tc->model.heads;
+    if (l->mlp_hidden == 0) l->mlp_hidden = llama_mlp_hidden(tc->model.channels, tc->mlp_multiple_of);
+    l->untied_head = !tc->tie_embeddings;
+    if (strcmp(tc->fp8, "off") != 0) snprintf(msg, len, "--arch llama is not built with --fp8");
+    else if (tc->pp > 1) snprintf(msg, len, "--arch llama is not built with --pp (pipeline)");
+    else if (tc->tp > 1 && (l->kv_heads % tc->tp != 0 || l->mlp_hidden % tc->tp != 0))
+        snprintf(msg, len,
+                 "--arch llama under --tp %d needs --kv-heads (%d) and --mlp-hidden (%d) "
+                 "divisible by it (kv heads are split across the tensor-parallel ranks, never "
+                 "replicated)",
+                 tc->tp, l->kv_heads, l->mlp_hidden);
+    else if (tc->init_from[0] || tc->export_hf[0] || tc->sample[0])
+        snprintf(msg, len,
+                 "--arch llama is not built with --init-from, --export-hf or --sample (they read "
+                 "GPT-2 weights)");
+    else return nullptr;
+    return msg;
+}
+
 // Checks a parsed configuration, in every mode: each flag within its bounds (the table), then
 // what involves several flags. Completes the derived fields (context 0 -> seq, padded vocab;
 // vocab already resolved). Returns an error message or nullptr.
@@ -659,6 +730,7 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
     FaultPlan faults;
     if (const char* err = fault_parse(tc->inject_fault, &faults, msg, len)) return err;
     if (tc->model.context == 0) tc->model.context = tc->seq;
+    if (const char* err = llama_config_resolve(tc, msg, len)) return err;
     tc->model.padded_vocab = padded_vocab_of(tc->model.vocab);
     const int recipe = fp8_recipe_of(tc->fp8);  // the flag table admits only the names
     tc->model.fp8 = Fp8Config{recipe,
@@ -816,7 +888,7 @@ inline size_t block_activation_bytes(const GPT* m, int B, int T, int policy) {
     size_t bytes = 0;
     for (int i = 0; i < NUM_BLOCK_ACTIVATIONS; i++) {
         const ActivationInfo* info = &BLOCK_ACTIVATIONS[i];
-        if ((info->qk_norm_only && !m->config.qk_norm) || policy > info->kept_until) continue;
+        if (!activation_present(info, &m->config) || policy > info->kept_until) continue;
         const size_t rows =
             activation_rows(info, (size_t)B * T, &m->shape, m->tensor_parallel.sequence);
         bytes += round_up(rows * activation_width(info, &m->shape), TENSOR_ALIGN) *

@@ -36,6 +36,32 @@ softmax); loss = mean cross-entropy over the B*T positions of a micro-batch; z_l
 --z-loss * mean over the positions of logsumexp(logits over the V columns)^2 (0 without it).
 The objective a micro-batch backpropagates is loss + z_loss.
 
+LLAMA (--arch llama; --fp8 off only). KVH = --kv-heads (dividing NH; default NH), H =
+--mlp-hidden (default int(2/3 * 4C) rounded up to --mlp-multiple-of, default 256), eps =
+--norm-eps (default 1e-5). Parameters (no biases, no wpe):
+  wte (Vp, C); lm_head (Vp, C) with --tie-embeddings 0 only (else wte is the lm head)
+  h{l}.ln1.w (C)                   the attention's RMSNorm scale
+  h{l}.attn.q.w (NH*HS, C), h{l}.attn.k.w (KVH*HS, C), h{l}.attn.v.w (KVH*HS, C)
+  h{l}.attn.proj.w (C, C)
+  h{l}.ln2.w (C)                   the MLP's RMSNorm scale
+  h{l}.mlp.gate.w (H, C) (w1), h{l}.mlp.up.w (H, C) (w3), h{l}.mlp.proj.w (C, H) (w2)
+  h{l}.attn.q_norm.w (HS), h{l}.attn.k_norm.w (HS)   with --qk-norm only
+  lnf.w (C)
+Init as above (drawn in this order; mlp.proj.w and attn.proj.w N(0, 0.02/sqrt(2L)); the padding
+rows of wte and lm_head set to 0). Forward: x = wte[tok]; per block
+a = F.rms_norm(x, (C,), ln1.w, eps); q, k, v = a q.w^T, a k.w^T, a v.w^T as (B, NH|KVH, T, HS);
+with --qk-norm q, k = F.rms_norm over HS with q_norm.w, k_norm.w (eps 1e-6), then RoPE (so the
+norm's per-dimension scale acts before the rotation); RoPE as transformers' Llama applies it:
+inv_freq = 1 / theta^(arange(0, HS, 2)/HS) (theta = --rope-theta), with --rope-scaling llama3
+rescaled as transformers' _compute_llama3_parameters (--rope-factor, --rope-low-freq-factor,
+--rope-high-freq-factor, --rope-original-context); angles pos * inv_freq (pos = 0..T-1),
+cos/sin of cat(angles, angles); q' = q cos + rotate_half(q) sin, rotate_half(x) = cat(-x2, x1)
+for x = cat(x1, x2) halves of HS; y = F.scaled_dot_product_attention(q', k', v, is_causal=True,
+enable_gqa=True) (query head h uses kv head h // (NH/KVH)); x += y attn.proj.w^T;
+m = F.rms_norm(x, (C,), ln2.w, eps); x += (F.silu(m gate.w^T) * (m up.w^T)) proj.w^T.
+logits = F.rms_norm(x, (C,), lnf.w, eps) @ (lm_head or wte)^T. Muon takes attn.q.w, attn.k.w,
+attn.v.w, attn.proj.w, mlp.gate.w, mlp.up.w, mlp.proj.w (each a matrix of its own).
+
 FP8 (--fp8 tensor|delayed|rowwise|block|mx; the contract with train_gpt.cu). The four linear
 layers of every block (and with --fp8-lm-head 1 the lm head, logits = lnf(x) @ wte^T) run
 through Fp8Linear, a torch.autograd.Function. For X (N, IC) its input, W (OC, IC) its weight
@@ -123,8 +149,14 @@ Records, in this order:
   config.fp8                       i64: 0 off, 1 tensor, 2 delayed, 3 rowwise, 4 block, 5 mx
   config.fp8_grad_e5m2 config.fp8_lm_head (0/1) config.fp8_amax_history config.fp8_margin  i64
   config.muon_adjust               i64: 0 original, 1 match_rms_adamw
+  config.arch                      i64: 0 gpt2, 1 llama
+  config.kv_heads config.mlp_hidden config.tie_embeddings config.rope_original_context  i64
+                                   (llama's; gpt2: NH, 4C, 1, 0)
+  config.rope_scaling              i64: 0 none, 1 llama3
   config.lr config.min_lr_frac config.decay_frac config.weight_decay config.grad_clip
   config.muon_lr config.muon_momentum config.z_loss config.lion_beta1 config.lion_beta2  f64
+  config.norm_eps config.rope_theta config.rope_factor config.rope_low_freq_factor
+  config.rope_high_freq_factor     f64 (llama's settings)
   inputs, targets                  i32 (K, A, B, T)
   init.<param>                     f32, every parameter at initialization (theta_{-1})
   step0.logits                     f32 (A, B, T, V), every micro-batch of step 0
@@ -209,6 +241,8 @@ import torch.nn.functional as F
 SCHEDULES = ["cosine", "wsd", "linear", "constant"]
 OPTIMIZERS = ["adamw", "muon", "lion"]
 MUON_ADJUST = ["original", "match_rms_adamw"]
+ARCHS = ["gpt2", "llama"]
+ROPE_SCALINGS = ["none", "llama3"]
 QKV_PARTS = ("q", "k", "v")  # the three (C, C) Muon parameters of an attn.qkv.w
 DTYPE_CODES = {np.dtype("<f4"): 0, np.dtype("<i4"): 1, np.dtype("<f8"): 2, np.dtype("<i8"): 3}
 
@@ -220,6 +254,8 @@ def padded_vocab(V):
 def param_shapes(cfg):
     """Every parameter's name and shape, in the order of the dump and of initialization."""
     C, Vp = cfg.embd, padded_vocab(cfg.vocab)
+    if cfg.arch == "llama":
+        return llama_param_shapes(cfg)
     shapes = [("wte", (Vp, C)), ("wpe", (cfg.context, C))]
     for l in range(cfg.layers):
         shapes += [
@@ -237,10 +273,79 @@ def param_shapes(cfg):
     return shapes
 
 
+def llama_param_shapes(cfg):
+    C, Vp, HS, H = cfg.embd, padded_vocab(cfg.vocab), cfg.embd // cfg.heads, cfg.mlp_hidden
+    shapes = [("wte", (Vp, C))] + ([] if cfg.tie_embeddings else [("lm_head", (Vp, C))])
+    for l in range(cfg.layers):
+        shapes += [
+            (f"h{l}.ln1.w", (C,)), (f"h{l}.attn.q.w", (C, C)),
+            (f"h{l}.attn.k.w", (cfg.kv_heads * HS, C)), (f"h{l}.attn.v.w", (cfg.kv_heads * HS, C)),
+            (f"h{l}.attn.proj.w", (C, C)), (f"h{l}.ln2.w", (C,)),
+            (f"h{l}.mlp.gate.w", (H, C)), (f"h{l}.mlp.up.w", (H, C)), (f"h{l}.mlp.proj.w", (C, H)),
+        ]
+        if cfg.qk_norm:
+            shapes += [(f"h{l}.attn.q_norm.w", (HS,)), (f"h{l}.attn.k_norm.w", (HS,))]
+    return shapes + [("lnf.w", (C,))]
+
+
+def rope_inv_freq(cfg):
+    """RoPE's inverse frequencies (HS/2,) float32, as transformers' Llama computes them
+    (_compute_default_rope_parameters, and _compute_llama3_parameters for --rope-scaling llama3)."""
+    HS = cfg.embd // cfg.heads
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, HS, 2, dtype=torch.int64).float() / HS))
+    if cfg.rope_scaling == "llama3":
+        factor, low, high = cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
+        old = cfg.rope_original_context
+        low_wavelen, high_wavelen = old / low, old / high
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        inv_freq = torch.where(medium, smoothed, scaled)
+    return inv_freq
+
+
+def rope(x, inv_freq):
+    """x (B, heads, T, HS) rotated as transformers' apply_rotary_pos_emb (rotate_half pairing)."""
+    T = x.shape[2]
+    angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :].float()
+    emb = torch.cat([angles, angles], dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def llama_forward(p, cfg, idx):
+    """The final RMSNorm's output (B, T, C) of the Llama model (docstring, LLAMA)."""
+    B, T = idx.shape
+    C, NH, KVH, eps = cfg.embd, cfg.heads, cfg.kv_heads, cfg.norm_eps
+    HS = C // NH
+    inv_freq = rope_inv_freq(cfg)
+    x = p["wte"][idx]
+    for l in range(cfg.layers):
+        h = f"h{l}."
+        a = F.rms_norm(x, (C,), p[h + "ln1.w"], eps=eps)
+        q = F.linear(a, p[h + "attn.q.w"]).view(B, T, NH, HS).transpose(1, 2)
+        k = F.linear(a, p[h + "attn.k.w"]).view(B, T, KVH, HS).transpose(1, 2)
+        v = F.linear(a, p[h + "attn.v.w"]).view(B, T, KVH, HS).transpose(1, 2)
+        if cfg.qk_norm:
+            q = F.rms_norm(q, (HS,), p[h + "attn.q_norm.w"], eps=1e-6)
+            k = F.rms_norm(k, (HS,), p[h + "attn.k_norm.w"], eps=1e-6)
+        q, k = rope(q, inv_freq), rope(k, inv_freq)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + F.linear(y.transpose(1, 2).reshape(B, T, C), p[h + "attn.proj.w"])
+        m = F.rms_norm(x, (C,), p[h + "ln2.w"], eps=eps)
+        m = F.silu(F.linear(m, p[h + "mlp.gate.w"])) * F.linear(m, p[h + "mlp.up.w"])
+        x = x + F.linear(m, p[h + "mlp.proj.w"])
+    return F.rms_norm(x, (C,), p["lnf.w"], eps=eps)
+
+
 def is_muon(cfg, name):
     """Whether Muon updates the tensor: with --optimizer muon, the 2-D tensors of the blocks."""
     return cfg.optimizer == "muon" and name.startswith("h") and name.endswith(
-        (".attn.qkv.w", ".attn.proj.w", ".mlp.fc.w", ".mlp.proj.w"))
+        (".attn.qkv.w", ".attn.proj.w", ".mlp.fc.w", ".mlp.proj.w", ".attn.q.w", ".attn.k.w",
+         ".attn.v.w", ".mlp.gate.w", ".mlp.up.w"))
 
 
 def qkv_weight(p, h):
@@ -264,6 +369,8 @@ def init_params(cfg):
             t = torch.zeros(shape)
         params[name] = t
     params["wte"][cfg.vocab:] = 0.0
+    if "lm_head" in params:
+        params["lm_head"][cfg.vocab:] = 0.0
     return params
 
 
@@ -442,6 +549,9 @@ def forward_loss(p, cfg, idx, targets, fp8=None):
     parts, see qkv_weight). fp8: the Fp8Run of the linear layers, None without FP8."""
     B, T = idx.shape
     C, NH = cfg.embd, cfg.heads
+    if cfg.arch == "llama":
+        head = p["wte"] if cfg.tie_embeddings else p["lm_head"]
+        return logits_and_losses(cfg, F.linear(llama_forward(p, cfg, idx), head), targets)
     x = p["wte"][idx] + p["wpe"][:T]
     for l in range(cfg.layers):
         h = f"h{l}."
@@ -463,7 +573,12 @@ def forward_loss(p, cfg, idx, targets, fp8=None):
     # under autocast the matmul yields bf16 logits; the softmax and the loss stay in fp32
     # (float64 in the exact run)
     head = fp8 if fp8 is not None and cfg.fp8_lm_head else None
-    logits = linear(x, p["wte"], None, head, 4 * cfg.layers)[..., :cfg.vocab]
+    return logits_and_losses(cfg, linear(x, p["wte"], None, head, 4 * cfg.layers), targets)
+
+
+def logits_and_losses(cfg, logits, targets):
+    """The first V columns of the lm head's output, the mean cross-entropy and the z-loss term."""
+    logits = logits[..., :cfg.vocab]
     logits = logits if logits.dtype == torch.float64 else logits.float()
     loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
     z_loss = cfg.z_loss * (torch.logsumexp(logits, -1) ** 2).mean()
@@ -533,7 +648,7 @@ def forward_backward(cfg, p, inputs, targets, autocast, fp8=None):
     # The key bias adds q.b_k to a query's scores at every key, which softmax cancels: its
     # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps.
     # With QK-norm the bias is normalized with the key and its gradient is real.
-    if not cfg.qk_norm:
+    if not cfg.qk_norm and cfg.arch == "gpt2":  # (Llama has no biases)
         for l in range(cfg.layers):
             p[f"h{l}.attn.qkv.b"].grad[cfg.embd:2 * cfg.embd] = 0.0
     # PyTorch's float32 CPU norm drifts by ~6e-6 relative on a 590k-element tensor, too close
@@ -828,13 +943,21 @@ def records(cfg, inputs, targets, init, fp32, bf16, exact, free, muon):
                   ("qk_norm", int(cfg.qk_norm)), ("fp8", FP8_RECIPES.index(cfg.fp8)),
                   ("fp8_grad_e5m2", int(cfg.fp8_grad == "e5m2")),
                   ("fp8_lm_head", cfg.fp8_lm_head), ("fp8_amax_history", cfg.fp8_amax_history),
-                  ("fp8_margin", cfg.fp8_margin)]
+                  ("fp8_margin", cfg.fp8_margin), ("arch", ARCHS.index(cfg.arch)),
+                  ("kv_heads", cfg.kv_heads), ("mlp_hidden", cfg.mlp_hidden),
+                  ("tie_embeddings", cfg.tie_embeddings),
+                  ("rope_original_context", cfg.rope_original_context),
+                  ("rope_scaling", ROPE_SCALINGS.index(cfg.rope_scaling))]
     out += [("config." + n, np.array(v, dtype="<i8")) for n, v in config_i64]
     config_f64 = [("lr", cfg.lr), ("min_lr_frac", cfg.min_lr_frac),
                   ("decay_frac", cfg.decay_frac), ("weight_decay", cfg.weight_decay),
                   ("grad_clip", cfg.grad_clip), ("muon_lr", cfg.muon_lr),
                   ("muon_momentum", cfg.muon_momentum), ("z_loss", cfg.z_loss),
-                  ("lion_beta1", cfg.lion_beta1), ("lion_beta2", cfg.lion_beta2)]
+                  ("lion_beta1", cfg.lion_beta1), ("lion_beta2", cfg.lion_beta2),
+                  ("norm_eps", cfg.norm_eps), ("rope_theta", cfg.rope_theta),
+                  ("rope_factor", cfg.rope_factor),
+                  ("rope_low_freq_factor", cfg.rope_low_freq_factor),
+                  ("rope_high_freq_factor", cfg.rope_high_freq_factor)]
     out += [("config." + n, np.array(v, dtype="<f8")) for n, v in config_f64]
     out += [("inputs", inputs.numpy().astype("<i4")), ("targets", targets.numpy().astype("<i4"))]
 
@@ -944,10 +1067,25 @@ FLAGS = [
     ("--fp8-lm-head", "{0,1}", int, 0, "the lm head in FP8 too"),
     ("--fp8-amax-history", "H", int, 16, "delayed scaling: amax history length"),
     ("--fp8-margin", "M", int, 0, "delayed scaling: scales divided by 2^M"),
+    ("--arch", "{" + ",".join(ARCHS) + "}", str, "gpt2", "the block (docstring, LLAMA)"),
+    ("--kv-heads", "KVH", int, None, "llama: key/value heads (default: --heads)"),
+    ("--mlp-hidden", "H", int, None, "llama: SwiGLU hidden units (default: the rule)"),
+    ("--mlp-multiple-of", "M", int, 256, "llama: the rule's rounding"),
+    ("--norm-eps", "EPS", float, 1e-5, "llama: RMSNorm's eps"),
+    ("--rope-theta", "THETA", float, 10000.0, "llama: RoPE's base"),
+    ("--rope-scaling", "{" + ",".join(ROPE_SCALINGS) + "}", str, "none",
+     "llama: RoPE's frequency scaling"),
+    ("--rope-factor", "F", float, 8.0, "llama3 scaling: factor"),
+    ("--rope-low-freq-factor", "F", float, 1.0, "llama3 scaling: low_freq_factor"),
+    ("--rope-high-freq-factor", "F", float, 4.0, "llama3 scaling: high_freq_factor"),
+    ("--rope-original-context", "N", int, 8192,
+     "llama3 scaling: original_max_position_embeddings"),
+    ("--tie-embeddings", "{0,1}", int, 1, "llama: 1 the lm head is wte"),
 ]
 CHOICES = {"--schedule": SCHEDULES, "--optimizer": OPTIMIZERS, "--muon-adjust": MUON_ADJUST,
            "--muon-nesterov": [0, 1], "--fp8": FP8_RECIPES, "--fp8-grad": list(FP8_FORMATS),
-           "--fp8-lm-head": [0, 1]}
+           "--fp8-lm-head": [0, 1], "--arch": ARCHS, "--rope-scaling": ROPE_SCALINGS,
+           "--tie-embeddings": [0, 1]}
 
 
 def parse_args(argv):
@@ -970,6 +1108,23 @@ def parse_args(argv):
         cfg.muon_lr = cfg.lr
     if cfg.fp8_grad is None:
         cfg.fp8_grad = fp8_grad_default(cfg.fp8)
+    if cfg.arch == "gpt2":  # the record's values for GPT-2's block
+        if cfg.kv_heads is not None or cfg.mlp_hidden is not None or not cfg.tie_embeddings:
+            ap.error("--kv-heads, --mlp-hidden and --tie-embeddings 0 are for --arch llama")
+        cfg.kv_heads, cfg.mlp_hidden, cfg.rope_original_context = cfg.heads, 4 * cfg.embd, 0
+        cfg.rope_scaling = "none"
+        cfg.norm_eps = cfg.rope_theta = cfg.rope_factor = 0.0
+        cfg.rope_low_freq_factor = cfg.rope_high_freq_factor = 0.0
+    else:
+        if cfg.kv_heads is None:
+            cfg.kv_heads = cfg.heads
+        if cfg.mlp_hidden is None:
+            M = cfg.mlp_multiple_of
+            cfg.mlp_hidden = (int(2 * 4 * cfg.embd / 3) + M - 1) // M * M
+        if cfg.kv_heads < 1 or cfg.heads % cfg.kv_heads:
+            ap.error(f"--kv-heads {cfg.kv_heads} must divide --heads {cfg.heads}")
+        if cfg.fp8 != "off":
+            ap.error("--arch llama runs without --fp8")
     for flag in ("vocab", "seq", "context", "layers", "heads", "embd", "batch", "grad_accum",
                  "steps"):
         if getattr(cfg, flag) < 1:
@@ -1042,6 +1197,9 @@ def main(argv):
     bf16_updates = [a.item() for n, a in recs if n.startswith("bf16.") and ".update." in n]
     fp32_updates = [a.item() for n, a in recs if n.startswith("fp32.")]
     extras = (f" {cfg.optimizer}" + (" qk-norm" if cfg.qk_norm else "")
+              + (f" llama KVH={cfg.kv_heads} H={cfg.mlp_hidden} tied={cfg.tie_embeddings} "
+                 f"theta={cfg.rope_theta:g} rope-scaling {cfg.rope_scaling}"
+                 if cfg.arch == "llama" else "")
               + (f" z-loss {cfg.z_loss:g}" if cfg.z_loss else "")
               + (f" fp8 {cfg.fp8} (grads {cfg.fp8_grad}"
                  + (", lm head" if cfg.fp8_lm_head else "") + ")" if cfg.fp8 != "off" else ""))
