@@ -70,6 +70,29 @@ inline bool manifest_section(CheckpointReader* r, const char* name, std::vector<
     return true;
 }
 
+// Section "llama" (--arch llama runs): Llama's settings (LlamaConfig) as float64 values in the
+// order below, so that sampling and --export-hf rebuild the model from the checkpoint alone.
+inline std::vector<double> llama_section(const LlamaConfig* l) {
+    return {(double)l->arch,          (double)l->kv_heads,   (double)l->mlp_hidden,
+            (double)l->untied_head,   l->norm_eps,           l->rope_theta,
+            (double)l->rope_scaling,  l->rope_factor,        l->rope_low_freq_factor,
+            l->rope_high_freq_factor, (double)l->rope_original_context};
+}
+
+// Llama's settings from an open checkpoint's "llama" section; false when it has none (a GPT-2).
+inline bool read_llama_section(CheckpointReader* r, LlamaConfig* l) {
+    std::vector<uint8_t> bytes;
+    if (!manifest_section(r, "llama", &bytes)) return false;
+    const size_t count = llama_section(l).size();
+    if (bytes.size() != count * sizeof(double))
+        fatal("checkpoint %s: its llama section is malformed", r->path);
+    std::vector<double> v(count);
+    memcpy(v.data(), bytes.data(), bytes.size());
+    *l = LlamaConfig{(int)v[0], (int)v[1], (int)v[2], (int)v[3], v[4], v[5],
+                     (int)v[6], v[7],      v[8],      v[9],      (int)v[10]};
+    return true;
+}
+
 inline std::vector<uint8_t> fp8_delayed_section(const GPT* m) {
     const Fp8DelayedScaling* d = &m->fp8.delayed;
     const size_t history = sizeof(float) * d->count * d->length;
@@ -267,6 +290,11 @@ inline void save_checkpoint(const GPT* m, const CommGroup* world, const char* di
     if (train_loader != nullptr) {
         DataLoaderState ds = dataloader_state(train_loader);
         if (ckpt_write_section(&w, "data", &ds, sizeof(ds)) != 0) fatal("%s", w.error);
+    }
+    if (m->config.llama.arch == ARCH_LLAMA) {
+        const std::vector<double> llama = llama_section(&m->config.llama);
+        if (ckpt_write_section(&w, "llama", llama.data(), llama.size() * sizeof(double)) != 0)
+            fatal("%s", w.error);
     }
     if (m->config.fp8.recipe == FP8_DELAYED) {
         const std::vector<uint8_t> fp8 = fp8_delayed_section(m);

@@ -672,6 +672,8 @@ inline void print_usage(FILE* f, const char* prog) {
     flags_print_usage(f, FLAGS, NUM_FLAGS, &defaults);
 }
 
+inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len);
+
 // Completes the model's Llama settings from the flags (--arch, --kv-heads 0, --mlp-hidden 0,
 // --tie-embeddings, --rope-scaling), and refuses what --arch llama does not combine with.
 inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) {
@@ -692,6 +694,13 @@ inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) 
     if (l->kv_heads == 0) l->kv_heads = tc->model.heads;
     if (l->mlp_hidden == 0) l->mlp_hidden = llama_mlp_hidden(tc->model.channels, tc->mlp_multiple_of);
     l->untied_head = !tc->tie_embeddings;
+    return llama_refusal(tc, msg, len);
+}
+
+// What a Llama model (tc->model.llama, resolved) is not built with, or nullptr.
+inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len) {
+    const LlamaConfig* l = &tc->model.llama;
+    if (l->arch != ARCH_LLAMA) return nullptr;
     if (strcmp(tc->fp8, "off") != 0) snprintf(msg, len, "--arch llama is not built with --fp8");
     else if (tc->pp > 1) snprintf(msg, len, "--arch llama is not built with --pp (pipeline)");
     else if (tc->tp > 1 && (l->kv_heads % tc->tp != 0 || l->mlp_hidden % tc->tp != 0))
@@ -700,10 +709,6 @@ inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) 
                  "divisible by it (kv heads are split across the tensor-parallel ranks, never "
                  "replicated)",
                  tc->tp, l->kv_heads, l->mlp_hidden);
-    else if (tc->init_from[0] || tc->export_hf[0] || tc->sample[0])
-        snprintf(msg, len,
-                 "--arch llama is not built with --init-from, --export-hf or --sample (they read "
-                 "GPT-2 weights)");
     else return nullptr;
     return msg;
 }
@@ -1230,7 +1235,12 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
                   *f.value, path, f.from_file, f.flag);
         *f.value = f.from_file;
     }
+    // the block's kind and Llama's settings are the file's (--arch llama with a GPT-2 refused)
+    if (strcmp(tc->arch, "llama") == 0 && file.llama.arch != ARCH_LLAMA)
+        fatal("--arch llama contradicts --init-from %s, a GPT-2 (leave --arch out)", path);
+    tc->model.llama = file.llama;
     char msg[512];
+    if (llama_refusal(tc, msg, sizeof(msg))) fatal("--init-from %s: %s", path, msg);
     if (gpt_config_error(&tc->model, 1, file.context, msg, sizeof(msg)))
         fatal("--init-from %s: this trainer cannot build its model: %s", path, msg);
     if (tok != nullptr && tok->vocab_size != file.vocab)
@@ -1272,6 +1282,7 @@ inline void load_single_model(const char* spec, const TrainConfig* tc, int T, GP
             path, cc.floatx_bytes, PRECISION_NAME, (int)sizeof(floatX),
             sizeof(floatX) == 4 ? "bf16" : "fp32");
     GPTConfig c = {cc.vocab, cc.padded_vocab, cc.context, cc.layers, cc.heads, cc.channels};
+    read_llama_section(&reader, &c.llama);  // (a GPT-2 checkpoint has none: zeros)
     char msg[512];
     if (gpt_config_error(&c, 1, c.context, msg, sizeof(msg)) ||
         c.padded_vocab != padded_vocab_of(c.vocab))

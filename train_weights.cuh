@@ -20,6 +20,15 @@
 // the tanh approximation (activation_function gelu_new or gelu_pytorch_tanh), LayerNorm eps 1e-5,
 // a 4C MLP (n_inner null), attention scaled by 1/sqrt(head size) only, no cross-attention, the
 // head tied to wte; anything else is refused by name rather than computed differently.
+//
+// Hugging Face Llama (model_type llama, LlamaForCausalLM; our --arch llama): model.embed_tokens,
+// model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+// mlp.{gate,up,down}_proj}, model.norm and lm_head (absent when tied), all nn.Linear (out, in)
+// as ours, so nothing is transposed. transformers' Llama rotates q and k with rotate_half (the
+// dimension pairs i, i + HS/2), which train_gpt.cu's RoPE kernel uses too: the q and k rows load
+// as they are, with no permutation (the permutation Meta-format conversions apply is inside the
+// Hugging Face files already). config.json must say silu, no attention or MLP biases,
+// head_dim = hidden_size / heads, pretraining_tp 1 and rope_scaling null or llama3's.
 #pragma once
 
 #include <sys/stat.h>
@@ -78,15 +87,40 @@ static const char* const HF_BLOCK_TENSORS[Q_NORM_W] = {
     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
     "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 
-// The Hugging Face name (without "transformer.") of logical tensor i, and whether it is stored
-// transposed (a Conv1D weight).
-inline std::string hf_tensor_name(const ParamIndex* at, int i, bool* transposed) {
+// Our Llama block tensors' names in a Hugging Face Llama (QK-norm has none), by LayerTensor.
+inline const char* hf_llama_block_tensor(int which) {
+    switch (which) {
+        case LN1_W: return "input_layernorm.weight";
+        case Q_W: return "self_attn.q_proj.weight";
+        case K_W: return "self_attn.k_proj.weight";
+        case V_W: return "self_attn.v_proj.weight";
+        case ATTPROJ_W: return "self_attn.o_proj.weight";
+        case LN2_W: return "post_attention_layernorm.weight";
+        case GATE_W: return "mlp.gate_proj.weight";
+        case UP_W: return "mlp.up_proj.weight";
+        case FCPROJ_W: return "mlp.down_proj.weight";
+        default: fatal("a Hugging Face Llama has no %s", LAYER_TENSOR_NAMES[which]);
+    }
+}
+
+// The Hugging Face name (without "transformer."; a Llama's with "model.") of logical tensor i
+// of a model of config c, and whether it is stored transposed (a GPT-2 Conv1D weight).
+inline std::string hf_tensor_name(const GPTConfig* c, const ParamIndex* at, int i,
+                                  bool* transposed) {
     *transposed = false;
+    if (c->llama.arch == ARCH_LLAMA) {
+        if (i == at->wte) return "model.embed_tokens.weight";
+        if (i == at->lm_head) return "lm_head.weight";
+        if (i == at->lnf_w) return "model.norm.weight";
+        const int l = block_of_tensor(at, i);
+        return "model.layers." + std::to_string(l) + "." +
+               hf_llama_block_tensor(which_of_tensor(at, l, i));
+    }
     if (i == at->wte) return "wte.weight";
     if (i == at->wpe) return "wpe.weight";
     if (i == at->lnf_w) return "ln_f.weight";
     if (i == at->lnf_b) return "ln_f.bias";
-    const int l = block_of_tensor(at, i), which = i - block_tensor(at, l, 0);
+    const int l = block_of_tensor(at, i), which = which_of_tensor(at, l, i);
     *transposed = which == QKV_W || which == ATTPROJ_W || which == FC_W || which == FCPROJ_W;
     return "h." + std::to_string(l) + "." + HF_BLOCK_TENSORS[which];
 }
@@ -116,12 +150,86 @@ inline JsonValue hf_config(const char* dir) {
     return config;
 }
 
-// The shape of the Hugging Face GPT-2 in `dir`, from its config.json, after checking that it
-// describes the model this trainer computes (see the top of this file).
+// The shape of the Hugging Face Llama whose config.json (at path) is `config`, after checking
+// that it describes the model this trainer computes (see the top of this file).
+inline GPTConfig hf_llama_shape(const JsonValue* config, const std::string& path) {
+    auto number = [&](const char* key, double fallback) {
+        const JsonValue* v = json_get(config, key);
+        if (v == nullptr) return fallback;  // LlamaConfig's default
+        if (v->kind != JSON_NUMBER) fatal("%s: %s is not a number", path.c_str(), key);
+        return v->number;
+    };
+    auto whole = [&](const char* key, int64_t hi, bool required, int64_t fallback) {
+        int64_t out = fallback;
+        const JsonValue* v = json_get(config, key);
+        if ((v || required) && !json_int(v, 1, hi, &out))
+            fatal("%s: %s is missing or not a whole number in [1, %lld]", path.c_str(), key,
+                  (long long)hi);
+        return out;
+    };
+    auto flag_is = [&](const char* key, bool expected, const char* what) {
+        const JsonValue* v = json_get(config, key);
+        if (v != nullptr && (v->kind != JSON_BOOL || v->boolean != expected))
+            fatal("%s: %s is not %s; %s", path.c_str(), key, expected ? "true" : "false", what);
+    };
+    const JsonValue* act = json_get(config, "hidden_act");
+    if (act != nullptr && (act->kind != JSON_STRING || act->text != "silu"))
+        fatal("%s: hidden_act is not silu; this trainer's SwiGLU uses silu", path.c_str());
+    flag_is("attention_bias", false, "this trainer's Llama attention has no biases");
+    flag_is("mlp_bias", false, "this trainer's Llama MLP has no biases");
+    GPTConfig c = {};
+    c.vocab = (int)whole("vocab_size", MAX_VOCAB, true, 0);
+    c.context = (int)whole("max_position_embeddings", MAX_SEQ, true, 0);
+    c.layers = (int)whole("num_hidden_layers", MAX_LAYERS, true, 0);
+    c.heads = (int)whole("num_attention_heads", MAX_HEADS, true, 0);
+    c.channels = (int)whole("hidden_size", MAX_CHANNELS, true, 0);
+    c.padded_vocab = padded_vocab_of(c.vocab);
+    LlamaConfig* l = &c.llama;
+    l->arch = ARCH_LLAMA;
+    l->kv_heads = (int)whole("num_key_value_heads", MAX_HEADS, false, c.heads);
+    l->mlp_hidden = (int)whole("intermediate_size", 4 * MAX_CHANNELS, true, 0);
+    if (whole("head_dim", MAX_CHANNELS, false, c.channels / c.heads) * c.heads != c.channels)
+        fatal("%s: head_dim x num_attention_heads is not hidden_size, as this trainer needs",
+              path.c_str());
+    if (whole("pretraining_tp", 1, false, 1) != 1)
+        fatal("%s: pretraining_tp is not 1", path.c_str());
+    l->norm_eps = number("rms_norm_eps", 1e-6);
+    l->rope_theta = number("rope_theta", 10000.0);
+    const JsonValue* tie = json_get(config, "tie_word_embeddings");
+    if (tie != nullptr && tie->kind != JSON_BOOL)
+        fatal("%s: tie_word_embeddings is not true or false", path.c_str());
+    l->untied_head = tie != nullptr && !tie->boolean;  // LlamaConfig's default: tied
+    const JsonValue* scaling = json_get(config, "rope_scaling");
+    if (scaling != nullptr && scaling->kind != JSON_NULL) {
+        const JsonValue* type = scaling->kind == JSON_OBJECT ? json_get(scaling, "rope_type")
+                                                             : nullptr;
+        if (type == nullptr) type = json_get(scaling, "type");
+        if (type == nullptr || type->kind != JSON_STRING || type->text != "llama3")
+            fatal("%s: rope_scaling is not llama3's, the one scaling this trainer computes",
+                  path.c_str());
+        auto field = [&](const char* key) {
+            const JsonValue* v = json_get(scaling, key);
+            if (v == nullptr || v->kind != JSON_NUMBER)
+                fatal("%s: rope_scaling.%s is missing or not a number", path.c_str(), key);
+            return v->number;
+        };
+        l->rope_scaling = ROPE_SCALING_LLAMA3;
+        l->rope_factor = field("factor");
+        l->rope_low_freq_factor = field("low_freq_factor");
+        l->rope_high_freq_factor = field("high_freq_factor");
+        l->rope_original_context = (int)field("original_max_position_embeddings");
+    }
+    return c;
+}
+
+// The shape of the Hugging Face GPT-2 (or Llama) in `dir`, from its config.json, after checking
+// that it describes the model this trainer computes (see the top of this file).
 inline GPTConfig hf_shape(const char* dir) {
     const JsonValue config = hf_config(dir);
     const std::string path = std::string(dir) + "/config.json";
     const JsonValue* type = json_get(&config, "model_type");
+    if (type != nullptr && type->kind == JSON_STRING && type->text == "llama")
+        return hf_llama_shape(&config, path);
     const JsonValue* archs = json_get(&config, "architectures");
     bool gpt2 = type != nullptr && type->kind == JSON_STRING && type->text == "gpt2";
     if (type == nullptr && archs != nullptr && archs->kind == JSON_ARRAY)
@@ -241,7 +349,8 @@ inline void require_finite(const float* values, size_t n, const char* file, cons
 // The Hugging Face shape of logical tensor i of model m (wte: V rows).
 inline std::vector<int64_t> hf_tensor_shape(const GPT* m, int i, bool transposed) {
     const ParamTensor* t = &m->logical.tensors[i];
-    const int64_t rows = i == m->logical.index.wte ? m->config.vocab : t->rows;
+    const bool vocab_rows = i == m->logical.index.wte || i == m->logical.index.lm_head;
+    const int64_t rows = vocab_rows ? m->config.vocab : t->rows;
     if (t->cols == 0) return {rows};
     return transposed ? std::vector<int64_t>{t->cols, rows} : std::vector<int64_t>{rows, t->cols};
 }
@@ -255,16 +364,23 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
     const ParamLayout* logical = &m->logical;
     const GPTConfig* c = &m->config;
     char sizes[256];
-    snprintf(sizes, sizeof(sizes),
-             "config.json's sizes (vocab_size %d, n_positions %d, n_layer %d, n_head %d, n_embd "
-             "%d)",
-             c->vocab, c->context, c->layers, c->heads, c->channels);
+    if (c->llama.arch == ARCH_LLAMA)
+        snprintf(sizes, sizeof(sizes),
+                 "config.json's sizes (vocab_size %d, num_hidden_layers %d, num_attention_heads "
+                 "%d, num_key_value_heads %d, hidden_size %d, intermediate_size %d)",
+                 c->vocab, c->layers, c->heads, c->llama.kv_heads, c->channels,
+                 c->llama.mlp_hidden);
+    else
+        snprintf(sizes, sizeof(sizes),
+                 "config.json's sizes (vocab_size %d, n_positions %d, n_layer %d, n_head %d, "
+                 "n_embd %d)",
+                 c->vocab, c->context, c->layers, c->heads, c->channels);
     std::vector<const SafeTensor*> used;
     std::vector<float> staged;
     for (int i = 0; i < logical->count; i++) {
         const ParamTensor* t = &logical->tensors[i];
         bool transposed;
-        const std::string name = hf_tensor_name(&logical->index, i, &transposed);
+        const std::string name = hf_tensor_name(c, &logical->index, i, &transposed);
         SafetensorsFile* file;
         const SafeTensor* st = hf_find(&h, name, &file);
         if (st == nullptr)
@@ -294,7 +410,9 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
                 const size_t k = strlen(s);
                 return n.size() >= k && n.compare(n.size() - k, k, s) == 0;
             };
-            if (ends_with(".attn.bias") || ends_with(".attn.masked_bias")) continue;  // buffers
+            if (ends_with(".attn.bias") || ends_with(".attn.masked_bias") ||
+                ends_with(".rotary_emb.inv_freq"))
+                continue;  // buffers
             if (n == "lm_head.weight") {  // tied: it must be wte
                 const size_t count = (size_t)c->vocab * c->channels;
                 staged.resize(count);
@@ -302,8 +420,8 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
                     safetensors_read(&f, &st, 0, count, staged.data()) != 0 ||
                     memcmp(staged.data(), values + wte->offset, count * sizeof(float)) != 0)
                     fatal(
-                        "%s: lm_head.weight is not transformer.wte.weight: the model's head is "
-                        "not tied to its embedding (GPT-2's is, and this trainer's)",
+                        "%s: lm_head.weight is not the token embedding: the model's head is "
+                        "not tied to its embedding as config.json says",
                         f.path);
                 continue;
             }
@@ -443,10 +561,11 @@ inline void export_gpt2_tokenizer(const Tokenizer* tok, const char* dir, int con
 // with tok (nullptr: none) of GPT-2's BPE its tokenizer files.
 inline void export_hf(const GPT* m, const float* values, const char* dir, const Tokenizer* tok) {
     const GPTConfig* c = &m->config;
+    const bool llama = c->llama.arch == ARCH_LLAMA;
     if (c->qk_norm)
         fatal(
-            "--export-hf: this model has QK-norm, which GPT-2 (and so Hugging Face's GPT-2) "
-            "does not have");
+            "--export-hf: this model has QK-norm, which GPT-2 and Llama (and so Hugging Face's) "
+            "do not have");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         fatal("--export-hf: cannot make folder %s: %s", dir, strerror(errno));
     const ParamLayout* logical = &m->logical;
@@ -455,7 +574,8 @@ inline void export_hf(const GPT* m, const float* values, const char* dir, const 
     for (int i = 0; i < logical->count; i++) {
         const ParamTensor* t = &logical->tensors[i];
         bool transposed;
-        const std::string name = "transformer." + hf_tensor_name(&logical->index, i, &transposed);
+        const std::string name = (llama ? "" : "transformer.") +
+                                 hf_tensor_name(c, &logical->index, i, &transposed);
         const float* data = values + t->offset;
         if (transposed) {  // (out, in) -> Conv1D's (in, out)
             std::vector<float> copy(t->numel);
@@ -473,26 +593,60 @@ inline void export_hf(const GPT* m, const float* values, const char* dir, const 
         fatal("%s", err);
     const bool bpe = tok != nullptr && tok->kind == TOKENIZER_KIND_GPT2;
     std::string config =
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": "
-        "\"gpt2\",\n";
+        llama ? "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+              : "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": "
+                "\"gpt2\",\n";
     auto put = [&config](const char* key, const std::string& value) {
         config += std::string("  \"") + key + "\": " + value + ",\n";
     };
-    put("vocab_size", std::to_string(c->vocab));
-    put("n_positions", std::to_string(c->context));
-    put("n_ctx", std::to_string(c->context));
-    put("n_embd", std::to_string(c->channels));
-    put("n_layer", std::to_string(c->layers));
-    put("n_head", std::to_string(c->heads));
-    put("n_inner", "null");
-    put("activation_function", "\"gelu_new\"");
-    put("layer_norm_epsilon", "1e-05");
-    put("resid_pdrop", "0.0");  // this trainer has no dropout
-    put("embd_pdrop", "0.0");
-    put("attn_pdrop", "0.0");
-    put("initializer_range", "0.02");
-    put("scale_attn_weights", "true");
-    put("tie_word_embeddings", "true");
+    auto number = [](double v) {
+        char text[32];
+        snprintf(text, sizeof(text), "%.17g", v);
+        return std::string(text);
+    };
+    if (llama) {
+        const LlamaConfig* l = &c->llama;
+        put("vocab_size", std::to_string(c->vocab));
+        put("max_position_embeddings", std::to_string(c->context));
+        put("hidden_size", std::to_string(c->channels));
+        put("intermediate_size", std::to_string(l->mlp_hidden));
+        put("num_hidden_layers", std::to_string(c->layers));
+        put("num_attention_heads", std::to_string(c->heads));
+        put("num_key_value_heads", std::to_string(l->kv_heads));
+        put("head_dim", std::to_string(c->channels / c->heads));
+        put("hidden_act", "\"silu\"");
+        put("rms_norm_eps", number(l->norm_eps));
+        put("rope_theta", number(l->rope_theta));
+        if (l->rope_scaling == ROPE_SCALING_LLAMA3)
+            put("rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": " +
+                                    number(l->rope_factor) +
+                                    ", \"low_freq_factor\": " + number(l->rope_low_freq_factor) +
+                                    ", \"high_freq_factor\": " + number(l->rope_high_freq_factor) +
+                                    ", \"original_max_position_embeddings\": " +
+                                    std::to_string(l->rope_original_context) + "}");
+        else put("rope_scaling", "null");
+        put("attention_bias", "false");
+        put("mlp_bias", "false");
+        put("pretraining_tp", "1");
+        put("initializer_range", "0.02");
+        put("tie_word_embeddings", l->untied_head ? "false" : "true");
+    } else {
+        put("vocab_size", std::to_string(c->vocab));
+        put("n_positions", std::to_string(c->context));
+        put("n_ctx", std::to_string(c->context));
+        put("n_embd", std::to_string(c->channels));
+        put("n_layer", std::to_string(c->layers));
+        put("n_head", std::to_string(c->heads));
+        put("n_inner", "null");
+        put("activation_function", "\"gelu_new\"");
+        put("layer_norm_epsilon", "1e-05");
+        put("resid_pdrop", "0.0");  // this trainer has no dropout
+        put("embd_pdrop", "0.0");
+        put("attn_pdrop", "0.0");
+        put("initializer_range", "0.02");
+        put("scale_attn_weights", "true");
+        put("tie_word_embeddings", "true");
+    }
     if (tok != nullptr) {
         put("bos_token_id", std::to_string(tok->eot));
         put("eos_token_id", std::to_string(tok->eot));

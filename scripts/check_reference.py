@@ -47,6 +47,12 @@ recorded products (fp8.layer*: the bf16 run's operands, its products rounded to 
 element by element, within one bf16 spacing plus the float32 sum's rounding bound of this
 model's float64 products of the same operands (measured: at most 0.5 of it, the rounding
 itself). bf16.free.* and bf16.fp8.* records: finite and non-negative, with the other bf16.*.
+Llama dumps (config.arch 1, reference.py's docstring LLAMA): the model here is its own float64
+Llama: RMSNorm from the root mean square, q, k, v per head with query head h reading kv head
+h // (NH/KVH) (explicit indexing, no enable_gqa), RoPE from its definition (each dimension i <
+HS/2 turned with i + HS/2 by pos * theta^(-2i/HS), the frequencies under llama3 scaling
+rescaled here from the rule in float64), SwiGLU as g / (1 + exp(-g)) * u, the untied lm head
+when the dump has one; the same records, init rules and update checks as GPT-2's.
 Prints every check with its error and bound; exits 1 if any fails.
 """
 
@@ -129,10 +135,23 @@ class Report:
 BLOCK_TENSORS = ("ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w", "attn.proj.b",
                  "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b")
 QK_NORM_TENSORS = ("attn.q_norm.w", "attn.k_norm.w")
-MUON_MATRICES = ("attn.qkv.w", "attn.proj.w", "mlp.fc.w", "mlp.proj.w")
+MUON_MATRICES = ("attn.qkv.w", "attn.proj.w", "mlp.fc.w", "mlp.proj.w", "attn.q.w", "attn.k.w",
+                 "attn.v.w", "mlp.gate.w", "mlp.up.w")
+LLAMA_BLOCK_TENSORS = ("ln1.w", "attn.q.w", "attn.k.w", "attn.v.w", "attn.proj.w", "ln2.w",
+                       "mlp.gate.w", "mlp.up.w", "mlp.proj.w")
+
+
+def is_llama(c):
+    return c["arch"] == 1
 
 
 def param_names(c):
+    if is_llama(c):
+        names = ["wte"] + ([] if c["tie_embeddings"] else ["lm_head"])
+        block = LLAMA_BLOCK_TENSORS + (QK_NORM_TENSORS if c["qk_norm"] else ())
+        for l in range(c["layers"]):
+            names += [f"h{l}.{n}" for n in block]
+        return names + ["lnf.w"]
     names = ["wte", "wpe"]
     block = BLOCK_TENSORS + (QK_NORM_TENSORS if c["qk_norm"] else ())
     for l in range(c["layers"]):
@@ -159,12 +178,17 @@ def state_kinds(c, name):
 
 def expected_shapes(c):
     C, L, HS = c["embd"], c["layers"], c["embd"] // c["heads"]
+    KV, H = c["kv_heads"] * HS, c["mlp_hidden"]
     shapes = {"wte": (c["padded_vocab"], C), "wpe": (c["context"], C),
-              "lnf.w": (C,), "lnf.b": (C,)}
+              "lm_head": (c["padded_vocab"], C), "lnf.w": (C,), "lnf.b": (C,)}
     per_layer = {"ln1.w": (C,), "ln1.b": (C,), "attn.qkv.w": (3 * C, C), "attn.qkv.b": (3 * C,),
                  "attn.proj.w": (C, C), "attn.proj.b": (C,), "ln2.w": (C,), "ln2.b": (C,),
                  "mlp.fc.w": (4 * C, C), "mlp.fc.b": (4 * C,), "mlp.proj.w": (C, 4 * C),
                  "mlp.proj.b": (C,), "attn.q_norm.w": (HS,), "attn.k_norm.w": (HS,)}
+    if is_llama(c):
+        per_layer.update({"attn.q.w": (C, C), "attn.k.w": (KV, C), "attn.v.w": (KV, C),
+                          "mlp.gate.w": (H, C), "mlp.up.w": (H, C), "mlp.proj.w": (C, H)})
+    shapes = {n: s for n, s in shapes.items() if n in param_names(c)}
     for n in param_names(c):
         shapes[n] = per_layer[n.split(".", 1)[1]] if n.startswith("h") else shapes[n]
     return shapes
@@ -291,9 +315,82 @@ def rms_norm(x, w):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
 
 
+def rms_norm_eps(x, w, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_frequencies(c, HS):
+    """theta^(-2i/HS) for i < HS/2 in float64, under llama3 scaling (rope_scaling 1) divided by
+    the factor where the wavelength exceeds original/low_freq_factor, kept where it is below
+    original/high_freq_factor, and interpolated as (1 - s) f / factor + s f between, with
+    s = (original / wavelength - low) / (high - low)."""
+    out = []
+    for i in range(HS // 2):
+        f = c["rope_theta"] ** (-2.0 * i / HS)
+        if c["rope_scaling"] == 1:
+            old, low, high = c["rope_original_context"], c["rope_low_freq_factor"], \
+                c["rope_high_freq_factor"]
+            wavelength = 2 * math.pi / f
+            if wavelength > old / low:
+                f = f / c["rope_factor"]
+            elif wavelength >= old / high:
+                s = (old / wavelength - low) / (high - low)
+                f = (1 - s) * f / c["rope_factor"] + s * f
+        out.append(f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def rotate(x, freqs):
+    """x (B, T, HS): dimension i and i + HS/2 of the row at position t turned by t * freqs[i]."""
+    half = x.shape[-1] // 2
+    angle = torch.arange(x.shape[1], dtype=torch.float64)[:, None] * freqs[None, :]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
+
+
+def llama_micro_batch_loss(p, c, tok, tgt):
+    """micro_batch_loss for a Llama dump (float64, no FP8)."""
+    B, T = tok.shape
+    C, NH, KVH, V, eps = c["embd"], c["heads"], c["kv_heads"], c["vocab"], c["norm_eps"]
+    HS = C // NH
+    freqs = rope_frequencies(c, HS)
+    x = p["wte"][tok]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    for l in range(c["layers"]):
+        w = {n: p[f"h{l}.{n}"]
+             for n in LLAMA_BLOCK_TENSORS + (QK_NORM_TENSORS if c["qk_norm"] else ())}
+        a = rms_norm_eps(x, w["ln1.w"], eps)
+        q_all, k_all, v_all = a @ w["attn.q.w"].T, a @ w["attn.k.w"].T, a @ w["attn.v.w"].T
+        heads = []
+        for h in range(NH):
+            kv = h // (NH // KVH)
+            q = q_all[..., h * HS:(h + 1) * HS]
+            k = k_all[..., kv * HS:(kv + 1) * HS]
+            v = v_all[..., kv * HS:(kv + 1) * HS]
+            if c["qk_norm"]:
+                q, k = rms_norm(q, w["attn.q_norm.w"]), rms_norm(k, w["attn.k_norm.w"])
+            q, k = rotate(q, freqs), rotate(k, freqs)
+            s = (q @ k.transpose(1, 2)) / math.sqrt(HS)
+            s = s.masked_fill(future, -math.inf)
+            e = torch.exp(s - s.max(-1, keepdim=True).values)
+            heads.append((e / e.sum(-1, keepdim=True)) @ v)
+        x = x + torch.cat(heads, -1) @ w["attn.proj.w"].T
+        m = rms_norm_eps(x, w["ln2.w"], eps)
+        g, u = m @ w["mlp.gate.w"].T, m @ w["mlp.up.w"].T
+        x = x + (g / (1 + torch.exp(-g)) * u) @ w["mlp.proj.w"].T
+    head = p["wte"] if c["tie_embeddings"] else p["lm_head"]
+    logits = (rms_norm_eps(x, p["lnf.w"], eps) @ head.T)[..., :V]
+    lse = torch.logsumexp(logits, -1)
+    picked = logits.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+    return logits, (lse - picked).mean(), c["z_loss"] * (lse * lse).mean()
+
+
 def micro_batch_loss(p, c, tok, tgt, fp8=None):
     """float64 logits (B, T, V), mean cross-entropy and z-loss term; p maps names to float64
     tensors; fp8: the step's Fp8Model or None."""
+    if is_llama(c):
+        return llama_micro_batch_loss(p, c, tok, tgt)
     B, T = tok.shape
     C, NH, V, L = c["embd"], c["heads"], c["vocab"], c["layers"]
     HS = C // NH
@@ -427,9 +524,11 @@ def check_structure(d, r):
     ints = ["vocab", "padded_vocab", "seq", "context", "layers", "heads", "embd", "batch",
             "grad_accum", "steps", "seed", "warmup", "schedule", "optimizer", "muon_nesterov",
             "muon_ns_steps", "muon_adjust", "qk_norm", "fp8", "fp8_grad_e5m2", "fp8_lm_head",
-            "fp8_amax_history", "fp8_margin"]
+            "fp8_amax_history", "fp8_margin", "arch", "kv_heads", "mlp_hidden",
+            "tie_embeddings", "rope_original_context", "rope_scaling"]
     floats = ["lr", "min_lr_frac", "decay_frac", "weight_decay", "grad_clip", "muon_lr",
-              "muon_momentum", "z_loss", "lion_beta1", "lion_beta2"]
+              "muon_momentum", "z_loss", "lion_beta1", "lion_beta2", "norm_eps", "rope_theta",
+              "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"]
     for n in ints + floats:
         want = torch.int64 if n in ints else torch.float64
         if f"config.{n}" not in d or d[f"config.{n}"].dtype != want or d[f"config.{n}"].dim():
@@ -506,6 +605,9 @@ def check_data_and_init(d, c, r):
             "inputs and targets are the tokens drawn from seed+1")
     V, C, L = c["vocab"], c["embd"], c["layers"]
     r.check(bool((d["init.wte"][V:] == 0).all()), f"init.wte rows {V}.. (padding) are zero")
+    if "init.lm_head" in d:
+        r.check(bool((d["init.lm_head"][V:] == 0).all()),
+                f"init.lm_head rows {V}.. (padding) are zero")
     for n in param_names(c):
         t = d[f"init.{n}"]
         if n.endswith(".b"):
@@ -513,7 +615,7 @@ def check_data_and_init(d, c, r):
         elif t.dim() == 1:
             r.check(bool((t == 1).all()), f"init.{n} is one")
         else:
-            t = t[:V] if n == "wte" else t
+            t = t[:V] if n in ("wte", "lm_head") else t
             want = 0.02 / math.sqrt(2 * L) if n.endswith("proj.w") else 0.02
             # n normal draws: the sample mean has standard error want/sqrt(n), the sample std a
             # relative one of 1/sqrt(2n); six of those leaves chance failures out of reach

@@ -133,6 +133,24 @@ GPT_CONFIGS = [
     "--seed 25 --vocab 150 --seq 16 --layers 1 --heads 2 --embd 64 --batch 2 --grad-accum 2 "
     "--steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 --qk-norm --fp8 mx "
     "--fp8-lm-head 1",
+    # Llama's block (--arch llama): grouped-query attention with 2 kv heads of 4 and an untied
+    # lm head; multi-query (1 kv head) with Muon, QK-norm and Llama 3's rope theta; 4 kv heads
+    # of 4 with llama3 rope scaling (its original context 16 < T: every frequency band), an
+    # untied head, z-loss and a given SwiGLU width; head size 128 with 1 kv head of 2
+    "--seed 31 --vocab 313 --seq 24 --layers 2 --heads 4 --kv-heads 2 --embd 128 --batch 2 "
+    "--grad-accum 2 --steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 "
+    "--arch llama --tie-embeddings 0",
+    "--seed 32 --vocab 200 --seq 20 --layers 2 --heads 2 --kv-heads 1 --embd 128 --batch 2 "
+    "--grad-accum 2 --steps 3 --lr 2e-3 --weight-decay 0.1 --grad-clip 0.5 --arch llama "
+    "--optimizer muon --qk-norm --rope-theta 500000",
+    "--seed 33 --vocab 257 --seq 40 --layers 1 --heads 4 --kv-heads 4 --embd 128 --batch 1 "
+    "--grad-accum 3 --steps 3 --lr 1e-3 --schedule wsd --weight-decay 0.1 --grad-clip 0.05 "
+    "--arch llama --tie-embeddings 0 --rope-scaling llama3 --rope-factor 4 "
+    "--rope-low-freq-factor 1 --rope-high-freq-factor 2 --rope-original-context 16 "
+    "--z-loss 1e-3 --mlp-hidden 192",
+    "--seed 34 --vocab 150 --seq 33 --layers 1 --heads 2 --kv-heads 1 --embd 256 --batch 2 "
+    "--grad-accum 1 --steps 2 --lr 1e-3 --weight-decay 0.1 --grad-clip 1.0 --arch llama "
+    "--norm-eps 1e-6 --mlp-multiple-of 64",
 ]
 
 
@@ -348,7 +366,8 @@ def reference_config_jobs(indices, native, tally):
         dump = os.path.join(dumpdir, f"ref_{key}.bin")
         words = config.split()
         features = [w + (" " + words[i + 1] if w != "--qk-norm" else "") for i, w in enumerate(words)
-                    if w in ("--optimizer", "--qk-norm", "--z-loss", "--fp8")]
+                    if w in ("--optimizer", "--qk-norm", "--z-loss", "--fp8", "--arch", "--kv-heads",
+                             "--tie-embeddings", "--rope-scaling")]
         label = " ".join(words[:14] + ["..."] + features)
         if not os.path.exists(dump):
             cmd = f"{sys.executable} scripts/reference.py --out {dump} {config}"

@@ -113,7 +113,7 @@ static void launch(int variant, int block_size, const Buffers* d, AttentionShape
         CUDA_CHECK_LAUNCH();
     } else {
         attention_backward(d->dqkv, d->delta, d->dout, d->out, d->qkv, d->lse, sh.B, sh.T, sh.NH,
-                           sh.HS, 0,
+                           sh.NH, sh.HS, 0,
                            variant == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
     }
 }

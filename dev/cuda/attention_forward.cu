@@ -69,7 +69,7 @@ static void launch(int v, int block_size, floatX* out, float* lse, const floatX*
                                          block_size>>>(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS);
         CUDA_CHECK_LAUNCH();
     } else {
-        attention_forward(out, lse, qkv, sh.B, sh.T, sh.NH, sh.HS, 0,
+        attention_forward(out, lse, qkv, sh.B, sh.T, sh.NH, sh.NH, sh.HS, 0,
                           v == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
     }
 }

@@ -105,8 +105,8 @@ static void launch(int variant, int block_size, bool backward, const Buffers* d,
     if (variant == 2) {
         if (backward)
             qk_norm_backward(d->dqkv, d->dq_w, d->dk_w, d->partials, d->raw, d->rstd, d->q_w,
-                             d->k_w, N, NH, HS, 0);
-        else qk_norm_forward(d->qkv, d->raw, d->rstd, d->q_w, d->k_w, N, NH, HS, 0);
+                             d->k_w, N, NH, NH, HS, 0);
+        else qk_norm_forward(d->qkv, d->raw, d->rstd, d->q_w, d->k_w, N, NH, NH, HS, 0);
         return;
     }
     const unsigned vector_blocks = (unsigned)ceil_div((size_t)N * 2 * NH, block_size);

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""scripts/test_llama.py: the Llama block (--arch llama) against Hugging Face transformers'
+LlamaForCausalLM, an independent implementation, and its composition with the parallel modes.
+
+Random LlamaForCausalLMs of three configurations, saved with save_pretrained: grouped-query
+attention (2 kv heads of 4) with an untied lm head; multi-query (1 kv head of 2) with a tied
+head, rope theta 500000 and vocabulary 300 (padded to 384); 4 kv heads of 4 with Llama 3's
+rope scaling (original context 8 < T = 16, so every frequency band is used), an untied head
+and rms_norm_eps 1e-6. Token shards as scripts/test_hf.py makes them (T = 16, 2 x 4 validation
+sequences). Checks:
+1. --init-from the folder: the step-0 validation loss (every validation sequence, from the log)
+   equals transformers' loss on the same sequences computed in float64 from its fp32 logits:
+   fp32 build within 1e-5 relative (test_gpt's fp32 rule), bf16 build within
+   min(max(4 d, 2^-8), 5e-2), d how far transformers' own bf16 model moves that loss.
+2. fp32 round trip: --init-from the folder, --export-hf: every tensor back bit for bit (names,
+   shapes, values), and transformers loads the folder with the same loss.
+3. Training from the first folder (fp32, 4 steps): one process; mpirun -np 2 --tp 2 (kv heads
+   split across the two ranks); mpirun -np 2 --zero 3 with B/2 sequences per rank; one process
+   with --recompute full and with --recompute selective; all equal the single process within
+   1e-5 (losses, norms, final parameters: testlib.compare). Each run's checkpoint exported with
+   --export-hf loads in transformers with our logits: its loss on the validation sequences
+   equals the run's logged final validation loss within 1e-5.
+4. Refusals by name: --arch llama with --fp8, with --pp 2, --kv-heads that does not divide
+   --heads, --tp 2 with 1 kv head.
+
+Usage: python3 scripts/test_llama.py [--bin-dir build/cpu]; exits 0 when every check passes.
+"""
+import argparse
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from testlib import ROOT, check, compare, finish, logged_values, train
+from test_hf import B, T, hf_loss, logged_val_losses, make_data, same_tensors, trainer
+
+FP32_REL = 1e-5
+BF16_FACTOR, BF16_FLOOR, BF16_CEILING = 4.0, 2.0 ** -8, 5e-2
+COMMON = ["--seq", str(T), "--batch", str(B), "--val-steps", "0", "--sample-len", "0", "--seed", "3"]
+CONFIGS = [
+    dict(vocab_size=256, hidden_size=128, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
+         num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False, rope_theta=10000.0),
+    dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+         num_key_value_heads=1, max_position_embeddings=32, tie_word_embeddings=True, rope_theta=500000.0),
+    dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=1, num_attention_heads=4,
+         num_key_value_heads=4, max_position_embeddings=32, tie_word_embeddings=False, rms_norm_eps=1e-6,
+         rope_theta=10000.0, rope_scaling=dict(rope_type="llama3", factor=4.0, low_freq_factor=1.0,
+                                               high_freq_factor=2.0, original_max_position_embeddings=8)),
+]
+
+
+def describe(cfg):
+    return ("V {vocab_size}, L {num_hidden_layers}, C {hidden_size}, NH {num_attention_heads}, "
+            "KVH {num_key_value_heads}, H {intermediate_size}, ".format(**cfg)
+            + ("tied" if cfg["tie_word_embeddings"] else "untied")
+            + f", theta {cfg['rope_theta']:g}" + (", llama3 scaling" if "rope_scaling" in cfg else ""))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
+    args = parser.parse_args()
+    fp32, bf16 = os.path.join(args.bin_dir, "train_gpt_fp32"), os.path.join(args.bin_dir, "train_gpt")
+    try:
+        import torch
+        import transformers
+        from safetensors.torch import load_file
+    except ImportError as e:
+        check(False, f"transformers, safetensors and torch import ({e}; scripts/setup.sh --test installs them)")
+        finish("Llama")
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(2)
+    sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+    import tokenizer as pytok
+
+    work = tempfile.mkdtemp(prefix="test_llama_")
+    try:
+        datas, val = make_data(work, pytok)
+        folders, models = [], []
+        for i, cfg in enumerate(CONFIGS):
+            torch.manual_seed(200 + i)
+            # a wider init than Llama's 0.02, so that the loss is far from uniform
+            model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+                **cfg, initializer_range=0.1, attention_bias=False, mlp_bias=False)).eval()
+            folder = os.path.join(work, f"llama{i}")
+            model.save_pretrained(folder)
+            folders.append(folder)
+            models.append(model)
+
+        # 1. the step-0 validation loss of --init-from against transformers' loss
+        # 2. the fp32 round trip
+        for i, (model, folder) in enumerate(zip(models, folders)):
+            name = describe(CONFIGS[i])
+            want = hf_loss(torch, model, val)
+            d = abs(hf_loss(torch, copy.deepcopy(model).to(torch.bfloat16), val) - want) / want
+            bf16_bound = min(max(BF16_FACTOR * d, BF16_FLOOR), BF16_CEILING)
+            data = datas[CONFIGS[i]["vocab_size"]]
+            for binary, bound in ((fp32, FP32_REL), (bf16, bf16_bound)):
+                build = "fp32" if binary == fp32 else "bf16"
+                log = os.path.join(work, f"init{i}_{build}.jsonl")
+                rc, _, err = trainer(binary, ["--init-from", folder, "--data", data, "--steps", "1", "--lr", "0",
+                                              "--val-every", "1", "--log", log] + COMMON)
+                got = logged_val_losses(log).get(0) if rc == 0 else None
+                e = abs(got - want) / want if got is not None else float("inf")
+                check(e <= bound, f"{build} --init-from LlamaForCausalLM ({name}): step-0 val loss {got} vs "
+                      f"transformers' {want:.7f}: rel {e:.1e} <= {bound:.1e}", "" if rc == 0 else err[-300:])
+            out = os.path.join(work, f"export{i}")
+            rc, _, err = trainer(fp32, ["--init-from", folder, "--export-hf", out])
+            ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"),
+                                    load_file(os.path.join(folder, "model.safetensors"))) if rc == 0 else (False, err)
+            if ok:
+                back = transformers.LlamaForCausalLM.from_pretrained(out).eval()
+                ok, what = hf_loss(torch, back, val) == want, what + ", transformers loads it with the same loss"
+            check(ok, f"fp32 LlamaForCausalLM -> --export-hf -> transformers ({name}): {what}")
+
+        # 3. training under the parallel modes against one process, each checkpoint exported
+        ft = ["--seq", str(T), "--init-from", folders[0], "--data", datas[256], "--val-steps", "0",
+              "--sample-len", "0", "--seed", "3", "--lr", "1e-3", "--warmup", "1", "--steps", "4",
+              "--val-every", "4"]
+        single = train(fp32, 0, work, "ft_single", ft, ["--batch", str(B)])
+        vals = {k[1]: v for k, v in logged_values(single[1]).items() if k[0] == "val_loss"}
+        check(vals[4] < vals[0], f"training the Llama lowers the val loss: {vals[0]:.4f} -> {vals[4]:.4f} in 4 steps")
+        runs = [("one process", single)]
+        for label, ranks, extra in (("mpirun -np 2 --tp 2", 2, ["--batch", str(B), "--tp", "2"]),
+                                    ("mpirun -np 2 --zero 3", 2, ["--batch", str(B // 2), "--zero", "3"]),
+                                    ("--recompute full", 0, ["--batch", str(B), "--recompute", "full"]),
+                                    ("--recompute selective", 0, ["--batch", str(B), "--recompute", "selective"])):
+            result = train(fp32, ranks, work, "ft_" + label.split()[-2] + label.split()[-1], ft, extra)
+            compare(f"Llama training under {label} vs one process", result, single, 4)
+            runs.append((label, result))
+        for label, result in runs[:3]:
+            out = os.path.join(work, "export_" + os.path.basename(result[2]))
+            rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
+            final = {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "val_loss"}[4]
+            got = hf_loss(torch, transformers.LlamaForCausalLM.from_pretrained(out).eval(), val) if rc == 0 \
+                else float("inf")
+            e = abs(got - final) / final
+            check(e <= FP32_REL, f"trained Llama checkpoint ({label}) -> --export-hf -> transformers: loss "
+                  f"{got:.7f} vs our final val loss {final:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
+
+        # 4. refusals
+        base = [fp32, "--arch", "llama", "--vocab", "256", "--layers", "1", "--heads", "2", "--embd", "64",
+                "--seq", "16", "--steps", "1"]
+        for extra, want, ranks in ((["--fp8", "tensor"], "not built with --fp8", 0),
+                                   (["--pp", "2"], "not built with --pp", 2),
+                                   (["--kv-heads", "3"], "--kv-heads 3 must divide --heads 2", 0),
+                                   (["--kv-heads", "1", "--tp", "2"], "divisible by it", 2)):
+            cmd = base + extra
+            if ranks:
+                cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + cmd
+            p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT)
+            check(p.returncode != 0 and want in p.stdout + p.stderr,
+                  f"refused: --arch llama {' '.join(extra)} ({want!r})", (p.stdout + p.stderr)[-200:])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    finish("Llama")
+
+
+if __name__ == "__main__":
+    main()
