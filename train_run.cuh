@@ -1235,12 +1235,35 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
                   *f.value, path, f.from_file, f.flag);
         *f.value = f.from_file;
     }
-    // the block's kind and Llama's settings are the file's (--arch llama with a GPT-2 refused)
-    if (strcmp(tc->arch, "llama") == 0 && file.llama.arch != ARCH_LLAMA)
+    // the block's kind and Llama's settings are the file's (--arch llama with a GPT-2 refused;
+    // --kv-heads and --mlp-hidden, when given, must equal the file's), set as the flags that
+    // train_config_check resolves (llama_config_resolve)
+    const LlamaConfig* fl = &file.llama;
+    if (strcmp(tc->arch, "llama") == 0 && fl->arch != ARCH_LLAMA)
         fatal("--arch llama contradicts --init-from %s, a GPT-2 (leave --arch out)", path);
-    tc->model.llama = file.llama;
+    if (fl->arch == ARCH_LLAMA) {
+        LlamaConfig* l = &tc->model.llama;
+        if ((l->kv_heads && l->kv_heads != fl->kv_heads) ||
+            (l->mlp_hidden && l->mlp_hidden != fl->mlp_hidden))
+            fatal("--kv-heads %d or --mlp-hidden %d contradicts --init-from %s, whose model has %d "
+                  "and %d (leave them out)",
+                  l->kv_heads, l->mlp_hidden, path, fl->kv_heads, fl->mlp_hidden);
+        snprintf(tc->arch, sizeof(tc->arch), "llama");
+        snprintf(tc->rope_scaling, sizeof(tc->rope_scaling), "%s",
+                 fl->rope_scaling == ROPE_SCALING_LLAMA3 ? "llama3" : "none");
+        tc->tie_embeddings = !fl->untied_head;
+        l->kv_heads = fl->kv_heads;
+        l->mlp_hidden = fl->mlp_hidden;
+        l->norm_eps = fl->norm_eps;
+        l->rope_theta = fl->rope_theta;
+        if (fl->rope_scaling == ROPE_SCALING_LLAMA3) {
+            l->rope_factor = fl->rope_factor;
+            l->rope_low_freq_factor = fl->rope_low_freq_factor;
+            l->rope_high_freq_factor = fl->rope_high_freq_factor;
+            l->rope_original_context = fl->rope_original_context;
+        }
+    }
     char msg[512];
-    if (llama_refusal(tc, msg, sizeof(msg))) fatal("--init-from %s: %s", path, msg);
     if (gpt_config_error(&tc->model, 1, file.context, msg, sizeof(msg)))
         fatal("--init-from %s: this trainer cannot build its model: %s", path, msg);
     if (tok != nullptr && tok->vocab_size != file.vocab)
