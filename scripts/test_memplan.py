@@ -5,7 +5,9 @@ allocate, the seeds' worked examples, and fitting a batch to a memory limit.
 Checks:
 1. Runs of several shapes, builds, optimizers, recompute policies and grids (one process;
    mpirun with 2 and 3 ranks under ZeRO 0 to 3, tensor parallelism on 2 ranks, dp 2 x tp 2 with
-   sequence parallelism and ZeRO-3, ZeRO-3 with --fp8-allgather): the plan in the log header (plan_bytes) and
+   sequence parallelism and ZeRO-3, ZeRO-3 with --fp8-allgather; Llama blocks with 1 kv head, an
+   untied head, QK-norm and selective recompute, and under tp 2 with sequence parallelism,
+   ZeRO-3 and full recompute): the plan in the log header (plan_bytes) and
    the bytes the run allocated (allocated_bytes, measured by cudaMemGetInfo around the model's
    construction, through the CPU runtime's allocator) agree within 1% (under the CPU runtime
    they are equal); --plan for the same configuration prints the same total.
@@ -69,7 +71,11 @@ def main():
                 (bf16, 2, ["--batch", "2", "--tp", "2", "--optimizer", "muon"]),
                 (bf16, 4, ["--batch", "2", "--tp", "2", "--sequence-parallel", "--zero", "3", "--recompute",
                            "selective"]),
-                (bf16, 2, ["--batch", "2", "--zero", "3", "--fp8", "tensor", "--fp8-allgather"])]
+                (bf16, 2, ["--batch", "2", "--zero", "3", "--fp8", "tensor", "--fp8-allgather"]),
+                (bf16, 0, ["--batch", "2", "--arch", "llama", "--kv-heads", "1", "--tie-embeddings", "0",
+                           "--qk-norm", "--recompute", "selective"]),
+                (fp32, 2, ["--batch", "2", "--arch", "llama", "--tp", "2", "--sequence-parallel", "--zero", "3",
+                           "--recompute", "full"])]
         for i, (binary, ranks, extra) in enumerate(runs):
             _, records, _ = train(binary, ranks, work, f"run{i}", TINY, ["--data", data] + extra, checkpoints=False)
             header, allocated = header_and_allocation(records)
