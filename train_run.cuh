@@ -348,7 +348,8 @@ static const Flag FLAGS[] = {
     {"--optimizer", FLAG_STRING, STRING_FIELD(optimizer), "adamw", 0, 0, "adamw|muon|lion",
      FLAG_IDENTITY,
      "adamw: AdamW for every tensor (betas 0.9/0.95, eps 1e-8); muon: Muon for the hidden "
-     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w), AdamW for the rest; "
+     "matrices (attn.qkv.w as Q, K, V, attn.proj.w, mlp.fc.w, mlp.proj.w; llama: attn.q.w, "
+     "attn.k.w, attn.v.w, attn.proj.w, mlp.gate.w, mlp.up.w, mlp.proj.w), AdamW for the rest; "
      "lion: Lion for every tensor, at --lr (take it 3-10x smaller than AdamW's)"},
     {"--muon-lr", FLAG_DOUBLE, FIELD(muon_lr), "0", 0, INFINITY, nullptr, FLAG_IDENTITY,
      "Muon's peak learning rate, scaled by the schedule as --lr is (0: --lr)"},

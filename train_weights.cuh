@@ -236,7 +236,9 @@ inline GPTConfig hf_shape(const char* dir) {
         for (const JsonValue& a : archs->items)
             gpt2 |= a.kind == JSON_STRING && (a.text == "GPT2LMHeadModel" || a.text == "GPT2Model");
     if (!gpt2)
-        fatal("%s: model_type %s is not GPT-2's (gpt2), the architecture read here", path.c_str(),
+        fatal("%s: model_type %s is neither GPT-2's (gpt2) nor Llama's (llama), the architectures "
+              "read here",
+              path.c_str(),
               type && type->kind == JSON_STRING ? type->text.c_str() : "(none)");
     auto text_is = [&](const char* key, const char* a, const char* b, const char* expected) {
         const JsonValue* v = json_get(&config, key);
@@ -375,6 +377,7 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
                  "config.json's sizes (vocab_size %d, n_positions %d, n_layer %d, n_head %d, "
                  "n_embd %d)",
                  c->vocab, c->context, c->layers, c->heads, c->channels);
+    const bool llama = c->llama.arch == ARCH_LLAMA;
     std::vector<const SafeTensor*> used;
     std::vector<float> staged;
     for (int i = 0; i < logical->count; i++) {
@@ -420,9 +423,11 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
                     safetensors_read(&f, &st, 0, count, staged.data()) != 0 ||
                     memcmp(staged.data(), values + wte->offset, count * sizeof(float)) != 0)
                     fatal(
-                        "%s: lm_head.weight is not the token embedding: the model's head is "
-                        "not tied to its embedding as config.json says",
-                        f.path);
+                        "%s: lm_head.weight is not %s: the model's head is not tied to its "
+                        "embedding (%s)",
+                        f.path, llama ? "model.embed_tokens.weight" : "transformer.wte.weight",
+                        llama ? "config.json's tie_word_embeddings says it is"
+                              : "GPT-2's is, and this trainer's");
                 continue;
             }
             fatal("%s: tensor %s is not part of a GPT-2 of %s", f.path, n.c_str(), sizes);

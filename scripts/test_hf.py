@@ -450,7 +450,7 @@ def bad_inputs(work, fp32, folder, llmc_file):
          r"tensor transformer\.wte\.weight has shape \(256, 64\); config.json's sizes \(.*n_embd 128\) give \(256, 128\)"),
         ("layer_norm_epsilon", variant("eps", config_changes={"layer_norm_epsilon": 1e-6}),
          r"layer_norm_epsilon is 1e-06; this trainer's LayerNorms use 1e-5"),
-        ("another architecture", variant("arch", config_changes={"model_type": "llama"}), r"model_type llama"),
+        ("another architecture", variant("arch", config_changes={"model_type": "gpt_neox"}), r"model_type gpt_neox"),
         ("a NaN in a tensor", variant("nan", header, bytes(nan_data)),
          r"tensor %s holds a NaN at element 1: the weights are damaged" % re.escape(b)),
         ("config.json a FIFO", fifo, r"config\.json: it is a FIFO"),
