@@ -73,10 +73,17 @@ inline bool manifest_section(CheckpointReader* r, const char* name, std::vector<
 // Section "llama" (--arch llama runs): Llama's settings (LlamaConfig) as float64 values in the
 // order below, so that sampling and --export-hf rebuild the model from the checkpoint alone.
 inline std::vector<double> llama_section(const LlamaConfig* l) {
-    return {(double)l->arch,          (double)l->kv_heads,   (double)l->mlp_hidden,
-            (double)l->untied_head,   l->norm_eps,           l->rope_theta,
-            (double)l->rope_scaling,  l->rope_factor,        l->rope_low_freq_factor,
-            l->rope_high_freq_factor, (double)l->rope_original_context};
+    return {(double)l->arch,
+            (double)l->kv_heads,
+            (double)l->mlp_hidden,
+            (double)l->untied_head,
+            l->norm_eps,
+            l->rope_theta,
+            (double)l->rope_scaling,
+            l->rope_factor,
+            l->rope_low_freq_factor,
+            l->rope_high_freq_factor,
+            (double)l->rope_original_context};
 }
 
 // Llama's settings from an open checkpoint's "llama" section; false when it has none (a GPT-2).
@@ -88,7 +95,7 @@ inline bool read_llama_section(CheckpointReader* r, LlamaConfig* l) {
         fatal("checkpoint %s: its llama section is malformed", r->path);
     std::vector<double> v(count);
     memcpy(v.data(), bytes.data(), bytes.size());
-    *l = LlamaConfig{(int)v[0], (int)v[1], (int)v[2], (int)v[3], v[4], v[5],
+    *l = LlamaConfig{(int)v[0], (int)v[1], (int)v[2], (int)v[3], v[4],      v[5],
                      (int)v[6], v[7],      v[8],      v[9],      (int)v[10]};
     return true;
 }

@@ -82,13 +82,13 @@ enum ModelArch { ARCH_GPT2 = 0, ARCH_LLAMA = 1 };
 enum RopeScaling { ROPE_SCALING_NONE = 0, ROPE_SCALING_LLAMA3 = 1 };
 
 struct LlamaConfig {
-    int arch;            // ModelArch (--arch)
-    int kv_heads;        // KVH: key/value heads, each serving heads/KVH query heads (--kv-heads)
-    int mlp_hidden;      // SwiGLU's hidden units (--mlp-hidden; resolved from the rule if 0)
-    int untied_head;     // 1: the lm head is a tensor of its own (--tie-embeddings 0)
-    double norm_eps;     // RMSNorm's eps (--norm-eps)
-    double rope_theta;   // RoPE's base (--rope-theta)
-    int rope_scaling;    // RopeScaling (--rope-scaling)
+    int arch;           // ModelArch (--arch)
+    int kv_heads;       // KVH: key/value heads, each serving heads/KVH query heads (--kv-heads)
+    int mlp_hidden;     // SwiGLU's hidden units (--mlp-hidden; resolved from the rule if 0)
+    int untied_head;    // 1: the lm head is a tensor of its own (--tie-embeddings 0)
+    double norm_eps;    // RMSNorm's eps (--norm-eps)
+    double rope_theta;  // RoPE's base (--rope-theta)
+    int rope_scaling;   // RopeScaling (--rope-scaling)
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;  // llama3 scaling
     int rope_original_context;  // llama3 scaling's original_max_position_embeddings
 };
@@ -174,8 +174,7 @@ inline const char* llama_config_error(const LlamaConfig* l, const GPTConfig* c, 
     else if (!(l->rope_theta > 1.0)) snprintf(msg, len, "--rope-theta must be > 1");
     else if (l->rope_scaling == ROPE_SCALING_LLAMA3 &&
              !(l->rope_factor >= 1.0 && l->rope_low_freq_factor > 0.0 &&
-               l->rope_high_freq_factor > l->rope_low_freq_factor &&
-               l->rope_original_context > 0))
+               l->rope_high_freq_factor > l->rope_low_freq_factor && l->rope_original_context > 0))
         snprintf(msg, len,
                  "--rope-scaling llama3 needs --rope-factor >= 1, --rope-high-freq-factor > "
                  "--rope-low-freq-factor > 0 and --rope-original-context > 0");
@@ -264,9 +263,9 @@ static const char* const LAYER_TENSOR_NAMES[NUM_LAYER_TENSORS] = {
 
 // A block's tensors in layout order, per kind (the last two, QK-norm's, only with --qk-norm).
 // Llama's: ln1.w and ln2.w are its RMSNorms' scales, mlp.proj.w its down matrix (w2).
-static const int GPT2_BLOCK_TENSORS[] = {LN1_W,     LN1_B,     QKV_W, QKV_B,    ATTPROJ_W,
-                                         ATTPROJ_B, LN2_W,     LN2_B, FC_W,     FC_B,
-                                         FCPROJ_W,  FCPROJ_B,  Q_NORM_W, K_NORM_W};
+static const int GPT2_BLOCK_TENSORS[] = {LN1_W,     LN1_B,    QKV_W,    QKV_B,   ATTPROJ_W,
+                                         ATTPROJ_B, LN2_W,    LN2_B,    FC_W,    FC_B,
+                                         FCPROJ_W,  FCPROJ_B, Q_NORM_W, K_NORM_W};
 static const int LLAMA_BLOCK_TENSORS[] = {LN1_W,  Q_W,  K_W,      V_W,      ATTPROJ_W, LN2_W,
                                           GATE_W, UP_W, FCPROJ_W, Q_NORM_W, K_NORM_W};
 
@@ -372,7 +371,7 @@ struct ParamIndex {
     int blocks;        // L
     int block_first;   // block l's tensor `which` is block_first + l * per_block + slot[which]
     int per_block;     // tensors of a block: its kind's table, less 2 without QK-norm
-    int slot[NUM_LAYER_TENSORS];  // a LayerTensor's place in the block (-1: this kind has none)
+    int slot[NUM_LAYER_TENSORS];   // a LayerTensor's place in the block (-1: this kind has none)
     int which[NUM_LAYER_TENSORS];  // the LayerTensor at each place
 };
 
@@ -482,12 +481,12 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         int rows, cols, split, parts;
     };
     const BlockTensor shapes[NUM_LAYER_TENSORS] = {
-        {C, 0, TP_REPLICATED, 1},     {C, 0, TP_REPLICATED, 1}, {s->qkv, C, TP_ROWS, 3},
-        {s->qkv, 0, TP_ROWS, 3},      {C, s->att, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
-        {C, 0, TP_REPLICATED, 1},     {C, 0, TP_REPLICATED, 1}, {s->mlp, C, TP_ROWS, 1},
-        {s->mlp, 0, TP_ROWS, 1},      {C, s->mlp, TP_COLS, 1},  {C, 0, TP_REPLICATED, 1},
-        {HS, 0, TP_REPLICATED, 1},    {HS, 0, TP_REPLICATED, 1}, {s->att, C, TP_ROWS, 1},
-        {s->kv_att, C, TP_ROWS, 1},   {s->kv_att, C, TP_ROWS, 1}, {s->mlp, C, TP_ROWS, 1},
+        {C, 0, TP_REPLICATED, 1},   {C, 0, TP_REPLICATED, 1},   {s->qkv, C, TP_ROWS, 3},
+        {s->qkv, 0, TP_ROWS, 3},    {C, s->att, TP_COLS, 1},    {C, 0, TP_REPLICATED, 1},
+        {C, 0, TP_REPLICATED, 1},   {C, 0, TP_REPLICATED, 1},   {s->mlp, C, TP_ROWS, 1},
+        {s->mlp, 0, TP_ROWS, 1},    {C, s->mlp, TP_COLS, 1},    {C, 0, TP_REPLICATED, 1},
+        {HS, 0, TP_REPLICATED, 1},  {HS, 0, TP_REPLICATED, 1},  {s->att, C, TP_ROWS, 1},
+        {s->kv_att, C, TP_ROWS, 1}, {s->kv_att, C, TP_ROWS, 1}, {s->mlp, C, TP_ROWS, 1},
         {s->mlp, C, TP_ROWS, 1}};
     at->block_first = index;
     for (int l = 0; l < L; l++) {
@@ -520,9 +519,10 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
             const ParamTensor* a = &layout->tensors[block_tensor(at, l, pair)];
             const ParamTensor* b = &layout->tensors[block_tensor(at, l, pair + 1)];
             if (a->numel > 0 && a->offset + a->numel != b->offset)
-                fatal("%s and %s are not adjacent in the parameter buffer (%zu elements are not "
-                      "a multiple of %zu: change --mlp-hidden or --embd)",
-                      a->name, b->name, a->numel, TENSOR_ALIGN);
+                fatal(
+                    "%s and %s are not adjacent in the parameter buffer (%zu elements are not "
+                    "a multiple of %zu: change --mlp-hidden or --embd)",
+                    a->name, b->name, a->numel, TENSOR_ALIGN);
         }
 }
 
@@ -600,12 +600,11 @@ struct ActivationInfo {
 #define ACT(f) #f, offsetof(LayerActivations, f)
 static const ActivationInfo BLOCK_ACTIVATIONS[] = {
     {ACT(ln1), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_NONE, "the qkv weight gradient"},
-    {ACT(ln1_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward", 0, 0,
-     0, 0, true},
+    {ACT(ln1_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward", 0, 0, 0,
+     0, true},
     {ACT(ln1_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln1 backward"},
     {ACT(qkv), false, 0, 0, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward", 1},
-    {ACT(qk_raw), false, 0, 0, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward", 0,
-     1},
+    {ACT(qk_raw), false, 0, 0, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward", 0, 1},
     {ACT(qk_rstd), true, 0, 0, 0, 0, 0, false, true, RECOMPUTE_SELECTIVE, "QK-norm backward", 0, 0,
      1},
     {ACT(atty), false, 0, 1, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE,
@@ -613,8 +612,8 @@ static const ActivationInfo BLOCK_ACTIVATIONS[] = {
     {ACT(lse), true, 0, 0, 1, 0, 0, false, false, RECOMPUTE_SELECTIVE, "attention backward"},
     {ACT(residual2), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
     {ACT(ln2), false, 1, 0, 0, 0, 0, true, false, RECOMPUTE_NONE, "the mlp.fc weight gradient"},
-    {ACT(ln2_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward", 0, 0,
-     0, 0, true},
+    {ACT(ln2_mean), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward", 0, 0, 0,
+     0, true},
     {ACT(ln2_rstd), true, 0, 0, 0, 0, 0, true, false, RECOMPUTE_SELECTIVE, "ln2 backward"},
     {ACT(fch), false, 0, 0, 0, 0, 0, false, false, RECOMPUTE_SELECTIVE, "GELU backward", 0, 0, 0,
      1},
@@ -628,12 +627,11 @@ constexpr int NUM_BLOCK_ACTIVATIONS = sizeof(BLOCK_ACTIVATIONS) / sizeof(BLOCK_A
 
 // Values per row of an activation (a mean or rstd: 1).
 inline size_t activation_width(const ActivationInfo* info, const ModelShapes* s) {
-    const size_t width = (size_t)info->c * s->C + (size_t)info->att * s->att +
-                         (size_t)info->heads * s->heads + (size_t)info->mlp * s->mlp +
-                         (size_t)info->vocab * s->vocab + (size_t)info->qkv * s->qkv +
-                         (size_t)info->qk * (s->att + s->kv_att) +
-                         (size_t)info->qk_heads * (s->heads + s->kv_heads) +
-                         (size_t)info->fc * s->fc;
+    const size_t width =
+        (size_t)info->c * s->C + (size_t)info->att * s->att + (size_t)info->heads * s->heads +
+        (size_t)info->mlp * s->mlp + (size_t)info->vocab * s->vocab + (size_t)info->qkv * s->qkv +
+        (size_t)info->qk * (s->att + s->kv_att) +
+        (size_t)info->qk_heads * (s->heads + s->kv_heads) + (size_t)info->fc * s->fc;
     return width > 0 ? width : 1;
 }
 
@@ -1071,8 +1069,7 @@ __global__ void column_partials_kernel(float* partials, const floatX* dout, cons
         float d = (float)dout[(size_t)row * C + c];
         sum_d += d;
         if (inp)
-            sum_dx +=
-                d * ((float)inp[(size_t)row * C + c] - (mean ? mean[row] : 0.0f)) * rstd[row];
+            sum_dx += d * ((float)inp[(size_t)row * C + c] - (mean ? mean[row] : 0.0f)) * rstd[row];
     }
     if (inp) partials[((size_t)chunk * 2 + 0) * C + c] = sum_dx;
     partials[((size_t)chunk * 2 + 1) * C + c] = sum_d;
@@ -1156,8 +1153,7 @@ __global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float*
             for (int p = lane; p < packs; p += 32) {
                 x128 va = load128(x + p * x128::size),
                      vb = load128(b + (size_t)row * C + p * x128::size), s;
-                for (int k = 0; k < x128::size; k++)
-                    s[k] = (floatX)((float)va[k] + (float)vb[k]);
+                for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
                 store128(r + p * x128::size, s);
             }
             x = r;
@@ -1187,8 +1183,8 @@ inline void rmsnorm_forward(floatX* residual_out, floatX* out, float* rstd, cons
 }
 
 // The output of an rmsnorm_forward again, from its input x and its saved rstd.
-inline void rmsnorm_recompute(floatX* out, const float* rstd, const floatX* x,
-                              const floatX* weight, int N, int C, cudaStream_t stream) {
+inline void rmsnorm_recompute(floatX* out, const float* rstd, const floatX* x, const floatX* weight,
+                              int N, int C, cudaStream_t stream) {
     rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
         nullptr, out, (float*)rstd, x, nullptr, weight, N, C, 0.0f, true);
     CUDA_CHECK_LAUNCH();
@@ -1246,17 +1242,18 @@ inline void rmsnorm_backward(floatX* dinp, floatX* dweight, float* partials, con
 // (GPT-2: KVH = NH). qkv is (B,T,qkv_width), qkv_width = (NH + 2 KVH) HS, with q of head h at
 // columns h*HS, k and v of kv head kh at att_width + kh*HS and att_width + KVH*HS + kh*HS; the
 // output is (B,T,att_width) with head h at columns h*HS. The dK/dV pass runs one block per kv
-// head, which sums the G query heads' contributions in head order (no atomics). A block of ATT_THREADS threads owns consecutive rows (queries in the
-// forward and dQ passes, keys in the dK/dV pass) of one (batch, head). A row belongs to a group of
-// G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane g of the group owns the 16-byte packs
-// g, g + G, ... of the row (ATT_LANE_DIMS of the HS dimensions) and keeps its part of the row and
-// of the row's accumulators in registers, so a group reads and writes a row with contiguous 128-bit
-// accesses. A dot product of two rows is the sum of the G lanes' partial sums, added by an xor
-// butterfly inside the group, which leaves the same bits in every lane of the group. The other side
-// (keys and values, or queries and output gradients) streams through shared memory in tiles of
-// ATT_TILE rows, kept as floatX (half the space of floats) and copied in 16-byte packs by the whole
-// block between two barriers; the lanes of a group read consecutive packs of a tile row and every
-// group of a warp reads the same tile row (a broadcast), so the reads have no bank conflicts.
+// head, which sums the G query heads' contributions in head order (no atomics). A block of
+// ATT_THREADS threads owns consecutive rows (queries in the forward and dQ passes, keys in the
+// dK/dV pass) of one (batch, head). A row belongs to a group of G = HS / ATT_LANE_DIMS adjacent
+// lanes of a warp: lane g of the group owns the 16-byte packs g, g + G, ... of the row
+// (ATT_LANE_DIMS of the HS dimensions) and keeps its part of the row and of the row's accumulators
+// in registers, so a group reads and writes a row with contiguous 128-bit accesses. A dot product
+// of two rows is the sum of the G lanes' partial sums, added by an xor butterfly inside the group,
+// which leaves the same bits in every lane of the group. The other side (keys and values, or
+// queries and output gradients) streams through shared memory in tiles of ATT_TILE rows, kept as
+// floatX (half the space of floats) and copied in 16-byte packs by the whole block between two
+// barriers; the lanes of a group read consecutive packs of a tile row and every group of a warp
+// reads the same tile row (a broadcast), so the reads have no bank conflicts.
 
 constexpr int ATT_THREADS = 256;  // threads per block
 
@@ -1503,7 +1500,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
             const int count = min(ATT_TILE, T - q_first);
             __syncthreads();  // every thread is done with the previous tile
             att_load_tiles<HS>(q_tile, do_tile, base + h * HS, qkv_width,
-                               dout + (size_t)b * T * att_width + h * HS, att_width, q_first, count);
+                               dout + (size_t)b * T * att_width + h * HS, att_width, q_first,
+                               count);
             if ((int)threadIdx.x < count) {
                 lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
                 delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
@@ -1906,8 +1904,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dkv_mma_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                      const floatX* qkv, const float* lse, int T, int NH,
-                                      int KVH) {
+                                      const floatX* qkv, const float* lse, int T, int NH, int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BQ = A::bwd_tile, NT = BQ / 8, TILE = BQ * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -2150,8 +2147,9 @@ inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t s
 // The forward pass keeps x (qk_raw) and r (qk_rstd) for the backward pass, which turns the
 // attention's dq, dk into the gradients of the projection's q, k, in place in dqkv.
 // A "vector" is one head's q or k of one row: vector v = row * (NH + KVH) + j, q of head j < NH
-// or k of kv head j - NH (GPT-2: KVH = NH), at column j * HS of the row. A group of G = HS / x128::size lanes (4 to 32, aligned in the warp) owns a vector,
-// one 16-byte pack per lane, and sums over the group with warp_group_sum.
+// or k of kv head j - NH (GPT-2: KVH = NH), at column j * HS of the row. A group of G = HS /
+// x128::size lanes (4 to 32, aligned in the warp) owns a vector, one 16-byte pack per lane, and
+// sums over the group with warp_group_sum.
 
 constexpr float QK_NORM_EPS = 1e-6f;
 constexpr int QK_NORM_THREADS = 256;
@@ -2294,7 +2292,7 @@ inline RopeFreqs rope_freqs(const LlamaConfig* l, int HS) {
             const double low_wavelen = old / l->rope_low_freq_factor;
             const double high_wavelen = old / l->rope_high_freq_factor;
             if (wavelen > low_wavelen) {
-                inv /= l->rope_factor;  // low frequencies: interpolated
+                inv /= l->rope_factor;             // low frequencies: interpolated
             } else if (wavelen >= high_wavelen) {  // between: smoothly from one to the other
                 const double smooth = (old / wavelen - l->rope_low_freq_factor) /
                                       (l->rope_high_freq_factor - l->rope_low_freq_factor);
@@ -2325,11 +2323,11 @@ __global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, int N, int T, int NH, 
 
 // In place on q and k of qkv (N rows of sequences of T, (NH + 2 KVH) HS wide): forward rotates
 // them; backward turns their gradients in dqkv back.
-inline void rope_forward(floatX* qkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH,
-                         int HS, cudaStream_t stream, float sign = 1.0f) {
+inline void rope_forward(floatX* qkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH, int HS,
+                         cudaStream_t stream, float sign = 1.0f) {
     const size_t threads = (size_t)N * (NH + KVH) * (HS / 2);
-    rope_kernel<<<(int)ceil_div(threads, (size_t)256), 256, 0, stream>>>(qkv, *freqs, N, T, NH,
-                                                                        KVH, HS, sign);
+    rope_kernel<<<(int)ceil_div(threads, (size_t)256), 256, 0, stream>>>(qkv, *freqs, N, T, NH, KVH,
+                                                                         HS, sign);
     CUDA_CHECK_LAUNCH();
 }
 inline void rope_backward(floatX* dqkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH,
@@ -2373,8 +2371,7 @@ inline void swiglu_forward(floatX* out, const floatX* fch, int N, int H, cudaStr
 // dfch (N, 2H) = the gradients of [gate | up] from dout (N, H), the gradient of the output.
 inline void swiglu_backward(floatX* dfch, const floatX* dout, const floatX* fch, int N, int H,
                             cudaStream_t stream) {
-    swiglu_backward_kernel<<<grid_for((size_t)N * H, 256), 256, 0, stream>>>(dfch, dout, fch, N,
-                                                                             H);
+    swiglu_backward_kernel<<<grid_for((size_t)N * H, 256), 256, 0, stream>>>(dfch, dout, fch, N, H);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -3459,9 +3456,9 @@ inline bool is_llama(const GPT* m) { return m->config.llama.arch == ARCH_LLAMA; 
 
 // The block's norm, fused with the residual add before it (b not nullptr): GPT-2's LayerNorm,
 // or Llama's RMSNorm (no bias, no mean), forward, recomputed and backward.
-inline void norm_forward(const GPT* m, floatX* residual_out, floatX* out, float* mean,
-                         float* rstd, const floatX* a, const floatX* b, const floatX* weight,
-                         const floatX* bias, int N, int C, cudaStream_t st) {
+inline void norm_forward(const GPT* m, floatX* residual_out, floatX* out, float* mean, float* rstd,
+                         const floatX* a, const floatX* b, const floatX* weight, const floatX* bias,
+                         int N, int C, cudaStream_t st) {
     if (is_llama(m))
         return rmsnorm_forward(residual_out, out, rstd, a, b, weight, N, C,
                                (float)m->config.llama.norm_eps, st);
@@ -3814,8 +3811,7 @@ inline const floatX* lm_head_backward(GPT* m) {
     return column_parallel_backward(&m->mm, fp8_lm_head(m), &m->tensor_parallel, acts->dlinear_in,
                                     param_grad(m, m->layout.index.lm_head), nullptr,
                                     acts->col_partials, acts->logits, lnf,
-                                    weight(m, m->layout.index.lm_head), N, s->C,
-                                    s->vocab);
+                                    weight(m, m->layout.index.lm_head), N, s->C, s->vocab);
 }
 
 // lnf, the norm after the last block (in its group): from dlnf to acts.dresidual, the gradient
@@ -3825,8 +3821,8 @@ inline void lnf_backward(GPT* m, const floatX* dlnf) {
     Activations* acts = &m->acts;
     norm_backward(m, acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
                   acts->col_partials, dlnf, acts->layers[at->blocks - 1].residual3, acts->lnf_mean,
-                  acts->lnf_rstd, weight(m, at->lnf_w), seq_rows(m, m->B * m->T), m->shape.C,
-                  false, m->stream);
+                  acts->lnf_rstd, weight(m, at->lnf_w), seq_rows(m, m->B * m->T), m->shape.C, false,
+                  m->stream);
 }
 
 // Blocks [first, end) backward, from the gradient of block end-1's output in acts.dresidual to

@@ -285,10 +285,10 @@ struct TrainConfig {
     int log_attn_logits;            // log the largest attention logit of every layer
     int log_layer_norms;            // log every layer's gradient norm
     int log_update_ratio;           // log ||dW|| / ||W|| per tensor group
-    char arch[8];           // ModelArch: gpt2 or llama
-    char rope_scaling[8];   // RopeScaling: none or llama3
-    int mlp_multiple_of;    // Llama's SwiGLU width rule
-    int tie_embeddings;     // Llama: 1 the lm head is wte
+    char arch[8];                   // ModelArch: gpt2 or llama
+    char rope_scaling[8];           // RopeScaling: none or llama3
+    int mlp_multiple_of;            // Llama's SwiGLU width rule
+    int tie_embeddings;             // Llama: 1 the lm head is wte
     int help;
 };
 
@@ -370,15 +370,14 @@ static const Flag FLAGS[] = {
     {"--arch", FLAG_STRING, STRING_FIELD(arch), "gpt2", 0, 0, "gpt2|llama", FLAG_IDENTITY,
      "the block: gpt2 (LayerNorm, learned positions, GELU, biases, lm head tied to wte) or llama "
      "(RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases, no wpe)"},
-    {"--kv-heads", FLAG_INT, FIELD(model.llama.kv_heads), "0", NON_NEGATIVE, nullptr,
-     FLAG_IDENTITY,
+    {"--kv-heads", FLAG_INT, FIELD(model.llama.kv_heads), "0", NON_NEGATIVE, nullptr, FLAG_IDENTITY,
      "llama: key/value heads KVH, dividing --heads, each serving heads/KVH query heads (1: "
      "multi-query; 0: --heads)"},
     {"--mlp-hidden", FLAG_INT, FIELD(model.llama.mlp_hidden), "0", NON_NEGATIVE, nullptr,
      FLAG_IDENTITY,
      "llama: SwiGLU's hidden units (0: int(2/3 x 4C) rounded up to --mlp-multiple-of)"},
-    {"--mlp-multiple-of", FLAG_INT, FIELD(mlp_multiple_of), "256", POSITIVE, nullptr,
-     FLAG_IDENTITY, "llama: --mlp-hidden 0 rounds up to a multiple of this"},
+    {"--mlp-multiple-of", FLAG_INT, FIELD(mlp_multiple_of), "256", POSITIVE, nullptr, FLAG_IDENTITY,
+     "llama: --mlp-hidden 0 rounds up to a multiple of this"},
     {"--norm-eps", FLAG_DOUBLE, FIELD(model.llama.norm_eps), "1e-5", 0, 1, nullptr, FLAG_IDENTITY,
      "llama: RMSNorm's eps"},
     {"--rope-theta", FLAG_DOUBLE, FIELD(model.llama.rope_theta), "10000", 0, INFINITY, nullptr,
@@ -394,8 +393,7 @@ static const Flag FLAGS[] = {
     {"--rope-high-freq-factor", FLAG_DOUBLE, FIELD(model.llama.rope_high_freq_factor), "4", 0,
      INFINITY, nullptr, FLAG_IDENTITY, "--rope-scaling llama3: high_freq_factor"},
     {"--rope-original-context", FLAG_INT, FIELD(model.llama.rope_original_context), "8192",
-     POSITIVE, nullptr, FLAG_IDENTITY,
-     "--rope-scaling llama3: original_max_position_embeddings"},
+     POSITIVE, nullptr, FLAG_IDENTITY, "--rope-scaling llama3: original_max_position_embeddings"},
     {"--tie-embeddings", FLAG_INT, FIELD(tie_embeddings), "1", 0, 1, nullptr, FLAG_IDENTITY,
      "llama: 1 the lm head is wte; 0 a tensor of its own (gpt2 is always tied)"},
     {"--qk-norm", FLAG_SWITCH, FIELD(model.qk_norm), "off", 0, 0, nullptr, FLAG_IDENTITY,
@@ -693,7 +691,8 @@ inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) 
         return msg;
     }
     if (l->kv_heads == 0) l->kv_heads = tc->model.heads;
-    if (l->mlp_hidden == 0) l->mlp_hidden = llama_mlp_hidden(tc->model.channels, tc->mlp_multiple_of);
+    if (l->mlp_hidden == 0)
+        l->mlp_hidden = llama_mlp_hidden(tc->model.channels, tc->mlp_multiple_of);
     l->untied_head = !tc->tie_embeddings;
     return llama_refusal(tc, msg, len);
 }
@@ -1246,9 +1245,10 @@ inline void init_from_shape(TrainConfig* tc, const Tokenizer* tok) {
         LlamaConfig* l = &tc->model.llama;
         if ((l->kv_heads && l->kv_heads != fl->kv_heads) ||
             (l->mlp_hidden && l->mlp_hidden != fl->mlp_hidden))
-            fatal("--kv-heads %d or --mlp-hidden %d contradicts --init-from %s, whose model has %d "
-                  "and %d (leave them out)",
-                  l->kv_heads, l->mlp_hidden, path, fl->kv_heads, fl->mlp_hidden);
+            fatal(
+                "--kv-heads %d or --mlp-hidden %d contradicts --init-from %s, whose model has %d "
+                "and %d (leave them out)",
+                l->kv_heads, l->mlp_hidden, path, fl->kv_heads, fl->mlp_hidden);
         snprintf(tc->arch, sizeof(tc->arch), "llama");
         snprintf(tc->rope_scaling, sizeof(tc->rope_scaling), "%s",
                  fl->rope_scaling == ROPE_SCALING_LLAMA3 ? "llama3" : "none");

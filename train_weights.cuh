@@ -90,16 +90,26 @@ static const char* const HF_BLOCK_TENSORS[Q_NORM_W] = {
 // Our Llama block tensors' names in a Hugging Face Llama (QK-norm has none), by LayerTensor.
 inline const char* hf_llama_block_tensor(int which) {
     switch (which) {
-        case LN1_W: return "input_layernorm.weight";
-        case Q_W: return "self_attn.q_proj.weight";
-        case K_W: return "self_attn.k_proj.weight";
-        case V_W: return "self_attn.v_proj.weight";
-        case ATTPROJ_W: return "self_attn.o_proj.weight";
-        case LN2_W: return "post_attention_layernorm.weight";
-        case GATE_W: return "mlp.gate_proj.weight";
-        case UP_W: return "mlp.up_proj.weight";
-        case FCPROJ_W: return "mlp.down_proj.weight";
-        default: fatal("a Hugging Face Llama has no %s", LAYER_TENSOR_NAMES[which]);
+        case LN1_W:
+            return "input_layernorm.weight";
+        case Q_W:
+            return "self_attn.q_proj.weight";
+        case K_W:
+            return "self_attn.k_proj.weight";
+        case V_W:
+            return "self_attn.v_proj.weight";
+        case ATTPROJ_W:
+            return "self_attn.o_proj.weight";
+        case LN2_W:
+            return "post_attention_layernorm.weight";
+        case GATE_W:
+            return "mlp.gate_proj.weight";
+        case UP_W:
+            return "mlp.up_proj.weight";
+        case FCPROJ_W:
+            return "mlp.down_proj.weight";
+        default:
+            fatal("a Hugging Face Llama has no %s", LAYER_TENSOR_NAMES[which]);
     }
 }
 
@@ -201,8 +211,8 @@ inline GPTConfig hf_llama_shape(const JsonValue* config, const std::string& path
     l->untied_head = tie != nullptr && !tie->boolean;  // LlamaConfig's default: tied
     const JsonValue* scaling = json_get(config, "rope_scaling");
     if (scaling != nullptr && scaling->kind != JSON_NULL) {
-        const JsonValue* type = scaling->kind == JSON_OBJECT ? json_get(scaling, "rope_type")
-                                                             : nullptr;
+        const JsonValue* type =
+            scaling->kind == JSON_OBJECT ? json_get(scaling, "rope_type") : nullptr;
         if (type == nullptr) type = json_get(scaling, "type");
         if (type == nullptr || type->kind != JSON_STRING || type->text != "llama3")
             fatal("%s: rope_scaling is not llama3's, the one scaling this trainer computes",
@@ -236,10 +246,10 @@ inline GPTConfig hf_shape(const char* dir) {
         for (const JsonValue& a : archs->items)
             gpt2 |= a.kind == JSON_STRING && (a.text == "GPT2LMHeadModel" || a.text == "GPT2Model");
     if (!gpt2)
-        fatal("%s: model_type %s is neither GPT-2's (gpt2) nor Llama's (llama), the architectures "
-              "read here",
-              path.c_str(),
-              type && type->kind == JSON_STRING ? type->text.c_str() : "(none)");
+        fatal(
+            "%s: model_type %s is neither GPT-2's (gpt2) nor Llama's (llama), the architectures "
+            "read here",
+            path.c_str(), type && type->kind == JSON_STRING ? type->text.c_str() : "(none)");
     auto text_is = [&](const char* key, const char* a, const char* b, const char* expected) {
         const JsonValue* v = json_get(&config, key);
         if (v == nullptr) return;  // GPT2Config's default, which is GPT-2's
@@ -415,7 +425,7 @@ inline void read_hf_tensors(const GPT* m, const char* dir, float* values) {
             };
             if (ends_with(".attn.bias") || ends_with(".attn.masked_bias") ||
                 ends_with(".rotary_emb.inv_freq"))
-                continue;  // buffers
+                continue;                 // buffers
             if (n == "lm_head.weight") {  // tied: it must be wte
                 const size_t count = (size_t)c->vocab * c->channels;
                 staged.resize(count);
@@ -579,8 +589,8 @@ inline void export_hf(const GPT* m, const float* values, const char* dir, const 
     for (int i = 0; i < logical->count; i++) {
         const ParamTensor* t = &logical->tensors[i];
         bool transposed;
-        const std::string name = (llama ? "" : "transformer.") +
-                                 hf_tensor_name(c, &logical->index, i, &transposed);
+        const std::string name =
+            (llama ? "" : "transformer.") + hf_tensor_name(c, &logical->index, i, &transposed);
         const float* data = values + t->offset;
         if (transposed) {  // (out, in) -> Conv1D's (in, out)
             std::vector<float> copy(t->numel);
@@ -623,12 +633,12 @@ inline void export_hf(const GPT* m, const float* values, const char* dir, const 
         put("rms_norm_eps", number(l->norm_eps));
         put("rope_theta", number(l->rope_theta));
         if (l->rope_scaling == ROPE_SCALING_LLAMA3)
-            put("rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": " +
-                                    number(l->rope_factor) +
-                                    ", \"low_freq_factor\": " + number(l->rope_low_freq_factor) +
-                                    ", \"high_freq_factor\": " + number(l->rope_high_freq_factor) +
-                                    ", \"original_max_position_embeddings\": " +
-                                    std::to_string(l->rope_original_context) + "}");
+            put("rope_scaling",
+                "{\"rope_type\": \"llama3\", \"factor\": " + number(l->rope_factor) +
+                    ", \"low_freq_factor\": " + number(l->rope_low_freq_factor) +
+                    ", \"high_freq_factor\": " + number(l->rope_high_freq_factor) +
+                    ", \"original_max_position_embeddings\": " +
+                    std::to_string(l->rope_original_context) + "}");
         else put("rope_scaling", "null");
         put("attention_bias", "false");
         put("mlp_bias", "false");

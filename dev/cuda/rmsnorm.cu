@@ -130,9 +130,8 @@ static void bench(const Options* o) {
     rmsnorm_forward(residual, out, rstd, a, b, w, N, C, 1e-5f, 0);
     // forward: read a, b, write the residual and out; backward: read x and dout twice (dx, then
     // the column sums), read and write dinp
-    bench_variants(o, "rmsnorm forward", VARIANTS, NUM_VARIANTS, 4.0 * bytes, 0.0, [&](int) {
-        rmsnorm_forward(residual, out, rstd, a, b, w, N, C, 1e-5f, 0);
-    });
+    bench_variants(o, "rmsnorm forward", VARIANTS, NUM_VARIANTS, 4.0 * bytes, 0.0,
+                   [&](int) { rmsnorm_forward(residual, out, rstd, a, b, w, N, C, 1e-5f, 0); });
     bench_variants(o, "rmsnorm backward", VARIANTS, NUM_VARIANTS, 6.0 * bytes, 0.0, [&](int) {
         rmsnorm_backward(dinp, dw, partials, dout, residual, rstd, w, N, C, true, 0);
     });
@@ -149,12 +148,13 @@ int main(int argc, char** argv) {
     };
     // odd rows (a partly empty last block, 70 rows: 3 column-sum chunks), widths from one pack
     // per lane to several; a small amplitude makes mean(x^2) comparable to eps
-    std::vector<Shape> shapes = {{1, 64, 1.0f, 1e-5}, {7, 256, 1.0f, 1e-6}, {70, 768, 1.0f, 1e-5},
-                                 {9, 128, 1e-3f, 1e-5}};
+    std::vector<Shape> shapes = {
+        {1, 64, 1.0f, 1e-5}, {7, 256, 1.0f, 1e-6}, {70, 768, 1.0f, 1e-5}, {9, 128, 1e-3f, 1e-5}};
     if (!o.small) shapes.insert(shapes.end(), {{4096, 1024, 1.0f, 1e-5}, {1025, 4096, 1.0f, 1e-5}});
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++)
-        failures += check_shape(shapes[s].N, shapes[s].C, shapes[s].amplitude, shapes[s].eps, 900 + s);
+        failures +=
+            check_shape(shapes[s].N, shapes[s].C, shapes[s].amplitude, shapes[s].eps, 900 + s);
     if (o.bench) bench(&o);
     return finish("rmsnorm", failures);
 }

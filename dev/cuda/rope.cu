@@ -16,7 +16,8 @@
 #include "../../train_gpt.cu"
 #include "common.h"
 
-static const char* const VARIANTS[] = {"train_gpt.cu rope_forward / rope_backward (thread per pair)"};
+static const char* const VARIANTS[] = {
+    "train_gpt.cu rope_forward / rope_backward (thread per pair)"};
 constexpr int NUM_VARIANTS = 1;
 
 // f_i in float64 from the rule (not rope_freqs): theta^(-2i/HS), llama3-rescaled when asked.
@@ -95,7 +96,8 @@ static int check_shape(int N, int T, int NH, int KVH, int HS, const LlamaConfig*
 static void bench(const Options* o) {
     const int N = o->small ? 64 : 8 * 1024, T = 1024, NH = 32, KVH = 8, HS = 128;
     char shape[128];
-    snprintf(shape, sizeof(shape), "N %d NH %d KVH %d HS %d (Llama 3 8B's attention)", N, NH, KVH, HS);
+    snprintf(shape, sizeof(shape), "N %d NH %d KVH %d HS %d (Llama 3 8B's attention)", N, NH, KVH,
+             HS);
     print_bench_intro(shape);
     LlamaConfig l = {ARCH_LLAMA, KVH, 14336, 0, 1e-5, 500000.0};
     const RopeFreqs freqs = rope_freqs(&l, HS);
@@ -112,18 +114,20 @@ int main(int argc, char** argv) {
     Options o = parse_options(argc, argv, NUM_VARIANTS, VARIANTS);
     print_header("rope");
     const LlamaConfig plain = {ARCH_LLAMA, 1, 1, 0, 1e-5, 10000.0};
-    const LlamaConfig llama3 = {ARCH_LLAMA, 1, 1, 0, 1e-5, 500000.0, ROPE_SCALING_LLAMA3,
-                                8.0,        1.0, 4.0, 16};
-    const LlamaConfig theta_llama3 = {ARCH_LLAMA, 1, 1, 0, 1e-5, 10000.0, ROPE_SCALING_LLAMA3,
-                                      4.0,        1.0, 2.0, 8};
+    const LlamaConfig llama3 = {ARCH_LLAMA,          1,   1,   0,   1e-5, 500000.0,
+                                ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16};
+    const LlamaConfig theta_llama3 = {ARCH_LLAMA,          1,   1,   0,   1e-5, 10000.0,
+                                      ROPE_SCALING_LLAMA3, 4.0, 1.0, 2.0, 8};
     struct Shape {
         int N, T, NH, KVH, HS;
         const LlamaConfig* l;
     };
     // positions up to 63, every head size, grouped (KVH < NH), multi-query and full heads;
     // llama3 scaling with an original context below T, so every frequency band is used
-    std::vector<Shape> shapes = {{24, 24, 2, 2, 32, &plain},  {40, 20, 4, 1, 64, &plain},
-                                 {64, 64, 4, 2, 128, &llama3}, {33, 33, 2, 1, 32, &theta_llama3}};
+    std::vector<Shape> shapes = {{24, 24, 2, 2, 32, &plain},
+                                 {40, 20, 4, 1, 64, &plain},
+                                 {64, 64, 4, 2, 128, &llama3},
+                                 {33, 33, 2, 1, 32, &theta_llama3}};
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++)
         failures += check_shape(shapes[s].N, shapes[s].T, shapes[s].NH, shapes[s].KVH, shapes[s].HS,

@@ -41,7 +41,8 @@ static int check_shape(int N, int H, float amplitude, uint64_t seed) {
             dfch_scale[at + H] = fabs(d * g * s);
         }
     floatX *d_fch = device_copy(fch), *d_dout = device_copy(dout);
-    floatX *d_out = device_poisoned<floatX>((size_t)N * H), *d_dfch = device_poisoned<floatX>(fch.size());
+    floatX *d_out = device_poisoned<floatX>((size_t)N * H),
+           *d_dfch = device_poisoned<floatX>(fch.size());
     printf("  N %d H %d amplitude %g\n", N, H, amplitude);
     swiglu_forward(d_out, d_fch, N, H, 0);
     swiglu_backward(d_dfch, d_dout, d_fch, N, H, 0);
@@ -60,7 +61,8 @@ static void bench(const Options* o) {
     uint64_t rng = 7;
     floatX* fch = device_copy(random_floatx((size_t)N * 2 * H, &rng, -3.0f, 3.0f));
     floatX* dout = device_copy(random_floatx((size_t)N * H, &rng, -1.0f, 1.0f));
-    floatX *out = device_poisoned<floatX>((size_t)N * H), *dfch = device_poisoned<floatX>((size_t)N * 2 * H);
+    floatX *out = device_poisoned<floatX>((size_t)N * H),
+           *dfch = device_poisoned<floatX>((size_t)N * 2 * H);
     const double bytes = (double)N * H * sizeof(floatX);
     // forward: read 2H, write H per row; backward: read 3H, write 2H
     bench_variants(o, "swiglu forward", VARIANTS, NUM_VARIANTS, 3.0 * bytes, 0.0,
