@@ -2,6 +2,9 @@
 // reference and timed. With p_ts = exp(score_ts - lse_t) (s <= t), dP_ts = dout_t . v_s,
 // D_t = dout_t . out_t and dS_ts = p_ts (dP_ts - D_t):
 //   dq_t = scale * sum_s dS_ts k_s,  dk_s = scale * sum_t dS_ts q_t,  dv_s = sum_t p_ts dout_t
+// Grouped-query attention (KVH kv heads, train_gpt.cu's (NH + 2 KVH) HS rows) is checked for
+// variants 2 and 3 against the reference of rows whose query heads share their group's k and v,
+// dk and dv summed over the group (attention_reference.h's gqa_* helpers).
 // Layout: qkv and dqkv (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
 // out, dout (B,T,C); lse (B,NH,T) float. out and lse come from the float64 forward reference,
 // rounded as the forward pass stores them, so this check does not depend on a forward kernel.
@@ -123,11 +126,13 @@ struct Inputs {  // host
     std::vector<float> lse;
 };
 
-static Inputs make_inputs(AttentionShape sh, uint64_t seed) {
+// Random inputs; kv_heads > 0: the query heads of a group share their k and v (gqa_share_kv).
+static Inputs make_inputs(AttentionShape sh, uint64_t seed, int kv_heads = 0) {
     uint64_t rng = seed;
     const size_t n_out = (size_t)sh.B * sh.T * sh.NH * sh.HS;
     Inputs in;
     in.qkv = random_floatx(3 * n_out, &rng, -2.0f, 2.0f);
+    if (kv_heads > 0) gqa_share_kv(&in.qkv, sh, kv_heads);
     in.dout = random_floatx(n_out, &rng, -1.0f, 1.0f);
     AttentionReference fwd = attention_forward_reference(in.qkv, sh);
     for (double o : fwd.out) in.out.push_back((floatX)(float)o);
@@ -243,6 +248,35 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     return failures;
 }
 
+// Grouped-query attention (KVH kv heads) on one shape, variants 2 and 3 (the naive variant has
+// no kv heads): dq against the reference of the expanded rows, dk and dv against the sums of
+// their query heads' (gqa_compact_grad), scales summed likewise; returns the failure count.
+static int check_gqa_shape(const Options* o, AttentionShape sh, int KVH, uint64_t seed) {
+    Inputs in = make_inputs(sh, seed, KVH);
+    std::vector<double> expanded, expanded_scale;
+    reference(&in, sh, &expanded, &expanded_scale);
+    const std::vector<double> ref = gqa_compact_grad(expanded, sh, KVH);
+    const std::vector<double> scale = gqa_compact_grad(expanded_scale, sh, KVH);
+    const std::vector<floatX> qkv = gqa_compact(in.qkv, sh, KVH);
+    Buffers d = {device_copy(qkv),         device_copy(in.out), device_copy(in.dout),
+                 device_poisoned<floatX>(qkv.size()), device_copy(in.lse),
+                 device_poisoned<float>(in.lse.size())};
+    int failures = 0;
+    for (int v = 2; v <= NUM_VARIANTS; v++) {
+        if (!variant_selected(o, v)) continue;
+        CUDA_CHECK(cudaMemset(d.dqkv, 0xff, qkv.size() * sizeof(floatX)));
+        attention_backward(d.dqkv, d.delta, d.dout, d.out, d.qkv, d.lse, sh.B, sh.T, sh.NH, KVH,
+                           sh.HS, 0, v == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        printf("  variant %d B %d T %d NH %d KVH %d HS %d (grouped-query)\n", v, sh.B, sh.T, sh.NH,
+               KVH, sh.HS);
+        failures += !check_close("dqkv", host_floats(d.dqkv, qkv.size()), ref, scale,
+                                 v == 3 ? TOL_MMA : TOL);
+    }
+    free_buffers(&d);
+    return failures;
+}
+
 static void bench(const Options* o) {
     for (AttentionShape sh : bench_shapes(o)) {
         const std::string label = bench_label("attention_backward", sh);
@@ -266,6 +300,14 @@ int main(int argc, char** argv) {
         shapes.insert(shapes.end(), {{2, 256, 12, 64}, {1, 333, 4, 128}, {2, 512, 4, 32}});
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s], 400 + s);
+    // grouped-query attention: 2 kv heads of 4, multi-query (1 of 3, 1 of 2), 2 of 8; every head
+    // size, partial tiles
+    const struct {
+        AttentionShape sh;
+        int KVH;
+    } gqa[] = {{{2, 37, 4, 32}, 2}, {{1, 70, 3, 64}, 1}, {{1, 65, 2, 128}, 1}, {{1, 40, 8, 64}, 2}};
+    for (size_t s = 0; s < sizeof(gqa) / sizeof(gqa[0]); s++)
+        failures += check_gqa_shape(&o, gqa[s].sh, gqa[s].KVH, 450 + s);
     if (o.bench) bench(&o);
     return finish("attention_backward", failures);
 }

@@ -4,6 +4,8 @@
 //   lse_t = log(sum_j exp(s_j))   (kept for the backward pass)
 // Layout: qkv (B,T,3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS (C = NH*HS);
 // out (B,T,C), head h at columns h*HS; lse (B,NH,T) float.
+// Grouped-query attention (KVH kv heads, train_gpt.cu's (NH + 2 KVH) HS rows) is checked for
+// variants 2 and 3 against the reference of rows whose query heads share their group's k and v.
 // Variants:
 //   1  one thread per (b, h, query): a max pass, then an exp-sum pass, all from global memory
 //   2  train_gpt.cu attention_forward on CUDA cores: flash style, HS/ATT_LANE_DIMS lanes per
@@ -129,6 +131,37 @@ static int check_shape(const Options* o, AttentionShape sh, uint64_t seed) {
     return failures;
 }
 
+// Grouped-query attention (KVH kv heads) on one shape, variants 2 and 3 (the naive variant has
+// no kv heads): against the reference of rows whose query heads share their group's k and v
+// (attention_reference.h's gqa_* helpers); returns the failure count.
+static int check_gqa_shape(const Options* o, AttentionShape sh, int KVH, uint64_t seed) {
+    uint64_t rng = seed;
+    const size_t n_out = (size_t)sh.B * sh.T * sh.NH * sh.HS, n_lse = (size_t)sh.B * sh.NH * sh.T;
+    std::vector<floatX> expanded = random_floatx(n_out * 3, &rng, -2.0f, 2.0f);
+    gqa_share_kv(&expanded, sh, KVH);
+    AttentionReference ref = attention_forward_reference(expanded, sh);
+    floatX* d_qkv = device_copy(gqa_compact(expanded, sh, KVH));
+    floatX* d_out = device_poisoned<floatX>(n_out);
+    float* d_lse = device_poisoned<float>(n_lse);
+    int failures = 0;
+    for (int v = 2; v <= NUM_VARIANTS; v++) {
+        if (!variant_selected(o, v)) continue;
+        CUDA_CHECK(cudaMemset(d_out, 0xff, n_out * sizeof(floatX)));
+        CUDA_CHECK(cudaMemset(d_lse, 0xff, n_lse * sizeof(float)));
+        attention_forward(d_out, d_lse, d_qkv, sh.B, sh.T, sh.NH, KVH, sh.HS, 0,
+                          v == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        printf("  variant %d B %d T %d NH %d KVH %d HS %d (grouped-query)\n", v, sh.B, sh.T, sh.NH,
+               KVH, sh.HS);
+        bool ok = check_close("out", host_floats(d_out, n_out), ref.out, ref.out_scale,
+                              v == 3 ? TOL_OUT_MMA : TOL_OUT);
+        ok &= check_close("lse", host_floats(d_lse, n_lse), ref.lse, ref.lse_scale, TOL_LSE);
+        failures += !ok;
+    }
+    device_free({d_qkv, d_out, d_lse});
+    return failures;
+}
+
 static void bench(const Options* o) {
     for (AttentionShape sh : bench_shapes(o)) {
         const std::string label = bench_label("attention_forward", sh);
@@ -155,6 +188,13 @@ int main(int argc, char** argv) {
         shapes.insert(shapes.end(), {{2, 512, 12, 64}, {1, 777, 4, 128}, {2, 1024, 4, 32}});
     int failures = 0;
     for (size_t s = 0; s < shapes.size(); s++) failures += check_shape(&o, shapes[s], 300 + s);
+    // grouped-query attention: 2 kv heads of 4, multi-query (1 of 3, 1 of 2), 2 of 8
+    const struct {
+        AttentionShape sh;
+        int KVH;
+    } gqa[] = {{{2, 37, 4, 32}, 2}, {{1, 70, 3, 64}, 1}, {{1, 65, 2, 128}, 1}, {{1, 40, 8, 64}, 2}};
+    for (size_t s = 0; s < sizeof(gqa) / sizeof(gqa[0]); s++)
+        failures += check_gqa_shape(&o, gqa[s].sh, gqa[s].KVH, 350 + s);
     if (o.bench) bench(&o);
     return finish("attention_forward", failures);
 }

@@ -41,6 +41,53 @@ inline std::string bench_label(const char* harness, AttentionShape sh) {
     return s;
 }
 
+// Grouped-query attention (Llama's --kv-heads): KVH kv heads, query head h reading kv head
+// h / (NH/KVH), in qkv rows (NH + 2 KVH) HS wide (train_gpt.cu's layout). The float64 reference
+// of such an attention is the reference above on the "expanded" rows (B,T,3C) in which every
+// query head's k and v are its kv head's; gqa_share_kv makes random rows so (each head's k and v
+// copied from the first head of its group), gqa_compact turns them into the kernels' layout, and
+// gqa_compact_grad the expanded gradient into the kernels' one (dk and dv of a kv head: the sum
+// of its query heads').
+inline void gqa_share_kv(std::vector<floatX>* qkv, AttentionShape sh, int KVH) {
+    const int C = sh.NH * sh.HS, group = sh.NH / KVH;
+    for (size_t row = 0; row < (size_t)sh.B * sh.T; row++)
+        for (int part = 1; part <= 2; part++)
+            for (int h = 0; h < sh.NH; h++)
+                for (int d = 0; d < sh.HS; d++)
+                    (*qkv)[row * 3 * C + part * C + h * sh.HS + d] =
+                        (*qkv)[row * 3 * C + part * C + h / group * group * sh.HS + d];
+}
+
+template <class T>
+std::vector<T> gqa_compact_rows(const std::vector<T>& expanded, AttentionShape sh, int KVH,
+                                bool sum_group) {
+    const int C = sh.NH * sh.HS, group = sh.NH / KVH, width = (sh.NH + 2 * KVH) * sh.HS;
+    std::vector<T> out((size_t)sh.B * sh.T * width, T(0));
+    for (size_t row = 0; row < (size_t)sh.B * sh.T; row++) {
+        for (int c = 0; c < C; c++) out[row * width + c] = expanded[row * 3 * C + c];  // q
+        for (int part = 1; part <= 2; part++)
+            for (int h = 0; h < sh.NH; h++) {
+                if (!sum_group && h % group != 0) continue;  // one copy of the shared k and v
+                for (int d = 0; d < sh.HS; d++)
+                    out[row * width + C + (part - 1) * KVH * sh.HS + h / group * sh.HS + d] +=
+                        expanded[row * 3 * C + part * C + h * sh.HS + d];
+            }
+    }
+    return out;
+}
+
+inline std::vector<floatX> gqa_compact(const std::vector<floatX>& qkv, AttentionShape sh,
+                                       int KVH) {
+    std::vector<float> f(qkv.begin(), qkv.end());
+    std::vector<float> c = gqa_compact_rows(f, sh, KVH, false);
+    return std::vector<floatX>(c.begin(), c.end());  // the same values, exactly
+}
+
+inline std::vector<double> gqa_compact_grad(const std::vector<double>& dqkv, AttentionShape sh,
+                                            int KVH) {
+    return gqa_compact_rows(dqkv, sh, KVH, true);
+}
+
 struct AttentionReference {
     std::vector<double> out, out_scale, lse, lse_scale;
 };
