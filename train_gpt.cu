@@ -1,10 +1,13 @@
 /*
-train_gpt.cu: trains a GPT-2-style language model on one GPU or many, in one readable file.
+train_gpt.cu: trains a GPT-2-style language model on one GPU or many, in one readable file; with
+--arch llama its blocks are Llama's (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases,
+an untied lm head if asked).
 
 It holds, top to bottom: the model configuration; the parameter table (the layout of every
 tensor, and which optimizer updates it with what learning rate and weight decay) and the
-activation layout; every layer's forward and backward kernel (embedding, layernorm, flash-style
-causal attention, QK-norm, GELU, the fused softmax/cross-entropy/z-loss classifier); the step's
+activation layout; every layer's forward and backward kernel (embedding, layernorm, RMSNorm,
+flash-style causal attention with grouped-query heads, QK-norm, RoPE, GELU, SwiGLU, the fused
+softmax/cross-entropy/z-loss classifier); the step's
 monitors (the largest attention logit, log Z, per-layer gradient norms, update ratios); the forward
 pass, the backward pass and the update, a loop over the parameter table. The run around them
 (batches from token shards, validation, text samples, checkpoints, the log, the command line,

@@ -258,15 +258,16 @@ static int check_gqa_shape(const Options* o, AttentionShape sh, int KVH, uint64_
     const std::vector<double> ref = gqa_compact_grad(expanded, sh, KVH);
     const std::vector<double> scale = gqa_compact_grad(expanded_scale, sh, KVH);
     const std::vector<floatX> qkv = gqa_compact(in.qkv, sh, KVH);
-    Buffers d = {device_copy(qkv),         device_copy(in.out), device_copy(in.dout),
-                 device_poisoned<floatX>(qkv.size()), device_copy(in.lse),
-                 device_poisoned<float>(in.lse.size())};
+    Buffers d = {device_copy(qkv),     device_copy(in.out),
+                 device_copy(in.dout), device_poisoned<floatX>(qkv.size()),
+                 device_copy(in.lse),  device_poisoned<float>(in.lse.size())};
     int failures = 0;
     for (int v = 2; v <= NUM_VARIANTS; v++) {
         if (!variant_selected(o, v)) continue;
         CUDA_CHECK(cudaMemset(d.dqkv, 0xff, qkv.size() * sizeof(floatX)));
         attention_backward(d.dqkv, d.delta, d.dout, d.out, d.qkv, d.lse, sh.B, sh.T, sh.NH, KVH,
-                           sh.HS, 0, v == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
+                           sh.HS, 0,
+                           v == 2 ? AttentionPath::cuda_cores : AttentionPath::tensor_cores);
         CUDA_CHECK(cudaDeviceSynchronize());
         printf("  variant %d B %d T %d NH %d KVH %d HS %d (grouped-query)\n", v, sh.B, sh.T, sh.NH,
                KVH, sh.HS);

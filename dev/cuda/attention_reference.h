@@ -76,8 +76,7 @@ std::vector<T> gqa_compact_rows(const std::vector<T>& expanded, AttentionShape s
     return out;
 }
 
-inline std::vector<floatX> gqa_compact(const std::vector<floatX>& qkv, AttentionShape sh,
-                                       int KVH) {
+inline std::vector<floatX> gqa_compact(const std::vector<floatX>& qkv, AttentionShape sh, int KVH) {
     std::vector<float> f(qkv.begin(), qkv.end());
     std::vector<float> c = gqa_compact_rows(f, sh, KVH, false);
     return std::vector<floatX>(c.begin(), c.end());  // the same values, exactly
