@@ -1274,7 +1274,7 @@ int main(int argc, char** argv) {
     }
     Dump d;
     dump_load(&d, argv[1]);
-    TestSetup s;
+    TestSetup s = {};  // (zeros: a GPT-2 dump leaves config.llama as it is)
     s.config.vocab = (int)dump_scalar(&d, "config.vocab");
     s.config.padded_vocab = (int)dump_scalar(&d, "config.padded_vocab");
     s.config.context = (int)dump_scalar(&d, "config.context");
