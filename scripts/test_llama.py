@@ -20,7 +20,9 @@ sequences). Checks:
    1e-5 (losses, norms, final parameters: testlib.compare). Each run's checkpoint exported with
    --export-hf loads in transformers with our logits: its loss on the validation sequences
    equals the run's logged final validation loss within 1e-5.
-4. Refusals by name: --arch llama with --fp8, with --pp 2, --kv-heads that does not divide
+4. Resuming (bf16 build, Muon, an untied head, mpirun -np 2 --tp 2): a run resumed from its
+   step-2 checkpoint ends with the uninterrupted run's parameter hash, bit for bit.
+5. Refusals by name: --arch llama with --fp8, with --pp 2, --kv-heads that does not divide
    --heads, --tp 2 with 1 kv head.
 
 Usage: python3 scripts/test_llama.py [--bin-dir build/cpu]; exits 0 when every check passes.
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-from testlib import ROOT, check, compare, finish, logged_values, train
+from testlib import ROOT, check, compare, finish, logged_values, param_hash, resume, train
 from test_hf import B, T, hf_loss, logged_val_losses, make_data, same_tensors, trainer
 
 FP32_REL = 1e-5
@@ -140,7 +142,17 @@ def main():
             check(e <= FP32_REL, f"trained Llama checkpoint ({label}) -> --export-hf -> transformers: loss "
                   f"{got:.7f} vs our final val loss {final:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
 
-        # 4. refusals
+        # 4. resuming, bit for bit
+        tiny = ["--arch", "llama", "--vocab", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd",
+                "128", "--seq", str(T), "--batch", str(B), "--data", datas[256], "--val-every", "0", "--sample-len",
+                "0", "--tie-embeddings", "0", "--optimizer", "muon", "--lr", "1e-3", "--steps", "4", "--tp", "2"]
+        whole = train(bf16, 2, work, "resume_whole", tiny, ["--checkpoint-every", "2"])
+        resumed = resume(bf16, whole, 2, work, "resume_from2", tiny, [])
+        check("resuming from" in resumed[0] and param_hash(resumed[0], 2) == param_hash(whole[0], 2) is not None,
+              f"bf16 Llama (Muon, untied, tp 2) resumed at step 2: parameter hash {param_hash(resumed[0], 2)} vs "
+              f"the uninterrupted run's {param_hash(whole[0], 2)}")
+
+        # 5. refusals
         base = [fp32, "--arch", "llama", "--vocab", "256", "--layers", "1", "--heads", "2", "--embd", "64",
                 "--seq", "16", "--steps", "1"]
         for extra, want, ranks in ((["--fp8", "tensor"], "not built with --fp8", 0),
