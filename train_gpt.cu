@@ -3406,8 +3406,12 @@ inline void gpt_init_random(GPT* m, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The block (GPT-2's kind): its tensors (LayerTensor, in the parameter table), its activations
-// (LayerActivations, BLOCK_ACTIVATIONS), and below its forward and backward pass side by side.
+// The block (GPT-2's kind, or with --arch llama Llama's): its tensors (LayerTensor, in the
+// parameter table), its activations (LayerActivations, BLOCK_ACTIVATIONS), and below its forward
+// and backward pass side by side. The two kinds share the passes: they differ in the norm
+// (norm_forward: LayerNorm or RMSNorm), in RoPE after the qkv product (Llama), in the MLP's
+// activation (GELU or SwiGLU of [gate | up]), in the kv heads and in the biases (Llama: none,
+// block_weight gives nullptr).
 // The passes are loops over the blocks that call the per-block hooks (further below) around
 // each one; they see a block only through block_input, block_forward, norm_after_block and
 // block_backward.
