@@ -17,7 +17,8 @@ sequences). Checks:
 3. Training from the first folder (fp32, 4 steps): one process; mpirun -np 2 --tp 2 (kv heads
    split across the two ranks); mpirun -np 2 --zero 3 with B/2 sequences per rank; one process
    with --recompute full and with --recompute selective; all equal the single process within
-   1e-5 (losses, norms, final parameters: testlib.compare). Each run's checkpoint exported with
+   1e-5 (losses, norms, final parameters: testlib.compare); with Muon, mpirun -np 2 --zero 2
+   against one process likewise. Each run's checkpoint exported with
    --export-hf loads in transformers with our logits: its loss on the validation sequences
    equals the run's logged final validation loss within 1e-5.
 4. Resuming (bf16 build, Muon, an untied head, mpirun -np 2 --tp 2): a run resumed from its
@@ -132,6 +133,13 @@ def main():
             result = train(fp32, ranks, work, "ft_" + label.split()[-2] + label.split()[-1], ft, extra)
             compare(f"Llama training under {label} vs one process", result, single, 4)
             runs.append((label, result))
+        # Muon (q, k, v, o, gate, up, down each a matrix; k and v of 2 kv heads are 64 x 128) with
+        # ZeRO-2's whole-matrix shards against one process
+        muon = ["--optimizer", "muon", "--batch", str(B)]
+        single_muon = train(fp32, 0, work, "ft_muon", ft, muon)
+        zero2_muon = train(fp32, 2, work, "ft_muon_zero2", ft, ["--optimizer", "muon", "--batch", str(B // 2),
+                                                                 "--zero", "2"])
+        compare("Llama training with Muon under mpirun -np 2 --zero 2 vs one process", zero2_muon, single_muon, 4)
         for label, result in runs[:3]:
             out = os.path.join(work, "export_" + os.path.basename(result[2]))
             rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
