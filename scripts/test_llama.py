@@ -15,7 +15,7 @@ sequences). Checks:
 2. fp32 round trip: --init-from the folder, --export-hf: every tensor back bit for bit (names,
    shapes, values), and transformers loads the folder with the same loss.
 3. Training from the first folder (fp32, 4 steps): one process; mpirun -np 2 --tp 2 (kv heads
-   split across the two ranks); mpirun -np 2 --zero 3 with B/2 sequences per rank; one process
+   split across the two ranks), and with --sequence-parallel; mpirun -np 2 --zero 3 with B/2 sequences per rank; one process
    with --recompute full and with --recompute selective; all equal the single process within
    1e-5 (losses, norms, final parameters: testlib.compare); with Muon, mpirun -np 2 --zero 2
    against one process likewise. Each run's checkpoint exported with
@@ -127,10 +127,12 @@ def main():
         check(vals[4] < vals[0], f"training the Llama lowers the val loss: {vals[0]:.4f} -> {vals[4]:.4f} in 4 steps")
         runs = [("one process", single)]
         for label, ranks, extra in (("mpirun -np 2 --tp 2", 2, ["--batch", str(B), "--tp", "2"]),
+                                    ("mpirun -np 2 --tp 2 --sequence-parallel", 2,
+                                     ["--batch", str(B), "--tp", "2", "--sequence-parallel"]),
                                     ("mpirun -np 2 --zero 3", 2, ["--batch", str(B // 2), "--zero", "3"]),
                                     ("--recompute full", 0, ["--batch", str(B), "--recompute", "full"]),
                                     ("--recompute selective", 0, ["--batch", str(B), "--recompute", "selective"])):
-            result = train(fp32, ranks, work, "ft_" + label.split()[-2] + label.split()[-1], ft, extra)
+            result = train(fp32, ranks, work, "ft_" + "".join(label.split()[-2:]).strip("-"), ft, extra)
             compare(f"Llama training under {label} vs one process", result, single, 4)
             runs.append((label, result))
         # Muon (q, k, v, o, gate, up, down each a matrix; k and v of 2 kv heads are 64 x 128) with
@@ -140,7 +142,7 @@ def main():
         zero2_muon = train(fp32, 2, work, "ft_muon_zero2", ft, ["--optimizer", "muon", "--batch", str(B // 2),
                                                                  "--zero", "2"])
         compare("Llama training with Muon under mpirun -np 2 --zero 2 vs one process", zero2_muon, single_muon, 4)
-        for label, result in runs[:3]:
+        for label, result in runs[:2] + runs[3:4]:
             out = os.path.join(work, "export_" + os.path.basename(result[2]))
             rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
             final = {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "val_loss"}[4]
