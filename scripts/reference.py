@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch reference for train_gpt.cu: trains a small GPT-2-style model from a seed and writes a
-dump of every number test_gpt.cu compares against.
+"""PyTorch reference for train_gpt.cu: trains a small GPT-2-style model (or with --arch llama a
+Llama-style one: section LLAMA) from a seed and writes a dump of every number test_gpt.cu
+compares against.
 
 Written independently of the CUDA code and built from PyTorch's own operators and optimizers
 (F.layer_norm, F.rms_norm, F.scaled_dot_product_attention, F.gelu, F.cross_entropy,
