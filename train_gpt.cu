@@ -3438,9 +3438,10 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // for the measured bubble of --comm-stats (train_run.cuh's report_pipeline_bubble).
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
-// summed between them (both then hold the same sum); the data-parallel reduction of the step's
-// gradients (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's
-// last micro-batch reduces them); the loss, the last stage's, broadcast over the pipeline group.
+// summed between them (both then hold the same sum); the tensor-parallel sums of partial
+// gradients (tp_sum_partial_grads) and the data-parallel reduction of the step's gradients
+// (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's last
+// micro-batch reduces them); the loss, the last stage's, broadcast over the pipeline group.
 
 // Points the blocks of virtual stage `stage` and the chunk's input (acts.encoded) at activation
 // set `slot`.
@@ -3659,8 +3660,13 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     p->loop_s = comm_now_s() - loop_start;
     pipe_sum_tied_grad(m);
     dp_backward_begin(&m->dp, true, false, st);
+    const int blocks = m->layout.index.blocks;
     for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
         dp_group_begin(&m->dp, g, st);
+        // the tensor-parallel sums of partial gradients (QK-norm's scales, under sequence
+        // parallelism the LayerNorms'), of the blocks this rank holds, once per step
+        if (g < blocks && pipe_holds_block(&p->config, p->rank, blocks - 1 - g))
+            tp_sum_partial_grads(m, blocks - 1 - g);
         dp_group_done(&m->dp, g, st);
     }
     dp_finish(&m->dp, st);
