@@ -2851,8 +2851,10 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
     gpt_grad_groups(&m->layout, group_begin.data(), group_end.data());
+    // (a pipeline at ZeRO-2 and 3: a bucket per group, llmc/zero.cuh's dp_pipeline_begin)
+    const double bucket_mb = pipelined && dims.zero >= 2 ? 0.0 : dims.bucket_mb;
     dp_init(&m->dp, dims.shard_group, dims.zero, m->grads, group_begin.data(), group_end.data(),
-            groups, shard_tensors.data(), m->layout.count, dims.bucket_mb, ledger);
+            groups, shard_tensors.data(), m->layout.count, bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
         m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.matrix_state);
@@ -3276,6 +3278,8 @@ inline void head_forward(GPT* m, float dloss, int N) {
     Activations* acts = &m->acts;
     const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
+    // the tied wte, gathered under ZeRO-3 with the embeddings (on a pipeline's last stage here)
+    dp_params_ready(&m->dp, embeddings_grad_group(at), m->params, st);
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, s->C, st);
     column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->wte), nullptr,
                             N, s->C, s->vocab);
@@ -3363,14 +3367,20 @@ inline const floatX* lm_head_backward(GPT* m) {
 }
 
 // lnf, the norm after the last block (in its group): from dlnf to acts.dresidual, the gradient
-// of the last block's output.
+// of the last block's output. On a pipeline's last stage other micro-batches' forward passes may
+// have run since this one's: lnf's statistics are computed again from the block's output first
+// (the same kernel on the same input: the same bits).
 inline void lnf_backward(GPT* m, const floatX* dlnf) {
     const ParamIndex* at = &m->layout.index;
     Activations* acts = &m->acts;
+    const floatX* x = acts->layers[at->blocks - 1].residual3;
+    const int rows = seq_rows(m, m->B * m->T), C = m->shape.C;
+    if (m->pipe.config.pp > 1)
+        layernorm_forward(nullptr, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, nullptr,
+                          weight(m, at->lnf_w), weight(m, at->lnf_b), rows, C, m->stream);
     layernorm_backward(acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
-                       acts->col_partials, dlnf, acts->layers[at->blocks - 1].residual3,
-                       acts->lnf_mean, acts->lnf_rstd, weight(m, at->lnf_w),
-                       seq_rows(m, m->B * m->T), m->shape.C, false, m->stream);
+                       acts->col_partials, dlnf, x, acts->lnf_mean, acts->lnf_rstd,
+                       weight(m, at->lnf_w), rows, C, false, m->stream);
 }
 
 // Blocks [first, end) backward, from the gradient of block end-1's output in acts.dresidual to
@@ -3531,12 +3541,14 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
     if (a.op == PIPE_FORWARD && ps.embeddings) *slot = p->slot_free[--p->free_count];
     pipe_bind(m, *slot, stage);
     floatX* dout = p->slot_douts + *slot * p->slot_elems;
+    const size_t n = (size_t)seq_rows(m, N) * s->C;
     if (a.op == PIPE_FORWARD) {
         const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
         if (const floatX* out = stage_forward(m, &ps, micro_inputs, micro_targets, dloss))
             return out;
-        lnf_backward(m, lm_head_backward(m));
-        CUDA_CHECK(cudaMemcpyAsync(dout, m->acts.dresidual, p->slot_elems * sizeof(floatX),
+        // the lm head's backward (its dlogits do not outlive the forward), its gradient of lnf's
+        // output kept for the backward action, which runs lnf's backward in the last block's group
+        CUDA_CHECK(cudaMemcpyAsync(dout, lm_head_backward(m), n * sizeof(floatX),
                                    cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaStreamSynchronize(st));  // the host's loss buffers
         double z = 0.0;
@@ -3544,9 +3556,11 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
         losses[1] += z;
         return nullptr;
     }
-    CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, dout, p->slot_elems * sizeof(floatX),
-                               cudaMemcpyDeviceToDevice, st));
-    blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, nullptr);
+    dp_pipeline_action_begin(&m->dp, st);
+    if (!ps.head)
+        CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, dout, n * sizeof(floatX),
+                                   cudaMemcpyDeviceToDevice, st));
+    blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, ps.head ? dout : nullptr);
     p->slot_free[p->free_count++] = *slot;
     if (!ps.embeddings) return m->acts.dresidual;
     token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
@@ -3629,7 +3643,7 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     gpt_zero_grad(m);
     gpt_monitors_start(m, (double)N * A * m->dp.group->size);
     m->fp8.training = m->mon.recording = true;
-    dp_backward_begin(&m->dp, false, true, st);  // the data-parallel reduction follows the flush
+    dp_pipeline_begin(&m->dp, st);  // ZeRO-0, 1: the data-parallel reduction follows the flush
     p->free_count = 0;
     for (int k = p->slots - 1; k >= 0; k--) p->slot_free[p->free_count++] = k;
     double losses[2] = {0.0, 0.0};  // the sums of the micro-batches' mean loss and z-loss
@@ -3659,9 +3673,9 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     }
     p->loop_s = comm_now_s() - loop_start;
     pipe_sum_tied_grad(m);
-    dp_backward_begin(&m->dp, true, false, st);
     const int blocks = m->layout.index.blocks;
-    for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
+    if (m->dp.stage < 2) dp_backward_begin(&m->dp, true, false, st);
+    for (int g = 0; g < num_grad_groups(&m->layout.index) && m->dp.stage < 2; g++) {
         dp_group_begin(&m->dp, g, st);
         // the tensor-parallel sums of partial gradients (QK-norm's scales, under sequence
         // parallelism the LayerNorms'), of the blocks this rank holds, once per step
@@ -3669,7 +3683,7 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
             tp_sum_partial_grads(m, blocks - 1 - g);
         dp_group_done(&m->dp, g, st);
     }
-    dp_finish(&m->dp, st);
+    dp_pipeline_finish(&m->dp, st);  // ZeRO-2, 3: the held embeddings' bucket reduced
     comm_broadcast(p->group, losses, sizeof(losses), pipe_rank_of(c, pipe_stage_count(c) - 1));
     if (z_loss) *z_loss = losses[1] / A;
     return losses[0] / A;

@@ -934,9 +934,7 @@ inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) 
     const PipeConfig c = pipe_config_of(tc);
     if (const char* err = pipe_config_check(&c, msg, len)) return err;
     if (tc->pp == 1) return nullptr;
-    const char* combination = tc->zero >= 2                   ? "--zero 2 and 3"
-                              : tc->model.fp8.recipe != FP8_OFF ? "--fp8"
-                                                                : nullptr;
+    const char* combination = tc->model.fp8.recipe != FP8_OFF ? "--fp8" : nullptr;
     if (combination == nullptr) return nullptr;
     snprintf(msg, len,
              "pipeline parallelism (--pp %d) with %s is not built yet (see README, \"Pipeline "
