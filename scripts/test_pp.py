@@ -21,8 +21,20 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
      AdamW: pp 2 x tp 2, also with --sequence-parallel; pp 2 x 2 chunks interleaved x tp 2 with
             --sequence-parallel; dp 2 x pp 2 x tp 2 at ZeRO-1
      Muon with QK-norm and z-loss: pp 2 x tp 2
+   ZeRO-2 and 3 over the stage's data-parallel group (a bucket per gradient group, reduce-scattered
+   by the backward action that finishes it, every micro-batch; the embeddings' bucket once at the
+   end of the step, after the tied wte's sum): dp 2 x pp 2 at ZeRO-2 and 3, dp 2 x pp 4 at
+   ZeRO-3 (stages between the first and the last hold no embeddings), dp 2 x pp 2 x 2 chunks
+   interleaved x tp 2 with --sequence-parallel at ZeRO-3, and Muon (QK-norm, z-loss) on
+   dp 2 x pp 2 x tp 2 at ZeRO-2.
 2. bf16: pp 2 against the bf16 single process: each step's loss within BF16_LOSS, and the
    ranks' parameters, gathered from the stages, the same model (the trainer's hash check).
+   dp 2 x pp 2 with 8 blocks (4 a stage, so the backward pass gathers blocks again into the
+   buffers the forward pass used): ZeRO-3 with the CPU runtime running the streams' work in
+   random order (CUCC_SCHEDULE=random) gives ZeRO-2's bits (both reduce a group at a time), and
+   the -DTEST_DROP_WAITS trainer without one of the waits between the streams (a bucket's
+   reduction for its gradients, a gather for the kernels reading its buffer, the kernels for
+   their gather) gives other bits.
 3. What a rank holds (log header, rank 0): its parameters are its stages' tensors only, the
    bytes computed here from the shapes (pp 2: wte, wpe and blocks 0-1); its memory plan equals
    what it allocated.
@@ -71,8 +83,8 @@ import time
 
 import numpy as np
 
-from testlib import (MPIRUN, ROOT, RTOL, check, compare, final_checkpoint, checkpoint_array, finish, logged_values,
-                     make_data, param_hash, rel, resume, run, train, up)
+from testlib import (MPIRUN, ROOT, RTOL, check, compare, drop_waits_binary, final_checkpoint, checkpoint_array, finish,
+                     logged_values, make_data, param_hash, rel, resume, run, train, up)
 
 G, STEPS = 8, 3
 L, C, T, V, NH = 4, 64, 16, 256, 2
@@ -135,7 +147,13 @@ def main():
                 ("pp 2 x 2 chunks interleaved x tp 2 --sequence-parallel", [], 2, 1, 4, "interleaved", 2, 0, 2,
                  ["--sequence-parallel"]),
                 ("dp 2 x pp 2 x tp 2 ZeRO-1", [], 2, 2, 2, "1f1b", 1, 1, 2, []),
-                ("Muon + QK-norm + z-loss, pp 2 x tp 2", MUON, 2, 1, 4, "1f1b", 1, 0, 2, [])]
+                ("Muon + QK-norm + z-loss, pp 2 x tp 2", MUON, 2, 1, 4, "1f1b", 1, 0, 2, []),
+                ("dp 2 x pp 2 ZeRO-2", [], 2, 2, 2, "1f1b", 1, 2, 1, []),
+                ("dp 2 x pp 2 ZeRO-3", [], 2, 2, 2, "1f1b", 1, 3, 1, []),
+                ("dp 2 x pp 4 ZeRO-3", [], 4, 2, 4, "1f1b", 1, 3, 1, []),
+                ("dp 2 x pp 2 x 2 chunks interleaved x tp 2 --sequence-parallel ZeRO-3", [], 2, 2, 2, "interleaved",
+                 2, 3, 2, ["--sequence-parallel"]),
+                ("Muon + QK-norm + z-loss, dp 2 x pp 2 x tp 2 ZeRO-2", MUON, 2, 2, 2, "1f1b", 1, 2, 2, [])]
         refs, results = {}, {}
         for label, opt, pp, dp, accum, schedule, chunks, zero, tp, extra in runs:
             key = (tuple(opt), accum)
@@ -165,6 +183,27 @@ def main():
               f"bf16 pp 2: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process, the stages' parameters "
               f"gathered are one model on both ranks")
 
+        # 2b: ZeRO-2 and 3 under the pipeline in bf16, the streams' work in random orders
+        drop_waits = drop_waits_binary()
+        # 4 blocks a stage, so that the backward pass gathers blocks again into buffers the forward used
+        short = MODEL + ["--layers", "8", "--data", data, "--steps", "2"]
+        zero2 = param_hash(run(MPIRUN + ["-np", "4", bf16] + short + pipe_args(2, 2, 2, zero=2), "bf16 dp 2 x pp 2 "
+                               "ZeRO-2"), 4)
+        random = ["-x", "CUCC_SCHEDULE=random", "-x", "CUCC_SEED=1"]
+        zero3 = param_hash(run(MPIRUN + random + ["-np", "4", bf16] + short + pipe_args(2, 2, 2, zero=3),
+                               "bf16 dp 2 x pp 2 ZeRO-3, random order"), 4)
+        check(zero2 is not None and zero3 == zero2, f"bf16 dp 2 x pp 2, 2 micro-batches: ZeRO-3 with the streams' "
+              f"work in random order bit-identical to ZeRO-2 ({zero3} vs {zero2})")
+        for wait, what in (("dp-backward", "of a bucket's reduction for its gradients"),
+                           ("zero3-gather", "before a gather overwrites a buffer"),
+                           ("zero3-compute", "for a gather before its kernels")):
+            proc = subprocess.run(MPIRUN + random + ["-x", f"LLMC_TEST_DROP_WAIT={wait}", "-np", "4", drop_waits] +
+                                  short + pipe_args(2, 2, 2, zero=3), capture_output=True, text=True,
+                                  errors="replace", cwd=ROOT)
+            wrong = param_hash(proc.stdout + proc.stderr, 4)
+            check(wrong != zero2, f"bf16 dp 2 x pp 2 ZeRO-3 without the wait {what}, random order: the result "
+                  f"differs ({wrong or 'replicas disagree'})")
+
         # 3
         head = results["pp 2"][1][0]
         params, planned_total = head["state_bytes"]["params"], head["plan_bytes"]["total"]
@@ -187,7 +226,6 @@ def main():
                 (["--pp", "2", "--layers", "3"], 2, r"the 3 layers cannot be cut into pp 2 x 1 chunks per rank"),
                 (["--pp", "2", "--pp-schedule", "interleaved", "--pp-virtual", "2", "--grad-accum", "3"], 2,
                  r"runs micro-batches in groups of pp 2: it does not divide the 3 micro-batches"),
-                (["--pp", "2", "--zero", "2"], 4, r"pipeline parallelism \(--pp 2\) with --zero 2 and 3 is not built"),
                 (["--pp", "2", "--fp8", "tensor"], 2, r"pipeline parallelism \(--pp 2\) with --fp8 is not built yet"),
                 (["--pp", "2", "--data", data, "--sample-len", "16"], 2,
                  r"pipeline parallelism \(--pp 2\) with text samples is not built yet")):
