@@ -3314,9 +3314,13 @@ inline double host_mean_loss(const GPT* m, int N, double* z_loss) {
 // gpt_backward, the objective being the cross-entropy plus c->z_loss * (log Z)^2. Returns
 // the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
 // B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
-// uses the front of every activation buffer; the backward pass needs the full shape.
+// uses the front of every activation buffer; the backward pass needs the full shape. Under
+// pipeline parallelism (dloss 0: validation, generation) through the pipeline (pipe_forward).
+inline double pipe_forward(GPT* m, const int* inputs, const int* targets, int B, int T,
+                           double* z_loss);
 inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
                                 int T, double* z_loss = nullptr) {
+    if (m->pipe.config.pp > 1) return pipe_forward(m, inputs, targets, B, T, z_loss);
     const ModelShapes* s = &m->shape;
     const int N = B * T;
     const TensorParallel* tp = &m->tensor_parallel;
@@ -3342,12 +3346,9 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     return host_mean_loss(m, N, z_loss);
 }
 
-inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss);
-
 // (under pipeline parallelism, without a backward pass: validation)
 inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss,
                           double* z_loss = nullptr) {
-    if (m->pipe.config.pp > 1) return pipe_forward(m, inputs, targets, z_loss);
     return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
 }
 
@@ -3506,12 +3507,12 @@ inline void pipe_exchange(GPT* m, const PipeExchange* x, const floatX* produced)
 }
 
 // The forward pass of virtual stage ps over one micro-batch (inputs, targets: its host (B,T)
-// tokens), its input already where the stage reads it (stage 0: embeds the tokens): returns the
-// stage's output, or nullptr on the last stage, which has run the lm head and the loss with
-// dloss (0: no gradient).
+// tokens, B <= m->B and T <= m->T), its input already where the stage reads it (stage 0: embeds
+// the tokens): returns the stage's output, or nullptr on the last stage, which has run the lm
+// head and the loss with dloss (0: no gradient).
 inline floatX* stage_forward(GPT* m, const PipeStage* ps, const int* inputs, const int* targets,
-                             float dloss) {
-    const int B = m->B, T = m->T, N = B * T;
+                             float dloss, int B, int T) {
+    const int N = B * T;
     cudaStream_t st = m->stream;
     if (ps->embeddings) {
         CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
@@ -3544,7 +3545,7 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
     const size_t n = (size_t)seq_rows(m, N) * s->C;
     if (a.op == PIPE_FORWARD) {
         const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
-        if (const floatX* out = stage_forward(m, &ps, micro_inputs, micro_targets, dloss))
+        if (const floatX* out = stage_forward(m, &ps, micro_inputs, micro_targets, dloss, B, T))
             return out;
         // the lm head's backward (its dlogits do not outlive the forward), its gradient of lnf's
         // output kept for the backward action, which runs lnf's backward in the last block's group
@@ -3584,16 +3585,18 @@ inline void pipe_sum_tied_grad(GPT* m) {
     add_into(grad, p->tied_grad, n, m->stream);
 }
 
-// The forward pass of one micro-batch through the pipeline, without a backward pass
-// (validation): the virtual stages in order, each on its rank, which receives the stage's input
+// The forward pass of one micro-batch of (B,T) tokens through the pipeline, without a backward
+// pass (validation; generation, whose B and T may be smaller, gpt_generate): the virtual stages in
+// order, each on its rank, which receives the stage's input
 // from the rank before and sends its output on, each transfer alone (a chain: stage s's send
 // meets the receive of stage s + 1, which its rank posts after its transfers of earlier stages);
 // returns the mean loss (the last stage's) on every rank of the pipeline group, the mean z-loss
 // term in *z_loss (if given).
-inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss) {
+inline double pipe_forward(GPT* m, const int* inputs, const int* targets, int B, int T,
+                           double* z_loss) {
     Pipeline* p = &m->pipe;
     const PipeConfig* c = &p->config;
-    const int N = m->B * m->T;
+    const int N = B * T;
     const size_t n = (size_t)seq_rows(m, N) * m->shape.C;
     cudaStream_t st = m->stream;
     check_tokens(&m->config, inputs, targets, N);
@@ -3614,7 +3617,7 @@ inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double
         const PipeStage ps = pipe_stage(c, stage);
         pipe_bind(m, 0, stage);
         if (deps.recv.rank >= 0) transfer(false, a, m->acts.encoded, deps.recv.rank);
-        if (floatX* out = stage_forward(m, &ps, inputs, targets, 0.0f)) {
+        if (floatX* out = stage_forward(m, &ps, inputs, targets, 0.0f, B, T)) {
             transfer(true, a, out, deps.send.rank);
             continue;
         }

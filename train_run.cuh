@@ -145,6 +145,12 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 // from the prediction after the last m->T tokens before it. Under tensor parallelism every rank
 // of the group calls it (the forward pass is theirs together); the logits of the last position
 // are all-gathered from the ranks' vocabulary slices, and every rank draws the same token.
+// Under pipeline parallelism every rank of the pipeline group calls it too: each forward pass
+// runs through the pipeline (pipe_forward: each stage on its rank, only the (window, C)
+// activation crossing a stage boundary), and the last stage broadcasts the last position's
+// logits to the group. Through the pipeline rather than gathered to one stage: no rank ever
+// holds more than its stages' parameters, the memory plan holds, and the sample is the same
+// computation as one process's (the same kernels on the same rows).
 // Sequence parallelism cuts the rows into tp parts: its forward passes run on the fewest whole
 // sequences of T tokens that divide (a multiple of tp rows), the context at the start of the
 // first, the rest filled with its last token (causal attention: no position before them sees
@@ -172,13 +178,19 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
             gpt_forward_shape(m, context, context, 0.0f, 1, window);
         }
         const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
-        if (tp > 1) {
-            comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
-            comm_sync(m->tensor_parallel.group, m->stream,
-                      "the gather of a sample's logits (NCCL)");
-            last = gathered;
+        if (m->acts.head) {  // (the last pipeline stage's rank, or every rank)
+            if (tp > 1) {
+                comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
+                comm_sync(m->tensor_parallel.group, m->stream,
+                          "the gather of a sample's logits (NCCL)");
+                last = gathered;
+            }
+            CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
         }
-        CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
+        const PipeConfig* pc = &m->pipe.config;
+        if (pc->pp > 1)
+            comm_broadcast(m->pipe.group, row, V * sizeof(floatX),
+                           pipe_rank_of(pc, pipe_stage_count(pc) - 1));
         for (int v = 0; v < V; v++) logits[v] = (float)row[v];
         tokens[len] = sample_token(logits, V, temperature, top_k, rng, order);
     }
@@ -2289,11 +2301,6 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         return EXIT_SUCCESS;
     }
     check_ranks_agree(comm, &tc);
-    if (tc.pp > 1 && have_tokenizer && tc.sample_len > 0)  // generation runs the whole model
-        fatal(
-            "pipeline parallelism (--pp %d) with text samples is not built yet: use "
-            "--sample-len 0 (see README, \"Pipeline parallelism\")",
-            tc.pp);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
     ParallelDims dims = grid_of(&tc, plan_world);
