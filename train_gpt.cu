@@ -2650,13 +2650,19 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     const bool cut = s->tp > 1;
     // Each layer caches its FP8 weight; under ZeRO-3, where a rank holds only two blocks'
     // parameters at a time, the blocks share two sets of caches as they share the two gather
-    // buffers (llmc/zero.cuh's dp_gather_slot: consecutive blocks in different ones).
+    // buffers (llmc/zero.cuh's dp_gather_slot: consecutive blocks in different ones). Under
+    // pipeline parallelism every rank numbers every layer (delayed scaling's amaxes are reduced
+    // over the pipeline group too, fp8_end_step), but caches the blocks it holds only: the h-th
+    // of them in caches 4h..4h+3, the others' layers (never run here) share the first's.
     const ParamIndex* at = &m->layout.index;
     const bool sharded = m->dp.stage == 3;
+    const PipeConfig* pipe = m->pipe.config.pp > 1 ? &m->pipe.config : nullptr;
     fp8_init(&m->fp8, &c->fp8, m->tensor_parallel.group, 4 * c->layers + 1);
+    int held = 0;  // the blocks this rank holds so far
     for (int l = 0; l < c->layers; l++) {
         const int slot = dp_gather_slot(&m->dp, m->dp.bucket_of[block_grad_group(at, l)]);
-        const int first = 4 * (sharded ? slot : l);
+        const bool holds = pipe_holds_block(pipe, m->pipe.rank, l);
+        const int first = 4 * (sharded ? slot : holds ? held++ : 0);
         fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
         fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
         fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
@@ -2664,7 +2670,7 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     }
     if (c->fp8.lm_head)
         fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut},
-                      4 * (sharded ? std::min(c->layers, 2) : c->layers));
+                      4 * (sharded ? std::min(c->layers, 2) : std::max(held, 1)));
     fp8_take_buffers(&m->fp8, N, ledger);
     if (c->fp8.allgather && sharded) gpt_fp8_gather_init(m, ledger);
 }
@@ -3878,9 +3884,10 @@ inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
 inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
     m->opt_step++;
     // the step's FP8 amaxes are complete (delayed scaling): over every rank that trains on a
-    // part of the global batch or holds a part of a cut tensor
-    const CommGroup* fp8_groups[] = {m->dp.group, m->tensor_parallel.group};
-    fp8_end_step(&m->fp8, fp8_groups, 2, m->stream);
+    // part of the global batch or holds a part of a cut tensor, and over the pipeline's stages
+    // (each has its own layers' amaxes: every rank then holds every layer's history)
+    const CommGroup* fp8_groups[] = {m->dp.group, m->tensor_parallel.group, m->pipe.group};
+    fp8_end_step(&m->fp8, fp8_groups, 3, m->stream);
     m->fp8.params_version++;
     const uint32_t seed = hash_u32(
         (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));

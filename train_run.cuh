@@ -940,19 +940,10 @@ inline PipeConfig pipe_config_of(const TrainConfig* tc) {
 }
 
 // nullptr if tc's pipeline can run, else why not: what pipe_config_check refuses (the layers by
-// the stages, the micro-batches by --pp for the interleaved schedule), then what is not built
-// yet under --pp > 1.
+// the stages, the micro-batches by --pp for the interleaved schedule).
 inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) {
     const PipeConfig c = pipe_config_of(tc);
-    if (const char* err = pipe_config_check(&c, msg, len)) return err;
-    if (tc->pp == 1) return nullptr;
-    const char* combination = tc->model.fp8.recipe != FP8_OFF ? "--fp8" : nullptr;
-    if (combination == nullptr) return nullptr;
-    snprintf(msg, len,
-             "pipeline parallelism (--pp %d) with %s is not built yet (see README, \"Pipeline "
-             "parallelism\")",
-             tc->pp, combination);
-    return msg;
+    return pipe_config_check(&c, msg, len);
 }
 
 // Stops the run if tc's model and micro-batch cannot train on grid `dims` (ranks_per_node: the

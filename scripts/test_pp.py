@@ -35,6 +35,12 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    the -DTEST_DROP_WAITS trainer without one of the waits between the streams (a bucket's
    reduction for its gradients, a gather for the kernels reading its buffer, the kernels for
    their gather) gives other bits.
+   FP8 (bf16 build): --fp8 tensor on pp 2 x tp 2, delayed on dp 2 x pp 2 ZeRO-3 and rowwise on
+   pp 2, each step's loss within BF16_LOSS of one process running the same recipe, one model on
+   every rank, the plan equal to the allocation; --fp8 delayed on pp 2 resumed from its step-2
+   checkpoint ends with the uninterrupted run's parameter hash (each stage records its own
+   layers' amaxes; they are reduced over the pipeline group, so rank 0's checkpoint holds every
+   layer's history: without that reduction the resumed run differs).
 3. What a rank holds (log header, rank 0): its parameters are its stages' tensors only, the
    bytes computed here from the shapes (pp 2: wte, wpe and blocks 0-1); its memory plan equals
    what it allocated.
@@ -48,8 +54,7 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    B3, from the schedule's definition: pp - rank - 1 warm-up forwards, then one forward and one
    backward in turn).
 6. The refusals, by message: the layers that do not divide into the stages, the micro-batches
-   that --pp does not divide under the interleaved schedule, and the combinations not built yet
-   (--zero 2, --fp8, text samples).
+   that --pp does not divide under the interleaved schedule.
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
    other rank naming the wait on the pipeline group it was in (the pipeline's transfer of a
    micro-batch's activation or gradient with rank 1, or, a step behind, the stages' norm sums).
@@ -210,6 +215,32 @@ def main():
             check(wrong != zero2, f"bf16 dp 2 x pp 2 ZeRO-3 without the wait {what}, random order: the result "
                   f"differs ({wrong or 'replicas disagree'})")
 
+        # 2c: FP8 (bf16 build)
+        for recipe, label, ranks, grid in (("tensor", "pp 2 x tp 2", 4, pipe_args(2, 1, 4, tp=2)),
+                                           ("delayed", "dp 2 x pp 2 ZeRO-3", 4, pipe_args(2, 2, 2, zero=3)),
+                                           ("rowwise", "pp 2", 2, pipe_args(2, 1, 4))):
+            fp8 = ["--fp8", recipe]
+            single = train(bf16, 0, work, "single_fp8_" + recipe, MODEL, base + fp8 + ["--grad-accum", "4", "--batch",
+                                                                                         "2"], False)
+            out, records, _ = train(bf16, ranks, work, "pp_fp8_" + recipe, MODEL, base + fp8 + grid, False)
+            want, got = logged_values(single[1]), logged_values(records)
+            worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want if k[0] == "train_loss")
+            planned = records[0]["plan_bytes"]["total"]
+            allocated = next(r["allocated_bytes"] for r in records if "allocated_bytes" in r)
+            check(worst <= BF16_LOSS and param_hash(out, ranks) is not None and planned == allocated,
+                  f"bf16 --fp8 {recipe} on {label}: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process's "
+                  f"--fp8 {recipe}, one model on every rank, planned {planned} bytes = allocated {allocated}")
+        # delayed scaling's histories: each stage records its own layers' amaxes, reduced over the
+        # pipeline group at the end of the step, so rank 0's checkpoint holds every layer's
+        delayed = MODEL + ["--data", data, "--steps", "4", "--checkpoint-every", "2", "--fp8", "delayed",
+                           "--fp8-amax-history", "4"] + pipe_args(2, 1, 4)
+        source = train(bf16, 2, work, "pp_fp8_delayed_source", delayed, [])
+        got = resume(bf16, source, 2, work, "pp_fp8_delayed_resumed", delayed, [])
+        want = param_hash(source[0], 2)
+        check("resuming from" in got[0] and want is not None and param_hash(got[0], 2) == want,
+              f"bf16 --fp8 delayed on pp 2, its step-2 checkpoint resumed on pp 2: the uninterrupted run's "
+              f"parameter hash ({param_hash(got[0], 2)} vs {param_hash(source[0], 2)})")
+
         # 3
         head = results["pp 2"][1][0]
         params, planned_total = head["state_bytes"]["params"], head["plan_bytes"]["total"]
@@ -231,8 +262,7 @@ def main():
         for flags, ranks, message in (
                 (["--pp", "2", "--layers", "3"], 2, r"the 3 layers cannot be cut into pp 2 x 1 chunks per rank"),
                 (["--pp", "2", "--pp-schedule", "interleaved", "--pp-virtual", "2", "--grad-accum", "3"], 2,
-                 r"runs micro-batches in groups of pp 2: it does not divide the 3 micro-batches"),
-                (["--pp", "2", "--fp8", "tensor"], 2, r"pipeline parallelism \(--pp 2\) with --fp8 is not built yet")):
+                 r"runs micro-batches in groups of pp 2: it does not divide the 3 micro-batches")):
             rc, out = refused(fp32, flags, ranks)
             check(rc != 0 and re.search(message, out) is not None,
                   f"{' '.join(flags)} on {ranks} ranks is refused: {message!r}",
