@@ -462,8 +462,8 @@ static const Flag FLAGS[] = {
      "pipeline-parallel stages: the blocks are cut into --pp x --pp-virtual contiguous stages "
      "run by a pipeline group of --pp ranks, the --grad-accum micro-batches of a step flowing "
      "through them (llmc/pipeline.h); must divide the ranks, with --pp x --pp-virtual dividing "
-     "the layers. Not built yet with --tp > 1, --zero 2 or 3, --fp8 or text samples (with "
-     "--data: --sample-len 0)"},
+     "the layers. Composes with --tp (and --sequence-parallel), data parallelism at every "
+     "--zero stage, --fp8, recompute and text samples (generated through the pipeline)"},
     {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
      "gpipe|1f1b|interleaved", FLAG_FREE,
      "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
