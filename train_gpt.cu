@@ -3441,10 +3441,15 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // (virtual stage s) takes the chunk's input, received from the rank before or on stage 0 embedded
 // from the micro-batch's tokens; runs the stage's blocks (their activations in one of the rank's
 // activation sets, pipe_bind); its output goes to the rank after, or on the last stage it runs
-// lnf, the lm head and the loss with the backward's dloss and at once the head's backward pass,
-// keeping the gradient of the chunk's output for the chunk's backward. A backward takes that
-// gradient (received from the rank after, or kept), runs the stage's blocks backward and its
-// input's gradient goes to the rank before, or on stage 0 into the embeddings' backward.
+// lnf, the lm head and the loss with the backward's dloss and at once the lm head's backward
+// pass, keeping the gradient of lnf's output for the chunk's backward. A backward takes the
+// gradient of the chunk's output (received from the rank after; on the last stage lnf's
+// backward from the kept gradient, in the last block's gradient group), runs the stage's blocks
+// backward and its input's gradient goes to the rank before, or on stage 0 into the embeddings'
+// backward. Under tensor parallelism each rank of a stage's tensor-parallel group exchanges its
+// own part (the whole activation, or its rows under sequence parallelism) with the same
+// tensor-parallel rank of the neighbouring stage: a pipeline group is the ranks with the same
+// tensor-parallel rank (llmc/parallel.h).
 //
 // The transfers: after each time step, one NCCL group (comm_exchange) with the send of what the
 // action ending in the step produced and the receives of what the neighbours' actions ending in
@@ -3458,7 +3463,9 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // summed between them (both then hold the same sum); the tensor-parallel sums of partial
 // gradients (tp_sum_partial_grads) and the data-parallel reduction of the step's gradients
 // (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's last
-// micro-batch reduces them); the loss, the last stage's, broadcast over the pipeline group.
+// micro-batch reduces them; ZeRO-2 and 3 reduce-scatter each group as a backward action finishes
+// it, and the embeddings' bucket here: llmc/zero.cuh's dp_pipeline_begin); the loss, the last
+// stage's, broadcast over the pipeline group.
 
 // Points the blocks of virtual stage `stage` and the chunk's input (acts.encoded) at activation
 // set `slot`.

@@ -631,9 +631,10 @@ inline void dp_pipeline_finish(DataParallel* dp, cudaStream_t compute) {
     if (dp->stage >= 2) {
         dp->hold_last = false;
         const GradBucket* last = &dp->buckets[dp->count - 1];
+        // (a stage between the first and the last holds no embeddings: only the event that
+        // dp_finish waits for, after the stage's reductions)
         if (last->end > last->begin) dp_group_done(dp, last->last_group, compute);
-        else CUDA_CHECK(cudaEventRecord(last->done, dp->stream));  // a stage between the first
-                                                                   // and the last: no embeddings
+        else CUDA_CHECK(cudaEventRecord(last->done, dp->stream));
     }
     dp_finish(dp, compute);
 }
