@@ -3599,9 +3599,9 @@ inline void pipe_sum_tied_grad(GPT* m) {
 }
 
 // The forward pass of one micro-batch of (B,T) tokens through the pipeline, without a backward
-// pass (validation; generation, whose B and T may be smaller, gpt_generate): the virtual stages in
-// order, each on its rank, which receives the stage's input
-// from the rank before and sends its output on, each transfer alone (a chain: stage s's send
+// pass (validation; generation, whose B and T may be smaller, gpt_generate): the virtual stages
+// in order, each on its rank, which receives the stage's input from the rank before and sends
+// its output on, each transfer alone (a chain: stage s's send
 // meets the receive of stage s + 1, which its rank posts after its transfers of earlier stages);
 // returns the mean loss (the last stage's) on every rank of the pipeline group, the mean z-loss
 // term in *z_loss (if given).
@@ -3689,15 +3689,17 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     }
     p->loop_s = comm_now_s() - loop_start;
     pipe_sum_tied_grad(m);
-    const int blocks = m->layout.index.blocks;
-    if (m->dp.stage < 2) dp_backward_begin(&m->dp, true, false, st);
-    for (int g = 0; g < num_grad_groups(&m->layout.index) && m->dp.stage < 2; g++) {
-        dp_group_begin(&m->dp, g, st);
-        // the tensor-parallel sums of partial gradients (QK-norm's scales, under sequence
-        // parallelism the LayerNorms'), of the blocks this rank holds, once per step
-        if (g < blocks && pipe_holds_block(&p->config, p->rank, blocks - 1 - g))
-            tp_sum_partial_grads(m, blocks - 1 - g);
-        dp_group_done(&m->dp, g, st);
+    if (m->dp.stage < 2) {  // (ZeRO-2, 3: each group was reduced as an action finished it)
+        const int blocks = m->layout.index.blocks;
+        dp_backward_begin(&m->dp, true, false, st);
+        for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
+            dp_group_begin(&m->dp, g, st);
+            // the tensor-parallel sums of partial gradients (QK-norm's scales, under sequence
+            // parallelism the LayerNorms'), of the blocks this rank holds, once per step
+            if (g < blocks && pipe_holds_block(&p->config, p->rank, blocks - 1 - g))
+                tp_sum_partial_grads(m, blocks - 1 - g);
+            dp_group_done(&m->dp, g, st);
+        }
     }
     dp_pipeline_finish(&m->dp, st);  // ZeRO-2, 3: the held embeddings' bucket reduced
     comm_broadcast(p->group, losses, sizeof(losses), pipe_rank_of(c, pipe_stage_count(c) - 1));
