@@ -3052,13 +3052,19 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     const bool cut = s->tp > 1;
     // Each layer caches its FP8 weight; under ZeRO-3, where a rank holds only two blocks'
     // parameters at a time, the blocks share two sets of caches as they share the two gather
-    // buffers (llmc/zero.cuh's dp_gather_slot: consecutive blocks in different ones).
+    // buffers (llmc/zero.cuh's dp_gather_slot: consecutive blocks in different ones). Under
+    // pipeline parallelism every rank numbers every layer (delayed scaling's amaxes are reduced
+    // over the pipeline group too, fp8_end_step), but caches the blocks it holds only: the h-th
+    // of them in caches 4h..4h+3, the others' layers (never run here) share the first's.
     const ParamIndex* at = &m->layout.index;
     const bool sharded = m->dp.stage == 3;
+    const PipeConfig* pipe = m->pipe.config.pp > 1 ? &m->pipe.config : nullptr;
     fp8_init(&m->fp8, &c->fp8, m->tensor_parallel.group, 4 * c->layers + 1);
+    int held = 0;  // the blocks this rank holds so far
     for (int l = 0; l < c->layers; l++) {
         const int slot = dp_gather_slot(&m->dp, m->dp.bucket_of[block_grad_group(at, l)]);
-        const int first = 4 * (sharded ? slot : l);
+        const bool holds = pipe_holds_block(pipe, m->pipe.rank, l);
+        const int first = 4 * (sharded ? slot : holds ? held++ : 0);
         fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
         fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
         fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
@@ -3066,7 +3072,7 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
     }
     if (c->fp8.lm_head)
         fp8_add_layer(&m->fp8, s->C, s->vocab, Fp8Cut{false, cut},
-                      4 * (sharded ? std::min(c->layers, 2) : c->layers));
+                      4 * (sharded ? std::min(c->layers, 2) : std::max(held, 1)));
     fp8_take_buffers(&m->fp8, N, ledger);
     if (c->fp8.allgather && sharded) gpt_fp8_gather_init(m, ledger);
 }
@@ -3255,8 +3261,10 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     const int groups = num_grad_groups(&m->layout.index);
     std::vector<size_t> group_begin(groups), group_end(groups);
     gpt_grad_groups(&m->layout, group_begin.data(), group_end.data());
+    // (a pipeline at ZeRO-2 and 3: a bucket per group, llmc/zero.cuh's dp_pipeline_begin)
+    const double bucket_mb = pipelined && dims.zero >= 2 ? 0.0 : dims.bucket_mb;
     dp_init(&m->dp, dims.shard_group, dims.zero, m->grads, group_begin.data(), group_end.data(),
-            groups, shard_tensors.data(), m->layout.count, dims.bucket_mb, ledger);
+            groups, shard_tensors.data(), m->layout.count, bucket_mb, ledger);
     m->params = device_take_n<floatX>(ledger, MEM_PARAMS, dp_param_elems(&m->dp, P));
     if (!FLOATX_IS_FP32)
         m->master = device_take_n<float>(ledger, MEM_MASTER, m->dp.elem_state + m->dp.matrix_state);
@@ -3735,6 +3743,8 @@ inline void head_forward(GPT* m, float dloss, int N) {
     Activations* acts = &m->acts;
     const TensorParallel* tp = &m->tensor_parallel;
     cudaStream_t st = m->stream;
+    // the tied wte, gathered under ZeRO-3 with the embeddings (on a pipeline's last stage here)
+    dp_params_ready(&m->dp, embeddings_grad_group(at), m->params, st);
     const floatX* lnf = tp_enter(tp, acts->lnf, acts->gathered, N, s->C, st);
     column_parallel_forward(&m->mm, fp8_lm_head(m), acts->logits, lnf, weight(m, at->lm_head),
                             nullptr, N, s->C, s->vocab);
@@ -3769,9 +3779,13 @@ inline double host_mean_loss(const GPT* m, int N, double* z_loss) {
 // gpt_backward, the objective being the cross-entropy plus c->z_loss * (log Z)^2. Returns
 // the mean cross-entropy over the B*T positions, and the mean z-loss term in *z_loss (if given).
 // B <= m->B and T <= m->T: a smaller shape (generation runs B = 1 over its growing context)
-// uses the front of every activation buffer; the backward pass needs the full shape.
+// uses the front of every activation buffer; the backward pass needs the full shape. Under
+// pipeline parallelism (dloss 0: validation, generation) through the pipeline (pipe_forward).
+inline double pipe_forward(GPT* m, const int* inputs, const int* targets, int B, int T,
+                           double* z_loss);
 inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, float dloss, int B,
                                 int T, double* z_loss = nullptr) {
+    if (m->pipe.config.pp > 1) return pipe_forward(m, inputs, targets, B, T, z_loss);
     const ModelShapes* s = &m->shape;
     const int N = B * T;
     const TensorParallel* tp = &m->tensor_parallel;
@@ -3797,12 +3811,9 @@ inline double gpt_forward_shape(GPT* m, const int* inputs, const int* targets, f
     return host_mean_loss(m, N, z_loss);
 }
 
-inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss);
-
 // (under pipeline parallelism, without a backward pass: validation)
 inline double gpt_forward(GPT* m, const int* inputs, const int* targets, float dloss,
                           double* z_loss = nullptr) {
-    if (m->pipe.config.pp > 1) return pipe_forward(m, inputs, targets, z_loss);
     return gpt_forward_shape(m, inputs, targets, dloss, m->B, m->T, z_loss);
 }
 
@@ -3822,14 +3833,20 @@ inline const floatX* lm_head_backward(GPT* m) {
 }
 
 // lnf, the norm after the last block (in its group): from dlnf to acts.dresidual, the gradient
-// of the last block's output.
+// of the last block's output. On a pipeline's last stage other micro-batches' forward passes may
+// have run since this one's: lnf's statistics are computed again from the block's output first
+// (the same kernel on the same input: the same bits).
 inline void lnf_backward(GPT* m, const floatX* dlnf) {
     const ParamIndex* at = &m->layout.index;
     Activations* acts = &m->acts;
+    const floatX* x = acts->layers[at->blocks - 1].residual3;
+    const int rows = seq_rows(m, m->B * m->T), C = m->shape.C;
+    if (m->pipe.config.pp > 1)
+        norm_forward(m, nullptr, acts->lnf, acts->lnf_mean, acts->lnf_rstd, x, nullptr,
+                     weight(m, at->lnf_w), weight(m, at->lnf_b), rows, C, m->stream);
     norm_backward(m, acts->dresidual, param_grad(m, at->lnf_w), param_grad(m, at->lnf_b),
-                  acts->col_partials, dlnf, acts->layers[at->blocks - 1].residual3, acts->lnf_mean,
-                  acts->lnf_rstd, weight(m, at->lnf_w), seq_rows(m, m->B * m->T), m->shape.C, false,
-                  m->stream);
+                  acts->col_partials, dlnf, x, acts->lnf_mean, acts->lnf_rstd,
+                  weight(m, at->lnf_w), rows, C, false, m->stream);
 }
 
 // Blocks [first, end) backward, from the gradient of block end-1's output in acts.dresidual to
@@ -3883,10 +3900,15 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // (virtual stage s) takes the chunk's input, received from the rank before or on stage 0 embedded
 // from the micro-batch's tokens; runs the stage's blocks (their activations in one of the rank's
 // activation sets, pipe_bind); its output goes to the rank after, or on the last stage it runs
-// lnf, the lm head and the loss with the backward's dloss and at once the head's backward pass,
-// keeping the gradient of the chunk's output for the chunk's backward. A backward takes that
-// gradient (received from the rank after, or kept), runs the stage's blocks backward and its
-// input's gradient goes to the rank before, or on stage 0 into the embeddings' backward.
+// lnf, the lm head and the loss with the backward's dloss and at once the lm head's backward
+// pass, keeping the gradient of lnf's output for the chunk's backward. A backward takes the
+// gradient of the chunk's output (received from the rank after; on the last stage lnf's
+// backward from the kept gradient, in the last block's gradient group), runs the stage's blocks
+// backward and its input's gradient goes to the rank before, or on stage 0 into the embeddings'
+// backward. Under tensor parallelism each rank of a stage's tensor-parallel group exchanges its
+// own part (the whole activation, or its rows under sequence parallelism) with the same
+// tensor-parallel rank of the neighbouring stage: a pipeline group is the ranks with the same
+// tensor-parallel rank (llmc/parallel.h).
 //
 // The transfers: after each time step, one NCCL group (comm_exchange) with the send of what the
 // action ending in the step produced and the receives of what the neighbours' actions ending in
@@ -3897,9 +3919,12 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // for the measured bubble of --comm-stats (train_run.cuh's report_pipeline_bubble).
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
-// summed between them (both then hold the same sum); the data-parallel reduction of the step's
-// gradients (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's
-// last micro-batch reduces them); the loss, the last stage's, broadcast over the pipeline group.
+// summed between them (both then hold the same sum); the tensor-parallel sums of partial
+// gradients (tp_sum_partial_grads) and the data-parallel reduction of the step's gradients
+// (ZeRO-0 and 1: each gradient group in the backward pass's order, as one process's last
+// micro-batch reduces them; ZeRO-2 and 3 reduce-scatter each group as a backward action finishes
+// it, and the embeddings' bucket here: llmc/zero.cuh's dp_pipeline_begin); the loss, the last
+// stage's, broadcast over the pipeline group.
 
 // Points the blocks of virtual stage `stage` and the chunk's input (acts.encoded) at activation
 // set `slot`.
@@ -3954,12 +3979,12 @@ inline void pipe_exchange(GPT* m, const PipeExchange* x, const floatX* produced)
 }
 
 // The forward pass of virtual stage ps over one micro-batch (inputs, targets: its host (B,T)
-// tokens), its input already where the stage reads it (stage 0: embeds the tokens): returns the
-// stage's output, or nullptr on the last stage, which has run the lm head and the loss with
-// dloss (0: no gradient).
+// tokens, B <= m->B and T <= m->T), its input already where the stage reads it (stage 0: embeds
+// the tokens): returns the stage's output, or nullptr on the last stage, which has run the lm
+// head and the loss with dloss (0: no gradient).
 inline floatX* stage_forward(GPT* m, const PipeStage* ps, const int* inputs, const int* targets,
-                             float dloss) {
-    const int B = m->B, T = m->T, N = B * T;
+                             float dloss, int B, int T) {
+    const int N = B * T;
     cudaStream_t st = m->stream;
     if (ps->embeddings) {
         CUDA_CHECK(cudaMemcpyAsync(m->inputs, inputs, N * sizeof(int), cudaMemcpyHostToDevice, st));
@@ -3989,12 +4014,14 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
     if (a.op == PIPE_FORWARD && ps.embeddings) *slot = p->slot_free[--p->free_count];
     pipe_bind(m, *slot, stage);
     floatX* dout = p->slot_douts + *slot * p->slot_elems;
+    const size_t n = (size_t)seq_rows(m, N) * s->C;
     if (a.op == PIPE_FORWARD) {
         const float dloss = (a.micro == 0 ? first_scale : 1.0f) / ((float)N * A);
-        if (const floatX* out = stage_forward(m, &ps, micro_inputs, micro_targets, dloss))
+        if (const floatX* out = stage_forward(m, &ps, micro_inputs, micro_targets, dloss, B, T))
             return out;
-        lnf_backward(m, lm_head_backward(m));
-        CUDA_CHECK(cudaMemcpyAsync(dout, m->acts.dresidual, p->slot_elems * sizeof(floatX),
+        // the lm head's backward (its dlogits do not outlive the forward), its gradient of lnf's
+        // output kept for the backward action, which runs lnf's backward in the last block's group
+        CUDA_CHECK(cudaMemcpyAsync(dout, lm_head_backward(m), n * sizeof(floatX),
                                    cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaStreamSynchronize(st));  // the host's loss buffers
         double z = 0.0;
@@ -4002,9 +4029,11 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
         losses[1] += z;
         return nullptr;
     }
-    CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, dout, p->slot_elems * sizeof(floatX),
-                               cudaMemcpyDeviceToDevice, st));
-    blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, nullptr);
+    dp_pipeline_action_begin(&m->dp, st);
+    if (!ps.head)
+        CUDA_CHECK(cudaMemcpyAsync(m->acts.dresidual, dout, n * sizeof(floatX),
+                                   cudaMemcpyDeviceToDevice, st));
+    blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, ps.head ? dout : nullptr);
     p->slot_free[p->free_count++] = *slot;
     if (!ps.embeddings) return m->acts.dresidual;
     token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
@@ -4028,16 +4057,18 @@ inline void pipe_sum_tied_grad(GPT* m) {
     add_into(grad, p->tied_grad, n, m->stream);
 }
 
-// The forward pass of one micro-batch through the pipeline, without a backward pass
-// (validation): the virtual stages in order, each on its rank, which receives the stage's input
-// from the rank before and sends its output on, each transfer alone (a chain: stage s's send
+// The forward pass of one micro-batch of (B,T) tokens through the pipeline, without a backward
+// pass (validation; generation, whose B and T may be smaller, gpt_generate): the virtual stages
+// in order, each on its rank, which receives the stage's input from the rank before and sends
+// its output on, each transfer alone (a chain: stage s's send
 // meets the receive of stage s + 1, which its rank posts after its transfers of earlier stages);
 // returns the mean loss (the last stage's) on every rank of the pipeline group, the mean z-loss
 // term in *z_loss (if given).
-inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double* z_loss) {
+inline double pipe_forward(GPT* m, const int* inputs, const int* targets, int B, int T,
+                           double* z_loss) {
     Pipeline* p = &m->pipe;
     const PipeConfig* c = &p->config;
-    const int N = m->B * m->T;
+    const int N = B * T;
     const size_t n = (size_t)seq_rows(m, N) * m->shape.C;
     cudaStream_t st = m->stream;
     check_tokens(&m->config, inputs, targets, N);
@@ -4058,7 +4089,7 @@ inline double pipe_forward(GPT* m, const int* inputs, const int* targets, double
         const PipeStage ps = pipe_stage(c, stage);
         pipe_bind(m, 0, stage);
         if (deps.recv.rank >= 0) transfer(false, a, m->acts.encoded, deps.recv.rank);
-        if (floatX* out = stage_forward(m, &ps, inputs, targets, 0.0f)) {
+        if (floatX* out = stage_forward(m, &ps, inputs, targets, 0.0f, B, T)) {
             transfer(true, a, out, deps.send.rank);
             continue;
         }
@@ -4087,7 +4118,7 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     gpt_zero_grad(m);
     gpt_monitors_start(m, (double)N * A * m->dp.group->size);
     m->fp8.training = m->mon.recording = true;
-    dp_backward_begin(&m->dp, false, true, st);  // the data-parallel reduction follows the flush
+    dp_pipeline_begin(&m->dp, st);  // ZeRO-0, 1: the data-parallel reduction follows the flush
     p->free_count = 0;
     for (int k = p->slots - 1; k >= 0; k--) p->slot_free[p->free_count++] = k;
     double losses[2] = {0.0, 0.0};  // the sums of the micro-batches' mean loss and z-loss
@@ -4117,12 +4148,19 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     }
     p->loop_s = comm_now_s() - loop_start;
     pipe_sum_tied_grad(m);
-    dp_backward_begin(&m->dp, true, false, st);
-    for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
-        dp_group_begin(&m->dp, g, st);
-        dp_group_done(&m->dp, g, st);
+    if (m->dp.stage < 2) {  // (ZeRO-2, 3: each group was reduced as an action finished it)
+        const int blocks = m->layout.index.blocks;
+        dp_backward_begin(&m->dp, true, false, st);
+        for (int g = 0; g < num_grad_groups(&m->layout.index); g++) {
+            dp_group_begin(&m->dp, g, st);
+            // the tensor-parallel sums of partial gradients (QK-norm's scales, under sequence
+            // parallelism the LayerNorms'), of the blocks this rank holds, once per step
+            if (g < blocks && pipe_holds_block(&p->config, p->rank, blocks - 1 - g))
+                tp_sum_partial_grads(m, blocks - 1 - g);
+            dp_group_done(&m->dp, g, st);
+        }
     }
-    dp_finish(&m->dp, st);
+    dp_pipeline_finish(&m->dp, st);  // ZeRO-2, 3: the held embeddings' bucket reduced
     comm_broadcast(p->group, losses, sizeof(losses), pipe_rank_of(c, pipe_stage_count(c) - 1));
     if (z_loss) *z_loss = losses[1] / A;
     return losses[0] / A;
@@ -4314,9 +4352,10 @@ inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {
 inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scale) {
     m->opt_step++;
     // the step's FP8 amaxes are complete (delayed scaling): over every rank that trains on a
-    // part of the global batch or holds a part of a cut tensor
-    const CommGroup* fp8_groups[] = {m->dp.group, m->tensor_parallel.group};
-    fp8_end_step(&m->fp8, fp8_groups, 2, m->stream);
+    // part of the global batch or holds a part of a cut tensor, and over the pipeline's stages
+    // (each has its own layers' amaxes: every rank then holds every layer's history)
+    const CommGroup* fp8_groups[] = {m->dp.group, m->tensor_parallel.group, m->pipe.group};
+    fp8_end_step(&m->fp8, fp8_groups, 3, m->stream);
     m->fp8.params_version++;
     const uint32_t seed = hash_u32(
         (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));

@@ -145,6 +145,12 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 // from the prediction after the last m->T tokens before it. Under tensor parallelism every rank
 // of the group calls it (the forward pass is theirs together); the logits of the last position
 // are all-gathered from the ranks' vocabulary slices, and every rank draws the same token.
+// Under pipeline parallelism every rank of the pipeline group calls it too: each forward pass
+// runs through the pipeline (pipe_forward: each stage on its rank, only the (window, C)
+// activation crossing a stage boundary), and the last stage broadcasts the last position's
+// logits to the group. Through the pipeline rather than gathered to one stage: no rank ever
+// holds more than its stages' parameters, the memory plan holds, and the sample is the same
+// computation as one process's (the same kernels on the same rows).
 // Sequence parallelism cuts the rows into tp parts: its forward passes run on the fewest whole
 // sequences of T tokens that divide (a multiple of tp rows), the context at the start of the
 // first, the rest filled with its last token (causal attention: no position before them sees
@@ -172,13 +178,19 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
             gpt_forward_shape(m, context, context, 0.0f, 1, window);
         }
         const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
-        if (tp > 1) {
-            comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
-            comm_sync(m->tensor_parallel.group, m->stream,
-                      "the gather of a sample's logits (NCCL)");
-            last = gathered;
+        if (m->acts.head) {  // (the last pipeline stage's rank, or every rank)
+            if (tp > 1) {
+                comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
+                comm_sync(m->tensor_parallel.group, m->stream,
+                          "the gather of a sample's logits (NCCL)");
+                last = gathered;
+            }
+            CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
         }
-        CUDA_CHECK(cudaMemcpy(row, last, V * sizeof(floatX), cudaMemcpyDeviceToHost));
+        const PipeConfig* pc = &m->pipe.config;
+        if (pc->pp > 1)
+            comm_broadcast(m->pipe.group, row, V * sizeof(floatX),
+                           pipe_rank_of(pc, pipe_stage_count(pc) - 1));
         for (int v = 0; v < V; v++) logits[v] = (float)row[v];
         tokens[len] = sample_token(logits, V, temperature, top_k, rng, order);
     }
@@ -484,8 +496,8 @@ static const Flag FLAGS[] = {
      "pipeline-parallel stages: the blocks are cut into --pp x --pp-virtual contiguous stages "
      "run by a pipeline group of --pp ranks, the --grad-accum micro-batches of a step flowing "
      "through them (llmc/pipeline.h); must divide the ranks, with --pp x --pp-virtual dividing "
-     "the layers. Not built yet with --tp > 1, --zero 2 or 3, --fp8 or text samples (with "
-     "--data: --sample-len 0)"},
+     "the layers. Composes with --tp (and --sequence-parallel), data parallelism at every "
+     "--zero stage, --fp8, recompute and text samples (generated through the pipeline)"},
     {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
      "gpipe|1f1b|interleaved", FLAG_FREE,
      "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
@@ -1005,22 +1017,10 @@ inline PipeConfig pipe_config_of(const TrainConfig* tc) {
 }
 
 // nullptr if tc's pipeline can run, else why not: what pipe_config_check refuses (the layers by
-// the stages, the micro-batches by --pp for the interleaved schedule), then what is not built
-// yet under --pp > 1.
+// the stages, the micro-batches by --pp for the interleaved schedule).
 inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) {
     const PipeConfig c = pipe_config_of(tc);
-    if (const char* err = pipe_config_check(&c, msg, len)) return err;
-    if (tc->pp == 1) return nullptr;
-    const char* combination = tc->tp > 1                        ? "--tp > 1"
-                              : tc->zero >= 2                   ? "--zero 2 and 3"
-                              : tc->model.fp8.recipe != FP8_OFF ? "--fp8"
-                                                                : nullptr;
-    if (combination == nullptr) return nullptr;
-    snprintf(msg, len,
-             "pipeline parallelism (--pp %d) with %s is not built yet (see README, \"Pipeline "
-             "parallelism\")",
-             tc->pp, combination);
-    return msg;
+    return pipe_config_check(&c, msg, len);
 }
 
 // Stops the run if tc's model and micro-batch cannot train on grid `dims` (ranks_per_node: the
@@ -2399,11 +2399,6 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         return EXIT_SUCCESS;
     }
     check_ranks_agree(comm, &tc);
-    if (tc.pp > 1 && have_tokenizer && tc.sample_len > 0)  // generation runs the whole model
-        fatal(
-            "pipeline parallelism (--pp %d) with text samples is not built yet: use "
-            "--sample-len 0 (see README, \"Pipeline parallelism\")",
-            tc.pp);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
     ParallelDims dims = grid_of(&tc, plan_world);

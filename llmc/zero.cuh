@@ -68,7 +68,8 @@
 // dp_grad_sum_squares (the norm), dp_owned_grad; after it dp_gather_params; ZeRO-3's hooks
 // dp_params_begin / dp_params_ready and dp_weights (where the passes read a tensor),
 // dp_params_whole (every tensor in bf16, for downloads), dp_fp8_gather_init (--fp8-allgather);
-// dp_sync.
+// dp_sync; under pipeline parallelism dp_pipeline_begin, dp_pipeline_action_begin and
+// dp_pipeline_finish.
 #pragma once
 
 #include <algorithm>
@@ -133,6 +134,10 @@ struct DataParallel {
     int* bucket_of;        // per group: its bucket
     cudaEvent_t computed;  // recorded on the compute stream when a bucket's gradients are done
     bool reduce;           // reduce during this backward pass
+    bool hold_last;        // pipeline parallelism, stages 2, 3: the last bucket waits for the end
+                           // of the step (dp_pipeline_begin)
+    cudaEvent_t drained;   // pipeline parallelism, stages 2, 3: recorded on the communication
+                           // stream before an action reuses the buckets' buffers
     bool first_micro;      // stages 2, 3: the step's first micro-batch (reduce into, not onto)
     ShardPlan plan;
     // what this rank updates and keeps the state of (stage 0: everything), in state order
@@ -423,6 +428,7 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
     CUDA_CHECK(cudaEventCreateWithFlags(&dp->computed, cudaEventDisableTiming));
     for (int b = 0; b < dp->count; b++)
         CUDA_CHECK(cudaEventCreateWithFlags(&dp->buckets[b].done, cudaEventDisableTiming));
+    if (dp->stage >= 2) CUDA_CHECK(cudaEventCreateWithFlags(&dp->drained, cudaEventDisableTiming));
     if (dp->stage == 3) {
         CUDA_CHECK(cudaEventCreateWithFlags(&dp->compute_point, cudaEventDisableTiming));
         for (int k = 0; k < 3; k++)
@@ -440,6 +446,7 @@ inline void dp_free(DataParallel* dp) {
         for (int b = 0; b < dp->count; b++) CUDA_CHECK(cudaEventDestroy(dp->buckets[b].done));
         CUDA_CHECK(cudaEventDestroy(dp->computed));
         CUDA_CHECK(cudaStreamDestroy(dp->stream));
+        if (dp->stage >= 2) CUDA_CHECK(cudaEventDestroy(dp->drained));
         if (dp->stage == 3) {
             CUDA_CHECK(cudaEventDestroy(dp->compute_point));
             for (int k = 0; k < 3; k++) CUDA_CHECK(cudaEventDestroy(dp->gathered[k]));
@@ -566,7 +573,7 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
 inline void dp_group_done(DataParallel* dp, int group, cudaStream_t compute) {
     if (!dp->reduce || dp->group->size == 1) return;
     const int b = dp->bucket_of[group];
-    if (dp->buckets[b].last_group != group) return;
+    if (dp->buckets[b].last_group != group || (dp->hold_last && b == dp->count - 1)) return;
     CUDA_CHECK(cudaEventRecord(dp->computed, compute));
     if (!test_drops_wait("dp-backward"))
         CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->computed, 0));
@@ -581,6 +588,55 @@ inline void dp_finish(DataParallel* dp, cudaStream_t compute) {
     if (dp->group->size == 1) return;
     CUDA_CHECK(cudaStreamWaitEvent(compute, dp->buckets[dp->count - 1].done, 0));
     comm_sync(dp->group, dp->stream, "the reduction of the gradients (NCCL)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipeline parallelism (train_gpt.cu's executor). A pipeline stage runs the backward passes of
+// its micro-batches between the forward passes of others, and on the last stage the lm head
+// writes wte's gradient in the forward passes. Stages 0 and 1 accumulate the step's gradients in
+// the gradient buffer and reduce them after the pipeline's flush. Stages 2 and 3 keep no whole
+// gradient, so they reduce-scatter every micro-batch, as without a pipeline:
+//   - every gradient group is a bucket of its own (the caller builds with bucket_mb 0), so an
+//     action's groups are whole buckets, each reduce-scattered as the action finishes it and
+//     added onto the gradient shard, which dp_pipeline_begin zeroes at the start of the step
+//     (whatever order the micro-batches' reductions come in, every one is added);
+//   - before an action writes gradients, dp_pipeline_action_begin makes the compute stream wait
+//     for every reduction queued so far (they read the buffers the action zeroes and reuses);
+//   - the embeddings' bucket (the last, in a buffer of its own) is held: it accumulates the
+//     step's wte and wpe gradients over every action and is reduced once, by
+//     dp_pipeline_finish, after the executor has summed the tied wte's two parts between the
+//     first and the last stage.
+
+// Before a pipelined step's first action.
+inline void dp_pipeline_begin(DataParallel* dp, cudaStream_t compute) {
+    dp_backward_begin(dp, false, false, compute);  // stages 0, 1: no reduction until the flush
+    if (dp->stage < 2) return;
+    dp->hold_last = true;
+    CUDA_CHECK(cudaMemsetAsync(dp->grad_shard, 0,
+                               (dp->elem_state + dp->matrix_state) * sizeof(floatX), compute));
+}
+
+// Before each backward action (stages 2, 3; see above).
+inline void dp_pipeline_action_begin(DataParallel* dp, cudaStream_t compute) {
+    if (dp->stage < 2) return;
+    CUDA_CHECK(cudaEventRecord(dp->drained, dp->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(compute, dp->drained, 0));
+    for (int b = 0; b + 1 < dp->count; b++) dp->prepared[b] = false;
+}
+
+// After the flush (stages 0, 1: once the caller has run dp_group_begin/dp_group_done over every
+// group with dp_backward_begin(dp, true, ...)): stages 2 and 3 reduce the held embeddings'
+// bucket; then as dp_finish.
+inline void dp_pipeline_finish(DataParallel* dp, cudaStream_t compute) {
+    if (dp->stage >= 2) {
+        dp->hold_last = false;
+        const GradBucket* last = &dp->buckets[dp->count - 1];
+        // (a stage between the first and the last holds no embeddings: only the event that
+        // dp_finish waits for, after the stage's reductions)
+        if (last->end > last->begin) dp_group_done(dp, last->last_group, compute);
+        else CUDA_CHECK(cudaEventRecord(last->done, dp->stream));
+    }
+    dp_finish(dp, compute);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -738,7 +794,8 @@ inline void dp_params_prefetch(DataParallel* dp, int group, const floatX* params
                                cudaStream_t compute) {
     if (dp->stage != 3) return;
     const int b = dp->bucket_of[group], k = dp_gather_slot(dp, b);
-    if (dp->gather_held[k] == b) return;
+    // (a pipeline stage's buckets of the blocks it does not hold are empty: nothing to gather)
+    if (dp->gather_held[k] == b || dp->buckets[b].end == dp->buckets[b].begin) return;
     CUDA_CHECK(cudaEventRecord(dp->compute_point, compute));
     if (!test_drops_wait("zero3-gather"))
         CUDA_CHECK(cudaStreamWaitEvent(dp->stream, dp->compute_point, 0));

@@ -14,21 +14,47 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
      AdamW: pp 2 and pp 4 (1f1b); pp 2 x 2 chunks interleaved; pp 2 gpipe; dp 2 x pp 2 at
             ZeRO-0 and ZeRO-1; pp 2 x 2 chunks interleaved with --recompute full
      Muon with QK-norm and z-loss: pp 2 (every matrix whole on its stage)
+   With tensor parallelism (a stage's blocks cut over its tensor-parallel group, the embedding and
+   the lm head vocabulary-parallel; the tied wte's gradient parts summed between the first and the
+   last stage by each tensor-parallel rank with its counterpart; the partial gradients of QK-norm's
+   scales and, under sequence parallelism, the LayerNorms' summed over the group once per step):
+     AdamW: pp 2 x tp 2, also with --sequence-parallel; pp 2 x 2 chunks interleaved x tp 2 with
+            --sequence-parallel; dp 2 x pp 2 x tp 2 at ZeRO-1
+     Muon with QK-norm and z-loss: pp 2 x tp 2
+   ZeRO-2 and 3 over the stage's data-parallel group (a bucket per gradient group, reduce-scattered
+   by the backward action that finishes it, every micro-batch; the embeddings' bucket once at the
+   end of the step, after the tied wte's sum): dp 2 x pp 2 at ZeRO-2 and 3, dp 2 x pp 4 at
+   ZeRO-3 (stages between the first and the last hold no embeddings), dp 2 x pp 2 x 2 chunks
+   interleaved x tp 2 with --sequence-parallel at ZeRO-3, and Muon (QK-norm, z-loss) on
+   dp 2 x pp 2 x tp 2 at ZeRO-2.
 2. bf16: pp 2 against the bf16 single process: each step's loss within BF16_LOSS, and the
    ranks' parameters, gathered from the stages, the same model (the trainer's hash check).
+   dp 2 x pp 2 with 8 blocks (4 a stage, so the backward pass gathers blocks again into the
+   buffers the forward pass used): ZeRO-3 with the CPU runtime running the streams' work in
+   random order (CUCC_SCHEDULE=random) gives ZeRO-2's bits (both reduce a group at a time), and
+   the -DTEST_DROP_WAITS trainer without one of the waits between the streams (a bucket's
+   reduction for its gradients, a gather for the kernels reading its buffer, the kernels for
+   their gather) gives other bits.
+   FP8 (bf16 build): --fp8 tensor on pp 2 x tp 2, delayed on dp 2 x pp 2 ZeRO-3 and rowwise on
+   pp 2, each step's loss within BF16_LOSS of one process running the same recipe, one model on
+   every rank, the plan equal to the allocation; --fp8 delayed on pp 2 resumed from its step-2
+   checkpoint ends with the uninterrupted run's parameter hash (each stage records its own
+   layers' amaxes; they are reduced over the pipeline group, so rank 0's checkpoint holds every
+   layer's history: without that reduction the resumed run differs).
 3. What a rank holds (log header, rank 0): its parameters are its stages' tensors only, the
    bytes computed here from the shapes (pp 2: wte, wpe and blocks 0-1); its memory plan equals
    what it allocated.
-4. The bytes the pipeline's ranks send each other in a step (--comm-stats, pp_sent_bytes,
-   counted by the executor as it sends): 2 x B x T x C x 4 bytes (fp32) per micro-batch per
-   boundary between virtual stages (an activation forward, a gradient backward), for every run
-   of 1 that logs them.
+4. The bytes the pipeline's ranks send each other in a step (--comm-stats, pp_sent_bytes, rank
+   0's pipeline group, counted by the executor as it sends): 2 x B x T x C x 4 bytes (fp32) per
+   micro-batch per boundary between virtual stages (an activation forward, a gradient backward),
+   for every run of 1; with tensor parallelism each tensor-parallel rank sends its own part to the
+   same rank of the next stage: the whole activation, or under sequence parallelism its B x T / tp
+   rows (2 x B x T / tp x C x 4 bytes).
 5. --pp-print-schedule prints rank 0's 1F1B order (pp 2, 4 micro-batches: F0 F1 B0 F2 B1 F3 B2
    B3, from the schedule's definition: pp - rank - 1 warm-up forwards, then one forward and one
    backward in turn).
 6. The refusals, by message: the layers that do not divide into the stages, the micro-batches
-   that --pp does not divide under the interleaved schedule, and the combinations not built yet
-   (--tp > 1, --zero 2, --fp8, text samples).
+   that --pp does not divide under the interleaved schedule.
 7. A rank killed mid-pipeline (--inject-fault 2:kill:1) ends the job within --comm-timeout, the
    other rank naming the wait on the pipeline group it was in (the pipeline's transfer of a
    micro-batch's activation or gradient with rank 1, or, a step behind, the stages' norm sums).
@@ -36,8 +62,10 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    at step 3 (--inject-fault 3:kill:1) and resumed on pp 2 gives the uninterrupted run's step-3
    loss, gradient norm, validation loss and final parameters bit for bit; the uninterrupted pp 2
    run's step-2 checkpoint resumed on one process, on pp 2 x 2 chunks
-   interleaved and on dp 2 x pp 2 ZeRO-1, and one process's and a dp 2 ZeRO-3 run's step-2
-   checkpoints resumed on pp 2, each continues within 1e-5 of its source's uninterrupted run.
+   interleaved and on dp 2 x pp 2 ZeRO-1, one process's and a dp 2 ZeRO-3 run's step-2
+   checkpoints resumed on pp 2, the pp 2 x tp 2 run's on dp 2 ZeRO-3 and the dp 2 ZeRO-3 run's
+   on pp 2 x tp 2 with --sequence-parallel, each continues within 1e-5 of its source's
+   uninterrupted run.
    --export-hf of the pp 2 run's final checkpoint gives one process's export within 1e-5, and
    --init-from that folder trains on pp 2 as on one process (2 steps, within 1e-5).
 9. The bubble, measured (--comm-stats' pp_bubble: each rank's idle time over the step, the time
@@ -60,8 +88,8 @@ import time
 
 import numpy as np
 
-from testlib import (MPIRUN, ROOT, RTOL, check, compare, final_checkpoint, checkpoint_array, finish, logged_values,
-                     make_data, param_hash, rel, resume, run, train, up)
+from testlib import (MPIRUN, ROOT, RTOL, check, compare, drop_waits_binary, final_checkpoint, checkpoint_array, finish,
+                     logged_values, make_data, param_hash, rel, resume, run, train, up, val_losses_and_sample)
 
 G, STEPS = 8, 3
 L, C, T, V, NH = 4, 64, 16, 256, 2
@@ -71,11 +99,13 @@ MUON = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-4"]
 # bf16: the tied wte's gradient is summed in another order (and rounded to bf16 there); a correct
 # run stays within a few bf16 roundings (2^-9) of one process, as test_tp's BF16_LOSS argues
 BF16_LOSS = 4e-3
+# a text sample at the end of the runs of check 1: longer than T, so the window slides
+SAMPLE = ["--sample-len", "40"]
 
 
-def pipe_args(pp, dp, accum, schedule="1f1b", chunks=1, zero=0):
+def pipe_args(pp, dp, accum, schedule="1f1b", chunks=1, zero=0, tp=1):
     return ["--pp", str(pp), "--pp-schedule", schedule, "--pp-virtual", str(chunks), "--zero", str(zero),
-            "--grad-accum", str(accum), "--batch", str(G // (dp * accum)), "--comm-stats"]
+            "--tp", str(tp), "--grad-accum", str(accum), "--batch", str(G // (dp * accum)), "--comm-stats"]
 
 
 def block_numels(qk_norm):
@@ -109,31 +139,51 @@ def main():
         data = make_data(os.path.join(work, "data"))
         base = ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
 
-        # 1 and 4: (label, optimizer flags, pp, dp, accum, schedule, chunks, zero, extra)
-        runs = [("pp 2", [], 2, 1, 4, "1f1b", 1, 0, []),
-                ("pp 4", [], 4, 1, 4, "1f1b", 1, 0, []),
-                ("pp 2 x 2 chunks interleaved", [], 2, 1, 4, "interleaved", 2, 0, []),
-                ("pp 2 gpipe", [], 2, 1, 4, "gpipe", 1, 0, []),
-                ("dp 2 x pp 2 ZeRO-0", [], 2, 2, 2, "1f1b", 1, 0, []),
-                ("dp 2 x pp 2 ZeRO-1", [], 2, 2, 2, "1f1b", 1, 1, []),
-                ("pp 2 x 2 chunks interleaved, --recompute full", [], 2, 1, 4, "interleaved", 2, 0,
+        # 1 and 4: (label, optimizer flags, pp, dp, accum, schedule, chunks, zero, tp, extra)
+        runs = [("pp 2", [], 2, 1, 4, "1f1b", 1, 0, 1, []),
+                ("pp 4", [], 4, 1, 4, "1f1b", 1, 0, 1, []),
+                ("pp 2 x 2 chunks interleaved", [], 2, 1, 4, "interleaved", 2, 0, 1, []),
+                ("pp 2 gpipe", [], 2, 1, 4, "gpipe", 1, 0, 1, []),
+                ("dp 2 x pp 2 ZeRO-0", [], 2, 2, 2, "1f1b", 1, 0, 1, []),
+                ("dp 2 x pp 2 ZeRO-1", [], 2, 2, 2, "1f1b", 1, 1, 1, []),
+                ("pp 2 x 2 chunks interleaved, --recompute full", [], 2, 1, 4, "interleaved", 2, 0, 1,
                  ["--recompute", "full"]),
-                ("Muon + QK-norm + z-loss, pp 2", MUON, 2, 1, 4, "1f1b", 1, 0, [])]
+                ("Muon + QK-norm + z-loss, pp 2", MUON, 2, 1, 4, "1f1b", 1, 0, 1, []),
+                ("pp 2 x tp 2", [], 2, 1, 4, "1f1b", 1, 0, 2, []),
+                ("pp 2 x tp 2 --sequence-parallel", [], 2, 1, 4, "1f1b", 1, 0, 2, ["--sequence-parallel"]),
+                ("pp 2 x 2 chunks interleaved x tp 2 --sequence-parallel", [], 2, 1, 4, "interleaved", 2, 0, 2,
+                 ["--sequence-parallel"]),
+                ("dp 2 x pp 2 x tp 2 ZeRO-1", [], 2, 2, 2, "1f1b", 1, 1, 2, []),
+                ("Muon + QK-norm + z-loss, pp 2 x tp 2", MUON, 2, 1, 4, "1f1b", 1, 0, 2, []),
+                ("dp 2 x pp 2 ZeRO-2", [], 2, 2, 2, "1f1b", 1, 2, 1, []),
+                ("dp 2 x pp 2 ZeRO-3", [], 2, 2, 2, "1f1b", 1, 3, 1, []),
+                ("dp 2 x pp 4 ZeRO-3", [], 4, 2, 4, "1f1b", 1, 3, 1, []),
+                ("dp 2 x pp 2 x 2 chunks interleaved x tp 2 --sequence-parallel ZeRO-3", [], 2, 2, 2, "interleaved",
+                 2, 3, 2, ["--sequence-parallel"]),
+                ("Muon + QK-norm + z-loss, dp 2 x pp 2 x tp 2 ZeRO-2", MUON, 2, 2, 2, "1f1b", 1, 2, 2, [])]
         refs, results = {}, {}
-        for label, opt, pp, dp, accum, schedule, chunks, zero, extra in runs:
+        for label, opt, pp, dp, accum, schedule, chunks, zero, tp, extra in runs:
             key = (tuple(opt), accum)
             if key not in refs:
                 refs[key] = train(fp32, 0, work, f"single_{'muon' if opt else 'adamw'}_a{accum}", MODEL,
-                                  base + opt + ["--grad-accum", str(accum), "--batch", str(G // accum)])
+                                  base + opt + SAMPLE + ["--grad-accum", str(accum), "--batch", str(G // accum)])
             name = re.sub(r"[^a-z0-9]+", "_", label.lower())
-            results[label] = train(fp32, pp * dp, work, name, MODEL,
-                                   base + opt + pipe_args(pp, dp, accum, schedule, chunks, zero) + extra)
+            results[label] = train(fp32, pp * dp * tp, work, name, MODEL,
+                                   base + opt + SAMPLE + pipe_args(pp, dp, accum, schedule, chunks, zero, tp) + extra)
             compare(f"fp32 {label}, accum {accum}", results[label], refs[key], STEPS)
-            boundaries = pp * chunks - 1
-            want = 2 * (G // (dp * accum)) * T * C * 4 * accum * boundaries
+            sample, want = val_losses_and_sample(results[label][0], STEPS)[1], val_losses_and_sample(refs[key][0],
+                                                                                                     STEPS)[1]
+            check(sample is not None and sample == want, f"{label}: the step-{STEPS} sample ({SAMPLE[1]} tokens "
+                  f"through the pipeline) is one process's text, {ascii(sample)}")
+            # each tensor-parallel rank sends its own part to the same tensor-parallel rank of the
+            # next stage: the whole (B T, C) activation (replicated over the group), or under
+            # sequence parallelism its B T / tp rows
+            boundaries, rows = pp * chunks - 1, (G // (dp * accum)) * T // (tp if "--sequence-parallel" in extra else 1)
+            want = 2 * rows * C * 4 * accum * boundaries
             sent = next(r["pp_sent_bytes"] for r in results[label][1] if "pp_sent_bytes" in r)
-            check(sent == want, f"{label}: the pipeline group's ranks sent {sent} bytes in a step, 2 x B x T x C x "
-                  f"4 bytes x {accum} micro-batches x {boundaries} boundaries = {want}")
+            check(sent == want, f"{label}: rank 0's pipeline group's ranks sent {sent} bytes in a step, 2 x "
+                  f"{rows} rows (B x T{' / tp' if rows != (G // (dp * accum)) * T else ''}) x C x 4 bytes x {accum} "
+                  f"micro-batches x {boundaries} boundaries = {want}")
 
         # 2
         single = train(bf16, 0, work, "single_bf16", MODEL, base + ["--grad-accum", "4", "--batch", "2"], False)
@@ -143,6 +193,53 @@ def main():
         check(worst <= BF16_LOSS and param_hash(out, 2) is not None,
               f"bf16 pp 2: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process, the stages' parameters "
               f"gathered are one model on both ranks")
+
+        # 2b: ZeRO-2 and 3 under the pipeline in bf16, the streams' work in random orders
+        drop_waits = drop_waits_binary()
+        # 4 blocks a stage, so that the backward pass gathers blocks again into buffers the forward used
+        short = MODEL + ["--layers", "8", "--data", data, "--steps", "2"]
+        zero2 = param_hash(run(MPIRUN + ["-np", "4", bf16] + short + pipe_args(2, 2, 2, zero=2), "bf16 dp 2 x pp 2 "
+                               "ZeRO-2"), 4)
+        random = ["-x", "CUCC_SCHEDULE=random", "-x", "CUCC_SEED=1"]
+        zero3 = param_hash(run(MPIRUN + random + ["-np", "4", bf16] + short + pipe_args(2, 2, 2, zero=3),
+                               "bf16 dp 2 x pp 2 ZeRO-3, random order"), 4)
+        check(zero2 is not None and zero3 == zero2, f"bf16 dp 2 x pp 2, 2 micro-batches: ZeRO-3 with the streams' "
+              f"work in random order bit-identical to ZeRO-2 ({zero3} vs {zero2})")
+        for wait, what in (("dp-backward", "of a bucket's reduction for its gradients"),
+                           ("zero3-gather", "before a gather overwrites a buffer"),
+                           ("zero3-compute", "for a gather before its kernels")):
+            proc = subprocess.run(MPIRUN + random + ["-x", f"LLMC_TEST_DROP_WAIT={wait}", "-np", "4", drop_waits] +
+                                  short + pipe_args(2, 2, 2, zero=3), capture_output=True, text=True,
+                                  errors="replace", cwd=ROOT)
+            wrong = param_hash(proc.stdout + proc.stderr, 4)
+            check(wrong != zero2, f"bf16 dp 2 x pp 2 ZeRO-3 without the wait {what}, random order: the result "
+                  f"differs ({wrong or 'replicas disagree'})")
+
+        # 2c: FP8 (bf16 build)
+        for recipe, label, ranks, grid in (("tensor", "pp 2 x tp 2", 4, pipe_args(2, 1, 4, tp=2)),
+                                           ("delayed", "dp 2 x pp 2 ZeRO-3", 4, pipe_args(2, 2, 2, zero=3)),
+                                           ("rowwise", "pp 2", 2, pipe_args(2, 1, 4))):
+            fp8 = ["--fp8", recipe]
+            single = train(bf16, 0, work, "single_fp8_" + recipe, MODEL, base + fp8 + ["--grad-accum", "4", "--batch",
+                                                                                         "2"], False)
+            out, records, _ = train(bf16, ranks, work, "pp_fp8_" + recipe, MODEL, base + fp8 + grid, False)
+            want, got = logged_values(single[1]), logged_values(records)
+            worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want if k[0] == "train_loss")
+            planned = records[0]["plan_bytes"]["total"]
+            allocated = next(r["allocated_bytes"] for r in records if "allocated_bytes" in r)
+            check(worst <= BF16_LOSS and param_hash(out, ranks) is not None and planned == allocated,
+                  f"bf16 --fp8 {recipe} on {label}: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process's "
+                  f"--fp8 {recipe}, one model on every rank, planned {planned} bytes = allocated {allocated}")
+        # delayed scaling's histories: each stage records its own layers' amaxes, reduced over the
+        # pipeline group at the end of the step, so rank 0's checkpoint holds every layer's
+        delayed = MODEL + ["--data", data, "--steps", "4", "--checkpoint-every", "2", "--fp8", "delayed",
+                           "--fp8-amax-history", "4"] + pipe_args(2, 1, 4)
+        source = train(bf16, 2, work, "pp_fp8_delayed_source", delayed, [])
+        got = resume(bf16, source, 2, work, "pp_fp8_delayed_resumed", delayed, [])
+        want = param_hash(source[0], 2)
+        check("resuming from" in got[0] and want is not None and param_hash(got[0], 2) == want,
+              f"bf16 --fp8 delayed on pp 2, its step-2 checkpoint resumed on pp 2: the uninterrupted run's "
+              f"parameter hash ({param_hash(got[0], 2)} vs {param_hash(source[0], 2)})")
 
         # 3
         head = results["pp 2"][1][0]
@@ -165,12 +262,7 @@ def main():
         for flags, ranks, message in (
                 (["--pp", "2", "--layers", "3"], 2, r"the 3 layers cannot be cut into pp 2 x 1 chunks per rank"),
                 (["--pp", "2", "--pp-schedule", "interleaved", "--pp-virtual", "2", "--grad-accum", "3"], 2,
-                 r"runs micro-batches in groups of pp 2: it does not divide the 3 micro-batches"),
-                (["--pp", "2", "--tp", "2"], 4, r"pipeline parallelism \(--pp 2\) with --tp > 1 is not built yet"),
-                (["--pp", "2", "--zero", "2"], 4, r"pipeline parallelism \(--pp 2\) with --zero 2 and 3 is not built"),
-                (["--pp", "2", "--fp8", "tensor"], 2, r"pipeline parallelism \(--pp 2\) with --fp8 is not built yet"),
-                (["--pp", "2", "--data", data, "--sample-len", "16"], 2,
-                 r"pipeline parallelism \(--pp 2\) with text samples is not built yet")):
+                 r"runs micro-batches in groups of pp 2: it does not divide the 3 micro-batches")):
             rc, out = refused(fp32, flags, ranks)
             check(rc != 0 and re.search(message, out) is not None,
                   f"{' '.join(flags)} on {ranks} ranks is refused: {message!r}",
@@ -202,7 +294,11 @@ def main():
                  pipe_args(2, 1, 4, "interleaved", 2)),
                 ("pp 2 checkpoint resumed on dp 2 x pp 2 ZeRO-1", source, 4, pipe_args(2, 2, 4, zero=1)),
                 ("one-process checkpoint resumed on pp 2", single_a4, 2, pipe_args(2, 1, 4)),
-                ("dp 2 ZeRO-3 checkpoint resumed on pp 2", zero3, 2, pipe_args(2, 1, 4))):
+                ("dp 2 ZeRO-3 checkpoint resumed on pp 2", zero3, 2, pipe_args(2, 1, 4)),
+                ("pp 2 x tp 2 checkpoint resumed on dp 2 ZeRO-3", results["pp 2 x tp 2"], 2,
+                 ["--batch", "1", "--grad-accum", "4", "--zero", "3"]),
+                ("dp 2 ZeRO-3 checkpoint resumed on pp 2 x tp 2 --sequence-parallel", zero3, 4,
+                 pipe_args(2, 1, 4, tp=2) + ["--sequence-parallel"])):
             got = resume(fp32, src, ranks, work, "resume_" + re.sub(r"[^a-z0-9]+", "_", label.lower()), MODEL,
                          base + grid)
             check("resuming from" in got[0], f"{label}: it resumed at step 2")
