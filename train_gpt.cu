@@ -1000,6 +1000,26 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 
 constexpr int ATT_THREADS = 256;  // threads per block
 
+// The part of the attention one launch computes. One process runs one block, the whole causal
+// sequence (att_whole); context parallelism (llmc/context_parallel.cuh) runs a sequence as blocks
+// of queries against blocks of keys it passes around a ring. Every buffer holds T rows per
+// sequence; the block's queries are rows q0 .. q0+n-1 of qkv (their q), out, lse, dout and
+// delta, its keys rows k0 .. k0+n-1 of kv: a key row holds head h's key at h*HS and its value at
+// att_width + h*HS, rows kv_stride elements apart (dkv, their gradients, the same layout).
+// causal: the block lies on the diagonal, query q0+i sees keys k0 .. k0+i; else it sees all n.
+// merge: out and lse (dq, dkv) hold the result over other keys already; the block's is merged
+// into them (out and lse by their log-sum-exp, gradients added) instead of overwriting them.
+struct AttBlock {
+    int T, n, q0, k0;
+    size_t kv_stride;
+    bool causal, merge;
+};
+
+// The whole causal sequence of T rows, keys and values in qkv (B,T,3 att_width).
+inline AttBlock att_whole(int T, int att_width) {
+    return AttBlock{T, T, 0, 0, 3 * (size_t)att_width, true, false};
+}
+
 // The largest attention logit (q.k/sqrt(HS) over the unmasked positions), a monitor of the
 // training step (gpt_monitors): the forward kernels keep the running max of each query row for
 // the online softmax anyway; each warp takes the max of its rows' and raises the layer's slot
@@ -1075,6 +1095,14 @@ __device__ inline void row_part_store(floatX* row, const float* src, int g, floa
     }
 }
 
+// dst += lane g's part of a row, times scale (a merged block adds the gradients stored before).
+template <int HS>
+__device__ inline void row_part_add(float* dst, const floatX* row, int g, float scale) {
+    float before[ATT_LANE_DIMS];
+    row_part_load<HS>(before, row, g, scale);
+    for (int d = 0; d < ATT_LANE_DIMS; d++) dst[d] += before[d];
+}
+
 // Lane g's partial dot product of its part x with a row.
 template <int HS>
 __device__ inline float row_part_dot(const float* x, const floatX* row, int g) {
@@ -1115,34 +1143,40 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 // when logit_max is not null, raises it to the largest score (monitor_key).
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv, int T,
-                             int NH) {
+    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
+                             const floatX* kv, AttBlock blk, int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int T = blk.n;  // the block's rows: t, keys and the bounds below count in the block
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
-    const int block_last = min(q_first + R::per_block, T) - 1;  // sees keys 0..block_last
+    const int block_last =
+        blk.causal ? min(q_first + R::per_block, T) - 1 : T - 1;  // sees keys 0..block_last
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
-    const int warp_keys =
-        warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
+    const int warp_keys = warp_first < T ? (blk.causal ? min(warp_first + R::per_warp, T) : T)
+                                         : 0;  // keys some row of the warp sees
+    const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * 3 * att_width;
+    const floatX* keys = kv + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;
+    const size_t row = (size_t)b * blk.T + blk.q0 + t, lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
     float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
     if (t < T)
         row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, 1.0f / sqrtf((float)HS));
+    // merge: the earlier blocks' lse, read before the loop's barriers (lane 0 of the group
+    // overwrites it at the end)
+    const float lse_before = blk.merge && t < T ? lse[lse_at] : 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + att_width + h * HS, 3 * att_width,
-                           base + 2 * att_width + h * HS, 3 * att_width, k_first,
-                           min(ATT_TILE, block_last + 1 - k_first));
+        att_load_tiles<HS>(k_tile, v_tile, keys, blk.kv_stride, keys + att_width, blk.kv_stride,
+                           k_first, min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();  // the tile is loaded
         // every lane of the warp runs the same keys (the shuffles need them all); a row skips
         // the keys after it; rows past T in a warp with valid rows compute values never stored
         const int n_keys = min(ATT_TILE, warp_keys - k_first);
         for (int j = 0; j < n_keys; j++) {
             const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
-            if (k_first + j > t) continue;
+            if (blk.causal && k_first + j > t) continue;
             if (s > m) {  // a new max: rescale what was summed so far (to 0 at the first key)
                 const float correction = expf(m - s);
                 l *= correction;
@@ -1156,9 +1190,19 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     if (logit_max) warp_max_into(logit_max, t < T ? m : -INFINITY);  // m: the row's largest score
     if (t >= T) return;
-    const size_t row = (size_t)b * T + t;
-    row_part_store<HS>(out + row * att_width + h * HS, o, g, 1.0f / l);
-    if (g == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+    floatX* out_row = out + row * att_width + h * HS;
+    float row_lse = m + logf(l), scale = 1.0f / l;
+    if (blk.merge) {  // out = (e^lse_before out_before + e^row_lse o / l) / e^lse_after
+        const float top = fmaxf(lse_before, row_lse), before = expf(lse_before - top),
+                    mine = expf(row_lse - top), sum = before + mine;
+        float o_before[ATT_LANE_DIMS];
+        row_part_load<HS>(o_before, out_row, g, before / sum);
+        for (int d = 0; d < ATT_LANE_DIMS; d++) o[d] = o[d] * (mine / sum / l) + o_before[d];
+        row_lse = top + logf(sum);
+        scale = 1.0f;
+    }
+    row_part_store<HS>(out_row, o, g, scale);
+    if (g == 0) lse[lse_at] = row_lse;
 }
 
 // Backward, pass 1 (dQ): a lane group owns query row t. With P = exp(score - lse),
@@ -1167,78 +1211,85 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                 const floatX* qkv, const float* lse, int T, int NH) {
+                                 const floatX* qkv, const floatX* kv, const float* lse, AttBlock blk,
+                                 int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int T = blk.n;  // as in the forward pass
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
-    const int block_last = min(q_first + R::per_block, T) - 1;
+    const int block_last = blk.causal ? min(q_first + R::per_block, T) - 1 : T - 1;
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
-    const int warp_keys =
-        warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
-    const size_t row = (size_t)b * T + t;
+    const int warp_keys = warp_first < T ? (blk.causal ? min(warp_first + R::per_warp, T) : T)
+                                         : 0;  // keys some row of the warp sees
+    const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * 3 * att_width;
+    const floatX* keys = kv + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;
+    const size_t row = (size_t)b * blk.T + blk.q0 + t, lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
     const float scale = 1.0f / sqrtf((float)HS);
     float q[ATT_LANE_DIMS] = {}, dO[ATT_LANE_DIMS] = {}, dq[ATT_LANE_DIMS] = {};
     float row_lse = 0.0f;
     if (t < T) {
         row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, scale);
         row_part_load<HS>(dO, dout + row * att_width + h * HS, g, 1.0f);
-        row_lse = lse[((size_t)b * NH + h) * T + t];
+        row_lse = lse[lse_at];
     }
     const float D =
         group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * att_width + h * HS, g) : 0.0f);
-    if (t < T && g == 0) delta[((size_t)b * NH + h) * T + t] = D;
+    if (t < T && g == 0) delta[lse_at] = D;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + att_width + h * HS, 3 * att_width,
-                           base + 2 * att_width + h * HS, 3 * att_width, k_first,
-                           min(ATT_TILE, block_last + 1 - k_first));
+        att_load_tiles<HS>(k_tile, v_tile, keys, blk.kv_stride, keys + att_width, blk.kv_stride,
+                           k_first, min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();                                        // the tile is loaded
         const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
         for (int j = 0; j < n_keys; j++) {
             const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
             const float dp = group_sum<R::lanes>(row_part_dot<HS>(dO, v_tile[j], g));
-            if (k_first + j > t) continue;
+            if (blk.causal && k_first + j > t) continue;
             row_part_axpy<HS>(dq, expf(s - row_lse) * (dp - D), k_tile[j], g);
         }
     }
     if (t >= T) return;
-    row_part_store<HS>(dqkv + row * 3 * att_width + h * HS, dq, g, scale);
+    floatX* dq_row = dqkv + row * 3 * att_width + h * HS;
+    if (blk.merge) row_part_add<HS>(dq, dq_row, g, 1.0f / scale);
+    row_part_store<HS>(dq_row, dq, g, scale);
 }
 
 // Backward, pass 2 (dK, dV): a lane group owns key row s; queries t >= s stream through shared
 // memory: dv = sum_t P_ts dO_t, dk = scale * sum_t dS_ts q_t.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                  const floatX* qkv, const float* lse, int T, int NH) {
+    attention_backward_dkv_kernel(floatX* dkv, const float* delta, const floatX* dout,
+                                  const floatX* qkv, const floatX* kv, const float* lse, AttBlock blk,
+                                  int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX q_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
     __shared__ float lse_tile[ATT_TILE];
     __shared__ float delta_tile[ATT_TILE];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int T = blk.n;  // the block's rows, as in the forward pass
     const int k_first = blockIdx.x * R::per_block, s = k_first + threadIdx.x / R::lanes;
     const int warp_first = k_first + (int)(threadIdx.x / 32) * R::per_warp;  // the warp's first key
-    const floatX* base = qkv + (size_t)b * T * 3 * att_width;
+    const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * 3 * att_width;
+    const size_t key_row = ((size_t)b * blk.T + blk.k0 + s) * blk.kv_stride + h * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {},
           dv[ATT_LANE_DIMS] = {};
     if (s < T) {
-        row_part_load<HS>(k, base + (size_t)s * 3 * att_width + att_width + h * HS, g,
-                          scale);  // scores = q . (scale k)
-        row_part_load<HS>(v, base + (size_t)s * 3 * att_width + 2 * att_width + h * HS, g, 1.0f);
+        row_part_load<HS>(k, kv + key_row, g, scale);  // scores = q . (scale k)
+        row_part_load<HS>(v, kv + key_row + att_width, g, 1.0f);
     }
-    const float* lse_bh = lse + ((size_t)b * NH + h) * T;
-    const float* delta_bh = delta + ((size_t)b * NH + h) * T;
-    for (int q_first = k_first; q_first < T;
-         q_first += ATT_TILE) {  // queries before k_first see no key here
+    const float* lse_bh = lse + ((size_t)b * NH + h) * blk.T + blk.q0;
+    const float* delta_bh = delta + ((size_t)b * NH + h) * blk.T + blk.q0;
+    // queries before k_first see no key here (a diagonal block; otherwise every query does)
+    for (int q_first = blk.causal ? k_first : 0; q_first < T; q_first += ATT_TILE) {
         const int count = min(ATT_TILE, T - q_first);
         __syncthreads();  // every thread is done with the previous tile
         att_load_tiles<HS>(q_tile, do_tile, base + h * HS, 3 * att_width,
-                           dout + (size_t)b * T * att_width + h * HS, att_width, q_first, count);
+                           dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS, att_width,
+                           q_first, count);
         if ((int)threadIdx.x < count) {
             lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
             delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
@@ -1246,39 +1297,45 @@ __global__ void __launch_bounds__(ATT_THREADS)
         __syncthreads();  // the tile is loaded
         // every lane of the warp runs the same queries (the shuffles need them all), from the
         // first one that sees the warp's first key; a row skips the queries before it
-        for (int j = max(0, warp_first - q_first); j < count; j++) {
+        for (int j = blk.causal ? max(0, warp_first - q_first) : 0; j < count; j++) {
             const float sc = group_sum<R::lanes>(row_part_dot<HS>(k, q_tile[j], g));
             const float dp = group_sum<R::lanes>(row_part_dot<HS>(v, do_tile[j], g));
-            if (q_first + j < s) continue;
+            if (blk.causal && q_first + j < s) continue;
             const float p = expf(sc - lse_tile[j]);
             row_part_axpy<HS>(dv, p, do_tile[j], g);
             row_part_axpy<HS>(dk, p * (dp - delta_tile[j]), q_tile[j], g);
         }
     }
     if (s >= T) return;
-    const size_t row = (size_t)b * T + s;
-    row_part_store<HS>(dqkv + row * 3 * att_width + att_width + h * HS, dk, g, scale);
-    row_part_store<HS>(dqkv + row * 3 * att_width + 2 * att_width + h * HS, dv, g, 1.0f);
+    if (blk.merge) {
+        row_part_add<HS>(dk, dkv + key_row, g, 1.0f / scale);
+        row_part_add<HS>(dv, dkv + key_row + att_width, g, 1.0f);
+    }
+    row_part_store<HS>(dkv + key_row, dk, g, scale);
+    row_part_store<HS>(dkv + key_row + att_width, dv, g, 1.0f);
 }
 
 template <int HS>
 void attention_forward_cuda_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                  int B, int T, int NH, cudaStream_t stream) {
-    dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
-    attention_forward_kernel<HS><<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH);
+                                  const floatX* kv, AttBlock blk, int B, int NH,
+                                  cudaStream_t stream) {
+    dim3 grid((unsigned)ceil_div(blk.n, AttRows<HS>::per_block), NH, B);
+    attention_forward_kernel<HS>
+        <<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, kv, blk, NH);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int HS>
-void attention_backward_cuda_cores(floatX* dqkv, float* delta, const floatX* dout,
-                                   const floatX* out, const floatX* qkv, const float* lse, int B,
-                                   int T, int NH, cudaStream_t stream) {
-    dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
+void attention_backward_cuda_cores(floatX* dqkv, floatX* dkv, float* delta, const floatX* dout,
+                                   const floatX* out, const floatX* qkv, const floatX* kv,
+                                   const float* lse, AttBlock blk, int B, int NH,
+                                   cudaStream_t stream) {
+    dim3 grid((unsigned)ceil_div(blk.n, AttRows<HS>::per_block), NH, B);
     attention_backward_dq_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH);
+        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, kv, lse, blk, NH);
     CUDA_CHECK_LAUNCH();
     attention_backward_dkv_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH);
+        <<<grid, ATT_THREADS, 0, stream>>>(dkv, delta, dout, qkv, kv, lse, blk, NH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1425,13 +1482,21 @@ __device__ inline float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Stores row r (0: g, 1: g + 8) of a 16 x HS accumulator times scale to a row of HS bf16.
+// Stores row r (0: g, 1: g + 8) of a 16 x HS accumulator times scale to a row of HS bf16; with
+// before != 0 (a merged block, AttBlock) plus `before` times what the row held.
 template <int HS>
-__device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, float scale) {
+__device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, float scale,
+                                     float before = 0.0f) {
     const int t = threadIdx.x % 4;
     for (int d = 0; d < HS / 8; d++) {
-        *reinterpret_cast<__nv_bfloat162*>(row + 8 * d + 2 * t) =
-            __floats2bfloat162_rn(acc[d][2 * r] * scale, acc[d][2 * r + 1] * scale);
+        __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(row + 8 * d + 2 * t);
+        float x = acc[d][2 * r] * scale, y = acc[d][2 * r + 1] * scale;
+        if (before != 0.0f) {
+            const float2 held = __bfloat1622float2(*at);
+            x += before * held.x;
+            y += before * held.y;
+        }
+        *at = __floats2bfloat162_rn(x, y);
     }
 }
 
@@ -1442,23 +1507,29 @@ __device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, 
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_forward_mma_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                 int T, int NH) {
+                                 const floatX* kvx, AttBlock blk, int NH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
     extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
     const uint32_t q_tile = smem_address(att_smem), kv = q_tile + MMA_ATT_ROWS * A::row_bytes;
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int T = blk.n;  // the block's rows (AttBlock): rows, keys and bounds count in it
     const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);  // the warp's rows; last key
+    const int wq0 = q0 + 16 * warp;
+    const int wlast = blk.causal ? min(wq0 + 15, T - 1) : T - 1;  // the warp's rows' last key
     const bool warp_has_rows = wq0 < T;
     const size_t stride = 3 * (size_t)att_width;
-    // k at q + att_width, v at q + 2 att_width
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
+    const floatX* key_base = kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // v: + att_width
+    const int tiles = ((blk.causal ? min(q0 + MMA_ATT_ROWS, T) : T) - 1) / BC + 1;
+    const size_t lse_bh = ((size_t)b * NH + h) * blk.T + blk.q0;
+    float lse_before[2] = {};  // merge: read before the loop's barriers (written at the end)
+    for (int r = 0; r < 2; r++)
+        if (blk.merge && wq0 + g + 8 * r < T) lse_before[r] = lse[lse_bh + wq0 + g + 8 * r];
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
-    att_tile_load<HS, BC>(kv, q + att_width, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, q + 2 * att_width, stride, 0, T);
+    att_tile_load<HS, BC>(kv, key_base, blk.kv_stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, key_base + att_width, blk.kv_stride, 0, T);
     cp_async_commit();
     const float scale_log2 = LOG2E / sqrtf((float)HS);
     uint32_t qf[A::ksteps][4];
@@ -1469,8 +1540,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j is in for every thread; every warp is done with tile j - 1
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, q + att_width, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, q + 2 * att_width, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, key_base, blk.kv_stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, key_base + att_width, blk.kv_stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0 && warp_has_rows)
@@ -1491,12 +1562,14 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
                 mma_bf16_16816(s[2 * n2], qf[ks], bf);
                 mma_bf16_16816(s[2 * n2 + 1], qf[ks], bf + 2);
             }
-        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;  // the tile crosses the diagonal or T
+        // the tile crosses the diagonal or T
+        const bool masked = (blk.causal && k0 + BC - 1 > wq0) || k0 + BC > T;
         float mx[2] = {m[0], m[1]};
         for (int n = 0; n < NT; n++)
             for (int e = 0; e < 4; e++) {
                 const int key = k0 + 8 * n + 2 * t + (e & 1), row = wq0 + g + 8 * (e >> 1);
-                const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                const bool skip =
+                    n / 2 >= steps || (masked && ((blk.causal && key > row) || key >= T));
                 s[n][e] = skip ? -INFINITY : s[n][e] * scale_log2;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
             }
@@ -1529,8 +1602,17 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         const float sum = quad_sum(l[r]);
         const int row = wq0 + g + 8 * r;
         if (row >= T) continue;
-        att_store_row<HS>(out + ((size_t)b * T + row) * att_width + h * HS, o, r, 1.0f / sum);
-        if (t == 0) lse[((size_t)b * NH + h) * T + row] = (m[r] + log2f(sum)) / LOG2E;
+        float row_lse = (m[r] + log2f(sum)) / LOG2E, scale = 1.0f / sum, before = 0.0f;
+        if (blk.merge) {  // as in the CUDA-core kernel
+            const float top = fmaxf(lse_before[r], row_lse), held = expf(lse_before[r] - top),
+                        mine = expf(row_lse - top), total = held + mine;
+            scale = mine / total / sum;
+            before = held / total;
+            row_lse = top + logf(total);
+        }
+        att_store_row<HS>(out + ((size_t)b * blk.T + blk.q0 + row) * att_width + h * HS, o, r,
+                          scale, before);
+        if (t == 0) lse[lse_bh + row] = row_lse;
     }
 }
 
@@ -1540,8 +1622,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dq_mma_kernel(floatX* dqkv, float* delta, const floatX* dout,
-                                     const floatX* out, const floatX* qkv, const float* lse, int T,
-                                     int NH) {
+                                     const floatX* out, const floatX* qkv, const floatX* kvx,
+                                     const float* lse, AttBlock blk, int NH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::bwd_tile, NT = BC / 8, TILE = BC * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -1552,27 +1634,29 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     float* row_lse = (float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
     float* row_d = row_lse + MMA_ATT_ROWS;
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int T = blk.n;  // as in the forward pass
     const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);
+    const int wq0 = q0 + 16 * warp, wlast = blk.causal ? min(wq0 + 15, T - 1) : T - 1;
     const bool warp_has_rows = wq0 < T;
     const size_t stride = 3 * (size_t)att_width;
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
-    const size_t bh = ((size_t)b * NH + h) * T;
-    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
+    const floatX* key_base = kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // v: + att_width
+    const floatX* dout_bh = dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * blk.T + blk.q0;
+    const int tiles = ((blk.causal ? min(q0 + MMA_ATT_ROWS, T) : T) - 1) / BC + 1;
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
     att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, att_width, q0, T);
-    att_tile_load<HS, BC>(kv, q + att_width, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, q + 2 * att_width, stride, 0, T);
+    att_tile_load<HS, BC>(kv, key_base, blk.kv_stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, key_base + att_width, blk.kv_stride, 0, T);
     cp_async_commit();
     {  // D of row wq0 + lane/2: each lane of the pair sums half of the row
         const int r = 16 * warp + lane / 2, row = q0 + r, half = lane % 2;
         float sum = 0.0f;
         if (row < T)
             for (int i = 0; i < HS / 16; i++) {
-                const size_t at =
-                    ((size_t)b * T + row) * att_width + h * HS + half * (HS / 2) + 8 * i;
+                const size_t at = ((size_t)b * blk.T + blk.q0 + row) * att_width + h * HS +
+                                  half * (HS / 2) + 8 * i;
                 const x128 dov = load128(dout + at), ov = load128(out + at);
                 for (int k = 0; k < x128::size; k++) sum += (float)dov[k] * (float)ov[k];
             }
@@ -1591,8 +1675,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j (at j = 0 also Q, dO, lse, D) is in; tile j - 1 is done with
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, q + att_width, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, q + 2 * att_width, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, key_base, blk.kv_stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, key_base + att_width, blk.kv_stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0)
@@ -1607,14 +1691,15 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         float s[NT][4], dp[NT][4];
         att_mma_abt<HS, NT>(s, q_tile, 16 * warp, k_tile, steps);
         att_mma_abt<HS, NT>(dp, do_tile, 16 * warp, v_tile, steps);
-        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;
+        const bool masked = (blk.causal && k0 + BC - 1 > wq0) || k0 + BC > T;
         uint32_t ds[NT][2];
         for (int n = 0; n < NT; n++)
             for (int r = 0; r < 2; r++) {
                 float v[2];
                 for (int c = 0; c < 2; c++) {
                     const int key = k0 + 8 * n + 2 * t + c, row = wq0 + g + 8 * r;
-                    const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                    const bool skip =
+                        n / 2 >= steps || (masked && ((blk.causal && key > row) || key >= T));
                     const float p = skip ? 0.0f : exp2f(s[n][2 * r + c] * scale_log2 - lse2[r]);
                     v[c] = p * (dp[n][2 * r + c] - D[r]);
                 }
@@ -1625,7 +1710,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     for (int r = 0; r < 2; r++) {
         const int row = wq0 + g + 8 * r;
         if (row < T)
-            att_store_row<HS>(dqkv + ((size_t)b * T + row) * stride + h * HS, dq, r, scale);
+            att_store_row<HS>(dqkv + ((size_t)b * blk.T + blk.q0 + row) * stride + h * HS, dq, r,
+                              scale, blk.merge ? 1.0f : 0.0f);
     }
 }
 
@@ -1633,8 +1719,9 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 // in tiles of bwd_tile with their output gradients, lse and D (from pass 1).
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
-    attention_backward_dkv_mma_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                      const floatX* qkv, const float* lse, int T, int NH) {
+    attention_backward_dkv_mma_kernel(floatX* dkv, const float* delta, const floatX* dout,
+                                      const floatX* qkv, const floatX* kvx, const float* lse,
+                                      AttBlock blk, int NH) {
     typedef MmaAtt<HS> A;
     constexpr int BQ = A::bwd_tile, NT = BQ / 8, TILE = BQ * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -1644,16 +1731,19 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
                    qd = v_tile + ROWS_BYTES, vec = qd + 4 * TILE;
     const float* vectors = (const float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int T = blk.n;  // as in the forward pass
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wk0 = k0 + 16 * warp;  // the warp's first key
     const bool warp_has_rows = wk0 < T;
     const size_t stride = 3 * (size_t)att_width;
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
-    const size_t bh = ((size_t)b * NH + h) * T;
-    const int first = k0 / BQ, tiles = (T - 1) / BQ + 1 - first;  // queries before k0 see no key
-    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, q + att_width, stride, k0, T);
-    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, q + 2 * att_width, stride, k0, T);
+    const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
+    const size_t keys = ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // of kvx and dkv
+    const floatX* dout_bh = dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * blk.T + blk.q0;
+    // queries before k0 see no key (a diagonal block; otherwise every query does)
+    const int first = blk.causal ? k0 / BQ : 0, tiles = (T - 1) / BQ + 1 - first;
+    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, kvx + keys, blk.kv_stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, kvx + keys + att_width, blk.kv_stride, k0, T);
     auto load_queries = [&](int i) {  // query tile i into buffer i % 2
         const int buf = i & 1, qt0 = (first + i) * BQ;
         att_tile_load<HS, BQ>(qd + buf * 2 * TILE, q, stride, qt0, T);
@@ -1674,7 +1764,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         if (!warp_has_rows) continue;
         // 8-query n-tiles lo..hi-1 hold a query >= the warp's first key and < T (lo is even:
         // wk0 - qt0 is a multiple of 16); 16-query steps lo/2 .. (hi+1)/2 - 1
-        const int lo = max(0, (wk0 - qt0) / 8), hi = min(NT, (T - qt0 + 7) / 8);
+        const int lo = blk.causal ? max(0, (wk0 - qt0) / 8) : 0, hi = min(NT, (T - qt0 + 7) / 8);
         if (lo >= hi) continue;
         const int steps = (hi + 1) / 2;
         const int buf = i & 1;
@@ -1684,14 +1774,15 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         float st[NT][4], dpt[NT][4];
         att_mma_abt<HS, NT>(st, k_tile, 16 * warp, qt, steps);
         att_mma_abt<HS, NT>(dpt, v_tile, 16 * warp, dot, steps);
-        const bool masked = qt0 < wk0 + 15 || qt0 + BQ > T;
+        const bool masked = (blk.causal && qt0 < wk0 + 15) || qt0 + BQ > T;
         uint32_t pt[NT][2], dst[NT][2];
         for (int n = 0; n < NT; n++)
             for (int r = 0; r < 2; r++) {
                 float pv[2], dv2[2];
                 for (int c = 0; c < 2; c++) {
                     const int col = 8 * n + 2 * t + c, query = qt0 + col, key = wk0 + g + 8 * r;
-                    const bool skip = n < lo || n >= hi || (masked && (query < key || query >= T));
+                    const bool skip = n < lo || n >= hi ||
+                                      (masked && ((blk.causal && query < key) || query >= T));
                     const float p =
                         skip ? 0.0f : exp2f(st[n][2 * r + c] * scale_log2 - qlse[col] * LOG2E);
                     pv[c] = p;
@@ -1706,9 +1797,10 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     for (int r = 0; r < 2; r++) {
         const int row = wk0 + g + 8 * r;
         if (row >= T) continue;
-        floatX* drow = dqkv + ((size_t)b * T + row) * stride + h * HS;
-        att_store_row<HS>(drow + att_width, dk, r, scale);
-        att_store_row<HS>(drow + 2 * att_width, dv, r, 1.0f);
+        floatX* drow = dkv + keys + (size_t)row * blk.kv_stride;
+        const float before = blk.merge ? 1.0f : 0.0f;
+        att_store_row<HS>(drow, dk, r, scale, before);
+        att_store_row<HS>(drow + att_width, dv, r, 1.0f, before);
     }
 }
 
@@ -1725,25 +1817,27 @@ void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, 
 
 template <int HS>
 void attention_forward_tensor_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                    int B, int T, int NH, cudaStream_t stream) {
+                                    const floatX* kv, AttBlock blk, int B, int NH,
+                                    cudaStream_t stream) {
     typedef MmaAtt<HS> A;
-    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const dim3 grid((unsigned)ceil_div(blk.n, MMA_ATT_ROWS), NH, B);
     const size_t smem = (size_t)(MMA_ATT_ROWS + 4 * A::fwd_tile) * A::row_bytes;
     att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, logit_max, qkv,
-                   T, NH);
+                   kv, blk, NH);
 }
 
 template <int HS>
-void attention_backward_tensor_cores(floatX* dqkv, float* delta, const floatX* dout,
-                                     const floatX* out, const floatX* qkv, const float* lse, int B,
-                                     int T, int NH, cudaStream_t stream) {
+void attention_backward_tensor_cores(floatX* dqkv, floatX* dkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const floatX* kv,
+                                     const float* lse, AttBlock blk, int B, int NH,
+                                     cudaStream_t stream) {
     typedef MmaAtt<HS> A;
-    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const dim3 grid((unsigned)ceil_div(blk.n, MMA_ATT_ROWS), NH, B);
     const size_t tiles = (size_t)(2 * MMA_ATT_ROWS + 4 * A::bwd_tile) * A::row_bytes;
     att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4, stream,
-                   dqkv, delta, dout, out, qkv, lse, T, NH);
+                   dqkv, delta, dout, out, qkv, kv, lse, blk, NH);
     att_launch_mma(attention_backward_dkv_mma_kernel<HS>, grid, tiles + 4 * A::bwd_tile * 4, stream,
-                   dqkv, (const float*)delta, dout, qkv, lse, T, NH);
+                   dkv, (const float*)delta, dout, qkv, kv, lse, blk, NH);
 }
 #endif
 
@@ -1782,20 +1876,51 @@ inline void attention_path_check(AttentionPath path) {
         fatal("attention: the tensor-core kernels need the bf16 build");
 }
 
-// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,3 att_width); logit_max
-// (nullptr: none) is raised to the key (monitor_key) of the largest q.k/sqrt(HS).
-inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH,
-                              unsigned* logit_max = nullptr) {
+// Block blk (AttBlock) of the attention of queries in qkv (B,T,3 att_width) to keys and values
+// in kv: out (B,T,att_width), lse (B,NH,T); logit_max (nullptr: none) is raised to the key
+// (monitor_key) of the largest q.k/sqrt(HS).
+inline void attention_block_forward(floatX* out, float* lse, const floatX* qkv, const floatX* kv,
+                                    AttBlock blk, int B, int NH, int HS, cudaStream_t stream,
+                                    AttentionPath path = ATTENTION_PATH,
+                                    unsigned* logit_max = nullptr) {
     attention_path_check(path);
     with_head_size(HS, [&](auto hs) {
         constexpr int H = decltype(hs)::value;
 #if !defined(ENABLE_FP32)
         if (path == AttentionPath::tensor_cores)
-            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, B, T, NH, stream);
+            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, kv, blk, B, NH,
+                                                     stream);
 #endif
-        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, B, T, NH, stream);
+        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, kv, blk, B, NH, stream);
     });
+}
+
+// Its backward pass: the queries' gradient into dqkv's q, the keys' and values' into dkv (the
+// layout of kv); delta is (B,NH,T) scratch.
+inline void attention_block_backward(floatX* dqkv, floatX* dkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const floatX* kv,
+                                     const float* lse, AttBlock blk, int B, int NH, int HS,
+                                     cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+    attention_path_check(path);
+    with_head_size(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+#if !defined(ENABLE_FP32)
+        if (path == AttentionPath::tensor_cores)
+            return attention_backward_tensor_cores<H>(dqkv, dkv, delta, dout, out, qkv, kv, lse,
+                                                      blk, B, NH, stream);
+#endif
+        attention_backward_cuda_cores<H>(dqkv, dkv, delta, dout, out, qkv, kv, lse, blk, B, NH,
+                                         stream);
+    });
+}
+
+// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,3 att_width); logit_max
+// (nullptr: none) is raised to the key (monitor_key) of the largest q.k/sqrt(HS).
+inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                              int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH,
+                              unsigned* logit_max = nullptr) {
+    attention_block_forward(out, lse, qkv, qkv + NH * HS, att_whole(T, NH * HS), B, NH, HS, stream,
+                            path, logit_max);
 }
 
 // dqkv (B,T,3 att_width) = gradient of the attention output dout (B,T,att_width); delta is
@@ -1803,16 +1928,8 @@ inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B,
 inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                const floatX* qkv, const float* lse, int B, int T, int NH, int HS,
                                cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
-    attention_path_check(path);
-    with_head_size(HS, [&](auto hs) {
-        constexpr int H = decltype(hs)::value;
-#if !defined(ENABLE_FP32)
-        if (path == AttentionPath::tensor_cores)
-            return attention_backward_tensor_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH,
-                                                      stream);
-#endif
-        attention_backward_cuda_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH, stream);
-    });
+    attention_block_backward(dqkv, dqkv + NH * HS, delta, dout, out, qkv, qkv + NH * HS, lse,
+                             att_whole(T, NH * HS), B, NH, HS, stream, path);
 }
 
 // ---------------------------------------------------------------------------------------------
