@@ -635,20 +635,24 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
 // N = B*T rows are processed as one batch of rows wherever the position does not matter.
 
 // ---------------------------------------------------------------------------------------------
-// Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[t,:]. One thread per 16-byte pack
+// Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[p,:] with p = t, or under context
+// parallelism p = positions[t], the sequence position of the rank's row t (llmc/context_parallel.cuh's
+// cp_position; the backward pass likewise). One thread per 16-byte pack
 // of a row. Under tensor parallelism this rank's wte holds the rows of tokens [v0, v0 + Vl)
 // only: the other tokens' rows are zero here (the sum over the group fills them in), and wpe is
 // added by one rank of the group only (wpe nullptr on the others). The sum over the group then
 // adds zeros to each element, exactly: the same bits as on one rank.
 
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
-                                       const floatX* wpe, int N, int T, int C, int v0, int Vl) {
+                                       const floatX* wpe, const int* positions, int N, int T,
+                                       int C, int v0, int Vl) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)N * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t row = i / packs_per_row;
         int c = (int)(i % packs_per_row) * x128::size;
         int t = (int)(row % T);
+        if (positions) t = positions[t];
         const int token = tokens[row] - v0;
         x128 tok = token >= 0 && token < Vl ? load128(wte + (size_t)token * C + c) : x128::zeros();
         x128 pos = wpe ? load128(wpe + (size_t)t * C + c) : x128::zeros();
@@ -659,16 +663,18 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
 }
 
 inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                            int B, int T, int C, int v0, int Vl, cudaStream_t stream) {
+                            int B, int T, int C, int v0, int Vl, cudaStream_t stream,
+                            const int* positions = nullptr) {
     const int block = 256;
     encoder_forward_kernel<<<grid_for((size_t)B * T * C / x128::size, block), block, 0, stream>>>(
-        out, tokens, wte, wpe, B * T, T, C, v0, Vl);
+        out, tokens, wte, wpe, positions, B * T, T, C, v0, Vl);
     CUDA_CHECK_LAUNCH();
 }
 
 // Backward, without atomics. dwpe[t,:] += sum over b of dout[b,t,:]: a thread owns one pack of
 // one position and adds the B rows in order.
-__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C) {
+__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, const int* positions, int B,
+                                    int T, int C) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)T * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -678,9 +684,10 @@ __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int
             x128 d = load128(dout + ((size_t)b * T + t) * C + c);
             for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
         }
-        x128 g = load128(dwpe + (size_t)t * C + c);
+        floatX* at = dwpe + (size_t)(positions ? positions[t] : t) * C + c;
+        x128 g = load128(at);
         for (int k = 0; k < x128::size; k++) g[k] = (floatX)((float)g[k] + acc[k]);
-        store128(dwpe + (size_t)t * C + c, g);
+        store128(at, g);
     }
 }
 
@@ -747,10 +754,11 @@ inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, int 
 }
 
 inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const TokenBuckets* tb,
-                             int B, int T, int C, cudaStream_t stream) {
+                             int B, int T, int C, cudaStream_t stream,
+                             const int* positions = nullptr) {
     const int block = 256;
     wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(
-        dwpe, dout, B, T, C);
+        dwpe, dout, positions, B, T, C);
     CUDA_CHECK_LAUNCH();
     if (tb->count == 0) return;  // tensor parallelism: none of this rank's tokens occurs
     wte_backward_kernel<<<grid_for((size_t)tb->count * C / x128::size, block), block, 0, stream>>>(
@@ -1932,6 +1940,8 @@ inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, c
                              att_whole(T, NH * HS), B, NH, HS, stream, path);
 }
 
+#include "llmc/context_parallel.cuh"  // --cp: ring attention over these kernels, the causal load balance
+
 // ---------------------------------------------------------------------------------------------
 // GELU, tanh approximation: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
 // Elementwise, one thread per 16-byte pack.
@@ -2506,6 +2516,8 @@ struct GPT {
     DataParallel dp;  // gradient reduction and the shard plan (llmc/zero.cuh)
     Monitors mon;     // the step's monitors (above)
     Pipeline pipe;    // pipeline parallelism (one stage: none)
+    ContextParallel cp;  // context parallelism (llmc/context_parallel.cuh; one rank: none)
+    int* positions;      // (T) device: the sequence position of each row under --cp (else nullptr)
 };
 
 // The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
@@ -3011,6 +3023,12 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     layout_activations(&m->acts, config, &m->shape, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
                        &m->acts_f_elems);
 
+    cp_build(&m->cp, dims.cp_group, B, T, m->shape.att, ledger);
+    if (m->cp.size > 1) {
+        std::vector<int> positions(T);
+        for (int t = 0; t < T; t++) positions[t] = cp_position(t, T, m->cp.size, m->cp.rank);
+        m->positions = device_take_copy(ledger, MEM_OTHER, positions);
+    }
     const int N = B * T;
     m->inputs = device_take_n<int>(ledger, MEM_OTHER, N);
     m->targets = device_take_n<int>(ledger, MEM_OTHER, N);
@@ -3036,6 +3054,8 @@ inline void gpt_free(GPT* m) {
     muon_workspace_free(&m->muon);
     CUDA_CHECK(cudaFree(m->acts_x));
     CUDA_CHECK(cudaFree(m->acts_f));
+    cp_free(&m->cp);
+    if (m->positions) CUDA_CHECK(cudaFree(m->positions));
     CUDA_CHECK(cudaFree(m->inputs));
     CUDA_CHECK(cudaFree(m->targets));
     CUDA_CHECK(cudaFree(m->buckets.token));
@@ -3190,8 +3210,7 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     // stops at the GELU, gives the same values: it leaves it alone)
     unsigned* logit_max =
         m->mon.recording && until == BLOCK_UNTIL_OUTPUT ? m->mon.keys + l : nullptr;
-    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st, ATTENTION_PATH,
-                      logit_max);
+    cp_attention_forward(&m->cp, la->atty, la->lse, la->qkv, B, T, s->heads, s->HS, st, logit_max);
     const floatX* attn = row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out,
                                               la->atty, block_weight(m, l, ATTPROJ_W),
                                               block_weight(m, l, ATTPROJ_B), N, s->att, C);
@@ -3258,8 +3277,8 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
     row_parallel_backward(&m->mm, fp8_use(m, l, ATTPROJ_W), acts->dlinear_in,
                           block_grad(m, l, ATTPROJ_W), block_grad(m, l, ATTPROJ_B), partials, dout,
                           la->atty, block_weight(m, l, ATTPROJ_W), N, s->att, C);
-    attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B,
-                       T, s->heads, s->HS, st);
+    cp_attention_backward(&m->cp, acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv,
+                          la->lse, B, T, s->heads, s->HS, st);
     if (m->config.qk_norm)
         qk_norm_backward(acts->dqkv, block_grad(m, l, Q_NORM_W), block_grad(m, l, K_NORM_W),
                          partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
@@ -3372,7 +3391,7 @@ inline void embeddings_forward(GPT* m, int B, int T) {
     floatX* lookup = tp->sequence ? acts->proj_out : acts->encoded;
     encoder_forward(lookup, m->inputs, weight(m, at->wte),
                     tp->rank == 0 ? weight(m, at->wpe) : nullptr, B, T, C, s->vocab_begin, s->vocab,
-                    m->stream);
+                    m->stream, m->positions);
     tp_leave(tp, lookup, acts->encoded, N, C, m->stream);
 }
 
@@ -3510,7 +3529,7 @@ inline void embeddings_backward(GPT* m) {
     const floatX* dout = tp_leave_backward(&m->tensor_parallel, m->acts.dresidual,
                                            m->acts.dgathered, N, C, m->stream);
     encoder_backward(param_grad(m, at->wte), param_grad(m, at->wpe), dout, &m->buckets, m->B, m->T,
-                     C, m->stream);
+                     C, m->stream, m->positions);
     after_embeddings_backward(m);
 }
 

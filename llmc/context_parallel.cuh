@@ -184,16 +184,16 @@ inline void cp_pack_kv(floatX* kv, const floatX* qkv, int B, int rows, int att,
                                  cudaMemcpyDeviceToDevice, stream));
 }
 
-// out (B,rows,att) and lse (B,NH,rows) of this rank's queries in qkv (B,rows,3 att) over the
-// whole sequence's keys, around the ring (see the top of the file). logit_max as
-// attention_forward's. Size 1: attention_forward.
+// out (B,T,att) and lse (B,NH,T) of this rank's queries in qkv (B,T,3 att) over the whole
+// sequence's keys, around the ring (see the top of the file); T: the rows held. logit_max as
+// attention_forward's. Size 1: attention_forward (T: any length).
 inline void cp_attention_forward(ContextParallel* cp, floatX* out, float* lse, const floatX* qkv,
-                                 int B, int NH, int HS, cudaStream_t stream,
+                                 int B, int T, int NH, int HS, cudaStream_t stream,
                                  unsigned* logit_max) {
     const int att = NH * HS, rows = cp->rows;
     if (cp->size == 1)
-        return attention_forward(out, lse, qkv, B, rows, NH, HS, stream, ATTENTION_PATH,
-                                 logit_max);
+        return attention_forward(out, lse, qkv, B, T, NH, HS, stream, ATTENTION_PATH, logit_max);
+    if (T != rows) fatal("context parallelism: attention over %d rows, not the %d held", T, rows);
     const size_t elems = (size_t)B * rows * 2 * att;
     cp_pack_kv(cp->kv[0], qkv, B, rows, att, stream);
     bool written[2] = {false, false};  // whether query chunk a holds a block's result yet
@@ -215,14 +215,15 @@ inline void cp_attention_forward(ContextParallel* cp, floatX* out, float* lse, c
     }
 }
 
-// dqkv (B,rows,3 att) = the gradient of this rank's attention output dout, around the ring (see
-// the top of the file); delta (B,NH,rows) scratch. Size 1: attention_backward.
+// dqkv (B,T,3 att) = the gradient of this rank's attention output dout, around the ring (see
+// the top of the file); delta (B,NH,T) scratch. Size 1: attention_backward.
 inline void cp_attention_backward(ContextParallel* cp, floatX* dqkv, float* delta,
                                   const floatX* dout, const floatX* out, const floatX* qkv,
-                                  const float* lse, int B, int NH, int HS, cudaStream_t stream) {
+                                  const float* lse, int B, int T, int NH, int HS,
+                                  cudaStream_t stream) {
     const int att = NH * HS, rows = cp->rows;
     if (cp->size == 1)
-        return attention_backward(dqkv, delta, dout, out, qkv, lse, B, rows, NH, HS, stream);
+        return attention_backward(dqkv, delta, dout, out, qkv, lse, B, T, NH, HS, stream);
     const size_t elems = (size_t)B * rows * 2 * att;
     cp_pack_kv(cp->kv[0], qkv, B, rows, att, stream);
     bool dq_written[2] = {false, false};
