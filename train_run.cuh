@@ -1663,13 +1663,20 @@ inline std::vector<double> report_pipeline_bubble(const CommGroup* pp, const Pip
 inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp,
                            const CommGroup* tp, const CommGroup* pp, const Pipeline* pipe,
                            const ContextParallel* cp, int step) {
-    // context parallelism: the ring's sends are the cp group's only point-to-point transfers
+    // context parallelism: the ring's sends are the cp group's only point-to-point transfers;
+    // the attention work of every rank of the group (the load balance)
     const double ring_bytes = cp->size > 1 ? cp->group->traffic->bytes[COMM_SEND_RECV] : 0.0;
-    if (cp->size > 1)
+    std::vector<double> pairs(cp->size);
+    if (cp->size > 1) {
+        comm_allgather_host(cp->group, &cp->pairs, sizeof(double), pairs.data(),
+                            "the context-parallel ranks' attention pair counts");
         printf(
             "context-parallel ring of step %d: %.0f bytes of K/V and their gradients sent by this "
-            "rank; %.0f key/query pairs of attention computed here\n",
-            step, ring_bytes, cp->pairs);
+            "rank; key/query pairs of attention computed by the group's ranks:",
+            step, ring_bytes);
+        for (double p : pairs) printf(" %.0f", p);
+        printf("\n");
+    }
     double pipe_sent = pipe->sent_bytes;
     std::vector<double> bubble;
     if (pp->size > 1) {
@@ -1704,7 +1711,13 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     logger_object_end(lg);
     if (cp->size > 1) {
         logger_int(lg, "cp_ring_bytes", (int64_t)ring_bytes);
-        logger_int(lg, "cp_pairs", (int64_t)cp->pairs);
+        logger_object_begin(lg, "cp_pairs");  // by rank of the group
+        for (int r = 0; r < cp->size; r++) {
+            char rank[16];
+            snprintf(rank, sizeof(rank), "%d", r);
+            logger_int(lg, rank, (int64_t)pairs[r]);
+        }
+        logger_object_end(lg);
     }
     if (pp->size > 1) {
         logger_int(lg, "pp_sent_bytes", (int64_t)pipe_sent);
