@@ -17,6 +17,9 @@ and at the end. Checks:
      Muon with QK-norm and z-loss: cp 2; cp 4; cp 2 x tp 2; cp 2 x dp 2 ZeRO-3
 2. bf16 (the tensor-core attention kernels): cp 2 and cp 2 x tp 2 against the bf16 single process:
    each step's loss within BF16_LOSS, and every rank ends with the same model (the hash check).
+   Chunks longer than the kernels' tiles, T 320 with one head of 64 (random tokens, 2 steps):
+   fp32 cp 4 (chunks of 40: two 32-row tiles of the CUDA-core kernels) within 1e-5 as in 1, bf16
+   cp 2 (chunks of 80: two 64-row blocks of the tensor-core kernels) within BF16_LOSS.
 3. Checkpoints stay logical: the Muon cp 2 run's step-2 checkpoint resumed on one process and on
    cp 4, and one process's resumed on cp 2 x tp 2, each within 1e-5 of its source's
    uninterrupted run.
@@ -140,6 +143,23 @@ def main():
             check(worst <= BF16_LOSS and param_hash(out, cp * tp) is not None,
                   f"bf16 cp {cp}{f' x tp {tp}' if tp > 1 else ''}: losses within {worst:.1e} <= {BF16_LOSS:.0e} of "
                   f"one process, every rank ends with the same model")
+
+        # 2b: chunks longer than the kernels' tiles (the tile loops and masks of full and diagonal blocks):
+        # T 320, so cp 2 chunks of 80 rows (two 64-row blocks of the tensor-core kernels) and cp 4 chunks of
+        # 40 (two 32-row tiles of the CUDA-core kernels); head size 64
+        long = MODEL[:MODEL.index("--seq")] + ["--seq", "320", "--context", "320"] + MODEL[MODEL.index("--seq") + 2:]
+        long = long[:long.index("--heads")] + ["--heads", "1"] + long[long.index("--heads") + 2:]
+        long_base = ["--steps", "2", "--checkpoint-every", "2", "--batch", "2", "--val-every", "0"]
+        one = train(fp32, 0, work, "long_single", long, long_base)
+        compare("fp32 T 320, head size 64, cp 4 (chunks of 40)",
+                train(fp32, 4, work, "long_cp4", long, long_base + ["--cp", "4"]), one, 2)
+        want = logged_values(train(bf16, 0, work, "long_single_bf16", long, long_base)[1])
+        out, records, _ = train(bf16, 2, work, "long_bf16_cp2", long, long_base + ["--cp", "2"])
+        got = logged_values(records)
+        worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want if k[0] == "train_loss")
+        check(worst <= BF16_LOSS and param_hash(out, 2) is not None,
+              f"bf16 T 320, head size 64, cp 2 (chunks of 80): losses within {worst:.1e} <= {BF16_LOSS:.0e} of one "
+              f"process, both ranks end with the same model")
 
         # 3
         source = results["muon_cp2_tp1_dp1_a1_z0"]
