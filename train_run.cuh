@@ -850,7 +850,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                            ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
                            : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
-    const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
+    // s: the positions of a sequence this rank holds (--seq / --cp under context parallelism)
+    const double s = planned->T, b = tc->batch, h = c->channels, a = c->heads;
     const double N = planned->dp.group->size;
     const double GB = 1e9;
     // per parameter: bytes of each kind, and the first ZeRO stage that shards it
@@ -858,11 +859,12 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                                  FLOATX_IS_FP32 ? 0.0 : 4.0, 8.0};
     const int sharded_from[4] = {3, 2, 1, 1};
     printf(
-        "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s, recompute "
+        "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s%s, recompute "
         "%s, B %d x T %d, %s), Psi = %.0f%s\n",
         rank, ranks, stage, planned->dp.group->size, planned->tensor_parallel.size,
-        planned->tensor_parallel.sequence ? " sequence parallel" : "", tc->recompute, tc->batch,
-        tc->seq, PRECISION_NAME, psi,
+        planned->tensor_parallel.sequence ? " sequence parallel" : "",
+        planned->cp.size > 1 ? ", context parallel (T: this rank's positions)" : "", tc->recompute,
+        tc->batch, planned->T, PRECISION_NAME, psi,
         tp_cut   ? " (this rank's tensor-parallel part)"
         : staged ? " (this rank's pipeline stages)"
                  : "");
@@ -877,7 +879,7 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         "  %-15s %16zu %12.6g | %.6g (AdamW; differences: the layout's alignment gaps and wte's "
         "padding rows, ZeRO slices' padding, Muon's 12 bytes per parameter)\n",
         "model state", state, state / GB, seed_model_state_bytes(psi, N, stage) / GB);
-    const size_t block = block_activation_bytes(planned, tc->batch, tc->seq, policy);
+    const size_t block = block_activation_bytes(planned, tc->batch, planned->T, policy);
     const double seed_block =
         seed_layer_activation_bytes(s, b, h, a, true, policy == RECOMPUTE_FULL);
     printf(
@@ -890,6 +892,13 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         policy == RECOMPUTE_FULL   ? "2 s b h (the block's output)"
         : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
                                    : "20 s b h + statistics");
+    if (planned->cp.size > 1) {
+        const size_t ring = 4 * (size_t)tc->batch * planned->T * 2 * planned->shape.att * sizeof(floatX);
+        printf(
+            "  %-15s %16zu %12.6g | of the activations, the ring attention's buffers: two K/V "
+            "blocks and two dK/dV of B x T/cp x 2 att (--cp %d: T %d of --seq %d per rank)\n",
+            "cp: ring", ring, ring / GB, planned->cp.size, planned->T, tc->seq);
+    }
     if (tp_cut)
         printf(
             "  %-15s %16zu %12.6g | of the activations, those between the tensor-parallel "
