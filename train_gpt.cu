@@ -636,16 +636,16 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
 
 // ---------------------------------------------------------------------------------------------
 // Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[p,:] with p = t, or under context
-// parallelism p = positions[t], the sequence position of the rank's row t (llmc/context_parallel.cuh's
-// cp_position; the backward pass likewise). One thread per 16-byte pack
-// of a row. Under tensor parallelism this rank's wte holds the rows of tokens [v0, v0 + Vl)
+// parallelism p = positions[t], the sequence position of the rank's row t
+// (llmc/context_parallel.cuh's cp_position; the backward pass likewise). One thread per 16-byte
+// pack of a row. Under tensor parallelism this rank's wte holds the rows of tokens [v0, v0 + Vl)
 // only: the other tokens' rows are zero here (the sum over the group fills them in), and wpe is
 // added by one rank of the group only (wpe nullptr on the others). The sum over the group then
 // adds zeros to each element, exactly: the same bits as on one rank.
 
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
-                                       const floatX* wpe, const int* positions, int N, int T,
-                                       int C, int v0, int Vl) {
+                                       const floatX* wpe, const int* positions, int N, int T, int C,
+                                       int v0, int Vl) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)N * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -1166,7 +1166,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                          : 0;  // keys some row of the warp sees
     const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * 3 * att_width;
     const floatX* keys = kv + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;
-    const size_t row = (size_t)b * blk.T + blk.q0 + t, lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
+    const size_t row = (size_t)b * blk.T + blk.q0 + t,
+                 lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
     float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
     if (t < T)
         row_part_load<HS>(q, base + (size_t)t * 3 * att_width + h * HS, g, 1.0f / sqrtf((float)HS));
@@ -1219,8 +1220,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                 const floatX* qkv, const floatX* kv, const float* lse, AttBlock blk,
-                                 int NH) {
+                                 const floatX* qkv, const floatX* kv, const float* lse,
+                                 AttBlock blk, int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
@@ -1233,7 +1234,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                          : 0;  // keys some row of the warp sees
     const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * 3 * att_width;
     const floatX* keys = kv + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;
-    const size_t row = (size_t)b * blk.T + blk.q0 + t, lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
+    const size_t row = (size_t)b * blk.T + blk.q0 + t,
+                 lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
     const float scale = 1.0f / sqrtf((float)HS);
     float q[ATT_LANE_DIMS] = {}, dO[ATT_LANE_DIMS] = {}, dq[ATT_LANE_DIMS] = {};
     float row_lse = 0.0f;
@@ -1269,8 +1271,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkv_kernel(floatX* dkv, const float* delta, const floatX* dout,
-                                  const floatX* qkv, const floatX* kv, const float* lse, AttBlock blk,
-                                  int NH) {
+                                  const floatX* qkv, const floatX* kv, const float* lse,
+                                  AttBlock blk, int NH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX q_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
@@ -1529,7 +1531,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const bool warp_has_rows = wq0 < T;
     const size_t stride = 3 * (size_t)att_width;
     const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
-    const floatX* key_base = kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // v: + att_width
+    const floatX* key_base =
+        kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // v: + att_width
     const int tiles = ((blk.causal ? min(q0 + MMA_ATT_ROWS, T) : T) - 1) / BC + 1;
     const size_t lse_bh = ((size_t)b * NH + h) * blk.T + blk.q0;
     float lse_before[2] = {};  // merge: read before the loop's barriers (written at the end)
@@ -1549,7 +1552,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
             att_tile_load<HS, BC>(next, key_base, blk.kv_stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, key_base + att_width, blk.kv_stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, key_base + att_width, blk.kv_stride, (j + 1) * BC,
+                                  T);
         }
         cp_async_commit();
         if (j == 0 && warp_has_rows)
@@ -1649,7 +1653,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const bool warp_has_rows = wq0 < T;
     const size_t stride = 3 * (size_t)att_width;
     const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
-    const floatX* key_base = kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // v: + att_width
+    const floatX* key_base =
+        kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h * HS;  // v: + att_width
     const floatX* dout_bh = dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS;
     const size_t bh = ((size_t)b * NH + h) * blk.T + blk.q0;
     const int tiles = ((blk.causal ? min(q0 + MMA_ATT_ROWS, T) : T) - 1) / BC + 1;
@@ -1684,7 +1689,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
             att_tile_load<HS, BC>(next, key_base, blk.kv_stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, key_base + att_width, blk.kv_stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, key_base + att_width, blk.kv_stride, (j + 1) * BC,
+                                  T);
         }
         cp_async_commit();
         if (j == 0)

@@ -893,7 +893,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
                                    : "20 s b h + statistics");
     if (planned->cp.size > 1) {
-        const size_t ring = 4 * (size_t)tc->batch * planned->T * 2 * planned->shape.att * sizeof(floatX);
+        const size_t ring =
+            4 * (size_t)tc->batch * planned->T * 2 * planned->shape.att * sizeof(floatX);
         printf(
             "  %-15s %16zu %12.6g | of the activations, the ring attention's buffers: two K/V "
             "blocks and two dK/dV of B x T/cp x 2 att (--cp %d: T %d of --seq %d per rank)\n",

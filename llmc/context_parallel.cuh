@@ -65,9 +65,9 @@ struct ContextParallel {
     // Two K/V blocks (B, rows, 2 att) of whichever rank: the one attended, the one arriving; and
     // two of their gradients' accumulators (backward). nullptr at size 1.
     floatX *kv[2], *dkv[2];
-    cudaStream_t stream;              // the ring's transfers
-    cudaEvent_t computed, received;   // the compute stream done with a buffer; a transfer done
-    double pairs;                     // key/query pairs the forward kernels computed (counted)
+    cudaStream_t stream;             // the ring's transfers
+    cudaEvent_t computed, received;  // the compute stream done with a buffer; a transfer done
+    double pairs;                    // key/query pairs the forward kernels computed (counted)
 };
 
 // nullptr if a sequence of T positions can be cut for a ring of C, else the message.
@@ -91,8 +91,7 @@ __host__ __device__ inline int cp_position(int t, int rows, int size, int rank) 
 }
 
 // This rank's rows of a host batch (B, T) of tokens: local (B, T/C).
-inline void cp_local_tokens(const ContextParallel* cp, const int* whole, int* local, int B,
-                            int T) {
+inline void cp_local_tokens(const ContextParallel* cp, const int* whole, int* local, int B, int T) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < cp->rows; t++)
             local[(size_t)b * cp->rows + t] =
@@ -206,8 +205,8 @@ inline void cp_attention_forward(ContextParallel* cp, floatX* out, float* lse, c
             for (int b = 1; b >= 0; b--) {  // a diagonal block first: it leaves every row a key
                 AttBlock blk = {rows, 0, 0, 0, 2 * (size_t)att, false, written[a]};
                 if (!cp_block(cp, s, a, b, &blk)) continue;
-                attention_block_forward(out, lse, qkv, here, blk, B, NH, HS, stream,
-                                        ATTENTION_PATH, logit_max);
+                attention_block_forward(out, lse, qkv, here, blk, B, NH, HS, stream, ATTENTION_PATH,
+                                        logit_max);
                 cp->pairs += cp_block_pairs(&blk, B, NH);
                 written[a] = true;
             }
@@ -241,8 +240,9 @@ inline void cp_attention_backward(ContextParallel* cp, floatX* dqkv, float* delt
                 if (!cp_block(cp, s, a, b, &blk)) continue;
                 // one flag merges both the queries' and the keys' gradients: they agree
                 if (dq_written[a] != dkv_written[b])
-                    fatal("context parallelism: ring step %d block (%d, %d) would merge dQ %d dKV %d",
-                          s, a, b, dq_written[a], dkv_written[b]);
+                    fatal(
+                        "context parallelism: ring step %d block (%d, %d) would merge dQ %d dKV %d",
+                        s, a, b, dq_written[a], dkv_written[b]);
                 attention_block_backward(dqkv, grads, delta, dout, out, qkv, here, lse, blk, B, NH,
                                          HS, stream);
                 dq_written[a] = dkv_written[b] = true;
