@@ -13,7 +13,8 @@ and at the end. Checks:
    relative. Only the order of the sums differs: each query's attention is merged from blocks of
    keys (the log-sum-exp merge), dK/dV summed around the ring, the parameter gradients averaged
    over the dp x cp ranks.
-     AdamW: cp 2; cp 4; cp 2 at accumulation 2; cp 2 x tp 2; cp 2 x dp 2 ZeRO-3
+     AdamW: cp 2; cp 4; cp 2 at accumulation 2; cp 2 x tp 2; cp 2 x dp 2 ZeRO-3;
+            cp 2 x tp 2 + sequence parallel; cp 2 with --recompute full
      Muon with QK-norm and z-loss: cp 2; cp 4; cp 2 x tp 2; cp 2 x dp 2 ZeRO-3
 2. bf16 (the tensor-core attention kernels): cp 2 and cp 2 x tp 2 against the bf16 single process:
    each step's loss within BF16_LOSS, and every rank ends with the same model (the hash check).
@@ -25,7 +26,8 @@ and at the end. Checks:
    uninterrupted run.
 4. The ring (--comm-stats, the runs of 1 on their first step): the bytes a rank sends around it,
    cp_ring_bytes, equal the formula L x A x (3 cp - 2) x S with S = B (T/cp) 2 (C/tp) x 4 bytes
-   (forward cp-1 K/V blocks, backward cp-1 K/V blocks and cp dK/dV accumulators); the key/query
+   (forward cp-1 K/V blocks, backward cp-1 K/V blocks and cp dK/dV accumulators; under
+   --recompute full the forward pass's cp-1 again); the key/query
    pairs each rank computes (cp_pairs) are the same on every rank (within 5%, the bound the
    issue sets; the layout makes them equal) and add up to one process's causal count
    L x A x B x heads x T(T+1)/2.
@@ -65,19 +67,21 @@ def grid_args(cp, tp=1, dp=1, accum=1, zero=0):
             str(G // (dp * accum)), "--comm-stats"]
 
 
-def ring_check(label, records, cp, tp, dp, accum):
-    """Checks 4 on a run's --comm-stats record."""
+def ring_check(label, records, cp, tp, dp, accum, forwards):
+    """Checks 4 on a run's --comm-stats record; forwards: the attention forward passes per block and
+    micro-batch (2 under --recompute full, which reruns it before the backward pass)."""
     stats = next(r for r in records if "cp_ring_bytes" in r)
     B, rows, att = G // (dp * accum), T // cp, C // tp
     S = B * rows * 2 * att * 4
-    want_bytes = L * accum * (3 * cp - 2) * S
+    want_bytes = L * accum * (forwards * (cp - 1) + (cp - 1) + cp) * S
     pairs = [stats["cp_pairs"][str(r)] for r in range(cp)]
     n = T // (2 * cp)
-    want_rank = L * accum * B * (NH // tp) * (2 * cp * n * n + n)
-    whole = L * accum * B * (NH // tp) * T * (T + 1) // 2
+    want_rank = forwards * L * accum * B * (NH // tp) * (2 * cp * n * n + n)
+    whole = forwards * L * accum * B * (NH // tp) * T * (T + 1) // 2
     spread = max(pairs) / min(pairs) - 1
     check(stats["cp_ring_bytes"] == want_bytes,
-          f"{label}: the ring's bytes sent per rank {stats['cp_ring_bytes']} = L A (3cp-2) S = {want_bytes}")
+          f"{label}: the ring's bytes sent per rank {stats['cp_ring_bytes']} = L A ({forwards} (cp-1) + (cp-1) + cp) S "
+          f"= {want_bytes}")
     check(spread <= 0.05 and all(p == want_rank for p in pairs) and sum(pairs) == whole,
           f"{label}: key/query pairs per rank {pairs} (spread {spread:.1%} <= 5%; each 2 cp n^2 + n per sequence and "
           f"head = {want_rank}), summing to one process's causal {whole}")
@@ -101,22 +105,27 @@ def main():
         data = make_data(os.path.join(work, "data"))
         base = ["--data", data, "--steps", str(STEPS), "--checkpoint-every", "2"]
 
-        # 1 (and 4, 5 on the same runs): (optimizer flags, cp, tp, dp, accum, zero)
-        runs = [([], 2, 1, 1, 1, 0), ([], 4, 1, 1, 1, 0), ([], 2, 1, 1, 2, 0), ([], 2, 2, 1, 1, 0), ([], 2, 1, 2, 1, 3),
-                (MUON, 2, 1, 1, 1, 0), (MUON, 4, 1, 1, 1, 0), (MUON, 2, 2, 1, 1, 0), (MUON, 2, 1, 2, 1, 3)]
+        # 1 (and 4, 5 on the same runs): (optimizer flags, cp, tp, dp, accum, zero, other flags)
+        SP, FULL = ["--sequence-parallel"], ["--recompute", "full"]
+        runs = [([], 2, 1, 1, 1, 0, []), ([], 4, 1, 1, 1, 0, []), ([], 2, 1, 1, 2, 0, []), ([], 2, 2, 1, 1, 0, []),
+                ([], 2, 1, 2, 1, 3, []), ([], 2, 2, 1, 1, 0, SP), ([], 2, 1, 1, 1, 0, FULL),
+                (MUON, 2, 1, 1, 1, 0, []), (MUON, 4, 1, 1, 1, 0, []), (MUON, 2, 2, 1, 1, 0, []),
+                (MUON, 2, 1, 2, 1, 3, [])]
         refs, results = {}, {}
-        for opt, cp, tp, dp, accum, zero in runs:
+        for opt, cp, tp, dp, accum, zero, other in runs:
             key = (tuple(opt), accum)
             optname = "muon" if opt else "adamw"
             if key not in refs:
                 refs[key] = train(fp32, 0, work, f"single_{optname}_a{accum}", MODEL,
                                   base + opt + ["--grad-accum", str(accum), "--batch", str(G // accum)])
-            name = f"{optname}_cp{cp}_tp{tp}_dp{dp}_a{accum}_z{zero}"
+            name = f"{optname}_cp{cp}_tp{tp}_dp{dp}_a{accum}_z{zero}{''.join(other).replace('-', '_')}"
             label = (f"fp32 {'Muon + QK-norm + z-loss' if opt else 'AdamW'}, cp {cp}"
-                     f"{f' x tp {tp}' if tp > 1 else ''}{f' x dp {dp}' if dp > 1 else ''}, accum {accum}, ZeRO-{zero}")
-            results[name] = train(fp32, cp * tp * dp, work, name, MODEL, base + opt + grid_args(cp, tp, dp, accum, zero))
+                     f"{f' x tp {tp}' if tp > 1 else ''}{f' x dp {dp}' if dp > 1 else ''}, accum {accum}, ZeRO-{zero}"
+                     f"{' ' + ' '.join(other) if other else ''}")
+            results[name] = train(fp32, cp * tp * dp, work, name, MODEL,
+                                  base + opt + grid_args(cp, tp, dp, accum, zero) + other)
             compare(label, results[name], refs[key], STEPS)
-            ring_check(label, results[name][1], cp, tp, dp, accum)
+            ring_check(label, results[name][1], cp, tp, dp, accum, 2 if other == FULL else 1)
 
         # 5
         half = train(fp32, 0, work, "single_half_seq", MODEL[:MODEL.index("--seq")] + ["--seq", str(T // 2)] +
