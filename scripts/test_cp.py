@@ -22,8 +22,8 @@ and at the end. Checks:
    fp32 cp 4 (chunks of 40: two 32-row tiles of the CUDA-core kernels) within 1e-5 as in 1, bf16
    cp 2 (chunks of 80: two 64-row blocks of the tensor-core kernels) within BF16_LOSS.
 3. Checkpoints stay logical: the Muon cp 2 run's step-2 checkpoint resumed on one process and on
-   cp 4, and one process's resumed on cp 2 x tp 2, each within 1e-5 of its source's
-   uninterrupted run.
+   cp 4, the cp 2 x dp 2 ZeRO-3 run's (sharded over dp x cp) on one process, and one process's
+   resumed on cp 2 x tp 2, each within 1e-5 of its source's uninterrupted run.
 4. The ring (--comm-stats, the runs of 1 on their first step): the bytes a rank sends around it,
    cp_ring_bytes, equal the formula L x A x (3 cp - 2) x S with S = B (T/cp) 2 (C/tp) x 4 bytes
    (forward cp-1 K/V blocks, backward cp-1 K/V blocks and cp dK/dV accumulators; under
@@ -175,6 +175,10 @@ def main():
         for label, ranks, extra in (("one process", 0, ["--batch", str(G)]), ("cp 4", 4, grid_args(4))):
             got = resume(fp32, source, ranks, work, "resume_" + label.replace(" ", "_"), MODEL, base + MUON + extra)
             compare(f"Muon cp 2 checkpoint at step 2 resumed on {label}", got, source, STEPS, first=3)
+        got = resume(fp32, results["muon_cp2_tp1_dp2_a1_z3"], 0, work, "resume_zero3_single", MODEL,
+                     base + MUON + ["--batch", str(G)])
+        compare("Muon cp 2 x dp 2 ZeRO-3 checkpoint (sharded over the 4 ranks) at step 2 resumed on one process", got,
+                results["muon_cp2_tp1_dp2_a1_z3"], STEPS, first=3)
         got = resume(fp32, refs[(tuple(MUON), 1)], 4, work, "resume_single_cp2_tp2", MODEL,
                      base + MUON + grid_args(2, 2))
         compare("Muon one-process checkpoint at step 2 resumed on cp 2 x tp 2", got, refs[(tuple(MUON), 1)], STEPS,
