@@ -18,8 +18,10 @@ ranks form a grid (llmc/parallel.h): tensor-parallel groups of --tp consecutive 
 matrix between them and work on the same tokens (llmc/tensor_parallel.cuh: the layout and the
 passes below read this rank's widths from ModelShapes), pipeline groups of --pp ranks each hold
 their stages' blocks and pass the micro-batches' activations and gradients on (the executor of
-llmc/pipeline.h's schedules, near the end), and the data-parallel groups across them each read
-their own part of every global batch. The gradients are averaged over the
+llmc/pipeline.h's schedules, near the end), context-parallel groups of --cp ranks each hold
+their share of every sequence's positions and pass keys and values around a ring in attention
+(llmc/context_parallel.cuh, over the attention kernels' AttBlock), and the data-parallel groups
+across them each read their own part of every global batch. The gradients are averaged over the
 data-parallel ranks before the norm, clipping and the optimizers read them, so every replica
 takes the same step and keeps bit-identical parameters (checked by a hash at the end); printed
 losses are the global batch's. Only rank 0 prints, logs and writes the checkpoint's manifest;

@@ -1379,7 +1379,7 @@ inline void log_value(Logger* lg, int step, const char* key, double value) {
 // Validation loss after `step` steps, the mean over the ranks' parts of each batch: printed,
 // logged, returned.
 inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step,
-                             double unigram, const CommGroup* dp) {
+                             double unigram) {
     auto start = std::chrono::steady_clock::now();
     double loss = comm_mean(m->dp.group, evaluate(m, &d->val, tc->val_steps));  // dp x cp
     double seconds =
@@ -2017,7 +2017,7 @@ inline void run_start(Run* run, bool resumed) {
     }
     run->val_loss = -1.0;
     if (run->data.shards && tc->val_every > 0 && run->rs.step == 0)
-        run_validation(&run->model, &run->data, tc, lg, 0, unigram, dp);
+        run_validation(&run->model, &run->data, tc, lg, 0, unigram);
 
     const size_t rank_tokens =
         (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
@@ -2043,7 +2043,6 @@ struct StepStats {
 inline StepStats train_step(Run* run, int step) {
     const TrainConfig* tc = run->tc;
     GPT* model = &run->model;
-    const CommGroup* dp = run->dims->dp_group;
     StepStats s = {};
     s.step = step + 1;
     Stability* stab = &run->stability;
@@ -2221,7 +2220,7 @@ inline void after_step(Run* run, int done) {
     const bool last = done == tc->steps;
     if (run->data.shards && tc->val_every > 0 && (done % tc->val_every == 0 || last))
         run->val_loss =
-            run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram, dp);
+            run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram);
     // under ZeRO-3 every rank runs the forward passes of generation (they gather the
     // parameters); only rank 0's output is seen
     const bool samples_here = dp->rank == 0 || model->dp.stage == 3;

@@ -14,7 +14,8 @@
 //           than both: skipped;
 //   j > i:  query chunk 2C-1-i against both key chunks (full); chunk i sees neither.
 // So every rank computes 2C n^2 + n key/query pairs per (sequence, head) (the whole sequence's
-// T(T+1)/2 over C), the same on every rank (cp_pairs counts them; --comm-stats reports them).
+// T(T+1)/2 over C), the same on every rank (ContextParallel.pairs counts them, --comm-stats
+// reports them).
 // T must be a multiple of 2C: other lengths are refused (cp_check), not padded.
 //
 // Forward (cp_attention_forward). The K/V of the rank's rows are packed into a ring buffer
@@ -33,8 +34,8 @@
 // and one more hop brings it home. That hop and the others of the accumulator follow the step
 // that adds to it, so they are not overlapped with compute (the K/V prefetch is).
 // Why a ring and not an all-gather of K/V: the all-gather holds the whole sequence's K/V on every
-// rank (2 att x T per sequence, C times the ring's two blocks of T/C), and the gradients then
-// need a reduce-scatter of the same size; the bytes sent are the same: per layer and rank, with
+// rank (C blocks of S below, where the ring holds two), and the gradients then need a
+// reduce-scatter of the same size; the bytes sent are nearly the same: per layer and rank, with
 // S = B (T/C) 2 att elements of K/V:
 //   ring:        forward (C-1) S; backward (C-1) S of K/V + C S of dK/dV  (3C-2) S in all;
 //   all-gather:  forward (C-1) S; backward (C-1) S again (or kept: C S more memory) + (C-1) S
@@ -49,7 +50,7 @@
 //
 // Entry points: cp_check (T and the grid), cp_position (a row's place in the sequence),
 // cp_local_tokens (a rank's rows of a batch), cp_build / cp_free, cp_attention_forward,
-// cp_attention_backward, cp_ring_bytes_per_layer (the formula --comm-stats is checked against).
+// cp_attention_backward.
 #pragma once
 
 #include <cstdio>
@@ -129,13 +130,6 @@ inline void cp_free(ContextParallel* cp) {
     CUDA_CHECK(cudaStreamDestroy(cp->stream));
     CUDA_CHECK(cudaEventDestroy(cp->computed));
     CUDA_CHECK(cudaEventDestroy(cp->received));
-}
-
-// The bytes one rank sends around the ring per layer and micro-batch: forward (C-1) S, backward
-// (C-1) S + C S, with S = B (T/C) 2 att elements.
-inline double cp_ring_bytes_per_layer(int C, int B, int rows, int att, size_t elem) {
-    const double S = (double)B * rows * 2 * att * elem;
-    return (C - 1) * S + (C - 1) * S + C * S;
 }
 
 // The ring's exchange: `send` to rank i+1, `recv` from rank i-1, queued on the ring's stream
