@@ -2219,8 +2219,7 @@ inline void after_step(Run* run, int done) {
     run->rs.opt_step = (uint64_t)model->opt_step;
     const bool last = done == tc->steps;
     if (run->data.shards && tc->val_every > 0 && (done % tc->val_every == 0 || last))
-        run->val_loss =
-            run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram);
+        run->val_loss = run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram);
     // under ZeRO-3 every rank runs the forward passes of generation (they gather the
     // parameters); only rank 0's output is seen
     const bool samples_here = dp->rank == 0 || model->dp.stage == 3;
