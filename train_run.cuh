@@ -894,10 +894,10 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                                    : "20 s b h + statistics");
     if (planned->cp.size > 1) {
         const size_t ring =
-            4 * (size_t)tc->batch * planned->T * 2 * planned->shape.att * sizeof(floatX);
+            5 * (size_t)tc->batch * planned->T * 2 * planned->shape.att * sizeof(floatX);
         printf(
             "  %-15s %16zu %12.6g | of the activations, the ring attention's buffers: two K/V "
-            "blocks and two dK/dV of B x T/cp x 2 att (--cp %d: T %d of --seq %d per rank)\n",
+            "blocks and three dK/dV of B x T/cp x 2 att (--cp %d: T %d of --seq %d per rank)\n",
             "cp: ring", ring, ring / GB, planned->cp.size, planned->T, tc->seq);
     }
     if (tp_cut)

@@ -29,10 +29,11 @@
 //
 // Backward (cp_attention_backward): the K/V pass around the ring again (recomputed from the
 // saved qkv, prefetched like the forward pass), and with them an accumulator of their gradients:
-// at each step a rank adds its queries' contributions to dK/dV of the keys it holds (and to its
-// own dQ), then sends the accumulator on. After C steps each accumulator has visited every rank
-// and one more hop brings it home. That hop and the others of the accumulator follow the step
-// that adds to it, so they are not overlapped with compute (the K/V prefetch is).
+// at each step a rank computes its queries' contributions to dK/dV of the keys it holds (and to
+// its own dQ) into a buffer of its own while the accumulator of those keys arrives from rank
+// i-1, adds the two and sends the sum on to rank i+1, which receives it during its next step's
+// attention. After C steps each accumulator has visited every rank and one more hop brings it
+// home. So every transfer overlaps attention except the last hop home.
 // Why a ring and not an all-gather of K/V: the all-gather holds the whole sequence's K/V on every
 // rank (C blocks of S below, where the ring holds two), and the gradients then need a
 // reduce-scatter of the same size; the bytes sent are nearly the same: per layer and rank, with
@@ -40,8 +41,9 @@
 //   ring:        forward (C-1) S; backward (C-1) S of K/V + C S of dK/dV  (3C-2) S in all;
 //   all-gather:  forward (C-1) S; backward (C-1) S again (or kept: C S more memory) + (C-1) S
 //                of reduce-scatter                                       (3C-3) S in all.
-// The ring costs one hop more of S per layer and keeps the memory at 4 blocks of S (two K/V,
-// two dK/dV buffers), whatever C is: the reason context parallelism exists.
+// The ring costs one hop more of S per layer and keeps the memory at 5 blocks of S (two K/V,
+// two dK/dV being computed and sent, one arriving), whatever C is: the reason context
+// parallelism exists.
 //
 // The parameter gradients of the group's ranks are summed by the data-parallel reduction: ZeRO's
 // shard group is dp x cp (llmc/parallel.h), which averages over the C ranks that each averaged
@@ -63,9 +65,10 @@ struct ContextParallel {
     int size, rank;          // C and i; size 1: no context parallelism
     int rows;                // T/C rows per sequence held here: chunks i and 2C-1-i
     int chunk;               // n = T/(2C) positions per chunk
-    // Two K/V blocks (B, rows, 2 att) of whichever rank: the one attended, the one arriving; and
-    // two of their gradients' accumulators (backward). nullptr at size 1.
-    floatX *kv[2], *dkv[2];
+    // Two K/V blocks (B, rows, 2 att) of whichever rank: the one attended, the one arriving; two
+    // of their gradients (backward): this step's, the last step's being sent; and the
+    // accumulator arriving. nullptr at size 1.
+    floatX *kv[2], *dkv[2], *dkv_in;
     cudaStream_t stream;             // the ring's transfers
     cudaEvent_t computed, received;  // the compute stream done with a buffer; a transfer done
     double pairs;                    // key/query pairs the forward kernels computed (counted)
@@ -115,6 +118,7 @@ inline void cp_build(ContextParallel* cp, const CommGroup* group, int B, int row
         cp->kv[k] = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, block);
         cp->dkv[k] = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, block);
     }
+    cp->dkv_in = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, block);
     if (ledger->plan_only) return;
     CUDA_CHECK(cudaStreamCreateWithFlags(&cp->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&cp->computed, cudaEventDisableTiming));
@@ -127,6 +131,7 @@ inline void cp_free(ContextParallel* cp) {
         CUDA_CHECK(cudaFree(cp->kv[k]));
         CUDA_CHECK(cudaFree(cp->dkv[k]));
     }
+    CUDA_CHECK(cudaFree(cp->dkv_in));
     CUDA_CHECK(cudaStreamDestroy(cp->stream));
     CUDA_CHECK(cudaEventDestroy(cp->computed));
     CUDA_CHECK(cudaEventDestroy(cp->received));
@@ -225,8 +230,10 @@ inline void cp_attention_backward(ContextParallel* cp, floatX* dqkv, float* delt
         if (s + 1 < cp->size)
             cp_ring_exchange(cp, here, cp->kv[(s + 1) & 1], elems, stream,
                              "the ring attention's K/V exchange (context parallelism, backward)");
-        // at step 0 the accumulator starts here: a key chunk's first block (its diagonal one,
-        // which comes first, as for the queries) overwrites it; later steps add to what came
+        // grads: this step's contributions to the held keys' gradients. At step 0 a key chunk's
+        // first block (its diagonal one, which comes first, as for the queries) overwrites it;
+        // later steps add to zeros (a key chunk may get no block: j < i skips chunk 2C-1-j)
+        if (s > 0) CUDA_CHECK(cudaMemsetAsync(grads, 0, elems * sizeof(floatX), stream));
         bool dkv_written[2] = {s > 0, s > 0};
         for (int a = 0; a < 2; a++)
             for (int b = 1; b >= 0; b--) {
@@ -241,15 +248,18 @@ inline void cp_attention_backward(ContextParallel* cp, floatX* dqkv, float* delt
                                          HS, stream);
                 dq_written[a] = dkv_written[b] = true;
             }
-        if (s + 1 < cp->size) cp_ring_wait(cp, stream);  // the next K/V are here
-        // the accumulator moves on after the step that added to it; after the last step it
-        // goes home (rank - (C-1) = rank + 1)
-        cp_ring_exchange(cp, grads, cp->dkv[(s + 1) & 1], elems, stream,
+        // the next K/V, and the accumulator of the held keys (sent by rank i-1 after its step
+        // s-1, while this step's attention ran), are here
+        if (s + 1 < cp->size || s > 0) cp_ring_wait(cp, stream);
+        if (s > 0) residual_forward(grads, grads, cp->dkv_in, elems, stream);
+        // the sum moves on, received during the next step's attention; after the last step it
+        // goes home (rank - (C-1) = rank + 1), and this rank's own arrives
+        cp_ring_exchange(cp, grads, cp->dkv_in, elems, stream,
                          "the ring attention's dK/dV exchange (context parallelism, backward)");
-        cp_ring_wait(cp, stream);
     }
+    cp_ring_wait(cp, stream);
     // this rank's keys' and values' gradients, into dqkv's k and v
-    CUDA_CHECK(cudaMemcpy2DAsync(dqkv + att, 3 * att * sizeof(floatX), cp->dkv[cp->size & 1],
+    CUDA_CHECK(cudaMemcpy2DAsync(dqkv + att, 3 * att * sizeof(floatX), cp->dkv_in,
                                  2 * att * sizeof(floatX), 2 * att * sizeof(floatX),
                                  (size_t)B * rows, cudaMemcpyDeviceToDevice, stream));
 }

@@ -32,8 +32,9 @@ and at the end. Checks:
    issue sets; the layout makes them equal) and add up to one process's causal count
    L x A x B x heads x T(T+1)/2.
 5. Memory (log header, rank 0): the plan equals what was allocated; the activation tables' bytes
-   are 1/cp of one process's, and the plan's activations holds exactly the ring's four
-   blocks of S more than them (two K/V buffers, two dK/dV).
+   at cp 2 are one process's at --seq T/2 (every activation is per position, attention's lse
+   too), and the plan's activations exactly the ring's five blocks of S more (two K/V buffers,
+   three dK/dV: the step's, the last step's being sent, the accumulator arriving).
 6. The refusals, by message: --seq not a multiple of 2 x --cp, --cp not dividing the ranks,
    --cp with --pp, --cp with text samples.
 7. A rank killed mid-run (--inject-fault 2:kill:1) ends the job within --comm-timeout, rank 0
@@ -131,7 +132,7 @@ def main():
         half = train(fp32, 0, work, "single_half_seq", MODEL[:MODEL.index("--seq")] + ["--seq", str(T // 2)] +
                      MODEL[MODEL.index("--seq") + 2:], ["--steps", "1", "--batch", str(G)], False)[1][0]
         two = results["adamw_cp2_tp1_dp1_a1_z0"][1][0]
-        ring = 4 * (G * (T // 2) * 2 * C * 4)  # two K/V blocks, two dK/dV, of B (T/2) 2C fp32
+        ring = 5 * (G * (T // 2) * 2 * C * 4)  # two K/V blocks, three dK/dV, of B (T/2) 2C fp32
         plan = next(r for r in results["adamw_cp2_tp1_dp1_a1_z0"][1] if "planned_bytes" in r)
         check(plan["planned_bytes"] == plan["allocated_bytes"],
               f"cp 2: the memory plan {plan['planned_bytes']} bytes = allocated {plan['allocated_bytes']}")
@@ -140,7 +141,7 @@ def main():
               f"cp 2: the activation tables hold {two['activation_bytes']} bytes, one process's at --seq {T // 2} "
               f"{half['activation_bytes']}; the plan's activations {two['plan_bytes']['activations']} bytes, "
               f"{two['plan_bytes']['activations'] - half['plan_bytes']['activations']} more = the ring's "
-              f"4 B (T/2) 2C x 4 = {ring}")
+              f"5 B (T/2) 2C x 4 = {ring}")
 
         # 2
         single_bf16 = train(bf16, 0, work, "single_bf16", MODEL, base + ["--batch", str(G)])
