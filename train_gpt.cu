@@ -21,8 +21,10 @@ ranks form a grid (llmc/parallel.h): tensor-parallel groups of --tp consecutive 
 matrix between them and work on the same tokens (llmc/tensor_parallel.cuh: the layout and the
 passes below read this rank's widths from ModelShapes), pipeline groups of --pp ranks each hold
 their stages' blocks and pass the micro-batches' activations and gradients on (the executor of
-llmc/pipeline.h's schedules, near the end), and the data-parallel groups across them each read
-their own part of every global batch. The gradients are averaged over the
+llmc/pipeline.h's schedules, near the end), context-parallel groups of --cp ranks each hold
+their share of every sequence's positions and pass keys and values around a ring in attention
+(llmc/context_parallel.cuh, over the attention kernels' AttBlock), and the data-parallel groups
+across them each read their own part of every global batch. The gradients are averaged over the
 data-parallel ranks before the norm, clipping and the optimizers read them, so every replica
 takes the same step and keeps bit-identical parameters (checked by a hash at the end); printed
 losses are the global batch's. Only rank 0 prints, logs and writes the checkpoint's manifest;
@@ -782,20 +784,24 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
 // N = B*T rows are processed as one batch of rows wherever the position does not matter.
 
 // ---------------------------------------------------------------------------------------------
-// Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[t,:]. One thread per 16-byte pack
-// of a row. Under tensor parallelism this rank's wte holds the rows of tokens [v0, v0 + Vl)
+// Embedding. Forward: out[b,t,:] = wte[token[b,t],:] + wpe[p,:] with p = t, or under context
+// parallelism p = positions[t], the sequence position of the rank's row t
+// (llmc/context_parallel.cuh's cp_position; the backward pass likewise). One thread per 16-byte
+// pack of a row. Under tensor parallelism this rank's wte holds the rows of tokens [v0, v0 + Vl)
 // only: the other tokens' rows are zero here (the sum over the group fills them in), and wpe is
 // added by one rank of the group only (wpe nullptr on the others). The sum over the group then
 // adds zeros to each element, exactly: the same bits as on one rank.
 
 __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
-                                       const floatX* wpe, int N, int T, int C, int v0, int Vl) {
+                                       const floatX* wpe, const int* positions, int N, int T, int C,
+                                       int v0, int Vl) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)N * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t row = i / packs_per_row;
         int c = (int)(i % packs_per_row) * x128::size;
         int t = (int)(row % T);
+        if (positions) t = positions[t];
         const int token = tokens[row] - v0;
         x128 tok = token >= 0 && token < Vl ? load128(wte + (size_t)token * C + c) : x128::zeros();
         x128 pos = wpe ? load128(wpe + (size_t)t * C + c) : x128::zeros();
@@ -806,16 +812,18 @@ __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const flo
 }
 
 inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, const floatX* wpe,
-                            int B, int T, int C, int v0, int Vl, cudaStream_t stream) {
+                            int B, int T, int C, int v0, int Vl, cudaStream_t stream,
+                            const int* positions = nullptr) {
     const int block = 256;
     encoder_forward_kernel<<<grid_for((size_t)B * T * C / x128::size, block), block, 0, stream>>>(
-        out, tokens, wte, wpe, B * T, T, C, v0, Vl);
+        out, tokens, wte, wpe, positions, B * T, T, C, v0, Vl);
     CUDA_CHECK_LAUNCH();
 }
 
 // Backward, without atomics. dwpe[t,:] += sum over b of dout[b,t,:]: a thread owns one pack of
 // one position and adds the B rows in order.
-__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C) {
+__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, const int* positions, int B,
+                                    int T, int C) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)T * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -825,9 +833,10 @@ __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int
             x128 d = load128(dout + ((size_t)b * T + t) * C + c);
             for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
         }
-        x128 g = load128(dwpe + (size_t)t * C + c);
+        floatX* at = dwpe + (size_t)(positions ? positions[t] : t) * C + c;
+        x128 g = load128(at);
         for (int k = 0; k < x128::size; k++) g[k] = (floatX)((float)g[k] + acc[k]);
-        store128(dwpe + (size_t)t * C + c, g);
+        store128(at, g);
     }
 }
 
@@ -894,11 +903,12 @@ inline void token_buckets_build(TokenBuckets* tb, const int* tokens, int N, int 
 }
 
 inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const TokenBuckets* tb,
-                             int B, int T, int C, cudaStream_t stream) {
+                             int B, int T, int C, cudaStream_t stream,
+                             const int* positions = nullptr) {
     const int block = 256;
     if (dwpe) {  // (Llama has no wpe)
         wpe_backward_kernel<<<grid_for((size_t)T * C / x128::size, block), block, 0, stream>>>(
-            dwpe, dout, B, T, C);
+            dwpe, dout, positions, B, T, C);
         CUDA_CHECK_LAUNCH();
     }
     if (tb->count == 0) return;  // tensor parallelism: none of this rank's tokens occurs
@@ -1260,6 +1270,26 @@ inline void rmsnorm_backward(floatX* dinp, floatX* dweight, float* partials, con
 
 constexpr int ATT_THREADS = 256;  // threads per block
 
+// The part of the attention one launch computes. One process runs one block, the whole causal
+// sequence (att_whole); context parallelism (llmc/context_parallel.cuh) runs a sequence as blocks
+// of queries against blocks of keys it passes around a ring. Every buffer holds T rows per
+// sequence; the block's queries are rows q0 .. q0+n-1 of qkv (their q), out, lse, dout and
+// delta, its keys rows k0 .. k0+n-1 of kv: a key row holds kv head kh's key at kh*HS and its
+// value at KVH*HS + kh*HS, rows kv_stride elements apart (dkv, their gradients, the same layout).
+// causal: the block lies on the diagonal, query q0+i sees keys k0 .. k0+i; else it sees all n.
+// merge: out and lse (dq, dkv) hold the result over other keys already; the block's is merged
+// into them (out and lse by their log-sum-exp, gradients added) instead of overwriting them.
+struct AttBlock {
+    int T, n, q0, k0;
+    size_t kv_stride;
+    bool causal, merge;
+};
+
+// The whole causal sequence of T rows, keys and values in qkv (B,T,qkv_width).
+inline AttBlock att_whole(int T, int qkv_width) {
+    return AttBlock{T, T, 0, 0, (size_t)qkv_width, true, false};
+}
+
 // The largest attention logit (q.k/sqrt(HS) over the unmasked positions), a monitor of the
 // training step (gpt_monitors): the forward kernels keep the running max of each query row for
 // the online softmax anyway; each warp takes the max of its rows' and raises the layer's slot
@@ -1335,6 +1365,14 @@ __device__ inline void row_part_store(floatX* row, const float* src, int g, floa
     }
 }
 
+// dst += lane g's part of a row, times scale (a merged block adds the gradients stored before).
+template <int HS>
+__device__ inline void row_part_add(float* dst, const floatX* row, int g, float scale) {
+    float before[ATT_LANE_DIMS];
+    row_part_load<HS>(before, row, g, scale);
+    for (int d = 0; d < ATT_LANE_DIMS; d++) dst[d] += before[d];
+}
+
 // Lane g's partial dot product of its part x with a row.
 template <int HS>
 __device__ inline float row_part_dot(const float* x, const floatX* row, int g) {
@@ -1375,35 +1413,42 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 // when logit_max is not null, raises it to the largest score (monitor_key).
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv, int T,
-                             int NH, int KVH) {
+    attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
+                             const floatX* kv, AttBlock blk, int NH, int KVH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
-    const int qkv_width = (NH + 2 * KVH) * HS, kv = h / (NH / KVH);
+    const int T = blk.n;  // the block's rows: t, keys and the bounds below count in the block
+    const int qkv_width = (NH + 2 * KVH) * HS, kv_width = KVH * HS, kh = h / (NH / KVH);
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
-    const int block_last = min(q_first + R::per_block, T) - 1;  // sees keys 0..block_last
+    const int block_last =
+        blk.causal ? min(q_first + R::per_block, T) - 1 : T - 1;  // sees keys 0..block_last
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
-    const int warp_keys =
-        warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * qkv_width;
+    const int warp_keys = warp_first < T ? (blk.causal ? min(warp_first + R::per_warp, T) : T)
+                                         : 0;  // keys some row of the warp sees
+    const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * qkv_width;
+    const floatX* keys = kv + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + kh * HS;
+    const size_t row = (size_t)b * blk.T + blk.q0 + t,
+                 lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
     float q[ATT_LANE_DIMS] = {}, o[ATT_LANE_DIMS] = {};
     if (t < T)
         row_part_load<HS>(q, base + (size_t)t * qkv_width + h * HS, g, 1.0f / sqrtf((float)HS));
+    // merge: the earlier blocks' lse, read before the loop's barriers (lane 0 of the group
+    // overwrites it at the end)
+    const float lse_before = blk.merge && t < T ? lse[lse_at] : 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + att_width + kv * HS, qkv_width,
-                           base + att_width + (KVH + kv) * HS, qkv_width, k_first,
-                           min(ATT_TILE, block_last + 1 - k_first));
+        att_load_tiles<HS>(k_tile, v_tile, keys, blk.kv_stride, keys + kv_width, blk.kv_stride,
+                           k_first, min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();  // the tile is loaded
         // every lane of the warp runs the same keys (the shuffles need them all); a row skips
         // the keys after it; rows past T in a warp with valid rows compute values never stored
         const int n_keys = min(ATT_TILE, warp_keys - k_first);
         for (int j = 0; j < n_keys; j++) {
             const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
-            if (k_first + j > t) continue;
+            if (blk.causal && k_first + j > t) continue;
             if (s > m) {  // a new max: rescale what was summed so far (to 0 at the first key)
                 const float correction = expf(m - s);
                 l *= correction;
@@ -1417,9 +1462,19 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     if (logit_max) warp_max_into(logit_max, t < T ? m : -INFINITY);  // m: the row's largest score
     if (t >= T) return;
-    const size_t row = (size_t)b * T + t;
-    row_part_store<HS>(out + row * att_width + h * HS, o, g, 1.0f / l);
-    if (g == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+    floatX* out_row = out + row * att_width + h * HS;
+    float row_lse = m + logf(l), scale = 1.0f / l;
+    if (blk.merge) {  // out = (e^lse_before out_before + e^row_lse o / l) / e^lse_after
+        const float top = fmaxf(lse_before, row_lse), before = expf(lse_before - top),
+                    mine = expf(row_lse - top), sum = before + mine;
+        float o_before[ATT_LANE_DIMS];
+        row_part_load<HS>(o_before, out_row, g, before / sum);
+        for (int d = 0; d < ATT_LANE_DIMS; d++) o[d] = o[d] * (mine / sum / l) + o_before[d];
+        row_lse = top + logf(sum);
+        scale = 1.0f;
+    }
+    row_part_store<HS>(out_row, o, g, scale);
+    if (g == 0) lse[lse_at] = row_lse;
 }
 
 // Backward, pass 1 (dQ): a lane group owns query row t. With P = exp(score - lse),
@@ -1428,46 +1483,51 @@ __global__ void __launch_bounds__(ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
-                                 const floatX* qkv, const float* lse, int T, int NH, int KVH) {
+                                 const floatX* qkv, const floatX* kv, const float* lse,
+                                 AttBlock blk, int NH, int KVH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX k_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX v_tile[ATT_TILE][HS];
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y, g = threadIdx.x % R::lanes;
-    const int qkv_width = (NH + 2 * KVH) * HS, kv = h / (NH / KVH);
+    const int T = blk.n;  // as in the forward pass
+    const int qkv_width = (NH + 2 * KVH) * HS, kv_width = KVH * HS, kh = h / (NH / KVH);
     const int q_first = blockIdx.x * R::per_block, t = q_first + threadIdx.x / R::lanes;
-    const int block_last = min(q_first + R::per_block, T) - 1;
+    const int block_last = blk.causal ? min(q_first + R::per_block, T) - 1 : T - 1;
     const int warp_first = q_first + (int)(threadIdx.x / 32) * R::per_warp;
-    const int warp_keys =
-        warp_first < T ? min(warp_first + R::per_warp, T) : 0;  // keys some row of the warp sees
-    const floatX* base = qkv + (size_t)b * T * qkv_width;
-    const size_t row = (size_t)b * T + t;
+    const int warp_keys = warp_first < T ? (blk.causal ? min(warp_first + R::per_warp, T) : T)
+                                         : 0;  // keys some row of the warp sees
+    const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * qkv_width;
+    const floatX* keys = kv + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + kh * HS;
+    const size_t row = (size_t)b * blk.T + blk.q0 + t,
+                 lse_at = ((size_t)b * NH + h) * blk.T + blk.q0 + t;
     const float scale = 1.0f / sqrtf((float)HS);
     float q[ATT_LANE_DIMS] = {}, dO[ATT_LANE_DIMS] = {}, dq[ATT_LANE_DIMS] = {};
     float row_lse = 0.0f;
     if (t < T) {
         row_part_load<HS>(q, base + (size_t)t * qkv_width + h * HS, g, scale);
         row_part_load<HS>(dO, dout + row * att_width + h * HS, g, 1.0f);
-        row_lse = lse[((size_t)b * NH + h) * T + t];
+        row_lse = lse[lse_at];
     }
     const float D =
         group_sum<R::lanes>(t < T ? row_part_dot<HS>(dO, out + row * att_width + h * HS, g) : 0.0f);
-    if (t < T && g == 0) delta[((size_t)b * NH + h) * T + t] = D;
+    if (t < T && g == 0) delta[lse_at] = D;
     for (int k_first = 0; k_first <= block_last; k_first += ATT_TILE) {
         __syncthreads();  // every thread is done with the previous tile
-        att_load_tiles<HS>(k_tile, v_tile, base + att_width + kv * HS, qkv_width,
-                           base + att_width + (KVH + kv) * HS, qkv_width, k_first,
-                           min(ATT_TILE, block_last + 1 - k_first));
+        att_load_tiles<HS>(k_tile, v_tile, keys, blk.kv_stride, keys + kv_width, blk.kv_stride,
+                           k_first, min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();                                        // the tile is loaded
         const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
         for (int j = 0; j < n_keys; j++) {
             const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
             const float dp = group_sum<R::lanes>(row_part_dot<HS>(dO, v_tile[j], g));
-            if (k_first + j > t) continue;
+            if (blk.causal && k_first + j > t) continue;
             row_part_axpy<HS>(dq, expf(s - row_lse) * (dp - D), k_tile[j], g);
         }
     }
     if (t >= T) return;
-    row_part_store<HS>(dqkv + row * qkv_width + h * HS, dq, g, scale);
+    floatX* dq_row = dqkv + row * qkv_width + h * HS;
+    if (blk.merge) row_part_add<HS>(dq, dq_row, g, 1.0f / scale);
+    row_part_store<HS>(dq_row, dq, g, scale);
 }
 
 // Backward, pass 2 (dK, dV): a lane group owns key row s of kv head blockIdx.y; the queries
@@ -1475,47 +1535,49 @@ __global__ void __launch_bounds__(ATT_THREADS)
 // dk = scale * sum_t dS_ts q_t.
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-    attention_backward_dkv_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                  const floatX* qkv, const float* lse, int T, int NH, int KVH) {
+    attention_backward_dkv_kernel(floatX* dkv, const float* delta, const floatX* dout,
+                                  const floatX* qkv, const floatX* kv, const float* lse,
+                                  AttBlock blk, int NH, int KVH) {
     typedef AttRows<HS> R;
     alignas(16) __shared__ floatX q_tile[ATT_TILE][HS];
     alignas(16) __shared__ floatX do_tile[ATT_TILE][HS];
     __shared__ float lse_tile[ATT_TILE];
     __shared__ float delta_tile[ATT_TILE];
-    const int att_width = NH * HS, b = blockIdx.z, kv = blockIdx.y, g = threadIdx.x % R::lanes;
-    const int qkv_width = (NH + 2 * KVH) * HS, group = NH / KVH;
+    const int att_width = NH * HS, b = blockIdx.z, kh = blockIdx.y, g = threadIdx.x % R::lanes;
+    const int qkv_width = (NH + 2 * KVH) * HS, kv_width = KVH * HS, group = NH / KVH;
+    const int T = blk.n;  // the block's rows, as in the forward pass
     const int k_first = blockIdx.x * R::per_block, s = k_first + threadIdx.x / R::lanes;
     const int warp_first = k_first + (int)(threadIdx.x / 32) * R::per_warp;  // the warp's first key
-    const floatX* base = qkv + (size_t)b * T * qkv_width;
+    const floatX* base = qkv + ((size_t)b * blk.T + blk.q0) * qkv_width;
+    const size_t key_row = ((size_t)b * blk.T + blk.k0 + s) * blk.kv_stride + kh * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     float k[ATT_LANE_DIMS] = {}, v[ATT_LANE_DIMS] = {}, dk[ATT_LANE_DIMS] = {},
           dv[ATT_LANE_DIMS] = {};
     if (s < T) {
-        row_part_load<HS>(k, base + (size_t)s * qkv_width + att_width + kv * HS, g,
-                          scale);  // scores = q . (scale k)
-        row_part_load<HS>(v, base + (size_t)s * qkv_width + att_width + (KVH + kv) * HS, g, 1.0f);
+        row_part_load<HS>(k, kv + key_row, g, scale);  // scores = q . (scale k)
+        row_part_load<HS>(v, kv + key_row + kv_width, g, 1.0f);
     }
-    for (int h = kv * group; h < (kv + 1) * group; h++) {  // the query heads of kv head kv
-        const float* lse_bh = lse + ((size_t)b * NH + h) * T;
-        const float* delta_bh = delta + ((size_t)b * NH + h) * T;
-        for (int q_first = k_first; q_first < T;
-             q_first += ATT_TILE) {  // queries before k_first see no key here
+    for (int h = kh * group; h < (kh + 1) * group; h++) {  // the query heads of kv head kh
+        const float* lse_bh = lse + ((size_t)b * NH + h) * blk.T + blk.q0;
+        const float* delta_bh = delta + ((size_t)b * NH + h) * blk.T + blk.q0;
+        // queries before k_first see no key here (a diagonal block; otherwise every query does)
+        for (int q_first = blk.causal ? k_first : 0; q_first < T; q_first += ATT_TILE) {
             const int count = min(ATT_TILE, T - q_first);
             __syncthreads();  // every thread is done with the previous tile
             att_load_tiles<HS>(q_tile, do_tile, base + h * HS, qkv_width,
-                               dout + (size_t)b * T * att_width + h * HS, att_width, q_first,
-                               count);
+                               dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS, att_width,
+                               q_first, count);
             if ((int)threadIdx.x < count) {
                 lse_tile[threadIdx.x] = lse_bh[q_first + threadIdx.x];
                 delta_tile[threadIdx.x] = delta_bh[q_first + threadIdx.x];
             }
             __syncthreads();  // the tile is loaded
-            // every lane of the warp runs the same queries (the shuffles need them all), from the
-            // first one that sees the warp's first key; a row skips the queries before it
-            for (int j = max(0, warp_first - q_first); j < count; j++) {
+            // every lane of the warp runs the same queries (the shuffles need them all), from
+            // the first one that sees the warp's first key; a row skips the queries before it
+            for (int j = blk.causal ? max(0, warp_first - q_first) : 0; j < count; j++) {
                 const float sc = group_sum<R::lanes>(row_part_dot<HS>(k, q_tile[j], g));
                 const float dp = group_sum<R::lanes>(row_part_dot<HS>(v, do_tile[j], g));
-                if (q_first + j < s) continue;
+                if (blk.causal && q_first + j < s) continue;
                 const float p = expf(sc - lse_tile[j]);
                 row_part_axpy<HS>(dv, p, do_tile[j], g);
                 row_part_axpy<HS>(dk, p * (dp - delta_tile[j]), q_tile[j], g);
@@ -1523,31 +1585,36 @@ __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     if (s >= T) return;
-    const size_t row = (size_t)b * T + s;
-    row_part_store<HS>(dqkv + row * qkv_width + att_width + kv * HS, dk, g, scale);
-    row_part_store<HS>(dqkv + row * qkv_width + att_width + (KVH + kv) * HS, dv, g, 1.0f);
+    if (blk.merge) {
+        row_part_add<HS>(dk, dkv + key_row, g, 1.0f / scale);
+        row_part_add<HS>(dv, dkv + key_row + kv_width, g, 1.0f);
+    }
+    row_part_store<HS>(dkv + key_row, dk, g, scale);
+    row_part_store<HS>(dkv + key_row + kv_width, dv, g, 1.0f);
 }
 
 template <int HS>
 void attention_forward_cuda_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                  int B, int T, int NH, int KVH, cudaStream_t stream) {
-    dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
+                                  const floatX* kv, AttBlock blk, int B, int NH, int KVH,
+                                  cudaStream_t stream) {
+    dim3 grid((unsigned)ceil_div(blk.n, AttRows<HS>::per_block), NH, B);
     attention_forward_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, T, NH, KVH);
+        <<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, kv, blk, NH, KVH);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int HS>
-void attention_backward_cuda_cores(floatX* dqkv, float* delta, const floatX* dout,
-                                   const floatX* out, const floatX* qkv, const float* lse, int B,
-                                   int T, int NH, int KVH, cudaStream_t stream) {
-    dim3 grid((unsigned)ceil_div(T, AttRows<HS>::per_block), NH, B);
+void attention_backward_cuda_cores(floatX* dqkv, floatX* dkv, float* delta, const floatX* dout,
+                                   const floatX* out, const floatX* qkv, const floatX* kv,
+                                   const float* lse, AttBlock blk, int B, int NH, int KVH,
+                                   cudaStream_t stream) {
+    dim3 grid((unsigned)ceil_div(blk.n, AttRows<HS>::per_block), NH, B);
     attention_backward_dq_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, lse, T, NH, KVH);
+        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, kv, lse, blk, NH, KVH);
     CUDA_CHECK_LAUNCH();
     grid.y = KVH;  // a block per kv head
     attention_backward_dkv_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, qkv, lse, T, NH, KVH);
+        <<<grid, ATT_THREADS, 0, stream>>>(dkv, delta, dout, qkv, kv, lse, blk, NH, KVH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1694,13 +1761,21 @@ __device__ inline float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Stores row r (0: g, 1: g + 8) of a 16 x HS accumulator times scale to a row of HS bf16.
+// Stores row r (0: g, 1: g + 8) of a 16 x HS accumulator times scale to a row of HS bf16; with
+// before != 0 (a merged block, AttBlock) plus `before` times what the row held.
 template <int HS>
-__device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, float scale) {
+__device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, float scale,
+                                     float before = 0.0f) {
     const int t = threadIdx.x % 4;
     for (int d = 0; d < HS / 8; d++) {
-        *reinterpret_cast<__nv_bfloat162*>(row + 8 * d + 2 * t) =
-            __floats2bfloat162_rn(acc[d][2 * r] * scale, acc[d][2 * r + 1] * scale);
+        __nv_bfloat162* at = reinterpret_cast<__nv_bfloat162*>(row + 8 * d + 2 * t);
+        float x = acc[d][2 * r] * scale, y = acc[d][2 * r + 1] * scale;
+        if (before != 0.0f) {
+            const float2 held = __bfloat1622float2(*at);
+            x += before * held.x;
+            y += before * held.y;
+        }
+        *at = __floats2bfloat162_rn(x, y);
     }
 }
 
@@ -1711,24 +1786,30 @@ __device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, 
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_forward_mma_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                 int T, int NH, int KVH) {
+                                 const floatX* kvx, AttBlock blk, int NH, int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::fwd_tile, NT = BC / 8, TILE = BC * A::row_bytes;
     extern __shared__ __align__(16) unsigned char att_smem[];  // Q, then 2 x (K, V)
     const uint32_t q_tile = smem_address(att_smem), kv = q_tile + MMA_ATT_ROWS * A::row_bytes;
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int T = blk.n;  // the block's rows (AttBlock): rows, keys and bounds count in it
     const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);  // the warp's rows; last key
+    const int wq0 = q0 + 16 * warp;
+    const int wlast = blk.causal ? min(wq0 + 15, T - 1) : T - 1;  // the warp's rows' last key
     const bool warp_has_rows = wq0 < T;
-    const size_t stride = (size_t)(NH + 2 * KVH) * HS;
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* k = qkv + (size_t)b * T * stride + att_width + h / (NH / KVH) * HS;
-    const floatX* v = k + KVH * HS;
-    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    const size_t stride = (size_t)(NH + 2 * KVH) * HS, kv_width = (size_t)KVH * HS;
+    const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
+    const floatX* key_base =
+        kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h / (NH / KVH) * HS;  // v: + kv_width
+    const int tiles = ((blk.causal ? min(q0 + MMA_ATT_ROWS, T) : T) - 1) / BC + 1;
+    const size_t lse_bh = ((size_t)b * NH + h) * blk.T + blk.q0;
+    float lse_before[2] = {};  // merge: read before the loop's barriers (written at the end)
+    for (int r = 0; r < 2; r++)
+        if (blk.merge && wq0 + g + 8 * r < T) lse_before[r] = lse[lse_bh + wq0 + g + 8 * r];
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
-    att_tile_load<HS, BC>(kv, k, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, v, stride, 0, T);
+    att_tile_load<HS, BC>(kv, key_base, blk.kv_stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, key_base + kv_width, blk.kv_stride, 0, T);
     cp_async_commit();
     const float scale_log2 = LOG2E / sqrtf((float)HS);
     uint32_t qf[A::ksteps][4];
@@ -1739,8 +1820,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j is in for every thread; every warp is done with tile j - 1
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, k, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, v, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, key_base, blk.kv_stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, key_base + kv_width, blk.kv_stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0 && warp_has_rows)
@@ -1761,12 +1842,14 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
                 mma_bf16_16816(s[2 * n2], qf[ks], bf);
                 mma_bf16_16816(s[2 * n2 + 1], qf[ks], bf + 2);
             }
-        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;  // the tile crosses the diagonal or T
+        // the tile crosses the diagonal or T
+        const bool masked = (blk.causal && k0 + BC - 1 > wq0) || k0 + BC > T;
         float mx[2] = {m[0], m[1]};
         for (int n = 0; n < NT; n++)
             for (int e = 0; e < 4; e++) {
                 const int key = k0 + 8 * n + 2 * t + (e & 1), row = wq0 + g + 8 * (e >> 1);
-                const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                const bool skip =
+                    n / 2 >= steps || (masked && ((blk.causal && key > row) || key >= T));
                 s[n][e] = skip ? -INFINITY : s[n][e] * scale_log2;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
             }
@@ -1799,8 +1882,17 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         const float sum = quad_sum(l[r]);
         const int row = wq0 + g + 8 * r;
         if (row >= T) continue;
-        att_store_row<HS>(out + ((size_t)b * T + row) * att_width + h * HS, o, r, 1.0f / sum);
-        if (t == 0) lse[((size_t)b * NH + h) * T + row] = (m[r] + log2f(sum)) / LOG2E;
+        float row_lse = (m[r] + log2f(sum)) / LOG2E, scale = 1.0f / sum, before = 0.0f;
+        if (blk.merge) {  // as in the CUDA-core kernel
+            const float top = fmaxf(lse_before[r], row_lse), held = expf(lse_before[r] - top),
+                        mine = expf(row_lse - top), total = held + mine;
+            scale = mine / total / sum;
+            before = held / total;
+            row_lse = top + logf(total);
+        }
+        att_store_row<HS>(out + ((size_t)b * blk.T + blk.q0 + row) * att_width + h * HS, o, r,
+                          scale, before);
+        if (t == 0) lse[lse_bh + row] = row_lse;
     }
 }
 
@@ -1810,8 +1902,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dq_mma_kernel(floatX* dqkv, float* delta, const floatX* dout,
-                                     const floatX* out, const floatX* qkv, const float* lse, int T,
-                                     int NH, int KVH) {
+                                     const floatX* out, const floatX* qkv, const floatX* kvx,
+                                     const float* lse, AttBlock blk, int NH, int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BC = A::bwd_tile, NT = BC / 8, TILE = BC * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -1822,29 +1914,30 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     float* row_lse = (float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
     float* row_d = row_lse + MMA_ATT_ROWS;
     const int att_width = NH * HS, b = blockIdx.z, h = blockIdx.y;
+    const int T = blk.n;  // as in the forward pass
     const int q0 = (gridDim.x - 1 - blockIdx.x) * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wq0 = q0 + 16 * warp, wlast = min(wq0 + 15, T - 1);
+    const int wq0 = q0 + 16 * warp, wlast = blk.causal ? min(wq0 + 15, T - 1) : T - 1;
     const bool warp_has_rows = wq0 < T;
-    const size_t stride = (size_t)(NH + 2 * KVH) * HS;
-    const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-    const floatX* k = qkv + (size_t)b * T * stride + att_width + h / (NH / KVH) * HS;
-    const floatX* v = k + KVH * HS;
-    const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
-    const size_t bh = ((size_t)b * NH + h) * T;
-    const int tiles = (min(q0 + MMA_ATT_ROWS, T) - 1) / BC + 1;
+    const size_t stride = (size_t)(NH + 2 * KVH) * HS, kv_width = (size_t)KVH * HS;
+    const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
+    const floatX* key_base =
+        kvx + ((size_t)b * blk.T + blk.k0) * blk.kv_stride + h / (NH / KVH) * HS;  // v: + kv_width
+    const floatX* dout_bh = dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS;
+    const size_t bh = ((size_t)b * NH + h) * blk.T + blk.q0;
+    const int tiles = ((blk.causal ? min(q0 + MMA_ATT_ROWS, T) : T) - 1) / BC + 1;
     att_tile_load<HS, MMA_ATT_ROWS>(q_tile, q, stride, q0, T);
     att_tile_load<HS, MMA_ATT_ROWS>(do_tile, dout_bh, att_width, q0, T);
-    att_tile_load<HS, BC>(kv, k, stride, 0, T);
-    att_tile_load<HS, BC>(kv + TILE, v, stride, 0, T);
+    att_tile_load<HS, BC>(kv, key_base, blk.kv_stride, 0, T);
+    att_tile_load<HS, BC>(kv + TILE, key_base + kv_width, blk.kv_stride, 0, T);
     cp_async_commit();
     {  // D of row wq0 + lane/2: each lane of the pair sums half of the row
         const int r = 16 * warp + lane / 2, row = q0 + r, half = lane % 2;
         float sum = 0.0f;
         if (row < T)
             for (int i = 0; i < HS / 16; i++) {
-                const size_t at =
-                    ((size_t)b * T + row) * att_width + h * HS + half * (HS / 2) + 8 * i;
+                const size_t at = ((size_t)b * blk.T + blk.q0 + row) * att_width + h * HS +
+                                  half * (HS / 2) + 8 * i;
                 const x128 dov = load128(dout + at), ov = load128(out + at);
                 for (int k = 0; k < x128::size; k++) sum += (float)dov[k] * (float)ov[k];
             }
@@ -1863,8 +1956,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         __syncthreads();  // tile j (at j = 0 also Q, dO, lse, D) is in; tile j - 1 is done with
         if (j + 1 < tiles) {
             const uint32_t next = kv + ((j + 1) & 1) * 2 * TILE;
-            att_tile_load<HS, BC>(next, k, stride, (j + 1) * BC, T);
-            att_tile_load<HS, BC>(next + TILE, v, stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next, key_base, blk.kv_stride, (j + 1) * BC, T);
+            att_tile_load<HS, BC>(next + TILE, key_base + kv_width, blk.kv_stride, (j + 1) * BC, T);
         }
         cp_async_commit();
         if (j == 0)
@@ -1879,14 +1972,15 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         float s[NT][4], dp[NT][4];
         att_mma_abt<HS, NT>(s, q_tile, 16 * warp, k_tile, steps);
         att_mma_abt<HS, NT>(dp, do_tile, 16 * warp, v_tile, steps);
-        const bool masked = k0 + BC - 1 > wq0 || k0 + BC > T;
+        const bool masked = (blk.causal && k0 + BC - 1 > wq0) || k0 + BC > T;
         uint32_t ds[NT][2];
         for (int n = 0; n < NT; n++)
             for (int r = 0; r < 2; r++) {
                 float v[2];
                 for (int c = 0; c < 2; c++) {
                     const int key = k0 + 8 * n + 2 * t + c, row = wq0 + g + 8 * r;
-                    const bool skip = n / 2 >= steps || (masked && (key > row || key >= T));
+                    const bool skip =
+                        n / 2 >= steps || (masked && ((blk.causal && key > row) || key >= T));
                     const float p = skip ? 0.0f : exp2f(s[n][2 * r + c] * scale_log2 - lse2[r]);
                     v[c] = p * (dp[n][2 * r + c] - D[r]);
                 }
@@ -1897,7 +1991,8 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     for (int r = 0; r < 2; r++) {
         const int row = wq0 + g + 8 * r;
         if (row < T)
-            att_store_row<HS>(dqkv + ((size_t)b * T + row) * stride + h * HS, dq, r, scale);
+            att_store_row<HS>(dqkv + ((size_t)b * blk.T + blk.q0 + row) * stride + h * HS, dq, r,
+                              scale, blk.merge ? 1.0f : 0.0f);
     }
 }
 
@@ -1906,8 +2001,9 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 // output gradients, lse and D (from pass 1).
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
-    attention_backward_dkv_mma_kernel(floatX* dqkv, const float* delta, const floatX* dout,
-                                      const floatX* qkv, const float* lse, int T, int NH, int KVH) {
+    attention_backward_dkv_mma_kernel(floatX* dkv, const float* delta, const floatX* dout,
+                                      const floatX* qkv, const floatX* kvx, const float* lse,
+                                      AttBlock blk, int NH, int KVH) {
     typedef MmaAtt<HS> A;
     constexpr int BQ = A::bwd_tile, NT = BQ / 8, TILE = BQ * A::row_bytes,
                   ROWS_BYTES = MMA_ATT_ROWS * A::row_bytes;
@@ -1916,22 +2012,24 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     const uint32_t k_tile = smem_address(att_smem), v_tile = k_tile + ROWS_BYTES,
                    qd = v_tile + ROWS_BYTES, vec = qd + 4 * TILE;
     const float* vectors = (const float*)(att_smem + 2 * ROWS_BYTES + 4 * TILE);
-    const int att_width = NH * HS, b = blockIdx.z, kv = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int att_width = NH * HS, b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * MMA_ATT_ROWS;
+    const int T = blk.n;  // as in the forward pass
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wk0 = k0 + 16 * warp;  // the warp's first key
     const bool warp_has_rows = wk0 < T;
-    const size_t stride = (size_t)(NH + 2 * KVH) * HS;
-    const int group = NH / KVH;  // the query heads kv serves: kv * group ...
-    const floatX* k = qkv + (size_t)b * T * stride + att_width + kv * HS;
-    const int first = k0 / BQ, per_head = (T - 1) / BQ + 1 - first;  // queries before k0: no key
+    const size_t stride = (size_t)(NH + 2 * KVH) * HS, kv_width = (size_t)KVH * HS;
+    const int group = NH / KVH;  // the query heads kh serves: kh * group ...
+    const size_t keys = ((size_t)b * blk.T + blk.k0) * blk.kv_stride + kh * HS;  // of kvx and dkv
+    // queries before k0 see no key (a diagonal block; otherwise every query does)
+    const int first = blk.causal ? k0 / BQ : 0, per_head = (T - 1) / BQ + 1 - first;
     const int tiles = group * per_head;  // (query head, query tile) in head order
-    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, k, stride, k0, T);
-    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, k + KVH * HS, stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(k_tile, kvx + keys, blk.kv_stride, k0, T);
+    att_tile_load<HS, MMA_ATT_ROWS>(v_tile, kvx + keys + kv_width, blk.kv_stride, k0, T);
     auto load_queries = [&](int i) {  // tile i % per_head of head i / per_head into buffer i % 2
-        const int h = kv * group + i / per_head;
-        const floatX* q = qkv + (size_t)b * T * stride + h * HS;
-        const floatX* dout_bh = dout + (size_t)b * T * att_width + h * HS;
-        const size_t bh = ((size_t)b * NH + h) * T;
+        const int h = kh * group + i / per_head;
+        const floatX* q = qkv + ((size_t)b * blk.T + blk.q0) * stride + h * HS;
+        const floatX* dout_bh = dout + ((size_t)b * blk.T + blk.q0) * att_width + h * HS;
+        const size_t bh = ((size_t)b * NH + h) * blk.T + blk.q0;
         const int buf = i & 1, qt0 = (first + i % per_head) * BQ;
         att_tile_load<HS, BQ>(qd + buf * 2 * TILE, q, stride, qt0, T);
         att_tile_load<HS, BQ>(qd + buf * 2 * TILE + TILE, dout_bh, att_width, qt0, T);
@@ -1951,7 +2049,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         if (!warp_has_rows) continue;
         // 8-query n-tiles lo..hi-1 hold a query >= the warp's first key and < T (lo is even:
         // wk0 - qt0 is a multiple of 16); 16-query steps lo/2 .. (hi+1)/2 - 1
-        const int lo = max(0, (wk0 - qt0) / 8), hi = min(NT, (T - qt0 + 7) / 8);
+        const int lo = blk.causal ? max(0, (wk0 - qt0) / 8) : 0, hi = min(NT, (T - qt0 + 7) / 8);
         if (lo >= hi) continue;
         const int steps = (hi + 1) / 2;
         const int buf = i & 1;
@@ -1961,14 +2059,15 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
         float st[NT][4], dpt[NT][4];
         att_mma_abt<HS, NT>(st, k_tile, 16 * warp, qt, steps);
         att_mma_abt<HS, NT>(dpt, v_tile, 16 * warp, dot, steps);
-        const bool masked = qt0 < wk0 + 15 || qt0 + BQ > T;
+        const bool masked = (blk.causal && qt0 < wk0 + 15) || qt0 + BQ > T;
         uint32_t pt[NT][2], dst[NT][2];
         for (int n = 0; n < NT; n++)
             for (int r = 0; r < 2; r++) {
                 float pv[2], dv2[2];
                 for (int c = 0; c < 2; c++) {
                     const int col = 8 * n + 2 * t + c, query = qt0 + col, key = wk0 + g + 8 * r;
-                    const bool skip = n < lo || n >= hi || (masked && (query < key || query >= T));
+                    const bool skip = n < lo || n >= hi ||
+                                      (masked && ((blk.causal && query < key) || query >= T));
                     const float p =
                         skip ? 0.0f : exp2f(st[n][2 * r + c] * scale_log2 - qlse[col] * LOG2E);
                     pv[c] = p;
@@ -1983,9 +2082,10 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
     for (int r = 0; r < 2; r++) {
         const int row = wk0 + g + 8 * r;
         if (row >= T) continue;
-        floatX* drow = dqkv + ((size_t)b * T + row) * stride + att_width + kv * HS;
-        att_store_row<HS>(drow, dk, r, scale);
-        att_store_row<HS>(drow + KVH * HS, dv, r, 1.0f);
+        floatX* drow = dkv + keys + (size_t)row * blk.kv_stride;
+        const float before = blk.merge ? 1.0f : 0.0f;
+        att_store_row<HS>(drow, dk, r, scale, before);
+        att_store_row<HS>(drow + kv_width, dv, r, 1.0f, before);
     }
 }
 
@@ -2002,26 +2102,28 @@ void att_launch_mma(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, 
 
 template <int HS>
 void attention_forward_tensor_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
-                                    int B, int T, int NH, int KVH, cudaStream_t stream) {
+                                    const floatX* kv, AttBlock blk, int B, int NH, int KVH,
+                                    cudaStream_t stream) {
     typedef MmaAtt<HS> A;
-    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const dim3 grid((unsigned)ceil_div(blk.n, MMA_ATT_ROWS), NH, B);
     const size_t smem = (size_t)(MMA_ATT_ROWS + 4 * A::fwd_tile) * A::row_bytes;
     att_launch_mma(attention_forward_mma_kernel<HS>, grid, smem, stream, out, lse, logit_max, qkv,
-                   T, NH, KVH);
+                   kv, blk, NH, KVH);
 }
 
 template <int HS>
-void attention_backward_tensor_cores(floatX* dqkv, float* delta, const floatX* dout,
-                                     const floatX* out, const floatX* qkv, const float* lse, int B,
-                                     int T, int NH, int KVH, cudaStream_t stream) {
+void attention_backward_tensor_cores(floatX* dqkv, floatX* dkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const floatX* kv,
+                                     const float* lse, AttBlock blk, int B, int NH, int KVH,
+                                     cudaStream_t stream) {
     typedef MmaAtt<HS> A;
-    const dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const dim3 grid((unsigned)ceil_div(blk.n, MMA_ATT_ROWS), NH, B);
     const size_t tiles = (size_t)(2 * MMA_ATT_ROWS + 4 * A::bwd_tile) * A::row_bytes;
     att_launch_mma(attention_backward_dq_mma_kernel<HS>, grid, tiles + 2 * MMA_ATT_ROWS * 4, stream,
-                   dqkv, delta, dout, out, qkv, lse, T, NH, KVH);
+                   dqkv, delta, dout, out, qkv, kv, lse, blk, NH, KVH);
     const dim3 kv_grid(grid.x, KVH, B);  // a block per kv head
     att_launch_mma(attention_backward_dkv_mma_kernel<HS>, kv_grid, tiles + 4 * A::bwd_tile * 4,
-                   stream, dqkv, (const float*)delta, dout, qkv, lse, T, NH, KVH);
+                   stream, dkv, (const float*)delta, dout, qkv, kv, lse, blk, NH, KVH);
 }
 #endif
 
@@ -2060,22 +2162,51 @@ inline void attention_path_check(AttentionPath path) {
         fatal("attention: the tensor-core kernels need the bf16 build");
 }
 
-// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,(NH + 2 KVH) HS) (KVH kv
-// heads: GPT-2's KVH = NH); logit_max (nullptr: none) is raised to the key (monitor_key) of the
-// largest q.k/sqrt(HS).
-inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
-                              int KVH, int HS, cudaStream_t stream,
-                              AttentionPath path = ATTENTION_PATH, unsigned* logit_max = nullptr) {
+// Block blk (AttBlock) of the attention of queries in qkv (B,T,(NH + 2 KVH) HS) to keys and
+// values in kv (KVH kv heads; GPT-2's KVH = NH): out (B,T,att_width), lse (B,NH,T); logit_max
+// (nullptr: none) is raised to the key (monitor_key) of the largest q.k/sqrt(HS).
+inline void attention_block_forward(floatX* out, float* lse, const floatX* qkv, const floatX* kv,
+                                    AttBlock blk, int B, int NH, int KVH, int HS,
+                                    cudaStream_t stream, AttentionPath path = ATTENTION_PATH,
+                                    unsigned* logit_max = nullptr) {
     attention_path_check(path);
     with_head_size(HS, [&](auto hs) {
         constexpr int H = decltype(hs)::value;
 #if !defined(ENABLE_FP32)
         if (path == AttentionPath::tensor_cores)
-            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, B, T, NH, KVH,
+            return attention_forward_tensor_cores<H>(out, lse, logit_max, qkv, kv, blk, B, NH, KVH,
                                                      stream);
 #endif
-        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, B, T, NH, KVH, stream);
+        attention_forward_cuda_cores<H>(out, lse, logit_max, qkv, kv, blk, B, NH, KVH, stream);
     });
+}
+
+// Its backward pass: the queries' gradient into dqkv's q, the keys' and values' into dkv (the
+// layout of kv); delta is (B,NH,T) scratch.
+inline void attention_block_backward(floatX* dqkv, floatX* dkv, float* delta, const floatX* dout,
+                                     const floatX* out, const floatX* qkv, const floatX* kv,
+                                     const float* lse, AttBlock blk, int B, int NH, int KVH, int HS,
+                                     cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
+    attention_path_check(path);
+    with_head_size(HS, [&](auto hs) {
+        constexpr int H = decltype(hs)::value;
+#if !defined(ENABLE_FP32)
+        if (path == AttentionPath::tensor_cores)
+            return attention_backward_tensor_cores<H>(dqkv, dkv, delta, dout, out, qkv, kv, lse,
+                                                      blk, B, NH, KVH, stream);
+#endif
+        attention_backward_cuda_cores<H>(dqkv, dkv, delta, dout, out, qkv, kv, lse, blk, B, NH, KVH,
+                                         stream);
+    });
+}
+
+// out (B,T,att_width), lse (B,NH,T) = causal attention of qkv (B,T,(NH + 2 KVH) HS); logit_max
+// (nullptr: none) is raised to the key (monitor_key) of the largest q.k/sqrt(HS).
+inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH,
+                              int KVH, int HS, cudaStream_t stream,
+                              AttentionPath path = ATTENTION_PATH, unsigned* logit_max = nullptr) {
+    attention_block_forward(out, lse, qkv, qkv + NH * HS, att_whole(T, (NH + 2 * KVH) * HS), B, NH,
+                            KVH, HS, stream, path, logit_max);
 }
 
 // dqkv (B,T,(NH + 2 KVH) HS) = gradient of the attention output dout (B,T,att_width); delta is
@@ -2083,17 +2214,11 @@ inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B,
 inline void attention_backward(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                const floatX* qkv, const float* lse, int B, int T, int NH, int KVH,
                                int HS, cudaStream_t stream, AttentionPath path = ATTENTION_PATH) {
-    attention_path_check(path);
-    with_head_size(HS, [&](auto hs) {
-        constexpr int H = decltype(hs)::value;
-#if !defined(ENABLE_FP32)
-        if (path == AttentionPath::tensor_cores)
-            return attention_backward_tensor_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH,
-                                                      KVH, stream);
-#endif
-        attention_backward_cuda_cores<H>(dqkv, delta, dout, out, qkv, lse, B, T, NH, KVH, stream);
-    });
+    attention_block_backward(dqkv, dqkv + NH * HS, delta, dout, out, qkv, qkv + NH * HS, lse,
+                             att_whole(T, (NH + 2 * KVH) * HS), B, NH, KVH, HS, stream, path);
 }
+
+#include "llmc/context_parallel.cuh"  // --cp: ring attention over these kernels, the causal load balance
 
 // ---------------------------------------------------------------------------------------------
 // GELU, tanh approximation: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
@@ -2308,15 +2433,17 @@ inline RopeFreqs rope_freqs(const LlamaConfig* l, int HS) {
 }
 
 // One thread per (row, head vector j < NH + KVH of [q | k], pair i); sign +1 forward (turns by
-// the angle), -1 backward (turns the gradient back). Position: row % T.
-__global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, int N, int T, int NH, int KVH, int HS,
-                            float sign) {
+// the angle), -1 backward (turns the gradient back). Position: positions[row % T] (context
+// parallelism: the rows' places in the sequence), or row % T when positions is nullptr.
+__global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, const int* positions, int N, int T,
+                            int NH, int KVH, int HS, float sign) {
     const int pairs = HS / 2, per_row = NH + KVH;
     const size_t id = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (id >= (size_t)N * per_row * pairs) return;
     const int i = (int)(id % pairs), j = (int)(id / pairs % per_row);
     const size_t row = id / ((size_t)pairs * per_row);
-    const float angle = (float)(row % T) * freqs.inv_freq[i];
+    const int t = (int)(row % T), position = positions ? positions[t] : t;
+    const float angle = (float)position * freqs.inv_freq[i];
     const float c = cosf(angle), s = sign * sinf(angle);
     floatX* x = qkv + row * (size_t)(per_row + KVH) * HS + (size_t)j * HS + i;
     const float x1 = (float)x[0], x2 = (float)x[pairs];
@@ -2324,18 +2451,18 @@ __global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, int N, int T, int NH, 
     x[pairs] = (floatX)(x2 * c + x1 * s);
 }
 
-// In place on q and k of qkv (N rows of sequences of T, (NH + 2 KVH) HS wide): forward rotates
-// them; backward turns their gradients in dqkv back.
-inline void rope_forward(floatX* qkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH, int HS,
-                         cudaStream_t stream, float sign = 1.0f) {
+// In place on q and k of qkv (N rows of sequences of T, (NH + 2 KVH) HS wide; positions as
+// rope_kernel's): forward rotates them; backward turns their gradients in dqkv back.
+inline void rope_forward(floatX* qkv, const RopeFreqs* freqs, const int* positions, int N, int T,
+                         int NH, int KVH, int HS, cudaStream_t stream, float sign = 1.0f) {
     const size_t threads = (size_t)N * (NH + KVH) * (HS / 2);
-    rope_kernel<<<(int)ceil_div(threads, (size_t)256), 256, 0, stream>>>(qkv, *freqs, N, T, NH, KVH,
-                                                                         HS, sign);
+    rope_kernel<<<(int)ceil_div(threads, (size_t)256), 256, 0, stream>>>(qkv, *freqs, positions, N,
+                                                                         T, NH, KVH, HS, sign);
     CUDA_CHECK_LAUNCH();
 }
-inline void rope_backward(floatX* dqkv, const RopeFreqs* freqs, int N, int T, int NH, int KVH,
-                          int HS, cudaStream_t stream) {
-    rope_forward(dqkv, freqs, N, T, NH, KVH, HS, stream, -1.0f);
+inline void rope_backward(floatX* dqkv, const RopeFreqs* freqs, const int* positions, int N, int T,
+                          int NH, int KVH, int HS, cudaStream_t stream) {
+    rope_forward(dqkv, freqs, positions, N, T, NH, KVH, HS, stream, -1.0f);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2789,6 +2916,8 @@ struct GPT {
     Monitors mon;     // the step's monitors (above)
     Pipeline pipe;    // pipeline parallelism (one stage: none)
     RopeFreqs rope;   // Llama: RoPE's frequencies (rope_freqs)
+    ContextParallel cp;  // context parallelism (llmc/context_parallel.cuh; one rank: none)
+    int* positions;      // (T) device: the sequence position of each row under --cp (else nullptr)
 };
 
 // The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
@@ -3306,6 +3435,12 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     layout_activations(&m->acts, config, &m->shape, B, T, m->acts_x, m->acts_f, &m->acts_x_elems,
                        &m->acts_f_elems);
 
+    cp_build(&m->cp, dims.cp_group, B, T, m->shape.kv_att, ledger);
+    if (m->cp.size > 1) {
+        std::vector<int> positions(T);
+        for (int t = 0; t < T; t++) positions[t] = cp_position(t, T, m->cp.size, m->cp.rank);
+        m->positions = device_take_copy(ledger, MEM_OTHER, positions);
+    }
     const int N = B * T;
     m->inputs = device_take_n<int>(ledger, MEM_OTHER, N);
     m->targets = device_take_n<int>(ledger, MEM_OTHER, N);
@@ -3331,6 +3466,8 @@ inline void gpt_free(GPT* m) {
     muon_workspace_free(&m->muon);
     CUDA_CHECK(cudaFree(m->acts_x));
     CUDA_CHECK(cudaFree(m->acts_f));
+    cp_free(&m->cp);
+    if (m->positions) CUDA_CHECK(cudaFree(m->positions));
     CUDA_CHECK(cudaFree(m->inputs));
     CUDA_CHECK(cudaFree(m->targets));
     CUDA_CHECK(cudaFree(m->buckets.token));
@@ -3527,13 +3664,14 @@ inline void block_forward(GPT* m, int l, const floatX* input, int B, int T, int 
     if (m->config.qk_norm)
         qk_norm_forward(la->qkv, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
                         block_weight(m, l, K_NORM_W), N, s->heads, s->kv_heads, s->HS, st);
-    if (llama) rope_forward(la->qkv, &m->rope, N, T, s->heads, s->kv_heads, s->HS, st);
+    if (llama)
+        rope_forward(la->qkv, &m->rope, m->positions, N, T, s->heads, s->kv_heads, s->HS, st);
     // the training forward pass raises the layer's largest-logit key (a recompute's rerun, which
     // stops at the GELU, gives the same values: it leaves it alone)
     unsigned* logit_max =
         m->mon.recording && until == BLOCK_UNTIL_OUTPUT ? m->mon.keys + l : nullptr;
-    attention_forward(la->atty, la->lse, la->qkv, B, T, s->heads, s->kv_heads, s->HS, st,
-                      ATTENTION_PATH, logit_max);
+    cp_attention_forward(&m->cp, la->atty, la->lse, la->qkv, B, T, s->heads, s->kv_heads, s->HS, st,
+                         logit_max);
     const floatX* attn = row_parallel_forward(&m->mm, fp8_use(m, l, ATTPROJ_W), tp, acts->proj_out,
                                               la->atty, block_weight(m, l, ATTPROJ_W),
                                               block_weight(m, l, ATTPROJ_B), N, s->att, C);
@@ -3605,9 +3743,10 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
     row_parallel_backward(&m->mm, fp8_use(m, l, ATTPROJ_W), acts->dlinear_in,
                           block_grad(m, l, ATTPROJ_W), block_grad(m, l, ATTPROJ_B), partials, dout,
                           la->atty, block_weight(m, l, ATTPROJ_W), N, s->att, C);
-    attention_backward(acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv, la->lse, B,
-                       T, s->heads, s->kv_heads, s->HS, st);
-    if (llama) rope_backward(acts->dqkv, &m->rope, N, T, s->heads, s->kv_heads, s->HS, st);
+    cp_attention_backward(&m->cp, acts->dqkv, acts->att_delta, acts->dlinear_in, la->atty, la->qkv,
+                          la->lse, B, T, s->heads, s->kv_heads, s->HS, st);
+    if (llama)
+        rope_backward(acts->dqkv, &m->rope, m->positions, N, T, s->heads, s->kv_heads, s->HS, st);
     if (m->config.qk_norm)
         qk_norm_backward(acts->dqkv, block_grad(m, l, Q_NORM_W), block_grad(m, l, K_NORM_W),
                          partials, la->qk_raw, la->qk_rstd, block_weight(m, l, Q_NORM_W),
@@ -3722,7 +3861,7 @@ inline void embeddings_forward(GPT* m, int B, int T) {
     floatX* lookup = tp->sequence ? acts->proj_out : acts->encoded;
     encoder_forward(lookup, m->inputs, weight(m, at->wte),
                     tp->rank == 0 ? weight(m, at->wpe) : nullptr, B, T, C, s->vocab_begin, s->vocab,
-                    m->stream);
+                    m->stream, m->positions);
     tp_leave(tp, lookup, acts->encoded, N, C, m->stream);
 }
 
@@ -3869,7 +4008,7 @@ inline void embeddings_backward(GPT* m) {
     const floatX* dout = tp_leave_backward(&m->tensor_parallel, m->acts.dresidual,
                                            m->acts.dgathered, N, C, m->stream);
     encoder_backward(param_grad(m, at->wte), param_grad(m, at->wpe), dout, &m->buckets, m->B, m->T,
-                     C, m->stream);
+                     C, m->stream, m->positions);
     after_embeddings_backward(m);
 }
 

@@ -106,9 +106,12 @@ inline double evaluate(GPT* m, DataLoader* val, int n) {
     if (n <= 0 || n > val->batches_per_epoch) n = (int)val->batches_per_epoch;
     dataloader_reset(val);
     double sum = 0.0;
+    std::vector<int> inputs((size_t)m->B * m->T), targets(inputs.size());  // this rank's rows
     for (int i = 0; i < n; i++) {
         if (dataloader_next_batch(val) != 0) fatal("%s", val->error);
-        sum += gpt_forward(m, val->inputs, val->targets, 0.0f);
+        cp_local_tokens(&m->cp, val->inputs, inputs.data(), m->B, val->T);
+        cp_local_tokens(&m->cp, val->targets, targets.data(), m->B, val->T);
+        sum += gpt_forward(m, inputs.data(), targets.data(), 0.0f);
     }
     return sum / n;
 }
@@ -276,6 +279,7 @@ struct TrainConfig {
     int tp;                         // tensor-parallel group size
     int sequence_parallel;          // 1: --sequence-parallel
     int pp;                         // pipeline-parallel stages (ranks of a pipeline group)
+    int cp;                         // context-parallel ranks sharing each sequence
     char pp_schedule[16];           // PIPE_SCHEDULES (llmc/pipeline.h)
     int pp_virtual;                 // model chunks per pipeline rank
     int pp_print_schedule;          // print the pipeline's schedule and exit
@@ -498,6 +502,12 @@ static const Flag FLAGS[] = {
      "through them (llmc/pipeline.h); must divide the ranks, with --pp x --pp-virtual dividing "
      "the layers. Composes with --tp (and --sequence-parallel), data parallelism at every "
      "--zero stage, --fp8, recompute and text samples (generated through the pipeline)"},
+    {"--cp", FLAG_INT, FIELD(cp), "1", 1, 1 << 16, nullptr, FLAG_FREE,
+     "context-parallel group size: each sequence is cut into 2 x --cp chunks, rank i of a group "
+     "holding chunks i and 2cp-1-i (the causal load balance), and attention passes keys and "
+     "values around the group's ring (llmc/context_parallel.cuh); outside --tp, must divide the "
+     "ranks, --seq a multiple of 2 x --cp. Not built with --pp > 1 or text samples (with "
+     "--data: --sample-len 0)"},
     {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
      "gpipe|1f1b|interleaved", FLAG_FREE,
      "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
@@ -892,7 +902,7 @@ inline TpAccount tp_account(const GPT* m) {
 inline DeviceLedger plan_model(const TrainConfig* tc, const OptimizerConfig* opt,
                                const ParallelDims* dims) {
     GPT planned;
-    gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, *dims,
+    gpt_build(&planned, &tc->model, opt, tc->batch, tc->seq / tc->cp, (uint64_t)tc->seed, *dims,
               recompute_from_name(tc->recompute), true, monitor_config_of(tc));
     const DeviceLedger ledger = planned.memory;
     gpt_free(&planned);
@@ -929,7 +939,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                            ? (double)(tpa.elements[TP_PART_CUT] + tpa.elements[TP_PART_REPLICATED])
                            : (double)count_parameters(&planned->layout, c);
     const int policy = recompute_from_name(tc->recompute);
-    const double s = tc->seq, b = tc->batch, h = c->channels, a = c->heads;
+    // s: the positions of a sequence this rank holds (--seq / --cp under context parallelism)
+    const double s = planned->T, b = tc->batch, h = c->channels, a = c->heads;
     const double N = planned->dp.group->size;
     const double GB = 1e9;
     // per parameter: bytes of each kind, and the first ZeRO stage that shards it
@@ -937,11 +948,12 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
                                  FLOATX_IS_FP32 ? 0.0 : 4.0, 8.0};
     const int sharded_from[4] = {3, 2, 1, 1};
     printf(
-        "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s, recompute "
+        "memory plan of rank %d of %d (ZeRO-%d over %d data-parallel ranks, tp %d%s%s, recompute "
         "%s, B %d x T %d, %s), Psi = %.0f%s\n",
         rank, ranks, stage, planned->dp.group->size, planned->tensor_parallel.size,
-        planned->tensor_parallel.sequence ? " sequence parallel" : "", tc->recompute, tc->batch,
-        tc->seq, PRECISION_NAME, psi,
+        planned->tensor_parallel.sequence ? " sequence parallel" : "",
+        planned->cp.size > 1 ? ", context parallel (T: this rank's positions)" : "", tc->recompute,
+        tc->batch, planned->T, PRECISION_NAME, psi,
         tp_cut   ? " (this rank's tensor-parallel part)"
         : staged ? " (this rank's pipeline stages)"
                  : "");
@@ -956,7 +968,7 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         "  %-15s %16zu %12.6g | %.6g (AdamW; differences: the layout's alignment gaps and wte's "
         "padding rows, ZeRO slices' padding, Muon's 12 bytes per parameter)\n",
         "model state", state, state / GB, seed_model_state_bytes(psi, N, stage) / GB);
-    const size_t block = block_activation_bytes(planned, tc->batch, tc->seq, policy);
+    const size_t block = block_activation_bytes(planned, tc->batch, planned->T, policy);
     const double seed_block =
         seed_layer_activation_bytes(s, b, h, a, true, policy == RECOMPUTE_FULL);
     printf(
@@ -969,6 +981,14 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
         policy == RECOMPUTE_FULL   ? "2 s b h (the block's output)"
         : policy == RECOMPUTE_NONE ? "32 s b h (16 h values of 2 bytes per token) + statistics"
                                    : "20 s b h + statistics");
+    if (planned->cp.size > 1) {
+        const size_t ring =
+            5 * (size_t)tc->batch * planned->T * 2 * planned->shape.att * sizeof(floatX);
+        printf(
+            "  %-15s %16zu %12.6g | of the activations, the ring attention's buffers: two K/V "
+            "blocks and three dK/dV of B x T/cp x 2 att (--cp %d: T %d of --seq %d per rank)\n",
+            "cp: ring", ring, ring / GB, planned->cp.size, planned->T, tc->seq);
+    }
     if (tp_cut)
         printf(
             "  %-15s %16zu %12.6g | of the activations, those between the tensor-parallel "
@@ -1002,8 +1022,8 @@ inline void print_plan(const GPT* planned, const TrainConfig* tc, int rank, int 
 
 // The process grid of tc's run on `world` ranks (llmc/parallel.h), its groups not yet made.
 inline ParallelDims grid_of(const TrainConfig* tc, int world) {
-    ParallelDims d =
-        parallel_dims(world, tc->tp, tc->zero, tc->sequence_parallel != 0, tc->bucket_mb, tc->pp);
+    ParallelDims d = parallel_dims(world, tc->tp, tc->zero, tc->sequence_parallel != 0,
+                                   tc->bucket_mb, tc->pp, tc->cp);
     d.pp_schedule = pipe_schedule_from_name(tc->pp_schedule);
     d.pp_virtual = tc->pp_virtual;
     d.pp_micro_batches = tc->grad_accum;
@@ -1026,16 +1046,21 @@ inline const char* pipeline_error(const TrainConfig* tc, char* msg, size_t len) 
 // Stops the run if tc's model and micro-batch cannot train on grid `dims` (ranks_per_node: the
 // ranks on this node, 0 when the launcher does not say).
 inline void check_grid(const TrainConfig* tc, const ParallelDims* dims, int ranks_per_node) {
+    // a rank's micro-batch: --batch sequences of --seq / --cp positions (context parallelism)
+    const long long rows = tc->batch > 0 ? (long long)tc->batch * (tc->seq / tc->cp) : 0;
     const ParallelShapes shapes = {tc->model.heads, tc->model.channels, tc->model.padded_vocab,
-                                   tc->batch > 0 ? (long long)tc->batch * tc->seq : 0};
+                                   rows};
     char msg[512];
     if (const char* err = parallel_dims_check(dims, &shapes, ranks_per_node, msg, sizeof(msg)))
         fatal("%s", err);
     if (const char* err = pipeline_error(tc, msg, sizeof(msg))) fatal("%s", err);
+    if (const char* err = cp_check(tc->cp, tc->seq, msg, sizeof(msg))) fatal("%s", err);
+    if (tc->cp > 1 && tc->pp > 1)
+        fatal("context parallelism (--cp %d) with pipeline parallelism (--pp %d) is not built yet",
+              tc->cp, tc->pp);
     const ModelShapes part = model_shapes(&tc->model, dims->tp, 0);  // every rank's shapes
     if (tc->batch > 0)
-        if (const char* err =
-                gpt_fp8_error(&tc->model, &part, tc->batch * tc->seq, msg, sizeof(msg)))
+        if (const char* err = gpt_fp8_error(&tc->model, &part, (int)rows, msg, sizeof(msg)))
             fatal("%s", err);
 }
 
@@ -1163,7 +1188,7 @@ inline void plan_rank(PlannedRank* p, const TrainConfig* tc, const OptimizerConf
                       const ParallelDims* dims, int r) {
     p->dims = *dims;
     comm_grid_groups(nullptr, r, tc->comm_timeout, &p->dims, &p->groups);
-    gpt_build(&p->model, &tc->model, opt, tc->batch, tc->seq, (uint64_t)tc->seed, p->dims,
+    gpt_build(&p->model, &tc->model, opt, tc->batch, tc->seq / tc->cp, (uint64_t)tc->seed, p->dims,
               recompute_from_name(tc->recompute), true, monitor_config_of(tc));
 }
 
@@ -1422,6 +1447,7 @@ inline void log_header(Logger* lg, const TrainConfig* tc, size_t parameters, dou
     logger_int(lg, "zero", tc->zero);
     logger_int(lg, "tp", tc->tp);
     logger_int(lg, "pp", tc->pp);
+    logger_int(lg, "cp", tc->cp);
     logger_int(lg, "sequence_parallel", m->tensor_parallel.sequence);
     const TpAccount tpa = tp_account(m);
     // rank 0's parameter table and state, in the tensors tensor parallelism cuts and the rest
@@ -1460,9 +1486,9 @@ inline void log_value(Logger* lg, int step, const char* key, double value) {
 // Validation loss after `step` steps, the mean over the ranks' parts of each batch: printed,
 // logged, returned.
 inline double run_validation(GPT* m, TrainData* d, const TrainConfig* tc, Logger* lg, int step,
-                             double unigram, const CommGroup* dp) {
+                             double unigram) {
     auto start = std::chrono::steady_clock::now();
-    double loss = comm_mean(dp, evaluate(m, &d->val, tc->val_steps));
+    double loss = comm_mean(m->dp.group, evaluate(m, &d->val, tc->val_steps));  // dp x cp
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     printf("val loss %.4f at step %d (unigram baseline %.4f; %.1f s)\n", loss, step, unigram,
@@ -1753,7 +1779,21 @@ inline std::vector<double> report_pipeline_bubble(const CommGroup* pp, const Pip
 // (report_pipeline_bubble). Every rank calls it.
 inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp,
                            const CommGroup* tp, const CommGroup* pp, const Pipeline* pipe,
-                           int step) {
+                           const ContextParallel* cp, int step) {
+    // context parallelism: the ring's sends are the cp group's only point-to-point transfers;
+    // the attention work of every rank of the group (the load balance)
+    const double ring_bytes = cp->size > 1 ? cp->group->traffic->bytes[COMM_SEND_RECV] : 0.0;
+    std::vector<double> pairs(cp->size);
+    if (cp->size > 1) {
+        comm_allgather_host(cp->group, &cp->pairs, sizeof(double), pairs.data(),
+                            "the context-parallel ranks' attention pair counts");
+        printf(
+            "context-parallel ring of step %d: %.0f bytes of K/V and their gradients sent by this "
+            "rank; key/query pairs of attention computed by the group's ranks:",
+            step, ring_bytes);
+        for (double p : pairs) printf(" %.0f", p);
+        printf("\n");
+    }
     double pipe_sent = pipe->sent_bytes;
     std::vector<double> bubble;
     if (pp->size > 1) {
@@ -1786,6 +1826,16 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     for (int k = 0; k < NUM_COMM_KINDS; k++)
         logger_int(lg, COMM_KIND_NAMES[k], (int64_t)sum.bytes[k]);
     logger_object_end(lg);
+    if (cp->size > 1) {
+        logger_int(lg, "cp_ring_bytes", (int64_t)ring_bytes);
+        logger_object_begin(lg, "cp_pairs");  // by rank of the group
+        for (int r = 0; r < cp->size; r++) {
+            char rank[16];
+            snprintf(rank, sizeof(rank), "%d", r);
+            logger_int(lg, rank, (int64_t)pairs[r]);
+        }
+        logger_object_end(lg);
+    }
     if (pp->size > 1) {
         logger_int(lg, "pp_sent_bytes", (int64_t)pipe_sent);
         const std::vector<float> measured(bubble.begin(), bubble.end() - 1);
@@ -1956,7 +2006,7 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
             "the device has %zu of %zu free: use a smaller --batch, --recompute selective or "
             "full, a higher --zero, or more ranks",
             comm->rank, ledger_total(&run->plan), free_before, device_total);
-    gpt_build(&run->model, c, &run->opt, B, T, (uint64_t)tc->seed, *dims,
+    gpt_build(&run->model, c, &run->opt, B, T / tc->cp, (uint64_t)tc->seed, *dims,
               recompute_from_name(tc->recompute), false, monitor_config_of(tc));
     run->model.pipe.cost_ms = tc->pp_cost_ms;
     CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
@@ -2035,9 +2085,9 @@ inline void run_start(Run* run, bool resumed) {
     const size_t parameters = count_parameters(&model->layout, c);
     printf(
         "train_gpt (%s): V %d (padded %d) maxT %d L %d NH %d C %d | B %d T %d A %d ranks %d (dp %d "
-        "x tp %d%s) | %zu parameters | %s | attention on %s\n",
+        "x cp %d x tp %d%s) | %zu parameters | %s | attention on %s\n",
         PRECISION_NAME, c->vocab, c->padded_vocab, c->context, c->layers, c->heads, c->channels, B,
-        T, A, run->comm->world, dp->size, run->dims->tp,
+        T, A, run->comm->world, dp->size, run->dims->cp, run->dims->tp,
         model->tensor_parallel.sequence ? ", sequence parallel" : "", parameters,
         tc->data[0] ? tc->data : "random tokens", attention_path_name(ATTENTION_PATH));
 #ifdef __CUCC__
@@ -2074,7 +2124,7 @@ inline void run_start(Run* run, bool resumed) {
     }
     run->val_loss = -1.0;
     if (run->data.shards && tc->val_every > 0 && run->rs.step == 0)
-        run_validation(&run->model, &run->data, tc, lg, 0, unigram, dp);
+        run_validation(&run->model, &run->data, tc, lg, 0, unigram);
 
     const size_t rank_tokens =
         (size_t)A * B * T;  // per rank and step; tokens/s and MFU count every rank
@@ -2100,7 +2150,6 @@ struct StepStats {
 inline StepStats train_step(Run* run, int step) {
     const TrainConfig* tc = run->tc;
     GPT* model = &run->model;
-    const CommGroup* dp = run->dims->dp_group;
     StepStats s = {};
     s.step = step + 1;
     Stability* stab = &run->stability;
@@ -2113,6 +2162,14 @@ inline StepStats train_step(Run* run, int step) {
     if (fault == FAULT_BAD_BATCH)  // micro-batch 0: its first token over and over
         for (int i = 0; i < tc->batch * tc->seq; i++)
             run->inputs[i] = run->targets[i] = run->inputs[0];
+    // context parallelism: this rank's positions of every sequence (cp_local_tokens), each
+    // micro-batch moved to the front in place (a token never moves to a later index)
+    for (int micro = 0; micro < tc->grad_accum && model->cp.size > 1; micro++) {
+        const size_t whole = (size_t)micro * tc->batch * tc->seq,
+                     local = (size_t)micro * tc->batch * model->T;
+        cp_local_tokens(&model->cp, run->inputs + whole, run->inputs + local, tc->batch, tc->seq);
+        cp_local_tokens(&model->cp, run->targets + whole, run->targets + local, tc->batch, tc->seq);
+    }
     const float first_scale = fault == FAULT_NAN_GRAD     ? NAN
                               : fault == FAULT_LOSS_SCALE ? (float)injected->scale
                                                           : 1.0f;
@@ -2122,8 +2179,9 @@ inline StepStats train_step(Run* run, int step) {
     // Data parallel: the backward pass left the gradients' mean over the ranks (model->dp),
     // so the norm, clipping and the optimizers see the global batch's gradient on every rank
     // and the parameters stay identical; the losses become the global batch's too.
-    s.loss = comm_mean(dp, s.loss);
-    s.z_loss = comm_mean(dp, s.z_loss);
+    // (under context parallelism the mean over the shard group, dp x cp: every rank's positions)
+    s.loss = comm_mean(model->dp.group, s.loss);
+    s.z_loss = comm_mean(model->dp.group, s.z_loss);
     s.norm = gpt_grad_norm(model);
     // Every rank holds the same loss and norm, so all decide alike (llmc/stability.h): a
     // non-finite step is skipped, --max-skips of them in a row stop the run before the update,
@@ -2268,8 +2326,7 @@ inline void after_step(Run* run, int done) {
     run->rs.opt_step = (uint64_t)model->opt_step;
     const bool last = done == tc->steps;
     if (run->data.shards && tc->val_every > 0 && (done % tc->val_every == 0 || last))
-        run->val_loss =
-            run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram, dp);
+        run->val_loss = run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram);
     // under ZeRO-3 every rank runs the forward passes of generation (they gather the
     // parameters); only rank 0's output is seen
     const bool samples_here = dp->rank == 0 || model->dp.stage == 3;
@@ -2399,6 +2456,12 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         return EXIT_SUCCESS;
     }
     check_ranks_agree(comm, &tc);
+    if (tc.cp > 1 && have_tokenizer && tc.sample_len > 0)  // generation runs whole sequences
+        fatal(
+            "context parallelism (--cp %d) with text samples is not built yet: use --sample-len 0 "
+            "(--sample on a checkpoint of the run samples in one process; see README, \"Context "
+            "parallelism\")",
+            tc.cp);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
     ParallelDims dims = grid_of(&tc, plan_world);
@@ -2425,17 +2488,18 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     const int first_step = (int)run.rs.step;
     for (int step = first_step; step < tc.steps; step++) {
         const bool count_traffic = tc.comm_stats && step == first_step && comm->all.traffic;
-        const CommGroup* counted[3] = {&comm->all, dims.dp_group, dims.tp_group};
+        const CommGroup* counted[4] = {&comm->all, dims.dp_group, dims.tp_group, dims.cp_group};
         if (count_traffic) {
             for (const CommGroup* g : counted)
                 if (g->traffic) memset(g->traffic, 0, sizeof(CommTraffic));
             run.model.pipe.sent_bytes = 0.0;
+            run.model.cp.pairs = 0.0;
         }
         const StepStats stats = train_step(&run, step);
         log_step(&run, &stats);
         if (count_traffic)
             report_traffic(&run.lg, &comm->all, dims.dp_group, dims.tp_group, dims.pp_group,
-                           &run.model.pipe, stats.step);
+                           &run.model.pipe, &run.model.cp, stats.step);
         const int done = stats.rewind ? run_rewind(&run, stats.step) : stats.step;
         if (done == stats.step) after_step(&run, done);
         else step = done - 1;  // the loop's step++ makes it `done`: step done + 1 comes next

@@ -7,8 +7,9 @@
 //   - pipeline parallelism (pp) cuts the blocks into stages, run by the pp ranks of a pipeline
 //     group one after the other on the micro-batches of a step (llmc/pipeline.h: the schedules;
 //     train_gpt.cu: the executor);
-//   - context parallelism (cp) has degree 1 until it is built: the grid, its rank arithmetic
-//     and its groups already have its place;
+//   - context parallelism (cp) cuts every sequence of a micro-batch over a group of cp ranks
+//     (outside tp: each holds a tp group's place), which pass keys and values around a ring in
+//     attention (llmc/context_parallel.cuh: the layout, the ring);
 //   - data parallelism (dp) runs world / (pp cp tp) replicas on different parts of the batch;
 //     a data-parallel group is the ranks with the same place in the other three dimensions;
 //   - the ZeRO stage says how much of the model state the dp x cp ranks (the shard group)
@@ -62,15 +63,15 @@ inline int grid_rank(const ParallelDims* d, GridCoords c) {
     return ((c.dp_rank * d->pp + c.pp_rank) * d->cp + c.cp_rank) * d->tp + c.tp_rank;
 }
 
-// The grid of `world` ranks with tensor-parallel groups of `tp` and pipeline groups of `pp` (cp
-// 1), its groups not yet made; dp is left at 0 when the other degrees do not divide world
-// (parallel_dims_check says so).
+// The grid of `world` ranks with tensor-parallel groups of `tp`, pipeline groups of `pp` and
+// context-parallel groups of `cp`, its groups not yet made; dp is left at 0 when the other
+// degrees do not divide world (parallel_dims_check says so).
 inline ParallelDims parallel_dims(int world, int tp, int zero, bool sequence_parallel,
-                                  double bucket_mb, int pp = 1) {
+                                  double bucket_mb, int pp = 1, int cp = 1) {
     ParallelDims d = {};
     d.world = world;
     d.pp = pp;
-    d.cp = 1;
+    d.cp = cp;
     d.tp = tp;
     d.pp_virtual = d.pp_micro_batches = 1;
     d.zero = zero;
@@ -93,9 +94,15 @@ struct ParallelShapes {
 // the launcher put on this rank's node, 0 when it does not say.
 inline const char* parallel_dims_check(const ParallelDims* d, const ParallelShapes* s,
                                        int ranks_per_node, char* msg, size_t len) {
-    if ((d->tp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp) && d->pp == 1)
+    if ((d->tp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp) && d->pp == 1 &&
+        d->cp == 1)
         snprintf(msg, len, "%d ranks cannot be cut into tensor-parallel groups of --tp %d",
                  d->world, d->tp);
+    else if ((d->cp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp) && d->pp == 1)
+        snprintf(msg, len,
+                 "%d ranks cannot be cut into replicas of --cp %d context-parallel x --tp %d "
+                 "tensor-parallel ranks",
+                 d->world, d->cp, d->tp);
     else if (d->tp < 1 || d->pp < 1 || d->dp < 1 || d->world != d->dp * d->pp * d->cp * d->tp)
         snprintf(msg, len,
                  "%d ranks cannot be cut into replicas of --pp %d pipeline stages x --tp %d "

@@ -66,7 +66,7 @@ DEFAULT_TESTS = ["dev/cpu/tests/*.cu", "dev/cuda/*.cu", "fuzz/*.cc"]
 PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scripts/test_plot.py",
                 "scripts/test_attention_ptx.py"]
 # Python tests of the built trainer: run with the trainer checks, after the binaries exist.
-TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_zero.py", "scripts/test_zero3.py", "scripts/test_tp.py", "scripts/test_pp.py", "scripts/test_fp8.py", "scripts/test_stability.py",
+TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_zero.py", "scripts/test_zero3.py", "scripts/test_tp.py", "scripts/test_pp.py", "scripts/test_cp.py", "scripts/test_fp8.py", "scripts/test_stability.py",
                  "scripts/test_monitors.py", "scripts/test_hf.py", "scripts/test_llama.py", "scripts/test_recompute.py", "scripts/test_memplan.py", "scripts/test_bad_inputs.py",
                  "scripts/test_deadlines.py", "scripts/readme_flags.py --check"]
 # Seconds each fuzz target runs in the suite (make fuzz runs them for FUZZ_SECONDS, default 60).

@@ -130,13 +130,13 @@ static void launch(int variant, int block_size, bool backward, const Buffers* d,
         return;
     }
     if (variant == 2 && backward) {
-        wpe_backward_kernel<<<STRIDE_GRID, block_size>>>(d->dwpe, d->dout, s->B, s->T, C);
+        wpe_backward_kernel<<<STRIDE_GRID, block_size>>>(d->dwpe, d->dout, nullptr, s->B, s->T, C);
         CUDA_CHECK_LAUNCH();
         wte_backward_kernel<<<STRIDE_GRID, block_size>>>(dwte, d->dout, d->tb.token, d->tb.start,
                                                          d->tb.pos, d->tb.count, C);
     } else if (variant == 2) {
-        encoder_forward_kernel<<<STRIDE_GRID, block_size>>>(d->out, d->tokens, wte, wpe, N, s->T, C,
-                                                            s->v0, s->Vl);
+        encoder_forward_kernel<<<STRIDE_GRID, block_size>>>(d->out, d->tokens, wte, wpe, nullptr, N,
+                                                            s->T, C, s->v0, s->Vl);
     } else if (backward) {
         wpe_backward_element_kernel<<<(unsigned)ceil_div((size_t)s->T * C, block_size),
                                       block_size>>>(d->dwpe, d->dout, s->B, s->T, C);

@@ -83,8 +83,8 @@ static int check_shape(int N, int T, int NH, int KVH, int HS, const LlamaConfig*
     bool ok = true;
     for (double sign : {1.0, -1.0}) {
         copy_to_device(d, qkv);
-        if (sign > 0) rope_forward(d, &freqs, N, T, NH, KVH, HS, 0);
-        else rope_backward(d, &freqs, N, T, NH, KVH, HS, 0);
+        if (sign > 0) rope_forward(d, &freqs, nullptr, N, T, NH, KVH, HS, 0);
+        else rope_backward(d, &freqs, nullptr, N, T, NH, KVH, HS, 0);
         CUDA_CHECK(cudaDeviceSynchronize());
         ok &= check_close(sign > 0 ? "forward" : "backward", host_floats(d, n),
                           reference(qkv, l, N, T, NH, KVH, HS, sign), scale, TOL_TURN);
@@ -106,7 +106,7 @@ static void bench(const Options* o) {
     // reads and writes q and k
     const double bytes = 2.0 * N * (NH + KVH) * HS * sizeof(floatX);
     bench_variants(o, "rope forward", VARIANTS, NUM_VARIANTS, bytes, 0.0,
-                   [&](int) { rope_forward(d, &freqs, N, T, NH, KVH, HS, 0); });
+                   [&](int) { rope_forward(d, &freqs, nullptr, N, T, NH, KVH, HS, 0); });
     CUDA_CHECK(cudaFree(d));
 }
 
