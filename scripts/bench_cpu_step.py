@@ -4,7 +4,7 @@ same shapes and the same number of threads, interleaved in one run (a benchmark,
 the suite's speed checks are ratios inside the tests themselves).
 
   python3 scripts/bench_cpu_step.py [--model default|gpt2] [--steps N] [--rounds R]
-                                    [--threads T] [--bin-dir build/cpu]
+                                    [--threads T] [--bin-dir build/cpu] [--baseline-bin-dir DIR]
 
 Models: default is the README's CPU model (4 layers, 4 heads, width 128, vocabulary 256, T 64,
 B 32); gpt2 is GPT-2 124M's shapes (12 layers, 12 heads, width 768, vocabulary 50257) at T 64,
@@ -13,7 +13,8 @@ the median of the logged steps after the first. PyTorch: the same model in fp32
 (scripts/reference.py's forward pass: F.layer_norm, F.scaled_dot_product_attention, F.gelu,
 F.cross_entropy) with torch.optim.AdamW, torch.set_num_threads(T), the median of the steps
 after the first. Each round runs ours then PyTorch; the ratio of each round and their median
-are printed.
+are printed. --baseline-bin-dir DIR adds another build's train_gpt_fp32 (the runtime before a
+change) to each round, timed the same way, with its ratio to PyTorch and to ours.
 """
 import argparse
 import json
@@ -77,18 +78,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved pairs of runs")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both programs")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
+    ap.add_argument("--baseline-bin-dir", help="also time this build's train_gpt_fp32 in each round")
     args = ap.parse_args()
     m = MODELS[args.model]
     binary = os.path.join(args.bin_dir, "train_gpt_fp32")
+    baseline = os.path.join(args.baseline_bin_dir, "train_gpt_fp32") if args.baseline_bin_dir else None
     print(f"{args.model}: L {m['layers']} NH {m['heads']} C {m['embd']} V {m['vocab']} T {m['seq']} "
           f"B {m['batch']}, {args.threads} thread(s), {args.steps} steps a run, fp32")
-    ratios = []
+    ratios, baseline_ratios = [], []
     for r in range(args.rounds):
         ours, theirs = ours_ms(binary, m, args.steps, args.threads), torch_ms(m, args.steps, args.threads)
         ratios.append(ours / theirs)
-        print(f"round {r + 1}: train_gpt {ours:.1f} ms/step, PyTorch eager {theirs:.1f} ms/step, "
-              f"ratio {ours / theirs:.2f}", flush=True)
+        line = (f"round {r + 1}: train_gpt {ours:.1f} ms/step, PyTorch eager {theirs:.1f} ms/step, "
+                f"ratio {ours / theirs:.2f}")
+        if baseline:
+            before = ours_ms(baseline, m, args.steps, args.threads)
+            baseline_ratios.append(before / theirs)
+            line += f"; baseline {before:.1f} ms/step, ratio {before / theirs:.2f} ({before / ours:.2f}x ours)"
+        print(line, flush=True)
     print(f"median ratio train_gpt / PyTorch eager: {statistics.median(ratios):.2f}")
+    if baseline:
+        print(f"median ratio baseline / PyTorch eager: {statistics.median(baseline_ratios):.2f}")
 
 
 if __name__ == "__main__":
