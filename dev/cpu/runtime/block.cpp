@@ -1,8 +1,8 @@
 // block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber (or, for a
 // kernel without synchronization, all of them as one loop: see thread loops below).
 //
-// Fibers: a switch pushes the callee-saved registers, swaps stack pointers and returns into the
-// other fiber (switch_fiber below, about 3 ns, no syscall).
+// Fibers: a switch leaves a resumption address on the stack, swaps stack pointers and jumps to
+// the other fiber's (switch_fiber below, a few ns, no syscall).
 // Each fiber has its own mmap'ed stack with a guard page below it (up to a budget of mappings,
 // see take_stack); stacks are pooled per OS thread and reused by every block that thread runs.
 //
@@ -85,70 +85,75 @@ namespace {
 // A suspended fiber: its saved stack pointer.
 using FiberContext = void*;
 
-// switch_fiber(save, to): saves the running fiber's callee-saved registers on its stack, stores
-// its stack pointer in *save (unless save is null: the fiber is abandoned) and resumes the fiber
-// saved at `to`; returns when some fiber switches back to *save. new_fiber(top, size, entry): a
-// fiber on the stack [top - size, top) whose first resumption calls entry(), which must never
-// return. On x86-64 the switch is ours: boost.context's jump_fcontext also saves and restores
-// the SSE and x87 control words (microcoded loads) and resumes with an indirect jump, which
-// leaves the CPU's return-address predictor one entry off, so every return after a switch was
-// mispredicted. Here a switch returns (a `ret` matching the `call`), and since every fiber of a
-// kernel calls it from the same places, the predicted return address is the right one: 32
-// fibers passing control round-robin took 2.9 ns per switch against jump_fcontext's 14.5 ns.
-// Kernels never change the floating-point environment (CUDA device code has no way to), so the
-// control words need no saving. Elsewhere, boost.context's fcontext does the same.
+// switch_fiber(save, to): stores the running fiber's resumption point in *save (unless save is
+// null: the fiber is abandoned) and resumes the fiber saved at `to`; returns when some fiber
+// switches back to *save. new_fiber(top, size, entry): a fiber on the stack [top - size, top)
+// whose first resumption calls entry(), which must never return.
+// On x86-64 the switch is ours, written inline where it is used: it pushes the address to resume
+// at, swaps stack pointers and jumps to the other fiber's resumption address, telling the compiler
+// that every register is clobbered, so the function around it keeps only the values it still
+// needs, in its own frame, instead of a call that saves all six callee-saved registers again.
+// The jump's target is the same instruction for every fiber suspended at the same place, so the
+// CPU predicts it, and no call or return is involved, so the return predictor stays right.
+// boost.context's jump_fcontext, used before, also saved and restored the SSE and x87 control
+// words (microcoded loads) and resumed with an indirect jump after a call, which left the return
+// predictor one entry off: every return after a switch was mispredicted. 32 fibers passing
+// control round-robin took 2.9 ns per switch with a plain push/pop/ret switch against
+// jump_fcontext's 14.5 ns; inlined, a shuffle of runtime_speed.cu takes 20 ns per lane instead
+// of 22. Kernels never change the floating-point environment (CUDA device code has no way to),
+// so the control words need no saving. Elsewhere, boost.context's fcontext does the same.
 #if defined(__x86_64__)
-extern "C" void cucc_switch_fiber(FiberContext* save, FiberContext to);
+// A new fiber's first resumption lands here, with entry() on top of its stack.
 extern "C" void cucc_fiber_start();
 asm(R"(
     .text
-    .p2align 4
-    .globl cucc_switch_fiber
-    .hidden cucc_switch_fiber
-    .type cucc_switch_fiber, @function
-cucc_switch_fiber:
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    testq %rdi, %rdi
-    jz 1f
-    movq %rsp, (%rdi)
-1:  movq %rsi, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    ret
-    .size cucc_switch_fiber, .-cucc_switch_fiber
-
     .globl cucc_fiber_start
     .hidden cucc_fiber_start
     .type cucc_fiber_start, @function
 cucc_fiber_start:
     .cfi_startproc
     .cfi_undefined rip
-    callq *%r12
+    popq %rax
+    callq *%rax
     ud2
     .cfi_endproc
     .size cucc_fiber_start, .-cucc_fiber_start
 )");
 
-inline void switch_fiber(FiberContext* save, FiberContext to) { cucc_switch_fiber(save, to); }
+// Steps over the caller's red zone (the 128 bytes below the stack pointer that the ABI lets
+// leaf code use without moving it), saves rbp (which the compiler may not be told is clobbered),
+// and leaves the resumption address (label 1) on top of the stack it leaves.
+__attribute__((always_inline)) inline void switch_fiber(FiberContext* save, FiberContext to) {
+    asm volatile(
+        "leaq -128(%%rsp), %%rsp\n\t"
+        "pushq %%rbp\n\t"
+        "leaq 1f(%%rip), %%rax\n\t"
+        "pushq %%rax\n\t"
+        "testq %%rdi, %%rdi\n\t"
+        "jz 2f\n\t"
+        "movq %%rsp, (%%rdi)\n\t"
+        "2:\n\t"
+        "movq %%rsi, %%rsp\n\t"
+        "popq %%rax\n\t"
+        "jmpq *%%rax\n\t"
+        "1:\n\t"
+        "popq %%rbp\n\t"
+        "leaq 128(%%rsp), %%rsp\n\t"
+        : "+D"(save), "+S"(to)
+        :
+        : "rax", "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+          "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)",
+          "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
+}
 
-// The new stack holds what cucc_switch_fiber pops: r15, r14, r13, r12 (= entry), rbx, rbp, and
-// the return address cucc_fiber_start, above which the stack pointer is 16-byte aligned, as
-// the ABI wants it before cucc_fiber_start's call.
+// The new stack holds the resumption address cucc_fiber_start and entry, above which the stack
+// pointer is 16-byte aligned, as the ABI wants it before cucc_fiber_start's call.
 FiberContext new_fiber(char* top, size_t size, void (*entry)()) {
     (void)size;
-    void** frame = (void**)(((uintptr_t)top & ~(uintptr_t)15) - 16 - 7 * sizeof(void*));
-    for (int k = 0; k < 6; k++) frame[k] = nullptr;
-    frame[3] = (void*)entry;
-    frame[6] = (void*)cucc_fiber_start;
+    void** frame = (void**)(((uintptr_t)top & ~(uintptr_t)15) - 32);
+    frame[0] = (void*)cucc_fiber_start;
+    frame[1] = (void*)entry;
     return frame;
 }
 #else
