@@ -16,7 +16,8 @@
 # Environment: OUT (default out/austen_cpu or out/austen_gpu), RESUME=1 (continue from the
 # newest checkpoint in OUT instead of starting over), STEPS (override the step count),
 # OPTIMIZER (adamw, the default, or muon: Muon for the hidden matrices at the same --lr, which
-# --muon-adjust match_rms_adamw carries over).
+# --muon-adjust match_rms_adamw carries over), ARCH (gpt2, the default, or llama: RMSNorm, RoPE,
+# SwiGLU and tied embeddings at about the same parameter count, the SwiGLU width rounded to 32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,7 @@ if [ "$ON_GPU" = 1 ]; then
     BINARY=./train_gpt
     OUT=${OUT:-out/austen_gpu}
     MODEL=(--layers 8 --heads 8 --embd 512 --seq 512 --batch 16)
+    LLAMA_WIDTH=()
     RUN=(--steps "${STEPS:-400}" --lr 1e-3 --warmup 40 --val-every 25 --val-steps 20
          --sample-every 100 --sample-len 200 --checkpoint-every 100)
 else
@@ -50,9 +52,16 @@ else
     BINARY=build/cpu/train_gpt_fp32
     OUT=${OUT:-out/austen_cpu}
     MODEL=(--layers 4 --heads 4 --embd 128 --seq 64 --batch 32)
+    LLAMA_WIDTH=(--mlp-multiple-of 32)
     RUN=(--steps "${STEPS:-400}" --lr 3e-3 --warmup 30 --val-every 50 --val-steps 16
          --sample-every 200 --sample-len 200 --checkpoint-every 100)
 fi
+
+case "${ARCH:-gpt2}" in
+    gpt2) ;;
+    llama) MODEL+=(--arch llama "${LLAMA_WIDTH[@]}") ;;
+    *) fail "ARCH is gpt2 or llama, not '$ARCH'" ;;
+esac
 
 if ! ls "$DATA"/*_train*.bin >/dev/null 2>&1 || [ ! -f "$DATA/tokenizer.bin" ]; then
     echo "== preparing $DATA (Jane Austen's six novels, from Debian's r-cran-janeaustenr)"
