@@ -479,7 +479,7 @@ def test_sample(bf16, fp32, work, data):
     tokens = [0] + list(generated)  # byte tokenizer: token = byte, documents start with token 0
     config, _ = checkpoint_sections(path)
     V, Vp, maxT, L, NH, C, wbytes = struct.unpack("<7i", config)
-    cfg = types.SimpleNamespace(vocab=V, context=maxT, layers=L, heads=NH, embd=C, qk_norm=False,
+    cfg = types.SimpleNamespace(arch="gpt2", vocab=V, context=maxT, layers=L, heads=NH, embd=C, qk_norm=False,
                                 z_loss=0.0)
     flat = torch.from_numpy(checkpoint_array(path, "params").copy())
     params, offset = {}, 0

@@ -102,7 +102,7 @@ def split_layout(flat):
 
 
 def config():
-    return types.SimpleNamespace(vocab=V, context=T, layers=L, heads=NH, embd=C, qk_norm=True, z_loss=1e-4,
+    return types.SimpleNamespace(arch="gpt2", vocab=V, context=T, layers=L, heads=NH, embd=C, qk_norm=True, z_loss=1e-4,
                                  grad_accum=A, optimizer="adamw", fp8_lm_head=0)
 
 
