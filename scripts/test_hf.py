@@ -53,13 +53,12 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-from testlib import ROOT, check, compare, finish, logged_values, make_text, train, write_shard
+from testlib import ROOT, check, compare, finish, hf_modules, logged_values, make_text, train, write_shard
 
 T, B, VAL_BATCHES = 16, 4, 2
 SHAPES = [dict(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=64),
@@ -189,17 +188,7 @@ def main():
     args = parser.parse_args()
     start = time.time()
     fp32, bf16 = os.path.join(args.bin_dir, "train_gpt_fp32"), os.path.join(args.bin_dir, "train_gpt")
-    try:
-        import torch
-        import transformers
-        from safetensors.torch import load_file
-    except ImportError as e:
-        check(False, f"transformers, safetensors and torch import ({e}; scripts/setup.sh --test installs them)")
-        finish("Hugging Face")
-    transformers.logging.set_verbosity_error()
-    torch.set_num_threads(2)
-    sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
-    import tokenizer as pytok
+    torch, transformers, load_file, pytok = hf_modules("Hugging Face")
 
     work = tempfile.mkdtemp(prefix="test_hf_")
     try:

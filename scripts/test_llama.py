@@ -33,10 +33,9 @@ import copy
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
-from testlib import ROOT, check, compare, finish, logged_values, param_hash, resume, train
+from testlib import ROOT, check, compare, finish, hf_modules, logged_values, param_hash, resume, train
 from test_hf import B, T, hf_loss, logged_val_losses, make_data, same_tensors, trainer
 
 FP32_REL = 1e-5
@@ -66,17 +65,7 @@ def main():
     parser.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "cpu"))
     args = parser.parse_args()
     fp32, bf16 = os.path.join(args.bin_dir, "train_gpt_fp32"), os.path.join(args.bin_dir, "train_gpt")
-    try:
-        import torch
-        import transformers
-        from safetensors.torch import load_file
-    except ImportError as e:
-        check(False, f"transformers, safetensors and torch import ({e}; scripts/setup.sh --test installs them)")
-        finish("Llama")
-    transformers.logging.set_verbosity_error()
-    torch.set_num_threads(2)
-    sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
-    import tokenizer as pytok
+    torch, transformers, load_file, pytok = hf_modules("Llama")
 
     work = tempfile.mkdtemp(prefix="test_llama_")
     try:

@@ -315,6 +315,23 @@ def up(n, k=128):
 
 # ---------------------------------------------------------------------------------------------
 # Data sets.
+def hf_modules(what):
+    """The Hugging Face tests' modules: (torch, transformers, safetensors' load_file, dev/data's
+    tokenizer). A missing one is a failed check naming scripts/setup.sh, and the test ends."""
+    try:
+        import torch
+        import transformers
+        from safetensors.torch import load_file
+    except ImportError as e:
+        check(False, f"transformers, safetensors and torch import ({e}; scripts/setup.sh --test installs them)")
+        finish(what)
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(2)
+    sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+    import tokenizer
+    return torch, transformers, load_file, tokenizer
+
+
 def make_data(folder):
     """Token shards and a byte tokenizer, written by dev/data/prepare.py from random sentences."""
     texts = os.path.join(folder, "texts")
