@@ -197,7 +197,7 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
         } else {
             gpt_forward_shape(m, context, context, 0.0f, 1, window);
         }
-        int held = window - 1;  // the last position's row, on cp rank `holder`
+        int held;  // the last position's row, on cp rank `holder`
         const int holder = cp_rank_of(cp, window - 1, &held);
         const floatX* last = m->acts.logits + (size_t)held * Vl;
         if (m->acts.head) {  // (the last pipeline stage's rank, or every rank)
@@ -2348,7 +2348,8 @@ inline void after_step(Run* run, int done) {
     if (run->data.shards && tc->val_every > 0 && (done % tc->val_every == 0 || last))
         run->val_loss = run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram);
     // under ZeRO-3 every rank runs the forward passes of generation (they gather the
-    // parameters); only rank 0's output is seen
+    // parameters), else the tensor-, pipeline- and context-parallel groups of data-parallel
+    // rank 0; only rank 0's output is seen
     const bool samples_here = dp->rank == 0 || model->dp.stage == 3;
     if (run->tok && tc->sample_len > 0 && samples_here &&
         ((tc->sample_every > 0 && done % tc->sample_every == 0) || last))
