@@ -158,29 +158,48 @@ inline int sample_token(const float* logits, int V, double temperature, int top_
 // sequences of T tokens that divide (a multiple of tp rows), the context at the start of the
 // first, the rest filled with its last token (causal attention: no position before them sees
 // them).
+// Context parallelism generates through the ring, as training runs: every rank of the cp group
+// calls it, the padded sequences of T tokens (as under sequence parallelism) laid out as
+// training lays them (cp_local_tokens: each rank its two chunks), the forward pass running the
+// ring attention, and the rank holding the context's last position (cp_rank_of) broadcasts its
+// logits to the group. Through the ring rather than on one rank of the group: one rank would
+// need activations for all T rows, C times what the memory plan gives it, and under ZeRO-3 the
+// other ranks of the shard group would still have to join every parameter gather; through the
+// ring every rank runs the collectives a forward pass runs, within the plan.
 inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperature, int top_k,
                          uint64_t* rng) {
     const int V = m->config.vocab, Vl = m->shape.vocab, tp = m->tensor_parallel.size;
+    const ContextParallel* cp = &m->cp;
+    const int T = m->T * cp->size;  // the whole sequence (m->T: the rows a rank holds)
     floatX* row = (floatX*)MALLOC_CHECK((size_t)Vl * tp * sizeof(floatX));
     float* logits = (float*)MALLOC_CHECK(V * sizeof(float));
     int* order = (int*)MALLOC_CHECK(V * sizeof(int));
     floatX* gathered = nullptr;
     if (tp > 1) CUDA_CHECK(cudaMalloc(&gathered, (size_t)Vl * tp * sizeof(floatX)));
     // sequence parallelism: the fewest sequences of T tokens whose rows divide by tp
-    const int sequences = tp / std::gcd(m->T, tp);
-    std::vector<int> padded(m->tensor_parallel.sequence ? (size_t)sequences * m->T : 0);
+    const int sequences = m->tensor_parallel.sequence ? tp / std::gcd(m->T, tp) : 1;
+    const bool padding = m->tensor_parallel.sequence || cp->size > 1;
+    std::vector<int> padded(padding ? (size_t)sequences * T : 0);
+    std::vector<int> local(cp->size > 1 ? (size_t)sequences * m->T : 0);  // this rank's rows
     for (int len = n; len < n + n_new; len++) {
-        const int window = len < m->T ? len : m->T;
+        const int window = len < T ? len : T;
         const int* context = tokens + len - window;
         // the targets only feed the unused loss: the context itself serves as valid ids
-        if (m->tensor_parallel.sequence) {
+        if (padding) {
             std::fill(padded.begin(), padded.end(), context[window - 1]);
             std::copy(context, context + window, padded.begin());
-            gpt_forward_shape(m, padded.data(), padded.data(), 0.0f, sequences, m->T);
+            const int* rows = padded.data();
+            if (cp->size > 1) {
+                cp_local_tokens(cp, padded.data(), local.data(), sequences, T);
+                rows = local.data();
+            }
+            gpt_forward_shape(m, rows, rows, 0.0f, sequences, m->T);
         } else {
             gpt_forward_shape(m, context, context, 0.0f, 1, window);
         }
-        const floatX* last = m->acts.logits + (size_t)(window - 1) * Vl;
+        int held;  // the last position's row, on cp rank `holder`
+        const int holder = cp_rank_of(cp, window - 1, &held);
+        const floatX* last = m->acts.logits + (size_t)held * Vl;
         if (m->acts.head) {  // (the last pipeline stage's rank, or every rank)
             if (tp > 1) {
                 comm_allgather(m->tensor_parallel.group, last, gathered, Vl, m->stream);
@@ -194,6 +213,7 @@ inline void gpt_generate(GPT* m, int* tokens, int n, int n_new, double temperatu
         if (pc->pp > 1)
             comm_broadcast(m->pipe.group, row, V * sizeof(floatX),
                            pipe_rank_of(pc, pipe_stage_count(pc) - 1));
+        if (cp->size > 1) comm_broadcast(cp->group, row, V * sizeof(floatX), holder);
         for (int v = 0; v < V; v++) logits[v] = (float)row[v];
         tokens[len] = sample_token(logits, V, temperature, top_k, rng, order);
     }
@@ -506,8 +526,8 @@ static const Flag FLAGS[] = {
      "context-parallel group size: each sequence is cut into 2 x --cp chunks, rank i of a group "
      "holding chunks i and 2cp-1-i (the causal load balance), and attention passes keys and "
      "values around the group's ring (llmc/context_parallel.cuh); outside --tp, must divide the "
-     "ranks, --seq a multiple of 2 x --cp. Not built with --pp > 1 or text samples (with "
-     "--data: --sample-len 0)"},
+     "ranks, --seq a multiple of 2 x --cp. Text samples are generated through the ring. Not "
+     "built with --pp > 1"},
     {"--pp-schedule", FLAG_STRING, STRING_FIELD(pp_schedule), "1f1b", 0, 0,
      "gpipe|1f1b|interleaved", FLAG_FREE,
      "with --pp > 1: the pipeline's schedule: gpipe (all forwards, then all backwards), 1f1b "
@@ -2328,7 +2348,8 @@ inline void after_step(Run* run, int done) {
     if (run->data.shards && tc->val_every > 0 && (done % tc->val_every == 0 || last))
         run->val_loss = run_validation(model, &run->data, tc, &run->lg, done, run->data.unigram);
     // under ZeRO-3 every rank runs the forward passes of generation (they gather the
-    // parameters); only rank 0's output is seen
+    // parameters), else the tensor-, pipeline- and context-parallel groups of data-parallel
+    // rank 0; only rank 0's output is seen
     const bool samples_here = dp->rank == 0 || model->dp.stage == 3;
     if (run->tok && tc->sample_len > 0 && samples_here &&
         ((tc->sample_every > 0 && done % tc->sample_every == 0) || last))
@@ -2456,12 +2477,6 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
         return EXIT_SUCCESS;
     }
     check_ranks_agree(comm, &tc);
-    if (tc.cp > 1 && have_tokenizer && tc.sample_len > 0)  // generation runs whole sequences
-        fatal(
-            "context parallelism (--cp %d) with text samples is not built yet: use --sample-len 0 "
-            "(--sample on a checkpoint of the run samples in one process; see README, \"Context "
-            "parallelism\")",
-            tc.cp);
     // The grid is checked before any group is made, and again once --batch auto is fitted.
     const int plan_world = tc.plan && tc.plan_ranks > 0 ? tc.plan_ranks : comm->world;
     ParallelDims dims = grid_of(&tc, plan_world);

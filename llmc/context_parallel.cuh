@@ -50,9 +50,13 @@
 // over T/C of the positions: the mean over every position. Tensor parallelism composes (a cp
 // rank is a tp group: the heads are cut inside, the ring runs between the groups' same ranks).
 //
+// Text samples are generated through the ring (train_run.cuh's gpt_generate): the context padded
+// to T, laid out as a batch, each rank's forward pass on its rows, and the rank holding the last
+// position (cp_rank_of) broadcasting its logits to the group.
+//
 // Entry points: cp_check (T and the grid), cp_position (a row's place in the sequence),
-// cp_local_tokens (a rank's rows of a batch), cp_build / cp_free, cp_attention_forward,
-// cp_attention_backward.
+// cp_rank_of (the rank and row holding a position), cp_local_tokens (a rank's rows of a batch),
+// cp_build / cp_free, cp_attention_forward, cp_attention_backward.
 #pragma once
 
 #include <cstdio>
@@ -92,6 +96,22 @@ __host__ __device__ inline int cp_position(int t, int rows, int size, int rank) 
     const int chunk = rows / 2;
     if (size == 1) return t;
     return t < chunk ? rank * chunk + t : (2 * size - 1 - rank) * chunk + (t - chunk);
+}
+
+// The cp rank holding position p of a sequence (the inverse of cp_position), and the row it
+// holds it in (*row). Size 1: rank 0, row p.
+inline int cp_rank_of(const ContextParallel* cp, int p, int* row) {
+    if (cp->size == 1) {
+        *row = p;
+        return 0;
+    }
+    const int chunk = p / cp->chunk, offset = p % cp->chunk;
+    if (chunk < cp->size) {
+        *row = offset;
+        return chunk;
+    }
+    *row = cp->chunk + offset;
+    return 2 * cp->size - 1 - chunk;
 }
 
 // This rank's rows of a host batch (B, T) of tokens: local (B, T/C).

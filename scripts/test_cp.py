@@ -18,6 +18,8 @@ and at the end. Checks:
      Muon with QK-norm and z-loss: cp 2; cp 4; cp 2 x tp 2; cp 2 x dp 2 ZeRO-3
      Llama blocks (--arch llama, one kv head: RoPE at each row's real position, the ring's K/V
      one head wide): cp 2 with AdamW; cp 4 with Muon, QK-norm and z-loss
+   and each run's step-3 text sample (40 tokens, longer than T, so the window slides), generated
+   through the ring, is one process's text from the same seed.
 2. bf16 (the tensor-core attention kernels): cp 2 and cp 2 x tp 2 against the bf16 single process:
    each step's loss within BF16_LOSS, and every rank ends with the same model (the hash check).
    Chunks longer than the kernels' tiles, T 320 with one head of 64 (random tokens, 2 steps):
@@ -38,7 +40,7 @@ and at the end. Checks:
    too), and the plan's activations exactly the ring's five blocks of S more (two K/V buffers,
    three dK/dV: the step's, the last step's being sent, the accumulator arriving).
 6. The refusals, by message: --seq not a multiple of 2 x --cp, --cp not dividing the ranks,
-   --cp with --pp, --cp with text samples.
+   --cp with --pp.
 7. A rank killed mid-run (--inject-fault 2:kill:1) ends the job within --comm-timeout, rank 0
    naming the wait it was in.
 
@@ -52,7 +54,8 @@ import subprocess
 import tempfile
 import time
 
-from testlib import (MPIRUN, ROOT, check, compare, finish, logged_values, make_data, param_hash, resume, train)
+from testlib import (MPIRUN, ROOT, check, compare, finish, logged_values, make_data, param_hash, resume, train,
+                     val_losses_and_sample)
 
 G, STEPS = 8, 3
 L, C, T, V, NH = 2, 64, 16, 256, 2
@@ -64,6 +67,8 @@ LLAMA = ["--arch", "llama", "--kv-heads", "1", "--mlp-multiple-of", "32"]
 # summed around the ring in bf16; a correct run stays within a few bf16 roundings (2^-9) of one
 # process, as test_tp's BF16_LOSS argues; a wrong merge or a missed block moves the loss by 1e-2
 BF16_LOSS = 4e-3
+# a text sample at the end of the runs of check 1: longer than T, so the window slides
+SAMPLE = ["--sample-len", "40"]
 
 
 def grid_args(cp, tp=1, dp=1, accum=1, zero=0):
@@ -122,15 +127,19 @@ def main():
             optname = ("llama_" if "llama" in opt else "") + ("muon" if "muon" in opt else "adamw")
             if key not in refs:
                 refs[key] = train(fp32, 0, work, f"single_{optname}_a{accum}", MODEL,
-                                  base + opt + ["--grad-accum", str(accum), "--batch", str(G // accum)])
+                                  base + opt + SAMPLE + ["--grad-accum", str(accum), "--batch", str(G // accum)])
             name = f"{optname}_cp{cp}_tp{tp}_dp{dp}_a{accum}_z{zero}{''.join(other).replace('-', '_')}"
             label = (f"fp32 {'Llama, ' if 'llama' in opt else ''}"
                      f"{'Muon + QK-norm + z-loss' if 'muon' in opt else 'AdamW'}, cp {cp}"
                      f"{f' x tp {tp}' if tp > 1 else ''}{f' x dp {dp}' if dp > 1 else ''}, accum {accum}, ZeRO-{zero}"
                      f"{' ' + ' '.join(other) if other else ''}")
             results[name] = train(fp32, cp * tp * dp, work, name, MODEL,
-                                  base + opt + grid_args(cp, tp, dp, accum, zero) + other)
+                                  base + opt + SAMPLE + grid_args(cp, tp, dp, accum, zero) + other)
             compare(label, results[name], refs[key], STEPS)
+            sample = val_losses_and_sample(results[name][0], STEPS)[1]
+            want = val_losses_and_sample(refs[key][0], STEPS)[1]
+            check(sample is not None and sample == want, f"{label}: the step-{STEPS} sample ({SAMPLE[1]} tokens "
+                  f"through the ring) is one process's text, {ascii(sample)}")
             ring_check(label, results[name][1], cp, tp, dp, accum, 2 if other == FULL else 1,
                        1 if "llama" in opt else NH)
 
@@ -199,8 +208,6 @@ def main():
                 r"3 ranks cannot be cut into replicas of --cp 2", "--cp 2 on 3 ranks")
         refused(MPIRUN + ["-np", "4"] + cmd + ["--cp", "2", "--pp", "2"],
                 r"context parallelism \(--cp 2\) with pipeline parallelism \(--pp 2\) is not built", "--cp with --pp")
-        refused(MPIRUN + ["-np", "2"] + cmd[:-1] + ["24", "--data", data, "--cp", "2"],
-                r"context parallelism \(--cp 2\) with text samples is not built", "--cp with text samples")
 
         # 7
         timeout = 10

@@ -20,9 +20,11 @@ by the deadline (llmc/comm.cuh's watchdog). Each trial passes when
 Modes: ZeRO stages 0 to 3, tensor parallelism (with and without sequence parallelism), Muon,
 evaluation every step (tensor-parallel), a checkpoint every step (ZeRO-3: a shard per rank), a
 sample every step (tensor-parallel), a 2-stage pipeline (its sends and receives, evaluation
-every step) and a 2-stage pipeline sampling every step (each token's forward pass through the
-stages, the logits' broadcast). A SIGKILL variant kills a rank instead (mpirun ends the
-job): the same checks but the message, which mpirun or the other rank prints.
+every step), a 2-stage pipeline sampling every step (each token's forward pass through the
+stages, the logits' broadcast) and a cp 2 ring sampling every step (each token's forward pass
+through the ring attention, the logits' broadcast from the rank holding the last position). A
+SIGKILL variant kills a rank instead (mpirun ends the job): the same checks but the message,
+which mpirun or the other rank prints.
 
 Usage: python3 scripts/test_deadlines.py [--bin-dir DIR] [--trials N] [--kill-trials N]
                                           [--timeout T] [--seed S] [-k MODE]
@@ -60,6 +62,7 @@ MODES = {
     "sample": TP + ["--sample-every", "1", "--sample-len", "16"],
     "pp": ["--pp", "2", "--grad-accum", "2", "--val-every", "1", "--val-steps", "2"],
     "pp-sample": ["--pp", "2", "--grad-accum", "2", "--sample-every", "1", "--sample-len", "16"],
+    "cp-sample": ["--cp", "2", "--sample-every", "1", "--sample-len", "16"],
 }
 SHM = "/dev/shm"
 STOP_WINDOW_S = (0.2, 4.0)  # the stop comes this long after the launch (start-up is ~1 s)
