@@ -3134,9 +3134,13 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
         return msg;
     }
     const bool cut = s->tp > 1;  // every block has the same shapes
-    const char* err = fp8_layer_error(r, "attn.qkv", N, s->C, s->qkv, false, 3, cut, msg, len);
+    // the cut outputs: [q | k | v] (each part a multiple of k's width: q's is heads / kv_heads
+    // of it) and Llama's [gate | up]
+    const int qkv_parts = s->qkv / s->kv_att, fc_parts = s->fc / s->mlp;
+    const char* err =
+        fp8_layer_error(r, "attn.qkv", N, s->C, s->qkv, false, qkv_parts, cut, msg, len);
     if (!err) err = fp8_layer_error(r, "attn.proj", N, s->att, s->C, cut, 1, false, msg, len);
-    if (!err) err = fp8_layer_error(r, "mlp.fc", N, s->C, s->mlp, false, 1, cut, msg, len);
+    if (!err) err = fp8_layer_error(r, "mlp.fc", N, s->C, s->fc, false, fc_parts, cut, msg, len);
     if (!err) err = fp8_layer_error(r, "mlp.proj", N, s->mlp, s->C, cut, 1, false, msg, len);
     if (!err && c->fp8.lm_head)
         err = fp8_layer_error(r, "the lm head", N, s->C, s->vocab, false, 1, cut, msg, len);
@@ -3196,7 +3200,7 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
         const int first = 4 * (sharded ? slot : holds ? held++ : 0);
         fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
         fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
-        fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
+        fp8_add_layer(&m->fp8, s->C, s->fc, Fp8Cut{false, cut}, first + 2);
         fp8_add_layer(&m->fp8, s->mlp, s->C, Fp8Cut{cut, false}, first + 3);
     }
     if (c->fp8.lm_head)
