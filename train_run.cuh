@@ -728,7 +728,6 @@ inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len) {
         snprintf(msg, len,
                  "--arch llama is not built with --fp8-allgather (ZeRO-3 gathers q, k and v, gate "
                  "and up as tensors of their own; each FP8 weight cache holds them as one matrix)");
-    else if (tc->pp > 1) snprintf(msg, len, "--arch llama is not built with --pp (pipeline)");
     else if (tc->tp > 1 && (l->kv_heads % tc->tp != 0 || l->mlp_hidden % tc->tp != 0))
         snprintf(msg, len,
                  "--arch llama under --tp %d needs --kv-heads (%d) and --mlp-hidden (%d) "
