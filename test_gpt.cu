@@ -1223,7 +1223,8 @@ inline void check_fp8_layers(const Dump* d, const TestSetup* s, Tally* tally) {
     const int N = s->B * s->T;
     for (int slot = 0; slot < model.fp8.count; slot++) {
         const int IC = model.fp8.layers[slot].in, OC = model.fp8.layers[slot].out;
-        const bool bias = slot < 4 * s->config.layers;  // the lm head has none
+        // the lm head has none, nor has Llama's block
+        const bool bias = slot < 4 * s->config.layers && s->config.llama.arch == ARCH_GPT2;
         // operands x, w, b, g and products y, dx, dw: the dump's (bf16 values) and ours
         const char* names[7] = {"x", "w", "b", "g", "y", "dx", "dw"};
         const size_t sizes[7] = {(size_t)N * IC, (size_t)OC * IC, (size_t)OC, (size_t)N * OC,

@@ -2920,13 +2920,16 @@ struct GPT {
     int* positions;      // (T) device: the sequence position of each row under --cp (else nullptr)
 };
 
-// The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's).
+// The pipeline rank that holds tensor `index` of the table (the tied wte: the first stage's; an
+// untied lm head: the last stage's).
 inline int pipe_holder(const GPT* m, int index) {
     const ParamIndex* at = &m->layout.index;
     const PipeConfig* c = &m->pipe.config;
     const int l = block_of_tensor(at, index), last = pipe_stage_count(c) - 1;
     if (l >= 0) return pipe_rank_of(c, l / m->pipe.stage_blocks);
-    return index == at->lnf_w || index == at->lnf_b ? pipe_rank_of(c, last) : 0;
+    const bool head = index == at->lnf_w || index == at->lnf_b ||
+                      (index == at->lm_head && at->lm_head != at->wte);
+    return head ? pipe_rank_of(c, last) : 0;
 }
 
 // The parameters the passes read: in the parameter buffer, or under ZeRO-3 in the gather
@@ -3134,9 +3137,13 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
         return msg;
     }
     const bool cut = s->tp > 1;  // every block has the same shapes
-    const char* err = fp8_layer_error(r, "attn.qkv", N, s->C, s->qkv, false, 3, cut, msg, len);
+    // the cut outputs: [q | k | v] (each part a multiple of k's width: q's is heads / kv_heads
+    // of it) and Llama's [gate | up]
+    const int qkv_parts = s->qkv / s->kv_att, fc_parts = s->fc / s->mlp;
+    const char* err =
+        fp8_layer_error(r, "attn.qkv", N, s->C, s->qkv, false, qkv_parts, cut, msg, len);
     if (!err) err = fp8_layer_error(r, "attn.proj", N, s->att, s->C, cut, 1, false, msg, len);
-    if (!err) err = fp8_layer_error(r, "mlp.fc", N, s->C, s->mlp, false, 1, cut, msg, len);
+    if (!err) err = fp8_layer_error(r, "mlp.fc", N, s->C, s->fc, false, fc_parts, cut, msg, len);
     if (!err) err = fp8_layer_error(r, "mlp.proj", N, s->mlp, s->C, cut, 1, false, msg, len);
     if (!err && c->fp8.lm_head)
         err = fp8_layer_error(r, "the lm head", N, s->C, s->vocab, false, 1, cut, msg, len);
@@ -3196,7 +3203,7 @@ inline void gpt_fp8_build(GPT* m, int N, DeviceLedger* ledger) {
         const int first = 4 * (sharded ? slot : holds ? held++ : 0);
         fp8_add_layer(&m->fp8, s->C, s->qkv, Fp8Cut{false, cut}, first);
         fp8_add_layer(&m->fp8, s->att, s->C, Fp8Cut{cut, false}, first + 1);
-        fp8_add_layer(&m->fp8, s->C, s->mlp, Fp8Cut{false, cut}, first + 2);
+        fp8_add_layer(&m->fp8, s->C, s->fc, Fp8Cut{false, cut}, first + 2);
         fp8_add_layer(&m->fp8, s->mlp, s->C, Fp8Cut{cut, false}, first + 3);
     }
     if (c->fp8.lm_head)
@@ -3316,7 +3323,7 @@ inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
     p->slot_inputs = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
     p->slot_douts = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
     const ParamTensor* wte = &m->layout.tensors[m->layout.index.wte];
-    if (p->rank == 0 || m->acts.head)  // (both hold the tied wte)
+    if (!m->config.llama.untied_head && (p->rank == 0 || m->acts.head))  // (both: the tied wte)
         p->tied_grad = device_take_n<floatX>(ledger, MEM_GRADS, wte->numel);
     p->slot_of = (int*)MALLOC_CHECK(c->micro_batches * c->chunks * sizeof(int));
     p->slot_free = (int*)MALLOC_CHECK(p->slots * sizeof(int));
@@ -4181,11 +4188,12 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
 }
 
 // The tied wte: the first stage's rank holds the embedding's part of its gradient, the last
-// stage's the lm head's; each sends its part to the other and adds the one it receives.
+// stage's the lm head's; each sends its part to the other and adds the one it receives. (An
+// untied lm head has its gradient on the last stage alone: nothing to sum.)
 inline void pipe_sum_tied_grad(GPT* m) {
     Pipeline* p = &m->pipe;
     const int last = pipe_rank_of(&p->config, pipe_stage_count(&p->config) - 1);
-    if (p->rank != 0 && p->rank != last) return;
+    if (m->config.llama.untied_head || (p->rank != 0 && p->rank != last)) return;
     const int peer = p->rank == 0 ? last : 0, wte = m->layout.index.wte;
     const size_t n = m->layout.tensors[wte].numel;
     floatX* grad = param_grad(m, wte);

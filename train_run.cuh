@@ -440,7 +440,8 @@ static const Flag FLAGS[] = {
      "is the usual value); train_loss stays the cross-entropy"},
     {"--fp8", FLAG_STRING, STRING_FIELD(fp8), "off", 0, 0, "off|tensor|delayed|rowwise|block|mx",
      FLAG_IDENTITY,
-     "FP8 matmuls (bf16 build) for each block's four linear layers: tensor (one scale per "
+     "FP8 matmuls (bf16 build) for each block's four linear layers (--arch llama: [q | k | v], "
+     "the output projection, [gate | up] and down): tensor (one scale per "
      "tensor, current), delayed (per tensor, from an amax history), rowwise (one scale per row), "
      "block (1x128 tiles, 128x128 weight blocks: DeepSeek-V3), mx (MXFP8 32-element blocks, "
      "Blackwell); fp32 accumulation, bf16 outputs"},
@@ -743,8 +744,10 @@ inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) 
 inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len) {
     const LlamaConfig* l = &tc->model.llama;
     if (l->arch != ARCH_LLAMA) return nullptr;
-    if (strcmp(tc->fp8, "off") != 0) snprintf(msg, len, "--arch llama is not built with --fp8");
-    else if (tc->pp > 1) snprintf(msg, len, "--arch llama is not built with --pp (pipeline)");
+    if (tc->fp8_allgather)
+        snprintf(msg, len,
+                 "--arch llama is not built with --fp8-allgather (ZeRO-3 gathers q, k and v, gate "
+                 "and up as tensors of their own; each FP8 weight cache holds them as one matrix)");
     else if (tc->tp > 1 && (l->kv_heads % tc->tp != 0 || l->mlp_hidden % tc->tp != 0))
         snprintf(msg, len,
                  "--arch llama under --tp %d needs --kv-heads (%d) and --mlp-hidden (%d) "

@@ -52,7 +52,9 @@ Llama: RMSNorm from the root mean square, q, k, v per head with query head h rea
 h // (NH/KVH) (explicit indexing, no enable_gqa), RoPE from its definition (each dimension i <
 HS/2 turned with i + HS/2 by pos * theta^(-2i/HS), the frequencies under llama3 scaling
 rescaled here from the rule in float64), SwiGLU as g / (1 + exp(-g)) * u, the untied lm head
-when the dump has one; the same records, init rules and update checks as GPT-2's.
+when the dump has one; the same records, init rules and update checks as GPT-2's. With FP8 its
+layers are [q | k | v] (the three weights concatenated), attn.proj, [gate | up] and mlp.proj,
+without biases.
 Prints every check with its error and bound; exits 1 if any fails.
 """
 
@@ -349,8 +351,8 @@ def rotate(x, freqs):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)
 
 
-def llama_micro_batch_loss(p, c, tok, tgt):
-    """micro_batch_loss for a Llama dump (float64, no FP8)."""
+def llama_micro_batch_loss(p, c, tok, tgt, fp8=None):
+    """micro_batch_loss for a Llama dump (float64; fp8: the step's Fp8Model or None)."""
     B, T = tok.shape
     C, NH, KVH, V, eps = c["embd"], c["heads"], c["kv_heads"], c["vocab"], c["norm_eps"]
     HS = C // NH
@@ -361,7 +363,8 @@ def llama_micro_batch_loss(p, c, tok, tgt):
         w = {n: p[f"h{l}.{n}"]
              for n in LLAMA_BLOCK_TENSORS + (QK_NORM_TENSORS if c["qk_norm"] else ())}
         a = rms_norm_eps(x, w["ln1.w"], eps)
-        q_all, k_all, v_all = a @ w["attn.q.w"].T, a @ w["attn.k.w"].T, a @ w["attn.v.w"].T
+        qkv = matmul_t(a, torch.cat([w["attn.q.w"], w["attn.k.w"], w["attn.v.w"]]), fp8, 4 * l)
+        q_all, k_all, v_all = qkv.split([NH * HS, KVH * HS, KVH * HS], -1)
         heads = []
         for h in range(NH):
             kv = h // (NH // KVH)
@@ -375,12 +378,13 @@ def llama_micro_batch_loss(p, c, tok, tgt):
             s = s.masked_fill(future, -math.inf)
             e = torch.exp(s - s.max(-1, keepdim=True).values)
             heads.append((e / e.sum(-1, keepdim=True)) @ v)
-        x = x + torch.cat(heads, -1) @ w["attn.proj.w"].T
+        x = x + matmul_t(torch.cat(heads, -1), w["attn.proj.w"], fp8, 4 * l + 1)
         m = rms_norm_eps(x, w["ln2.w"], eps)
-        g, u = m @ w["mlp.gate.w"].T, m @ w["mlp.up.w"].T
-        x = x + (g / (1 + torch.exp(-g)) * u) @ w["mlp.proj.w"].T
+        g, u = matmul_t(m, torch.cat([w["mlp.gate.w"], w["mlp.up.w"]]), fp8, 4 * l + 2).chunk(2, -1)
+        x = x + matmul_t(g / (1 + torch.exp(-g)) * u, w["mlp.proj.w"], fp8, 4 * l + 3)
     head = p["wte"] if c["tie_embeddings"] else p["lm_head"]
-    logits = (rms_norm_eps(x, p["lnf.w"], eps) @ head.T)[..., :V]
+    head_fp8 = fp8 if c["fp8"] and c["fp8_lm_head"] else None
+    logits = matmul_t(rms_norm_eps(x, p["lnf.w"], eps), head, head_fp8, 4 * c["layers"])[..., :V]
     lse = torch.logsumexp(logits, -1)
     picked = logits.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
     return logits, (lse - picked).mean(), c["z_loss"] * (lse * lse).mean()
@@ -390,7 +394,7 @@ def micro_batch_loss(p, c, tok, tgt, fp8=None):
     """float64 logits (B, T, V), mean cross-entropy and z-loss term; p maps names to float64
     tensors; fp8: the step's Fp8Model or None."""
     if is_llama(c):
-        return llama_micro_batch_loss(p, c, tok, tgt)
+        return llama_micro_batch_loss(p, c, tok, tgt, fp8)
     B, T = tok.shape
     C, NH, V, L = c["embd"], c["heads"], c["vocab"], c["layers"]
     HS = C // NH
@@ -583,7 +587,7 @@ def check_structure(d, r):
             shapes = {"x": (N, cols), "w": (rows, cols), "b": (rows,), "y": (N, rows),
                       "g": (N, rows), "dx": (N, cols), "dw": (rows, cols)}
             for n, s in shapes.items():
-                if n != "b" or slot < 4 * L:  # the lm head has no bias
+                if n != "b" or (slot < 4 * L and not is_llama(c)):  # the lm head has no bias
                     expect[f"fp8.layer{slot}.{n}"] = (torch.float32, s)
     wrong = [n for n, (dt, s) in expect.items()
              if n not in d or d[n].dtype != dt or tuple(d[n].shape) != s]
@@ -739,7 +743,11 @@ def check_steps(d, c, r):
 def fp8_layer_shapes(c):
     """The weight shape (OC, IC) of each FP8 layer, by slot: 4 per block, then the lm head."""
     C = c["embd"]
-    shapes = [(3 * C, C), (C, C), (4 * C, C), (C, 4 * C)] * c["layers"]
+    if is_llama(c):
+        HS, H = C // c["heads"], c["mlp_hidden"]
+        shapes = [(C + 2 * c["kv_heads"] * HS, C), (C, C), (2 * H, C), (C, H)] * c["layers"]
+    else:
+        shapes = [(3 * C, C), (C, C), (4 * C, C), (C, 4 * C)] * c["layers"]
     return shapes + ([(c["padded_vocab"], C)] if c["fp8_lm_head"] else [])
 
 
@@ -762,7 +770,7 @@ def check_fp8_layers(d, c, r):
 
     for slot in range(len(fp8_layer_shapes(c))):
         t = {n: d[f"fp8.layer{slot}.{n}"].double() for n in ("x", "w", "g", "y", "dx", "dw")}
-        bias = d[f"fp8.layer{slot}.b"].double() if slot < 4 * c["layers"] else None
+        bias = d[f"fp8.layer{slot}.b"].double() if f"fp8.layer{slot}.b" in d else None
         within(f"{slot}.y", t["y"], fp8.qdq(t["x"], slot, 0, False, False),
                fp8.qdq(t["w"], slot, 1, True, False), bias)
         within(f"{slot}.dx", t["dx"], fp8.qdq(t["g"], slot, 2, False, False),

@@ -37,7 +37,7 @@ softmax); loss = mean cross-entropy over the B*T positions of a micro-batch; z_l
 --z-loss * mean over the positions of logsumexp(logits over the V columns)^2 (0 without it).
 The objective a micro-batch backpropagates is loss + z_loss.
 
-LLAMA (--arch llama; --fp8 off only). KVH = --kv-heads (dividing NH; default NH), H =
+LLAMA (--arch llama). KVH = --kv-heads (dividing NH; default NH), H =
 --mlp-hidden (default int(2/3 * 4C) rounded up to --mlp-multiple-of, default 256), eps =
 --norm-eps (default 1e-5). Parameters (no biases, no wpe):
   wte (Vp, C); lm_head (Vp, C) with --tie-embeddings 0 only (else wte is the lm head)
@@ -62,6 +62,9 @@ enable_gqa=True) (query head h uses kv head h // (NH/KVH)); x += y attn.proj.w^T
 m = F.rms_norm(x, (C,), ln2.w, eps); x += (F.silu(m gate.w^T) * (m up.w^T)) proj.w^T.
 logits = F.rms_norm(x, (C,), lnf.w, eps) @ (lm_head or wte)^T. Muon takes attn.q.w, attn.k.w,
 attn.v.w, attn.proj.w, mlp.gate.w, mlp.up.w, mlp.proj.w (each a matrix of its own).
+With --fp8 the four FP8 layers of a block are [q | k | v] (attn.q.w, attn.k.w and attn.v.w
+concatenated: one (NH*HS + 2 KVH*HS, C) weight, as the trainer holds them adjacent), attn.proj,
+[gate | up] (one (2H, C) weight) and mlp.proj; the lm head is lm_head or wte.
 
 FP8 (--fp8 tensor|delayed|rowwise|block|mx; the contract with train_gpt.cu). The four linear
 layers of every block (and with --fp8-lm-head 1 the lm head, logits = lnf(x) @ wte^T) run
@@ -223,7 +226,7 @@ then, with --fp8, for each FP8 layer (slot as above) its first micro-batch of st
 bf16 run (teacher-forced, delayed: step K-1's scales): the operands as that run holds them,
 bfloat16 values, and the layer's products from them (Fp8Linear: Y with the bias, dX, dW alone),
 rounded to bfloat16 as the bf16 build rounds them; N = B*T:
-  fp8.layer<slot>.x (N, IC)  .w (OC, IC)  .b (OC; not for the lm head)  .y (N, OC)
+  fp8.layer<slot>.x (N, IC)  .w (OC, IC)  .b (OC; GPT-2's blocks only)  .y (N, OC)
   fp8.layer<slot>.g (N, OC)  .dx (N, IC)  .dw (OC, IC)                   f32
 """
 
@@ -317,8 +320,9 @@ def rope(x, inv_freq):
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
-def llama_forward(p, cfg, idx):
-    """The final RMSNorm's output (B, T, C) of the Llama model (docstring, LLAMA)."""
+def llama_forward(p, cfg, idx, fp8=None):
+    """The final RMSNorm's output (B, T, C) of the Llama model (docstring, LLAMA); fp8: the
+    Fp8Run of the linear layers (slots as forward_loss's), None without FP8."""
     B, T = idx.shape
     C, NH, KVH, eps = cfg.embd, cfg.heads, cfg.kv_heads, cfg.norm_eps
     HS = C // NH
@@ -327,18 +331,22 @@ def llama_forward(p, cfg, idx):
     for l in range(cfg.layers):
         h = f"h{l}."
         a = F.rms_norm(x, (C,), p[h + "ln1.w"], eps=eps)
-        q = F.linear(a, p[h + "attn.q.w"]).view(B, T, NH, HS).transpose(1, 2)
-        k = F.linear(a, p[h + "attn.k.w"]).view(B, T, KVH, HS).transpose(1, 2)
-        v = F.linear(a, p[h + "attn.v.w"]).view(B, T, KVH, HS).transpose(1, 2)
+        qkv_w = torch.cat([p[h + "attn.q.w"], p[h + "attn.k.w"], p[h + "attn.v.w"]])
+        q, k, v = linear(a, qkv_w, None, fp8, 4 * l).split([NH * HS, KVH * HS, KVH * HS], -1)
+        q = q.reshape(B, T, NH, HS).transpose(1, 2)
+        k = k.reshape(B, T, KVH, HS).transpose(1, 2)
+        v = v.reshape(B, T, KVH, HS).transpose(1, 2)
         if cfg.qk_norm:
             q = F.rms_norm(q, (HS,), p[h + "attn.q_norm.w"], eps=1e-6)
             k = F.rms_norm(k, (HS,), p[h + "attn.k_norm.w"], eps=1e-6)
         q, k = rope(q, inv_freq), rope(k, inv_freq)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + F.linear(y.transpose(1, 2).reshape(B, T, C), p[h + "attn.proj.w"])
+        x = x + linear(y.transpose(1, 2).reshape(B, T, C), p[h + "attn.proj.w"], None, fp8,
+                       4 * l + 1)
         m = F.rms_norm(x, (C,), p[h + "ln2.w"], eps=eps)
-        m = F.silu(F.linear(m, p[h + "mlp.gate.w"])) * F.linear(m, p[h + "mlp.up.w"])
-        x = x + F.linear(m, p[h + "mlp.proj.w"])
+        fc_w = torch.cat([p[h + "mlp.gate.w"], p[h + "mlp.up.w"]])
+        gate, up = linear(m, fc_w, None, fp8, 4 * l + 2).chunk(2, -1)
+        x = x + linear(F.silu(gate) * up, p[h + "mlp.proj.w"], None, fp8, 4 * l + 3)
     return F.rms_norm(x, (C,), p["lnf.w"], eps=eps)
 
 
@@ -550,9 +558,11 @@ def forward_loss(p, cfg, idx, targets, fp8=None):
     parts, see qkv_weight). fp8: the Fp8Run of the linear layers, None without FP8."""
     B, T = idx.shape
     C, NH = cfg.embd, cfg.heads
+    head_fp8 = fp8 if fp8 is not None and cfg.fp8_lm_head else None
     if cfg.arch == "llama":
         head = p["wte"] if cfg.tie_embeddings else p["lm_head"]
-        return logits_and_losses(cfg, F.linear(llama_forward(p, cfg, idx), head), targets)
+        x = llama_forward(p, cfg, idx, fp8)
+        return logits_and_losses(cfg, linear(x, head, None, head_fp8, 4 * cfg.layers), targets)
     x = p["wte"][idx] + p["wpe"][:T]
     for l in range(cfg.layers):
         h = f"h{l}."
@@ -573,8 +583,7 @@ def forward_loss(p, cfg, idx, targets, fp8=None):
     x = F.layer_norm(x, (C,), p["lnf.w"], p["lnf.b"], eps=1e-5)
     # under autocast the matmul yields bf16 logits; the softmax and the loss stay in fp32
     # (float64 in the exact run)
-    head = fp8 if fp8 is not None and cfg.fp8_lm_head else None
-    return logits_and_losses(cfg, linear(x, p["wte"], None, head, 4 * cfg.layers), targets)
+    return logits_and_losses(cfg, linear(x, p["wte"], None, head_fp8, 4 * cfg.layers), targets)
 
 
 def logits_and_losses(cfg, logits, targets):
@@ -1124,8 +1133,6 @@ def parse_args(argv):
             cfg.mlp_hidden = (int(2 * 4 * cfg.embd / 3) + M - 1) // M * M
         if cfg.kv_heads < 1 or cfg.heads % cfg.kv_heads:
             ap.error(f"--kv-heads {cfg.kv_heads} must divide --heads {cfg.heads}")
-        if cfg.fp8 != "off":
-            ap.error("--arch llama runs without --fp8")
     for flag in ("vocab", "seq", "context", "layers", "heads", "embd", "batch", "grad_accum",
                  "steps"):
         if getattr(cfg, flag) < 1:

@@ -151,6 +151,14 @@ GPT_CONFIGS = [
     "--seed 34 --vocab 150 --seq 33 --layers 1 --heads 2 --kv-heads 1 --embd 256 --batch 2 "
     "--grad-accum 1 --steps 2 --lr 1e-3 --weight-decay 0.1 --grad-clip 1.0 --arch llama "
     "--norm-eps 1e-6 --mlp-multiple-of 64",
+    # Llama's block in FP8: [q | k | v] of 2 kv heads of 4 and [gate | up] as one matrix each,
+    # delayed scaling with the untied lm head; row-wise with Muon and multi-query attention
+    "--seed 35 --vocab 180 --seq 16 --layers 2 --heads 4 --kv-heads 2 --embd 128 --batch 2 "
+    "--grad-accum 2 --steps 3 --lr 2e-3 --warmup 1 --weight-decay 0.1 --grad-clip 1.0 "
+    "--arch llama --tie-embeddings 0 --mlp-hidden 128 --fp8 delayed --fp8-lm-head 1",
+    "--seed 36 --vocab 150 --seq 16 --layers 1 --heads 2 --kv-heads 1 --embd 64 --batch 2 "
+    "--grad-accum 2 --steps 3 --lr 2e-3 --weight-decay 0.1 --grad-clip 1.0 --arch llama "
+    "--optimizer muon --mlp-hidden 192 --fp8 rowwise",
 ]
 
 

@@ -40,6 +40,12 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
    amax per weight with --fp8 tensor, against 2 bytes per element; printed, the difference
    being slice padding); --fp8 tensor adds one all-reduce of the 4 weights' amaxes per block
    gather, delayed none.
+6. The Llama block (--arch llama, 2 of 4 kv heads, SwiGLU of 256 hidden units, an untied head):
+   its FP8 layers read [q | k | v] (256 rows, not 3C) and [gate | up] (2 x 256) as one matrix
+   each. Every recipe trains within FP8_LOSS of the Llama bf16 run with the plan equal to the
+   allocation; --fp8 rowwise on tp 2 (one kv head a rank) and --fp8 tensor on dp 2 with ZeRO-3
+   reproduce one process within BF16_LOSS; --fp8 delayed with --fp8-lm-head (the untied head's
+   history too) resumed at step 2 on 2 ranks ends with the uninterrupted run's parameter hash.
 
 Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -57,6 +63,7 @@ MODEL = ["--vocab", "256", "--layers", "2", "--heads", "4", "--embd", "128", "--
          "--warmup", "1", "--seed", "5", "--val-every", "0", "--sample-len", "0"]
 WIDE = MODEL[:4] + ["--heads", "8", "--embd", "256"] + MODEL[8:]
 RECIPES = ["tensor", "delayed", "rowwise", "block", "mx"]
+LLAMA = MODEL + ["--arch", "llama", "--kv-heads", "2", "--mlp-hidden", "256", "--tie-embeddings", "0"]
 C, V, T, L = 128, 256, 16, 2  # MODEL's shapes
 BF16_LOSS = 4e-3  # scripts/test_tp.py's bound for a grid against one process in bf16
 FP8_LOSS = 2e-2
@@ -123,6 +130,39 @@ def refused(cmd, text, label):
     out = proc.stdout + proc.stderr
     said = next((line for line in out.splitlines() if text in line), out.strip()[-200:])
     check(proc.returncode != 0 and text in out, label, said)
+
+
+def check_llama(bf16, work, base):
+    """Part 6: the Llama block's FP8 layers, alone and on the grids, and resuming."""
+    simulate("tensor")
+    plain = train(bf16, 0, work, "llama_bf16", LLAMA, base + ["--batch", str(G)], checkpoints=False)
+    single = {}
+    for recipe in RECIPES:
+        simulate(recipe)
+        single[recipe] = train(bf16, 0, work, f"llama_{recipe}", LLAMA, base + ["--batch", str(G), "--fp8", recipe],
+                               checkpoints=False)
+        worst = worst_loss_diff(single[recipe], plain)
+        planned, allocated = planned_and_allocated(single[recipe][1])
+        check(worst <= FP8_LOSS and f"fp8: recipe {recipe}," in single[recipe][0] and planned == allocated,
+              f"--arch llama --fp8 {recipe}: losses within {worst:.1e} <= {FP8_LOSS:.0e} of bf16, planned {planned} "
+              f"bytes = allocated {allocated}")
+    simulate("tensor")
+    accum2 = train(bf16, 0, work, "llama_tensor_a2", LLAMA,
+                   base + ["--fp8", "tensor", "--batch", str(G // 2), "--grad-accum", "2"], checkpoints=False)
+    for recipe, grid, ref, label in (("rowwise", ["--tp", "2", "--batch", str(G)], single["rowwise"], "tp 2"),
+                                     ("tensor", ["--zero", "3", "--batch", str(G // 2)], accum2, "dp 2, ZeRO-3")):
+        simulate(recipe)
+        got = train(bf16, 2, work, f"llama_{recipe}_grid", LLAMA, base + ["--fp8", recipe] + grid, checkpoints=False)
+        worst = worst_loss_diff(got, ref)
+        planned, allocated = planned_and_allocated(got[1])
+        check(worst <= BF16_LOSS and param_hash(got[0], 2) is not None and planned == allocated,
+              f"--arch llama --fp8 {recipe}, {label}: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process; "
+              f"every rank the same model; planned {planned} bytes = allocated {allocated}")
+    simulate("delayed")
+    delayed = ["--fp8", "delayed", "--fp8-lm-head", "--zero", "1", "--batch", str(G // 2), "--checkpoint-every", "2"]
+    source = train(bf16, 2, work, "llama_delayed_dp2", LLAMA, base + delayed)
+    got = resume(bf16, source, 2, work, "llama_delayed_dp2_resumed", LLAMA, base + delayed)
+    check_resumed(bf16, got, source, "--arch llama --fp8 delayed --fp8-lm-head ZeRO-1", 2, 1, STEPS)
 
 
 def main():
@@ -250,6 +290,9 @@ def main():
                   f"against {bf16_sent} in bf16, {fp8_sent / bf16_sent:.4f}x; the seeds' formula (1 byte per FP8 "
                   f"weight element + 2 per other + tensor's 4-byte amax per weight, over 2 per element) "
                   f"{formula:.4f}")
+
+        # 6
+        check_llama(bf16, work, base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finish("FP8 training")

@@ -23,7 +23,8 @@ sequences). Checks:
    equals the run's logged final validation loss within 1e-5.
 4. Resuming (bf16 build, Muon, an untied head, mpirun -np 2 --tp 2): a run resumed from its
    step-2 checkpoint ends with the uninterrupted run's parameter hash, bit for bit.
-5. Refusals by name: --arch llama with --fp8, with --pp 2, --kv-heads that does not divide
+5. Refusals by name: --arch llama with --fp8-allgather (its FP8 runs are scripts/test_fp8.py's,
+   its pipelines scripts/test_pp.py's), --kv-heads that does not divide
    --heads, --tp 2 with 1 kv head.
 
 Usage: python3 scripts/test_llama.py [--bin-dir build/cpu]; exits 0 when every check passes.
@@ -154,8 +155,8 @@ def main():
         # 5. refusals
         base = [fp32, "--arch", "llama", "--vocab", "256", "--layers", "1", "--heads", "2", "--embd", "64",
                 "--seq", "16", "--steps", "1"]
-        for extra, want, ranks in ((["--fp8", "tensor"], "not built with --fp8", 0),
-                                   (["--pp", "2"], "not built with --pp", 2),
+        for extra, want, ranks in ((["--zero", "3", "--fp8", "tensor", "--fp8-allgather"],
+                                    "not built with --fp8-allgather", 2),
                                    (["--kv-heads", "3"], "--kv-heads 3 must divide --heads 2", 0),
                                    (["--kv-heads", "1", "--tp", "2"], "divisible by it", 2)):
             cmd = base + extra

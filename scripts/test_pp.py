@@ -14,6 +14,9 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
      AdamW: pp 2 and pp 4 (1f1b); pp 2 x 2 chunks interleaved; pp 2 gpipe; dp 2 x pp 2 at
             ZeRO-0 and ZeRO-1; pp 2 x 2 chunks interleaved with --recompute full
      Muon with QK-norm and z-loss: pp 2 (every matrix whole on its stage)
+     Llama's block (--arch llama: RMSNorm, RoPE, SwiGLU, 1 kv head of 2; no wpe): pp 2 with an
+            untied lm head (on the last stage alone: no gradient sum between the stages), pp 2 x
+            2 chunks interleaved with the head tied to wte, dp 2 x pp 2 ZeRO-3 untied
    With tensor parallelism (a stage's blocks cut over its tensor-parallel group, the embedding and
    the lm head vocabulary-parallel; the tied wte's gradient parts summed between the first and the
    last stage by each tensor-parallel rank with its counterpart; the partial gradients of QK-norm's
@@ -96,6 +99,10 @@ L, C, T, V, NH = 4, 64, 16, 256, 2
 MODEL = ["--vocab", str(V), "--layers", str(L), "--heads", str(NH), "--embd", str(C), "--seq", str(T), "--lr",
          "3e-3", "--warmup", "1", "--seed", "5", "--val-every", "2", "--val-steps", "1", "--sample-len", "0"]
 MUON = ["--optimizer", "muon", "--qk-norm", "--z-loss", "1e-4"]
+LLAMA_TIED = ["--arch", "llama", "--kv-heads", "1", "--mlp-hidden", "128"]
+LLAMA = LLAMA_TIED + ["--tie-embeddings", "0"]
+# the single-process reference runs' names, by the flags that pick the model and the optimizer
+REF_NAMES = {(): "adamw", tuple(MUON): "muon", tuple(LLAMA_TIED): "llama_tied", tuple(LLAMA): "llama"}
 # bf16: the tied wte's gradient is summed in another order (and rounded to bf16 there); a correct
 # run stays within a few bf16 roundings (2^-9) of one process, as test_tp's BF16_LOSS argues
 BF16_LOSS = 4e-3
@@ -160,12 +167,15 @@ def main():
                 ("dp 2 x pp 4 ZeRO-3", [], 4, 2, 4, "1f1b", 1, 3, 1, []),
                 ("dp 2 x pp 2 x 2 chunks interleaved x tp 2 --sequence-parallel ZeRO-3", [], 2, 2, 2, "interleaved",
                  2, 3, 2, ["--sequence-parallel"]),
-                ("Muon + QK-norm + z-loss, dp 2 x pp 2 x tp 2 ZeRO-2", MUON, 2, 2, 2, "1f1b", 1, 2, 2, [])]
+                ("Muon + QK-norm + z-loss, dp 2 x pp 2 x tp 2 ZeRO-2", MUON, 2, 2, 2, "1f1b", 1, 2, 2, []),
+                ("Llama untied, pp 2", LLAMA, 2, 1, 4, "1f1b", 1, 0, 1, []),
+                ("Llama tied, pp 2 x 2 chunks interleaved", LLAMA_TIED, 2, 1, 4, "interleaved", 2, 0, 1, []),
+                ("Llama untied, dp 2 x pp 2 ZeRO-3", LLAMA, 2, 2, 2, "1f1b", 1, 3, 1, [])]
         refs, results = {}, {}
         for label, opt, pp, dp, accum, schedule, chunks, zero, tp, extra in runs:
             key = (tuple(opt), accum)
             if key not in refs:
-                refs[key] = train(fp32, 0, work, f"single_{'muon' if opt else 'adamw'}_a{accum}", MODEL,
+                refs[key] = train(fp32, 0, work, f"single_{REF_NAMES[tuple(opt)]}_a{accum}", MODEL,
                                   base + opt + SAMPLE + ["--grad-accum", str(accum), "--batch", str(G // accum)])
             name = re.sub(r"[^a-z0-9]+", "_", label.lower())
             results[label] = train(fp32, pp * dp * tp, work, name, MODEL,
