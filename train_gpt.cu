@@ -942,6 +942,22 @@ __device__ inline void layernorm_store(floatX* out, const floatX* x, float mean,
     }
 }
 
+// The residual add fused before a norm (LayerNorm and RMSNorm): row `row` of a + b, rounded to
+// floatX, stored to residual_out by one warp; returns that row, the norm's input.
+__device__ inline const floatX* residual_add_row(floatX* residual_out, const floatX* a,
+                                                 const floatX* b, int row, int C, int lane,
+                                                 int packs) {
+    const floatX* x = a + (size_t)row * C;
+    floatX* r = residual_out + (size_t)row * C;
+    for (int p = lane; p < packs; p += 32) {
+        x128 va = load128(x + p * x128::size), vb = load128(b + (size_t)row * C + p * x128::size),
+             s;
+        for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
+        store128(r + p * x128::size, s);
+    }
+    return r;
+}
+
 __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
                                          float* rstd_out, const floatX* a, const floatX* b,
                                          const floatX* weight, const floatX* bias, int N, int C,
@@ -958,16 +974,7 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
         layernorm_store(out + (size_t)row * C, x, mean, rstd, weight, bias, lane, packs);
         return;
     }
-    if (b) {  // fused residual add
-        floatX* r = residual_out + (size_t)row * C;
-        for (int p = lane; p < packs; p += 32) {
-            x128 va = load128(x + p * x128::size),
-                 vb = load128(b + (size_t)row * C + p * x128::size), s;
-            for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
-            store128(r + p * x128::size, s);
-        }
-        x = r;
-    }
+    if (b) x = residual_add_row(residual_out, a, b, row, C, lane, packs);
     float sum = 0.0f;
     for (int p = lane; p < packs; p += 32) {
         x128 v = load128(x + p * x128::size);
@@ -1161,16 +1168,7 @@ __global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float*
     if (saved_stats) {
         rstd = rstd_out[row];
     } else {
-        if (b) {  // fused residual add
-            floatX* r = residual_out + (size_t)row * C;
-            for (int p = lane; p < packs; p += 32) {
-                x128 va = load128(x + p * x128::size),
-                     vb = load128(b + (size_t)row * C + p * x128::size), s;
-                for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
-                store128(r + p * x128::size, s);
-            }
-            x = r;
-        }
+        if (b) x = residual_add_row(residual_out, a, b, row, C, lane, packs);
         float sq = 0.0f;
         for (int p = lane; p < packs; p += 32) {
             x128 v = load128(x + p * x128::size);
