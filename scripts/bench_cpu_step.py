@@ -74,7 +74,7 @@ def torch_ms(m, steps, threads, cpu_time):
     clock = time.process_time if cpu_time else time.perf_counter
     torch.set_num_threads(threads)
     cfg = types.SimpleNamespace(vocab=m["vocab"], context=m["seq"], layers=m["layers"], heads=m["heads"],
-                                embd=m["embd"], qk_norm=False, z_loss=0.0, seed=1)
+                                embd=m["embd"], qk_norm=False, z_loss=0.0, seed=1, arch="gpt2")
     params = {k: v.requires_grad_() for k, v in reference.init_params(cfg).items()}
     opt = torch.optim.AdamW(params.values(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     g = torch.Generator().manual_seed(2)
