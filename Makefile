@@ -96,11 +96,14 @@ fuzz: check-fuzz-deps
 
 # The suite runs natively when nvidia-smi lists a GPU, otherwise through the CPU runtime.
 HAVE_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
+CORES    := $(shell nproc 2>/dev/null || echo 2)
 ifeq ($(HAVE_GPU),1)
 test: all
 	python3 scripts/run_tests.py --native --gpt
 else
-test: cpu build/cpu/train_gpt_drop_waits check-python-deps
+# the five CPU trainers build one per core (about 30 s each on one core)
+test: check-cpu-deps check-python-deps
+	$(MAKE) -j$(CORES) $(CPU_BINARIES) build/cpu/train_gpt_drop_waits
 	python3 scripts/run_tests.py --gpt
 endif
 
