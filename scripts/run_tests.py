@@ -38,6 +38,8 @@ Four kinds of tests:
 
 Tests run `-j` at a time (default: the cores), the trainer checks first as the longest, each
 test's lines printed as it ends; a test file marked `//! exclusive` runs its cases last, alone.
+The two trainer tests that mostly wait (WAITING_TESTS: deadlines, stopped ranks) run beside the
+others from the start, without taking a worker.
 
 Usage: python3 scripts/run_tests.py [--gpt] [--native] [-j N] [PATHS or GLOBS ...]
 (PATHS: .cu test files and fuzz/*.cc targets, e.g. fuzz/shard.cc)
@@ -69,6 +71,9 @@ PYTHON_TESTS = ["dev/data/test_tokenizer.py", "dev/data/test_prepare.py", "scrip
 TRAINER_TESTS = ["scripts/test_e2e.py", "scripts/test_dp.py", "scripts/test_zero.py", "scripts/test_zero3.py", "scripts/test_tp.py", "scripts/test_pp.py", "scripts/test_cp.py", "scripts/test_fp8.py", "scripts/test_stability.py",
                  "scripts/test_monitors.py", "scripts/test_hf.py", "scripts/test_llama.py", "scripts/test_recompute.py", "scripts/test_memplan.py", "scripts/test_bad_inputs.py",
                  "scripts/test_deadlines.py", "scripts/readme_flags.py --check"]
+# Trainer tests that mostly wait (for --comm-timeout deadlines, stopped ranks, mpirun's start-up):
+# they run beside the others, without taking one of the -j workers.
+WAITING_TESTS = ["scripts/test_deadlines.py", "scripts/test_bad_inputs.py"]
 # Seconds each fuzz target runs in the suite (make fuzz runs them for FUZZ_SECONDS, default 60).
 FUZZ_SECONDS = 5
 RUN_TIMEOUT_S = 600
@@ -264,19 +269,25 @@ class Tally:
 # One unit of the suite's work: run() records its results in the tally. The jobs run `-j` at a
 # time (the cores: most tests keep one busy, and many wait on processes, files or deadlines);
 # an exclusive job (a speed ratio) runs with nothing else running.
-Job = collections.namedtuple("Job", "run exclusive")
+# exclusive: runs alone (a speed ratio); waits: spends its time waiting (for deadlines, timeouts,
+# stopped processes) rather than computing, so it runs beside the others without taking a worker
+Job = collections.namedtuple("Job", "run exclusive waits", defaults=(False,))
 
 
 def run_jobs(jobs, workers):
     """Runs the jobs in their order, up to `workers` at once; an exclusive job starts after every
-    job before it has finished, and the next starts after it."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+    job before it has finished, and the next starts after it. Waiting jobs all start at once, each
+    on a thread of its own, and are waited for before the exclusive jobs."""
+    waiting = [job for job in jobs if job.waits]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(waiting))) as beside, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        waited = [beside.submit(job.run) for job in waiting]
         running = []
-        for job in jobs:
+        for job in (job for job in jobs if not job.waits):
             if job.exclusive:
-                for future in running:
+                for future in running + waited:
                     future.result()
-                running = []
+                running = waited = []
                 job.run()
                 continue
             if len(running) >= workers:
@@ -285,7 +296,7 @@ def run_jobs(jobs, workers):
                     future.result()
                 running = [f for f in running if f not in done]
             running.append(pool.submit(job.run))
-        for future in running:
+        for future in running + waited:
             future.result()
 
 
@@ -354,7 +365,7 @@ def script_jobs(scripts, tally, args=""):
         rc, output, seconds = run_case(f"{sys.executable} {script} {args}".rstrip(), "")
         tally.record(script, verdict(rc, output, "pass", None), output, seconds)
 
-    return [Job(lambda s=script: script_job(s), False) for script in scripts]
+    return [Job(lambda s=script: script_job(s), False, script in WAITING_TESTS) for script in scripts]
 
 
 def trainer_bin_dir(native):
