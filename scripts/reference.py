@@ -1103,6 +1103,10 @@ def parse_args(argv):
         description="Train a small GPT in PyTorch from a seed and write the dump that test_gpt "
                     "checks against (format in this script's docstring).")
     ap.add_argument("--out", metavar="FILE", required=True, help="dump file to write")
+    ap.add_argument("--check", action="store_true",
+                    help="then confirm the dump with scripts/check_reference.py's independent "
+                         "float64 model, in this process (one start of PyTorch, not two); exits "
+                         "with the check's status")
     for flag, metavar, kind, default, text in FLAGS:
         if kind is bool:
             ap.add_argument(flag, action="store_true", help=text)
@@ -1220,7 +1224,10 @@ def main(argv):
           + (f", exact-run FP8 logits rel diff {exact_logits[0]:.2e}" if exact_logits else "")
           + (f", Muon updates rel diff: bf16 up to {max(bf16_updates):.2e}, fp32 up to "
              f"{max(fp32_updates):.2e}" if bf16_updates else "")
-          + f", {time.time() - t0:.1f} s")
+          + f", {time.time() - t0:.1f} s", flush=True)
+    if cfg.check:
+        import check_reference  # (scripts/, this script's folder, is on the path)
+        sys.exit(check_reference.main([cfg.out]))
 
 
 if __name__ == "__main__":
