@@ -26,7 +26,12 @@ same way.
     gradients by more than any noise model of that step covers, and the difference compounds.
     Part (b) checks every step without that cascade.
 (b) Teacher-forced steps k = 0..K-1, each from the dump's own state: the parameters theta_{k-1}
-    (init for k = 0; the fp32 master weights too in the bf16 build), the optimizers' state of
+    (init for k = 0; the fp32 master weights too in the bf16 build, whose bf16 copy is rounded as
+    the trainer's update k would store it: stochastically, with that update's seed. Rounded to
+    nearest instead, a gain of 1 moved by about lr = 2e-3 lands below its master weight both
+    ways, bf16's grid being twice as fine below 1 as above, and every gradient of a Llama block
+    with QK-norm then shrank by 0.2-1%: a gradient norm 5.0e-3 below the dump's where PyTorch's
+    own bf16 run moves it by 9e-4), the optimizers' state of
     step k-1 (AdamW's m, v of the AdamW tensors, Muon's momentum of the Muon tensors, Lion's m
     of the Lion tensors; zeros
     for k = 0) and the step count k. Then
@@ -536,10 +541,11 @@ inline void download_state(const GPT* m, HostState* st) {
     }
 }
 
-// Sets the state a step starts from: parameters theta (fp32, layout.total floats; rounded to
-// nearest for the floatX copy), the optimizer state and the optimizer step count.
+// Sets the state a step starts from: parameters theta (fp32, layout.total floats; the floatX
+// copy as the trainer's update opt_step stores it: gpt_set_params), the optimizer state and the
+// optimizer step count.
 inline void set_optimizer_state(GPT* m, const float* theta, const HostState* st, int opt_step) {
-    gpt_set_params(m, theta);
+    gpt_set_params(m, theta, opt_step);
     for (int b = 0; b < NUM_STATE_BUFFERS; b++)
         if (!st->buf[b].empty()) gpt_state_upload(m, b, st->buf[b].data());
     m->opt_step = opt_step;

@@ -3488,13 +3488,35 @@ inline void gpt_free(GPT* m) {
     free(m->logical.tensors);
 }
 
+// The stochastic rounding seed of update opt_step (1, 2, ...) of a model built with seed.
+inline uint32_t update_seed(uint64_t seed, int opt_step) {
+    return hash_u32((uint32_t)seed ^
+                    hash_u32((uint32_t)(seed >> 32) ^ hash_u32((uint32_t)opt_step)));
+}
+
 // Sets every parameter from fp32 host values in layout order (values: layout.total floats,
 // zero in the alignment gaps). The master weights get the exact values; the floatX copy is
-// rounded to nearest. The optimizer state starts at zero.
-inline void gpt_set_params(GPT* m, const float* values) {
+// rounded as they would be stored after `updates` updates: none (initialization, pretrained
+// weights) rounds to nearest, update k stochastically with its seed (test_gpt: the teacher-forced
+// step from the dump's parameters). The optimizer state starts at zero.
+inline void gpt_set_params(GPT* m, const float* values, int updates = 0) {
     const size_t P = m->layout.total;
     floatX* rounded = (floatX*)MALLOC_CHECK(P * sizeof(floatX));
-    for (size_t i = 0; i < P; i++) rounded[i] = (floatX)values[i];
+#if defined(ENABLE_FP32)
+    (void)updates;
+    for (size_t i = 0; i < P; i++) rounded[i] = values[i];
+#else
+    const uint32_t seed = update_seed(m->seed, updates);
+    for (size_t i = 0; i < P; i++) {
+        if (updates == 0) {
+            rounded[i] = (floatX)values[i];
+            continue;
+        }
+        __nv_bfloat16_raw raw;
+        raw.x = stochastic_round_bits(values[i], seed, i);
+        rounded[i] = __nv_bfloat16(raw);
+    }
+#endif
     gpt_params_upload(m, rounded);
     gpt_state_upload(m, STATE_MASTER, values);
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
@@ -4502,8 +4524,7 @@ inline void gpt_update(GPT* m, const double lr[NUM_OPTIMIZERS], double grad_scal
     const CommGroup* fp8_groups[] = {m->dp.group, m->tensor_parallel.group, m->pipe.group};
     fp8_end_step(&m->fp8, fp8_groups, 3, m->stream);
     m->fp8.params_version++;
-    const uint32_t seed = hash_u32(
-        (uint32_t)m->seed ^ hash_u32((uint32_t)(m->seed >> 32) ^ hash_u32((uint32_t)m->opt_step)));
+    const uint32_t seed = update_seed(m->seed, m->opt_step);
     if (m->mon.config.update_ratio) {  // the weights of record before the update
         size_t elems;
         const float* now = weights_of_record(m, &elems);

@@ -163,17 +163,25 @@ __host__ __device__ inline uint32_t hash_u32(uint32_t x) {
     return x;
 }
 
+// The bf16 bits of v rounded stochastically with element `index`'s noise of `seed` (host and
+// device: test_gpt sets parameters as an update would have stored them).
+__host__ __device__ inline unsigned short stochastic_round_bits(float v, uint32_t seed,
+                                                                size_t index) {
+    uint32_t r = hash_u32(seed ^ hash_u32((uint32_t)index ^ hash_u32((uint32_t)(index >> 32))));
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    if ((bits & 0x7f800000u) != 0x7f800000u) bits += r & 0xffffu;  // inf and nan pass unchanged
+    return (unsigned short)(bits >> 16);
+}
+
 __device__ inline void stochastic_round_store(floatX* dst, float v, uint32_t seed, size_t index) {
 #if defined(ENABLE_FP32)
     (void)seed;
     (void)index;
     *dst = v;
 #else
-    uint32_t r = hash_u32(seed ^ hash_u32((uint32_t)index ^ hash_u32((uint32_t)(index >> 32))));
-    uint32_t bits = __float_as_uint(v);
-    if ((bits & 0x7f800000u) != 0x7f800000u) bits += r & 0xffffu;  // inf and nan pass unchanged
     __nv_bfloat16_raw raw;
-    raw.x = (unsigned short)(bits >> 16);
+    raw.x = stochastic_round_bits(v, seed, index);
     *dst = __nv_bfloat16(raw);
 #endif
 }
