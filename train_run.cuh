@@ -748,12 +748,15 @@ inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len) {
         snprintf(msg, len,
                  "--arch llama is not built with --fp8-allgather (ZeRO-3 gathers q, k and v, gate "
                  "and up as tensors of their own; each FP8 weight cache holds them as one matrix)");
-    else if (tc->tp > 1 && (l->kv_heads % tc->tp != 0 || l->mlp_hidden % tc->tp != 0))
+    else if (tc->tp > 1 && l->kv_heads % tc->tp != 0 && tc->tp % l->kv_heads != 0)
         snprintf(msg, len,
-                 "--arch llama under --tp %d needs --kv-heads (%d) and --mlp-hidden (%d) "
-                 "divisible by it (kv heads are split across the tensor-parallel ranks, never "
-                 "replicated)",
-                 tc->tp, l->kv_heads, l->mlp_hidden);
+                 "--arch llama under --tp %d needs --kv-heads (%d) to be a multiple of it (the "
+                 "kv heads split across the tensor-parallel ranks) or a divisor of it (each kv "
+                 "head replicated on --tp / --kv-heads ranks)",
+                 tc->tp, l->kv_heads);
+    else if (tc->tp > 1 && l->mlp_hidden % tc->tp != 0)
+        snprintf(msg, len, "--arch llama under --tp %d needs --mlp-hidden (%d) divisible by it",
+                 tc->tp, l->mlp_hidden);
     else return nullptr;
     return msg;
 }
@@ -896,8 +899,9 @@ inline TpAccount tp_account(const GPT* m) {
     TpAccount t = {};
     const int stage = m->dp.stage;
     auto part_of = [m](int tensor) {
-        return m->layout.tensors[tensor].tp_shape.split == TP_REPLICATED ? TP_PART_REPLICATED
-                                                                         : TP_PART_CUT;
+        const TpShape* shape = &m->layout.tensors[tensor].tp_shape;  // (or a kv head's copies)
+        return shape->split == TP_REPLICATED || shape->replicas > 1 ? TP_PART_REPLICATED
+                                                                    : TP_PART_CUT;
     };
     for (int i = 0; i < m->layout.count; i++) {
         const size_t n = m->layout.tensors[i].numel;

@@ -36,7 +36,8 @@ import shutil
 import subprocess
 import tempfile
 
-from testlib import ROOT, check, compare, finish, hf_modules, logged_values, param_hash, resume, train
+from testlib import (ROOT, RTOL, check, compare, finish, hf_modules, logged_values, param_hash, resume,
+                     resume_errors, train)
 from test_hf import B, T, hf_loss, logged_val_losses, make_data, same_tensors, trainer
 
 FP32_REL = 1e-5
@@ -132,6 +133,41 @@ def main():
         zero2_muon = train(fp32, 2, work, "ft_muon_zero2", ft, ["--optimizer", "muon", "--batch", str(B // 2),
                                                                  "--zero", "2"])
         compare("Llama training with Muon under mpirun -np 2 --zero 2 vs one process", zero2_muon, single_muon, 4)
+        # replicated kv heads (more tensor-parallel ranks than kv heads): the 2 kv heads of the
+        # first folder on 4 ranks, 2 each (with Muon: k and v gathered from 2 of the 4 ranks)
+        for label, ref, extra in (("--tp 4 (2 kv heads, each on 2 ranks)", single, ["--batch", str(B)]),
+                                  ("--tp 4 --sequence-parallel (2 kv heads, each on 2 ranks)", single,
+                                   ["--batch", str(B), "--sequence-parallel"]),
+                                  ("--tp 4 with Muon (2 kv heads, each on 2 ranks)", single_muon, muon)):
+            result = train(fp32, 4, work, "ft_tp4_" + str(len(extra)), ft, extra + ["--tp", "4"])
+            compare(f"Llama training under mpirun -np 4 {label} vs one process", result, ref, 4)
+        # the second folder's 1 kv head on both ranks of tp 2, with ZeRO-2 over dp 2, with Muon
+        ft1 = ft[:ft.index("--init-from")] + ["--init-from", folders[1], "--data", datas[300]] + \
+            ft[ft.index("--data") + 2:]
+        single1 = train(fp32, 0, work, "ft1_single", ft1, ["--batch", str(B), "--checkpoint-every", "2"])
+        single1_muon = train(fp32, 0, work, "ft1_muon", ft1, muon)
+        for label, ranks, ref, extra in (
+                ("mpirun -np 2 --tp 2 (1 kv head on both ranks)", 2, single1, ["--batch", str(B), "--tp", "2"]),
+                ("mpirun -np 2 --tp 2 --sequence-parallel (1 kv head on both ranks)", 2, single1,
+                 ["--batch", str(B), "--tp", "2", "--sequence-parallel"]),
+                ("mpirun -np 4 --tp 2 --zero 2 (1 kv head on both ranks of each tp group)", 4, single1,
+                 ["--batch", str(B // 2), "--tp", "2", "--zero", "2"]),
+                ("mpirun -np 2 --tp 2 with Muon (1 kv head on both ranks)", 2, single1_muon, muon + ["--tp", "2"])):
+            result = train(fp32, ranks, work, "ft1_" + str(len(extra)) + str(ranks), ft1, extra)
+            compare(f"Llama training under {label} vs one process", result, ref, 4)
+        # checkpoints across tensor-parallel sizes with replicated kv heads: written on tp 4 (2 kv
+        # heads) resumed on 1 and 2 ranks; written on one process (1 kv head) resumed on tp 2
+        tp4 = train(fp32, 4, work, "ft_tp4_ck", ft, ["--batch", str(B), "--tp", "4", "--checkpoint-every", "2"])
+        for source, ref, ranks, model, label in (
+                (tp4, single, 0, ft, "tp 4 (2 kv heads, each on 2 ranks) resumed on one process"),
+                (tp4, single, 2, ft, "tp 4 (2 kv heads, each on 2 ranks) resumed on tp 2 (one each)"),
+                (single1, single1, 2, ft1, "one process (1 kv head) resumed on tp 2 (on both ranks)")):
+            extra = ["--batch", str(B)] + (["--tp", str(ranks)] if ranks else [])
+            resumed = resume(fp32, source, ranks, work, f"resume_{len(label)}_{ranks}", model, extra)
+            worst, err = resume_errors(resumed, ref, 4)
+            check("resuming from" in resumed[0] and worst <= RTOL and err <= RTOL,
+                  f"Llama checkpoint of {label}: losses within {worst:.1e} of one process's, final parameters "
+                  f"{err:.1e} (<= {RTOL:.0e})")
         for label, result in runs[:2] + runs[3:4]:
             out = os.path.join(work, "export_" + os.path.basename(result[2]))
             rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
@@ -158,7 +194,8 @@ def main():
         for extra, want, ranks in ((["--zero", "3", "--fp8", "tensor", "--fp8-allgather"],
                                     "not built with --fp8-allgather", 2),
                                    (["--kv-heads", "3"], "--kv-heads 3 must divide --heads 2", 0),
-                                   (["--kv-heads", "1", "--tp", "2"], "divisible by it", 2)):
+                                   (["--heads", "6", "--embd", "192", "--kv-heads", "3", "--tp", "2"],
+                                    "--arch llama under --tp 2 needs --kv-heads (3) to be a multiple of it", 2)):
             cmd = base + extra
             if ranks:
                 cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + cmd
