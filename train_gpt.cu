@@ -2957,9 +2957,15 @@ inline floatX* param_grad(const GPT* m, int index) {
 }
 // The FP8 layer of block l's linear layer `which` (QKV_W, ATTPROJ_W, FC_W or FCPROJ_W), numbered
 // as gpt_build adds them (4 per block, then the lm head), or FP8_NONE without --fp8.
-// The linear layers' weights in a block, in the order of their FP8 layers.
+// The linear layers' weights in a block, in the order of their FP8 layers; Llama's first and
+// third are [q | k | v] and [gate | up], each from the first of its adjacent tensors.
 static const int FP8_BLOCK_WEIGHTS[4] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
+static const int LLAMA_FP8_BLOCK_WEIGHTS[4] = {Q_W, ATTPROJ_W, GATE_W, FCPROJ_W};
+// The place among a block's FP8 layers of the layer whose weight holds tensor `which` (Llama's
+// q, k, v: the first; gate, up: the third), or -1.
 inline int fp8_weight_place(int which) {
+    if (which == Q_W || which == K_W || which == V_W) return 0;
+    if (which == GATE_W || which == UP_W) return 2;
     for (int j = 0; j < 4; j++)
         if (FP8_BLOCK_WEIGHTS[j] == which) return j;
     return -1;
@@ -3166,15 +3172,20 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
 // reads it in bf16 (its FP8 copy is quantized from the gathered wte, as without the flag).
 inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
     const ParamIndex* at = &m->layout.index;
+    const bool llama = m->config.llama.arch == ARCH_LLAMA;
+    const int* firsts = llama ? LLAMA_FP8_BLOCK_WEIGHTS : FP8_BLOCK_WEIGHTS;
     std::vector<ZeroFp8Target> targets(m->layout.count, ZeroFp8Target{});
     for (int l = 0; l < m->config.layers; l++)
-        for (int which : FP8_BLOCK_WEIGHTS) {
-            Fp8Layer* layer = &m->fp8.layers[fp8_use(m, l, which).layer];
+        for (int slot = 0; slot < at->per_block; slot++) {  // (Llama: q, k, v one weight)
+            const int which = at->which[slot], place = fp8_weight_place(which);
+            if (place < 0) continue;
+            const int number = fp8_use(m, l, FP8_BLOCK_WEIGHTS[place]).layer;
+            Fp8Layer* layer = &m->fp8.layers[number];
             const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
-            const int tensor = block_tensor(at, l, which);
             Fp8TensorScale* scale = fp8_tensor_scale(&m->fp8, layer, FP8_W);
-            const size_t offset = m->layout.tensors[tensor].offset;
-            targets[tensor] = {cache->q, cache->qt, layer->out, layer->in, scale, offset};
+            const size_t offset = m->layout.tensors[block_tensor(at, l, firsts[place])].offset;
+            targets[block_tensor(at, l, which)] = {cache->q,  cache->qt, layer->out, layer->in,
+                                                   scale,     offset,    number};
             layer->gathered = true;
         }
     dp_fp8_gather_init(&m->dp, targets.data(), m->params, m->config.fp8.recipe == FP8_TENSOR,

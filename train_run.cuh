@@ -744,11 +744,7 @@ inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) 
 inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len) {
     const LlamaConfig* l = &tc->model.llama;
     if (l->arch != ARCH_LLAMA) return nullptr;
-    if (tc->fp8_allgather)
-        snprintf(msg, len,
-                 "--arch llama is not built with --fp8-allgather (ZeRO-3 gathers q, k and v, gate "
-                 "and up as tensors of their own; each FP8 weight cache holds them as one matrix)");
-    else if (tc->tp > 1 && l->kv_heads % tc->tp != 0 && tc->tp % l->kv_heads != 0)
+    if (tc->tp > 1 && l->kv_heads % tc->tp != 0 && tc->tp % l->kv_heads != 0)
         snprintf(msg, len,
                  "--arch llama under --tp %d needs --kv-heads (%d) to be a multiple of it (the "
                  "kv heads split across the tensor-parallel ranks) or a divisor of it (each kv "
