@@ -58,7 +58,7 @@ import time
 
 import numpy as np
 
-from testlib import ROOT, check, compare, finish, hf_modules, logged_values, make_text, train, write_shard
+from testlib import MPIRUN, ROOT, check, compare, finish, hf_modules, logged_values, make_text, train, write_shard
 
 T, B, VAL_BATCHES = 16, 4, 2
 SHAPES = [dict(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=64),
@@ -123,6 +123,60 @@ def hf_loss(torch, model, val):
         lp = torch.log_softmax(logits, dim=-1)
         y = torch.tensor(val[:, 1:])
         return float(-lp.gather(-1, y.unsqueeze(-1)).mean())
+
+
+DUMP_MAGIC, DUMP_VERSION = 20261202, 1  # --dump-logits' header (train_run.cuh's dump_logits)
+
+
+def dump_logits(binary, args, path, ranks=0):
+    """Our logits of the first validation batch: the trainer with `args` (the model: --init-from a
+    folder, or a run's flags with --resume) and --dump-logits `path`, under mpirun -np ranks when
+    ranks > 0. Returns (tokens (B,T) int64, logits (B,T,V) float64, "") or (None, None, the
+    error)."""
+    launch = MPIRUN + ["-np", str(ranks)] if ranks else []
+    p = subprocess.run(launch + [binary] + args + ["--dump-logits", path], capture_output=True, cwd=ROOT)
+    if p.returncode != 0:
+        return None, None, p.stderr.decode(errors="replace")[-300:]
+    raw = open(path, "rb").read()
+    magic, version, b, t, v = struct.unpack("<5i", raw[:20])
+    if (magic, version) != (DUMP_MAGIC, DUMP_VERSION) or len(raw) != 32 + 4 * b * t + 4 * b * t * v:
+        return None, None, f"{path}: header {magic}, {version}, {b} x {t} x {v} for {len(raw)} bytes"
+    tokens = np.frombuffer(raw, "<i4", b * t, 32).reshape(b, t).astype(np.int64)
+    logits = np.frombuffer(raw, "<f4", b * t * v, 32 + 4 * b * t).reshape(b, t, v).astype(np.float64)
+    return tokens, logits, ""
+
+
+def hf_logits(torch, model, tokens):
+    """transformers' logits of model on tokens (B,T) as float64 (B,T,V)."""
+    with torch.no_grad():
+        return model(torch.tensor(tokens)).logits.double().numpy()
+
+
+def logits_error(got, want):
+    """The largest absolute difference of two logit arrays relative to the logits' scale, the
+    largest |logit| of want (inf when got is missing or of another shape)."""
+    if got is None or got.shape != want.shape:
+        return float("inf")
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def check_logits(torch, model, binary, args, path, bound, label, ranks=0):
+    """Checks our --dump-logits (dump_logits' args and ranks) against `model`'s logits on the
+    dumped tokens, every logit within `bound` (logits_error); returns our (tokens, logits)."""
+    tokens, ours, err = dump_logits(binary, args, path, ranks)
+    e = logits_error(ours, hf_logits(torch, model, tokens)) if tokens is not None else float("inf")
+    shape = "x".join(map(str, ours.shape)) if ours is not None else "?"
+    check(e <= bound, f"{label}: {shape} logits (--dump-logits) vs transformers': max abs error {e:.1e} of the "
+          f"largest logit <= {bound:.1e}", err)
+    return tokens, ours
+
+
+def bf16_logits_bound(torch, model, tokens):
+    """test_gpt's bf16 rule on the logits: min(max(4 d, 2^-8), 5e-2), d how far transformers' own
+    bf16 model moves them (logits_error of its bf16 copy's against its fp32 ones)."""
+    want = hf_logits(torch, model, tokens)
+    d = logits_error(hf_logits(torch, copy.deepcopy(model).to(torch.bfloat16), tokens), want)
+    return min(max(BF16_FACTOR * d, BF16_FLOOR), BF16_CEILING)
 
 
 def logged_val_losses(log):
@@ -246,6 +300,14 @@ def main():
                     ok, what = abs(hf_loss(torch, back, val) - want) == 0.0, what + ", transformers loads it"
                 check(ok, f"fp32 HF -> checkpoint (a step at --lr 0) -> --export-hf -> HF ({name}): {what}")
 
+            # every logit of the first validation batch (--dump-logits), both builds
+            args = ["--init-from", folder, "--data", datas[SHAPES[i]["vocab_size"]]] + COMMON
+            tokens, _ = check_logits(torch, model, fp32, args, os.path.join(work, f"logits{i}_fp32"), FP32_REL,
+                                     f"fp32 --init-from HF ({name})")
+            if tokens is not None:
+                check_logits(torch, model, bf16, args, os.path.join(work, f"logits{i}_bf16"),
+                             bf16_logits_bound(torch, model, tokens), f"bf16 --init-from HF ({name})")
+
         # half-precision folders (save_pretrained of a bf16 or fp16 model): read exactly
         for dtype, label in ((torch.bfloat16, "BF16"), (torch.float16, "F16")):
             half_dir, out = os.path.join(work, f"hf_{label}"), os.path.join(work, f"hf_{label}_out")
@@ -300,11 +362,17 @@ def main():
             out = os.path.join(work, "ft_export_" + result[2].split("ft_")[-1])
             rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
             final = {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "val_loss"}[4]
-            got = hf_loss(torch, transformers.GPT2LMHeadModel.from_pretrained(out).eval(), val) if rc == 0 \
-                else float("inf")
+            back = transformers.GPT2LMHeadModel.from_pretrained(out).eval() if rc == 0 else None
+            got = hf_loss(torch, back, val) if rc == 0 else float("inf")
             e = abs(got - final) / final
             check(e <= FP32_REL, f"fine-tuned checkpoint ({label}) -> --export-hf -> transformers: loss {got:.7f} "
                   f"vs our final val loss {final:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
+            if back is not None and result is tp2:  # and its logits, resumed under tp 2
+                check_logits(torch, back, fp32, ft + ["--batch", str(B), "--tp", "2", "--checkpoint-dir", result[2],
+                                                      "--resume", "latest"],
+                             os.path.join(work, "logits_tp2"), FP32_REL,
+                             f"fine-tuned checkpoint ({label}) resumed under mpirun -np 2 --tp 2, against its "
+                             f"--export-hf in transformers", 2)
         out = os.path.join(work, "ft_export_single_ck")
 
         # 5. greedy generation against transformers' generate

@@ -38,7 +38,8 @@ import tempfile
 
 from testlib import (ROOT, RTOL, check, compare, finish, hf_modules, logged_values, param_hash, resume,
                      resume_errors, train)
-from test_hf import B, T, hf_loss, logged_val_losses, make_data, same_tensors, trainer
+from test_hf import (B, T, bf16_logits_bound, check_logits, hf_logits, hf_loss, logged_val_losses, logits_error,
+                     make_data, same_tensors, trainer)
 
 FP32_REL = 1e-5
 BF16_FACTOR, BF16_FLOOR, BF16_CEILING = 4.0, 2.0 ** -8, 5e-2
@@ -100,6 +101,15 @@ def main():
                 e = abs(got - want) / want if got is not None else float("inf")
                 check(e <= bound, f"{build} --init-from LlamaForCausalLM ({name}): step-0 val loss {got} vs "
                       f"transformers' {want:.7f}: rel {e:.1e} <= {bound:.1e}", "" if rc == 0 else err[-300:])
+            # every logit of the first validation batch (--dump-logits)
+            args = ["--init-from", folder, "--data", data] + COMMON
+            tokens, ours = check_logits(torch, model, fp32, args, os.path.join(work, f"logits{i}_fp32"), FP32_REL,
+                                        f"fp32 --init-from LlamaForCausalLM ({name})")
+            ours_bf16, bound = None, BF16_CEILING
+            if tokens is not None:
+                bound = bf16_logits_bound(torch, model, tokens)
+                ours_bf16 = check_logits(torch, model, bf16, args, os.path.join(work, f"logits{i}_bf16"), bound,
+                                         f"bf16 --init-from LlamaForCausalLM ({name})")[1]
             out = os.path.join(work, f"export{i}")
             rc, _, err = trainer(fp32, ["--init-from", folder, "--export-hf", out])
             ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"),
@@ -108,6 +118,12 @@ def main():
                 back = transformers.LlamaForCausalLM.from_pretrained(out).eval()
                 ok, what = hf_loss(torch, back, val) == want, what + ", transformers loads it with the same loss"
             check(ok, f"fp32 LlamaForCausalLM -> --export-hf -> transformers ({name}): {what}")
+            if ok and tokens is not None:  # our export in transformers gives our dumped logits
+                theirs = hf_logits(torch, back, tokens)
+                e, e16 = logits_error(ours, theirs), logits_error(ours_bf16, theirs)
+                check(e <= FP32_REL and e16 <= bound,
+                      f"our --export-hf ({name}) in transformers: its logits vs our dumped ones: fp32 build {e:.1e} "
+                      f"<= {FP32_REL:.0e}, bf16 build {e16:.1e} <= {bound:.1e} (of the largest logit)")
 
         # 3. training under the parallel modes against one process, each checkpoint exported
         ft = ["--seq", str(T), "--init-from", folders[0], "--data", datas[256], "--val-steps", "0",
@@ -172,11 +188,17 @@ def main():
             out = os.path.join(work, "export_" + os.path.basename(result[2]))
             rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
             final = {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "val_loss"}[4]
-            got = hf_loss(torch, transformers.LlamaForCausalLM.from_pretrained(out).eval(), val) if rc == 0 \
-                else float("inf")
+            back = transformers.LlamaForCausalLM.from_pretrained(out).eval() if rc == 0 else None
+            got = hf_loss(torch, back, val) if rc == 0 else float("inf")
             e = abs(got - final) / final
             check(e <= FP32_REL, f"trained Llama checkpoint ({label}) -> --export-hf -> transformers: loss "
                   f"{got:.7f} vs our final val loss {final:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
+            if back is not None and label == "mpirun -np 2 --tp 2":  # and its logits, resumed under tp 2
+                check_logits(torch, back, fp32, ft + ["--batch", str(B), "--tp", "2", "--checkpoint-dir", result[2],
+                                                      "--resume", "latest"],
+                             os.path.join(work, "logits_tp2"), FP32_REL,
+                             f"trained Llama checkpoint ({label}) resumed under mpirun -np 2 --tp 2, against its "
+                             f"--export-hf in transformers", 2)
 
         # 4. resuming, bit for bit
         tiny = ["--arch", "llama", "--vocab", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd",
@@ -192,6 +214,10 @@ def main():
         base = [fp32, "--arch", "llama", "--vocab", "256", "--layers", "1", "--heads", "2", "--embd", "64",
                 "--seq", "16", "--steps", "1"]
         for extra, want, ranks in ((["--kv-heads", "3"], "--kv-heads 3 must divide --heads 2", 0),
+                                   (["--dump-logits", os.path.join(work, "x")], "--dump-logits runs a validation "
+                                    "batch of a training run: it needs --data", 0),
+                                   (["--layers", "2", "--pp", "2", "--data", datas[256], "--dump-logits",
+                                     os.path.join(work, "x")], "--dump-logits is not built with --pp or --cp", 2),
                                    (["--heads", "6", "--embd", "192", "--kv-heads", "3", "--tp", "2"],
                                     "--arch llama under --tp 2 needs --kv-heads (3) to be a multiple of it", 2)):
             cmd = base + extra
