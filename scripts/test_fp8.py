@@ -44,8 +44,11 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
    its FP8 layers read [q | k | v] (256 rows, not 3C) and [gate | up] (2 x 256) as one matrix
    each. Every recipe trains within FP8_LOSS of the Llama bf16 run with the plan equal to the
    allocation; --fp8 rowwise on tp 2 (one kv head a rank) and --fp8 tensor on dp 2 with ZeRO-3
-   reproduce one process within BF16_LOSS; --fp8 delayed with --fp8-lm-head (the untied head's
-   history too) resumed at step 2 on 2 ranks ends with the uninterrupted run's parameter hash.
+   reproduce one process within BF16_LOSS; --fp8-allgather as part 5 (tensor, delayed, tensor
+   with Muon: the bf16 gather's parameter hash, the plan, the traffic; q, k and v land in the one
+   [q | k | v] FP8 weight, gate and up in [gate | up], so a block's --fp8 tensor gather reduces 4
+   amaxes, as GPT-2's); --fp8 delayed with --fp8-lm-head (the untied head's history too)
+   resumed at step 2 on 2 ranks ends with the uninterrupted run's parameter hash.
 
 Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """

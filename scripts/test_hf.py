@@ -10,7 +10,10 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
    validation sequence, read from the log) equals transformers' loss on the same sequences,
    computed in float64 from its fp32 logits: fp32 build within 1e-5 relative (test_gpt's fp32
    rule); bf16 build within test_gpt's bf16 rule, min(max(4 d, 2^-8), 5e-2), where d is how far
-   transformers' own bf16 model moves that loss.
+   transformers' own bf16 model moves that loss. Every logit of the first validation batch
+   (--dump-logits, B x T x V) against transformers' on the dumped tokens (check_logits: the
+   largest absolute difference relative to the largest |logit|): fp32 build within 1e-5, bf16
+   build within the same rule with d how far transformers' bf16 model moves the logits.
 2. Round trips, fp32 build: Hugging Face -> --export-hf (direct) and Hugging Face -> a checkpoint
    (one step at --lr 0) -> --export-hf give back every tensor bit for bit (the same names,
    shapes and values), and transformers loads the folder; folders saved in bf16 and fp16 are
@@ -27,7 +30,9 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
    single process (losses, norms and parameters within 1e-5: testlib.compare, as test_zero3 and
    test_tp). Each run's checkpoint (one file; two ZeRO-3 shards; two tensor-parallel parts),
    exported with --export-hf, loads in transformers with our logits: its loss on the validation
-   sequences equals that run's logged final validation loss within 1e-5.
+   sequences equals that run's logged final validation loss within 1e-5; the tp 2 run's logits,
+   dumped by the run resumed under mpirun -np 2 --tp 2 (the ranks' vocabulary columns
+   gathered), equal transformers' within 1e-5 (of the largest logit).
 5. Greedy generation (--sample, --temperature 0) from a Hugging Face folder and from the
    fine-tuned checkpoint equals transformers' generate(do_sample=False) from the same weights
    and prompt, token for token (the byte tokenizer, so the printed bytes are the tokens).
@@ -173,10 +178,11 @@ def check_logits(torch, model, binary, args, path, bound, label, ranks=0):
 
 def bf16_logits_bound(torch, model, tokens):
     """test_gpt's bf16 rule on the logits: min(max(4 d, 2^-8), 5e-2), d how far transformers' own
-    bf16 model moves them (logits_error of its bf16 copy's against its fp32 ones)."""
+    bf16 model moves them (logits_error of its bf16 copy's against its fp32 ones); returns (the
+    bound, d)."""
     want = hf_logits(torch, model, tokens)
     d = logits_error(hf_logits(torch, copy.deepcopy(model).to(torch.bfloat16), tokens), want)
-    return min(max(BF16_FACTOR * d, BF16_FLOOR), BF16_CEILING)
+    return min(max(BF16_FACTOR * d, BF16_FLOOR), BF16_CEILING), d
 
 
 def logged_val_losses(log):
@@ -305,8 +311,9 @@ def main():
             tokens, _ = check_logits(torch, model, fp32, args, os.path.join(work, f"logits{i}_fp32"), FP32_REL,
                                      f"fp32 --init-from HF ({name})")
             if tokens is not None:
-                check_logits(torch, model, bf16, args, os.path.join(work, f"logits{i}_bf16"),
-                             bf16_logits_bound(torch, model, tokens), f"bf16 --init-from HF ({name})")
+                bound, d = bf16_logits_bound(torch, model, tokens)
+                check_logits(torch, model, bf16, args, os.path.join(work, f"logits{i}_bf16"), bound,
+                             f"bf16 --init-from HF ({name}; transformers' bf16 model: {d:.1e})")
 
         # half-precision folders (save_pretrained of a bf16 or fp16 model): read exactly
         for dtype, label in ((torch.bfloat16, "BF16"), (torch.float16, "F16")):

@@ -11,21 +11,35 @@ sequences). Checks:
 1. --init-from the folder: the step-0 validation loss (every validation sequence, from the log)
    equals transformers' loss on the same sequences computed in float64 from its fp32 logits:
    fp32 build within 1e-5 relative (test_gpt's fp32 rule), bf16 build within
-   min(max(4 d, 2^-8), 5e-2), d how far transformers' own bf16 model moves that loss.
+   min(max(4 d, 2^-8), 5e-2), d how far transformers' own bf16 model moves that loss. And every
+   logit of the first validation batch (--dump-logits: B x T x V) against transformers' logits
+   on the dumped tokens, the largest absolute difference relative to the largest |logit|: fp32
+   build within 1e-5, bf16 build within the same rule with d how far transformers' own bf16
+   model moves the logits (test_hf.py's check_logits).
 2. fp32 round trip: --init-from the folder, --export-hf: every tensor back bit for bit (names,
-   shapes, values), and transformers loads the folder with the same loss.
+   shapes, values), transformers loads the folder with the same loss, and its logits are our
+   dumped ones (fp32 and bf16 builds, the bounds of 1).
 3. Training from the first folder (fp32, 4 steps): one process; mpirun -np 2 --tp 2 (kv heads
-   split across the two ranks), and with --sequence-parallel; mpirun -np 2 --zero 3 with B/2 sequences per rank; one process
-   with --recompute full and with --recompute selective; all equal the single process within
-   1e-5 (losses, norms, final parameters: testlib.compare); with Muon, mpirun -np 2 --zero 2
-   against one process likewise. Each run's checkpoint exported with
-   --export-hf loads in transformers with our logits: its loss on the validation sequences
-   equals the run's logged final validation loss within 1e-5.
+   split across the two ranks), and with --sequence-parallel; mpirun -np 2 --zero 3 with B/2
+   sequences per rank; one process with --recompute full and with --recompute selective; all
+   equal the single process within 1e-5 (losses, norms, final parameters: testlib.compare);
+   with Muon, mpirun -np 2 --zero 2 against one process likewise. Replicated kv heads (more
+   tensor-parallel ranks than kv heads, Megatron's): mpirun -np 4 --tp 4 (2 kv heads, each on 2
+   ranks), with --sequence-parallel and with Muon; from the second folder (1 kv head of 2)
+   mpirun -np 2 --tp 2, with --sequence-parallel, with Muon, and mpirun -np 4 --tp 2 --zero 2
+   (dp 2): each equal to one process likewise. Checkpoints across tensor-parallel sizes: tp 4's
+   (2 kv heads on 4 ranks) resumed on one process and on tp 2, one process's (1 kv head)
+   resumed on tp 2, each within 1e-5 of the uninterrupted one process (losses, final
+   parameters). Each run's checkpoint exported with --export-hf loads in transformers with our
+   logits: its loss on the validation sequences equals the run's logged final validation loss
+   within 1e-5, and (tp 2) the logits dumped by the run resumed under mpirun -np 2 --tp 2 (the
+   ranks' vocabulary columns gathered) equal transformers' within 1e-5.
 4. Resuming (bf16 build, Muon, an untied head, mpirun -np 2 --tp 2): a run resumed from its
    step-2 checkpoint ends with the uninterrupted run's parameter hash, bit for bit.
-5. Refusals by name: --arch llama with --fp8-allgather (its FP8 runs are scripts/test_fp8.py's,
-   its pipelines scripts/test_pp.py's), --kv-heads that does not divide
-   --heads, --tp 2 with 1 kv head.
+5. Refusals by name (its FP8 runs, --fp8-allgather included, are scripts/test_fp8.py's, its
+   pipelines scripts/test_pp.py's): --kv-heads that does not divide --heads; --tp 2 with 3 kv
+   heads of 6 (neither a multiple nor a divisor of --tp); --dump-logits without --data, and
+   under --pp 2.
 
 Usage: python3 scripts/test_llama.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -107,9 +121,10 @@ def main():
                                         f"fp32 --init-from LlamaForCausalLM ({name})")
             ours_bf16, bound = None, BF16_CEILING
             if tokens is not None:
-                bound = bf16_logits_bound(torch, model, tokens)
+                bound, d = bf16_logits_bound(torch, model, tokens)
                 ours_bf16 = check_logits(torch, model, bf16, args, os.path.join(work, f"logits{i}_bf16"), bound,
-                                         f"bf16 --init-from LlamaForCausalLM ({name})")[1]
+                                         f"bf16 --init-from LlamaForCausalLM ({name}; transformers' bf16 model: "
+                                         f"{d:.1e})")[1]
             out = os.path.join(work, f"export{i}")
             rc, _, err = trainer(fp32, ["--init-from", folder, "--export-hf", out])
             ok, what = same_tensors(torch, os.path.join(out, "model.safetensors"),
