@@ -3184,8 +3184,8 @@ inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
             const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
             Fp8TensorScale* scale = fp8_tensor_scale(&m->fp8, layer, FP8_W);
             const size_t offset = m->layout.tensors[block_tensor(at, l, firsts[place])].offset;
-            targets[block_tensor(at, l, which)] = {cache->q,  cache->qt, layer->out, layer->in,
-                                                   scale,     offset,    number};
+            targets[block_tensor(at, l, which)] = {cache->q, cache->qt, layer->out, layer->in,
+                                                   scale,    offset,    number};
             layer->gathered = true;
         }
     dp_fp8_gather_init(&m->dp, targets.data(), m->params, m->config.fp8.recipe == FP8_TENSOR,

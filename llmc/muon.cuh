@@ -251,8 +251,7 @@ inline void muon_update(floatX* params, float* master, const floatX* grads, floa
     const int matrix_rows = rows / matrices, ranks = split == TP_REPLICATED ? 1 : tp->size;
     const int shares = ranks / replicas;  // the distinct parts of the whole matrix
     MuonPart part = {matrix_rows, cols, 0, 0, matrix_rows, cols, false};
-    if (split == TP_ROWS)
-        part.whole_rows *= shares, part.row0 = tp->rank / replicas * matrix_rows;
+    if (split == TP_ROWS) part.whole_rows *= shares, part.row0 = tp->rank / replicas * matrix_rows;
     if (split == TP_COLS) part.whole_cols *= ranks, part.col0 = tp->rank * cols;
     part.transpose = part.whole_rows > part.whole_cols;  // the iterate is (m, n) with m <= n
     const int m = std::min(part.whole_rows, part.whole_cols);

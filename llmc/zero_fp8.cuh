@@ -245,8 +245,10 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
             if (targets[tensor].rows == 0 || target_of_tensor(tensor) >= 0) return;
             for (const ZeroFp8Target& earlier : bucket_targets)
                 if (earlier.weight == targets[tensor].weight)
-                    fatal("zero_fp8_build: FP8 weight %d lies in two buckets (its amax and "
-                          "scale need it whole in one)", earlier.weight);
+                    fatal(
+                        "zero_fp8_build: FP8 weight %d lies in two buckets (its amax and "
+                        "scale need it whole in one)",
+                        earlier.weight);
             bucket_targets.push_back(targets[tensor]);
         };
         for (int p = sb->piece_first; p < sb->piece_first + sb->piece_count; p++)
