@@ -43,7 +43,8 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
 6. The Llama block (--arch llama, 2 of 4 kv heads, SwiGLU of 256 hidden units, an untied head):
    its FP8 layers read [q | k | v] (256 rows, not 3C) and [gate | up] (2 x 256) as one matrix
    each. Every recipe trains within FP8_LOSS of the Llama bf16 run with the plan equal to the
-   allocation; --fp8 rowwise on tp 2 (one kv head a rank) and --fp8 tensor on dp 2 with ZeRO-3
+   allocation; --fp8 rowwise on tp 2 (one kv head a rank; and with --kv-heads 1, the one kv head
+   on both ranks, against one process with 1 kv head) and --fp8 tensor on dp 2 with ZeRO-3
    reproduce one process within BF16_LOSS; --fp8-allgather as part 5 (tensor, delayed, tensor
    with Muon: the bf16 gather's parameter hash, the plan, the traffic; q, k and v land in the one
    [q | k | v] FP8 weight, gate and up in [gate | up], so a block's --fp8 tensor gather reduces 4
@@ -199,12 +200,17 @@ def check_llama(bf16, work, base):
     simulate("tensor")
     accum2 = train(bf16, 0, work, "llama_tensor_a2", LLAMA,
                    base + ["--fp8", "tensor", "--batch", str(G // 2), "--grad-accum", "2"], checkpoints=False)
+    # 1 kv head on both ranks of tp 2 (replicated kv heads): against one process with 1 kv head
+    mqa = ["--kv-heads", "1", "--fp8", "rowwise", "--batch", str(G)]
+    single_mqa = train(bf16, 0, work, "llama_rowwise_mqa", LLAMA, base + mqa, checkpoints=False)
     z3 = ["--zero", "3", "--batch", str(G // 2), "--comm-stats"]
     zero3 = {}
     for recipe, grid, ref, label in (("rowwise", ["--tp", "2", "--batch", str(G)], single["rowwise"], "tp 2"),
+                                     ("rowwise", mqa + ["--tp", "2"], single_mqa, "tp 2 with 1 kv head on both ranks"),
                                      ("tensor", z3, accum2, "dp 2, ZeRO-3")):
         simulate(recipe)
-        got = train(bf16, 2, work, f"llama_{recipe}_grid", LLAMA, base + ["--fp8", recipe] + grid, checkpoints=False)
+        got = train(bf16, 2, work, f"llama_{recipe}_grid{len(grid)}", LLAMA, base + ["--fp8", recipe] + grid,
+                    checkpoints=False)
         zero3[recipe] = got
         worst = worst_loss_diff(got, ref)
         planned, allocated = planned_and_allocated(got[1])
