@@ -172,11 +172,11 @@ struct OwnedRecord {  // 32 bytes, no padding
 };
 
 // Whether this rank's shard holds owned range r: a replicated tensor is the same on every rank of
-// a tensor-parallel group, so only the group's first rank writes it; the tied wte is the same on
-// the first and the last pipeline stage, so only the first's rank writes it.
+// a tensor-parallel group, so only the group's first rank writes it (a replicated kv head: the
+// first of its ranks); the tied wte is the same on the first and the last pipeline stage, so
+// only the first's rank writes it.
 inline bool shard_holds(const GPT* m, const OwnedRange* r) {
-    return (m->tensor_parallel.rank == 0 ||
-            m->layout.tensors[r->tensor].tp_shape.split != TP_REPLICATED) &&
+    return tp_first_copy(&m->layout.tensors[r->tensor].tp_shape, m->tensor_parallel.rank) &&
            pipe_holder(m, (int)r->tensor) == m->pipe.rank;
 }
 

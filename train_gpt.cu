@@ -196,7 +196,10 @@ struct ModelShapes {
     int tp, tp_rank;  // the tensor-parallel degree and this rank's place in its group
     int heads;        // attention heads here: NH / tp
     int att;          // their width, heads * HS = C / tp (q and the attention output)
-    int kv_heads;     // key/value heads here: KVH / tp (GPT-2: heads)
+    int kv_heads;     // key/value heads here: KVH / tp (GPT-2: heads); 1 when tp > KVH
+    int kv_replicas;  // ranks holding each of them: 1, or tp / KVH when tp > KVH (Megatron's
+                      // replicated kv heads: rank r's query heads all use kv head r / kv_replicas,
+                      // whose k and v rows it holds; their gradients are summed over those ranks)
     int kv_att;       // their width, kv_heads * HS (k and v each)
     int qkv;          // [q | k | v] of these heads: att + 2 kv_att
     int mlp;          // hidden units of the MLP here: 4C / tp (Llama: mlp_hidden / tp)
@@ -215,7 +218,9 @@ inline ModelShapes model_shapes(const GPTConfig* c, int tp, int tp_rank) {
     s.heads = c->heads / tp;
     s.att = s.heads * s.HS;
     const bool llama = c->llama.arch == ARCH_LLAMA;
-    s.kv_heads = llama ? c->llama.kv_heads / tp : s.heads;
+    const int kv_heads = llama ? c->llama.kv_heads : c->heads;
+    s.kv_replicas = tp > kv_heads ? tp / kv_heads : 1;
+    s.kv_heads = kv_heads * s.kv_replicas / tp;
     s.kv_att = s.kv_heads * s.HS;
     s.qkv = s.att + 2 * s.kv_att;
     s.mlp = (llama ? c->llama.mlp_hidden : 4 * c->channels) / tp;
@@ -444,7 +449,7 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
     // rows, cols: this rank's part; split: how the logical tensor is cut (parts: of its rows).
     // Returns the tensor's index.
     auto add = [&](const char* name, int rows, int cols, float init_std, float init_value,
-                   int optimizer, int matrices, int split, int parts, bool held) {
+                   int optimizer, int matrices, int split, int parts, bool held, int replicas = 1) {
         ParamTensor* t = &layout->tensors[index];
         snprintf(t->name, sizeof(t->name), "%s", name);
         t->held = held;
@@ -455,8 +460,8 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
         t->optimizer = optimizer;
         t->matrices = matrices;
         t->decay = cols > 0;
-        t->tp_shape = TpShape{split, parts, split == TP_ROWS ? rows * tp : rows,
-                              split == TP_COLS ? cols * tp : cols};
+        t->tp_shape = TpShape{split, parts, split == TP_ROWS ? rows * tp / replicas : rows,
+                              split == TP_COLS ? cols * tp : cols, replicas};
         // the shape adjustment of a whole (logical) matrix: the same lr on every grid
         t->lr_scale =
             optimizer == OPT_MUON
@@ -509,7 +514,7 @@ inline void build_param_layout(ParamLayout* layout, const GPTConfig* c, const Op
             const int optimizer = tensor_optimizer(opt, is_matrix);
             add(name, b->rows, b->cols, tensor_std, is_gain ? 1.0f : 0.0f, optimizer,
                 OPTIMIZERS[optimizer].whole_matrices && j == QKV_W ? 3 : 1, b->split, b->parts,
-                pipe_holds_block(pipe, pipe_rank, l));
+                pipe_holds_block(pipe, pipe_rank, l), j == K_W || j == V_W ? s->kv_replicas : 1);
         }
     }
     at->lnf_w =
@@ -2892,6 +2897,8 @@ struct GPT {
     float* master;   // fp32 master weights (bf16 build only; else nullptr)
     float* opt_state[NUM_STATE_BUFFERS];  // STATE_BUFFERS; nullptr when it covers no tensor
     MuonWorkspace muon;                   // Newton-Schulz scratch (empty without Muon tensors)
+    floatX* kv_grad_sum;  // replicated kv heads (shape.kv_replicas > 1): (KVH kv_att, C), where
+                          // k's or v's gradient is summed over its ranks (tp_sum_kv_grads)
     DeviceLedger memory;  // every device buffer of the model, by kind (llmc/memplan.h)
     Activations acts;
     floatX* acts_x;  // the activation buffers
@@ -2950,9 +2957,15 @@ inline floatX* param_grad(const GPT* m, int index) {
 }
 // The FP8 layer of block l's linear layer `which` (QKV_W, ATTPROJ_W, FC_W or FCPROJ_W), numbered
 // as gpt_build adds them (4 per block, then the lm head), or FP8_NONE without --fp8.
-// The linear layers' weights in a block, in the order of their FP8 layers.
+// The linear layers' weights in a block, in the order of their FP8 layers; Llama's first and
+// third are [q | k | v] and [gate | up], each from the first of its adjacent tensors.
 static const int FP8_BLOCK_WEIGHTS[4] = {QKV_W, ATTPROJ_W, FC_W, FCPROJ_W};
+static const int LLAMA_FP8_BLOCK_WEIGHTS[4] = {Q_W, ATTPROJ_W, GATE_W, FCPROJ_W};
+// The place among a block's FP8 layers of the layer whose weight holds tensor `which` (Llama's
+// q, k, v: the first; gate, up: the third), or -1.
 inline int fp8_weight_place(int which) {
+    if (which == Q_W || which == K_W || which == V_W) return 0;
+    if (which == GATE_W || which == UP_W) return 2;
     for (int j = 0; j < 4; j++)
         if (FP8_BLOCK_WEIGHTS[j] == which) return j;
     return -1;
@@ -3159,15 +3172,20 @@ inline const char* gpt_fp8_error(const GPTConfig* c, const ModelShapes* s, int N
 // reads it in bf16 (its FP8 copy is quantized from the gathered wte, as without the flag).
 inline void gpt_fp8_gather_init(GPT* m, DeviceLedger* ledger) {
     const ParamIndex* at = &m->layout.index;
+    const bool llama = m->config.llama.arch == ARCH_LLAMA;
+    const int* firsts = llama ? LLAMA_FP8_BLOCK_WEIGHTS : FP8_BLOCK_WEIGHTS;
     std::vector<ZeroFp8Target> targets(m->layout.count, ZeroFp8Target{});
     for (int l = 0; l < m->config.layers; l++)
-        for (int which : FP8_BLOCK_WEIGHTS) {
-            Fp8Layer* layer = &m->fp8.layers[fp8_use(m, l, which).layer];
+        for (int slot = 0; slot < at->per_block; slot++) {  // (Llama: q, k, v one weight)
+            const int which = at->which[slot], place = fp8_weight_place(which);
+            if (place < 0) continue;
+            const int number = fp8_use(m, l, FP8_BLOCK_WEIGHTS[place]).layer;
+            Fp8Layer* layer = &m->fp8.layers[number];
             const Fp8Weight* cache = fp8_weight(&m->fp8, layer);
-            const int tensor = block_tensor(at, l, which);
             Fp8TensorScale* scale = fp8_tensor_scale(&m->fp8, layer, FP8_W);
-            const size_t offset = m->layout.tensors[tensor].offset;
-            targets[tensor] = {cache->q, cache->qt, layer->out, layer->in, scale, offset};
+            const size_t offset = m->layout.tensors[block_tensor(at, l, firsts[place])].offset;
+            targets[block_tensor(at, l, which)] = {cache->q, cache->qt, layer->out, layer->in,
+                                                   scale,    offset,    number};
             layer->gathered = true;
         }
     dp_fp8_gather_init(&m->dp, targets.data(), m->params, m->config.fp8.recipe == FP8_TENSOR,
@@ -3274,7 +3292,7 @@ inline void gpt_monitors_build(GPT* m, MonitorConfig config, DeviceLedger* ledge
     for (int i = 0; counts && i < m->dp.owned_count; i++) {
         const OwnedRange* r = &m->dp.owned[i];
         const ParamTensor* t = &m->layout.tensors[r->tensor];
-        if (t->tp_shape.split == TP_REPLICATED && m->tensor_parallel.rank != 0) continue;
+        if (!tp_first_copy(&t->tp_shape, m->tensor_parallel.rank)) continue;
         if (pipe_holder(m, r->tensor) != m->pipe.rank) continue;  // the tied wte: counted once
         const int blocks = norm_blocks_for(r->n);
         items.push_back(UpdateItem{record_index(m, r), r->n,
@@ -3379,12 +3397,13 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     // The shard plan over the table: each tensor, element-wise or in whole matrices (as its
     // optimizer's row says), and the backward pass's gradient groups.
     // Under tensor parallelism the gradient norm counts a replicated tensor on the group's
-    // first rank only (every rank holds the same one); under pipeline parallelism the tied wte
-    // on the first stage's rank only. A tensor this rank does not hold has no elements.
+    // first rank only (every rank holds the same one), a replicated kv head on the first of its
+    // ranks; under pipeline parallelism the tied wte on the first stage's rank only. A tensor
+    // this rank does not hold has no elements.
     std::vector<ShardTensor> shard_tensors(m->layout.count);
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
-        const bool in_norm = (t->tp_shape.split != TP_REPLICATED || m->tensor_parallel.rank == 0) &&
+        const bool in_norm = tp_first_copy(&t->tp_shape, m->tensor_parallel.rank) &&
                              (i != m->layout.index.wte || pipe->rank == 0);
         const int matrices = OPTIMIZERS[t->optimizer].whole_matrices && t->held ? t->matrices : 0;
         const bool fp8 = fp8_gathered(config, &m->layout.index, i);
@@ -3405,16 +3424,21 @@ inline void gpt_build(GPT* m, const GPTConfig* config, const OptimizerConfig* op
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         m->opt_state[i] = device_take_n<float>(ledger, MEM_OPTIMIZER, state_elems(m, i));
     // Newton-Schulz scratch for the largest Muon matrix, (m, n) with m <= n: a whole
-    // (logical) matrix, also under tensor parallelism
+    // (logical) matrix, also under tensor parallelism, or the tp ranks' parts of one gathered
+    // (more when kv heads are replicated)
     size_t matrix_elems = 0, gram_elems = 0;
     for (int i = 0; i < m->layout.count; i++) {
         const ParamTensor* t = &m->layout.tensors[i];
         if (t->optimizer != OPT_MUON || !t->held) continue;
         const size_t rows = t->tp_shape.rows / t->matrices, cols = t->tp_shape.cols;
-        matrix_elems = std::max(matrix_elems, rows * cols);
+        const size_t gathered = t->numel / t->matrices * m->tensor_parallel.size;
+        matrix_elems = std::max(matrix_elems, std::max(rows * cols, gathered));
         gram_elems = std::max(gram_elems, std::min(rows, cols) * std::min(rows, cols));
     }
     muon_workspace_init(&m->muon, matrix_elems, gram_elems, ledger);
+    if (m->shape.kv_replicas > 1)
+        m->kv_grad_sum = device_take_n<floatX>(
+            ledger, MEM_GRADS, (size_t)config->llama.kv_heads * m->shape.kv_att * m->shape.C);
     gpt_monitors_build(m, monitors, ledger);
 
     // the activations: of the whole model, or under pipeline parallelism of one chunk per
@@ -3469,6 +3493,7 @@ inline void gpt_free(GPT* m) {
     for (int i = 0; i < NUM_STATE_BUFFERS; i++)
         if (m->opt_state[i]) CUDA_CHECK(cudaFree(m->opt_state[i]));
     muon_workspace_free(&m->muon);
+    if (m->kv_grad_sum) CUDA_CHECK(cudaFree(m->kv_grad_sum));
     CUDA_CHECK(cudaFree(m->acts_x));
     CUDA_CHECK(cudaFree(m->acts_f));
     cp_free(&m->cp);
@@ -3796,14 +3821,38 @@ inline void block_backward(GPT* m, int l, const floatX* input) {
             cudaMemsetAsync(block_grad(m, l, QKV_B) + s->att, 0, s->att * sizeof(floatX), st));
 }
 
+// Replicated kv heads (ModelShapes::kv_replicas > 1): each rank's gradient of its kv head's k
+// and v rows covers only its own query heads' use of them; the whole gradient is the sum over
+// the kv_replicas ranks that hold that head. Summed as an all-reduce over the whole
+// tensor-parallel group of a buffer of every kv head's rows, each rank's placed in its head's
+// slot and zeros elsewhere (exact: the zeros add nothing), then the rank's slot read back: the
+// simplest correct form (no communicator of its own), at KVH times the bytes of a sum within
+// the head's ranks (k and v are (HS, C) a rank: small next to the block's other traffic).
+inline void tp_sum_kv_grads(GPT* m, int l) {
+    const ModelShapes* s = &m->shape;
+    const size_t n = (size_t)s->kv_att * s->C, slot = s->tp_rank / s->kv_replicas;
+    const size_t whole = (size_t)m->config.llama.kv_heads * n;
+    for (int which : {K_W, V_W}) {
+        floatX* grad = block_grad(m, l, which);
+        CUDA_CHECK(cudaMemsetAsync(m->kv_grad_sum, 0, whole * sizeof(floatX), m->stream));
+        CUDA_CHECK(cudaMemcpyAsync(m->kv_grad_sum + slot * n, grad, n * sizeof(floatX),
+                                   cudaMemcpyDeviceToDevice, m->stream));
+        comm_allreduce_sum(m->tensor_parallel.group, m->kv_grad_sum, whole, m->stream);
+        CUDA_CHECK(cudaMemcpyAsync(grad, m->kv_grad_sum + slot * n, n * sizeof(floatX),
+                                   cudaMemcpyDeviceToDevice, m->stream));
+    }
+}
+
 // Tensor parallelism: the gradients of block l's replicated tensors that each rank computed
 // from its part of the work, summed over the group (llmc/tensor_parallel.cuh): QK-norm's scales
 // (each rank normalizes its heads) and, under sequence parallelism, the LayerNorms' (each rank
-// normalizes its rows; the last block's group also holds lnf). The other replicated tensors get
-// whole gradients on every rank. Once per reduction of the gradients (m->dp.reduce: at stages 0
-// and 1 the last micro-batch sums the whole step's), before the data-parallel reduction.
+// normalizes its rows; the last block's group also holds lnf); replicated kv heads' k and v over
+// their ranks (tp_sum_kv_grads). The other replicated tensors get whole gradients on every rank.
+// Once per reduction of the gradients (m->dp.reduce: at stages 0 and 1 the last micro-batch sums
+// the whole step's), before the data-parallel reduction.
 inline void tp_sum_partial_grads(GPT* m, int l) {
     if (m->tensor_parallel.size == 1 || !m->dp.reduce) return;
+    if (m->shape.kv_replicas > 1) tp_sum_kv_grads(m, l);
     const ParamIndex* at = &m->layout.index;
     std::vector<int> tensors;
     if (m->config.qk_norm)
@@ -4501,7 +4550,7 @@ inline void muon_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) { 
     muon_update(owned_params(m, r), owned_master(m, r), dp_owned_grad(&m->dp, r),
                 m->opt_state[MUON_MOMENTUM] + r->state, t->rows / t->matrices, t->cols, 1,
                 r->offset, t->lr_scale, owned_decay(m, r), &h, &m->muon, &m->mm,
-                m->tensor_parallel.group, t->tp_shape.split, m->stream);
+                m->tensor_parallel.group, t->tp_shape.split, t->tp_shape.replicas, m->stream);
 }
 
 inline void lion_step(GPT* m, const OwnedRange* r, const OptimizerStep* step) {

@@ -116,6 +116,48 @@ inline double evaluate(GPT* m, DataLoader* val, int n) {
     return sum / n;
 }
 
+// --dump-logits: the logits of the first validation micro-batch (this rank's B sequences of T
+// tokens, as evaluate() reads them first; under data parallelism rank 0's), written by rank 0 to
+// `path`, little-endian: a header of 8 int32 {DUMP_LOGITS_MAGIC, DUMP_LOGITS_VERSION, B, T, V, 0,
+// 0, 0}, the input tokens (B,T) int32, the logits (B,T,V) float32: the forward pass's floatX
+// logits widened (the bf16 build's are bf16 values), the padding columns V..Vp-1 left out. Under
+// tensor parallelism each rank holds Vp/tp columns of every row: they are all-gathered. Every
+// rank calls it (the forward pass's collectives).
+constexpr int DUMP_LOGITS_MAGIC = 20261202, DUMP_LOGITS_VERSION = 1;
+inline void dump_logits(GPT* m, DataLoader* val, int rank, const char* path) {
+    const int B = m->B, T = m->T, V = m->config.vocab, Vl = m->shape.vocab;
+    const int tp = m->tensor_parallel.size;
+    const size_t N = (size_t)B * T;
+    dataloader_reset(val);
+    if (dataloader_next_batch(val) != 0) fatal("%s", val->error);
+    gpt_forward(m, val->inputs, val->targets, 0.0f);
+    std::vector<floatX> parts(N * Vl * tp);  // rank-major: each rank's (N, Vl)
+    const floatX* logits = m->acts.logits;
+    floatX* gathered = nullptr;
+    if (tp > 1) {
+        CUDA_CHECK(cudaMalloc(&gathered, parts.size() * sizeof(floatX)));
+        comm_allgather(m->tensor_parallel.group, m->acts.logits, gathered, N * Vl, m->stream);
+        comm_sync(m->tensor_parallel.group, m->stream, "the gather of the dumped logits (NCCL)");
+        logits = gathered;
+    }
+    CUDA_CHECK(
+        cudaMemcpy(parts.data(), logits, parts.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
+    if (gathered) CUDA_CHECK(cudaFree(gathered));
+    if (rank != 0) return;
+    std::vector<float> out(N * V);
+    for (size_t row = 0; row < N; row++)
+        for (int v = 0; v < V; v++)
+            out[row * V + v] = (float)parts[(v / Vl) * N * Vl + row * Vl + v % Vl];
+    const int header[8] = {DUMP_LOGITS_MAGIC, DUMP_LOGITS_VERSION, B, T, V, 0, 0, 0};
+    FILE* f = FOPEN_CHECK(path, "wb");
+    const bool written = fwrite(header, sizeof(int), 8, f) == 8 &&
+                         fwrite(val->inputs, sizeof(int), N, f) == N &&
+                         fwrite(out.data(), sizeof(float), out.size(), f) == out.size();
+    if (fclose(f) != 0 || !written) fatal("--dump-logits: cannot write %s", path);
+    printf("logits of the first validation batch (B %d x T %d x V %d) written to %s\n", B, T, V,
+           path);
+}
+
 // =============================================================================================
 // Text generation: the forward pass rerun over the growing context (one sequence, its last T
 // tokens at most) for every new token; plenty fast at the sizes trained here on a CPU.
@@ -294,6 +336,7 @@ struct TrainConfig {
     char sample[512];  // sample mode: the checkpoint (file or folder)
     char init_from[512];  // pretrained weights (train_weights.cuh), or --export-hf's checkpoint
     char export_hf[512];  // export mode: the Hugging Face folder to write
+    char dump_logits[512];  // the first validation micro-batch's logits into this file, then end
     double comm_timeout, bucket_mb;
     int zero;                       // ZeRO stage
     int tp;                         // tensor-parallel group size
@@ -500,6 +543,11 @@ static const Flag FLAGS[] = {
      "export mode: write --init-from's model as a Hugging Face GPT-2 folder (config.json, "
      "model.safetensors; with GPT-2's BPE tokenizer, from --tokenizer, --data or else the "
      "checkpoint's run's --data, also its tokenizer files) and exit"},
+    {"--dump-logits", FLAG_STRING, STRING_FIELD(dump_logits), "", 0, 0, nullptr, FLAG_FREE,
+     "after loading or initializing the model (and resuming), write the logits of the first "
+     "validation micro-batch (rank 0's B sequences of --seq tokens) to this file and end the run "
+     "before any step: header int32 {20261202, 1, B, T, V, 0, 0, 0}, the tokens int32 (B,T), "
+     "the logits float32 (B,T,V), little-endian; needs --data; not under --pp or --cp"},
     {"--peak-flops", FLAG_DOUBLE, FIELD(peak_flops), "989e12", 1, INFINITY, nullptr, FLAG_FREE,
      "device peak FLOP/s for MFU (H100/H200 dense bf16: 989e12)"},
     {"--comm-timeout", FLAG_DOUBLE, FIELD(comm_timeout), "300", 0.1, 1e6, nullptr, FLAG_FREE,
@@ -744,16 +792,15 @@ inline const char* llama_config_resolve(TrainConfig* tc, char* msg, size_t len) 
 inline const char* llama_refusal(const TrainConfig* tc, char* msg, size_t len) {
     const LlamaConfig* l = &tc->model.llama;
     if (l->arch != ARCH_LLAMA) return nullptr;
-    if (tc->fp8_allgather)
+    if (tc->tp > 1 && l->kv_heads % tc->tp != 0 && tc->tp % l->kv_heads != 0)
         snprintf(msg, len,
-                 "--arch llama is not built with --fp8-allgather (ZeRO-3 gathers q, k and v, gate "
-                 "and up as tensors of their own; each FP8 weight cache holds them as one matrix)");
-    else if (tc->tp > 1 && (l->kv_heads % tc->tp != 0 || l->mlp_hidden % tc->tp != 0))
-        snprintf(msg, len,
-                 "--arch llama under --tp %d needs --kv-heads (%d) and --mlp-hidden (%d) "
-                 "divisible by it (kv heads are split across the tensor-parallel ranks, never "
-                 "replicated)",
-                 tc->tp, l->kv_heads, l->mlp_hidden);
+                 "--arch llama under --tp %d needs --kv-heads (%d) to be a multiple of it (the "
+                 "kv heads split across the tensor-parallel ranks) or a divisor of it (each kv "
+                 "head replicated on --tp / --kv-heads ranks)",
+                 tc->tp, l->kv_heads);
+    else if (tc->tp > 1 && l->mlp_hidden % tc->tp != 0)
+        snprintf(msg, len, "--arch llama under --tp %d needs --mlp-hidden (%d) divisible by it",
+                 tc->tp, l->mlp_hidden);
     else return nullptr;
     return msg;
 }
@@ -819,6 +866,15 @@ inline const char* train_config_check(TrainConfig* tc, char* msg, size_t len) {
                  "--checkpoint-dir or --log");
     else if (tc->init_from[0] && tc->model.qk_norm)
         snprintf(msg, len, "--init-from loads GPT-2, which has no QK-norm: leave out --qk-norm");
+    else if (tc->dump_logits[0] && (tc->sample[0] || tc->export_hf[0] || !tc->data[0]))
+        snprintf(msg, len,
+                 "--dump-logits runs a validation batch of a training run: it needs --data and "
+                 "takes no --sample or --export-hf");
+    else if (tc->dump_logits[0] && (tc->pp > 1 || tc->cp > 1))
+        snprintf(msg, len,
+                 "--dump-logits is not built with --pp or --cp (the logits of a micro-batch lie "
+                 "on the last pipeline stage, its positions on the context-parallel ranks): dump "
+                 "them from a run without them");
     else return nullptr;
     return msg;
 }
@@ -896,8 +952,9 @@ inline TpAccount tp_account(const GPT* m) {
     TpAccount t = {};
     const int stage = m->dp.stage;
     auto part_of = [m](int tensor) {
-        return m->layout.tensors[tensor].tp_shape.split == TP_REPLICATED ? TP_PART_REPLICATED
-                                                                         : TP_PART_CUT;
+        const TpShape* shape = &m->layout.tensors[tensor].tp_shape;  // (or a kv head's copies)
+        return shape->split == TP_REPLICATED || shape->replicas > 1 ? TP_PART_REPLICATED
+                                                                    : TP_PART_CUT;
     };
     for (int i = 0; i < m->layout.count; i++) {
         const size_t n = m->layout.tensors[i].numel;
@@ -2504,7 +2561,9 @@ inline int train_main(const Comm* comm, TrainConfig* config, const char* prog) {
     run_setup(&run, comm, &tc, &dims, have_tokenizer ? &tok : nullptr);
     run_start(&run, run_resume(&run));
     const int first_step = (int)run.rs.step;
-    for (int step = first_step; step < tc.steps; step++) {
+    if (tc.dump_logits[0]) dump_logits(&run.model, &run.data.val, comm->rank, tc.dump_logits);
+    const int last_step = tc.dump_logits[0] ? first_step : tc.steps;  // (--dump-logits: no step)
+    for (int step = first_step; step < last_step; step++) {
         const bool count_traffic = tc.comm_stats && step == first_step && comm->all.traffic;
         const CommGroup* counted[4] = {&comm->all, dims.dp_group, dims.tp_group, dims.cp_group};
         if (count_traffic) {

@@ -163,17 +163,18 @@ __global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads,
 }
 
 // Tensor parallelism: the ranks' parts of a matrix, gathered rank after rank in `parts` (each
-// rows x cols, in its own layout), placed into the iterate x. One thread per element.
-__global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart part, int ranks,
-                                     bool split_rows) {
+// rows x cols, in its own layout), placed into the iterate x: `shares` distinct parts, share k
+// from rank k * replicas (the ranks between hold copies of it). One thread per element.
+__global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart part, int shares,
+                                     int replicas, bool split_rows) {
     const size_t n = (size_t)part.rows * part.cols;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * ranks;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * shares;
          i += (size_t)gridDim.x * blockDim.x) {
         MuonPart p = part;
-        const int rank = (int)(i / n);
-        if (split_rows) p.row0 = rank * p.rows;
-        else p.col0 = rank * p.cols;
-        x[muon_part_index(p, i % n)] = parts[i];
+        const int share = (int)(i / n);
+        if (split_rows) p.row0 = share * p.rows;
+        else p.col0 = share * p.cols;
+        x[muon_part_index(p, i % n)] = parts[(size_t)share * replicas * n + i % n];
     }
 }
 
@@ -240,20 +241,25 @@ inline const floatX* newton_schulz(MuonWorkspace* ws, MatmulContext* mm, int m, 
 // matrix is orthogonalized whole, never by parts: each rank writes the momentum-updated u of its
 // part into its slot of x_next, the slots are all-gathered (in place) and placed into the
 // iterate, every rank runs Newton-Schulz on the same whole matrix (the same bits everywhere),
-// and applies the update to its own part.
+// and applies the update to its own part. replicas > 1 (TP_ROWS): consecutive ranks hold the
+// same part (llmc/parallel.h's TpShape), the whole matrix is tp->size / replicas parts.
 inline void muon_update(floatX* params, float* master, const floatX* grads, float* momentum,
                         int rows, int cols, int matrices, size_t offset, double lr_scale,
                         double weight_decay, const MuonHyper* h, MuonWorkspace* ws,
-                        MatmulContext* mm, const CommGroup* tp, int split, cudaStream_t stream) {
+                        MatmulContext* mm, const CommGroup* tp, int split, int replicas,
+                        cudaStream_t stream) {
     const int matrix_rows = rows / matrices, ranks = split == TP_REPLICATED ? 1 : tp->size;
+    const int shares = ranks / replicas;  // the distinct parts of the whole matrix
     MuonPart part = {matrix_rows, cols, 0, 0, matrix_rows, cols, false};
-    if (split == TP_ROWS) part.whole_rows *= ranks, part.row0 = tp->rank * matrix_rows;
+    if (split == TP_ROWS) part.whole_rows *= shares, part.row0 = tp->rank / replicas * matrix_rows;
     if (split == TP_COLS) part.whole_cols *= ranks, part.col0 = tp->rank * cols;
     part.transpose = part.whole_rows > part.whole_cols;  // the iterate is (m, n) with m <= n
     const int m = std::min(part.whole_rows, part.whole_cols);
     const int n = std::max(part.whole_rows, part.whole_cols);
     const size_t matrix_n = (size_t)matrix_rows * cols;
-    if (matrix_n * ranks > ws->matrix_elems || (size_t)m * m > ws->gram_elems) {
+    const size_t gathered = shares == 1 ? matrix_n : matrix_n * ranks;  // x_next's use
+    if (gathered > ws->matrix_elems || (size_t)m * n > ws->matrix_elems ||
+        (size_t)m * m > ws->gram_elems) {
         fprintf(stderr, "muon_update: a (%d, %d) matrix does not fit the workspace\n",
                 part.whole_rows, part.whole_cols);
         exit(EXIT_FAILURE);
@@ -266,7 +272,7 @@ inline void muon_update(floatX* params, float* master, const floatX* grads, floa
         const size_t at = u * matrix_n;
         const float mu = (float)h->momentum, one_minus_mu = (float)(1.0 - h->momentum);
         const float scale = (float)h->grad_scale;
-        if (ranks == 1) {
+        if (shares == 1) {
             muon_momentum_kernel<<<grid, block, 0, stream>>>(ws->x, momentum + at, grads + at, part,
                                                              mu, one_minus_mu, h->nesterov, scale);
             CUDA_CHECK_LAUNCH();
@@ -277,8 +283,8 @@ inline void muon_update(floatX* params, float* master, const floatX* grads, floa
                                                              mu, one_minus_mu, h->nesterov, scale);
             CUDA_CHECK_LAUNCH();
             comm_allgather(tp, slot, ws->x_next, matrix_n, stream);
-            muon_assemble_kernel<<<grid_for(matrix_n * ranks, block), block, 0, stream>>>(
-                ws->x, ws->x_next, part, ranks, split == TP_ROWS);
+            muon_assemble_kernel<<<grid_for(matrix_n * shares, block), block, 0, stream>>>(
+                ws->x, ws->x_next, part, shares, replicas, split == TP_ROWS);
             CUDA_CHECK_LAUNCH();
         }
         const floatX* o = newton_schulz(ws, mm, m, n, h->ns_steps, stream);

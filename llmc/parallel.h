@@ -18,7 +18,8 @@
 // (parallel_dims_check), before any buffer is allocated; llmc/comm.cuh splits the groups
 // (comm_grid_groups). It also says where each element of a tensor lives when tensor
 // parallelism cuts it (TpShape); the parallel layers are llmc/tensor_parallel.cuh.
-// Entry points: parallel_dims, parallel_dims_check, grid_coords / grid_rank, tp_local_runs.
+// Entry points: parallel_dims, parallel_dims_check, grid_coords / grid_rank, tp_local_runs,
+// tp_first_copy.
 #pragma once
 
 #include <algorithm>
@@ -142,13 +143,24 @@ inline const char* parallel_dims_check(const ParallelDims* d, const ParallelShap
 // V). Rank r of a group of t holds its share of every part, parts one after the other:
 //   TP_ROWS  (parts x rows/parts/t, cols): rows [r R/t, (r+1) R/t) of each part of R rows;
 //   TP_COLS  (rows, cols/t): columns [r cols/t, (r+1) cols/t) of every row.
+// A TP_ROWS tensor may be cut into fewer shares than ranks: with `replicas` > 1 it is cut into
+// t / replicas shares and ranks r with the same r / replicas hold the same one (Llama's k and v
+// when the group has more ranks than kv heads: each rank holds the kv head its query heads use).
 enum TpSplit { TP_REPLICATED, TP_ROWS, TP_COLS };
 
 struct TpShape {
     int split;  // TpSplit
     int parts;
-    int rows, cols;  // logical
+    int rows, cols;    // logical
+    int replicas = 1;  // TP_ROWS: consecutive ranks that hold the same share
 };
+
+// Whether `rank` is the first of the ranks that hold the same elements of a tensor (the one whose
+// copy a checkpoint, the gradient norm or a monitor counts): rank 0 of a replicated tensor, the
+// first of each share's replicas, every rank of a tensor it cuts.
+inline bool tp_first_copy(const TpShape* s, int rank) {
+    return s->split == TP_REPLICATED ? rank == 0 : rank % s->replicas == 0;
+}
 
 // Visits rank r's local elements [lo, lo + n) as runs contiguous both locally and in the logical
 // tensor, f(logical, local, count), in local order: checkpoints hold logical tensors (any grid
@@ -157,6 +169,7 @@ struct TpShape {
 template <class F>
 void tp_local_runs(const TpShape* s, int rank, int size, size_t lo, size_t n, F f) {
     const size_t cols = s->cols > 0 ? (size_t)s->cols : 1;
+    if (s->split == TP_ROWS) rank /= s->replicas, size /= s->replicas;  // the shares
     if (s->split == TP_REPLICATED || size == 1) return f(lo, lo, n);
     for (size_t k = lo; k < lo + n;) {
         size_t logical, run;

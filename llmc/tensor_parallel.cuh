@@ -3,7 +3,11 @@
 // every matrix of the model between them:
 //   - attention by heads: each rank holds NH/t heads, i.e. its rows of the Q, K and V parts of
 //     attn.qkv.w and attn.qkv.b (column-parallel: a slice of the outputs) and the matching
-//     columns of attn.proj.w (row-parallel: a slice of the inputs);
+//     columns of attn.proj.w (row-parallel: a slice of the inputs); Llama's grouped-query
+//     attention cuts its KVH kv heads the same way when t divides KVH, and when KVH divides t
+//     gives each rank the one kv head its NH/t query heads use, held by t/KVH ranks whose
+//     gradients of it are summed (Megatron's replicated kv heads: train_gpt.cu's
+//     ModelShapes::kv_replicas, tp_sum_kv_grads);
 //   - the MLP by its 4C hidden units: rows of mlp.fc.w / mlp.fc.b (column-parallel), columns of
 //     mlp.proj.w (row-parallel);
 //   - the vocabulary: rows of wte, both as the embedding table and as the lm head (each rank

@@ -42,12 +42,18 @@
 
 // An FP8 weight the gather fills: its cache (W rows x cols and W^T, llmc/fp8_linear.cuh's
 // Fp8Weight) and its per-tensor scale (tensor: the cache's; delayed: the history's); offset:
-// where the weight starts in the parameter layout. rows 0: the tensor is gathered in bf16.
+// where the weight starts in the parameter layout; weight: the model's number of the FP8 weight.
+// The model gives one per tensor of its table, rows 0 for a tensor gathered in bf16; tensors
+// adjacent in the layout may be one weight (the same target, the same number: Llama's q, k and
+// v are one [q | k | v] matrix, its gate and up one [gate | up]), whose amax, scale and
+// transpose are then the whole matrix's. Such a weight's tensors must lie in one bucket (ZeRO-3:
+// a bucket per block).
 struct ZeroFp8Target {
     uint8_t *q, *qt;
     int rows, cols;
     Fp8TensorScale* scale;
     size_t offset;
+    int weight;
 };
 
 // n elements of this rank's parameters quantized into dst with target `target`'s scale.
@@ -228,16 +234,21 @@ inline void zero_fp8_build(ZeroFp8* z, const ShardPlan* plan, int me, const floa
         const ShardBucket* sb = &plan->buckets[b];
         ZeroFp8Bucket* zb = &z->buckets[b];
         // the bucket's FP8 weights: its pieces' and matrices' tensors with a target
-        std::vector<int> target_index;  // the layout tensor of each
         auto target_of_tensor = [&](int tensor) {
+            if (targets[tensor].rows == 0) return -1;
             for (int t = zb->target_first; t < (int)bucket_targets.size(); t++)
-                if (target_index[t - zb->target_first] == tensor) return t;
+                if (bucket_targets[t].weight == targets[tensor].weight) return t;
             return -1;
         };
         zb->target_first = (int)bucket_targets.size();
         auto add_target = [&](int tensor) {
             if (targets[tensor].rows == 0 || target_of_tensor(tensor) >= 0) return;
-            target_index.push_back(tensor);
+            for (const ZeroFp8Target& earlier : bucket_targets)
+                if (earlier.weight == targets[tensor].weight)
+                    fatal(
+                        "zero_fp8_build: FP8 weight %d lies in two buckets (its amax and "
+                        "scale need it whole in one)",
+                        earlier.weight);
             bucket_targets.push_back(targets[tensor]);
         };
         for (int p = sb->piece_first; p < sb->piece_first + sb->piece_count; p++)

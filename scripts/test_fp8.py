@@ -43,9 +43,13 @@ for 4 steps on a global batch of G = 8 sequences. Checks:
 6. The Llama block (--arch llama, 2 of 4 kv heads, SwiGLU of 256 hidden units, an untied head):
    its FP8 layers read [q | k | v] (256 rows, not 3C) and [gate | up] (2 x 256) as one matrix
    each. Every recipe trains within FP8_LOSS of the Llama bf16 run with the plan equal to the
-   allocation; --fp8 rowwise on tp 2 (one kv head a rank) and --fp8 tensor on dp 2 with ZeRO-3
-   reproduce one process within BF16_LOSS; --fp8 delayed with --fp8-lm-head (the untied head's
-   history too) resumed at step 2 on 2 ranks ends with the uninterrupted run's parameter hash.
+   allocation; --fp8 rowwise on tp 2 (one kv head a rank; and with --kv-heads 1, the one kv head
+   on both ranks, against one process with 1 kv head) and --fp8 tensor on dp 2 with ZeRO-3
+   reproduce one process within BF16_LOSS; --fp8-allgather as part 5 (tensor, delayed, tensor
+   with Muon: the bf16 gather's parameter hash, the plan, the traffic; q, k and v land in the one
+   [q | k | v] FP8 weight, gate and up in [gate | up], so a block's --fp8 tensor gather reduces 4
+   amaxes, as GPT-2's); --fp8 delayed with --fp8-lm-head (the untied head's history too)
+   resumed at step 2 on 2 ranks ends with the uninterrupted run's parameter hash.
 
 Usage: python3 scripts/test_fp8.py [--bin-dir build/cpu]; exits 0 when every check passes.
 """
@@ -80,15 +84,21 @@ def planned_and_allocated(records):
     return header["plan_bytes"]["total"], allocated
 
 
-def unit_tensors():
+def unit_tensors(llama=False):
     """The units ZeRO-3 gathers (llmc/zero.cuh), each a list of (elements, an FP8 weight?) in
-    layout order: the last block with the final LayerNorm, the other block, the embeddings."""
+    layout order: the last block with the final LayerNorm, the other block, the embeddings.
+    llama: LLAMA's (ln1, q, k and v of 2 kv heads of 32, proj, ln2, gate and up of 256, down;
+    lnf.w; wte and the untied lm head)."""
+    if llama:
+        block = [(C, 0), (C * C, 1), (64 * C, 1), (64 * C, 1), (C * C, 1), (C, 0), (256 * C, 1), (256 * C, 1),
+                 (256 * C, 1)]
+        return [block + [(C, 0)], block, [(V * C, 0), (V * C, 0)]]
     block = [(C, 0), (C, 0), (3 * C * C, 1), (3 * C, 0), (C * C, 1), (C, 0), (C, 0), (C, 0), (4 * C * C, 1),
              (4 * C, 0), (4 * C * C, 1), (C, 0)]
     return [block + [(C, 0), (C, 0)], block, [(V * C, 0), (T * C, 0)]]
 
 
-def gather_traffic(ranks, fp8, muon):
+def gather_traffic(ranks, fp8, muon, llama=False):
     """Bytes one step's ZeRO-3 gathers send from a rank (ring convention: an all-gather (N-1)/N of
     all ranks' contributions, a broadcast its bytes), every unit gathered once: (all-gather,
     broadcast). A unit's element-wise tensors (under Muon the weights are matrices, broadcast by
@@ -97,7 +107,7 @@ def gather_traffic(ranks, fp8, muon):
     FP8 weights sends from each rank its bf16 elements (2 bytes) and FP8 elements (1 byte),
     padded to the largest rank's, rounded up to 128 bytes."""
     all_gather = broadcast = 0
-    for tensors in unit_tensors():
+    for tensors in unit_tensors(llama):
         elementwise = [(n, w) for n, w in tensors if not (muon and w)]
         packed = sum(n for n, _ in elementwise)
         slice_ = up(-(-packed // ranks), 64)
@@ -132,6 +142,47 @@ def refused(cmd, text, label):
     check(proc.returncode != 0 and text in out, label, said)
 
 
+def check_allgather(bf16, work, z3, model, label, want, llama):
+    """Part 5's check of one --fp8-allgather run (label: the recipe, "muon" at its end for Muon)
+    on dp 2 with ZeRO-3 (z3: the run's flags with --comm-stats) of `model` against `want`, the
+    same run gathering bf16: the parameter hash, the plan, the traffic against gather_traffic."""
+    recipe, muon = label.split()[0], label.endswith("muon")
+    name = ("llama " if llama else "") + label
+    simulate(recipe)
+    got = train(bf16, 2, work, f"{name.replace(' ', '_')}_z3_allgather", model,
+                z3 + ["--fp8", recipe, "--fp8-allgather"] + (["--optimizer", "muon"] if muon else []),
+                checkpoints=False)
+    planned, allocated = planned_and_allocated(got[1])
+    ours, theirs = param_hash(got[0], 2), param_hash(want[0], 2)
+    check(ours is not None and ours == theirs and planned == allocated and "in FP8 (--fp8-allgather)" in got[0],
+          f"{'--arch llama ' if llama else ''}--fp8 {label}, dp 2, ZeRO-3: --fp8-allgather ends with parameter "
+          f"hash {ours}, the bf16 gather's {theirs}; planned {planned} bytes = allocated {allocated}")
+    # the step's all-gathers include the monitors' vector (train_gpt.cu's Monitors: L + 10
+    # words from every rank), which is not ZeRO's
+    monitors = (2 - 1) * (L + 10) * 4
+    sent, sent_bf16 = ({**c, "all_gather": c["all_gather"] - monitors} for c in
+                       (next(r["comm_bytes"] for r in run[1] if "comm_bytes" in r) for run in (got, want)))
+    predicted, predicted_bf16 = gather_traffic(2, True, muon, llama), gather_traffic(2, False, muon, llama)
+    # one amax a weight of a block (Llama's [q | k | v] and [gate | up] one each: 4 a block)
+    amax_bytes = L * 2 * (2 - 1) / 2 * 4 * 4 if recipe == "tensor" else 0
+    measured = (sent["all_gather"], sent["broadcast"], sent["all_reduce"] - sent_bf16["all_reduce"])
+    # the blocks' gathers (the embeddings' are bf16 in both) against the seeds' formula
+    emb = (2 - 1) * 2 * up(-(-sum(n for n, _ in unit_tensors(llama)[2]) // 2), 64)
+    weights = sum(n for u in unit_tensors(llama)[:2] for n, w in u if w)
+    other = sum(n for u in unit_tensors(llama)[:2] for n, w in u if not w)
+    fp8_sent = sent["all_gather"] + sent["broadcast"] - emb + measured[2]
+    bf16_sent = sent_bf16["all_gather"] + sent_bf16["broadcast"] - emb
+    formula = (weights + 2 * other + 4 * 4 * L * (recipe == "tensor")) / (2 * (weights + other))
+    check(measured == predicted + (amax_bytes,) and (sent_bf16["all_gather"], sent_bf16["broadcast"]) ==
+          predicted_bf16,
+          f"{'--arch llama ' if llama else ''}--fp8 {label}: all-gather {sent['all_gather']} + broadcast "
+          f"{sent['broadcast']} bytes (bf16 gather: {sent_bf16['all_gather']} + {sent_bf16['broadcast']}), the plan "
+          f"predicts {predicted[0]} + {predicted[1]} ({predicted_bf16[0]} + {predicted_bf16[1]}); the amax "
+          f"all-reduces {measured[2]:.0f} bytes (predicted {amax_bytes:.0f}). The blocks' gathers: {fp8_sent:.0f} "
+          f"bytes against {bf16_sent} in bf16, {fp8_sent / bf16_sent:.4f}x; the seeds' formula (1 byte per FP8 "
+          f"weight element + 2 per other + tensor's 4-byte amax per weight, over 2 per element) {formula:.4f}")
+
+
 def check_llama(bf16, work, base):
     """Part 6: the Llama block's FP8 layers, alone and on the grids, and resuming."""
     simulate("tensor")
@@ -149,15 +200,30 @@ def check_llama(bf16, work, base):
     simulate("tensor")
     accum2 = train(bf16, 0, work, "llama_tensor_a2", LLAMA,
                    base + ["--fp8", "tensor", "--batch", str(G // 2), "--grad-accum", "2"], checkpoints=False)
+    # 1 kv head on both ranks of tp 2 (replicated kv heads): against one process with 1 kv head
+    mqa = ["--kv-heads", "1", "--fp8", "rowwise", "--batch", str(G)]
+    single_mqa = train(bf16, 0, work, "llama_rowwise_mqa", LLAMA, base + mqa, checkpoints=False)
+    z3 = ["--zero", "3", "--batch", str(G // 2), "--comm-stats"]
+    zero3 = {}
     for recipe, grid, ref, label in (("rowwise", ["--tp", "2", "--batch", str(G)], single["rowwise"], "tp 2"),
-                                     ("tensor", ["--zero", "3", "--batch", str(G // 2)], accum2, "dp 2, ZeRO-3")):
+                                     ("rowwise", mqa + ["--tp", "2"], single_mqa, "tp 2 with 1 kv head on both ranks"),
+                                     ("tensor", z3, accum2, "dp 2, ZeRO-3")):
         simulate(recipe)
-        got = train(bf16, 2, work, f"llama_{recipe}_grid", LLAMA, base + ["--fp8", recipe] + grid, checkpoints=False)
+        got = train(bf16, 2, work, f"llama_{recipe}_grid{len(grid)}", LLAMA, base + ["--fp8", recipe] + grid,
+                    checkpoints=False)
+        zero3[recipe] = got
         worst = worst_loss_diff(got, ref)
         planned, allocated = planned_and_allocated(got[1])
         check(worst <= BF16_LOSS and param_hash(got[0], 2) is not None and planned == allocated,
               f"--arch llama --fp8 {recipe}, {label}: losses within {worst:.1e} <= {BF16_LOSS:.0e} of one process; "
               f"every rank the same model; planned {planned} bytes = allocated {allocated}")
+    # --fp8-allgather: as part 5, against the same runs gathering bf16
+    for label, flags in (("delayed", ["--fp8", "delayed"]), ("tensor muon", ["--fp8", "tensor", "--optimizer", "muon"])):
+        simulate(label.split()[0])
+        zero3[label] = train(bf16, 2, work, f"llama_{label.replace(' ', '_')}_z3", LLAMA, base + z3 + flags,
+                             checkpoints=False)
+    for label in ("tensor", "delayed", "tensor muon"):
+        check_allgather(bf16, work, base + z3, LLAMA, label, zero3[label], True)
     simulate("delayed")
     delayed = ["--fp8", "delayed", "--fp8-lm-head", "--zero", "1", "--batch", str(G // 2), "--checkpoint-every", "2"]
     source = train(bf16, 2, work, "llama_delayed_dp2", LLAMA, base + delayed)
@@ -255,41 +321,7 @@ def main():
         zero3["tensor muon"] = train(bf16, 2, work, "tensor_muon_z3", MODEL,
                                      z3 + ["--fp8", "tensor", "--optimizer", "muon"], checkpoints=False)
         for label in ("tensor", "delayed", "tensor muon"):
-            recipe, muon = label.split()[0], label.endswith("muon")
-            simulate(recipe)
-            got = train(bf16, 2, work, f"{label.replace(' ', '_')}_z3_allgather", MODEL,
-                        z3 + ["--fp8", recipe, "--fp8-allgather"] + (["--optimizer", "muon"] if muon else []),
-                        checkpoints=False)
-            want = zero3[label]
-            planned, allocated = planned_and_allocated(got[1])
-            ours, theirs = param_hash(got[0], 2), param_hash(want[0], 2)
-            check(ours is not None and ours == theirs and planned == allocated and "in FP8 (--fp8-allgather)" in got[0],
-                  f"--fp8 {label}, dp 2, ZeRO-3: --fp8-allgather ends with parameter hash {ours}, the bf16 "
-                  f"gather's {theirs}; planned {planned} bytes = allocated {allocated}")
-            # the step's all-gathers include the monitors' vector (train_gpt.cu's Monitors: L + 10
-            # words from every rank), which is not ZeRO's
-            monitors = (2 - 1) * (L + 10) * 4
-            sent, sent_bf16 = ({**c, "all_gather": c["all_gather"] - monitors} for c in
-                               (next(r["comm_bytes"] for r in run[1] if "comm_bytes" in r) for run in (got, want)))
-            predicted, predicted_bf16 = gather_traffic(2, True, muon), gather_traffic(2, False, muon)
-            amax_bytes = L * 2 * (2 - 1) / 2 * 4 * 4 if recipe == "tensor" else 0
-            measured = (sent["all_gather"], sent["broadcast"], sent["all_reduce"] - sent_bf16["all_reduce"])
-            # the blocks' gathers (the embeddings' are bf16 in both) against the seeds' formula
-            emb = (2 - 1) * 2 * up(-(-(V * C + T * C) // 2), 64)
-            weights = sum(n for u in unit_tensors()[:2] for n, w in u if w)
-            other = sum(n for u in unit_tensors()[:2] for n, w in u if not w)
-            fp8_sent = sent["all_gather"] + sent["broadcast"] - emb + measured[2]
-            bf16_sent = sent_bf16["all_gather"] + sent_bf16["broadcast"] - emb
-            formula = (weights + 2 * other + 4 * 4 * L * (recipe == "tensor")) / (2 * (weights + other))
-            check(measured == predicted + (amax_bytes,) and (sent_bf16["all_gather"], sent_bf16["broadcast"]) ==
-                  predicted_bf16,
-                  f"--fp8 {label}: all-gather {sent['all_gather']} + broadcast {sent['broadcast']} bytes (bf16 gather: "
-                  f"{sent_bf16['all_gather']} + {sent_bf16['broadcast']}), the plan predicts {predicted[0]} + "
-                  f"{predicted[1]} ({predicted_bf16[0]} + {predicted_bf16[1]}); the amax all-reduces "
-                  f"{measured[2]:.0f} bytes (predicted {amax_bytes:.0f}). The blocks' gathers: {fp8_sent:.0f} bytes "
-                  f"against {bf16_sent} in bf16, {fp8_sent / bf16_sent:.4f}x; the seeds' formula (1 byte per FP8 "
-                  f"weight element + 2 per other + tensor's 4-byte amax per weight, over 2 per element) "
-                  f"{formula:.4f}")
+            check_allgather(bf16, work, z3, MODEL, label, zero3[label], False)
 
         # 6
         check_llama(bf16, work, base)

@@ -10,7 +10,10 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
    validation sequence, read from the log) equals transformers' loss on the same sequences,
    computed in float64 from its fp32 logits: fp32 build within 1e-5 relative (test_gpt's fp32
    rule); bf16 build within test_gpt's bf16 rule, min(max(4 d, 2^-8), 5e-2), where d is how far
-   transformers' own bf16 model moves that loss.
+   transformers' own bf16 model moves that loss. Every logit of the first validation batch
+   (--dump-logits, B x T x V) against transformers' on the dumped tokens (check_logits: the
+   largest absolute difference relative to the largest |logit|): fp32 build within 1e-5, bf16
+   build within the same rule with d how far transformers' bf16 model moves the logits.
 2. Round trips, fp32 build: Hugging Face -> --export-hf (direct) and Hugging Face -> a checkpoint
    (one step at --lr 0) -> --export-hf give back every tensor bit for bit (the same names,
    shapes and values), and transformers loads the folder; folders saved in bf16 and fp16 are
@@ -27,7 +30,9 @@ English-like bytes (T = 16, 2 x 4 validation sequences). Checks:
    single process (losses, norms and parameters within 1e-5: testlib.compare, as test_zero3 and
    test_tp). Each run's checkpoint (one file; two ZeRO-3 shards; two tensor-parallel parts),
    exported with --export-hf, loads in transformers with our logits: its loss on the validation
-   sequences equals that run's logged final validation loss within 1e-5.
+   sequences equals that run's logged final validation loss within 1e-5; the tp 2 run's logits,
+   dumped by the run resumed under mpirun -np 2 --tp 2 (the ranks' vocabulary columns
+   gathered), equal transformers' within 1e-5 (of the largest logit).
 5. Greedy generation (--sample, --temperature 0) from a Hugging Face folder and from the
    fine-tuned checkpoint equals transformers' generate(do_sample=False) from the same weights
    and prompt, token for token (the byte tokenizer, so the printed bytes are the tokens).
@@ -58,7 +63,7 @@ import time
 
 import numpy as np
 
-from testlib import ROOT, check, compare, finish, hf_modules, logged_values, make_text, train, write_shard
+from testlib import MPIRUN, ROOT, check, compare, finish, hf_modules, logged_values, make_text, train, write_shard
 
 T, B, VAL_BATCHES = 16, 4, 2
 SHAPES = [dict(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=64),
@@ -123,6 +128,61 @@ def hf_loss(torch, model, val):
         lp = torch.log_softmax(logits, dim=-1)
         y = torch.tensor(val[:, 1:])
         return float(-lp.gather(-1, y.unsqueeze(-1)).mean())
+
+
+DUMP_MAGIC, DUMP_VERSION = 20261202, 1  # --dump-logits' header (train_run.cuh's dump_logits)
+
+
+def dump_logits(binary, args, path, ranks=0):
+    """Our logits of the first validation batch: the trainer with `args` (the model: --init-from a
+    folder, or a run's flags with --resume) and --dump-logits `path`, under mpirun -np ranks when
+    ranks > 0. Returns (tokens (B,T) int64, logits (B,T,V) float64, "") or (None, None, the
+    error)."""
+    launch = MPIRUN + ["-np", str(ranks)] if ranks else []
+    p = subprocess.run(launch + [binary] + args + ["--dump-logits", path], capture_output=True, cwd=ROOT)
+    if p.returncode != 0:
+        return None, None, p.stderr.decode(errors="replace")[-300:]
+    raw = open(path, "rb").read()
+    magic, version, b, t, v = struct.unpack("<5i", raw[:20])
+    if (magic, version) != (DUMP_MAGIC, DUMP_VERSION) or len(raw) != 32 + 4 * b * t + 4 * b * t * v:
+        return None, None, f"{path}: header {magic}, {version}, {b} x {t} x {v} for {len(raw)} bytes"
+    tokens = np.frombuffer(raw, "<i4", b * t, 32).reshape(b, t).astype(np.int64)
+    logits = np.frombuffer(raw, "<f4", b * t * v, 32 + 4 * b * t).reshape(b, t, v).astype(np.float64)
+    return tokens, logits, ""
+
+
+def hf_logits(torch, model, tokens):
+    """transformers' logits of model on tokens (B,T) as float64 (B,T,V)."""
+    with torch.no_grad():
+        return model(torch.tensor(tokens)).logits.double().numpy()
+
+
+def logits_error(got, want):
+    """The largest absolute difference of two logit arrays relative to the logits' scale, the
+    largest |logit| of want (inf when got is missing or of another shape)."""
+    if got is None or got.shape != want.shape:
+        return float("inf")
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def check_logits(torch, model, binary, args, path, bound, label, ranks=0):
+    """Checks our --dump-logits (dump_logits' args and ranks) against `model`'s logits on the
+    dumped tokens, every logit within `bound` (logits_error); returns our (tokens, logits)."""
+    tokens, ours, err = dump_logits(binary, args, path, ranks)
+    e = logits_error(ours, hf_logits(torch, model, tokens)) if tokens is not None else float("inf")
+    shape = "x".join(map(str, ours.shape)) if ours is not None else "?"
+    check(e <= bound, f"{label}: {shape} logits (--dump-logits) vs transformers': max abs error {e:.1e} of the "
+          f"largest logit <= {bound:.1e}", err)
+    return tokens, ours
+
+
+def bf16_logits_bound(torch, model, tokens):
+    """test_gpt's bf16 rule on the logits: min(max(4 d, 2^-8), 5e-2), d how far transformers' own
+    bf16 model moves them (logits_error of its bf16 copy's against its fp32 ones); returns (the
+    bound, d)."""
+    want = hf_logits(torch, model, tokens)
+    d = logits_error(hf_logits(torch, copy.deepcopy(model).to(torch.bfloat16), tokens), want)
+    return min(max(BF16_FACTOR * d, BF16_FLOOR), BF16_CEILING), d
 
 
 def logged_val_losses(log):
@@ -246,6 +306,15 @@ def main():
                     ok, what = abs(hf_loss(torch, back, val) - want) == 0.0, what + ", transformers loads it"
                 check(ok, f"fp32 HF -> checkpoint (a step at --lr 0) -> --export-hf -> HF ({name}): {what}")
 
+            # every logit of the first validation batch (--dump-logits), both builds
+            args = ["--init-from", folder, "--data", datas[SHAPES[i]["vocab_size"]]] + COMMON
+            tokens, _ = check_logits(torch, model, fp32, args, os.path.join(work, f"logits{i}_fp32"), FP32_REL,
+                                     f"fp32 --init-from HF ({name})")
+            if tokens is not None:
+                bound, d = bf16_logits_bound(torch, model, tokens)
+                check_logits(torch, model, bf16, args, os.path.join(work, f"logits{i}_bf16"), bound,
+                             f"bf16 --init-from HF ({name}; transformers' bf16 model: {d:.1e})")
+
         # half-precision folders (save_pretrained of a bf16 or fp16 model): read exactly
         for dtype, label in ((torch.bfloat16, "BF16"), (torch.float16, "F16")):
             half_dir, out = os.path.join(work, f"hf_{label}"), os.path.join(work, f"hf_{label}_out")
@@ -300,11 +369,17 @@ def main():
             out = os.path.join(work, "ft_export_" + result[2].split("ft_")[-1])
             rc, _, err = trainer(fp32, ["--init-from", result[2], "--export-hf", out])
             final = {k[1]: v for k, v in logged_values(result[1]).items() if k[0] == "val_loss"}[4]
-            got = hf_loss(torch, transformers.GPT2LMHeadModel.from_pretrained(out).eval(), val) if rc == 0 \
-                else float("inf")
+            back = transformers.GPT2LMHeadModel.from_pretrained(out).eval() if rc == 0 else None
+            got = hf_loss(torch, back, val) if rc == 0 else float("inf")
             e = abs(got - final) / final
             check(e <= FP32_REL, f"fine-tuned checkpoint ({label}) -> --export-hf -> transformers: loss {got:.7f} "
                   f"vs our final val loss {final:.7f}: rel {e:.1e} <= {FP32_REL:.0e}", err[-300:])
+            if back is not None and result is tp2:  # and its logits, resumed under tp 2
+                check_logits(torch, back, fp32, ft + ["--batch", str(B), "--tp", "2", "--checkpoint-dir", result[2],
+                                                      "--resume", "latest"],
+                             os.path.join(work, "logits_tp2"), FP32_REL,
+                             f"fine-tuned checkpoint ({label}) resumed under mpirun -np 2 --tp 2, against its "
+                             f"--export-hf in transformers", 2)
         out = os.path.join(work, "ft_export_single_ck")
 
         # 5. greedy generation against transformers' generate
