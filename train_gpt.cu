@@ -4236,6 +4236,12 @@ inline void pipe_sleep_queuing(GPT* m, double end) {
 inline void pipe_wait_exchange(GPT* m, int x, const char* what) {
     Pipeline* p = &m->pipe;
     pipe_queue_exchanges(m, x);
+    if (p->queued <= x) {  // (its step has not ended: the plan would be wrong)
+        fprintf(stderr,
+                "internal error: the pipeline waits for exchange %d of step %d, not queued\n", x,
+                p->exchanges[x].tick);
+        exit(EXIT_FAILURE);
+    }
     if (what) comm_sync_event(p->group, p->exchanged[x], what);
     CUDA_CHECK(cudaStreamWaitEvent(m->stream, p->exchanged[x], 0));
 }

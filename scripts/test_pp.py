@@ -37,8 +37,8 @@ ranks of a pipeline group read the same sequences), validated at step 2 and at t
    reduction for its gradients, a gather for the kernels reading its buffer, the kernels for
    their gather) gives other bits.
    FP8 (bf16 build): --fp8 tensor on pp 2 x tp 2, delayed on dp 2 x pp 2 ZeRO-3 and rowwise on
-   pp 2, each step's loss within BF16_LOSS of one process running the same recipe, one model on
-   every rank, the plan equal to the allocation; --fp8 delayed on pp 2 resumed from its step-2
+   pp 2, each step's loss (2 steps) within BF16_LOSS of one process running the same recipe, one
+   model on every rank, the plan equal to the allocation; --fp8 delayed on pp 2 resumed from its step-2
    checkpoint ends with the uninterrupted run's parameter hash (each stage records its own
    layers' amaxes; they are reduced over the pipeline group, so rank 0's checkpoint holds every
    layer's history: without that reduction the resumed run differs).
@@ -243,7 +243,7 @@ def main():
         for recipe, label, ranks, grid in (("tensor", "pp 2 x tp 2", 4, pipe_args(2, 1, 4, tp=2)),
                                            ("delayed", "dp 2 x pp 2 ZeRO-3", 4, pipe_args(2, 2, 2, zero=3)),
                                            ("rowwise", "pp 2", 2, pipe_args(2, 1, 4))):
-            fp8 = ["--fp8", recipe]
+            fp8 = ["--fp8", recipe, "--steps", "2"]  # (the step-2 loss follows an update: 2 steps are enough)
             single = train(bf16, 0, work, "single_fp8_" + recipe, MODEL, base + fp8 + ["--grad-accum", "4", "--batch",
                                                                                          "2"], False)
             out, records, _ = train(bf16, ranks, work, "pp_fp8_" + recipe, MODEL, base + fp8 + grid, False)
