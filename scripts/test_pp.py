@@ -124,7 +124,7 @@ REF_NAMES = {(): "adamw", tuple(MUON): "muon", tuple(LLAMA_TIED): "llama_tied", 
 # run stays within a few bf16 roundings (2^-9) of one process, as test_tp's BF16_LOSS argues
 BF16_LOSS = 4e-3
 # a text sample at the end of the runs of check 1: longer than T, so the window slides
-SAMPLE = ["--sample-len", "40"]
+SAMPLE = ["--sample-len", "24"]
 
 
 def pipe_args(pp, dp, accum, schedule="1f1b", chunks=1, zero=0, tp=1):
