@@ -2869,6 +2869,8 @@ struct Pipeline {
     floatX* slot_inputs;  // (slots, S, C): each one's chunk input (received, or the embeddings)
     floatX* slot_douts;   // (slots, S, C): the gradient of each one's chunk output (received, or
                           // on the last stage from the head, computed in the forward)
+    floatX* slot_dinputs;  // (slots, S, C): the gradient of each one's chunk input, sent from here
+    int* slot_sent;        // [slot]: the exchange that last sent its slot_dinputs (-1: none)
     floatX* tied_grad;    // the first and the last stage's ranks: the other's part of dwte
     int* slot_of;         // [micro * chunks + chunk]: the slot of a chunk input received or
                           // embedded whose backward has not run
@@ -2876,11 +2878,29 @@ struct Pipeline {
     int free_count;
     size_t slot_elems;  // S x C, aligned
     double sent_bytes;  // the activations and gradients this rank sent (--comm-stats)
-    int cost_ms;        // --pp-cost-ms (a test's cost model): a forward action lasts this long
-                        // (the host sleeps the rest), a backward twice as long
-    double loop_s, busy_s, wait_s;  // the last step's loop over the time steps on this rank:
-                                    // its time, the time in actions (until their stream is
-                                    // done), the time in the exchanges (--comm-stats: the bubble)
+    // The transfers' stream and its events (pipe_forward_backward: the ordering between the
+    // streams): `computed` recorded on the compute stream before an exchange is queued;
+    // exchanged[x] on the transfers' stream after exchange x; arrival[(op * micro_batches +
+    // micro) * chunks + chunk]: the exchange that carries that action's input (-1: none).
+    cudaStream_t stream;
+    cudaEvent_t computed;
+    cudaEvent_t* exchanged;
+    int* arrival;
+    double* due_s;  // [exchange]: when it may be queued (its time step ended, and under the
+                    // cost model its transfer time passed); -1: its time step has not ended
+    const floatX** sending;  // [exchange]: what it sends (the buffer of the action that ended)
+    int queued;              // the exchanges of this step queued so far
+    // --pp-cost-ms and --pp-cost-transfer-ms (a test's cost model): a forward action lasts
+    // cost_ms (the host sleeps the rest), a backward twice as long, and an exchange that sends
+    // is queued transfer_ms after the end of its time step
+    int cost_ms, transfer_ms;
+    // The last step's loop on this rank (--comm-stats, train_run.cuh's report_pipeline_bubble):
+    // its time, the time in actions (until their stream is done) and waiting for their inputs;
+    // under the cost model those waits each rounded to whole time steps (cost_ms), the most a
+    // wait was off whole steps and the most an action outlasted its cost
+    double loop_s, busy_s, wait_s;
+    int wait_steps;
+    double wait_off_s, overrun_s;
 };
 
 struct GPT {
@@ -3312,6 +3332,11 @@ inline void gpt_monitors_free(Monitors* mon) {
     free(mon->layer_sq);
 }
 
+// The exchange that carries the input of this rank's action a (Pipeline::arrival).
+inline int* pipe_arrival_of(Pipeline* p, PipeAction a) {
+    return &p->arrival[(a.op * p->config.micro_batches + a.micro) * p->config.chunks + a.chunk];
+}
+
 // Pipeline parallelism: this rank's plan (llmc/pipeline.h's pipe_exchange_plan: its schedule in
 // time steps, its exchanges, the activation sets it needs) and those activation sets, each a
 // chunk's blocks (laid out by layout_activations in acts.stored), its input and its output's
@@ -3334,10 +3359,24 @@ inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
     p->exchange_count = (int)plan.exchanges.size();
     p->exchanges = (PipeExchange*)MALLOC_CHECK((plan.exchanges.size() + 1) * sizeof(PipeExchange));
     std::copy(plan.exchanges.begin(), plan.exchanges.end(), p->exchanges);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&p->computed, cudaEventDisableTiming));
+    p->exchanged = (cudaEvent_t*)MALLOC_CHECK((p->exchange_count + 1) * sizeof(cudaEvent_t));
+    for (int x = 0; x < p->exchange_count; x++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&p->exchanged[x], cudaEventDisableTiming));
+    p->due_s = (double*)MALLOC_CHECK((p->exchange_count + 1) * sizeof(double));
+    p->sending = (const floatX**)MALLOC_CHECK((p->exchange_count + 1) * sizeof(floatX*));
+    p->arrival = (int*)MALLOC_CHECK(2 * c->micro_batches * c->chunks * sizeof(int));
+    for (int k = 0; k < 2 * c->micro_batches * c->chunks; k++) p->arrival[k] = -1;
+    for (int x = 0; x < p->exchange_count; x++)
+        for (int k = 0; k < p->exchanges[x].recv_count; k++)
+            *pipe_arrival_of(p, p->exchanges[x].recv[k]) = x;
     p->slot_elems =
         round_up((size_t)tp_shard_rows(&m->tensor_parallel, N) * m->shape.C, TENSOR_ALIGN);
     p->slot_inputs = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
     p->slot_douts = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
+    p->slot_dinputs = device_take_n<floatX>(ledger, MEM_ACTIVATIONS, p->slots * p->slot_elems);
+    p->slot_sent = (int*)MALLOC_CHECK(p->slots * sizeof(int));
     const ParamTensor* wte = &m->layout.tensors[m->layout.index.wte];
     if (!m->config.llama.untied_head && (p->rank == 0 || m->acts.head))  // (both: the tied wte)
         p->tied_grad = device_take_n<floatX>(ledger, MEM_GRADS, wte->numel);
@@ -3350,11 +3389,19 @@ inline void pipe_build(GPT* m, int N, DeviceLedger* ledger) {
 
 inline void pipe_free(GPT* m) {
     Pipeline* p = &m->pipe;
-    for (floatX* buf : {p->slot_inputs, p->slot_douts, p->tied_grad})
+    for (floatX* buf : {p->slot_inputs, p->slot_douts, p->slot_dinputs, p->tied_grad})
         if (buf) CUDA_CHECK(cudaFree(buf));
     free(p->actions);
     free(p->action_tick);
     free(p->exchanges);
+    CUDA_CHECK(cudaStreamDestroy(p->stream));
+    CUDA_CHECK(cudaEventDestroy(p->computed));
+    for (int x = 0; x < p->exchange_count; x++) CUDA_CHECK(cudaEventDestroy(p->exchanged[x]));
+    free(p->exchanged);
+    free(p->due_s);
+    free(p->sending);
+    free(p->arrival);
+    free(p->slot_sent);
     free(p->slot_of);
     free(p->slot_free);
     free(m->acts.stored);
@@ -4125,13 +4172,35 @@ inline void gpt_monitors_start(GPT* m, double tokens) {
 // tensor-parallel rank of the neighbouring stage: a pipeline group is the ranks with the same
 // tensor-parallel rank (llmc/parallel.h).
 //
-// The transfers: after each time step, one NCCL group (comm_exchange) with the send of what the
-// action ending in the step produced and the receives of what the neighbours' actions ending in
-// the step produced (a forward lasts one step, a backward two: PIPE_PLAN_COSTS)
-// (pipe_exchange_plan says why that never deadlocks), waited for at once with the group's deadline,
-// naming each transfer (the transfers do not overlap the compute yet). The loop times itself
-// (host timestamps, each action's stream synchronized): the time in actions and in exchanges,
-// for the measured bubble of --comm-stats (train_run.cuh's report_pipeline_bubble).
+// The transfers run on the pipeline's own stream (p->stream), ordered against the compute stream
+// by events, and overlap the compute. After each time step, one NCCL group (an exchange,
+// comm_exchange) with the send of what the action ending in the step produced and the receives
+// of what the neighbours' actions ending in the step produced (a forward lasts one step, a
+// backward two: PIPE_PLAN_COSTS) is queued on that stream: it waits first for the compute stream's
+// work launched so far (an event: the output it sends is written, and a backward that freed the
+// activation set a receive fills is done), and an event marks its end. Nothing waits for it
+// then: the next action starts at once, unless it needs an input, when the compute stream (an
+// event) and the host (timed: the measured bubble) wait for the exchange that carries it, with
+// the group's deadline, naming the transfer. So a rank's sends, and receives its next action
+// does not need, go on while it computes; a receive is posted in the exchange of the step its
+// data is produced in, as soon as the plan has freed an activation set for it.
+// Why this cannot deadlock: every rank queues its exchanges in the plan's order (by time step),
+// each group pairing the same transfers on both sides (pipe_exchange_plan), and every wait
+// points at work queued before it on this rank: an exchange at step t waits for actions launched
+// before it, whose inputs came in exchanges queued before it, of steps < t; an action waits for
+// an exchange queued before it. So what the exchanges of step t wait for, on every rank, is
+// exchanges of earlier steps and the actions they feed: by induction over the steps, each
+// completes (the groups of step 0 wait for no transfer). The buffers a send reads are not
+// written again before it has read them: a forward's output (the activation set's last block)
+// only after the set's backward, which waited for the gradient received in a later exchange of
+// the same stream; a backward's input gradient is copied out of dresidual into its set's own
+// buffer (slot_dinputs), which the next backward of that set writes after waiting for the send
+// (slot_sent). Under the cost model (--pp-cost-ms: an action lasts its cost, the host sleeping
+// the rest) --pp-cost-transfer-ms holds each exchange with a send back that long after its step,
+// a transfer time, which the rank spends in its next action: scripts/test_pp.py measures the
+// step against the sum of actions and transfers. The loop times itself (host timestamps, each
+// action's stream synchronized): the time in actions and waiting for inputs, for the measured
+// bubble of --comm-stats (train_run.cuh's report_pipeline_bubble).
 //
 // After the flush: the tied wte's gradient, in two parts on the first and the last stage's ranks,
 // summed between them (both then hold the same sum); the tensor-parallel sums of partial
@@ -4164,33 +4233,88 @@ inline void pipe_transfer_words(char* what, size_t len, bool send, PipeAction a,
              a.op == PIPE_FORWARD ? "activation" : "gradient", send ? "to" : "from", peer);
 }
 
-// Exchange x: sends `produced` (what the step's action produced) and receives the neighbours'
-// activations (into a new activation set each) and gradients (into their activation set's);
-// waits for them with the pipeline group's deadline.
-inline void pipe_exchange(GPT* m, const PipeExchange* x, const floatX* produced) {
+// Queues exchange x on the transfers' stream: the send of what the action ending in its time
+// step produced (p->sending[x]) and the receives of the neighbours' activations (each into a new
+// activation set) and gradients (into their activation set's), in one group, after the compute
+// stream's work launched so far (the producing action; the backward that freed a set received
+// into); exchanged[x] marks its end. Nothing waits for it here.
+inline void pipe_exchange(GPT* m, int x) {
     Pipeline* p = &m->pipe;
+    const PipeExchange* e = &p->exchanges[x];
     const size_t n = (size_t)seq_rows(m, m->B * m->T) * m->shape.C;
     CommP2p<floatX> ops[3];
     int count = 0;
     char what[256] = "";
-    for (int k = 0; k < x->recv_count; k++) {
-        const PipeAction a = x->recv[k];
+    for (int k = 0; k < e->recv_count; k++) {
+        const PipeAction a = e->recv[k];
         int* slot = pipe_slot_of(m, a);
         if (a.op == PIPE_FORWARD) *slot = p->slot_free[--p->free_count];
         floatX* buf =
             (a.op == PIPE_FORWARD ? p->slot_inputs : p->slot_douts) + *slot * p->slot_elems;
-        ops[count++] = CommP2p<floatX>{buf, n, x->recv_peer[k], false};
-        pipe_transfer_words(what, sizeof(what), false, a, x->recv_peer[k]);
+        ops[count++] = CommP2p<floatX>{buf, n, e->recv_peer[k], false};
+        pipe_transfer_words(what, sizeof(what), false, a, e->recv_peer[k]);
     }
-    if (x->send_peer >= 0) {
-        ops[count++] = CommP2p<floatX>{(floatX*)produced, n, x->send_peer, true};
-        pipe_transfer_words(what, sizeof(what), true, x->sent, x->send_peer);
+    if (e->send_peer >= 0) {
+        ops[count++] = CommP2p<floatX>{(floatX*)p->sending[x], n, e->send_peer, true};
+        pipe_transfer_words(what, sizeof(what), true, e->sent, e->send_peer);
         p->sent_bytes += (double)n * sizeof(floatX);
     }
     char named[300];
     snprintf(named, sizeof(named), "the pipeline's %s", what);
-    comm_exchange(p->group, ops, count, m->stream, named);
-    comm_sync(p->group, m->stream, named);
+    CUDA_CHECK(cudaEventRecord(p->computed, m->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(p->stream, p->computed, 0));
+    comm_exchange(p->group, ops, count, p->stream, named);
+    CUDA_CHECK(cudaEventRecord(p->exchanged[x], p->stream));
+    // (a query runs nothing on a GPU; the CPU runtime posts the sends now, not at the next wait)
+    const cudaError_t posted = cudaStreamQuery(p->stream);
+    if (posted != cudaErrorNotReady) CUDA_CHECK(posted);
+}
+
+inline void pipe_sleep_until(double t) {
+    const double rest = t - comm_now_s();
+    if (rest <= 0) return;
+    const timespec pause = {(time_t)rest, (long)((rest - (time_t)rest) * 1e9)};
+    nanosleep(&pause, nullptr);
+}
+
+// Queues the step's exchanges in order: those due by now, and (sleeping until they are due)
+// every one up to exchange `through` (-1: none forced). Exchanges not yet due (their time step
+// not ended) stop it.
+inline void pipe_queue_exchanges(GPT* m, int through) {
+    Pipeline* p = &m->pipe;
+    for (; p->queued < p->exchange_count && p->due_s[p->queued] >= 0; p->queued++) {
+        if (p->queued > through && p->due_s[p->queued] > comm_now_s()) return;
+        pipe_sleep_until(p->due_s[p->queued]);
+        pipe_exchange(m, p->queued);
+    }
+}
+
+// The host sleeps until `end` (the cost model: the action lasts until then), queuing the
+// exchanges that fall due meanwhile.
+inline void pipe_sleep_queuing(GPT* m, double end) {
+    Pipeline* p = &m->pipe;
+    for (;;) {
+        pipe_queue_exchanges(m, -1);
+        const bool next = p->queued < p->exchange_count && p->due_s[p->queued] >= 0;
+        if (!next || p->due_s[p->queued] >= end) break;
+        pipe_sleep_until(p->due_s[p->queued]);
+    }
+    pipe_sleep_until(end);
+}
+
+// The compute stream waits for exchange x, queued first if it is not yet; with `what` (the
+// transfer an action waits for) the host waits too, with the pipeline group's deadline.
+inline void pipe_wait_exchange(GPT* m, int x, const char* what) {
+    Pipeline* p = &m->pipe;
+    pipe_queue_exchanges(m, x);
+    if (p->queued <= x) {  // (its step has not ended: the plan would be wrong)
+        fprintf(stderr,
+                "internal error: the pipeline waits for exchange %d of step %d, not queued\n", x,
+                p->exchanges[x].tick);
+        exit(EXIT_FAILURE);
+    }
+    if (what) comm_sync_event(p->group, p->exchanged[x], what);
+    CUDA_CHECK(cudaStreamWaitEvent(m->stream, p->exchanged[x], 0));
 }
 
 // The forward pass of virtual stage ps over one micro-batch (inputs, targets: its host (B,T)
@@ -4250,7 +4374,14 @@ inline const floatX* pipe_run_action(GPT* m, PipeAction a, const int* inputs, co
                                    cudaMemcpyDeviceToDevice, st));
     blocks_backward(m, ps.first_block, ps.first_block + ps.blocks, ps.head ? dout : nullptr);
     p->slot_free[p->free_count++] = *slot;
-    if (!ps.embeddings) return m->acts.dresidual;
+    if (!ps.embeddings) {  // the input's gradient, sent from the set's own buffer (not dresidual,
+                           // which the next backward writes), once its last send has read it
+        if (p->slot_sent[*slot] >= 0) pipe_wait_exchange(m, p->slot_sent[*slot], nullptr);
+        floatX* dinput = p->slot_dinputs + *slot * p->slot_elems;
+        CUDA_CHECK(cudaMemcpyAsync(dinput, m->acts.dresidual, n * sizeof(floatX),
+                                   cudaMemcpyDeviceToDevice, st));
+        return dinput;
+    }
     token_buckets_build(&m->buckets, micro_inputs, N, s->vocab_begin, s->vocab, st);
     embeddings_backward(m);
     return nullptr;
@@ -4338,31 +4469,60 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
     p->free_count = 0;
     for (int k = p->slots - 1; k >= 0; k--) p->slot_free[p->free_count++] = k;
     double losses[2] = {0.0, 0.0};  // the sums of the micro-batches' mean loss and z-loss
+    for (int s = 0; s < p->slots; s++) p->slot_sent[s] = -1;
+    for (int x = 0; x < p->exchange_count; x++) p->due_s[x] = -1.0;
+    p->queued = 0;
+    p->busy_s = p->wait_s = p->overrun_s = p->wait_off_s = 0.0;
+    p->wait_steps = 0;
+    const double step_s = 1e-3 * p->cost_ms;  // the cost model's time step (0: none)
     const double loop_start = comm_now_s();
-    p->busy_s = p->wait_s = 0.0;
     const floatX* produced = nullptr;  // what the last action produced: sent at its last step
     for (int t = 0, i = 0, x = 0; t < p->ticks; t++) {
         if (i < p->action_count && p->action_tick[i] == t) {
-            const double start = comm_now_s();
             const PipeAction a = p->actions[i++];
+            const int arrival = *pipe_arrival_of(p, a);
+            if (arrival >= 0) {  // its input: the host and the compute stream wait for it
+                const double start = comm_now_s();
+                char what[200] = "the pipeline's ";
+                pipe_transfer_words(what, sizeof(what), false, a,
+                                    pipe_deps(c, p->rank, a).recv.rank);
+                pipe_wait_exchange(m, arrival, what);
+                const double waited = comm_now_s() - start;
+                p->wait_s += waited;
+                if (step_s > 0) {
+                    const long steps = lround(waited / step_s);
+                    p->wait_steps += (int)steps;
+                    p->wait_off_s = std::max(p->wait_off_s, fabs(waited - steps * step_s));
+                }
+            }
+            const double start = comm_now_s();
             produced = pipe_run_action(m, a, inputs, targets, A, first_scale, losses);
             CUDA_CHECK(cudaStreamSynchronize(st));
-            // the cost model: the action lasts until cost_ms (a backward 2 cost_ms) after its start
-            const double rest =
-                (a.op == PIPE_FORWARD ? 1e-3 : 2e-3) * p->cost_ms - (comm_now_s() - start);
-            if (rest > 0) {
-                const timespec pause = {(time_t)rest, (long)((rest - (time_t)rest) * 1e9)};
-                nanosleep(&pause, nullptr);
+            // the cost model: the action lasts until step_s (a backward 2 step_s) after its start
+            const double cost = (a.op == PIPE_FORWARD ? 1.0 : 2.0) * step_s;
+            if (step_s > 0) {
+                p->overrun_s = std::max(p->overrun_s, comm_now_s() - start - cost);
+                pipe_sleep_queuing(m, start + cost);
             }
             p->busy_s += comm_now_s() - start;
         }
         if (x < p->exchange_count && p->exchanges[x].tick == t) {
-            const double start = comm_now_s();
-            pipe_exchange(m, &p->exchanges[x++], produced);
-            p->wait_s += comm_now_s() - start;
+            // due once the time step ended (the action's output is there); with a send, under
+            // the cost model its transfer time later
+            const bool sends = p->exchanges[x].send_peer >= 0;
+            p->due_s[x] = comm_now_s() + (sends ? 1e-3 * p->transfer_ms : 0.0);
+            p->sending[x] = sends ? produced : nullptr;
+            if (sends && p->exchanges[x].sent.op == PIPE_BACKWARD)
+                p->slot_sent[*pipe_slot_of(m, p->exchanges[x].sent)] = x;
+            x++;
         }
+        pipe_queue_exchanges(m, -1);
     }
     p->loop_s = comm_now_s() - loop_start;
+    if (p->exchange_count > 0) {  // the last transfers, before the step's buffers are used again
+        pipe_queue_exchanges(m, p->exchange_count - 1);
+        CUDA_CHECK(cudaStreamWaitEvent(st, p->exchanged[p->exchange_count - 1], 0));
+    }
     pipe_sum_tied_grad(m);
     if (m->dp.stage < 2) {  // (ZeRO-2, 3: each group was reduced as an action finished it)
         const int blocks = m->layout.index.blocks;

@@ -347,6 +347,7 @@ struct TrainConfig {
     int pp_virtual;                 // model chunks per pipeline rank
     int pp_print_schedule;          // print the pipeline's schedule and exit
     int pp_cost_ms;                 // a test's cost model: each pipeline action lasts this long
+    int pp_cost_transfer_ms;        // and each of its exchanges is queued this long after
     int comm_stats;                 // log one step's collective traffic
     int plan;                       // print the memory plan and exit
     int plan_ranks;                 // data-parallel ranks the plan is for (0: the launch's)
@@ -589,6 +590,11 @@ static const Flag FLAGS[] = {
      "with --pp > 1, for tests: a cost model of known forward and backward times, each forward "
      "action of the pipeline lasting this many ms (the host sleeps what its work leaves), each "
      "backward twice as long (--comm-stats then measures a bubble comparable with the formula)"},
+    {"--pp-cost-transfer-ms", FLAG_INT, FIELD(pp_cost_transfer_ms), "0", 0, 1 << 16, nullptr,
+     FLAG_FREE,
+     "with --pp-cost-ms, for tests: a transfer time in the cost model, each exchange of "
+     "activations and gradients queued this many ms after the time step it ends (the host goes "
+     "on with its next action meanwhile: an action waits only for its own input)"},
     {"--pp-print-schedule", FLAG_SWITCH, FIELD(pp_print_schedule), "off", 0, 0, nullptr, FLAG_FREE,
      "print the pipeline schedule of --pp, --pp-schedule, --pp-virtual, --grad-accum and "
      "--layers (one row per rank, one column per action) and exit"},
@@ -1817,35 +1823,76 @@ inline void print_rank_state_bytes(const GPT* m, const CommGroup* group, size_t 
     }
 }
 
-// The pipeline's bubble in this rank's last step, measured: the step's time T is pipeline rank
-// 0's loop over the time steps (it runs the first action and the last), each rank's idle time T
-// minus its time in actions (pipe_forward_backward times them), printed with its time waiting in
-// the exchanges next to the formula (p - 1)/(v m + p - 1) (llmc/pipeline.h: the bound every
-// schedule here reaches when a backward costs what the --pp-cost-ms model says, twice a
-// forward). Returns each rank's idle/T, then the formula. Every rank of the group calls it.
-inline std::vector<double> report_pipeline_bubble(const CommGroup* pp, const Pipeline* pipe,
-                                                  int step) {
-    const int p = pp->size;
-    std::vector<double> times(3 * p, 0.0);  // [rank]: loop, busy, wait
-    times[3 * pp->rank] = pipe->loop_s;
-    times[3 * pp->rank + 1] = pipe->busy_s;
-    times[3 * pp->rank + 2] = pipe->wait_s;
-    comm_sum_scalars(pp, times.data(), 3 * p);
+// The pipeline's bubble in this rank's last step, measured, for every rank of the group (each
+// rank's loop: pipe_forward_backward times it). A rank's time goes to its actions, to waiting
+// for their inputs (the transfers run on their own stream meanwhile and count in neither), and
+// little else. The step's time T is pipeline rank 0's loop (it runs the first action and the
+// last), a rank's idle time T minus its time in actions. Under the --pp-cost-ms model every
+// action lasts a whole number of time steps (a forward 1, a backward 2) and every wait of the
+// schedule is whole time steps too, plus a transfer's latency and the host's delays: there the
+// bubble is counted in time steps, each wait rounded to the nearest (so the latency and a loaded
+// machine's delays, under half a step each, drop out), T being the most any rank's actions and
+// waits take. Printed next to the formula (p - 1)/(v m + p - 1) (llmc/pipeline.h: the bound
+// every schedule here reaches when a backward costs twice a forward), with the seconds' bubble,
+// the most a wait was off whole steps and the most an action outlasted its cost (the count
+// holds while both stay well under half a step; with --pp-cost-transfer-ms a whole number of
+// steps, a transfer's wait is whole steps too). Every rank of the group calls it.
+struct PipeBubble {
+    std::vector<double> bubble;   // by rank: idle / T (time steps under the cost model)
+    std::vector<double> seconds;  // by rank: (T - busy) / T in seconds
+    std::vector<double> loop_ms, busy_ms, wait_ms;  // by rank
+    double formula, wait_off_ms, overrun_ms;        // the most over the group
+    double time_steps;  // under the cost model: T in time steps (0 without it)
+};
+
+inline PipeBubble report_pipeline_bubble(const CommGroup* pp, const Pipeline* pipe, int step) {
+    const int p = pp->size, K = 6;
+    std::vector<double> times(K * p, 0.0);  // [rank]: loop, busy, wait, wait steps, off, overrun
+    const double mine[K] = {pipe->loop_s,     pipe->busy_s,
+                            pipe->wait_s,     (double)pipe->wait_steps,
+                            pipe->wait_off_s, pipe->overrun_s};
+    std::copy(mine, mine + K, times.begin() + K * pp->rank);
+    comm_sum_scalars(pp, times.data(), K * p);
     const PipeConfig* c = &pipe->config;
     const double T = times[0], mv = (double)c->micro_batches * c->chunks;
-    const double formula = (p - 1.0) / (mv + p - 1.0);
-    std::vector<double> bubble;
+    const double busy_steps = 3.0 * mv;  // a forward and a backward per (micro-batch, chunk)
+    double T_steps = 0.0;
+    PipeBubble out = {};
+    out.formula = (p - 1.0) / (mv + p - 1.0);
+    for (int r = 0; r < p; r++) T_steps = std::max(T_steps, busy_steps + times[K * r + 3]);
+    if (pipe->cost_ms > 0) out.time_steps = T_steps;
     for (int r = 0; r < p; r++) {
-        bubble.push_back((T - times[3 * r + 1]) / T);
-        printf(
-            "pipeline bubble of step %d, rank %d: %.1f ms in actions, %.1f ms waiting in the "
-            "exchanges, idle %.4f of T = %.1f ms (rank 0's step); formula (p - 1)/(v m + p - 1) "
-            "= %d/%.0f = %.4f\n",
-            step, r, 1e3 * times[3 * r + 1], 1e3 * times[3 * r + 2], bubble.back(), 1e3 * T, p - 1,
-            mv + p - 1, formula);
+        const double* t = &times[K * r];
+        out.loop_ms.push_back(1e3 * t[0]);
+        out.busy_ms.push_back(1e3 * t[1]);
+        out.wait_ms.push_back(1e3 * t[2]);
+        out.seconds.push_back((T - t[1]) / T);
+        out.wait_off_ms = std::max(out.wait_off_ms, 1e3 * t[4]);
+        out.overrun_ms = std::max(out.overrun_ms, 1e3 * t[5]);
+        out.bubble.push_back(pipe->cost_ms > 0 ? (T_steps - busy_steps) / T_steps
+                                               : out.seconds.back());
+        if (pipe->cost_ms > 0)
+            printf(
+                "pipeline bubble of step %d, rank %d: %.0f time steps of %d ms in actions, %d "
+                "waiting for inputs (%.1f ms), idle %.4f of T = %.0f steps; in seconds %.4f of T = "
+                "%.1f ms (rank 0's loop), %.1f ms in actions; formula (p - 1)/(v m + p - 1) = "
+                "%d/%.0f = %.4f\n",
+                step, r, busy_steps, pipe->cost_ms, (int)t[3], 1e3 * t[2], out.bubble.back(),
+                T_steps, out.seconds.back(), 1e3 * T, 1e3 * t[1], p - 1, mv + p - 1, out.formula);
+        else
+            printf(
+                "pipeline bubble of step %d, rank %d: %.1f ms in actions, %.1f ms waiting for "
+                "inputs, idle %.4f of T = %.1f ms (rank 0's loop); formula (p - 1)/(v m + p - 1) "
+                "= %d/%.0f = %.4f\n",
+                step, r, 1e3 * t[1], 1e3 * t[2], out.bubble.back(), 1e3 * T, p - 1, mv + p - 1,
+                out.formula);
     }
-    bubble.push_back(formula);
-    return bubble;
+    if (pipe->cost_ms > 0)
+        printf(
+            "pipeline cost model of step %d: a wait was off whole time steps by at most %.1f ms, "
+            "an action outlasted its cost by at most %.1f ms\n",
+            step, out.wait_off_ms, out.overrun_ms);
+    return out;
 }
 
 // The bytes the device collectives of one step sent from this rank (llmc/comm.cuh counts them
@@ -1875,7 +1922,7 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
         printf("\n");
     }
     double pipe_sent = pipe->sent_bytes;
-    std::vector<double> bubble;
+    PipeBubble bubble = {};
     if (pp->size > 1) {
         comm_sum_scalars(pp, &pipe_sent, 1);
         printf(
@@ -1918,9 +1965,19 @@ inline void report_traffic(Logger* lg, const CommGroup* all, const CommGroup* dp
     }
     if (pp->size > 1) {
         logger_int(lg, "pp_sent_bytes", (int64_t)pipe_sent);
-        const std::vector<float> measured(bubble.begin(), bubble.end() - 1);
-        logger_float_array(lg, "pp_bubble", measured.data(), (int)measured.size());
-        logger_float(lg, "pp_bubble_formula", (float)bubble.back());
+        auto log_array = [&](const char* key, const std::vector<double>& v) {
+            const std::vector<float> f(v.begin(), v.end());
+            logger_float_array(lg, key, f.data(), (int)f.size());
+        };
+        log_array("pp_bubble", bubble.bubble);
+        logger_float(lg, "pp_bubble_formula", (float)bubble.formula);
+        log_array("pp_bubble_seconds", bubble.seconds);
+        log_array("pp_loop_ms", bubble.loop_ms);
+        log_array("pp_busy_ms", bubble.busy_ms);
+        log_array("pp_wait_ms", bubble.wait_ms);
+        logger_float(lg, "pp_wait_off_ms", (float)bubble.wait_off_ms);
+        logger_float(lg, "pp_overrun_ms", (float)bubble.overrun_ms);
+        if (bubble.time_steps > 0) logger_int(lg, "pp_time_steps", (int64_t)bubble.time_steps);
     }
     if (tp->traffic) {
         logger_object_begin(lg, "tp_comm_bytes");
@@ -2089,6 +2146,7 @@ inline void run_setup(Run* run, const Comm* comm, const TrainConfig* tc, const P
     gpt_build(&run->model, c, &run->opt, B, T / tc->cp, (uint64_t)tc->seed, *dims,
               recompute_from_name(tc->recompute), false, monitor_config_of(tc));
     run->model.pipe.cost_ms = tc->pp_cost_ms;
+    run->model.pipe.transfer_ms = tc->pp_cost_transfer_ms;
     CUDA_CHECK(cudaMemGetInfo(&free_after, &device_total));
     run->allocated = free_before - free_after;
     if (tc->init_from[0]) load_pretrained(&run->model, tc->init_from);

@@ -14,8 +14,9 @@
 //
 // Entry points: comm_init / comm_destroy (the job), comm_split / comm_group_free (a CommGroup); on
 // the device comm_allreduce_sum / comm_allreduce_avg, comm_reduce_scatter, comm_allgather,
-// comm_reduce, comm_broadcast_device, comm_sync; on the host comm_sum_scalars, comm_mean,
-// comm_broadcast, comm_allgather_host, comm_barrier; host_buffer_hash and comm_hashes_agree.
+// comm_reduce, comm_broadcast_device, comm_sync, comm_sync_event; on the host comm_sum_scalars,
+// comm_mean, comm_broadcast, comm_allgather_host, comm_barrier; host_buffer_hash and
+// comm_hashes_agree.
 //
 // Groups. A CommGroup is a set of ranks that run collectives together, with an NCCL
 // communicator. comm_init makes `all`, every rank of the job; comm_split() cuts a group into
@@ -660,6 +661,22 @@ inline void comm_sync(const CommGroup* g, cudaStream_t stream, const char* what)
     (void)g;
     (void)what;
     CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// Waits until `event`'s work is done (a collective of g recorded before it, with what it
+// waits for): comm_sync for the work before one event, not a whole stream.
+inline void comm_sync_event(const CommGroup* g, cudaEvent_t event, const char* what) {
+#ifdef MULTI_GPU
+    if (g->nccl) {
+        comm_wait_begin(COMM_WAIT_STREAM, what, nullptr);
+        CUDA_CHECK(cudaEventSynchronize(event));
+        comm_wait_end();
+        return;
+    }
+#endif
+    (void)g;
+    (void)what;
+    CUDA_CHECK(cudaEventSynchronize(event));
 }
 
 // ---------------------------------------------------------------------------------------------

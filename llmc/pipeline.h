@@ -466,13 +466,14 @@ constexpr PipeCosts PIPE_PLAN_COSTS = {1.0, 2.0, 0.0};
 // from earlier steps, so the exchanges complete step by step even where a send completes only
 // together with its receive (rendezvous; proved for every schedule by
 // dev/cpu/tests/pipeline_schedule.cu). Where the actions do cost what `costs` says and sends do
-// not wait for their receives, the ranks wait in the exchanges only as long as pipe_simulate's
+// not wait for their receives, the ranks wait for their inputs only as long as pipe_simulate's
 // ranks are idle: the bubble is the formula's (the test checks it, scripts/test_pp.py measures
 // it); unit steps would hold a forward's rank in each step its neighbour runs a backward.
 // An activation set is taken from the step its input arrives (or, on stage 0, its forward runs)
 // to its backward: the slots are the peak of that, replayed in the executor's order (a step's
 // action, then its exchange) -- pipe_peak_in_flight's, or a few more where an input arrives a
-// step or more before its forward.
+// step or more before its forward. (The executor may queue an exchange later than its step,
+// never earlier: a receive then takes its set later, which needs no more sets.)
 inline PipeExchangePlan pipe_exchange_plan(const PipeConfig* c, int rank, PipeCosts costs) {
     PipeExchangePlan plan = {};
     const PipeSchedule schedule = pipe_schedule(c);
