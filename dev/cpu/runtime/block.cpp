@@ -207,6 +207,8 @@ struct Exchange {
     unsigned arrived;   // lanes that have deposited
     unsigned expected;  // lanes of mask that had started and not exited when the call opened
     unsigned bytes;
+    WarpCombine combine;  // run on the slots once every lane has arrived (null: none)
+    const void* combine_context;
     int refs;    // pooled records: participants still waiting in it or allowed to read it
     bool owned;  // one of a warp's own two records (never pooled)
     Exchange* next_free;
@@ -774,6 +776,7 @@ std::string lane_list(unsigned mask) {
 inline bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
     if (e->mask & w.live & ~e->arrived) return false;
     if (e->expected & ~e->arrived) report_skipped_call(b, warp, e);
+    if (e->combine) e->combine(e->data, e->arrived, e->combine_context);
     finish_exchange(b, w, warp, e);
     return true;
 }
@@ -998,10 +1001,13 @@ namespace {
 
 // The warp call that a lane joins: the open one with the same mask and size that the lane has
 // not joined yet, or a new one (the warp's own record when the call is converged).
-Exchange* find_or_open_exchange(Block& b, Warp& w, unsigned mask, size_t bytes, unsigned lane) {
+Exchange* find_or_open_exchange(Block& b, Warp& w, unsigned mask, size_t bytes, unsigned lane,
+                                WarpCombine combine, const void* context) {
     for (int k = 0; k < w.open_count; k++) {
         Exchange* o = w.open[k];
-        if (o->mask == mask && o->bytes == bytes && !(o->arrived & (1u << lane))) return o;
+        if (o->mask == mask && o->bytes == bytes && o->combine == combine &&
+            o->combine_context == context && !(o->arrived & (1u << lane)))
+            return o;
     }
     Exchange* e;
     if (w.open_count == 0 && (mask & w.live) == w.live) {
@@ -1015,6 +1021,8 @@ Exchange* find_or_open_exchange(Block& b, Warp& w, unsigned mask, size_t bytes, 
     e->arrived = 0;
     e->expected = mask & w.live & w.started;
     e->bytes = (unsigned)bytes;
+    e->combine = combine;
+    e->combine_context = context;
     e->refs = 0;
     w.open[w.open_count++] = e;
     return e;
@@ -1037,7 +1045,8 @@ Exchange* find_or_open_exchange(Block& b, Warp& w, unsigned mask, size_t bytes, 
 // The common case, a converged warp whose lanes arrive one after the other at the one open
 // call, takes no loop: the lane checks the open call, deposits its value and, unless it is the
 // last, switches straight to the next runnable thread (its warp's next lane).
-const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived,
+                          WarpCombine combine, const void* context) {
     Block& b = waiting_block("a warp-synchronous function");
     unsigned i = (unsigned)b.current, lane = i % 32, warp = i / 32, bit = 1u << lane;
     Thread& t = b.threads[i];
@@ -1046,8 +1055,9 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
         report_bad_warp_call(b, mask, bytes);
     release_exchange(*b.worker, t);
     Exchange* e = w.open_count == 1 ? w.open[0] : nullptr;
-    if (!e || e->mask != mask || e->bytes != bytes || (e->arrived & bit))
-        e = find_or_open_exchange(b, w, mask, bytes, lane);
+    if (!e || e->mask != mask || e->bytes != bytes || e->combine != combine ||
+        e->combine_context != context || (e->arrived & bit))
+        e = find_or_open_exchange(b, w, mask, bytes, lane, combine, context);
     // Fixed-size copies for the common sizes compile to one move.
     unsigned char* slot = e->data + lane * bytes;
     if (bytes == 4) memcpy(slot, value, 4);
@@ -1066,7 +1076,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
     return e->data;
 }
 
-void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
+void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr, nullptr, nullptr); }
 
 const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
                            const uint32_t** arrived) {
