@@ -13,7 +13,10 @@
 // without barriers costs about what a loop over its threads costs.
 //
 // Which thread runs next: threads released by a completed barrier or warp call (a FIFO, in
-// thread order) before threads that have not started (in thread order). Under
+// thread order, each warp's released lanes one entry) before threads that have not started
+// (in thread order). A converged warp call so costs each lane its deposit, a bit scan for the
+// next lane and one switch; the lane that completes the call queues the whole warp at once.
+// Under
 // CUCC_SCHEDULE=random the pick is uniform over all runnable threads and the start order is
 // shuffled, so a missing __syncthreads/__syncwarp changes the result.
 //

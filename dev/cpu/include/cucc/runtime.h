@@ -18,7 +18,10 @@
 //   - Launches that name a kernel by address with a `void**` argument array go through the
 //     kernel registry (register_kernel below).
 //   - Warp-synchronous calls wait for the non-exited lanes of their mask; __activemask() gives
-//     the lanes at the same call site together (see warp_exchange and active_mask).
+//     the lanes at the same call site together (see warp_exchange and active_mask). A converged
+//     warp call costs about one fiber switch per lane and a little bookkeeping (block.cpp); a
+//     butterfly reduction loop of five xor shuffles is one warp call (cucc rewrites it into
+//     warp_butterfly, cucc/device.h).
 //   - Stream capture records stream work into graphs that replay it (see StreamOp); device
 //     memory is committed host memory bounded by what the machine has (memory.cpp).
 //   - Inline PTX of a documented subset (mma.sync, ldmatrix, cp.async, atom ...) becomes calls of
