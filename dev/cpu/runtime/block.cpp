@@ -256,14 +256,7 @@ struct RecordPool {
 
 // A thread's record is only written once it starts (threads not started yet have no state).
 // A thread released from a wait keeps the state of its wait until it runs again.
-enum class State : uint8_t {
-    Running,
-    AtBarrier,
-    InWarpCall,
-    InGroupCall,
-    AtActiveMask,
-    Exited
-};
+enum class State : uint8_t { Running, AtBarrier, InWarpCall, InGroupCall, AtActiveMask, Exited };
 
 struct Thread {
     FiberContext ctx;  // saved context while suspended
@@ -1032,8 +1025,8 @@ Exchange* find_or_open_exchange(Block& b, Warp& w, unsigned mask, size_t bytes, 
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void report_bad_warp_call(const Block& b,
-                                                                      unsigned mask,
-                                                                      size_t bytes) {
+                                                                       unsigned mask,
+                                                                       size_t bytes) {
     unsigned i = (unsigned)b.current;
     if (bytes > kMaxExchangeBytes)
         fatal("warp exchange of %zu bytes per lane (at most %zu)", bytes, kMaxExchangeBytes);

@@ -110,10 +110,11 @@ static void compare(int blocks, int threads, int skip) {
     for (int k = 0; k < 4; k++) {
         char what[160];
         snprintf(what, sizeof what,
-                 "%s: %d blocks of %d threads%s: fused equals the five shuffles bit for bit", names[k],
-                 blocks, threads, skip ? ", lanes 3, 8, 13, ... returned first" : "");
-        expect(differ[k] == 0, what, std::to_string(differ[k]) + " of " + std::to_string(n) +
-                                         " threads differ (bound 0)");
+                 "%s: %d blocks of %d threads%s: fused equals the five shuffles bit for bit",
+                 names[k], blocks, threads, skip ? ", lanes 3, 8, 13, ... returned first" : "");
+        expect(
+            differ[k] == 0, what,
+            std::to_string(differ[k]) + " of " + std::to_string(n) + " threads differ (bound 0)");
     }
     expect(forward != backward, "the test values' float sum depends on the order",
            std::to_string(forward) + " vs " + std::to_string(backward));

@@ -130,7 +130,8 @@ void butterfly_combine(void* slots, unsigned arrived, const void* op_address) {
     for (int o = 16; o > 0; o /= 2) {
         for (int lane = 0; lane < 32; lane++)
             if (arrived >> lane & 1u)
-                next[lane] = op(value[lane], arrived >> (lane ^ o) & 1u ? value[lane ^ o] : value[lane]);
+                next[lane] =
+                    op(value[lane], arrived >> (lane ^ o) & 1u ? value[lane ^ o] : value[lane]);
         for (int lane = 0; lane < 32; lane++)
             if (arrived >> lane & 1u) value[lane] = next[lane];
     }
