@@ -15,7 +15,7 @@
 //! cucc: --keep-rewritten
 //! run: ./prog => pass /all warp butterfly checks passed/
 //! run: CUCC_SCHEDULE=random CUCC_SEED=3 ./prog => pass /all warp butterfly checks passed/
-//! run: test "$(grep -o '::cucc::warp_butterfly(' ./prog.cucc_warp_butterfly.cu.ii | wc -l)" = 4 => pass
+//! run: test "$(grep -o '::cucc::warp_butterfly<' ./prog.cucc_warp_butterfly.cu.ii | wc -l)" = 4 => pass
 #include <cmath>
 #include <cstdio>
 #include <cstring>
