@@ -13,7 +13,10 @@
 // without barriers costs about what a loop over its threads costs.
 //
 // Which thread runs next: threads released by a completed barrier or warp call (a FIFO, in
-// thread order) before threads that have not started (in thread order). Under
+// thread order, each warp's released lanes one entry) before threads that have not started
+// (in thread order). A converged warp call so costs each lane its deposit, a bit scan for the
+// next lane and one switch; the lane that completes the call queues the whole warp at once.
+// Under
 // CUCC_SCHEDULE=random the pick is uniform over all runnable threads and the start order is
 // shuffled, so a missing __syncthreads/__syncwarp changes the result.
 //
@@ -207,6 +210,8 @@ struct Exchange {
     unsigned arrived;   // lanes that have deposited
     unsigned expected;  // lanes of mask that had started and not exited when the call opened
     unsigned bytes;
+    WarpCombine combine;  // run on the slots once every lane has arrived (null: none)
+    const void* combine_context;
     int refs;    // pooled records: participants still waiting in it or allowed to read it
     bool owned;  // one of a warp's own two records (never pooled)
     Exchange* next_free;
@@ -250,15 +255,8 @@ struct RecordPool {
 };
 
 // A thread's record is only written once it starts (threads not started yet have no state).
-enum class State : uint8_t {
-    Runnable,
-    Running,
-    AtBarrier,
-    InWarpCall,
-    InGroupCall,
-    AtActiveMask,
-    Exited
-};
+// A thread released from a wait keeps the state of its wait until it runs again.
+enum class State : uint8_t { Running, AtBarrier, InWarpCall, InGroupCall, AtActiveMask, Exited };
 
 struct Thread {
     FiberContext ctx;  // saved context while suspended
@@ -272,6 +270,7 @@ struct Thread {
     int all_result;        // 1 if that is every thread that arrived
     Exchange* exchange;    // warp call it waits in, or the last one whose data it may still read
     GroupCall* group;      // the same for tile collectives
+    bool holds_pooled;     // exchange or group is a pooled record it holds a reference to
     unsigned active_mask;  // __activemask's result, written when its group is released
     uint64_t grid_syncs;   // this_grid().sync() calls it has passed
 };
@@ -289,11 +288,18 @@ struct Warp {
 
 struct Worker;
 
+// Lanes of one warp that are runnable (an entry of Block::ring).
+struct RunnableLanes {
+    unsigned warp;
+    unsigned lanes;
+};
+
 struct Block {
     const Grid* grid;
     Worker* worker;  // the OS thread's pools (saves a thread_local lookup on hot paths)
     uint3 idx;
     dim3 dim;     // blockDim
+    bool flat;    // dim.y == dim.z == 1: threadIdx.x is the linear index
     bool random;  // CUCC_SCHEDULE=random
     bool thread_loop;  // runs grid->thread_loop instead of a fiber per thread
     int nthreads;
@@ -304,9 +310,13 @@ struct Block {
     std::vector<GroupCall*> open_groups;  // tile collectives some threads wait in
     // Runnable threads: a FIFO ring of released threads, then the not-yet-started ones:
     // next_start..nthreads-1, or start_order[next_start..] under CUCC_SCHEDULE=random.
-    int ring[kMaxThreadsPerBlock];
+    // An entry of the ring is some lanes of one warp, which run in lane order: a completed warp
+    // call or barrier queues a warp's lanes as one entry, and taking the next thread is a bit
+    // scan. Under CUCC_SCHEDULE=random every entry is one thread, so a uniform pick over the
+    // entries is a uniform pick over the threads.
+    RunnableLanes ring[kMaxThreadsPerBlock];
     unsigned ring_head;  // unsigned, so that % kMaxThreadsPerBlock (on every switch) is a mask
-    int ring_count;
+    int ring_count;      // entries
     int start_order[kMaxThreadsPerBlock];
     int next_start;
     bool starting;  // set by pick_next: the thread picked has not started yet
@@ -482,7 +492,10 @@ char* take_stack(Worker& w) {
     return (char*)p;
 }
 
+// Gives up the thread's reference to the pooled warp or tile call it read last, if any.
 inline void release_exchange(Worker& w, Thread& t) {
+    if (__builtin_expect(!t.holds_pooled, 1)) return;
+    t.holds_pooled = false;
     Exchange* e = t.exchange;
     t.exchange = nullptr;
     if (e && !e->owned && --e->refs == 0) w.exchanges.give(e);
@@ -493,33 +506,29 @@ inline void release_exchange(Worker& w, Thread& t) {
 
 // Sets the built-in threadIdx of thread i (blockIdx/blockDim/gridDim are set per block).
 inline void set_thread_idx(const Block& b, int i) {
-    const dim3& d = b.dim;
-    if (d.y == 1 && d.z == 1) {
+    if (b.flat) {
         threadIdx = uint3{(unsigned)i, 0, 0};
     } else {
+        const dim3& d = b.dim;
         unsigned u = (unsigned)i;
         threadIdx = uint3{u % d.x, (u / d.x) % d.y, u / (d.x * d.y)};
     }
 }
 
-void make_runnable(Block& b, int i) {
-    b.threads[i].state = State::Runnable;
-    b.warps[i / 32].blocked &= ~(1u << (i % 32));
-    b.ring[(b.ring_head + b.ring_count) % kMaxThreadsPerBlock] = i;
-    b.ring_count++;
+// Queues the given lanes of a warp (waiting, none of them queued yet) to run, in lane order,
+// after the threads queued before. Their state says what they waited on until they run (see
+// describe_wait: nothing reads it before they run again).
+inline void make_lanes_runnable(Block& b, unsigned warp, unsigned lanes) {
+    b.warps[warp].blocked &= ~lanes;
+    if (__builtin_expect(!b.random, 1)) {
+        b.ring[(b.ring_head + b.ring_count++) % kMaxThreadsPerBlock] = {warp, lanes};
+        return;
+    }
+    for (; lanes; lanes &= lanes - 1)
+        b.ring[(b.ring_head + b.ring_count++) % kMaxThreadsPerBlock] = {warp, lanes & -lanes};
 }
 
-// make_runnable for the given lanes of a warp, in lane order.
-void make_lanes_runnable(Block& b, unsigned warp, unsigned lanes) {
-    b.warps[warp].blocked &= ~lanes;
-    unsigned tail = b.ring_head + b.ring_count;
-    b.ring_count += __builtin_popcount(lanes);
-    for (; lanes; lanes &= lanes - 1, tail++) {
-        unsigned i = 32 * warp + __builtin_ctz(lanes);
-        b.threads[i].state = State::Runnable;
-        b.ring[tail % kMaxThreadsPerBlock] = (int)i;
-    }
-}
+void make_runnable(Block& b, int i) { make_lanes_runnable(b, (unsigned)i / 32, 1u << (i % 32)); }
 
 // Thread t will be resumed after the next switch: fetch the top of its stack (the registers the
 // switch pops and the frames it returns through) into the cache now, while the thread picked
@@ -530,30 +539,43 @@ inline void prefetch_context(const Thread& t) {
     for (int line = 0; line < 4; line++) __builtin_prefetch(top + 64 * line);
 }
 
-// The next thread to run, or -1 if none is runnable; sets b.starting.
-int pick_next(Block& b) {
-    int unstarted = b.nthreads - b.next_start;
-    b.starting = false;
-    if (b.random) {
-        int choices = b.ring_count + (unstarted > 0 ? 1 : 0);
-        if (choices == 0) return -1;
-        int r = (int)(splitmix64(b.rng) % (uint64_t)choices);
-        if (r == b.ring_count) {
-            b.starting = true;
-            return b.start_order[b.next_start++];
-        }
-        // Swap the chosen entry to the front of the ring, then pop the front.
-        int front = b.ring_head, pos = (b.ring_head + r) % kMaxThreadsPerBlock;
-        std::swap(b.ring[front], b.ring[pos]);
-    }
-    if (b.ring_count > 0) {
-        int i = b.ring[b.ring_head];
+// Takes the first thread of the ring's front entry (the ring is not empty).
+__attribute__((always_inline)) inline int take_front(Block& b) {
+    RunnableLanes& front = b.ring[b.ring_head];
+    int i = (int)(32 * front.warp + __builtin_ctz(front.lanes));
+    front.lanes &= front.lanes - 1;
+    const RunnableLanes* after = &front;
+    if (!front.lanes) {
         b.ring_head = (b.ring_head + 1) % kMaxThreadsPerBlock;
-        b.ring_count--;
-        if (b.ring_count > 0) prefetch_context(b.threads[b.ring[b.ring_head]]);
-        return i;
+        after = --b.ring_count > 0 ? &b.ring[b.ring_head] : nullptr;
     }
-    if (unstarted == 0) return -1;
+    if (after) prefetch_context(b.threads[32 * after->warp + __builtin_ctz(after->lanes)]);
+    return i;
+}
+
+// pick_next under CUCC_SCHEDULE=random: uniform over the runnable threads and the next one to
+// start.
+int pick_random(Block& b) {
+    int unstarted = b.nthreads - b.next_start;
+    int choices = b.ring_count + (unstarted > 0 ? 1 : 0);
+    if (choices == 0) return -1;
+    int r = (int)(splitmix64(b.rng) % (uint64_t)choices);
+    if (r == b.ring_count) {
+        b.starting = true;
+        return b.start_order[b.next_start++];
+    }
+    // Swap the chosen entry (one thread) to the front of the ring, then take the front.
+    int front = b.ring_head, pos = (b.ring_head + r) % kMaxThreadsPerBlock;
+    std::swap(b.ring[front], b.ring[pos]);
+    return take_front(b);
+}
+
+// The next thread to run, or -1 if none is runnable; sets b.starting.
+__attribute__((always_inline)) inline int pick_next(Block& b) {
+    b.starting = false;
+    if (__builtin_expect(b.random, 0)) return pick_random(b);
+    if (b.ring_count > 0) return take_front(b);
+    if (b.next_start == b.nthreads) return -1;
     b.starting = true;
     return b.next_start++;
 }
@@ -564,6 +586,7 @@ inline void start_thread(Block& b, int i, char* stack) {
     t.state = State::Running;
     t.exchange = nullptr;
     t.group = nullptr;
+    t.holds_pooled = false;
     t.grid_syncs = 0;
     t.stack = stack;
     b.current = i;
@@ -671,28 +694,34 @@ __attribute__((always_inline)) inline void wait_here(Block& b) {
     switch_to(b, next, &b.threads[self].ctx);
 }
 
-void check_barrier(Block& b) {
-    if (b.barrier_arrived == 0 || b.barrier_arrived + b.exited < b.nthreads) return;
-    for (int i = 0; i < b.nthreads; i++) {
-        Thread& t = b.threads[i];
-        if (t.state != State::AtBarrier || t.line != b.barrier_line ||
-            (t.file != b.barrier_file && strcmp(t.file, b.barrier_file) != 0))
-            continue;
-        t.count_result = b.barrier_count;
-        t.all_result = b.barrier_count == b.barrier_arrived;
-        make_runnable(b, i);
+// Releases the threads at the barrier being filled, each warp's as one entry of the ring.
+void release_barrier(Block& b) {
+    for (int warp = 0; warp < (b.nthreads + 31) / 32; warp++) {
+        unsigned released = 0;
+        for (int lane = 0; lane < 32 && 32 * warp + lane < b.nthreads; lane++) {
+            Thread& t = b.threads[32 * warp + lane];
+            if (t.state != State::AtBarrier || t.line != b.barrier_line ||
+                (t.file != b.barrier_file && strcmp(t.file, b.barrier_file) != 0))
+                continue;
+            t.count_result = b.barrier_count;
+            t.all_result = b.barrier_count == b.barrier_arrived;
+            released |= 1u << lane;
+        }
+        if (released) make_lanes_runnable(b, (unsigned)warp, released);
     }
     b.barrier_arrived = 0;
 }
 
+// Inline: it runs on every arrival at a barrier.
+inline void check_barrier(Block& b) {
+    if (b.barrier_arrived != 0 && b.barrier_arrived + b.exited >= b.nthreads) release_barrier(b);
+}
+
 // Releases the lanes of a warp call whose non-exited lanes have all arrived.
-void finish_exchange(Block& b, Warp& w, int warp, Exchange* e) {
-    for (int k = 0; k < w.open_count; k++) {
-        if (w.open[k] == e) {
-            w.open[k] = w.open[--w.open_count];
-            break;
-        }
-    }
+inline void finish_exchange(Block& b, Warp& w, int warp, Exchange* e) {
+    int k = 0;
+    while (w.open[k] != e) k++;
+    w.open[k] = w.open[--w.open_count];
     make_lanes_runnable(b, warp, e->arrived);
 }
 
@@ -743,6 +772,7 @@ std::string lane_list(unsigned mask) {
 inline bool complete_exchange(Block& b, Warp& w, int warp, Exchange* e) {
     if (e->mask & w.live & ~e->arrived) return false;
     if (e->expected & ~e->arrived) report_skipped_call(b, warp, e);
+    if (e->combine) e->combine(e->data, e->arrived, e->combine_context);
     finish_exchange(b, w, warp, e);
     return true;
 }
@@ -884,6 +914,7 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
     b.worker = &w;
     b.idx = block_idx;
     b.dim = grid.block;
+    b.flat = grid.block.y == 1 && grid.block.z == 1;
     b.random = config().random;
     b.nthreads = n;
     b.exited = 0;
@@ -962,50 +993,77 @@ int syncthreads_or(int predicate, const char* file, int line) {
     return barrier(predicate, file, line, "__syncthreads_or") != 0;
 }
 
-const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived) {
-    Block& b = waiting_block("a warp-synchronous function");
-    unsigned i = (unsigned)b.current, lane = i % 32, warp = i / 32;
-    Thread& t = b.threads[i];
-    Warp& w = b.warps[warp];
-    if (!(mask & (1u << lane)))
-        fatal(
-            "kernel %s: thread %u calls a warp-synchronous function with mask 0x%08x, which "
-            "does not include its own lane %u",
-            b.grid->name, i, mask, lane);
-    if (bytes > kMaxExchangeBytes)
-        fatal("warp exchange of %zu bytes per lane (at most %zu)", bytes, kMaxExchangeBytes);
-    release_exchange(*b.worker, t);
-    // Join the open call with the same mask that this lane has not joined yet, or open one.
-    Exchange* e = nullptr;
+namespace {
+
+// The warp call that a lane joins: the open one with the same mask and size that the lane has
+// not joined yet, or a new one (the warp's own record when the call is converged).
+Exchange* find_or_open_exchange(Block& b, Warp& w, unsigned mask, size_t bytes, unsigned lane,
+                                WarpCombine combine, const void* context) {
     for (int k = 0; k < w.open_count; k++) {
         Exchange* o = w.open[k];
-        if (o->mask == mask && o->bytes == bytes && !(o->arrived & (1u << lane))) {
-            e = o;
-            break;
-        }
+        if (o->mask == mask && o->bytes == bytes && o->combine == combine &&
+            o->combine_context == context && !(o->arrived & (1u << lane)))
+            return o;
     }
-    if (!e) {
-        if (w.open_count == 0 && (mask & w.live) == w.live) {
-            e = &w.own[w.own_next];
-            w.own_next ^= 1;
-        } else {
-            e = b.worker->exchanges.take();
-            e->owned = false;
-        }
-        e->mask = mask;
-        e->arrived = 0;
-        e->expected = mask & w.live & w.started;
-        e->bytes = (unsigned)bytes;
-        e->refs = 0;
-        w.open[w.open_count++] = e;
+    Exchange* e;
+    if (w.open_count == 0 && (mask & w.live) == w.live) {
+        e = &w.own[w.own_next];
+        w.own_next ^= 1;
+    } else {
+        e = b.worker->exchanges.take();
+        e->owned = false;
     }
+    e->mask = mask;
+    e->arrived = 0;
+    e->expected = mask & w.live & w.started;
+    e->bytes = (unsigned)bytes;
+    e->combine = combine;
+    e->combine_context = context;
+    e->refs = 0;
+    w.open[w.open_count++] = e;
+    return e;
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void report_bad_warp_call(const Block& b,
+                                                                       unsigned mask,
+                                                                       size_t bytes) {
+    unsigned i = (unsigned)b.current;
+    if (bytes > kMaxExchangeBytes)
+        fatal("warp exchange of %zu bytes per lane (at most %zu)", bytes, kMaxExchangeBytes);
+    fatal(
+        "kernel %s: thread %u calls a warp-synchronous function with mask 0x%08x, which "
+        "does not include its own lane %u",
+        b.grid->name, i, mask, i % 32);
+}
+
+}  // namespace
+
+// The common case, a converged warp whose lanes arrive one after the other at the one open
+// call, takes no loop: the lane checks the open call, deposits its value and, unless it is the
+// last, switches straight to the next runnable thread (its warp's next lane).
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived,
+                          WarpCombine combine, const void* context) {
+    Block& b = waiting_block("a warp-synchronous function");
+    unsigned i = (unsigned)b.current, lane = i % 32, warp = i / 32, bit = 1u << lane;
+    Thread& t = b.threads[i];
+    Warp& w = b.warps[warp];
+    if (__builtin_expect(!(mask & bit) || bytes > kMaxExchangeBytes, 0))
+        report_bad_warp_call(b, mask, bytes);
+    release_exchange(*b.worker, t);
+    Exchange* e = w.open_count == 1 ? w.open[0] : nullptr;
+    if (!e || e->mask != mask || e->bytes != bytes || e->combine != combine ||
+        e->combine_context != context || (e->arrived & bit))
+        e = find_or_open_exchange(b, w, mask, bytes, lane, combine, context);
     // Fixed-size copies for the common sizes compile to one move.
     unsigned char* slot = e->data + lane * bytes;
     if (bytes == 4) memcpy(slot, value, 4);
     else if (bytes == 8) memcpy(slot, value, 8);
     else memcpy(slot, value, bytes);
-    e->arrived |= 1u << lane;
-    if (!e->owned) e->refs++;
+    e->arrived |= bit;
+    if (!e->owned) {
+        e->refs++;
+        t.holds_pooled = true;
+    }
     t.exchange = e;
     block_thread(b, i, State::InWarpCall);
     if (!complete_exchange(b, w, warp, e)) check_convergence(b, warp);
@@ -1014,7 +1072,7 @@ const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsign
     return e->data;
 }
 
-void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr); }
+void syncwarp(unsigned mask) { warp_exchange(mask, nullptr, 0, nullptr, nullptr, nullptr); }
 
 const void* group_exchange(unsigned first, unsigned count, const void* value, size_t bytes,
                            const uint32_t** arrived) {
@@ -1050,6 +1108,7 @@ const void* group_exchange(unsigned first, unsigned count, const void* value, si
     g->arrived_count++;
     g->refs++;
     t.group = g;
+    t.holds_pooled = true;
     block_thread(b, i, State::InGroupCall);
     if (!complete_group(b, g)) check_convergence(b, i / 32);
     wait_here(b);

@@ -8,9 +8,12 @@
 //     (The divergence-faithful warp calls measured 3.8 to 4.5 at first; with the shuffles
 //     inlined into kernels, fiber stacks staggered across cache sets and the warp release
 //     trimmed (block.cpp), 2.5 to 3.2, where the runtime before those warp calls measured 2.3
-//     to 3.6 in the same interleaved runs; the ratio is printed on every run.)
+//     to 3.6 in the same interleaved runs; the ratio is printed on every run.) Both reductions
+//     are butterfly loops, which cucc makes one warp exchange each (cucc_warp_butterfly.cu):
+//     0.94 to 0.97 since then, against 1.97 to 2.05 with five shuffles each.
 //   - a barrier-heavy kernel (one block of 256 threads, 2000 __syncthreads) and a warp-shuffle
-//     loop, reported as nanoseconds per thread per barrier / per lane per shuffle.
+//     loop (not a butterfly: every shuffle is a warp call), reported as nanoseconds per thread
+//     per barrier / per lane per shuffle.
 // CPU time of the calling thread is used rather than wall time, which other processes on a
 // shared machine inflate.
 //! cpu-only
@@ -118,7 +121,7 @@ int main() {
     const double ratio = best / host_ms;
     printf(
         "layernorm 4096x768: %.1f ms CPU, %.2f x the host reference's %.1f ms (bound %.1f x), "
-        "%.1f ns per lane per shuffle including the arithmetic; max abs error vs host %.2e "
+        "%.1f ns per lane per butterfly step including the arithmetic; max abs error vs host %.2e "
         "(bound 1e-4)\n",
         best, ratio, host_ms, LAYERNORM_RATIO, best * 1e6 / lane_shuffles, max_err);
 

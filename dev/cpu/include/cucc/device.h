@@ -112,6 +112,65 @@ __attribute__((always_inline)) inline T shuffle(unsigned mask, T var, Shuffle mo
     return out;
 }
 
+// The butterfly reduction `for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(mask, v, o));`
+// as one warp call: cucc rewrites such a loop into warp_butterfly (dev/cpu/cucc, BUTTERFLY),
+// with one of the operations below. Each lane's result is the one the five shuffles give,
+// operation for operation: at the step with offset o, lane l's value becomes op(its value, lane
+// l ^ o's value), or op(its value, its value) where lane l ^ o took no part (what the shuffle
+// gives then). The lanes that take part are the same in all five shuffles (a lane inside the
+// loop cannot exit between them), so one exchange has them all; the warp's last lane to arrive
+// computes the five steps for every lane (five operations per lane) where the loop would switch
+// between the lanes five times. The operations are types, so that the combining loop inlines
+// them, and the combine function (one per value type and operation) is what matches calls.
+#define CUCC_BUTTERFLY_OP(NAME, BODY)  \
+    struct NAME {                      \
+        template <class T>             \
+        T operator()(T a, T b) const { \
+            BODY;                      \
+        }                              \
+    };
+// `v OP= shuffle`: the compound assignment, as the loop does it.
+CUCC_BUTTERFLY_OP(butterfly_add, a += b; return a)
+CUCC_BUTTERFLY_OP(butterfly_sub, a -= b; return a)
+CUCC_BUTTERFLY_OP(butterfly_mul, a *= b; return a)
+CUCC_BUTTERFLY_OP(butterfly_and, a &= b; return a)
+CUCC_BUTTERFLY_OP(butterfly_or, a |= b; return a)
+CUCC_BUTTERFLY_OP(butterfly_xor, a ^= b; return a)
+// `v = F(v, shuffle)`, the result converted back to v's type as the assignment does.
+CUCC_BUTTERFLY_OP(butterfly_fmaxf, return (T)::fmaxf(a, b))
+CUCC_BUTTERFLY_OP(butterfly_fminf, return (T)::fminf(a, b))
+CUCC_BUTTERFLY_OP(butterfly_fmax, return (T)::fmax(a, b))
+CUCC_BUTTERFLY_OP(butterfly_fmin, return (T)::fmin(a, b))
+#undef CUCC_BUTTERFLY_OP
+
+template <class T, class Op>
+void butterfly_combine(void* slots, unsigned arrived, const void*) {
+    T value[32], next[32];
+    unsigned char* bytes = static_cast<unsigned char*>(slots);
+    for (int lane = 0; lane < 32; lane++)
+        if (arrived >> lane & 1u) std::memcpy(&value[lane], bytes + lane * sizeof(T), sizeof(T));
+    for (int o = 16; o > 0; o /= 2) {
+        for (int lane = 0; lane < 32; lane++)
+            if (arrived >> lane & 1u)
+                next[lane] =
+                    Op()(value[lane], arrived >> (lane ^ o) & 1u ? value[lane ^ o] : value[lane]);
+        for (int lane = 0; lane < 32; lane++)
+            if (arrived >> lane & 1u) value[lane] = next[lane];
+    }
+    for (int lane = 0; lane < 32; lane++)
+        if (arrived >> lane & 1u) std::memcpy(bytes + lane * sizeof(T), &value[lane], sizeof(T));
+}
+
+template <class Op, class T>
+__attribute__((always_inline)) inline T warp_butterfly(unsigned mask, T var) {
+    static_assert(shuffleable<T>::value, "a shuffled type must be trivially copyable");
+    const char* slots = static_cast<const char*>(
+        warp_exchange(mask, &var, sizeof(T), nullptr, &butterfly_combine<T, Op>, nullptr));
+    T out;
+    std::memcpy(&out, slots + lane_id() * sizeof(T), sizeof(T));
+    return out;
+}
+
 // Every non-exited lane of mask deposits one value; returns a pointer to the 32 slots and, in
 // *arrived, the lanes that took part (see runtime.h).
 template <class T>

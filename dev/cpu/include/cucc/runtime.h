@@ -18,7 +18,10 @@
 //   - Launches that name a kernel by address with a `void**` argument array go through the
 //     kernel registry (register_kernel below).
 //   - Warp-synchronous calls wait for the non-exited lanes of their mask; __activemask() gives
-//     the lanes at the same call site together (see warp_exchange and active_mask).
+//     the lanes at the same call site together (see warp_exchange and active_mask). A converged
+//     warp call costs about one fiber switch per lane and a little bookkeeping (block.cpp); a
+//     butterfly reduction loop of five xor shuffles is one warp call (cucc rewrites it into
+//     warp_butterfly, cucc/device.h).
 //   - Stream capture records stream work into graphs that replay it (see StreamOp); device
 //     memory is committed host memory bounded by what the machine has (memory.cpp).
 //   - Inline PTX of a documented subset (mma.sync, ldmatrix, cp.async, atom ...) becomes calls of
@@ -234,7 +237,13 @@ bool grid_is_cooperative();
 // (reported as for barriers); one naming a lane that was running when the call opened and then
 // exits without making it (it went past the call) is an error, the result being undefined in
 // CUDA (see report_skipped_call in block.cpp).
-const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived);
+// combine, if not null, runs once on the slots when every lane has deposited, before any lane
+// reads them: combine(slots, arrived lanes, context) may replace each lane's value with its
+// result, computed once for the warp (see warp_butterfly in device.h). Only calls with the same
+// combine and context match.
+using WarpCombine = void (*)(void* slots, unsigned arrived, const void* context);
+const void* warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned* arrived,
+                          WarpCombine combine = nullptr, const void* context = nullptr);
 // __syncwarp(mask): a warp_exchange of nothing.
 void syncwarp(unsigned mask);
 // The same for a tile larger than a warp: threads first..first+count-1 of the block (in linear
