@@ -71,8 +71,7 @@ int main() {
     launch_scaled(out, in_i, 3.0f);
     CUDA_CHECK(cudaDeviceSynchronize());
     expect(out[31] == 0.0f && out[29] == 3.0f,
-           "template kernel<int> launched from a host function template",
-           std::to_string(out[29]));
+           "template kernel<int> launched from a host function template", std::to_string(out[29]));
 
     warp_total<<<1, 32>>>(out, in_f);
     CUDA_CHECK(cudaDeviceSynchronize());

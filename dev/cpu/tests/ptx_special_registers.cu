@@ -54,11 +54,25 @@ int main() {
     CUDA_CHECK(cudaGetLastError());
     std::vector<unsigned> out(n);
     CUDA_CHECK(cudaMemcpy(out.data(), d_out, n * sizeof(unsigned), cudaMemcpyDeviceToHost));
-    const char* names[kValues] = {"%laneid",      "%warpid",      "%lanemask_eq", "%lanemask_lt",
-                                  "%lanemask_le", "%lanemask_gt", "%lanemask_ge", "%tid.x",
-                                  "%tid.y",       "%tid.z",       "%ntid.x",      "%ntid.y",
-                                  "%ntid.z",      "%ctaid.x",     "%ctaid.y",     "%nctaid.x",
-                                  "%nctaid.y",    "%clock64 monotonic", "%laneid in a { } scope",
+    const char* names[kValues] = {"%laneid",
+                                  "%warpid",
+                                  "%lanemask_eq",
+                                  "%lanemask_lt",
+                                  "%lanemask_le",
+                                  "%lanemask_gt",
+                                  "%lanemask_ge",
+                                  "%tid.x",
+                                  "%tid.y",
+                                  "%tid.z",
+                                  "%ntid.x",
+                                  "%ntid.y",
+                                  "%ntid.z",
+                                  "%ctaid.x",
+                                  "%ctaid.y",
+                                  "%nctaid.x",
+                                  "%nctaid.y",
+                                  "%clock64 monotonic",
+                                  "%laneid in a { } scope",
                                   "(unused)"};
     int wrong[kValues] = {0};
     std::string first[kValues];
@@ -76,8 +90,19 @@ int main() {
                                                   (unsigned)((2ull << lane) - 1),
                                                   ~(unsigned)((2ull << lane) - 1),
                                                   ~((1u << lane) - 1),
-                                                  x, y, z, block.x, block.y, block.z, bx, by,
-                                                  grid.x, grid.y, 1, lane, 0};
+                                                  x,
+                                                  y,
+                                                  z,
+                                                  block.x,
+                                                  block.y,
+                                                  block.z,
+                                                  bx,
+                                                  by,
+                                                  grid.x,
+                                                  grid.y,
+                                                  1,
+                                                  lane,
+                                                  0};
                         const unsigned* got =
                             &out[((by * grid.x + bx) * threads + linear) * kValues];
                         for (int k = 0; k < kValues; k++) {
