@@ -222,6 +222,10 @@ int syncthreads_or(int predicate, const char* file = __builtin_FILE(), int line 
 void grid_sync(const char* file = __builtin_FILE(), int line = __builtin_LINE());
 // Whether the running grid was launched cooperatively (grid_group::is_valid()).
 bool grid_is_cooperative();
+// Whether the calling OS thread is running a kernel's block (device code).
+bool in_kernel();
+// Cycles of the device clock (kClockRateKHz) from real time: clock64() and, in a kernel, clock().
+long long clock_cycles();
 // Warps are threads 32k..32k+31 of the block in linear order (x fastest).
 // Warp-synchronous exchange: the calling lane deposits `bytes` (at most 32) bytes of `value`,
 // waits until every non-exited lane in mask has deposited, and gets a pointer to the slots of
