@@ -2,7 +2,8 @@
 // samples write them: `asm("mov.u32 %0, %%laneid;" : "=r"(lane))`. Every thread of a 3D block in
 // a 2D grid (with a partial last warp) stores what %laneid, %warpid, the five %lanemask_*
 // registers, %tid, %ntid, %ctaid and %nctaid give it; the host compares each with the value the
-// ISA defines, computed from the thread's coordinates. %clock64 must not run backwards.
+// ISA defines, computed from the thread's coordinates (%warpid: equal across a warp, different
+// between the warps of a block). %clock64 must not run backwards.
 //! run: ./prog => pass /all ptx_special_registers checks passed/
 #include <cstdio>
 #include <string>
@@ -74,6 +75,7 @@ int main() {
                                   "%clock64 monotonic",
                                   "%laneid in a { } scope",
                                   "(unused)"};
+    const std::vector<unsigned>& warp_ids = out;  // %warpid of each warp's first lane
     int wrong[kValues] = {0};
     std::string first[kValues];
     for (unsigned by = 0; by < grid.y; by++)
@@ -83,26 +85,30 @@ int main() {
                     for (unsigned x = 0; x < block.x; x++) {
                         unsigned linear = x + block.x * (y + block.y * z);
                         unsigned lane = linear % 32;
-                        unsigned want[kValues] = {lane,
-                                                  linear / 32,
-                                                  1u << lane,
-                                                  (1u << lane) - 1,
-                                                  (unsigned)((2ull << lane) - 1),
-                                                  ~(unsigned)((2ull << lane) - 1),
-                                                  ~((1u << lane) - 1),
-                                                  x,
-                                                  y,
-                                                  z,
-                                                  block.x,
-                                                  block.y,
-                                                  block.z,
-                                                  bx,
-                                                  by,
-                                                  grid.x,
-                                                  grid.y,
-                                                  1,
-                                                  lane,
-                                                  0};
+                        // %warpid: the ISA promises one value per warp, not which (on a GPU
+                        // it is the warp's slot in the SM); the runtime's is linear / 32.
+                        unsigned want[kValues] = {
+                            lane,
+                            warp_ids[((by * grid.x + bx) * threads + linear / 32 * 32) * kValues +
+                                     1],
+                            1u << lane,
+                            (1u << lane) - 1,
+                            (unsigned)((2ull << lane) - 1),
+                            ~(unsigned)((2ull << lane) - 1),
+                            ~((1u << lane) - 1),
+                            x,
+                            y,
+                            z,
+                            block.x,
+                            block.y,
+                            block.z,
+                            bx,
+                            by,
+                            grid.x,
+                            grid.y,
+                            1,
+                            lane,
+                            0};
                         const unsigned* got =
                             &out[((by * grid.x + bx) * threads + linear) * kValues];
                         for (int k = 0; k < kValues; k++) {
@@ -116,6 +122,12 @@ int main() {
                             }
                         }
                     }
+    int clashes = 0;  // blocks where two warps read the same %warpid
+    for (unsigned b = 0; b < blocks; b++)
+        clashes +=
+            warp_ids[(b * threads) * kValues + 1] == warp_ids[(b * threads + 32) * kValues + 1];
+    expect(clashes == 0, "%warpid differs between the warps of a block",
+           std::to_string(clashes) + " blocks with a clash");
     for (int k = 0; k < kValues - 1; k++) {
         char what[96];
         snprintf(what, sizeof what, "%s in all %u threads", names[k], blocks * threads);
