@@ -47,7 +47,7 @@ double cpu_seconds() {
 
 // Launches the grid `launches` times on its own stream; returns how many sums were right.
 int launch_repeatedly(const int* in, int n, long long want, int launches) {
-    int *partial;
+    int* partial;
     long long* out;
     cudaStream_t stream;
     CUDA_CHECK(cudaMalloc(&partial, kBlocks * sizeof(int)));
