@@ -3,7 +3,8 @@
 cucc hands every `asm(...)` statement of user code to translate(); the result replaces the
 statement. The PTX it accepts is the subset documented in dev/cpu/include/cucc/ptx.h (mma.sync,
 ldmatrix, cp.async and its groups, atom and red, and the glue around them: .reg declarations,
-`{ }` scopes, @p guards, setp, mov, cvta, integer cvt); anything else raises PtxError naming
+`{ }` scopes, @p guards, setp, mov, cvta, integer cvt, and reads of the special registers
+in SPECIAL_REGISTERS); anything else raises PtxError naming
 what is not supported, which cucc reports at the statement's file and line.
 
 An asm statement becomes a GCC statement expression, so it stays one expression statement
@@ -42,6 +43,29 @@ TYPES = {
 # asm constraint letter -> the PTX type of its register
 CONSTRAINTS = {"h": "b16", "r": "b32", "l": "b64", "f": "f32", "d": "f64"}
 SUBSET = "the CPU runtime runs the inline PTX subset listed in dev/cpu/include/cucc/ptx.h"
+
+# The read-only special registers of the PTX ISA ("Special Registers") that the subset reads, as
+# C++ expressions of the calling CUDA thread. Threads are numbered x fastest; warps are threads
+# 32k..32k+31 of the block, so %warpid is the linear thread index / 32 (the ISA's %warpid may
+# change when a warp is rescheduled; here no warp ever moves).
+LINEAR_TID = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
+LANE = "(unsigned)::cucc::lane_id()"
+SPECIAL_REGISTERS = {
+    "%laneid": LANE,
+    "%warpid": "(%s >> 5)" % LINEAR_TID,
+    "%lanemask_eq": "(1u << %s)" % LANE,
+    "%lanemask_lt": "((1u << %s) - 1u)" % LANE,
+    "%lanemask_le": "((2u << %s) - 1u)" % LANE,
+    "%lanemask_gt": "(~((2u << %s) - 1u))" % LANE,
+    "%lanemask_ge": "(~((1u << %s) - 1u))" % LANE,
+    "%clock": "(unsigned)clock64()",
+    "%clock64": "(unsigned long long)clock64()",
+}
+for axis in "xyz":
+    SPECIAL_REGISTERS["%tid." + axis] = "threadIdx." + axis
+    SPECIAL_REGISTERS["%ntid." + axis] = "blockDim." + axis
+    SPECIAL_REGISTERS["%ctaid." + axis] = "blockIdx." + axis
+    SPECIAL_REGISTERS["%nctaid." + axis] = "gridDim." + axis
 
 
 class Reg:
@@ -313,8 +337,10 @@ class Translator:
             for scope in reversed(self.scopes):
                 if value in scope:
                     return scope[value]
-            raise PtxError("'%s' is not a declared register (special registers such as %%laneid "
-                           "are not supported)" % value)
+            if value in SPECIAL_REGISTERS:
+                return Imm(SPECIAL_REGISTERS[value])
+            raise PtxError("'%s' is not a declared register or a supported special register (%s)"
+                           % (value, ", ".join(sorted(SPECIAL_REGISTERS))))
         raise PtxError("unexpected '%s' where a register or an immediate belongs" % value)
 
     def scalar(self, toks, what):

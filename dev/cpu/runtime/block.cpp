@@ -1168,6 +1168,8 @@ void grid_block_finished(const Grid& grid) {
 
 bool grid_is_cooperative() { return tls_block && tls_block->grid->cooperative; }
 
+bool in_kernel() { return tls_block != nullptr; }
+
 // The block's threads meet at a barrier at the call site; the first of them to go on holds its
 // OS thread (and so the whole block) until every block has arrived; then all meet again, so no
 // thread of the block runs ahead of the grid.

@@ -17,6 +17,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <chrono>
+#include <ctime>
 #include <vector>
 
 #include "internal.h"
@@ -562,5 +564,35 @@ cudaError_t cudaDeviceReset(void) {
 cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
 
 cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
+
+}  // extern "C"
+
+namespace cucc {
+
+long long clock_cycles() {
+    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+    const long long mhz = kClockRateKHz / 1000;
+    return ns / 1000 * mhz + ns % 1000 * mhz / 1000;
+}
+
+}  // namespace cucc
+
+extern "C" {
+
+// Replaces glibc's clock(), as block.cpp replaces __assert_fail, because device code calls the
+// same function as host code: in a kernel it is CUDA's clock(), the SM's 32-bit cycle counter
+// (PTX %clock) at the rate cudaDevAttrClockRate reports, so that a kernel that spins for
+// clockRate * ms cycles spins for ms milliseconds (cuda-samples' simpleHyperQ and
+// concurrentKernels; glibc's microseconds of CPU time made each 10 ms kernel spin for 20 s);
+// on the host it is the C library's: the process's CPU time in CLOCKS_PER_SEC units, computed as
+// glibc computes it.
+clock_t clock(void) noexcept {
+    if (cucc::in_kernel()) return (clock_t)(unsigned)cucc::clock_cycles();
+    timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return (clock_t)-1;
+    return (clock_t)ts.tv_sec * CLOCKS_PER_SEC + ts.tv_nsec / (1000000000 / CLOCKS_PER_SEC);
+}
 
 }  // extern "C"

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdio>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -179,22 +180,92 @@ void reset_function_attributes() {
     func_attributes().clear();
 }
 
+// The OS threads of cooperative grids. They are kept, parked, between launches: an OS thread's
+// worker (block.cpp) keeps the fiber stacks it mapped, and a grid of co-resident blocks maps one
+// per CUDA thread (264 blocks of 1024: 270k mappings, each with a guard page), so a thread made
+// anew for every launch spent most of each launch mapping and unmapping stacks (cuda-samples'
+// reductionMultiBlockCG, 100 launches of such a grid, ran past a minute in the kernel's memory
+// calls). A launch takes as many idle threads as it has blocks, making new ones when too few
+// are idle, so launches from several host threads still run side by side. Never destroyed.
+struct CoopThread {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::function<void()> job;  // set by a launch, cleared when done; the thread waits for one
+};
+
+struct CoopPool {
+    std::mutex mutex;
+    std::vector<CoopThread*> idle;
+};
+
+CoopPool& coop_pool() {
+    static CoopPool* pool = new CoopPool;
+    return *pool;
+}
+
+void coop_thread_loop(CoopThread* t) {
+    for (;;) {
+        std::function<void()> job;
+        {
+            std::unique_lock<std::mutex> lock(t->mutex);
+            t->wake.wait(lock, [t] { return (bool)t->job; });
+            job = std::move(t->job);
+            t->job = nullptr;
+        }
+        job();
+    }
+}
+
+// Counts the blocks of one cooperative grid still running.
+struct CoopLatch {
+    std::mutex mutex;
+    std::condition_variable done;
+    uint64_t running;
+};
+
 // A cooperative grid: one OS thread per block, all running at once; GridBarrier (block.cpp)
 // holds them at this_grid().sync().
 cudaError_t run_cooperative_grid(const Grid& g) {
     uint64_t nblocks = (uint64_t)g.grid.x * g.grid.y * g.grid.z;
     std::vector<cudaError_t> errors(nblocks, cudaSuccess);
-    std::vector<std::thread> threads;
+    std::vector<CoopThread*> threads;
+    CoopPool& pool = coop_pool();
+    {
+        std::lock_guard<std::mutex> lock(pool.mutex);
+        while (threads.size() < nblocks && !pool.idle.empty()) {
+            threads.push_back(pool.idle.back());
+            pool.idle.pop_back();
+        }
+    }
+    while (threads.size() < nblocks) {
+        CoopThread* t = new CoopThread;
+        std::thread(coop_thread_loop, t).detach();
+        threads.push_back(t);
+    }
+    CoopLatch latch;
+    latch.running = nblocks;
     for (uint64_t linear = 0; linear < nblocks; linear++) {
         uint3 idx{(unsigned)(linear % g.grid.x), (unsigned)(linear / g.grid.x % g.grid.y),
                   (unsigned)(linear / ((uint64_t)g.grid.x * g.grid.y))};
-        threads.emplace_back([&g, &errors, idx, linear] {
+        CoopThread* t = threads[linear];
+        std::lock_guard<std::mutex> lock(t->mutex);
+        t->job = [&g, &errors, &latch, idx, linear] {
             cudaError_t err = cudaSuccess;
             if (!run_block(g, idx, &err)) errors[linear] = err;
             grid_block_finished(g);
-        });
+            std::lock_guard<std::mutex> done(latch.mutex);
+            if (--latch.running == 0) latch.done.notify_all();
+        };
+        t->wake.notify_one();
     }
-    for (std::thread& t : threads) t.join();
+    {
+        std::unique_lock<std::mutex> lock(latch.mutex);
+        latch.done.wait(lock, [&latch] { return latch.running == 0; });
+    }
+    {
+        std::lock_guard<std::mutex> lock(pool.mutex);
+        pool.idle.insert(pool.idle.end(), threads.begin(), threads.end());
+    }
     for (cudaError_t err : errors)
         if (err != cudaSuccess) return err;
     return cudaSuccess;

@@ -3,6 +3,12 @@
 // Nothing runs when it is queued. Work runs on a host thread that needs it done: a
 // synchronization (stream, event, device), a synchronous copy or memset, a query (which runs
 // what is ready without waiting), or an enqueue that finds more than kMaxPending ops queued.
+// A GPU also runs queued work when no host thread waits for it, and programs rely on that: a
+// stream callback that hands the results to a thread of its own (cuda-samples' simpleCallback),
+// a host loop polling a flag in mapped memory without any CUDA call. So a progress thread,
+// started with the first queued op, runs what is ready once the runtime has seen no activity
+// (no op queued, started or finished, no synchronization begun) for kProgressDelay while work
+// is pending; a program that synchronizes runs its work itself, on its own thread, as before.
 // Each step picks one stream whose first op is ready and runs that op, with the runtime lock
 // released. An op is ready when the ops before it on its stream are done, the ops it depends
 // on are done, and its own ready() predicate (if any) holds. Among ready streams the one whose
@@ -55,6 +61,8 @@ namespace cucc {
 namespace {
 
 constexpr uint64_t kMaxPending = 1024;  // queued ops past which an enqueue runs ready work
+// Idle time after which the progress thread runs pending work (see the top of this file).
+constexpr auto kProgressDelay = std::chrono::milliseconds(20);
 constexpr int kLeastPriority = 0, kGreatestPriority = -5;
 // A requested priority outside the range is clamped to it, as CUDA does.
 int clamp_priority(int priority) {
@@ -135,6 +143,11 @@ struct StreamState {
     int running = 0;       // ops running now (on any host thread)
     uint64_t rng;
     std::condition_variable_any progress;  // an op finished
+    // The progress thread: started with the first queued op; `activity` is when the runtime
+    // last queued, started or finished an op or began a synchronization; `exiting` stops it
+    // at process exit, which waits for the op it is running (progress_running).
+    bool progress_started = false, exiting = false, progress_running = false;
+    std::chrono::steady_clock::time_point activity;
     std::vector<Capture*> captures;        // ongoing captures
     unsigned long long next_capture_id = 1;
 };
@@ -200,6 +213,8 @@ Event* lookup_event(cudaEvent_t handle) {
     return state().events.count(handle) ? (Event*)handle : nullptr;
 }
 
+void start_progress_thread();
+
 // Under the lock: queues op on s behind the implicit legacy-stream dependencies.
 void enqueue(Stream* s, StreamOp op, const Dep* extra) {
     StreamState& st = state();
@@ -217,6 +232,8 @@ void enqueue(Stream* s, StreamOp op, const Dep* extra) {
     s->queue.push_back(std::move(q));
     s->submitted++;
     st.pending++;
+    st.activity = std::chrono::steady_clock::now();
+    if (!st.progress_started) start_progress_thread();
 }
 
 // Under the lock: ends capture c for all its streams (the graph is the caller's).
@@ -325,6 +342,7 @@ bool run_work(const std::function<bool()>& done, bool block) {
     StreamState& st = state();
     std::unique_lock<std::recursive_mutex> lock(api_mutex());
     auto idle_since = std::chrono::steady_clock::now();
+    st.activity = idle_since;
     int idle_rounds = 0, warnings = 0;
     for (;;) {
         if (done()) return true;
@@ -363,8 +381,47 @@ bool run_work(const std::function<bool()>& done, bool block) {
         s->done++;
         st.pending--;
         st.running--;
+        st.activity = std::chrono::steady_clock::now();
         st.progress.notify_all();
     }
+}
+
+// The progress thread's loop (see the top of this file): wakes every kProgressDelay and, when
+// work is pending, none is running and nothing happened for that long, runs what is ready.
+void progress_loop() {
+    StreamState& st = state();
+    std::unique_lock<std::recursive_mutex> lock(api_mutex());
+    for (;;) {
+        st.progress.wait_for(lock, kProgressDelay);
+        if (st.exiting) return;
+        if (st.pending == 0 || st.running > 0 ||
+            std::chrono::steady_clock::now() - st.activity < kProgressDelay)
+            continue;
+        st.progress_running = true;
+        lock.unlock();
+        run_work([] { return state().exiting; }, false);
+        lock.lock();
+        st.progress_running = false;
+        st.progress.notify_all();
+    }
+}
+
+// At exit: queued work is discarded (runtime.h), so the progress thread stops; an op it is
+// running is let finish, as the exit would otherwise free what that op uses.
+void stop_progress_thread() {
+    StreamState& st = state();
+    std::unique_lock<std::recursive_mutex> lock(api_mutex());
+    st.exiting = true;
+    st.progress.notify_all();
+    while (st.progress_running) st.progress.wait(lock);
+}
+
+// Under the lock.
+void start_progress_thread() {
+    StreamState& st = state();
+    st.progress_started = true;
+    if (atexit(stop_progress_thread) != 0) fatal("atexit failed for the stream progress thread");
+    std::thread(progress_loop).detach();
 }
 
 bool stream_idle(const Stream* s) { return s->queue.empty() && !s->running; }

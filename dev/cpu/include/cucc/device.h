@@ -854,13 +854,8 @@ void __stwt(T* p, typename cucc::identity<T>::type v) {
 // Miscellaneous
 // Cycles of the clock cudaDevAttrClockRate reports, from real time, so that a kernel that spins
 // for clockRate * ms cycles spins for ms milliseconds.
-inline long long clock64() {
-    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now().time_since_epoch())
-                       .count();
-    const long long mhz = cucc::kClockRateKHz / 1000;
-    return ns / 1000 * mhz + ns % 1000 * mhz / 1000;
-}
+// (clock() in device code is the low 32 bits of the same count: runtime/device.cpp.)
+inline long long clock64() { return cucc::clock_cycles(); }
 inline void __nanosleep(unsigned) { sched_yield(); }
 inline bool __isGlobal(const void* p) { return cucc::is_device_pointer(p); }
 // Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization): kernels of

@@ -14,7 +14,9 @@
 //     ISA allows, so a read of the destination before the wait sees the old bytes;
 //   atom and red ({.sem}{.scope}{.space}.op.type) on the scalar types: real atomics;
 //   and the glue around them: .reg declarations, `{ }` scopes, @p / @!p guards, setp, mov (also
-//   packing and unpacking {lo, hi} vectors), cvta{.to}.shared and integer cvt.
+//   packing and unpacking {lo, hi} vectors), cvta{.to}.shared and integer cvt, and
+//   reads of the special registers %laneid, %warpid, %lanemask_{eq,lt,le,gt,ge}, %tid, %ntid,
+//   %ctaid, %nctaid (.x/.y/.z), %clock and %clock64 (cucc_ptx.py: SPECIAL_REGISTERS).
 // Shared memory addresses (the .shared state space, __cvta_generic_to_shared) are 32-bit, as on
 // a GPU: dynamic shared memory is the window [0, its size) and static __shared__ variables (which
 // are thread_local here) sit at 2^32 - their distance below the OS thread's TLS pointer, so both

@@ -225,6 +225,10 @@ int syncthreads_or(int predicate, const char* file = __builtin_FILE(), int line 
 void grid_sync(const char* file = __builtin_FILE(), int line = __builtin_LINE());
 // Whether the running grid was launched cooperatively (grid_group::is_valid()).
 bool grid_is_cooperative();
+// Whether the calling OS thread is running a kernel's block (device code).
+bool in_kernel();
+// Cycles of the device clock (kClockRateKHz) from real time: clock64() and, in a kernel, clock().
+long long clock_cycles();
 // Warps are threads 32k..32k+31 of the block in linear order (x fastest).
 // Warp-synchronous exchange: the calling lane deposits `bytes` (at most 32) bytes of `value`,
 // waits until every non-exited lane in mask has deposited, and gets a pointer to the slots of
@@ -269,11 +273,13 @@ inline int lane_id() {
 // ---------------------------------------------------------------------------------------------
 // Streams. Work queued on a stream runs in order. Queued work runs on the host thread that
 // synchronizes (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy,
-// ...) or when the queues grow long. Heads of different streams are picked in submission
-// order, or at random under CUCC_SCHEDULE=random, so a missing event between streams shows up.
-// The legacy default stream (0, cudaStreamLegacy) orders against every blocking stream of its
-// device as CUDA documents; streams created with cudaStreamNonBlocking do not.
-// Work still queued when the process exits is discarded (not run), as when a CUDA program
+// ...) or when the queues grow long; work that no host thread waits for (a stream callback that
+// passes results on by other means, a flag in mapped memory) is run by a progress thread once
+// the runtime has been idle for 20 ms with work pending (stream.cpp). Heads of different streams
+// are picked in submission order, or at random under CUCC_SCHEDULE=random, so a missing event
+// between streams shows up. The legacy default stream (0, cudaStreamLegacy) orders against every
+// blocking stream of its device as CUDA documents; streams created with cudaStreamNonBlocking do
+// not. Work still queued when the process exits is discarded (not run), as when a CUDA program
 // exits without synchronizing: e.g. output of a kernel's printf that was never synchronized
 // does not appear.
 //
@@ -293,7 +299,8 @@ struct StreamOp {
     // released and the poller sleeps, backing off to 1 ms): use it for conditions set by other
     // processes or threads (e.g. NCCL peers). A message goes to stderr every minute it waits.
     std::function<bool()> ready;
-    std::function<void()> run;  // the work itself; runs on a synchronizing host thread
+    std::function<void()> run;  // the work itself; runs on a synchronizing host thread (or
+                                // the progress thread)
     // What a captured graph shows the op as (cudaGraphNodeGetType).
     cudaGraphNodeType node_type = cudaGraphNodeTypeKernel;
     // False for work that cannot be recorded (a copy from pageable memory, whose data is taken
