@@ -1302,12 +1302,28 @@ inline int plan_main(TrainConfig* tc, const Comm* comm, const ParallelDims* dims
                 t, [&](int, const GPT* g) { most = std::max(most, ledger_total(&g->memory)); });
             return (double)most;
         });
+    // Under --pp the stages hold different layers: a line per pipeline rank (its first data-,
+    // context- and tensor-parallel rank) after rank 0's plan.
+    std::string stages;
     size_t lo = SIZE_MAX, hi = 0;
     for_each_rank(tc, [&](int r, const GPT* g) {
+        const DeviceLedger* m = &g->memory;
         if (r == 0) print_plan(g, tc, 0, ranks);
-        lo = std::min(lo, ledger_total(&g->memory));
-        hi = std::max(hi, ledger_total(&g->memory));
+        const GridCoords c = grid_coords(dims, r);
+        if (dims->pp > 1 && c.dp_rank == 0 && c.cp_rank == 0 && c.tp_rank == 0) {
+            const size_t state = m->bytes[MEM_PARAMS] + m->bytes[MEM_GRADS] + m->bytes[MEM_MASTER] +
+                                 m->bytes[MEM_OPTIMIZER];
+            char line[128];
+            snprintf(line, sizeof line, "%-8d %16.6f %16.6f %16.6f\n", c.pp_rank, state / 1e9,
+                     m->bytes[MEM_ACTIVATIONS] / 1e9, ledger_total(m) / 1e9);
+            stages += line;
+        }
+        lo = std::min(lo, ledger_total(m));
+        hi = std::max(hi, ledger_total(m));
     });
+    if (dims->pp > 1)
+        printf("%-8s %16s %16s %16s\n%s", "pp rank", "model state GB", "activations GB", "total GB",
+               stages.c_str());
     printf("total per rank over the %d ranks: %zu to %zu bytes (%.3f to %.3f GB)\n", ranks, lo, hi,
            lo / 1e9, hi / 1e9);
     return EXIT_SUCCESS;
