@@ -4484,7 +4484,7 @@ inline double pipe_forward_backward(GPT* m, const int* inputs, const int* target
             if (arrival >= 0) {  // its input: the host and the compute stream wait for it
                 const double start = comm_now_s();
                 char what[200] = "the pipeline's ";
-                pipe_transfer_words(what, sizeof(what), false, a,
+                pipe_transfer_words(what + strlen(what), sizeof(what) - strlen(what), false, a,
                                     pipe_deps(c, p->rank, a).recv.rank);
                 pipe_wait_exchange(m, arrival, what);
                 const double waited = comm_now_s() - start;
