@@ -647,36 +647,32 @@ inline void comm_watchdog_stop() {
 }
 #endif
 
-// Waits until the work queued on `stream` (collectives of g included) is done. The watchdog
-// gives the collectives under it their deadline; `what` names the wait in its messages.
-inline void comm_sync(const CommGroup* g, cudaStream_t stream, const char* what) {
+// Runs `wait`, a host wait for device work that may hold collectives of g, under the watchdog's
+// deadline when g's collectives are NCCL's; `what` names the wait in its messages.
+template <class Wait>
+inline void comm_timed_wait(const CommGroup* g, const char* what, Wait wait) {
 #ifdef MULTI_GPU
     if (g->nccl) {
         comm_wait_begin(COMM_WAIT_STREAM, what, nullptr);
-        CUDA_CHECK(cudaStreamSynchronize(stream));
+        wait();
         comm_wait_end();
         return;
     }
 #endif
     (void)g;
     (void)what;
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    wait();
+}
+
+// Waits until the work queued on `stream` (collectives of g included) is done.
+inline void comm_sync(const CommGroup* g, cudaStream_t stream, const char* what) {
+    comm_timed_wait(g, what, [&] { CUDA_CHECK(cudaStreamSynchronize(stream)); });
 }
 
 // Waits until `event`'s work is done (a collective of g recorded before it, with what it
 // waits for): comm_sync for the work before one event, not a whole stream.
 inline void comm_sync_event(const CommGroup* g, cudaEvent_t event, const char* what) {
-#ifdef MULTI_GPU
-    if (g->nccl) {
-        comm_wait_begin(COMM_WAIT_STREAM, what, nullptr);
-        CUDA_CHECK(cudaEventSynchronize(event));
-        comm_wait_end();
-        return;
-    }
-#endif
-    (void)g;
-    (void)what;
-    CUDA_CHECK(cudaEventSynchronize(event));
+    comm_timed_wait(g, what, [&] { CUDA_CHECK(cudaEventSynchronize(event)); });
 }
 
 // ---------------------------------------------------------------------------------------------
