@@ -18,7 +18,9 @@ Checks:
    N; 16 Psi / N at our Psi within 0.1% (the layout's padding); and the activations of a
    70B-class GPT (80 x 8192, s = 4096, b = 1; the seeds: ~91 GB without recompute, 34 s b h per
    layer, and ~5.4 GB with full recompute, 2 s b h): a block keeps 32 s b h + its statistics
-   without recompute, exactly 2 s b h with full recompute.
+   without recompute, exactly 2 s b h with full recompute. Under --pp, --plan's line per pipeline
+   rank (GPT-2 124M at pp 4): one per rank, spanning the printed range of the ranks' totals, the
+   first and last stage (the embeddings) holding more model state than the middle ones.
 3. --batch auto with --device-memory (and with CUCC_MEM_LIMIT, the CPU runtime's device size)
    picks a batch that runs, and the plan says the next one would not fit; --recompute auto
    takes the least recompute that fits; --global-batch-tokens sets the accumulation and
@@ -100,6 +102,20 @@ def main():
                   f"7B-class on 64 ranks, ZeRO-{zero}: model state {ours / 1e9:.3f} GB, the formula at our Psi = "
                   f"{psi / 1e9:.3f}B {formula / 1e9:.3f} GB; "
                   f"the seed's at Psi = 7B: {seeds[zero]} GB")
+        # under --pp, a line per pipeline rank: GPT-2 124M at pp 4 planned for 4 ranks (every rank
+        # has a line), its totals spanning the range over the ranks, the embeddings on the ends
+        out = run([bf16, "--layers", "12", "--heads", "12", "--embd", "768", "--vocab", "50257", "--seq", "1024",
+                   "--batch", "8", "--grad-accum", "8", "--plan", "--plan-ranks", "4", "--pp", "4"], "124M plan, pp 4")
+        rows = [tuple(float(x) for x in m.groups()[1:]) for m in
+                re.finditer(r"^(\d+) +([\d.]+) +([\d.]+) +([\d.]+)$", out, re.M)]
+        span = re.search(r"total per rank over the 4 ranks: (\d+) to (\d+) bytes", out)
+        totals = [r[2] for r in rows]
+        check(len(rows) == 4 and span is not None and
+              abs(min(totals) - int(span.group(1)) / 1e9) < 1e-6 and abs(max(totals) - int(span.group(2)) / 1e9) < 1e-6
+              and min(rows[0][0], rows[3][0]) > max(rows[1][0], rows[2][0]),
+              f"--plan under --pp 4: {len(rows)} pipeline ranks' lines (model state, activations, total GB: {rows}) "
+              f"spanning the ranks' totals {span.group(1) if span else None} to {span.group(2) if span else None} "
+              "bytes, the first and last stage holding the embeddings")
         s, h, L = 4096, 8192, 80
         seventy_b = ["--layers", str(L), "--heads", "64", "--embd", str(h), "--vocab", "32000", "--seq", str(s),
                      "--batch", "1", "--plan"]
