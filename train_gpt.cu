@@ -4270,12 +4270,7 @@ inline void pipe_exchange(GPT* m, int x) {
     if (posted != cudaErrorNotReady) CUDA_CHECK(posted);
 }
 
-inline void pipe_sleep_until(double t) {
-    const double rest = t - comm_now_s();
-    if (rest <= 0) return;
-    const timespec pause = {(time_t)rest, (long)((rest - (time_t)rest) * 1e9)};
-    nanosleep(&pause, nullptr);
-}
+inline void pipe_sleep_until(double t) { comm_sleep_s(t - comm_now_s()); }
 
 // Queues the step's exchanges in order: those due by now, and (sleeping until they are due)
 // every one up to exchange `through` (-1: none forced). Exchanges not yet due (their time step

@@ -205,11 +205,17 @@ inline double comm_now_s() {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+// Sleeps `seconds` (not at all when it is not positive).
+inline void comm_sleep_s(double seconds) {
+    if (seconds <= 0) return;
+    const timespec t = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+    nanosleep(&t, nullptr);
+}
+
 // Sleeps a little longer each time it is called in one wait (50 us doubling to 2 ms), so a
 // short wait answers fast and a long one costs little CPU.
 inline void comm_backoff(long* sleep_ns) {
-    timespec t = {0, *sleep_ns};
-    nanosleep(&t, nullptr);
+    comm_sleep_s(1e-9 * *sleep_ns);
     *sleep_ns = *sleep_ns * 2 < 2000000 ? *sleep_ns * 2 : 2000000;
 }
 
@@ -349,8 +355,7 @@ inline void comm_abort_all(CommWatchdog* w) {
     // queue) is not waited for.
     for (int ms = 0; ms < 200 && w->busy_comm && w->wait_kind != COMM_WAIT_CALL; ms++) {
         w->lock.unlock();
-        const timespec pause_1ms = {0, 1000000};
-        nanosleep(&pause_1ms, nullptr);
+        comm_sleep_s(1e-3);
         w->lock.lock();
     }
     comm_abort_all(w);
@@ -507,8 +512,7 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
     std::vector<char> finished;
     bool on_device = false;
     for (;;) {
-        const timespec nap = {0, (long)(COMM_WATCHDOG_POLL_S * 1e9)};
-        nanosleep(&nap, nullptr);
+        comm_sleep_s(COMM_WATCHDOG_POLL_S);
         if (comm_ending.load()) comm_park();  // the job is being ended elsewhere
         if (comm_signal_seen != 0) {
             comm_rank_name(w, who, sizeof(who));
