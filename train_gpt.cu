@@ -1259,17 +1259,18 @@ inline void rmsnorm_backward(floatX* dinp, floatX* dweight, float* partials, con
 // columns h*HS, k and v of kv head kh at att_width + kh*HS and att_width + KVH*HS + kh*HS; the
 // output is (B,T,att_width) with head h at columns h*HS. The dK/dV pass runs one block per kv
 // head, which sums the G query heads' contributions in head order (no atomics). A block of
-// ATT_THREADS threads owns consecutive rows (queries in the forward and dQ passes, keys in the
-// dK/dV pass) of one (batch, head). A row belongs to a group of G = HS / ATT_LANE_DIMS adjacent
-// lanes of a warp: lane g of the group owns the 16-byte packs g, g + G, ... of the row
-// (ATT_LANE_DIMS of the HS dimensions) and keeps its part of the row and of the row's accumulators
-// in registers, so a group reads and writes a row with contiguous 128-bit accesses. A dot product
-// of two rows is the sum of the G lanes' partial sums, added by an xor butterfly inside the group,
-// which leaves the same bits in every lane of the group. The other side (keys and values, or
-// queries and output gradients) streams through shared memory in tiles of ATT_TILE rows, kept as
-// floatX (half the space of floats) and copied in 16-byte packs by the whole block between two
-// barriers; the lanes of a group read consecutive packs of a tile row and every group of a warp
-// reads the same tile row (a broadcast), so the reads have no bank conflicts.
+// ATT_THREADS threads (fewer when one block holds every row: att_threads) owns consecutive rows
+// (queries in the forward and dQ passes, keys in the dK/dV pass) of one (batch, head). A row
+// belongs to a group of G = HS / ATT_LANE_DIMS adjacent lanes of a warp: lane g of the group owns
+// the 16-byte packs g, g + G, ... of the row (ATT_LANE_DIMS of the HS dimensions) and keeps its
+// part of the row and of the row's accumulators in registers, so a group reads and writes a row
+// with contiguous 128-bit accesses. A dot product of two rows is the sum of the G lanes' partial
+// sums, added by an xor butterfly inside the group, which leaves the same bits in every lane of the
+// group. The other side (keys and values, or queries and output gradients) streams through shared
+// memory in tiles of ATT_TILE rows, kept as floatX (half the space of floats) and copied in 16-byte
+// packs by the whole block between two barriers; the lanes of a group read consecutive packs of a
+// tile row and every group of a warp reads the same tile row (a broadcast), so the reads have no
+// bank conflicts.
 
 constexpr int ATT_THREADS = 256;  // threads per block
 
@@ -1387,6 +1388,44 @@ __device__ inline float row_part_dot(const float* x, const floatX* row, int g) {
     return s;
 }
 
+// ATT_STEP: tile rows a lane takes at once in the kernels' inner loops, ATT_DOT_PARTS: partial
+// sums of each of their dot products, a pack's element k going to partial k % ATT_DOT_PARTS.
+// The ATT_STEP x ATT_DOT_PARTS independent chains of adds, instead of one chain of
+// ATT_LANE_DIMS adds per row, are what a core that waits on each add's latency (a GPU SM with few
+// warps, a CPU) needs; on a CPU a row's partials are also one SIMD vector (fp32: a pack's four
+// floats, added to the partials lane by lane).
+constexpr int ATT_STEP = 4;
+constexpr int ATT_DOT_PARTS = 4;
+
+// s[r] = the group's dot product of its row part x with tile row j + r, r < ATT_STEP (a row past
+// `last` reads row `last` instead: the current tile's rows only; its sum goes unused). Each lane
+// adds its partials pairwise, (0 + 1) + (2 + 3), then the group its lanes' sums (group_sum).
+template <int HS>
+__device__ inline void tile_dots(float (&s)[ATT_STEP], const float* x, const floatX (*tile)[HS],
+                                 int j, int last, int g) {
+    typedef AttRows<HS> R;
+    static_assert(ATT_DOT_PARTS == 4 && x128::size % ATT_DOT_PARTS == 0, "pairwise sum of 4");
+    float part[ATT_STEP][ATT_DOT_PARTS];
+#pragma unroll
+    for (int r = 0; r < ATT_STEP; r++)
+#pragma unroll
+        for (int p = 0; p < ATT_DOT_PARTS; p++) part[r][p] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < R::packs; i++) {
+        x128 v[ATT_STEP];
+#pragma unroll
+        for (int r = 0; r < ATT_STEP; r++)
+            v[r] = load128(tile[min(j + r, last)] + (g + i * R::lanes) * x128::size);
+#pragma unroll
+        for (int r = 0; r < ATT_STEP; r++)
+            for (int k = 0; k < x128::size; k++)  // g++ makes this loop one SIMD multiply-add
+                part[r][k % ATT_DOT_PARTS] += x[i * x128::size + k] * (float)v[r][k];
+    }
+#pragma unroll
+    for (int r = 0; r < ATT_STEP; r++)
+        s[r] = group_sum<R::lanes>((part[r][0] + part[r][1]) + (part[r][2] + part[r][3]));
+}
+
 // acc += a * (lane g's part of a row).
 template <int HS>
 __device__ inline void row_part_axpy(float* acc, float a, const floatX* row, int g) {
@@ -1449,18 +1488,24 @@ __global__ void __launch_bounds__(ATT_THREADS)
         // every lane of the warp runs the same keys (the shuffles need them all); a row skips
         // the keys after it; rows past T in a warp with valid rows compute values never stored
         const int n_keys = min(ATT_TILE, warp_keys - k_first);
-        for (int j = 0; j < n_keys; j++) {
-            const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
-            if (blk.causal && k_first + j > t) continue;
-            if (s > m) {  // a new max: rescale what was summed so far (to 0 at the first key)
-                const float correction = expf(m - s);
-                l *= correction;
-                for (int d = 0; d < ATT_LANE_DIMS; d++) o[d] *= correction;
-                m = s;
+        for (int j0 = 0; j0 < n_keys; j0 += ATT_STEP) {
+            float scores[ATT_STEP];
+            tile_dots<HS>(scores, q, k_tile, j0, n_keys - 1, g);
+#pragma unroll
+            for (int r = 0; r < ATT_STEP; r++) {  // the keys in order
+                const int j = j0 + r;
+                const float s = scores[r];
+                if (j >= n_keys || (blk.causal && k_first + j > t)) continue;
+                if (s > m) {  // a new max: rescale what was summed so far (to 0 at the first key)
+                    const float correction = expf(m - s);
+                    l *= correction;
+                    for (int d = 0; d < ATT_LANE_DIMS; d++) o[d] *= correction;
+                    m = s;
+                }
+                const float p = expf(s - m);
+                l += p;
+                row_part_axpy<HS>(o, p, v_tile[j], g);
             }
-            const float p = expf(s - m);
-            l += p;
-            row_part_axpy<HS>(o, p, v_tile[j], g);
         }
     }
     if (logit_max) warp_max_into(logit_max, t < T ? m : -INFINITY);  // m: the row's largest score
@@ -1520,11 +1565,16 @@ __global__ void __launch_bounds__(ATT_THREADS)
                            k_first, min(ATT_TILE, block_last + 1 - k_first));
         __syncthreads();                                        // the tile is loaded
         const int n_keys = min(ATT_TILE, warp_keys - k_first);  // as in the forward pass
-        for (int j = 0; j < n_keys; j++) {
-            const float s = group_sum<R::lanes>(row_part_dot<HS>(q, k_tile[j], g));
-            const float dp = group_sum<R::lanes>(row_part_dot<HS>(dO, v_tile[j], g));
-            if (blk.causal && k_first + j > t) continue;
-            row_part_axpy<HS>(dq, expf(s - row_lse) * (dp - D), k_tile[j], g);
+        for (int j0 = 0; j0 < n_keys; j0 += ATT_STEP) {
+            float scores[ATT_STEP], dps[ATT_STEP];
+            tile_dots<HS>(scores, q, k_tile, j0, n_keys - 1, g);
+            tile_dots<HS>(dps, dO, v_tile, j0, n_keys - 1, g);
+#pragma unroll
+            for (int r = 0; r < ATT_STEP; r++) {  // the keys in order
+                const int j = j0 + r;
+                if (j >= n_keys || (blk.causal && k_first + j > t)) continue;
+                row_part_axpy<HS>(dq, expf(scores[r] - row_lse) * (dps[r] - D), k_tile[j], g);
+            }
         }
     }
     if (t >= T) return;
@@ -1577,13 +1627,19 @@ __global__ void __launch_bounds__(ATT_THREADS)
             __syncthreads();  // the tile is loaded
             // every lane of the warp runs the same queries (the shuffles need them all), from
             // the first one that sees the warp's first key; a row skips the queries before it
-            for (int j = blk.causal ? max(0, warp_first - q_first) : 0; j < count; j++) {
-                const float sc = group_sum<R::lanes>(row_part_dot<HS>(k, q_tile[j], g));
-                const float dp = group_sum<R::lanes>(row_part_dot<HS>(v, do_tile[j], g));
-                if (blk.causal && q_first + j < s) continue;
-                const float p = expf(sc - lse_tile[j]);
-                row_part_axpy<HS>(dv, p, do_tile[j], g);
-                row_part_axpy<HS>(dk, p * (dp - delta_tile[j]), q_tile[j], g);
+            for (int j0 = blk.causal ? max(0, warp_first - q_first) : 0; j0 < count;
+                 j0 += ATT_STEP) {
+                float scores[ATT_STEP], dps[ATT_STEP];
+                tile_dots<HS>(scores, k, q_tile, j0, count - 1, g);
+                tile_dots<HS>(dps, v, do_tile, j0, count - 1, g);
+#pragma unroll
+                for (int r = 0; r < ATT_STEP; r++) {  // the queries in order
+                    const int j = j0 + r;
+                    if (j >= count || (blk.causal && q_first + j < s)) continue;
+                    const float p = expf(scores[r] - lse_tile[j]);
+                    row_part_axpy<HS>(dv, p, do_tile[j], g);
+                    row_part_axpy<HS>(dk, p * (dps[r] - delta_tile[j]), q_tile[j], g);
+                }
             }
         }
     }
@@ -1596,13 +1652,21 @@ __global__ void __launch_bounds__(ATT_THREADS)
     row_part_store<HS>(dkv + key_row + kv_width, dv, g, 1.0f);
 }
 
+// Threads per block: ATT_THREADS, or as many whole warps as the rows need when one block holds
+// them all (at T 64 with one lane per row, 64 of 256 threads would own a row; the others would
+// only pass the barriers).
+template <int HS>
+inline int att_threads(int n) {
+    return (int)std::min(round_up((size_t)n * AttRows<HS>::lanes, 32), (size_t)ATT_THREADS);
+}
+
 template <int HS>
 void attention_forward_cuda_cores(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
                                   const floatX* kv, AttBlock blk, int B, int NH, int KVH,
                                   cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(blk.n, AttRows<HS>::per_block), NH, B);
     attention_forward_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(out, lse, logit_max, qkv, kv, blk, NH, KVH);
+        <<<grid, att_threads<HS>(blk.n), 0, stream>>>(out, lse, logit_max, qkv, kv, blk, NH, KVH);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -1612,12 +1676,12 @@ void attention_backward_cuda_cores(floatX* dqkv, floatX* dkv, float* delta, cons
                                    const float* lse, AttBlock blk, int B, int NH, int KVH,
                                    cudaStream_t stream) {
     dim3 grid((unsigned)ceil_div(blk.n, AttRows<HS>::per_block), NH, B);
-    attention_backward_dq_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dqkv, delta, dout, out, qkv, kv, lse, blk, NH, KVH);
+    attention_backward_dq_kernel<HS><<<grid, att_threads<HS>(blk.n), 0, stream>>>(
+        dqkv, delta, dout, out, qkv, kv, lse, blk, NH, KVH);
     CUDA_CHECK_LAUNCH();
     grid.y = KVH;  // a block per kv head
     attention_backward_dkv_kernel<HS>
-        <<<grid, ATT_THREADS, 0, stream>>>(dkv, delta, dout, qkv, kv, lse, blk, NH, KVH);
+        <<<grid, att_threads<HS>(blk.n), 0, stream>>>(dkv, delta, dout, qkv, kv, lse, blk, NH, KVH);
     CUDA_CHECK_LAUNCH();
 }
 
