@@ -115,14 +115,14 @@ extern "C" __inline __attribute__((__gnu_inline__, __always_inline__)) float tan
     bool from_one = ax >= 1.0f;
     float twice = 2.0f * ax, minus_twice = -2.0f * ax;
     float t = cucc::expm1f_for_tanhf(cucc::select(from_one, twice, minus_twice));
-    float above_one = 1.0f - 2.0f / (t + 2.0f);
-    float below_one = -t / (t + 2.0f);
-    float z = cucc::select(from_one, above_one, below_one);
+    // 1 - 2 / (t + 2) or -t / (t + 2): one division, its numerator selected
+    float quotient = cucc::select(from_one, 2.0f, -t) / (t + 2.0f);
+    float z = cucc::select(from_one, 1.0f - quotient, quotient);
     float minus_z = -z;
-    float reciprocal = 1.0f / x;
-    float plus_one = reciprocal + 1.0f, minus_one = reciprocal - 1.0f;
-    float not_finite = cucc::select(positive, plus_one, minus_one);
     float large = cucc::select(positive, 1.0f, -1.0f);
+    // glibc's 1/x +- 1 without its division: +-1 at +-infinity (1/x is +-0), and at a NaN 1/x is
+    // x quieted (sign and payload kept, as SSE's division gives it), which +- 1 leaves as it is
+    float not_finite = cucc::select(ix > 0x7f800000u, cucc::bits_float(jx | 0x00400000u), large);
     float x_one_plus_x = x * (1.0f + x);
     float tiny = cucc::select(ix == 0, x, x_one_plus_x);
     float in_range = cucc::select(positive, z, minus_z);
