@@ -9,7 +9,8 @@
 // Variants:
 //   1  one thread per (b, h, query): a max pass, then an exp-sum pass, all from global memory
 //   2  train_gpt.cu attention_forward on CUDA cores: flash style, HS/ATT_LANE_DIMS lanes per
-//      query (256 threads per block), keys streamed through shared memory in tiles with an online
+//      query (256 threads per block, fewer for short sequences), keys streamed through shared
+//      memory in tiles of which a lane takes four rows at a time (tile_dots), with an online
 //      softmax (the fp32 build's path)
 //   3  train_gpt.cu attention_forward on tensor cores (bf16 build only, the bf16 build's path):
 //      FlashAttention-2 style, mma.sync m16n8k16, cp.async double buffering; checked against the
