@@ -1059,7 +1059,8 @@ __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, cons
             sum_gx += g * ((float)v[k] - m) * r;
         }
     }
-    const float mean_g = warp_sum(sum_g) / C, mean_gx = warp_sum(sum_gx) / C;
+    warp_sum2(sum_g, sum_gx);
+    const float mean_g = sum_g / C, mean_gx = sum_gx / C;
     floatX* dx = dinp + (size_t)row * C;
     for (int p = lane; p < packs; p += 32) {
         int c = p * x128::size;
@@ -2863,8 +2864,7 @@ __global__ void update_items_kernel(float* partials, const UpdateItem* items, co
         dd += d * d;
         ww += w * w;
     }
-    dd = warp_sum(dd);
-    ww = warp_sum(ww);
+    warp_sum2(dd, ww);
     if (threadIdx.x != 0) return;
     float* out = partials + ((size_t)blockIdx.y * max_blocks + blockIdx.x) * 2;
     out[0] = dd;

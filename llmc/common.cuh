@@ -6,8 +6,8 @@
 //
 // Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, device_compute_capability, floatX,
 // ceil_div / round_up / grid_for,
-// x128 with load128 / store128, warp_sum / warp_group_sum / warp_max, stochastic_round_store,
-// rng_next / rng_uniform / rng_normal.
+// x128 with load128 / store128, warp_sum / warp_sum2 / warp_group_sum / warp_max,
+// stochastic_round_store, rng_next / rng_uniform / rng_normal.
 //
 // floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
 // accumulates in float whatever floatX is.
@@ -133,6 +133,14 @@ __device__ inline void store128(T* p, const Packed128<T>& v) {
 __device__ inline float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
+}
+// Two warp_sums side by side, the same bits as one after the other: a GPU interleaves their
+// shuffles, the CPU runtime exchanges both values in one warp call (cucc's butterfly fusion).
+__device__ inline void warp_sum2(float& a, float& b) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        a += __shfl_xor_sync(0xffffffffu, a, offset);
+        b += __shfl_xor_sync(0xffffffffu, b, offset);
+    }
 }
 // The sum over each aligned group of `width` lanes (a power of two up to 32; the whole warp
 // calls it): every lane of a group ends with the group's sum.

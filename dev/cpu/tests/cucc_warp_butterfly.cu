@@ -1,6 +1,8 @@
 // cucc's butterfly fusion (dev/cpu/cucc, BUTTERFLY; cucc/device.h, warp_butterfly): a loop over
 // the lane offsets 16, 8, 4, 2, 1 whose whole body is `v OP= __shfl_xor_sync(mask, v, o);` or
-// `v = fmaxf(v, __shfl_xor_sync(mask, v, o));` becomes one warp exchange. Each fused loop here
+// `v = fmaxf(v, __shfl_xor_sync(mask, v, o));` becomes one warp exchange, and so does a loop
+// whose braced body is several such folds of distinct variables (warp_butterflies: here a float
+// sum, a float max and a double sum in one loop). Each fused loop here
 // is compared bit for bit with the same reduction written so that cucc leaves it alone (the
 // shuffle in a statement of its own: five real shuffles through the runtime's general path), on
 // values whose float sum depends on the order of the additions, for
@@ -8,14 +10,15 @@
 //     `o != 0`, `o /= 2`) and fmaxf (in braces, `o >>= 1`);
 //   - full warps, a partial last warp (blocks of 48 threads) and lanes that return before the
 //     loop (the lanes left take part; the missing ones give the caller its own value).
-// The second run checks that cucc fused exactly the four loops meant to be fused (the
-// rewritten source, kept with --keep-rewritten, names warp_butterfly four times) and none of
-// the reference loops.
+// The last runs check that cucc fused exactly the loops meant to be fused (the rewritten
+// source, kept with --keep-rewritten, names warp_butterfly four times and warp_butterflies
+// once) and none of the reference loops, nor a loop that folds one variable twice.
 //! cpu-only
 //! cucc: --keep-rewritten
 //! run: ./prog => pass /all warp butterfly checks passed/
 //! run: CUCC_SCHEDULE=random CUCC_SEED=3 ./prog => pass /all warp butterfly checks passed/
 //! run: test "$(grep -o '::cucc::warp_butterfly<' ./prog.cucc_warp_butterfly.cu.ii | wc -l)" = 4 => pass
+//! run: test "$(grep -o '::cucc::warp_butterflies<::cucc::butterfly_add, ::cucc::butterfly_fmaxf, ::cucc::butterfly_add>(0xffffffffu, psum, pmax, pdsum)' ./prog.cucc_warp_butterfly.cu.ii | wc -l)" = 1 && test "$(grep -o '::cucc::warp_butterflies<' ./prog.cucc_warp_butterfly.cu.ii | wc -l)" = 1 => pass
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +30,9 @@ struct Results {
     double dsum;
     unsigned bits;
     float max;
+    float psum, pmax;  // reduced side by side in one loop, with pdsum
+    double pdsum;
+    float twice;  // one variable folded twice a step: not fused
 };
 
 // A value per thread whose sums round differently in different orders.
@@ -52,7 +58,18 @@ __global__ void fused(Results* out, int skip) {
     for (int o = 16; o > 0; o >>= 1) {
         max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
     }
-    out[t] = Results{sum, dsum, bits, max};
+    float psum = value_of(t + 1), pmax = value_of(t + 2), twice = value_of(t + 3);
+    double pdsum = (double)value_of(t + 4) * 1.0e-3;
+    for (int o = 16; o > 0; o /= 2) {
+        psum += __shfl_xor_sync(0xffffffffu, psum, o);
+        pmax = fmaxf(pmax, __shfl_xor_sync(0xffffffffu, pmax, o));
+        pdsum += __shfl_xor_sync(0xffffffffu, pdsum, o);
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        twice += __shfl_xor_sync(0xffffffffu, twice, o);
+        twice += __shfl_xor_sync(0xffffffffu, twice, o);
+    }
+    out[t] = Results{sum, dsum, bits, max, psum, pmax, pdsum, twice};
 }
 
 // The same reductions, each shuffle a statement of its own (not the fused shape).
@@ -79,7 +96,23 @@ __global__ void reference(Results* out, int skip) {
         float other = __shfl_xor_sync(0xffffffffu, max, o);
         max = fmaxf(max, other);
     }
-    out[t] = Results{sum, dsum, bits, max};
+    float psum = value_of(t + 1), pmax = value_of(t + 2), twice = value_of(t + 3);
+    double pdsum = (double)value_of(t + 4) * 1.0e-3;
+    for (int o = 16; o > 0; o /= 2) {
+        float other_sum = __shfl_xor_sync(0xffffffffu, psum, o);
+        psum += other_sum;
+        float other_max = __shfl_xor_sync(0xffffffffu, pmax, o);
+        pmax = fmaxf(pmax, other_max);
+        double other_dsum = __shfl_xor_sync(0xffffffffu, pdsum, o);
+        pdsum += other_dsum;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        float other = __shfl_xor_sync(0xffffffffu, twice, o);
+        twice += other;
+        other = __shfl_xor_sync(0xffffffffu, twice, o);
+        twice += other;
+    }
+    out[t] = Results{sum, dsum, bits, max, psum, pmax, pdsum, twice};
 }
 
 static void compare(int blocks, int threads, int skip) {
@@ -95,19 +128,30 @@ static void compare(int blocks, int threads, int skip) {
     std::vector<Results> f(n), r(n);
     CUDA_CHECK(cudaMemcpy(f.data(), d_fused, n * sizeof(Results), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(r.data(), d_reference, n * sizeof(Results), cudaMemcpyDeviceToHost));
-    int differ[4] = {0, 0, 0, 0};
+    int differ[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int t = 0; t < n; t++) {
         differ[0] += memcmp(&f[t].sum, &r[t].sum, sizeof(float)) != 0;
         differ[1] += memcmp(&f[t].dsum, &r[t].dsum, sizeof(double)) != 0;
         differ[2] += f[t].bits != r[t].bits;
         differ[3] += memcmp(&f[t].max, &r[t].max, sizeof(float)) != 0;
+        differ[4] += memcmp(&f[t].psum, &r[t].psum, sizeof(float)) != 0;
+        differ[5] += memcmp(&f[t].pmax, &r[t].pmax, sizeof(float)) != 0;
+        differ[6] += memcmp(&f[t].pdsum, &r[t].pdsum, sizeof(double)) != 0;
+        differ[7] += memcmp(&f[t].twice, &r[t].twice, sizeof(float)) != 0;
     }
     // The sums must depend on the order, or the comparison could not tell orders apart.
     float forward = 0.0f, backward = 0.0f;
     for (int l = 0; l < 32; l++) forward += value_of(l);
     for (int l = 31; l >= 0; l--) backward += value_of(l);
-    const char* names[4] = {"float +=", "double +=", "unsigned ^=", "fmaxf"};
-    for (int k = 0; k < 4; k++) {
+    const char* names[8] = {"float +=",
+                            "double +=",
+                            "unsigned ^=",
+                            "fmaxf",
+                            "side by side: +=",
+                            "side by side: fmaxf",
+                            "side by side: double +=",
+                            "one variable folded twice"};
+    for (int k = 0; k < 8; k++) {
         char what[160];
         snprintf(what, sizeof what,
                  "%s: %d blocks of %d threads%s: fused equals the five shuffles bit for bit",

@@ -113,7 +113,7 @@ __attribute__((always_inline)) inline T shuffle(unsigned mask, T var, Shuffle mo
 }
 
 // The butterfly reduction `for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(mask, v, o));`
-// as one warp call: cucc rewrites such a loop into warp_butterfly (dev/cpu/cucc, BUTTERFLY),
+// as one warp call: cucc rewrites such a loop into warp_butterfly (dev/cpu/cucc, BUTTERFLY_LOOP),
 // with one of the operations below. Each lane's result is the one the five shuffles give,
 // operation for operation: at the step with offset o, lane l's value becomes op(its value, lane
 // l ^ o's value), or op(its value, its value) where lane l ^ o took no part (what the shuffle
@@ -143,12 +143,14 @@ CUCC_BUTTERFLY_OP(butterfly_fmax, return (T)::fmax(a, b))
 CUCC_BUTTERFLY_OP(butterfly_fmin, return (T)::fmin(a, b))
 #undef CUCC_BUTTERFLY_OP
 
+// The five steps on one value of each lane that took part: lane l's at slots + l * stride +
+// offset (one value per slot, or one field of a slot that holds several).
 template <class T, class Op>
-void butterfly_combine(void* slots, unsigned arrived, const void*) {
+void butterfly_steps(unsigned char* slots, size_t stride, size_t offset, unsigned arrived) {
     T value[32], next[32];
-    unsigned char* bytes = static_cast<unsigned char*>(slots);
     for (int lane = 0; lane < 32; lane++)
-        if (arrived >> lane & 1u) std::memcpy(&value[lane], bytes + lane * sizeof(T), sizeof(T));
+        if (arrived >> lane & 1u)
+            std::memcpy(&value[lane], slots + lane * stride + offset, sizeof(T));
     for (int o = 16; o > 0; o /= 2) {
         for (int lane = 0; lane < 32; lane++)
             if (arrived >> lane & 1u)
@@ -158,7 +160,13 @@ void butterfly_combine(void* slots, unsigned arrived, const void*) {
             if (arrived >> lane & 1u) value[lane] = next[lane];
     }
     for (int lane = 0; lane < 32; lane++)
-        if (arrived >> lane & 1u) std::memcpy(bytes + lane * sizeof(T), &value[lane], sizeof(T));
+        if (arrived >> lane & 1u)
+            std::memcpy(slots + lane * stride + offset, &value[lane], sizeof(T));
+}
+
+template <class T, class Op>
+void butterfly_combine(void* slots, unsigned arrived, const void*) {
+    butterfly_steps<T, Op>(static_cast<unsigned char*>(slots), sizeof(T), 0, arrived);
 }
 
 template <class Op, class T>
@@ -169,6 +177,55 @@ __attribute__((always_inline)) inline T warp_butterfly(unsigned mask, T var) {
     T out;
     std::memcpy(&out, slots + lane_id() * sizeof(T), sizeof(T));
     return out;
+}
+
+// Several butterflies in one loop (`{ a += __shfl_xor_sync(m, a, o); b += ...; }`), variable i
+// reduced by operation i: one exchange of a slot holding every variable (at most 32 bytes), each
+// field then taken through its own five steps, as the loop's shuffles would (a fold reads only
+// its own variable, so the order of the folds inside a step changes nothing). C++14: the
+// runtime's headers compile under -std=c++14 (the pack expansions below stand for C++17 folds).
+constexpr size_t total_size() { return 0; }
+template <class... Sizes>
+constexpr size_t total_size(size_t first, Sizes... rest) {
+    return first + total_size(rest...);
+}
+
+constexpr bool all_true() { return true; }
+template <class... Bools>
+constexpr bool all_true(bool first, Bools... rest) {
+    return first && all_true(rest...);
+}
+
+template <class Ops, class Values>
+struct Butterflies;
+template <class... Ops, class... T>
+struct Butterflies<void(Ops...), void(T...)> {
+    static constexpr size_t bytes = total_size(sizeof(T)...);
+    static void combine(void* slots, unsigned arrived, const void*) {
+        size_t offset = 0;
+        int steps[] = {
+            (butterfly_steps<T, Ops>(static_cast<unsigned char*>(slots), bytes, offset, arrived),
+             offset += sizeof(T), 0)...};
+        (void)steps;
+    }
+};
+
+template <class... Ops, class... T>
+__attribute__((always_inline)) inline void warp_butterflies(unsigned mask, T&... vars) {
+    static_assert(sizeof...(Ops) == sizeof...(T), "one operation per variable");
+    static_assert(all_true(shuffleable<T>::value...), "a shuffled type must be trivially copyable");
+    typedef Butterflies<void(Ops...), void(T...)> B;
+    static_assert(B::bytes <= 32, "a warp exchange carries at most 32 bytes per lane");
+    unsigned char mine[B::bytes];
+    size_t offset = 0;
+    int put[] = {(std::memcpy(mine + offset, &vars, sizeof(T)), offset += sizeof(T), 0)...};
+    (void)put;
+    const unsigned char* slot = static_cast<const unsigned char*>(warp_exchange(
+                                    mask, mine, B::bytes, nullptr, &B::combine, nullptr)) +
+                                lane_id() * B::bytes;
+    offset = 0;
+    int got[] = {(std::memcpy(&vars, slot + offset, sizeof(T)), offset += sizeof(T), 0)...};
+    (void)got;
 }
 
 // Every non-exited lane of mask deposits one value; returns a pointer to the 32 slots and, in
