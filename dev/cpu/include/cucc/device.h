@@ -121,7 +121,8 @@ __attribute__((always_inline)) inline T shuffle(unsigned mask, T var, Shuffle mo
 // loop cannot exit between them), so one exchange has them all; the warp's last lane to arrive
 // computes the five steps for every lane (five operations per lane) where the loop would switch
 // between the lanes five times. The operations are types, so that the combining loop inlines
-// them, and the combine function (one per value type and operation) is what matches calls.
+// them, and the combine function (one per list of value types and operations) is what matches
+// calls.
 #define CUCC_BUTTERFLY_OP(NAME, BODY)  \
     struct NAME {                      \
         template <class T>             \
@@ -164,25 +165,10 @@ void butterfly_steps(unsigned char* slots, size_t stride, size_t offset, unsigne
             std::memcpy(slots + lane * stride + offset, &value[lane], sizeof(T));
 }
 
-template <class T, class Op>
-void butterfly_combine(void* slots, unsigned arrived, const void*) {
-    butterfly_steps<T, Op>(static_cast<unsigned char*>(slots), sizeof(T), 0, arrived);
-}
-
-template <class Op, class T>
-__attribute__((always_inline)) inline T warp_butterfly(unsigned mask, T var) {
-    static_assert(shuffleable<T>::value, "a shuffled type must be trivially copyable");
-    const char* slots = static_cast<const char*>(
-        warp_exchange(mask, &var, sizeof(T), nullptr, &butterfly_combine<T, Op>, nullptr));
-    T out;
-    std::memcpy(&out, slots + lane_id() * sizeof(T), sizeof(T));
-    return out;
-}
-
-// Several butterflies in one loop (`{ a += __shfl_xor_sync(m, a, o); b += ...; }`), variable i
-// reduced by operation i: one exchange of a slot holding every variable (at most 32 bytes), each
-// field then taken through its own five steps, as the loop's shuffles would (a fold reads only
-// its own variable, so the order of the folds inside a step changes nothing). C++14: the
+// The butterflies of one loop (one or more: `{ a += __shfl_xor_sync(m, a, o); b += ...; }`),
+// variable i reduced by operation i: one exchange of a slot holding every variable (at most 32
+// bytes), each field then taken through its own five steps, as the loop's shuffles would (a fold
+// reads only its own variable, so the order of the folds inside a step changes nothing). C++14: the
 // runtime's headers compile under -std=c++14 (the pack expansions below stand for C++17 folds).
 constexpr size_t total_size() { return 0; }
 template <class... Sizes>
@@ -226,6 +212,13 @@ __attribute__((always_inline)) inline void warp_butterflies(unsigned mask, T&...
     offset = 0;
     int got[] = {(std::memcpy(&vars, slot + offset, sizeof(T)), offset += sizeof(T), 0)...};
     (void)got;
+}
+
+// One butterfly (`v op= __shfl_xor_sync(mask, v, o)` over o = 16..1): a slot of one value.
+template <class Op, class T>
+__attribute__((always_inline)) inline T warp_butterfly(unsigned mask, T var) {
+    warp_butterflies<Op>(mask, var);
+    return var;
 }
 
 // Every non-exited lane of mask deposits one value; returns a pointer to the 32 slots and, in
