@@ -12,8 +12,10 @@
 #include "test_util.h"
 
 __global__ void spin(clock_t cycles, long long* elapsed64, unsigned* elapsed32) {
-    unsigned start = (unsigned)clock();
+    // clock64's span encloses clock()'s (read first, and after the last clock()), so it can
+    // only be longer: by the few cycles between the two reads at each end
     long long start64 = clock64();
+    unsigned start = (unsigned)clock();
     clock_t offset = 0;
     while (offset < cycles) offset = (clock_t)((unsigned)clock() - start);
     *elapsed64 = clock64() - start64;
