@@ -34,6 +34,9 @@ endif
 
 SOURCES      = train_gpt.cu train_run.cuh train_checkpoint.cuh $(wildcard llmc/*.cuh llmc/*.h)
 TEST_SOURCES = test_gpt.cu $(SOURCES)
+# what a CPU build also depends on: cucc, its headers and the runtime libraries' sources (cucc
+# rebuilds the libraries before it links; a change there must relink the trainers)
+CUCC_DEPS    = $(CUCC) $(wildcard dev/cpu/cucc_ptx.py dev/cpu/include/cucc/*.h dev/cpu/*/*.cpp dev/cpu/*/*.h)
 GPU_BINARIES = train_gpt test_gpt train_gpt_fp32 test_gpt_fp32
 CPU_BINARIES = $(addprefix build/cpu/,$(GPU_BINARIES))
 
@@ -52,19 +55,19 @@ test_gpt_fp32: $(TEST_SOURCES)
 
 cpu: check-cpu-deps $(CPU_BINARIES)
 # the trainer in which a test can leave out one wait between the streams (llmc/zero.cuh)
-build/cpu/train_gpt_drop_waits: $(SOURCES)
+build/cpu/train_gpt_drop_waits: $(SOURCES) $(CUCC_DEPS)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) -DTEST_DROP_WAITS $< -o $@ $(CUCC_LIBS)
-build/cpu/train_gpt: $(SOURCES)
+build/cpu/train_gpt: $(SOURCES) $(CUCC_DEPS)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) $< -o $@ $(CUCC_LIBS)
-build/cpu/train_gpt_fp32: $(SOURCES)
+build/cpu/train_gpt_fp32: $(SOURCES) $(CUCC_DEPS)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) -DENABLE_FP32 $< -o $@ $(CUCC_LIBS)
-build/cpu/test_gpt: $(TEST_SOURCES)
+build/cpu/test_gpt: $(TEST_SOURCES) $(CUCC_DEPS)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) $< -o $@ $(CUCC_LIBS)
-build/cpu/test_gpt_fp32: $(TEST_SOURCES)
+build/cpu/test_gpt_fp32: $(TEST_SOURCES) $(CUCC_DEPS)
 	@mkdir -p $(@D)
 	$(CUCC) $(CUCC_FLAGS) -DENABLE_FP32 $< -o $@ $(CUCC_LIBS)
 

@@ -50,7 +50,7 @@ import shutil
 import subprocess
 import tempfile
 
-from testlib import (ROOT, RTOL, check, compare, finish, hf_modules, logged_values, param_hash, resume,
+from testlib import (MPIRUN, ROOT, RTOL, check, compare, finish, hf_modules, logged_values, param_hash, resume,
                      resume_errors, train)
 from test_hf import (B, T, bf16_logits_bound, check_logits, hf_logits, hf_loss, logged_val_losses, logits_error,
                      make_data, same_tensors, trainer)
@@ -237,7 +237,7 @@ def main():
                                     "--arch llama under --tp 2 needs --kv-heads (3) to be a multiple of it", 2)):
             cmd = base + extra
             if ranks:
-                cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + cmd
+                cmd = MPIRUN + ["-np", str(ranks)] + cmd
             p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT)
             check(p.returncode != 0 and want in p.stdout + p.stderr,
                   f"refused: --arch llama {' '.join(extra)} ({want!r})", (p.stdout + p.stderr)[-200:])

@@ -110,7 +110,10 @@ def checkpoint_array(manifest, name, dtype=np.float32):
 # ---------------------------------------------------------------------------------------------
 # Where the scripts run, and the models and tolerances several of them share.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+# Every job of the tests runs on this one machine: the ob1 PML (shared memory) is the one Open MPI
+# ends up with here anyway, and naming it skips the probing of the network transports first
+# (mpirun -np 4 of an MPI_Init/MPI_Finalize program: 0.38 s -> 0.17 s on a 2-core machine).
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1"]
 # What names the failure when one rank of an mpirun job is killed (SIGKILL) mid-run: whichever
 # reaches the output first, as their order is not deterministic (two processes' streams through
 # mpirun, and mpirun may learn of the survivor's MPI_Abort before it reaps the killed rank; then

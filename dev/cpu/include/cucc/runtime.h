@@ -7,8 +7,9 @@
 //     `T* x = (T*)cucc::dynamic_smem();`, then compiles the result with g++.
 //   - A launch is validated at once (errors as CUDA reports them, see cudaGetLastError) and then
 //     queued on its stream. Stream work runs in stream order; see "Streams" below.
-//   - A kernel runs its blocks on a pool of OS threads (CUCC_THREADS, default: all cores), one
-//     block at a time per OS thread. Each CUDA thread of a block is a fiber; barriers, warp
+//   - A kernel runs its blocks on a pool of OS threads (CUCC_THREADS, default: the cores,
+//     shared among the ranks a launcher started on this machine: OMPI_COMM_WORLD_LOCAL_SIZE,
+//     LOCAL_WORLD_SIZE, ...), one block at a time per OS thread. Each CUDA thread of a block is a fiber; barriers, warp
 //     shuffles and votes switch between the fibers of the block. A kernel in which cucc finds
 //     no synchronizing call runs each block as one loop over its threads instead (ThreadLoop).
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
@@ -319,7 +320,7 @@ cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op);
 // Runs queued work (of every device) until done() holds. done is called with the runtime's lock
 // held, between ops and while the work waits for an external condition (a StreamOp's ready).
 void run_until(const std::function<bool()>& done);
-// OS threads the runtime runs blocks on (CUCC_THREADS, default: all cores); the CPU libraries
+// OS threads the runtime runs blocks on (CUCC_THREADS, default: the cores / local ranks); the CPU libraries
 // (cuBLASLt) split their work over as many.
 int thread_count();
 // True if ptr lies inside a live cudaMalloc allocation (of any device) or a registered symbol.
