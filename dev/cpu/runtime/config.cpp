@@ -107,8 +107,8 @@ Config read_config() {
     Config c;
     // By default the ranks that share this machine share its cores: with 4 ranks on 2 cores,
     // each taking both, 8 OS threads would contend and every launch would wake a helper that
-    // has no core to run on (measured on a 2-core machine: a test_pp run, mpirun -np 4, took
-    // 13% more CPU time with 2 threads per rank than with 1).
+    // has no core to run on (measured on a 2-core machine: a run of test_pp's model under
+    // mpirun -np 4 took 14% less CPU time with 1 thread per rank than with 2).
     int cores = (int)std::thread::hardware_concurrency();
     int share = std::max(1, (cores > 0 ? cores : 1) / local_processes());
     c.threads = (int)parse_env_int("CUCC_THREADS", share, 1, 1024);

@@ -28,7 +28,7 @@ namespace cucc {
 // ---------------------------------------------------------------------------------------------
 // Settings read once from the environment (config.cpp).
 struct Config {
-    int threads;         // CUCC_THREADS: OS threads that run blocks (default: the cores / local ranks)
+    int threads;         // CUCC_THREADS: OS threads that run blocks (default: cores / local ranks)
     size_t stack_bytes;  // CUCC_STACK_KB: stack of each CUDA-thread fiber (default 64 KiB)
     size_t mem_limit;    // CUCC_MEM_LIMIT: device memory per device (default: what the machine
                          // has available, see default_memory_limit)

@@ -4,10 +4,11 @@
 // queued on its stream. When the stream work runs, the grid's blocks are spread over a
 // persistent pool of OS threads (CUCC_THREADS, default the cores / the job's ranks on this
 // machine): the synchronizing host thread plus CUCC_THREADS-1 helpers, each taking the next
-// block from a shared counter and running it to completion with run_block (block.cpp). A cooperative grid (one that may call
-// this_grid().sync()) runs every block on an OS thread of its own instead, all at once, so that
-// a grid-wide barrier can hold them all; the launch refuses more blocks than the device could
-// keep resident (cudaErrorCooperativeLaunchTooLarge), as CUDA does.
+// block from a shared counter and running it to completion with run_block (block.cpp). A
+// cooperative grid (one that may call this_grid().sync()) runs every block on an OS thread of
+// its own instead, all at once, so that a grid-wide barrier can hold them all; the launch refuses
+// more blocks than the device could keep resident (cudaErrorCooperativeLaunchTooLarge), as CUDA
+// does.
 //
 // The kernel registry: cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC (and
 // the C++ templates over them, cudaLaunchKernelEx included) and graph kernel nodes name a kernel

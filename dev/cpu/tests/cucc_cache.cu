@@ -20,7 +20,9 @@
 #warning "cucc_cache test warning"
 #endif
 
-__global__ void write_values(int* out) { out[threadIdx.x] = threadIdx.x == 0 ? VALUE : HEADER_VALUE; }
+__global__ void write_values(int* out) {
+    out[threadIdx.x] = threadIdx.x == 0 ? VALUE : HEADER_VALUE;
+}
 
 int main() {
     int* out;

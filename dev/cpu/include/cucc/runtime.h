@@ -9,9 +9,10 @@
 //     queued on its stream. Stream work runs in stream order; see "Streams" below.
 //   - A kernel runs its blocks on a pool of OS threads (CUCC_THREADS, default: the cores,
 //     shared among the ranks a launcher started on this machine: OMPI_COMM_WORLD_LOCAL_SIZE,
-//     LOCAL_WORLD_SIZE, ...), one block at a time per OS thread. Each CUDA thread of a block is a fiber; barriers, warp
-//     shuffles and votes switch between the fibers of the block. A kernel in which cucc finds
-//     no synchronizing call runs each block as one loop over its threads instead (ThreadLoop).
+//     LOCAL_WORLD_SIZE, ...), one block at a time per OS thread. Each CUDA thread of a block
+//     is a fiber; barriers, warp shuffles and votes switch between the fibers of the block. A
+//     kernel in which cucc finds no synchronizing call runs each block as one loop over its
+//     threads instead (ThreadLoop).
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
 //   - A cooperative launch (cudaLaunchCooperativeKernel) runs every block at once, each on an
@@ -320,8 +321,8 @@ cudaError_t stream_enqueue(cudaStream_t stream, StreamOp op);
 // Runs queued work (of every device) until done() holds. done is called with the runtime's lock
 // held, between ops and while the work waits for an external condition (a StreamOp's ready).
 void run_until(const std::function<bool()>& done);
-// OS threads the runtime runs blocks on (CUCC_THREADS, default: the cores / local ranks); the CPU libraries
-// (cuBLASLt) split their work over as many.
+// OS threads the runtime runs blocks on (CUCC_THREADS, default: the cores / local ranks); the
+// CPU libraries (cuBLASLt) split their work over as many.
 int thread_count();
 // True if ptr lies inside a live cudaMalloc allocation (of any device) or a registered symbol.
 bool is_device_pointer(const void* ptr);
