@@ -475,25 +475,41 @@ void comm_watched(const CommGroup* g, CommKind kind, size_t whole_bytes, cudaStr
     comm_unlock_or_park(w);
 }
 
-// The first asynchronous error of a communicator, as a message of `who` (empty: none). Under the
-// lock.
-inline void comm_async_error(const CommWatchdog* w, const char* who, char* message, size_t len) {
+// A communicator of this process that has failed (its asynchronous error: a peer died, failed,
+// aborted, or made another call) and its error, or nullptr. Under the lock.
+inline ncclComm_t comm_failed(const CommWatchdog* w, ncclResult_t* error) {
     for (const CommWatched& c : w->comms) {
         if (c.nccl == w->busy_comm) continue;  // no other call on it meanwhile
         ncclResult_t async = ncclSuccess;
         const ncclResult_t res = ncclCommGetAsyncError(c.nccl, &async);
         if (res != ncclSuccess) async = res;
         if (async == ncclSuccess || async == ncclInProgress) continue;
-        const char* during = "a collective";
-        for (const CommWatch& x : w->watches)  // the oldest one of that communicator
-            if (x.nccl == c.nccl) {
-                during = x.what;
-                break;
-            }
-        snprintf(message, len, "error: %s: NCCL failed during %s: %s (%s); ending the job", who,
-                 during, ncclGetErrorString(async), ncclGetLastError(c.nccl));
-        return;
+        *error = async;
+        return c.nccl;
     }
+    return nullptr;
+}
+
+// The failure of communicator `nccl` (comm_failed) as a message of `who`. It names the
+// communicator's oldest collective in flight among `seen` (the watches listed once the failure
+// was seen, `finished` by their end events queried since): the oldest one started (the failed
+// one ran), else the oldest one queued. (A finished collective not yet dropped from the list is
+// not named: the barrier passed just before a peer died.) Under the lock.
+inline void comm_failure_message(const CommWatchdog* w, const char* who, ncclComm_t nccl,
+                                 ncclResult_t error, const std::vector<CommWatch>& seen,
+                                 const std::vector<char>& finished, char* message, size_t len) {
+    const CommWatch* during = nullptr;
+    for (size_t i = 0; i < seen.size(); i++) {
+        const CommWatch* x = &seen[i];
+        if (x->nccl == nccl && !finished[i] &&
+            (!during || (during->started_s == 0.0 && x->started_s > 0.0)))
+            during = x;
+    }
+    bool listed = false;  // (a communicator destroyed meanwhile is not asked for its last error)
+    for (const CommWatched& c : w->comms) listed |= c.nccl == nccl;
+    snprintf(message, len, "error: %s: NCCL failed during %s: %s (%s); ending the job", who,
+             during ? during->what : "a collective", ncclGetErrorString(error),
+             listed ? ncclGetLastError(nccl) : "");
 }
 
 // A failed CUDA call of the watchdog of `who` (`doing` what), as a message: the device failed,
@@ -505,13 +521,16 @@ inline void comm_cuda_failed(const char* who, const char* doing, cudaError_t err
 }
 
 // The watchdog thread: every COMM_WATCHDOG_POLL_S, a signal, the asynchronous errors, a blocking
-// call's clock, then the events of the collectives in flight.
+// call's clock, then the events of the collectives in flight (a failure is named once they are
+// queried: by a collective not seen finished).
 inline void comm_watchdog_loop(CommWatchdog* w) {
     char who[64], message[1024];
     std::vector<CommWatch> seen;  // a copy of the watches, queried without the lock
     std::vector<char> finished;
     bool on_device = false;
     for (;;) {
+        ncclComm_t failed = nullptr;  // a communicator that has failed, and its error
+        ncclResult_t failure = ncclSuccess;
         comm_sleep_s(COMM_WATCHDOG_POLL_S);
         if (comm_ending.load()) comm_park();  // the job is being ended elsewhere
         if (comm_signal_seen != 0) {
@@ -525,8 +544,8 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
             std::lock_guard<std::recursive_mutex> guard(w->lock);
             if (w->stop) return;
             comm_rank_name(w, who, sizeof(who));
-            comm_async_error(w, who, message, sizeof(message));
-            if (!message[0] && (w->wait_kind == COMM_WAIT_CALL || w->wait_kind == COMM_WAIT_MPI) &&
+            failed = comm_failed(w, &failure);
+            if (!failed && (w->wait_kind == COMM_WAIT_CALL || w->wait_kind == COMM_WAIT_MPI) &&
                 comm_now_s() - w->wait_since > w->timeout_s)
                 comm_deadline_message(who, w->timeout_s, w->wait_what, nullptr, message,
                                       sizeof(message));
@@ -557,6 +576,14 @@ inline void comm_watchdog_loop(CommWatchdog* w) {
             }
         }
         if (message[0]) comm_end_job(message, 0);
+        if (failed) {
+            {
+                std::lock_guard<std::recursive_mutex> guard(w->lock);
+                comm_failure_message(w, who, failed, failure, seen, finished, message,
+                                     sizeof(message));
+            }
+            comm_end_job(message, 0);
+        }
         {
             std::lock_guard<std::recursive_mutex> guard(w->lock);
             const double now = comm_now_s();
