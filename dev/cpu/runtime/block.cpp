@@ -20,7 +20,7 @@
 // CUCC_SCHEDULE=random the pick is uniform over all runnable threads and the start order is
 // shuffled, so a missing __syncthreads/__syncwarp changes the result.
 //
-// Thread loops: a kernel that cucc found free of synchronization (cucc/runtime.h, ThreadLoop)
+// Thread loops: a kernel that cucc found free of synchronization (cucc/runtime.h, Thread loops)
 // runs as one loop over the block's threads on one fiber stack: one switch per block, none per
 // thread, and the same stack size, guard page and overflow message as a thread on the fiber
 // path. Under CUCC_SCHEDULE=random the loop takes the threads in the block's shuffled start

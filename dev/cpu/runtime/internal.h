@@ -91,6 +91,10 @@ int api_lock_depth();
 
 // ---------------------------------------------------------------------------------------------
 // Kernels (launch.cpp, block.cpp).
+// A launch's closure (LaunchClosure in cucc/runtime.h) as the runtime holds it: the body for one
+// CUDA thread, and for a thread loop the body for every thread of the block (see there).
+using KernelBody = std::function<void()>;
+using ThreadLoop = std::function<void(const int* order)>;
 struct GridBarrier;  // this_grid().sync() of a cooperative grid (block.cpp)
 struct Grid {
     const char* name;

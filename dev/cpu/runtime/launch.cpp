@@ -15,7 +15,7 @@
 // by its address and pass its arguments as a `void**` array. Calling it on the CPU needs the
 // parameter types: cucc registers every kernel it compiles with its types (see register_kernel
 // in cucc/runtime.h), which gives the registry a function that copies the arguments out of the
-// array into a KernelBody. A kernel the registry does not know fails with
+// array into a closure. A kernel the registry does not know fails with
 // cudaErrorInvalidDeviceFunction and a message saying why.
 // Also here: cudaFuncSetAttribute / cudaFuncGetAttributes and the occupancy queries, and the
 // warning at the first launch when a file's device pass was compiled for a newer __CUDA_ARCH__
@@ -56,6 +56,16 @@ struct RegisteredKernel {
 std::map<const void*, RegisteredKernel>& registry() {
     static auto* m = new std::map<const void*, RegisteredKernel>;
     return *m;
+}
+
+// A launch's closure as the runtime's two functions, which share it: freed with the last copy
+// of either (loop: nullptr when not wanted; *loop is null when the closure has no thread loop).
+KernelBody closure_functions(LaunchClosure c, ThreadLoop* loop) {
+    std::shared_ptr<void> data(c.data, c.destroy);
+    if (loop && c.block)
+        *loop = [data, block = c.block](const int* order) { block(data.get(), order); };
+    else if (loop) *loop = nullptr;
+    return [data, thread = c.thread] { thread(data.get()); };
 }
 
 // The thread loop of a registered kernel launched by address: the body called for each thread
@@ -381,7 +391,7 @@ cudaError_t registry_op(const char* api, const void* func, dim3 grid, dim3 block
     RegisteredKernel k;
     if (!find_kernel(api, func, &k)) return cudaErrorInvalidDeviceFunction;
     if (k.params > 0 && !args) return cudaErrorInvalidValue;
-    KernelBody body = k.bind(func, args);
+    KernelBody body = closure_functions(k.bind(func, args), nullptr);
     ThreadLoop loop = k.thread_loop ? loop_over(body) : nullptr;
     return grid_op(k.name, func, grid, block, smem, k.max_threads, cooperative, std::move(body),
                    std::move(loop), out);
@@ -398,8 +408,9 @@ cudaError_t registry_launch(const char* api, const void* func, dim3 grid, dim3 b
 }  // namespace
 
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, unsigned max_threads, KernelBody thread_body,
-                      ThreadLoop thread_loop) {
+                      cudaStream_t stream, unsigned max_threads, LaunchClosure closure) {
+    ThreadLoop thread_loop;
+    KernelBody thread_body = closure_functions(closure, &thread_loop);
     // A launch through a function pointer (`table[i]<<<...>>>`): cucc could not tell which
     // kernel it calls, the registry can, by the pointer's value (also whether the file that
     // defines it found it free of synchronization).
