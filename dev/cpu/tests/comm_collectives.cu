@@ -17,7 +17,11 @@
 //   the others wait for it in a host collective (comm_mean), a device all-reduce (comm_sync) or
 //   MPI_Finalize (comm_destroy); the watchdog must end the whole job after --timeout seconds
 //   with a message naming the collective (for the device one, also the wait it is under) or
-//   the call;
+//   the call; with `--hang killed` the last rank passes a barrier and is killed (SIGKILL), and
+//   rank 0 then waits for it in a device all-reduce, the watchdog held off (its lock taken)
+//   until the peer's death has failed the communicator: the barrier has finished but is still
+//   in the watchdog's list, and the message must name the all-reduce, not the barrier (it did
+//   when a pipeline's receive failed right after a checkpoint's barrier);
 // - the launch by environment variables (torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Slurm's
 //   SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) with a --rendezvous folder: the same checks, the
 //   folder empty afterwards; a rank that never arrives and a rank 0 that never publishes the id
@@ -36,6 +40,7 @@
 //! run: timeout 60 mpirun -np 2 ./prog --timeout 1 --hang host => fail /rank 0: a sum of host values over the ranks \(all_gather #\d+, 16 bytes over a group of 2 ranks\) did not finish within 1 s \(--comm-timeout\)/
 //! run: timeout 60 mpirun -np 3 ./prog --timeout 1 --hang device => fail /rank [01]: all_reduce #\d+ \(4096 bytes over a group of 3 ranks\) did not finish within 1 s \(--comm-timeout\) while this rank waited for the test's all-reduce/
 //! run: timeout 60 mpirun -np 2 ./prog --timeout 1 --hang finalize => fail /rank 0: MPI_Finalize \(every rank ending\) did not finish within 1 s \(--comm-timeout\)/
+//! run: d=$(mktemp -d) && (RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 ./prog --rendezvous $d --hang killed & RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 timeout 60 ./prog --rendezvous $d --hang killed; s=$?; wait; exit $s) => fail /(?s)\A(?!.*failed during the test's barrier)(?=.*error: rank 0: NCCL failed during all_reduce #\d+ \(4096 bytes over a group of 2 ranks\): remote error.*rank 1 exited)/
 //! run: d=$(mktemp -d) && (RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 ./prog --rendezvous $d & RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 ./prog --rendezvous $d & RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 ./prog --rendezvous $d; s=$?; wait; test $s = 0 && test -z "$(ls $d)") => pass /all comm checks passed on 3 ranks \(launched: yes, by environment variables\)/
 //! run: d=$(mktemp -d) && (SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_JOB_ID=7 ./prog --rendezvous $d & SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=7 ./prog --rendezvous $d) => pass /all comm checks passed on 2 ranks/
 //! run: d=$(mktemp -d) && RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 timeout 60 ./prog --rendezvous $d --timeout 1 => fail /rank 0: ranks 1, 2 of 3 did not join the rendezvous in .* within 1 s/
@@ -209,8 +214,36 @@ static void check_replicas(const Comm* c) {
     CUDA_CHECK(cudaFree(dev));
 }
 
+#ifdef MULTI_GPU
+// The last rank passes a barrier and dies; rank 0 fails in the all-reduce that follows, which
+// the watchdog sees only after the communicator has failed (see the header).
+static void killed_after_barrier(Comm* c) {
+    comm_barrier(&c->all, "the test's barrier");
+    if (c->rank == c->world - 1) raise(SIGKILL);
+    float* buf;
+    CUDA_CHECK(cudaMalloc(&buf, 1024 * sizeof(float)));
+    CommWatchdog* w = comm_watchdog();
+    w->lock.lock();  // (recursive: this thread's comm calls take it too)
+    comm_allreduce_sum(&c->all, buf, 1024, (cudaStream_t)0);
+    ncclResult_t async = ncclSuccess;
+    // the CPU runtime runs the all-reduce when the stream is queried; it fails once it sees the
+    // peer's process gone
+    for (int i = 0; i < 3000 && async == ncclSuccess; i++) {
+        const cudaError_t q = cudaStreamQuery((cudaStream_t)0);
+        if (q != cudaErrorNotReady) CUDA_CHECK(q);
+        NCCL_CHECK(ncclCommGetAsyncError(c->all.nccl, &async));
+        comm_sleep_s(0.01);
+    }
+    w->lock.unlock();
+    comm_sync(&c->all, (cudaStream_t)0, "the test's all-reduce");
+}
+#endif
+
 // The last rank stops itself; the others wait for it in a collective that must time out.
 static void hang(Comm* c, const char* where) {
+#ifdef MULTI_GPU
+    if (strcmp(where, "killed") == 0) killed_after_barrier(c);
+#endif
     if (c->rank == c->world - 1) raise(SIGSTOP);
     if (strcmp(where, "host") == 0) {
         comm_mean(&c->all, 1.0);
@@ -271,8 +304,8 @@ int main(int argc, char** argv) {
     if (!by_env)
         expect(c.local_world == env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1), "local world",
                c.local_world, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
-    expect(c.all.rank == c.rank && c.all.size == c.world, "the group of all ranks spans every rank", c.all.size,
-           c.world);
+    expect(c.all.rank == c.rank && c.all.size == c.world,
+           "the group of all ranks spans every rank", c.all.size, c.world);
     int device = -1;
     CUDA_CHECK(cudaGetDevice(&device));
     expect(device == local_rank, "device = local rank", device, local_rank);
