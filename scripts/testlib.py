@@ -113,7 +113,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Every job of the tests runs on this one machine: the ob1 PML (shared memory) is the one Open MPI
 # ends up with here anyway, and naming it skips the probing of the network transports first
 # (mpirun -np 4 of an MPI_Init/MPI_Finalize program: 0.38 s -> 0.17 s on a 2-core machine).
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1"]
+# orte_allowed_exit_without_sync: Open MPI 4.x's mpirun now and then takes a rank that called
+# MPI_Finalize and exited 0 for one that exited without it, and fails the job ("mpirun has
+# exited due to process rank 1 with PID 0 on node ... exiting improperly": open-mpi/ompi#7833,
+# a hello world 1 time in 1000-2000; a completed tp 2 run of test_recompute in CI). Allowed, such
+# an exit no longer ends the job; a rank that really left early still fails its peers, at their
+# deadline, and a non-zero exit or a signal still fails the job.
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1",
+          "--mca", "orte_allowed_exit_without_sync", "1"]
 # What names the failure when one rank of an mpirun job is killed (SIGKILL) mid-run: whichever
 # reaches the output first, as their order is not deterministic (two processes' streams through
 # mpirun, and mpirun may learn of the survivor's MPI_Abort before it reaps the killed rank; then
