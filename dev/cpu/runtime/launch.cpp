@@ -59,12 +59,11 @@ std::map<const void*, RegisteredKernel>& registry() {
 }
 
 // A launch's closure as the runtime's two functions, which share it: freed with the last copy
-// of either (loop: nullptr when not wanted; *loop is null when the closure has no thread loop).
+// of either (*loop is null when the closure has no thread loop).
 KernelBody closure_functions(LaunchClosure c, ThreadLoop* loop) {
     std::shared_ptr<void> data(c.data, c.destroy);
-    if (loop && c.block)
-        *loop = [data, block = c.block](const int* order) { block(data.get(), order); };
-    else if (loop) *loop = nullptr;
+    *loop = nullptr;
+    if (c.block) *loop = [data, block = c.block](const int* order) { block(data.get(), order); };
     return [data, thread = c.thread] { thread(data.get()); };
 }
 
@@ -391,8 +390,9 @@ cudaError_t registry_op(const char* api, const void* func, dim3 grid, dim3 block
     RegisteredKernel k;
     if (!find_kernel(api, func, &k)) return cudaErrorInvalidDeviceFunction;
     if (k.params > 0 && !args) return cudaErrorInvalidValue;
-    KernelBody body = closure_functions(k.bind(func, args), nullptr);
-    ThreadLoop loop = k.thread_loop ? loop_over(body) : nullptr;
+    ThreadLoop loop;  // (a binder's closure has none: the registry's flag decides)
+    KernelBody body = closure_functions(k.bind(func, args), &loop);
+    if (k.thread_loop) loop = loop_over(body);
     return grid_op(k.name, func, grid, block, smem, k.max_threads, cooperative, std::move(body),
                    std::move(loop), out);
 }
