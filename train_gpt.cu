@@ -926,19 +926,20 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
 // LayerNorm (eps 1e-5), optionally fused with the residual add before it:
 //   x = a + b (stored to residual_out, rounded to floatX first, so the backward pass sees the
 //   very x that was normalized) or x = a when b is nullptr;  out = (x - mean) * rstd * w + bias.
-// One warp per row; lane i handles packs i, i+32, ... of the row. Three passes over the row
+// ROW_LANES threads per row (llmc/common.cuh: a warp on a GPU, one thread on the CPU runtime);
+// lane i handles packs i, i + ROW_LANES, ... of the row. Three passes over the row
 // (sum, sum of squared deviations, output) keep the variance accurate; the row stays in L1.
 // saved_stats: the mean and rstd are read from mean_out/rstd_out instead (activation
 // recompute: the output is then the forward pass's, bit for bit, by the same last loop).
 
 constexpr float LN_EPS = 1e-5f;
 
-// The output of one row, (x - mean) * rstd * w + bias, by one warp: the one place it is
+// The output of one row, (x - mean) * rstd * w + bias, by its ROW_LANES lanes: the one place it is
 // computed, so a recomputed output has the forward pass's bits.
 __device__ inline void layernorm_store(floatX* out, const floatX* x, float mean, float rstd,
                                        const floatX* weight, const floatX* bias, int lane,
                                        int packs) {
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         int c = p * x128::size;
         x128 v = load128(x + c), w = load128(weight + c), bb = load128(bias + c), o;
         for (int k = 0; k < x128::size; k++)
@@ -948,13 +949,13 @@ __device__ inline void layernorm_store(floatX* out, const floatX* x, float mean,
 }
 
 // The residual add fused before a norm (LayerNorm and RMSNorm): row `row` of a + b, rounded to
-// floatX, stored to residual_out by one warp; returns that row, the norm's input.
+// floatX, stored to residual_out by the row's lanes; returns that row, the norm's input.
 __device__ inline const floatX* residual_add_row(floatX* residual_out, const floatX* a,
                                                  const floatX* b, int row, int C, int lane,
                                                  int packs) {
     const floatX* x = a + (size_t)row * C;
     floatX* r = residual_out + (size_t)row * C;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         x128 va = load128(x + p * x128::size), vb = load128(b + (size_t)row * C + p * x128::size),
              s;
         for (int k = 0; k < x128::size; k++) s[k] = (floatX)((float)va[k] + (float)vb[k]);
@@ -967,8 +968,8 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
                                          float* rstd_out, const floatX* a, const floatX* b,
                                          const floatX* weight, const floatX* bias, int N, int C,
                                          bool saved_stats) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;  // whole warps leave together
     const int packs = C / x128::size;
     const floatX* x = a + (size_t)row * C;
@@ -981,20 +982,20 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
     }
     if (b) x = residual_add_row(residual_out, a, b, row, C, lane, packs);
     float sum = 0.0f;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         x128 v = load128(x + p * x128::size);
         for (int k = 0; k < x128::size; k++) sum += (float)v[k];
     }
-    mean = warp_sum(sum) / C;
+    mean = row_sum(sum) / C;
     float sq = 0.0f;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         x128 v = load128(x + p * x128::size);
         for (int k = 0; k < x128::size; k++) {
             float d = (float)v[k] - mean;
             sq += d * d;
         }
     }
-    rstd = 1.0f / sqrtf(warp_sum(sq) / C + LN_EPS);
+    rstd = 1.0f / sqrtf(row_sum(sq) / C + LN_EPS);
     layernorm_store(out + (size_t)row * C, x, mean, rstd, weight, bias, lane, packs);
     if (lane == 0) {
         mean_out[row] = mean;
@@ -1021,7 +1022,7 @@ inline void residual_forward(floatX* residual_out, const floatX* a, const floatX
 inline void layernorm_forward(floatX* residual_out, floatX* out, float* mean, float* rstd,
                               const floatX* a, const floatX* b, const floatX* weight,
                               const floatX* bias, int N, int C, cudaStream_t stream) {
-    layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+    layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
         residual_out, out, mean, rstd, a, b, weight, bias, N, C, false);
     CUDA_CHECK_LAUNCH();
 }
@@ -1030,7 +1031,7 @@ inline void layernorm_forward(floatX* residual_out, floatX* out, float* mean, fl
 inline void layernorm_recompute(floatX* out, const float* mean, const float* rstd, const floatX* x,
                                 const floatX* weight, const floatX* bias, int N, int C,
                                 cudaStream_t stream) {
-    layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+    layernorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
         nullptr, out, (float*)mean, (float*)rstd, x, nullptr, weight, bias, N, C, true);
     CUDA_CHECK_LAUNCH();
 }
@@ -1038,19 +1039,19 @@ inline void layernorm_recompute(floatX* out, const float* mean, const float* rst
 // Backward, input gradient. With xhat = (x - mean) * rstd and g = dout * w:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), added to dinp (the residual stream's
 //   gradient, which also flows around the layernorm) or written when accumulate is false.
-// One warp per row, two passes.
+// ROW_LANES threads per row, two passes.
 __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
                                           const float* mean, const float* rstd,
                                           const floatX* weight, int N, int C, bool accumulate) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
     const int packs = C / x128::size;
     const floatX* x = inp + (size_t)row * C;
     const floatX* dy = dout + (size_t)row * C;
     const float m = mean[row], r = rstd[row];
     float sum_g = 0.0f, sum_gx = 0.0f;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         int c = p * x128::size;
         x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
         for (int k = 0; k < x128::size; k++) {
@@ -1059,10 +1060,10 @@ __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, cons
             sum_gx += g * ((float)v[k] - m) * r;
         }
     }
-    warp_sum2(sum_g, sum_gx);
+    row_sum2(sum_g, sum_gx);
     const float mean_g = sum_g / C, mean_gx = sum_gx / C;
     floatX* dx = dinp + (size_t)row * C;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         int c = p * x128::size;
         x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
         x128 old = accumulate ? load128(dx + c) : x128{};
@@ -1149,7 +1150,7 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
                                const floatX* dout, const floatX* inp, const float* mean,
                                const float* rstd, const floatX* weight, int N, int C,
                                bool accumulate, cudaStream_t stream) {
-    layernorm_backward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+    layernorm_backward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
         dinp, dout, inp, mean, rstd, weight, N, C, accumulate);
     CUDA_CHECK_LAUNCH();
     column_sums(dweight, dbias, partials, dout, inp, mean, rstd, N, C, stream);
@@ -1159,14 +1160,14 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 // RMSNorm (Llama's norm, eps --norm-eps), fused with the residual add before it as LayerNorm is:
 //   x = a + b (stored to residual_out, rounded to floatX first) or x = a when b is nullptr;
 //   out = x * rstd * w,  rstd = 1 / sqrt(mean(x^2) + eps).
-// One warp per row, one pass for the sum of squares; saved_stats: rstd is read from rstd_out
-// (activation recompute), giving the forward pass's output bit for bit.
+// ROW_LANES threads per row, one pass for the sum of squares; saved_stats: rstd is read from
+// rstd_out (activation recompute), giving the forward pass's output bit for bit.
 
 __global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float* rstd_out,
                                        const floatX* a, const floatX* b, const floatX* weight,
                                        int N, int C, float eps, bool saved_stats) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;  // whole warps leave together
     const int packs = C / x128::size;
     const floatX* x = a + (size_t)row * C;
@@ -1176,14 +1177,14 @@ __global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float*
     } else {
         if (b) x = residual_add_row(residual_out, a, b, row, C, lane, packs);
         float sq = 0.0f;
-        for (int p = lane; p < packs; p += 32) {
+        for (int p = lane; p < packs; p += ROW_LANES) {
             x128 v = load128(x + p * x128::size);
             for (int k = 0; k < x128::size; k++) sq += (float)v[k] * (float)v[k];
         }
-        rstd = 1.0f / sqrtf(warp_sum(sq) / C + eps);
+        rstd = 1.0f / sqrtf(row_sum(sq) / C + eps);
         if (lane == 0) rstd_out[row] = rstd;
     }
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         const int c = p * x128::size;
         x128 v = load128(x + c), w = load128(weight + c), o;
         for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)v[k] * rstd * (float)w[k]);
@@ -1194,7 +1195,7 @@ __global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float*
 inline void rmsnorm_forward(floatX* residual_out, floatX* out, float* rstd, const floatX* a,
                             const floatX* b, const floatX* weight, int N, int C, float eps,
                             cudaStream_t stream) {
-    rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+    rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
         residual_out, out, rstd, a, b, weight, N, C, eps, false);
     CUDA_CHECK_LAUNCH();
 }
@@ -1202,33 +1203,33 @@ inline void rmsnorm_forward(floatX* residual_out, floatX* out, float* rstd, cons
 // The output of an rmsnorm_forward again, from its input x and its saved rstd.
 inline void rmsnorm_recompute(floatX* out, const float* rstd, const floatX* x, const floatX* weight,
                               int N, int C, cudaStream_t stream) {
-    rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+    rmsnorm_forward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
         nullptr, out, (float*)rstd, x, nullptr, weight, N, C, 0.0f, true);
     CUDA_CHECK_LAUNCH();
 }
 
 // Backward, input gradient. With xhat = x * rstd and g = dout * w:
 //   dx = rstd * (g - xhat * mean(g * xhat)), added to dinp (the residual stream's gradient)
-// or written when accumulate is false. One warp per row, two passes.
+// or written when accumulate is false. ROW_LANES threads per row, two passes.
 __global__ void rmsnorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
                                         const float* rstd, const floatX* weight, int N, int C,
                                         bool accumulate) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
     const int packs = C / x128::size;
     const floatX* x = inp + (size_t)row * C;
     const floatX* dy = dout + (size_t)row * C;
     const float r = rstd[row];
     float sum_gx = 0.0f;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         const int c = p * x128::size;
         x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
         for (int k = 0; k < x128::size; k++) sum_gx += (float)d[k] * (float)w[k] * (float)v[k] * r;
     }
-    const float mean_gx = warp_sum(sum_gx) / C;
+    const float mean_gx = row_sum(sum_gx) / C;
     floatX* dx = dinp + (size_t)row * C;
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         const int c = p * x128::size;
         x128 v = load128(x + c), d = load128(dy + c), w = load128(weight + c);
         x128 old = accumulate ? load128(dx + c) : x128{}, o;
@@ -1244,7 +1245,7 @@ __global__ void rmsnorm_backward_kernel(floatX* dinp, const floatX* dout, const 
 inline void rmsnorm_backward(floatX* dinp, floatX* dweight, float* partials, const floatX* dout,
                              const floatX* inp, const float* rstd, const floatX* weight, int N,
                              int C, bool accumulate, cudaStream_t stream) {
-    rmsnorm_backward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, stream>>>(
+    rmsnorm_backward_kernel<<<(int)ceil_div(N, ROWS_PER_BLOCK), ROW_THREADS, 0, stream>>>(
         dinp, dout, inp, rstd, weight, N, C, accumulate);
     CUDA_CHECK_LAUNCH();
     column_sums(dweight, nullptr, partials, dout, inp, nullptr, rstd, N, C, stream);
@@ -2607,9 +2608,9 @@ inline void linear_backward(MatmulContext* mm, Fp8Use fp8, floatX* dinp, floatX*
 // kernels that never store probabilities. A rank holds the logits of tokens [v0, v0 + Vl) of
 // every row, (N, Vl): all Vp of them on one rank, a slice under tensor parallelism (the
 // vocabulary-parallel cross-entropy of llmc/tensor_parallel.cuh). Columns V..Vp-1 (vocabulary
-// padding) are outside the softmax. One warp per row: pass 1 keeps a running max and a running
-// sum of exponentials per lane (online softmax) and merges the lanes, giving the row's softmax
-// statistics over these columns, log Z = log(sum exp) when they are all of them; the row's
+// padding) are outside the softmax. ROW_LANES threads per row: pass 1 keeps a running max and a
+// running sum of exponentials per lane (online softmax) and merges the lanes, giving the row's
+// softmax statistics over these columns, log Z = log(sum exp) when they are all of them; the row's
 // cross-entropy is log Z - logit[target] and its z-loss z_coef * (log Z)^2. Pass 2, when
 // dloss > 0, overwrites the logits with the gradient of their sum,
 //   dlogits = dloss * (softmax * (1 + 2 z_coef log Z) - onehot(target)),
@@ -2622,7 +2623,7 @@ __device__ SoftmaxStats row_softmax_stats(const floatX* x, int Vl, int v0, int V
     const int packs = Vl / x128::size;
     float m = -INFINITY, s = 0.0f;
     float target_logit = 0.0f;  // set in the lane that reads the target's pack
-    for (int p = lane; p < packs; p += 32) {
+    for (int p = lane; p < packs; p += ROW_LANES) {
         x128 v = load128(x + p * x128::size);
         for (int k = 0; k < x128::size; k++) {
             const int col = v0 + p * x128::size + k;
@@ -2637,9 +2638,10 @@ __device__ SoftmaxStats row_softmax_stats(const floatX* x, int Vl, int v0, int V
             }
         }
     }
+    const bool here = target >= v0 && target < v0 + Vl;
+#if ROW_LANES > 1
     // pack p belongs to lane p % 32, which broadcasts the target's logit (a lane reads and
     // later overwrites only its own packs, so no lane waits for another)
-    const bool here = target >= v0 && target < v0 + Vl;
     target_logit =
         __shfl_sync(0xffffffffu, target_logit, here ? ((target - v0) / x128::size) % 32 : 0);
     for (int offset = 16; offset > 0; offset /= 2) {  // merge (m, s) across lanes
@@ -2649,6 +2651,7 @@ __device__ SoftmaxStats row_softmax_stats(const floatX* x, int Vl, int v0, int V
         s = (s > 0.0f ? s * expf(m - m_new) : 0.0f) + (s2 > 0.0f ? s2 * expf(m2 - m_new) : 0.0f);
         m = m_new;
     }
+#endif
     return SoftmaxStats{m, s, here ? target_logit : 0.0f};
 }
 
@@ -2657,7 +2660,7 @@ __device__ void row_dlogits(floatX* x, int Vl, int v0, int V, int target, float 
                             float log_z, float dloss, float z_coef, int lane) {
     // softmax times the z-loss factor; exactly 1/s without z-loss
     const float scale = 1.0f / s * (1.0f + 2.0f * z_coef * log_z);
-    for (int p = lane; p < Vl / x128::size; p += 32) {
+    for (int p = lane; p < Vl / x128::size; p += ROW_LANES) {
         x128 v = load128(x + p * x128::size), d;
         for (int k = 0; k < x128::size; k++) {
             int col = v0 + p * x128::size + k;
@@ -2673,8 +2676,8 @@ __device__ void row_dlogits(floatX* x, int Vl, int v0, int V, int target, float 
 __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
                                         float* log_zs, const int* targets, int N, int V, int Vp,
                                         float dloss, float z_coef) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
     floatX* x = logits + (size_t)row * Vp;
     const SoftmaxStats st = row_softmax_stats(x, Vp, 0, V, targets[row], lane);
@@ -2691,8 +2694,8 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_
 // Tensor parallelism: pass 1 into stats (N), combined over the group, then pass 2.
 __global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logits,
                                         const int* targets, int N, int V, int Vl, int v0) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
     const SoftmaxStats st =
         row_softmax_stats(logits + (size_t)row * Vl, Vl, v0, V, targets[row], lane);
@@ -2702,8 +2705,8 @@ __global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logit
 __global__ void classifier_dlogits_kernel(floatX* logits, const SoftmaxStats* combined,
                                           const int* targets, int N, int V, int Vl, int v0,
                                           float dloss, float z_coef) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % ROW_LANES;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
     const SoftmaxStats st = combined[row];  // target holds log Z (softmax_stats_combine_kernel)
     row_dlogits(logits + (size_t)row * Vl, Vl, v0, V, targets[row], st.max, st.sum, st.target,
@@ -2717,7 +2720,7 @@ inline void classifier(const TensorParallel* tp, floatX* logits, float* losses, 
                        float* log_z, SoftmaxStats* stats, SoftmaxStats* all_stats,
                        const int* targets, int N, int V, int Vl, float dloss, float z_coef,
                        cudaStream_t stream) {
-    const int grid = (int)ceil_div(N, ROWS_PER_BLOCK), block = 32 * ROWS_PER_BLOCK;
+    const int grid = (int)ceil_div(N, ROWS_PER_BLOCK), block = ROW_THREADS;
     if (tp->size == 1) {
         fused_classifier_kernel<<<grid, block, 0, stream>>>(logits, losses, z_losses, log_z,
                                                             targets, N, V, Vl, dloss, z_coef);

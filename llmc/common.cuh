@@ -83,13 +83,30 @@ inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 constexpr size_t TENSOR_ALIGN = 128;
 
 // Launch shapes shared by several kernel families: a grid-stride loop over `work` items gets at
-// most 65536 blocks; warp-per-row kernels run ROWS_PER_BLOCK warps of 32 threads per block.
+// most 65536 blocks; the row kernels (LayerNorm, RMSNorm, the classifier) run blocks of
+// ROW_THREADS threads, ROW_LANES of them to a row.
 inline int grid_for(size_t work, int block) {
     size_t g = ceil_div(work, block);
     return (int)(g < 65536 ? g : 65536);
 }
 
-constexpr int ROWS_PER_BLOCK = 8;
+// ROW_LANES: threads that share a row of a row kernel. On a GPU a warp (32): its lanes read a
+// row's packs side by side (coalesced) and meet in shuffles (row_sum). Under the CPU runtime one
+// thread a row: there the lanes of a warp are fibers that run one after the other, so a shuffle
+// costs every lane a switch, and a row of width 128 cost ~20x its arithmetic in switches; with
+// one lane a row the kernels hold no shuffle, and cucc runs them as thread loops. The dev/cuda
+// harnesses of these kernels build with -DROW_LANES=32, so the GPU's form is checked on the CPU
+// runtime too (as ATT_LANE_DIMS does for attention).
+#ifndef ROW_LANES
+#ifdef __CUCC__
+#define ROW_LANES 1
+#else
+#define ROW_LANES 32
+#endif
+#endif
+static_assert(ROW_LANES == 1 || ROW_LANES == 32, "a row is one thread or one warp");
+constexpr int ROW_THREADS = 256;
+constexpr int ROWS_PER_BLOCK = ROW_THREADS / ROW_LANES;
 
 // ---------------------------------------------------------------------------------------------
 // Packed128: 16 bytes of T moved with one 128-bit load or store. Pointers must be 16-byte
@@ -153,6 +170,20 @@ __device__ inline float warp_max(float v) {
     for (int offset = 16; offset > 0; offset /= 2)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
+}
+
+// The sums over the ROW_LANES lanes of a row (every lane ends with them); with one lane a row,
+// the values themselves (no shuffle in the text, for cucc's thread loops: see ROW_LANES).
+__device__ inline float row_sum(float v) {
+#if ROW_LANES > 1
+    v = warp_sum(v);
+#endif
+    return v;
+}
+__device__ inline void row_sum2(float& a, float& b) {
+#if ROW_LANES > 1
+    warp_sum2(a, b);
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@
 //   1  one thread per row: a max pass, a sum pass and a write pass over global memory
 //   2  train_gpt.cu fused_classifier: one warp per row, online softmax, 128-bit loads
 // Usage: ./fused_classifier [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DROW_LANES=32, the GPU's warp per row, also on the CPU runtime (whose trainer
+// build gives a row one thread; see ROW_LANES in llmc/common.cuh), so both forms are checked.
+//! cucc: -lcublasLt -DROW_LANES=32
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench fused_classifier variant 2: [\s\S]*all checks passed/
 #define TRAIN_GPT_MODEL_ONLY

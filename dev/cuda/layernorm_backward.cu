@@ -9,7 +9,9 @@
 //   2  train_gpt.cu layernorm_backward: warp per row, then per-chunk column partial sums added
 //      in chunk order (no atomics)
 // Usage: ./layernorm_backward [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DROW_LANES=32, the GPU's warp per row, also on the CPU runtime (whose trainer
+// build gives a row one thread; see ROW_LANES in llmc/common.cuh), so both forms are checked.
+//! cucc: -lcublasLt -DROW_LANES=32
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench layernorm_backward variant 2: [\s\S]*all checks passed/
 #define TRAIN_GPT_MODEL_ONLY

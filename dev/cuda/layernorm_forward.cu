@@ -7,7 +7,9 @@
 //   1  one thread per row, plain loops (the simplest correct kernel, any block size)
 //   2  train_gpt.cu layernorm_forward: one warp per row, 128-bit loads
 // Usage: ./layernorm_forward [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DROW_LANES=32, the GPU's warp per row, also on the CPU runtime (whose trainer
+// build gives a row one thread; see ROW_LANES in llmc/common.cuh), so both forms are checked.
+//! cucc: -lcublasLt -DROW_LANES=32
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench layernorm_forward variant 2: [\s\S]*all checks passed/
 #define TRAIN_GPT_MODEL_ONLY

@@ -9,7 +9,9 @@
 // Layout: a, b, residual, out, dout, dinp (N, C) row-major; rstd (N) float; w, dw (C).
 // Variant 1: train_gpt.cu rmsnorm_forward / rmsnorm_recompute / rmsnorm_backward (a warp per row).
 // Usage: ./rmsnorm [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DROW_LANES=32, the GPU's warp per row, also on the CPU runtime (whose trainer
+// build gives a row one thread; see ROW_LANES in llmc/common.cuh), so both forms are checked.
+//! cucc: -lcublasLt -DROW_LANES=32
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench rmsnorm backward variant 1: [\s\S]*all checks passed/
 #define TRAIN_GPT_MODEL_ONLY

@@ -16,7 +16,7 @@
 #include <cucc/runtime.h>
 
 #include <math.h>
-#include <cucc/tanhf.h>
+#include <cucc/libm.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <algorithm>
