@@ -5,7 +5,8 @@
 // and with the programs' output that each build holds the values it was built with:
 //   the same build twice: the second from the cache, with the same output and the same warning
 //   (the diagnostics of a cached compile are replayed);
-//   another -D value, an edited header, another -O level, CUCC_CACHE=0: compiled, right values.
+//   another -D value, an edited header, another -O level, another target (CUCC_MARCH),
+//   CUCC_CACHE=0: compiled, right values.
 //! run: python3 dev/cpu/tests/cucc_cache.py => pass /cucc_cache: all checks passed/
 #include <cstdio>
 #if __has_include("cucc_cache_value.h")

@@ -51,6 +51,9 @@ with tempfile.TemporaryDirectory() as work:
     expect("an edited header", ["-DVALUE=2", "-DWARN"], False, (2, 6), warning=True)
     expect("another -O level", ["-DVALUE=2", "-DWARN", "-O1"], False, (2, 6), warning=True)
     expect("the edited header's build again", ["-DVALUE=2", "-DWARN"], True, (2, 6), warning=True)
+    expect("another target (CUCC_MARCH=x86-64)", ["-DVALUE=2", "-DWARN"], False, (2, 6),
+           env={"CUCC_MARCH": "x86-64"}, warning=True)
+    expect("this machine's target again", ["-DVALUE=2", "-DWARN"], True, (2, 6), warning=True)
     expect("CUCC_CACHE=0", ["-DVALUE=2", "-DWARN"], False, (2, 6), env={"CUCC_CACHE": "0"})
 if failures:
     sys.exit("cucc_cache: %d checks FAILED: %s" % (len(failures), ", ".join(failures)))
