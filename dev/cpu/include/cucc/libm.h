@@ -23,17 +23,16 @@
     __GLIBC__ == 2 && __GLIBC_MINOR__ == 36
 namespace cucc {
 
-inline uint32_t float_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
+// The bits of x as a To of the same size (std::bit_cast before C++20).
+template <class To, class From>
+inline To bits_as(From x) {
+    static_assert(sizeof(To) == sizeof(From), "same size");
+    To r;
+    memcpy(&r, &x, sizeof(r));
+    return r;
 }
-
-inline float bits_float(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
+inline uint32_t float_bits(float x) { return bits_as<uint32_t>(x); }
+inline float bits_float(uint32_t u) { return bits_as<float>(u); }
 
 // c ? a : b as arithmetic on all-ones or all-zero masks: GCC turns a ?: between floats back
 // into branches (and would not speculate the operations of either side, which may trap), which
@@ -160,18 +159,6 @@ extern "C" __inline __attribute__((__gnu_inline__, __always_inline__)) float tan
 
 namespace cucc {
 
-inline uint64_t double_bits(double x) {
-    uint64_t u;
-    memcpy(&u, &x, 8);
-    return u;
-}
-
-inline double bits_double(uint64_t u) {
-    double x;
-    memcpy(&x, &u, 8);
-    return x;
-}
-
 // a * b + c as glibc's build for this target computes it: fused where the target has FMA.
 __attribute__((always_inline)) inline double multiply_add(double a, double b, double c) {
 #ifdef __FMA__
@@ -207,10 +194,10 @@ extern "C" __inline __attribute__((__gnu_inline__, __always_inline__)) float exp
                  c1 = 0.2402284522445722 / (32.0 * 32.0), c2 = 0.6931471806916203 / 32.0;
     const double xd = x;
     double kd = cucc::multiply_add(xd, scale, shift);
-    const uint64_t ki = cucc::double_bits(kd);  // k in the low bits
+    const uint64_t ki = cucc::bits_as<uint64_t>(kd);  // k in the low bits
     kd -= shift;
     const double r = cucc::multiply_add(xd, scale, -kd);
-    const double s = cucc::bits_double(cucc::kExp2Table[ki % 32] + (ki << 47));
+    const double s = cucc::bits_as<double>(cucc::kExp2Table[ki % 32] + (ki << 47));
     const double p = cucc::multiply_add(c0, r, c1), r2 = r * r, q = cucc::multiply_add(c2, r, 1.0);
     const float in_range = (float)(cucc::multiply_add(p, r2, q) * s);
     // |x| >= 88 or NaN (the top 12 bits of x's magnitude at least 88's): every case selected
