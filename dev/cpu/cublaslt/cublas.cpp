@@ -28,7 +28,7 @@
 
 #include "blas.h"
 #include "cublaslt_internal.h"
-#include "cucc/runtime.h"
+#include "cucc/streams.h"
 
 using namespace cublaslt_cpu;
 

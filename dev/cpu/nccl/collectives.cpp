@@ -27,7 +27,7 @@
 
 #include "nccl_internal.h"
 
-#include <cucc/runtime.h>
+#include <cucc/streams.h>
 #include <cuda_runtime_api.h>
 
 namespace cucc_nccl {

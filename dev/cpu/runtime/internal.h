@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cucc/runtime.h"
+#include "cucc/streams.h"
 
 namespace cucc {
 

@@ -43,6 +43,7 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+#include <cucc/streams.h>  // cucc::stream_enqueue: work that waits on an outside condition
 #include "test_util.h"
 
 const int N = 4096;

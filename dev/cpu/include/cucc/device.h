@@ -19,9 +19,7 @@
 #include <cucc/libm.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <algorithm>
 #include <assert.h>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <limits>
@@ -816,10 +814,10 @@ CUCC_SIMD_BINARY(__vabsdiffs, abs(L::s(a, i) - L::s(b, i)))
 CUCC_SIMD_BINARY(__vabsdiffu, abs(L::u(a, i) - L::u(b, i)))
 CUCC_SIMD_BINARY(__vavgu, (L::u(a, i) + L::u(b, i) + 1) >> 1)
 CUCC_SIMD_BINARY(__vhaddu, (L::u(a, i) + L::u(b, i)) >> 1)
-CUCC_SIMD_BINARY(__vmaxs, std::max(L::s(a, i), L::s(b, i)))
-CUCC_SIMD_BINARY(__vmaxu, std::max(L::u(a, i), L::u(b, i)))
-CUCC_SIMD_BINARY(__vmins, std::min(L::s(a, i), L::s(b, i)))
-CUCC_SIMD_BINARY(__vminu, std::min(L::u(a, i), L::u(b, i)))
+CUCC_SIMD_BINARY(__vmaxs, L::s(a, i) > L::s(b, i) ? L::s(a, i) : L::s(b, i))
+CUCC_SIMD_BINARY(__vmaxu, L::u(a, i) > L::u(b, i) ? L::u(a, i) : L::u(b, i))
+CUCC_SIMD_BINARY(__vmins, L::s(a, i) < L::s(b, i) ? L::s(a, i) : L::s(b, i))
+CUCC_SIMD_BINARY(__vminu, L::u(a, i) < L::u(b, i) ? L::u(a, i) : L::u(b, i))
 CUCC_SIMD_UNARY(__vabs, abs(L::s(a, i)))
 CUCC_SIMD_UNARY(__vabsss, L::sat_s(abs(L::s(a, i))))
 CUCC_SIMD_UNARY(__vneg, -L::s(a, i))
