@@ -12,7 +12,9 @@
 //      the launchers (block 0) and with the kernels launched directly on a grid of STRIDE_GRID
 //      blocks of other sizes, so that the grid-stride loop wraps
 // Usage: ./gelu [variant] [--bench] [--small]
-//! cucc: -lcublasLt
+// Built with -DGELU_PACKS=1, the GPU's pack a thread, also on the CPU runtime (whose trainer
+// build gives a thread four; see GELU_PACKS in train_gpt.cu), so both forms are checked.
+//! cucc: -lcublasLt -DGELU_PACKS=1
 //! run: ./prog --small => pass /all checks passed/
 //! run: ./prog --small --bench => pass /bench gelu forward variant 2: [\s\S]*bench gelu backward variant 2: [\s\S]*all checks passed/
 #define TRAIN_GPT_MODEL_ONLY
