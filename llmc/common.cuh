@@ -84,7 +84,7 @@ constexpr size_t TENSOR_ALIGN = 128;
 
 // Launch shapes shared by several kernel families: a grid-stride loop over `work` items gets at
 // most 65536 blocks; the row kernels (LayerNorm, RMSNorm, the classifier) run blocks of
-// ROW_THREADS threads, ROW_LANES of them to a row.
+// ROW_THREADS threads, ROW_LANES of them to a row (ROWS_PER_BLOCK rows).
 inline int grid_for(size_t work, int block) {
     size_t g = ceil_div(work, block);
     return (int)(g < 65536 ? g : 65536);
@@ -105,8 +105,11 @@ inline int grid_for(size_t work, int block) {
 #endif
 #endif
 static_assert(ROW_LANES == 1 || ROW_LANES == 32, "a row is one thread or one warp");
-constexpr int ROW_THREADS = 256;
-constexpr int ROWS_PER_BLOCK = ROW_THREADS / ROW_LANES;
+// Rows of a block: 8 (a GPU's 8 warps), and 8 threads under the CPU runtime, where a block is
+// the unit its OS threads share out: 256 rows to a block left GPT-2's 256 rows (T 64, B 4) to
+// one core.
+constexpr int ROWS_PER_BLOCK = 8;
+constexpr int ROW_THREADS = ROW_LANES * ROWS_PER_BLOCK;
 
 // ---------------------------------------------------------------------------------------------
 // Packed128: 16 bytes of T moved with one 128-bit load or store. Pointers must be 16-byte
