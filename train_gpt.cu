@@ -2308,83 +2308,61 @@ constexpr int GELU_CHUNK = GELU_PACKS * x128::size;  // elements a thread takes 
 
 constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
 
-// out[0, P packs) = gelu(inp[0, P packs)).
-template <int P>
-__device__ inline void gelu_forward_packs(floatX* out, const floatX* inp) {
-    constexpr int E = P * x128::size;
-    float x[E], o[E];
-    for (int q = 0; q < P; q++) {
-        const x128 v = load128(inp + q * x128::size);
-        for (int k = 0; k < x128::size; k++) x[q * x128::size + k] = (float)v[k];
-    }
-    for (int k = 0; k < E; k++)
-        o[k] = 0.5f * x[k] * (1.0f + tanhf(GELU_SCALE * (x[k] + 0.044715f * x[k] * x[k] * x[k])));
-    for (int q = 0; q < P; q++) {
-        x128 v;
-        for (int k = 0; k < x128::size; k++) v[k] = (floatX)o[q * x128::size + k];
-        store128(out + q * x128::size, v);
-    }
-}
-
-// d[0, P packs) (the gradient of the GELU output) becomes the gradient of its input, in place.
-template <int P>
-__device__ inline void gelu_backward_packs(floatX* d, const floatX* inp) {
+// Forward: out[0, P packs) = gelu(inp[0, P packs)). Backward: out holds the gradient of the
+// GELU's output there and becomes that of its input, in place.
+template <bool backward, int P>
+__device__ inline void gelu_packs(floatX* out, const floatX* inp) {
     constexpr int E = P * x128::size;
     float x[E], g[E];
     for (int q = 0; q < P; q++) {
-        const x128 v = load128(inp + q * x128::size), dv = load128(d + q * x128::size);
+        const x128 v = load128(inp + q * x128::size);
+        const x128 d = backward ? load128(out + q * x128::size) : x128{};
         for (int k = 0; k < x128::size; k++) {
             x[q * x128::size + k] = (float)v[k];
-            g[q * x128::size + k] = (float)dv[k];
+            g[q * x128::size + k] = (float)d[k];
         }
     }
     for (int k = 0; k < E; k++) {
         const float v = x[k];
         const float th = tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
-        const float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
-        g[k] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+        if (backward) {
+            const float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+            g[k] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
+        } else {
+            g[k] = 0.5f * v * (1.0f + th);
+        }
     }
     for (int q = 0; q < P; q++) {
-        x128 v;
-        for (int k = 0; k < x128::size; k++) v[k] = (floatX)g[q * x128::size + k];
-        store128(d + q * x128::size, v);
+        x128 o;
+        for (int k = 0; k < x128::size; k++) o[k] = (floatX)g[q * x128::size + k];
+        store128(out + q * x128::size, o);
     }
 }
 
 // n is a multiple of x128::size; a tensor's last chunk may hold fewer than GELU_PACKS packs.
-__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t n) {
+template <bool backward>
+__global__ void gelu_kernel(floatX* out, const floatX* inp, size_t n) {
     for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * GELU_CHUNK; i < n;
          i += (size_t)gridDim.x * blockDim.x * GELU_CHUNK) {
         if (i + GELU_CHUNK <= n) {
-            gelu_forward_packs<GELU_PACKS>(out + i, inp + i);
+            gelu_packs<backward, GELU_PACKS>(out + i, inp + i);
             continue;
         }
-        for (size_t j = i; j < n; j += x128::size) gelu_forward_packs<1>(out + j, inp + j);
-    }
-}
-
-__global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t n) {
-    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * GELU_CHUNK; i < n;
-         i += (size_t)gridDim.x * blockDim.x * GELU_CHUNK) {
-        if (i + GELU_CHUNK <= n) {
-            gelu_backward_packs<GELU_PACKS>(d + i, inp + i);
-            continue;
-        }
-        for (size_t j = i; j < n; j += x128::size) gelu_backward_packs<1>(d + j, inp + j);
+        for (size_t j = i; j < n; j += x128::size) gelu_packs<backward, 1>(out + j, inp + j);
     }
 }
 
 inline void gelu_forward(floatX* out, const floatX* inp, size_t n, cudaStream_t stream) {
     const int block = 256;
-    gelu_forward_kernel<<<grid_for(ceil_div(n, (size_t)GELU_CHUNK), block), block, 0, stream>>>(
-        out, inp, n);
+    gelu_kernel<false>
+        <<<grid_for(ceil_div(n, (size_t)GELU_CHUNK), block), block, 0, stream>>>(out, inp, n);
     CUDA_CHECK_LAUNCH();
 }
 
 inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t stream) {
     const int block = 256;
-    gelu_backward_kernel<<<grid_for(ceil_div(n, (size_t)GELU_CHUNK), block), block, 0, stream>>>(
-        d, inp, n);
+    gelu_kernel<true>
+        <<<grid_for(ceil_div(n, (size_t)GELU_CHUNK), block), block, 0, stream>>>(d, inp, n);
     CUDA_CHECK_LAUNCH();
 }
 

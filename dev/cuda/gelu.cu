@@ -58,8 +58,8 @@ static void launch(int variant, int block_size, bool backward, floatX* out_or_d,
         if (backward) gelu_backward(out_or_d, inp, n, 0);
         else gelu_forward(out_or_d, inp, n, 0);
     } else {
-        if (backward) gelu_backward_kernel<<<STRIDE_GRID, block_size>>>(out_or_d, inp, n);
-        else gelu_forward_kernel<<<STRIDE_GRID, block_size>>>(out_or_d, inp, n);
+        if (backward) gelu_kernel<true><<<STRIDE_GRID, block_size>>>(out_or_d, inp, n);
+        else gelu_kernel<false><<<STRIDE_GRID, block_size>>>(out_or_d, inp, n);
         CUDA_CHECK_LAUNCH();
     }
 }
