@@ -15,7 +15,7 @@ split as ranks x --batch x --grad-accum. Checks:
    runs the streams' work in random orders (CUCC_SCHEDULE=random); and the trainer without the
    wait before a gather overwrites a buffer (LLMC_TEST_DROP_WAIT=zero3-gather in the
    -DTEST_DROP_WAITS build) or without the compute stream's wait for a gather (zero3-compute)
-   gives other results under those orders; the launch by
+   gives other results under one of those orders (testlib.missing_wait_exposed); the launch by
    environment variables (RANK/WORLD_SIZE/LOCAL_RANK, --rendezvous) gives the same bits.
 4. The model state rank 0 reports (log header state_bytes) is what the shard plan gives: the
    shards (params 2, grads 2, master 4, optimizer 8 bytes per owned element: 16 Psi / N plus
@@ -36,13 +36,12 @@ Usage: python3 scripts/test_zero3.py [--bin-dir build/cpu]; exits 0 when every c
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from testlib import (MPIRUN, ROOT, ZERO_GLOBAL_BATCH as G, ZERO_MODEL as MODEL, check, check_resumed, compare,
-                     env_launch, finish, make_data, param_hash, resume, run, train, up, val_losses_and_sample,
-                     drop_waits_binary)
+                     env_launch, exposed_text, finish, make_data, missing_wait_exposed, param_hash, random_order, resume,
+                     run, train, up, val_losses_and_sample, drop_waits_binary)
 
 STEPS = 4
 C, L, V, T = 64, 4, 256, 16
@@ -134,19 +133,16 @@ def main():
         drop_waits = drop_waits_binary()
         short_run = MODEL + SHAPE + ["--data", data, "--steps", "2"] + bf
         short = param_hash(run(MPIRUN + ["-np", "2", bf16] + short_run + ["--zero", "2"], "bf16 ZeRO-2, 2 steps"), 2)
+        cmd3 = short_run + ["--zero", "3"]
         for seed in (1, 2):
-            env = ["-x", "CUCC_SCHEDULE=random", "-x", f"CUCC_SEED={seed}"]
-            cmd3 = short_run + ["--zero", "3"]
-            got = param_hash(run(MPIRUN + env + ["-np", "2", bf16] + cmd3, f"random order {seed}"), 2)
+            got = param_hash(run(MPIRUN + random_order(seed) + ["-np", "2", bf16] + cmd3, f"random order {seed}"), 2)
             check(got == short, f"bf16 ZeRO-3, random stream order (seed {seed}): ZeRO-2's hash {short}")
-            for wait, what in (("zero3-gather", "before a gather overwrites a buffer"),
-                               ("zero3-compute", "for a gather before its kernels")):
-                drop = ["-x", f"LLMC_TEST_DROP_WAIT={wait}"]
-                proc = subprocess.run(MPIRUN + env + drop + ["-np", "2", drop_waits] + cmd3,
-                                      capture_output=True, text=True, errors="replace", cwd=ROOT)
-                wrong = param_hash(proc.stdout + proc.stderr, 2)
-                check(wrong != short, f"bf16 ZeRO-3 without the wait {what} (seed {seed}): the result differs "
-                      f"({wrong or 'replicas disagree'})")
+        for wait, what in (("zero3-gather", "before a gather overwrites a buffer"),
+                           ("zero3-compute", "for a gather before its kernels")):
+            found = missing_wait_exposed(lambda seed: MPIRUN + random_order(seed) + [
+                "-x", f"LLMC_TEST_DROP_WAIT={wait}", "-np", "2", drop_waits] + cmd3, 2, short)
+            check(found is not None, f"bf16 ZeRO-3 without the wait {what}, random stream order: the result "
+                  f"differs ({exposed_text(found)})")
 
         ok, out = env_launch([bf16] + short_run + ["--zero", "3"], 2, os.path.join(work, "rendezvous"))
         check(ok and param_hash(out, 2) == short,

@@ -249,6 +249,33 @@ def param_hash(out, ranks):
     return m.group(1) if m and int(m.group(2)) == ranks else None
 
 
+def random_order(seed):
+    """mpirun's options that make the CPU runtime run the streams' work in random orders."""
+    return ["-x", "CUCC_SCHEDULE=random", "-x", f"CUCC_SEED={seed}"]
+
+
+def missing_wait_exposed(command, ranks, reference, seeds=range(1, 7)):
+    """Whether a run without one of the waits between the streams gives other bits than
+    `reference`: runs command(seed) (the -DTEST_DROP_WAITS trainer under random_order(seed)) for
+    one seed after another until its parameter hash differs (or the replicas disagree). Returns
+    (seed, hash or None) for the first that differs, or None when every seed gave `reference`.
+    A missing wait is a race: whether a seed's order exposes it also depends on when the other
+    ranks' collectives complete, which no seed fixes, so a single seed can miss it."""
+    for seed in seeds:
+        proc = subprocess.run(command(seed), capture_output=True, text=True, errors="replace", cwd=ROOT)
+        got = param_hash(proc.stdout + proc.stderr, ranks)
+        if got != reference:
+            return seed, got
+    return None
+
+
+def exposed_text(found):
+    """How missing_wait_exposed's result reads in a check's line."""
+    if found is None:
+        return "every seed gave the same bits"
+    return f"seed {found[0]}: {found[1] or 'replicas disagree'}"
+
+
 def logged_values(records):
     """{(key, step): value} for every train loss, gradient norm and val loss of a log."""
     out = {}
