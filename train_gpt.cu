@@ -2856,49 +2856,38 @@ __global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, 
 }
 
 // sums[0] += the sum of log_z[0..N) and keys[0] = max(keys[0], key of its max), in one block
-// of NORM_THREADS threads in a fixed order; add_sum false: the max only.
+// of REDUCE_THREADS threads in a fixed order; add_sum false: the max only.
 __global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log_z, int N,
                                      bool add_sum) {
-    __shared__ float warp_sums[NORM_THREADS / 32], warp_maxes[NORM_THREADS / 32];
     float acc = 0.0f, mx = -INFINITY;
-    for (int i = threadIdx.x; i < N; i += NORM_THREADS) {
+    for (int i = threadIdx.x; i < N; i += REDUCE_THREADS) {
         acc += log_z[i];
         mx = fmaxf(mx, log_z[i]);
     }
-    acc = warp_sum(acc);
-    mx = warp_max(mx);
-    if (threadIdx.x % 32 == 0) {
-        warp_sums[threadIdx.x / 32] = acc;
-        warp_maxes[threadIdx.x / 32] = mx;
-    }
-    __syncthreads();
+    acc = block_sum(acc);
+    mx = block_max(mx);
     if (threadIdx.x != 0) return;
-    for (int w = 1; w < NORM_THREADS / 32; w++) {
-        acc += warp_sums[w];
-        mx = fmaxf(mx, warp_maxes[w]);
-    }
     if (add_sum) *sum += acc;
     const unsigned k = monitor_key(mx);
     if (k > *key) *key = k;
 }
 
 // partials[(item * max_blocks + block) * 2 + {0, 1}] = the sums of (now - before)^2 and now^2 over
-// the elements of the item that block `block` of its blocks covers (grid-stride, fixed order).
-// A block is one warp: no barrier, and under the CPU runtime (where every thread is a fiber and
-// every shuffle or barrier a switch between them) a fraction of the gradient norm's cost.
-constexpr int UPDATE_THREADS = 32;
+// the chunk of the item that block `block` of its blocks owns (reduce_chunk, fixed order).
 __global__ void update_items_kernel(float* partials, const UpdateItem* items, const float* now,
                                     const float* before, int max_blocks) {
     const UpdateItem it = items[blockIdx.y];
-    if ((int)blockIdx.x >= it.blocks) return;
+    if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
+    size_t begin, end;
+    reduce_chunk(it.n, blockIdx.x, it.blocks, &begin, &end);
     float dd = 0.0f, ww = 0.0f;
-    for (size_t i = blockIdx.x * UPDATE_THREADS + threadIdx.x; i < it.n;
-         i += (size_t)it.blocks * UPDATE_THREADS) {
+    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS) {
         const float w = now[it.at + i], d = w - before[it.at + i];
         dd += d * d;
         ww += w * w;
     }
-    warp_sum2(dd, ww);
+    dd = block_sum(dd);
+    ww = block_sum(ww);
     if (threadIdx.x != 0) return;
     float* out = partials + ((size_t)blockIdx.y * max_blocks + blockIdx.x) * 2;
     out[0] = dd;
@@ -4112,8 +4101,8 @@ inline void head_forward(GPT* m, float dloss, int N) {
                acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
                st);
     if (m->mon.recording) {  // every rank of a tensor-parallel group holds the whole log Z
-        log_z_monitor_kernel<<<1, NORM_THREADS, 0, st>>>(m->mon.sums, m->mon.keys + at->blocks,
-                                                         acts->log_z, N, tp->rank == 0);
+        log_z_monitor_kernel<<<1, REDUCE_THREADS, 0, st>>>(m->mon.sums, m->mon.keys + at->blocks,
+                                                           acts->log_z, N, tp->rank == 0);
         CUDA_CHECK_LAUNCH();
     }
     CUDA_CHECK(cudaMemcpyAsync(m->host_losses, acts->losses, N * sizeof(float),
@@ -4678,7 +4667,7 @@ inline void gpt_monitors_finish(GPT* m, bool updated) {
     if (updated && mon->config.update_ratio && mon->item_count > 0) {
         size_t elems;
         const float* now = weights_of_record(m, &elems);
-        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), UPDATE_THREADS, 0, st>>>(
+        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), REDUCE_THREADS, 0, st>>>(
             mon->partials, mon->items, now, mon->before, mon->max_blocks);
         CUDA_CHECK_LAUNCH();
         update_sums_kernel<<<1, 1, 0, st>>>(mon->sums, mon->partials, mon->items, mon->item_count,

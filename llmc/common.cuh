@@ -1,12 +1,13 @@
 // llmc/common.cuh: what every other file needs: the error checks (one per library) and fatal()
 // for bad input, the floating-point type of parameters and activations (floatX), the launch
 // shapes several kernel families share, a 128-bit packed type for vector loads and stores, warp
-// reductions, the seeded stochastic rounding used when fp32 values are written into bf16
+// and block reductions, the seeded stochastic rounding used when fp32 values are written into bf16
 // storage, and the host's seeded random numbers.
 //
 // Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, device_compute_capability, floatX,
 // ceil_div / round_up / grid_for,
-// x128 with load128 / store128, warp_sum / warp_sum2 / warp_group_sum / warp_max,
+// x128 with load128 / store128, warp_sum / warp_sum2 / warp_group_sum / warp_max, block_reduce,
+// REDUCE_THREADS with block_sum / block_max / reduce_chunk,
 // stochastic_round_store, rng_next / rng_uniform / rng_normal.
 //
 // floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
@@ -74,8 +75,8 @@ typedef __nv_bfloat16 floatX;
 
 constexpr bool FLOATX_IS_FP32 = sizeof(floatX) == sizeof(float);
 
-inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+__host__ __device__ inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 
 // Every tensor in the parameter and activation buffers starts on a multiple of this many
 // elements: 256 bytes or more (aligned for 128-bit access and cuBLASLt), and a whole number of
@@ -173,6 +174,62 @@ __device__ inline float warp_max(float v) {
     for (int offset = 16; offset > 0; offset /= 2)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
+}
+
+// Block-wide sum or max over blockDim.x threads (a multiple of 32, at most 1024), every thread
+// calling: each warp reduces with shuffles, then every warp adds up (or maxes) the warps' results
+// from shared memory, in the same butterfly: every thread gets the same bits, on every run.
+template <bool is_max>
+__device__ inline float block_reduce(float v) {
+    __shared__ float warp_values[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads();  // warp_values may still be read by an earlier call
+    if (lane == 0) warp_values[warp] = v;
+    __syncthreads();
+    v = lane < warps ? warp_values[lane] : (is_max ? -INFINITY : 0.0f);
+    return is_max ? warp_max(v) : warp_sum(v);
+}
+
+// REDUCE_THREADS: the threads of a block that reduces its chunk of a buffer to one value (the
+// norms' sums of squares, the FP8 amaxes, the log Z monitor). On a GPU 256: the threads stride
+// through the chunk side by side (coalesced) and meet in block_reduce. Under the CPU runtime one
+// thread a block: a reduction's warp calls and barriers cost every thread of a block a fiber
+// switch each (in an FP8 run the amax's block maxima took 60% of the step); with one thread
+// block_sum and block_max are the value itself (no shuffle or barrier in the text), the thread
+// walks its chunk as one loop, and cucc runs the kernels as thread loops. The dev/cuda harness
+// of the FP8 quantizers builds with -DREDUCE_THREADS=256, so the GPU's form is checked on the
+// CPU runtime too (as ROW_LANES does for the row kernels).
+#ifndef REDUCE_THREADS
+#ifdef __CUCC__
+#define REDUCE_THREADS 1
+#else
+#define REDUCE_THREADS 256
+#endif
+#endif
+static_assert(REDUCE_THREADS == 1 || (REDUCE_THREADS % 32 == 0 && REDUCE_THREADS <= 1024),
+              "a reduction block is one thread or whole warps");
+__device__ inline float block_sum(float v) {
+#if REDUCE_THREADS > 1
+    v = block_reduce<false>(v);
+#endif
+    return v;
+}
+__device__ inline float block_max(float v) {
+#if REDUCE_THREADS > 1
+    v = block_reduce<true>(v);
+#endif
+    return v;
+}
+
+// The chunk [*begin, *end) of [0, n) that block `block` of `blocks` owns in a reduction: the
+// blocks take consecutive chunks, a multiple of 64 elements long, whose threads stride through
+// them by REDUCE_THREADS.
+__device__ inline void reduce_chunk(size_t n, size_t block, size_t blocks, size_t* begin,
+                                    size_t* end) {
+    const size_t chunk = round_up(ceil_div(n, blocks), 64);
+    *begin = block * chunk < n ? block * chunk : n;
+    *end = n - *begin > chunk ? *begin + chunk : n;
 }
 
 // The sums over the ROW_LANES lanes of a row (every lane ends with them); with one lane a row,

@@ -94,18 +94,6 @@ __host__ __device__ inline float fp8_scale_from_amax(float amax, float fp8_max, 
 // |v| for an amax: NaN counts as 0, so that fmaxf's choice never depends on order.
 __device__ inline float fp8_abs_for_amax(float v) { return isnan(v) ? 0.0f : fabsf(v); }
 
-// The max of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-__device__ inline float fp8_block_max(float v) {
-    __shared__ float warp_maxima[32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    v = warp_max(v);
-    __syncthreads();  // warp_maxima may still be read by an earlier call
-    if (lane == 0) warp_maxima[warp] = v;
-    __syncthreads();
-    v = lane < warps ? warp_maxima[lane] : 0.0f;
-    return warp_max(v);
-}
-
 // Reduces n device floats in place to their max over a group of ranks: the amaxes of a tensor
 // cut over the group (tensor parallelism), so that every rank quantizes with the scales of the
 // whole tensor. fn == nullptr: the tensor is whole on this rank, nothing to reduce.
@@ -126,14 +114,15 @@ constexpr int FP8_BLOCK_SIZE = 256;
 // ---------------------------------------------------------------------------------------------
 // Per-tensor amax, current scaling
 
-// Pass 1: block b owns elements b * blockDim + t, strided by the whole grid, and writes their
-// amax to partial[b].
+// Pass 1 (REDUCE_THREADS threads a block): block b writes the amax of its chunk of x
+// (reduce_chunk) to partial[b].
 __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t n) {
+    size_t begin, end;
+    reduce_chunk(n, blockIdx.x, gridDim.x, &begin, &end);
     float m = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS)
         m = fmaxf(m, fp8_abs_for_amax((float)x[i]));
-    m = fp8_block_max(m);
+    m = block_max(m);
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
@@ -143,8 +132,8 @@ __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t 
 __global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, const float* partial, int n_partial,
                                        float fp8_max, bool accumulate, bool set_scale) {
     float m = 0.0f;
-    for (int i = threadIdx.x; i < n_partial; i += blockDim.x) m = fmaxf(m, partial[i]);
-    m = fp8_block_max(m);
+    for (int i = threadIdx.x; i < n_partial; i += REDUCE_THREADS) m = fmaxf(m, partial[i]);
+    m = block_max(m);
     if (threadIdx.x != 0) return;
     s->amax = accumulate ? fmaxf(s->amax, m) : m;
     if (set_scale) {
@@ -193,9 +182,9 @@ static void fp8_amax(Fp8TensorScale* s, float* partial, const floatX* x, size_t 
                      cudaStream_t stream) {
     const int blocks = (int)std::min<size_t>(
         FP8_AMAX_BLOCKS, std::max<size_t>(1, (n + FP8_BLOCK_SIZE - 1) / FP8_BLOCK_SIZE));
-    fp8_amax_partial_kernel<<<blocks, FP8_BLOCK_SIZE, 0, stream>>>(partial, x, n);
+    fp8_amax_partial_kernel<<<blocks, REDUCE_THREADS, 0, stream>>>(partial, x, n);
     CUDA_CHECK_LAUNCH();
-    fp8_amax_finish_kernel<<<1, FP8_BLOCK_SIZE, 0, stream>>>(
+    fp8_amax_finish_kernel<<<1, REDUCE_THREADS, 0, stream>>>(
         s, partial, blocks, fp8_max_finite(format), accumulate, set_scale);
     CUDA_CHECK_LAUNCH();
 }
@@ -281,9 +270,9 @@ __global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* histo
     float* h = history + (size_t)i * length;
     const float step_amax = scales[i].amax;
     float m = step_amax;
-    for (int j = threadIdx.x; j < length; j += blockDim.x)
+    for (int j = threadIdx.x; j < length; j += REDUCE_THREADS)
         if (j != position) m = fmaxf(m, h[j]);
-    m = fp8_block_max(m);
+    m = block_max(m);
     if (threadIdx.x != 0) return;
     h[position] = step_amax;
     Fp8TensorScale* s = &scales[i];
@@ -297,7 +286,7 @@ __global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* histo
 static void fp8_delayed_end_step(const Fp8DelayedScaling* d, int first, int n,
                                  __nv_fp8_interpretation_t format, cudaStream_t stream) {
     if (n == 0) return;
-    fp8_delayed_end_step_kernel<<<n, FP8_BLOCK_SIZE, 0, stream>>>(
+    fp8_delayed_end_step_kernel<<<n, REDUCE_THREADS, 0, stream>>>(
         d->scales, d->history, first, d->length, d->position, fp8_max_finite(format), d->margin);
     CUDA_CHECK_LAUNCH();
 }
@@ -350,7 +339,7 @@ __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayou
         float m = 0.0f;
         for (int e = threadIdx.x; e < count; e += blockDim.x)
             m = fmaxf(m, fp8_abs_for_amax((float)x[(size_t)(row0 + e / w) * cols + col0 + e % w]));
-        amax = fp8_block_max(m);
+        amax = block_reduce<true>(m);
         if (pass == FP8_TILES_AMAX_ONLY) {
             if (threadIdx.x == 0) tile_amax[tile] = amax;
             return;

@@ -9,35 +9,28 @@
 #include "common.cuh"
 
 // L2 norm of a buffer, in two passes so the summation order is fixed: pass 1 has `blocks`
-// blocks, each summing the squares of a fixed set of elements (grid-stride) into
+// blocks, each summing the squares of its chunk (reduce_chunk, REDUCE_THREADS threads) into
 // partials[block]; pass 2 is one thread adding the partials in order. The result depends only on
-// the buffer and the block count, never on the device or the number of CPU threads. A buffer
-// (one of Muon's matrices) takes norm_blocks_for(n) blocks, at most NORM_BLOCKS, which keeps the
-// thread count in proportion to the work. (The gradient norm is summed over the shard plan by
-// llmc/zero.cuh, from block_sum_of_squares.)
+// the buffer, the block count and the target's REDUCE_THREADS, never on the number of CPU
+// threads or the schedule. A buffer (one of Muon's matrices) takes norm_blocks_for(n) blocks, at
+// most NORM_BLOCKS, which keeps the block count in proportion to the work. (The gradient norm is
+// summed over the shard plan by llmc/zero.cuh, from block_sum_of_squares.)
 
 constexpr int NORM_BLOCKS = 128;
-constexpr int NORM_THREADS = 512;
-constexpr int NORM_ELEMS_PER_THREAD = 16;  // norm_blocks_for's target
+constexpr int NORM_BLOCK_ELEMS = 4096;  // norm_blocks_for's target
 
-// The sum of squares of the elements of x[0..n) that block `block` of `blocks` covers
-// (grid-stride, NORM_THREADS threads), in a fixed order; valid in thread 0. Every thread of the
-// block must call it.
+// The sum of squares of the chunk of x[0..n) that block `block` of `blocks` owns, in a fixed
+// order; every thread of the block must call it, and every thread gets the sum.
 __device__ inline float block_sum_of_squares(const floatX* x, size_t n, size_t block,
                                              size_t blocks) {
-    __shared__ float warp_sums[NORM_THREADS / 32];
+    size_t begin, end;
+    reduce_chunk(n, block, blocks, &begin, &end);
     float acc = 0.0f;
-    for (size_t i = block * NORM_THREADS + threadIdx.x; i < n; i += blocks * NORM_THREADS) {
+    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS) {
         float v = (float)x[i];
         acc += v * v;
     }
-    acc = warp_sum(acc);
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
-    __syncthreads();  // every warp's sum is in shared memory
-    float total = 0.0f;
-    if (threadIdx.x == 0)
-        for (int w = 0; w < NORM_THREADS / 32; w++) total += warp_sums[w];
-    return total;
+    return block_sum(acc);
 }
 
 __global__ void norm_squared_partials_kernel(float* partials, const floatX* x, size_t n) {
@@ -55,14 +48,15 @@ __global__ void norm_finish_kernel(float* norm, const float* partials, int count
 // sums; `partials` holds NORM_BLOCKS floats of scratch.
 inline void l2_norm(float* norm, float* partials, const floatX* x, size_t n, int blocks,
                     cudaStream_t stream) {
-    norm_squared_partials_kernel<<<blocks, NORM_THREADS, 0, stream>>>(partials, x, n);
+    norm_squared_partials_kernel<<<blocks, REDUCE_THREADS, 0, stream>>>(partials, x, n);
     CUDA_CHECK_LAUNCH();
     norm_finish_kernel<<<1, 1, 0, stream>>>(norm, partials, blocks);
     CUDA_CHECK_LAUNCH();
 }
 
-// The block count for an n-element norm: about NORM_ELEMS_PER_THREAD elements per thread.
+// The block count for an n-element norm: about NORM_BLOCK_ELEMS elements a block (the same
+// count on every target).
 inline int norm_blocks_for(size_t n) {
-    const size_t blocks = ceil_div(n, (size_t)NORM_THREADS * NORM_ELEMS_PER_THREAD);
+    const size_t blocks = ceil_div(n, (size_t)NORM_BLOCK_ELEMS);
     return (int)(blocks < 1 ? 1 : blocks > NORM_BLOCKS ? NORM_BLOCKS : blocks);
 }

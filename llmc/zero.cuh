@@ -113,6 +113,10 @@ struct GradBucket {
 struct CopyRun {
     size_t to, from, n;
 };
+// copy_runs' launch: blocks a run and threads a block (copy_runs_shape)
+struct CopyShape {
+    int blocks, threads;
+};
 
 // A run of gradients the norm sums, of rank `rank`, in its tensor's norm entry (ShardTensor).
 struct NormItem {
@@ -155,6 +159,8 @@ struct DataParallel {
                            // parameters' places (stage 1: where its reduced gradient goes)
     int* pack_first;       // per bucket: first packing run (count + 1 entries)
     int* param_first;      // per bucket: first parameter run of this rank (count + 1 entries)
+    CopyShape* pack_shape;   // per bucket: copy_runs' launch shape for its packing runs
+    CopyShape* param_shape;  // and for this rank's parameter runs
     // stages 2 and 3: the buffers the backward pass writes gradients into
     floatX* slots[2];   // buckets 0 .. count-2 alternate between two
     floatX* last_slot;  // the last bucket (with wte, written from the start) has its own
@@ -181,7 +187,8 @@ struct DataParallel {
 
 // ---------------------------------------------------------------------------------------------
 // Kernels: copying runs (packing a bucket, unpacking it) and adding a reduced part onto the
-// accumulated one. A block owns one run (blockIdx.y) and strides through it.
+// accumulated one. Each run has shape.blocks blocks (blockIdx.x; blockIdx.y is the run), which
+// stride through it.
 
 __global__ void copy_runs_kernel(floatX* dst, const floatX* src, const CopyRun* runs) {
     const CopyRun r = runs[blockIdx.y];
@@ -190,10 +197,21 @@ __global__ void copy_runs_kernel(floatX* dst, const floatX* src, const CopyRun* 
         dst[r.to + i] = src[r.from + i];
 }
 
+// The launch shape for runs[first, last): up to 256 threads a block and enough blocks (at most
+// 64, then they stride) for the longest run to give each thread one element. A tiny model's
+// vectors, runs of 64 elements, so take one block of 64 threads, not 64 blocks of 256 threads
+// with nothing to do (which the CPU runtime still has to call, thread by thread).
+inline CopyShape copy_runs_shape(const std::vector<CopyRun>& runs, int first, int last) {
+    size_t longest = 1;
+    for (int i = first; i < last; i++) longest = std::max(longest, runs[i].n);
+    const int threads = (int)std::min<size_t>(256, round_up(longest, 32));
+    return CopyShape{(int)std::min<size_t>(64, ceil_div(longest, threads)), threads};
+}
+
 inline void copy_runs(floatX* dst, const floatX* src, const CopyRun* runs, int count,
-                      cudaStream_t stream) {
+                      CopyShape shape, cudaStream_t stream) {
     if (count == 0) return;
-    copy_runs_kernel<<<dim3(64, count), 256, 0, stream>>>(dst, src, runs);
+    copy_runs_kernel<<<dim3(shape.blocks, count), shape.threads, 0, stream>>>(dst, src, runs);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -208,10 +226,10 @@ inline void add_into(floatX* dst, const floatX* add, size_t n, cudaStream_t stre
     CUDA_CHECK_LAUNCH();
 }
 
-// The norm: partials[item * max_blocks + block] = the sum of squares of the elements of item
-// `item` that block `block` of its `blocks` covers (grid-stride); then rank_sums[r * width] = the
-// partials of rank r's items, added in item and block order by one thread, and
-// rank_sums[r * width + 1 + e] those of its items in norm entry e (width = 1 + entries).
+// The norm: partials[item * max_blocks + block] = the sum of squares of the chunk of item
+// `item` that block `block` of its `blocks` owns (block_sum_of_squares); then rank_sums[r * width]
+// = the partials of rank r's items, added in item and block order by one thread, and rank_sums[r *
+// width + 1 + e] those of its items in norm entry e (width = 1 + entries).
 __global__ void norm_items_kernel(float* partials, const NormItem* items, int max_blocks) {
     const NormItem it = items[blockIdx.y];
     if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
@@ -398,6 +416,12 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
                 }
         }
         dp->pack_first[dp->count] = dp->param_first[dp->count] = (int)runs.size();
+        dp->pack_shape = (CopyShape*)MALLOC_CHECK(dp->count * sizeof(CopyShape));
+        dp->param_shape = (CopyShape*)MALLOC_CHECK(dp->count * sizeof(CopyShape));
+        for (int b = 0; b < dp->count; b++) {
+            dp->pack_shape[b] = copy_runs_shape(runs, dp->pack_first[b], dp->param_first[b]);
+            dp->param_shape[b] = copy_runs_shape(runs, dp->param_first[b], dp->pack_first[b + 1]);
+        }
         dp->runs = device_take_copy(ledger, MEM_OTHER, runs);
         dp->unpack_runs = device_take_copy(ledger, MEM_OTHER, unpack);
     }
@@ -465,6 +489,8 @@ inline void dp_free(DataParallel* dp) {
     free(dp->bucket_of);
     free(dp->pack_first);
     free(dp->param_first);
+    free(dp->pack_shape);
+    free(dp->param_shape);
     free(dp->prepared);
     plan_free(&dp->plan);
     free(dp->owned);
@@ -538,7 +564,7 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
     const floatX* src = dp->stage >= 2 ? dp_bucket_buffer(dp, b) : dp->grads;
     const size_t src_base = dp->stage >= 2 ? g->begin : 0;
     copy_runs(dp->staging, src, dp->runs + dp->pack_first[b],
-              dp->param_first[b] - dp->pack_first[b], s);
+              dp->param_first[b] - dp->pack_first[b], dp->pack_shape[b], s);
     const size_t padded = sb->slice * dp->group->size;
     if (padded > sb->packed)
         CUDA_CHECK(cudaMemsetAsync(dp->staging + sb->packed, 0,
@@ -547,7 +573,7 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
         floatX* mine = dp->staging + dp->me * sb->slice;  // NCCL's in-place reduce-scatter
         comm_reduce_scatter(dp->group, dp->staging, mine, sb->slice, true, s);
         copy_runs(dp->grads, dp->staging, dp->unpack_runs + dp->param_first[b],
-                  dp->pack_first[b + 1] - dp->param_first[b], s);
+                  dp->pack_first[b + 1] - dp->param_first[b], dp->param_shape[b], s);
     } else {
         const bool onto = !dp->first_micro;
         floatX* mine = dp->grad_shard + sb->shard;
@@ -656,7 +682,7 @@ inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute,
     const int ranks = dp->group->size, width = 1 + dp->norm_entries;
     const int wanted = entry_sums ? width : 1;  // of each rank's row
     if (dp->norm_item_count > 0) {
-        norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), NORM_THREADS, 0,
+        norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), REDUCE_THREADS, 0,
                             compute>>>(dp->norm_partials, dp->norm_items, dp->norm_max_blocks);
         CUDA_CHECK_LAUNCH();
     }
@@ -694,10 +720,10 @@ inline void dp_gather_bucket(DataParallel* dp, int b, const floatX* params, floa
     const ShardBucket* sb = &dp->plan.buckets[b];
     const size_t base = dp->stage == 3 ? dp->buckets[b].begin : 0;
     copy_runs(dp->staging, params, dp->runs + dp->param_first[b],
-              dp->pack_first[b + 1] - dp->param_first[b], stream);
+              dp->pack_first[b + 1] - dp->param_first[b], dp->param_shape[b], stream);
     comm_allgather(dp->group, dp->staging + dp->me * sb->slice, dp->staging, sb->slice, stream);
     copy_runs(dst, dp->staging, dp->unpack_runs + dp->pack_first[b],
-              dp->param_first[b] - dp->pack_first[b], stream);
+              dp->param_first[b] - dp->pack_first[b], dp->pack_shape[b], stream);
     for (int i = sb->matrix_first; i < sb->matrix_first + sb->matrix_count; i++) {
         const ShardMatrix* u = &dp->plan.matrices[i];
         const floatX* send =
