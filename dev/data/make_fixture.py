@@ -77,10 +77,7 @@ def encode_bytes(tok, raw):
     """Our Python encoder on raw bytes, invalid UTF-8 included (see the docstring)."""
     if tok.kind == tokenizers.KIND_BYTE:
         return list(raw)
-    out = []
-    for piece in tok.pattern.findall(raw.decode("utf-8", errors="surrogateescape")):
-        out += tok.bpe(piece.encode("utf-8", errors="surrogateescape"))
-    return out
+    return tok.encode(raw.decode("utf-8", errors="surrogateescape"), errors="surrogateescape")
 
 
 def write_cases(path, tok, cases):

@@ -160,12 +160,15 @@ class Gpt2Tokenizer:
             ids = merged
         return ids
 
-    def encode(self, text):
+    def encode(self, text, errors="strict"):
+        """Token ids of text; errors is str.encode's, for the pieces' UTF-8 ("surrogateescape"
+        encodes raw bytes decoded with it, invalid UTF-8 included). A piece's ids are cached:
+        a piece that encodes under "strict" encodes to the same bytes under any errors."""
         out = []
         for piece in self.pattern.findall(text):
             ids = self.cache.get(piece)
             if ids is None:
-                ids = self.cache[piece] = self.bpe(piece.encode("utf-8"))
+                ids = self.cache[piece] = self.bpe(piece.encode("utf-8", errors))
             out += ids
         return out
 
