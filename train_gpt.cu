@@ -2856,11 +2856,11 @@ __global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, 
 }
 
 // sums[0] += the sum of log_z[0..N) and keys[0] = max(keys[0], key of its max), in one block
-// of REDUCE_THREADS threads in a fixed order; add_sum false: the max only.
+// of CHUNK_THREADS threads in a fixed order; add_sum false: the max only.
 __global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log_z, int N,
                                      bool add_sum) {
     float acc = 0.0f, mx = -INFINITY;
-    for (int i = threadIdx.x; i < N; i += REDUCE_THREADS) {
+    for (int i = threadIdx.x; i < N; i += CHUNK_THREADS) {
         acc += log_z[i];
         mx = fmaxf(mx, log_z[i]);
     }
@@ -2873,15 +2873,15 @@ __global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log
 }
 
 // partials[(item * max_blocks + block) * 2 + {0, 1}] = the sums of (now - before)^2 and now^2 over
-// the chunk of the item that block `block` of its blocks owns (reduce_chunk, fixed order).
+// the chunk of the item that block `block` of its blocks owns (block_chunk, fixed order).
 __global__ void update_items_kernel(float* partials, const UpdateItem* items, const float* now,
                                     const float* before, int max_blocks) {
     const UpdateItem it = items[blockIdx.y];
     if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
     size_t begin, end;
-    reduce_chunk(it.n, blockIdx.x, it.blocks, &begin, &end);
+    block_chunk(it.n, blockIdx.x, it.blocks, &begin, &end);
     float dd = 0.0f, ww = 0.0f;
-    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS) {
+    for (size_t i = begin + threadIdx.x; i < end; i += CHUNK_THREADS) {
         const float w = now[it.at + i], d = w - before[it.at + i];
         dd += d * d;
         ww += w * w;
@@ -4101,7 +4101,7 @@ inline void head_forward(GPT* m, float dloss, int N) {
                acts->softmax_stats_all, m->targets, N, c->vocab, s->vocab, dloss, (float)c->z_loss,
                st);
     if (m->mon.recording) {  // every rank of a tensor-parallel group holds the whole log Z
-        log_z_monitor_kernel<<<1, REDUCE_THREADS, 0, st>>>(m->mon.sums, m->mon.keys + at->blocks,
+        log_z_monitor_kernel<<<1, CHUNK_THREADS, 0, st>>>(m->mon.sums, m->mon.keys + at->blocks,
                                                            acts->log_z, N, tp->rank == 0);
         CUDA_CHECK_LAUNCH();
     }
@@ -4667,7 +4667,7 @@ inline void gpt_monitors_finish(GPT* m, bool updated) {
     if (updated && mon->config.update_ratio && mon->item_count > 0) {
         size_t elems;
         const float* now = weights_of_record(m, &elems);
-        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), REDUCE_THREADS, 0, st>>>(
+        update_items_kernel<<<dim3(mon->max_blocks, mon->item_count), CHUNK_THREADS, 0, st>>>(
             mon->partials, mon->items, now, mon->before, mon->max_blocks);
         CUDA_CHECK_LAUNCH();
         update_sums_kernel<<<1, 1, 0, st>>>(mon->sums, mon->partials, mon->items, mon->item_count,

@@ -7,7 +7,7 @@
 // Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, device_compute_capability, floatX,
 // ceil_div / round_up / grid_for,
 // x128 with load128 / store128, warp_sum / warp_sum2 / warp_group_sum / warp_max, block_reduce,
-// REDUCE_THREADS with block_sum / block_max / reduce_chunk,
+// CHUNK_THREADS with block_chunk / block_sum / block_max,
 // stochastic_round_store, rng_next / rng_uniform / rng_normal.
 //
 // floatX is __nv_bfloat16 by default and float when compiled with -DENABLE_FP32. Every kernel
@@ -191,42 +191,44 @@ __device__ inline float block_reduce(float v) {
     return is_max ? warp_max(v) : warp_sum(v);
 }
 
-// REDUCE_THREADS: the threads of a block that reduces its chunk of a buffer to one value (the
-// norms' sums of squares, the FP8 amaxes, the log Z monitor). On a GPU 256: the threads stride
-// through the chunk side by side (coalesced) and meet in block_reduce. Under the CPU runtime one
-// thread a block: a reduction's warp calls and barriers cost every thread of a block a fiber
-// switch each (in an FP8 run the amax's block maxima took 60% of the step); with one thread
-// block_sum and block_max are the value itself (no shuffle or barrier in the text), the thread
-// walks its chunk as one loop, and cucc runs the kernels as thread loops. The dev/cuda harness
-// of the FP8 quantizers builds with -DREDUCE_THREADS=256, so the GPU's form is checked on the
-// CPU runtime too (as ROW_LANES does for the row kernels).
-#ifndef REDUCE_THREADS
+// CHUNK_THREADS: the threads of a block that walks its chunk of a buffer (block_chunk): the
+// reductions to one value (the norms' sums of squares, the FP8 amaxes, the log Z monitor) and
+// the copies of ZeRO's runs. On a GPU 256: the threads stride through the chunk side by side
+// (coalesced) and a reduction's meet in block_reduce. Under the CPU runtime one thread a block:
+// a reduction's warp calls and barriers cost every thread of a block a fiber switch each (in an
+// FP8 run the amax's block maxima took 60% of the step), and a copy of one element a thread
+// cannot be vectorized; with one thread, block_sum and block_max are the value itself (no
+// shuffle or barrier in the text), the thread walks its chunk as one loop, and cucc runs the
+// kernels as thread loops. The dev/cuda harness of the FP8 quantizers builds with
+// -DCHUNK_THREADS=256, so the GPU's form is checked on the CPU runtime too (as ROW_LANES does for
+// the row kernels).
+#ifndef CHUNK_THREADS
 #ifdef __CUCC__
-#define REDUCE_THREADS 1
+#define CHUNK_THREADS 1
 #else
-#define REDUCE_THREADS 256
+#define CHUNK_THREADS 256
 #endif
 #endif
-static_assert(REDUCE_THREADS == 1 || (REDUCE_THREADS % 32 == 0 && REDUCE_THREADS <= 1024),
-              "a reduction block is one thread or whole warps");
+static_assert(CHUNK_THREADS == 1 || (CHUNK_THREADS % 32 == 0 && CHUNK_THREADS <= 1024),
+              "a chunk's block is one thread or whole warps");
 __device__ inline float block_sum(float v) {
-#if REDUCE_THREADS > 1
+#if CHUNK_THREADS > 1
     v = block_reduce<false>(v);
 #endif
     return v;
 }
 __device__ inline float block_max(float v) {
-#if REDUCE_THREADS > 1
+#if CHUNK_THREADS > 1
     v = block_reduce<true>(v);
 #endif
     return v;
 }
 
-// The chunk [*begin, *end) of [0, n) that block `block` of `blocks` owns in a reduction: the
-// blocks take consecutive chunks, a multiple of 64 elements long, whose threads stride through
-// them by REDUCE_THREADS.
-__device__ inline void reduce_chunk(size_t n, size_t block, size_t blocks, size_t* begin,
-                                    size_t* end) {
+// The chunk [*begin, *end) of [0, n) that block `block` of `blocks` owns: the blocks take
+// consecutive chunks, a multiple of 64 elements long, whose threads stride through them by
+// CHUNK_THREADS.
+__device__ inline void block_chunk(size_t n, size_t block, size_t blocks, size_t* begin,
+                                   size_t* end) {
     const size_t chunk = round_up(ceil_div(n, blocks), 64);
     *begin = block * chunk < n ? block * chunk : n;
     *end = n - *begin > chunk ? *begin + chunk : n;

@@ -114,13 +114,13 @@ constexpr int FP8_BLOCK_SIZE = 256;
 // ---------------------------------------------------------------------------------------------
 // Per-tensor amax, current scaling
 
-// Pass 1 (REDUCE_THREADS threads a block): block b writes the amax of its chunk of x
-// (reduce_chunk) to partial[b].
+// Pass 1 (CHUNK_THREADS threads a block): block b writes the amax of its chunk of x
+// (block_chunk) to partial[b].
 __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t n) {
     size_t begin, end;
-    reduce_chunk(n, blockIdx.x, gridDim.x, &begin, &end);
+    block_chunk(n, blockIdx.x, gridDim.x, &begin, &end);
     float m = 0.0f;
-    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS)
+    for (size_t i = begin + threadIdx.x; i < end; i += CHUNK_THREADS)
         m = fmaxf(m, fp8_abs_for_amax((float)x[i]));
     m = block_max(m);
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
@@ -132,7 +132,7 @@ __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t 
 __global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, const float* partial, int n_partial,
                                        float fp8_max, bool accumulate, bool set_scale) {
     float m = 0.0f;
-    for (int i = threadIdx.x; i < n_partial; i += REDUCE_THREADS) m = fmaxf(m, partial[i]);
+    for (int i = threadIdx.x; i < n_partial; i += CHUNK_THREADS) m = fmaxf(m, partial[i]);
     m = block_max(m);
     if (threadIdx.x != 0) return;
     s->amax = accumulate ? fmaxf(s->amax, m) : m;
@@ -182,9 +182,9 @@ static void fp8_amax(Fp8TensorScale* s, float* partial, const floatX* x, size_t 
                      cudaStream_t stream) {
     const int blocks = (int)std::min<size_t>(
         FP8_AMAX_BLOCKS, std::max<size_t>(1, (n + FP8_BLOCK_SIZE - 1) / FP8_BLOCK_SIZE));
-    fp8_amax_partial_kernel<<<blocks, REDUCE_THREADS, 0, stream>>>(partial, x, n);
+    fp8_amax_partial_kernel<<<blocks, CHUNK_THREADS, 0, stream>>>(partial, x, n);
     CUDA_CHECK_LAUNCH();
-    fp8_amax_finish_kernel<<<1, REDUCE_THREADS, 0, stream>>>(
+    fp8_amax_finish_kernel<<<1, CHUNK_THREADS, 0, stream>>>(
         s, partial, blocks, fp8_max_finite(format), accumulate, set_scale);
     CUDA_CHECK_LAUNCH();
 }
@@ -270,7 +270,7 @@ __global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* histo
     float* h = history + (size_t)i * length;
     const float step_amax = scales[i].amax;
     float m = step_amax;
-    for (int j = threadIdx.x; j < length; j += REDUCE_THREADS)
+    for (int j = threadIdx.x; j < length; j += CHUNK_THREADS)
         if (j != position) m = fmaxf(m, h[j]);
     m = block_max(m);
     if (threadIdx.x != 0) return;
@@ -286,7 +286,7 @@ __global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* histo
 static void fp8_delayed_end_step(const Fp8DelayedScaling* d, int first, int n,
                                  __nv_fp8_interpretation_t format, cudaStream_t stream) {
     if (n == 0) return;
-    fp8_delayed_end_step_kernel<<<n, REDUCE_THREADS, 0, stream>>>(
+    fp8_delayed_end_step_kernel<<<n, CHUNK_THREADS, 0, stream>>>(
         d->scales, d->history, first, d->length, d->position, fp8_max_finite(format), d->margin);
     CUDA_CHECK_LAUNCH();
 }

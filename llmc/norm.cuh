@@ -9,9 +9,9 @@
 #include "common.cuh"
 
 // L2 norm of a buffer, in two passes so the summation order is fixed: pass 1 has `blocks`
-// blocks, each summing the squares of its chunk (reduce_chunk, REDUCE_THREADS threads) into
+// blocks, each summing the squares of its chunk (block_chunk, CHUNK_THREADS threads) into
 // partials[block]; pass 2 is one thread adding the partials in order. The result depends only on
-// the buffer, the block count and the target's REDUCE_THREADS, never on the number of CPU
+// the buffer, the block count and the target's CHUNK_THREADS, never on the number of CPU
 // threads or the schedule. A buffer (one of Muon's matrices) takes norm_blocks_for(n) blocks, at
 // most NORM_BLOCKS, which keeps the block count in proportion to the work. (The gradient norm is
 // summed over the shard plan by llmc/zero.cuh, from block_sum_of_squares.)
@@ -24,9 +24,9 @@ constexpr int NORM_BLOCK_ELEMS = 4096;  // norm_blocks_for's target
 __device__ inline float block_sum_of_squares(const floatX* x, size_t n, size_t block,
                                              size_t blocks) {
     size_t begin, end;
-    reduce_chunk(n, block, blocks, &begin, &end);
+    block_chunk(n, block, blocks, &begin, &end);
     float acc = 0.0f;
-    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS) {
+    for (size_t i = begin + threadIdx.x; i < end; i += CHUNK_THREADS) {
         float v = (float)x[i];
         acc += v * v;
     }
@@ -48,7 +48,7 @@ __global__ void norm_finish_kernel(float* norm, const float* partials, int count
 // sums; `partials` holds NORM_BLOCKS floats of scratch.
 inline void l2_norm(float* norm, float* partials, const floatX* x, size_t n, int blocks,
                     cudaStream_t stream) {
-    norm_squared_partials_kernel<<<blocks, REDUCE_THREADS, 0, stream>>>(partials, x, n);
+    norm_squared_partials_kernel<<<blocks, CHUNK_THREADS, 0, stream>>>(partials, x, n);
     CUDA_CHECK_LAUNCH();
     norm_finish_kernel<<<1, 1, 0, stream>>>(norm, partials, blocks);
     CUDA_CHECK_LAUNCH();

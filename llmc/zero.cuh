@@ -113,10 +113,6 @@ struct GradBucket {
 struct CopyRun {
     size_t to, from, n;
 };
-// copy_runs' launch: blocks a run and threads a block (copy_runs_shape)
-struct CopyShape {
-    int blocks, threads;
-};
 
 // A run of gradients the norm sums, of rank `rank`, in its tensor's norm entry (ShardTensor).
 struct NormItem {
@@ -159,8 +155,8 @@ struct DataParallel {
                            // parameters' places (stage 1: where its reduced gradient goes)
     int* pack_first;       // per bucket: first packing run (count + 1 entries)
     int* param_first;      // per bucket: first parameter run of this rank (count + 1 entries)
-    CopyShape* pack_shape;   // per bucket: copy_runs' launch shape for its packing runs
-    CopyShape* param_shape;  // and for this rank's parameter runs
+    int* pack_blocks;      // per bucket: copy_runs' blocks a run for its packing runs
+    int* param_blocks;     // and for this rank's parameter runs
     // stages 2 and 3: the buffers the backward pass writes gradients into
     floatX* slots[2];   // buckets 0 .. count-2 alternate between two
     floatX* last_slot;  // the last bucket (with wte, written from the start) has its own
@@ -187,31 +183,29 @@ struct DataParallel {
 
 // ---------------------------------------------------------------------------------------------
 // Kernels: copying runs (packing a bucket, unpacking it) and adding a reduced part onto the
-// accumulated one. Each run has shape.blocks blocks (blockIdx.x; blockIdx.y is the run), which
-// stride through it.
+// accumulated one. The blocks of a run (blockIdx.y) take its chunks (block_chunk).
 
 __global__ void copy_runs_kernel(floatX* dst, const floatX* src, const CopyRun* runs) {
     const CopyRun r = runs[blockIdx.y];
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < r.n;
-         i += (size_t)gridDim.x * blockDim.x)
+    size_t begin, end;
+    block_chunk(r.n, blockIdx.x, gridDim.x, &begin, &end);
+    for (size_t i = begin + threadIdx.x; i < end; i += CHUNK_THREADS)
         dst[r.to + i] = src[r.from + i];
 }
 
-// The launch shape for runs[first, last): up to 256 threads a block and enough blocks (at most
-// 64, then they stride) for the longest run to give each thread one element. A tiny model's
-// vectors, runs of 64 elements, so take one block of 64 threads, not 64 blocks of 256 threads
-// with nothing to do (which the CPU runtime still has to call, thread by thread).
-inline CopyShape copy_runs_shape(const std::vector<CopyRun>& runs, int first, int last) {
+// The blocks a run for runs[first, last): one per 1024 elements of the longest, at most 64. A
+// tiny model's vectors, runs of 64 elements, take one block, not 64 with nothing to do (which
+// the CPU runtime still has to run).
+inline int copy_runs_blocks(const std::vector<CopyRun>& runs, int first, int last) {
     size_t longest = 1;
     for (int i = first; i < last; i++) longest = std::max(longest, runs[i].n);
-    const int threads = (int)std::min<size_t>(256, round_up(longest, 32));
-    return CopyShape{(int)std::min<size_t>(64, ceil_div(longest, threads)), threads};
+    return (int)std::min<size_t>(64, ceil_div(longest, 1024));
 }
 
-inline void copy_runs(floatX* dst, const floatX* src, const CopyRun* runs, int count,
-                      CopyShape shape, cudaStream_t stream) {
+inline void copy_runs(floatX* dst, const floatX* src, const CopyRun* runs, int count, int blocks,
+                      cudaStream_t stream) {
     if (count == 0) return;
-    copy_runs_kernel<<<dim3(shape.blocks, count), shape.threads, 0, stream>>>(dst, src, runs);
+    copy_runs_kernel<<<dim3(blocks, count), CHUNK_THREADS, 0, stream>>>(dst, src, runs);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -416,11 +410,11 @@ inline void dp_init(DataParallel* dp, const CommGroup* group, int stage, floatX*
                 }
         }
         dp->pack_first[dp->count] = dp->param_first[dp->count] = (int)runs.size();
-        dp->pack_shape = (CopyShape*)MALLOC_CHECK(dp->count * sizeof(CopyShape));
-        dp->param_shape = (CopyShape*)MALLOC_CHECK(dp->count * sizeof(CopyShape));
+        dp->pack_blocks = (int*)MALLOC_CHECK(dp->count * sizeof(int));
+        dp->param_blocks = (int*)MALLOC_CHECK(dp->count * sizeof(int));
         for (int b = 0; b < dp->count; b++) {
-            dp->pack_shape[b] = copy_runs_shape(runs, dp->pack_first[b], dp->param_first[b]);
-            dp->param_shape[b] = copy_runs_shape(runs, dp->param_first[b], dp->pack_first[b + 1]);
+            dp->pack_blocks[b] = copy_runs_blocks(runs, dp->pack_first[b], dp->param_first[b]);
+            dp->param_blocks[b] = copy_runs_blocks(runs, dp->param_first[b], dp->pack_first[b + 1]);
         }
         dp->runs = device_take_copy(ledger, MEM_OTHER, runs);
         dp->unpack_runs = device_take_copy(ledger, MEM_OTHER, unpack);
@@ -489,8 +483,8 @@ inline void dp_free(DataParallel* dp) {
     free(dp->bucket_of);
     free(dp->pack_first);
     free(dp->param_first);
-    free(dp->pack_shape);
-    free(dp->param_shape);
+    free(dp->pack_blocks);
+    free(dp->param_blocks);
     free(dp->prepared);
     plan_free(&dp->plan);
     free(dp->owned);
@@ -564,7 +558,7 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
     const floatX* src = dp->stage >= 2 ? dp_bucket_buffer(dp, b) : dp->grads;
     const size_t src_base = dp->stage >= 2 ? g->begin : 0;
     copy_runs(dp->staging, src, dp->runs + dp->pack_first[b],
-              dp->param_first[b] - dp->pack_first[b], dp->pack_shape[b], s);
+              dp->param_first[b] - dp->pack_first[b], dp->pack_blocks[b], s);
     const size_t padded = sb->slice * dp->group->size;
     if (padded > sb->packed)
         CUDA_CHECK(cudaMemsetAsync(dp->staging + sb->packed, 0,
@@ -573,7 +567,7 @@ inline void dp_reduce_bucket(DataParallel* dp, int b) {
         floatX* mine = dp->staging + dp->me * sb->slice;  // NCCL's in-place reduce-scatter
         comm_reduce_scatter(dp->group, dp->staging, mine, sb->slice, true, s);
         copy_runs(dp->grads, dp->staging, dp->unpack_runs + dp->param_first[b],
-                  dp->pack_first[b + 1] - dp->param_first[b], dp->param_shape[b], s);
+                  dp->pack_first[b + 1] - dp->param_first[b], dp->param_blocks[b], s);
     } else {
         const bool onto = !dp->first_micro;
         floatX* mine = dp->grad_shard + sb->shard;
@@ -682,7 +676,7 @@ inline float dp_grad_sum_squares(DataParallel* dp, cudaStream_t compute,
     const int ranks = dp->group->size, width = 1 + dp->norm_entries;
     const int wanted = entry_sums ? width : 1;  // of each rank's row
     if (dp->norm_item_count > 0) {
-        norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), REDUCE_THREADS, 0,
+        norm_items_kernel<<<dim3(dp->norm_max_blocks, dp->norm_item_count), CHUNK_THREADS, 0,
                             compute>>>(dp->norm_partials, dp->norm_items, dp->norm_max_blocks);
         CUDA_CHECK_LAUNCH();
     }
@@ -720,10 +714,10 @@ inline void dp_gather_bucket(DataParallel* dp, int b, const floatX* params, floa
     const ShardBucket* sb = &dp->plan.buckets[b];
     const size_t base = dp->stage == 3 ? dp->buckets[b].begin : 0;
     copy_runs(dp->staging, params, dp->runs + dp->param_first[b],
-              dp->pack_first[b + 1] - dp->param_first[b], dp->param_shape[b], stream);
+              dp->pack_first[b + 1] - dp->param_first[b], dp->param_blocks[b], stream);
     comm_allgather(dp->group, dp->staging + dp->me * sb->slice, dp->staging, sb->slice, stream);
     copy_runs(dst, dp->staging, dp->unpack_runs + dp->pack_first[b],
-              dp->param_first[b] - dp->pack_first[b], dp->pack_shape[b], stream);
+              dp->param_first[b] - dp->pack_first[b], dp->pack_blocks[b], stream);
     for (int i = sb->matrix_first; i < sb->matrix_first + sb->matrix_count; i++) {
         const ShardMatrix* u = &dp->plan.matrices[i];
         const floatX* send =

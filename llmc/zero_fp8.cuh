@@ -107,14 +107,14 @@ constexpr int ZERO_FP8_AMAX_BLOCKS = 32;
 constexpr size_t ZERO_FP8_ALIGN = 128;  // bytes: a contribution's size is a multiple of it
 
 // ---------------------------------------------------------------------------------------------
-// Kernels. The blocks of a run (blockIdx.y) take its chunks (reduce_chunk).
+// Kernels. The blocks of a run (blockIdx.y) take its chunks (block_chunk).
 
 __global__ void zero_fp8_amax_partial_kernel(float* partial, const ZeroFp8QuantRun* runs) {
     const ZeroFp8QuantRun r = runs[blockIdx.y];
     size_t begin, end;
-    reduce_chunk(r.n, blockIdx.x, gridDim.x, &begin, &end);
+    block_chunk(r.n, blockIdx.x, gridDim.x, &begin, &end);
     float m = 0.0f;
-    for (size_t i = begin + threadIdx.x; i < end; i += REDUCE_THREADS)
+    for (size_t i = begin + threadIdx.x; i < end; i += CHUNK_THREADS)
         m = fmaxf(m, fp8_abs_for_amax((float)r.src[i]));
     m = block_max(m);
     if (threadIdx.x == 0) partial[blockIdx.y * gridDim.x + blockIdx.x] = m;
@@ -126,7 +126,7 @@ __global__ void zero_fp8_amax_finish_kernel(float* amax, const float* partial,
                                             const ZeroFp8QuantRun* runs, int run_count,
                                             int target_first) {
     float m = 0.0f;
-    for (int i = threadIdx.x; i < run_count * ZERO_FP8_AMAX_BLOCKS; i += REDUCE_THREADS)
+    for (int i = threadIdx.x; i < run_count * ZERO_FP8_AMAX_BLOCKS; i += CHUNK_THREADS)
         if (runs[i / ZERO_FP8_AMAX_BLOCKS].target == target_first + (int)blockIdx.x)
             m = fmaxf(m, partial[i]);
     m = block_max(m);
@@ -347,11 +347,11 @@ inline void zero_fp8_gather_bucket(ZeroFp8* z, int b, const CommGroup* group, cu
     const ZeroFp8Bucket* zb = &z->buckets[b];
     const ZeroFp8QuantRun* quant = z->quant + zb->quant_first;
     if (zb->quant_count > 0) {
-        zero_fp8_amax_partial_kernel<<<dim3(ZERO_FP8_AMAX_BLOCKS, zb->quant_count), REDUCE_THREADS,
+        zero_fp8_amax_partial_kernel<<<dim3(ZERO_FP8_AMAX_BLOCKS, zb->quant_count), CHUNK_THREADS,
                                        0, stream>>>(z->partial, quant);
         CUDA_CHECK_LAUNCH();
     }
-    zero_fp8_amax_finish_kernel<<<zb->target_count, REDUCE_THREADS, 0, stream>>>(
+    zero_fp8_amax_finish_kernel<<<zb->target_count, CHUNK_THREADS, 0, stream>>>(
         z->amax, z->partial, quant, zb->quant_count, zb->target_first);
     CUDA_CHECK_LAUNCH();
     if (z->current) comm_allreduce_max(group, z->amax, zb->target_count, stream);

@@ -26,10 +26,10 @@
 //     on a device of compute capability 10.0 or later (the CPU runtime under
 //     CUCC_COMPUTE_CAPABILITY=10.0), refused below it.
 // Usage: ./fp8_quantize [variant] [--bench] [--small] [--torch FILE]
-// Built with -DREDUCE_THREADS=256, the GPU's amax blocks, also on the CPU runtime (whose trainer
-// build gives a reduction block one thread; see REDUCE_THREADS in llmc/common.cuh, and
+// Built with -DCHUNK_THREADS=256, the GPU's amax blocks, also on the CPU runtime (whose trainer
+// build gives a reduction block one thread; see CHUNK_THREADS in llmc/common.cuh, and
 // dev/cuda/fp8_matmul.cu, which quantizes with that form), so both forms are checked.
-//! cucc: -lcublasLt -DREDUCE_THREADS=256
+//! cucc: -lcublasLt -DCHUNK_THREADS=256
 //! run: python3 dev/cuda/fp8_quantize_torch.py --out build/fp8_quantize_torch.bin && ./prog --small --torch build/fp8_quantize_torch.bin => pass /PyTorch's casts[\s\S]*all checks passed/
 //! run: ./prog --small --bench => pass /bench fp8_quantize variant 8: [\s\S]*all checks passed/
 //! run: CUCC_COMPUTE_CAPABILITY=10.0 ./prog --small 8 => pass /MXFP8 through cuBLASLt \(compute capability (10\.0, CPU runtime\): \d+ x \d+ x \d+ products within|\d+\.\d, native\))[\s\S]*all checks passed/
