@@ -45,11 +45,16 @@
 // Built-in variables of the running CUDA thread. The scheduler sets them on every switch to a
 // fiber. blockDim/gridDim are uint3 (CUDA's are dim3; every use reads .x/.y/.z).
 // __thread rather than thread_local: it promises no dynamic initialization, so reading them
-// is a plain load instead of a call through a TLS wrapper function.
-extern __thread uint3 threadIdx;
-extern __thread uint3 blockIdx;
-extern __thread uint3 blockDim;
-extern __thread uint3 gridDim;
+// is a plain load instead of a call through a TLS wrapper function. The local-exec model says
+// they are defined in the executable (the runtime is a static library, linked into every
+// program cucc builds): a read is one %fs-relative load, where the initial-exec model that an
+// extern variable gets by default loads its offset from the GOT first, which GCC 12 targeting
+// AVX-512 may do into a vector register through a `lea x@gottpoff`, an instruction the linker
+// cannot relax ("TLS transition from R_X86_64_GOTTPOFF to R_X86_64_TPOFF32 ... failed").
+extern __thread uint3 threadIdx __attribute__((tls_model("local-exec")));
+extern __thread uint3 blockIdx __attribute__((tls_model("local-exec")));
+extern __thread uint3 blockDim __attribute__((tls_model("local-exec")));
+extern __thread uint3 gridDim __attribute__((tls_model("local-exec")));
 // A variable, not a macro, so `prop.warpSize` on the host still compiles.
 constexpr int warpSize = 32;
 
