@@ -1,5 +1,7 @@
 // block.cpp: runs one thread block on one OS thread, each CUDA thread as a fiber (or, for a
-// kernel without synchronization, all of them as one loop: see thread loops below).
+// kernel without synchronization, all of them as one loop, and for one whose only
+// synchronization is top-level __syncthreads() statements, one loop per stretch between them:
+// see thread loops below).
 //
 // Fibers: a switch leaves a resumption address on the stack, swaps stack pointers and jumps to
 // the other fiber's (switch_fiber below, a few ns, no syscall).
@@ -29,6 +31,26 @@
 // synchronizing call made in a thread loop (through a function cucc could not see) cannot be
 // honoured, since the threads before have finished: it ends the process with an error naming
 // the kernel and CUCC_THREAD_LOOPS=0, which runs every kernel on the fiber path.
+//
+// Thread loops at barriers: a kernel whose only synchronization is __syncthreads() statements at
+// the top level of its body runs the same way, on one fiber stack, its body called once for the
+// block: each stretch of it between barriers (a region) is a loop over the block's threads
+// (run_region in cucc/runtime.h), the next region's loop starting when the last thread has
+// finished this one, which is what the barrier asks for. No region contains a synchronizing call
+// (cucc checks), so on the fiber path too each thread runs its part of a region from one barrier
+// to the next without a switch: the fiber path's runs of such a kernel are the sequences of
+// regions in which every region runs its threads one after the other, in some order, and the
+// region loops run the same sequences. In thread order both take the threads of every region in
+// thread order (the fiber path's barrier releases them in thread order), so the results are the
+// same bit for bit, races included. Under CUCC_SCHEDULE=random the fiber path starts the threads
+// in a shuffled order and picks the released ones uniformly after every barrier, so each region
+// runs in a uniformly random order of its own; region_order gives every region's loop a new
+// shuffle, drawn from the block's generator the same way: the region form can take every order
+// the fiber path can (a race inside a region, threads meeting through shared memory without a
+// barrier, shows up the same), and no other. (Which seed gives which order differs between the
+// two, as their generators are drawn from in a different sequence.) A synchronizing call made
+// inside a region loop through code cucc could not see is an error naming the kernel and
+// CUCC_THREAD_LOOPS=0, as in a thread loop.
 //
 // Deadlock: when no thread is runnable but some have not exited, nothing can ever complete;
 // the runtime prints what every group of threads waits on and exits with code 1.
@@ -343,12 +365,15 @@ struct Worker {
     size_t smem_capacity = 0;
     RecordPool<Exchange> exchanges;
     RecordPool<GroupCall> groups;
+    void* region_storage = nullptr;  // the per-thread variables of regions (region_storage)
+    size_t region_capacity = 0;
 
     ~Worker() {
         // exit() called inside a kernel runs this on one of these stacks: leave them mapped.
         if (tls_block) return;
         for (char* s : all_stacks) munmap(s, stack_bytes + 2 * page);
         free(smem);
+        free(region_storage);
     }
 };
 
@@ -441,12 +466,15 @@ Block& current_block(const char* what) {
 [[noreturn]] __attribute__((noinline, cold)) void report_wait_in_thread_loop(const Block& b,
                                                                             const char* what) {
     fatal(
-        "kernel %s, block (%u,%u,%u), thread (%u,%u,%u) calls %s, but cucc found no "
-        "synchronizing call in the kernel and runs it as a loop over its threads, so the "
-        "threads before this one have already finished (the call is in code cucc could not "
-        "see: a device function of another file, or called through a pointer); run with "
-        "CUCC_THREAD_LOOPS=0 to give every thread a fiber",
-        b.grid->name, b.idx.x, b.idx.y, b.idx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
+        "kernel %s, block (%u,%u,%u), thread (%u,%u,%u) calls %s, but cucc found %s in the "
+        "kernel and runs it as %s, so the threads before this one have already finished (the "
+        "call is in code cucc could not see: a device function of another file, or called "
+        "through a pointer); run with CUCC_THREAD_LOOPS=0 to give every thread a fiber",
+        b.grid->name, b.idx.x, b.idx.y, b.idx.z, threadIdx.x, threadIdx.y, threadIdx.z, what,
+        b.grid->regions ? "no synchronizing call besides top-level __syncthreads() statements"
+                        : "no synchronizing call",
+        b.grid->regions ? "loops over its threads between those barriers"
+                        : "a loop over its threads");
 }
 
 // The block of a call that waits for other threads (a barrier, a warp or tile collective,
@@ -976,6 +1004,29 @@ bool run_block(const Grid& grid, uint3 block_idx, cudaError_t* trap_error) {
 }
 
 void* dynamic_smem() { return current_block("dynamic shared memory").worker->smem; }
+
+bool running_as_loops() { return current_block("a kernel region").thread_loop; }
+
+const int* region_order() {
+    Block& b = current_block("a kernel region");
+    if (!b.random) return nullptr;
+    for (int i = b.nthreads - 1; i > 0; i--)
+        std::swap(b.start_order[i], b.start_order[splitmix64(b.rng) % (uint64_t)(i + 1)]);
+    return b.start_order;
+}
+
+void* region_storage(size_t bytes) {
+    Worker& w = *current_block("a kernel region").worker;
+    if (bytes > w.region_capacity) {
+        free(w.region_storage);
+        w.region_capacity = (bytes + 4095) / 4096 * 4096;
+        w.region_storage = aligned_alloc(64, w.region_capacity);
+        if (!w.region_storage)
+            fatal("cannot allocate %zu bytes for the variables of a kernel's regions",
+                  w.region_capacity);
+    }
+    return w.region_storage;
+}
 
 void syncthreads(const char* file, int line) { barrier(1, file, line, "__syncthreads"); }
 

@@ -99,7 +99,9 @@ struct GridBarrier;  // this_grid().sync() of a cooperative grid (block.cpp)
 struct Grid {
     const char* name;
     KernelBody body;
-    ThreadLoop thread_loop;  // set when cucc found no synchronization in the kernel
+    ThreadLoop thread_loop;  // set when cucc found no synchronization in the kernel, or only
+                             // __syncthreads() statements at the top level of its body:
+    bool regions;            // then the block runs as regions, thread loops at barriers
     dim3 grid, block;
     size_t smem;
     uint64_t launch_index;  // counts launches; seeds the random orders of this grid

@@ -359,7 +359,7 @@ void warn_device_pass_arch() {
 
 cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                     unsigned max_threads, bool cooperative, KernelBody thread_body,
-                    ThreadLoop thread_loop, StreamOp* out) {
+                    ThreadLoop thread_loop, bool regions, StreamOp* out) {
     static std::atomic<uint64_t> launches{0};
     warn_device_pass_arch();
     int device = current_device();
@@ -370,8 +370,9 @@ cudaError_t grid_op(const char* name, const void* kernel_addr, dim3 grid, dim3 b
         (uint64_t)grid.x * grid.y * grid.z >
             (uint64_t)resident_blocks((int)(block.x * block.y * block.z), smem) * kMultiprocessors)
         return cudaErrorCooperativeLaunchTooLarge;
-    auto g = std::make_shared<Grid>(Grid{name, std::move(thread_body), std::move(thread_loop), grid,
-                                         block, smem, launches++, device, cooperative});
+    auto g =
+        std::make_shared<Grid>(Grid{name, std::move(thread_body), std::move(thread_loop), regions,
+                                    grid, block, smem, launches++, device, cooperative});
     if (cooperative) g->barrier = new_grid_barrier((uint64_t)grid.x * grid.y * grid.z);
     // A kernel queued behind a fault does not run, as on a GPU whose context has failed.
     *out = StreamOp{name, nullptr, [g] {
@@ -394,7 +395,7 @@ cudaError_t registry_op(const char* api, const void* func, dim3 grid, dim3 block
     KernelBody body = closure_functions(k.bind(func, args), &loop);
     if (k.thread_loop) loop = loop_over(body);
     return grid_op(k.name, func, grid, block, smem, k.max_threads, cooperative, std::move(body),
-                   std::move(loop), out);
+                   std::move(loop), false, out);
 }
 
 cudaError_t registry_launch(const char* api, const void* func, dim3 grid, dim3 block, void** args,
@@ -425,7 +426,7 @@ void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3
     }
     StreamOp op;
     cudaError_t err = grid_op(name, kernel_addr, grid, block, smem, max_threads, false,
-                              std::move(thread_body), std::move(thread_loop), &op);
+                              std::move(thread_body), std::move(thread_loop), closure.regions, &op);
     if (err == cudaSuccess) err = stream_enqueue(stream, std::move(op));
     api_return(err);
 }

@@ -12,7 +12,8 @@
 //     LOCAL_WORLD_SIZE, ...), one block at a time per OS thread. Each CUDA thread of a block
 //     is a fiber; barriers, warp shuffles and votes switch between the fibers of the block. A
 //     kernel in which cucc finds no synchronizing call runs each block as one loop over its
-//     threads instead (Thread loops, below).
+//     threads instead, and one whose only synchronization is __syncthreads() statements at the
+//     top level of its body as one loop per stretch between them (Thread loops, below).
 //   - Static __shared__ variables are `static thread_local`: one copy per OS worker thread,
 //     which runs one block at a time.
 //   - A cooperative launch (cudaLaunchCooperativeKernel) runs every block at once, each on an
@@ -35,6 +36,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <new>  // placement new, in the rewritten bodies of kRegions kernels
 #include <type_traits>
 #include <utility>
 
@@ -45,11 +48,16 @@
 // Built-in variables of the running CUDA thread. The scheduler sets them on every switch to a
 // fiber. blockDim/gridDim are uint3 (CUDA's are dim3; every use reads .x/.y/.z).
 // __thread rather than thread_local: it promises no dynamic initialization, so reading them
-// is a plain load instead of a call through a TLS wrapper function.
-extern __thread uint3 threadIdx;
-extern __thread uint3 blockIdx;
-extern __thread uint3 blockDim;
-extern __thread uint3 gridDim;
+// is a plain load instead of a call through a TLS wrapper function. The local-exec model says
+// they are defined in the executable (the runtime is a static library, linked into every
+// program cucc builds): a read is one %fs-relative load, where the initial-exec model that an
+// extern variable gets by default loads its offset from the GOT first, which GCC 12 targeting
+// AVX-512 may do into a vector register through a `lea x@gottpoff`, an instruction the linker
+// cannot relax ("TLS transition from R_X86_64_GOTTPOFF to R_X86_64_TPOFF32 ... failed").
+extern __thread uint3 threadIdx __attribute__((tls_model("local-exec")));
+extern __thread uint3 blockIdx __attribute__((tls_model("local-exec")));
+extern __thread uint3 blockDim __attribute__((tls_model("local-exec")));
+extern __thread uint3 gridDim __attribute__((tls_model("local-exec")));
 // A variable, not a macro, so `prop.warpSize` on the host still compiles.
 constexpr int warpSize = 32;
 
@@ -81,35 +89,52 @@ constexpr int kClockRateKHz = 1980000;
 //
 // Thread loops: a kernel whose body (and every function it calls, as far as cucc can see) makes
 // no synchronizing call (no barrier, warp collective, __activemask, inline PTX) needs no fiber
-// per thread: cucc launches it with Loop = true, and each block runs the closure's `block`,
-// which calls the body for every thread of the block in turn (run_threads below), inlined into
-// one loop that the host compiler may vectorize. order is null for thread order (x fastest), or
-// the linear thread indices to run in that order (CUCC_SCHEDULE=random: see block.cpp).
+// per thread: cucc launches it as kThreadLoop, and each block runs the closure's `block`, which
+// calls the body for every thread of the block in turn (run_threads below), inlined into one
+// loop that the host compiler may vectorize. order is null for thread order (x fastest), or the
+// linear thread indices to run in that order (CUCC_SCHEDULE=random: see block.cpp).
+//
+// Thread loops at barriers: a kernel whose only synchronization is `__syncthreads();` statements
+// at the top level of its body (loop fission at barriers) is launched as kRegions. cucc rewrites
+// its body into one region per stretch between barriers, each a lambda of the thread's linear
+// index, and the block's closure calls the body once: run_region runs the first region for every
+// thread, then the second for every thread, and so on, with no fiber switch per thread. The
+// top-level variables of a region that a later one uses (or whose address may outlive the region)
+// live in per-thread arrays (region_arrays), `__shared__` declarations are hoisted ahead of the
+// regions. The same rewritten body runs on the fiber path too (CUCC_THREAD_LOOPS=0, a launch by
+// address): called once per thread, run_region then runs the region for the calling thread and
+// waits at the barrier. What is eligible, and the rewrite: "Thread loops at barriers" in
+// dev/cpu/cucc.
 //
 // A launch's closure, type-erased by hand: `data` holds the kernel's body and its arguments;
-// thread(data) runs the body as the current CUDA thread, block(data, order) runs it for every
-// thread of the block (a thread loop; nullptr: a fiber per thread), destroy(data) frees it
-// when the last use of the grid is done. (A std::function here, instantiated for the closure of
+// thread(data) runs the body as the current CUDA thread, block(data, order) runs the whole block
+// without a fiber per thread (a thread loop, or the regions; nullptr: a fiber per thread),
+// destroy(data) frees it when the last use of the grid is done; regions says the block runs
+// regions (for the runtime's messages). (A std::function here, instantiated for the closure of
 // every launch site, took 3/4 of the compile time of 300 launches: 16.2 s against 3.8 s.)
+enum KernelForm { kFibers, kThreadLoop, kRegions };
 struct LaunchClosure {
     void* data;
     void (*thread)(const void* data);
     void (*block)(const void* data, const int* order);
     void (*destroy)(void* data);
+    bool regions;
 };
 void launch_validated(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, unsigned max_threads, LaunchClosure closure);
 
-// Runs thread() once for every thread of the running block, setting threadIdx before each.
+// Runs thread(t) once for every thread of the running block, t its linear index (x fastest),
+// setting threadIdx before each: in thread order, or in `order` (linear indices).
 template <class Thread>
-inline void run_threads(Thread&& thread, const int* order) {
+inline void for_each_thread(Thread&& thread, const int* order) {
     const uint3 d = blockDim;
     if (!order) {
+        unsigned t = 0;
         for (unsigned z = 0; z < d.z; z++)
             for (unsigned y = 0; y < d.y; y++)
                 for (unsigned x = 0; x < d.x; x++) {
                     threadIdx = uint3{x, y, z};
-                    thread();
+                    thread(t++);
                 }
         return;
     }
@@ -117,24 +142,35 @@ inline void run_threads(Thread&& thread, const int* order) {
     for (unsigned k = 0; k < n; k++) {
         const unsigned i = (unsigned)order[k];
         threadIdx = uint3{i % d.x, i / d.x % d.y, i / (d.x * d.y)};
-        thread();
+        thread(i);
     }
 }
 
+// Runs thread() once for every thread of the running block, setting threadIdx before each.
+template <class Thread>
+inline void run_threads(Thread&& thread, const int* order) {
+    for_each_thread([&](unsigned) { thread(); }, order);
+}
+
 // The closure that calls body(args...), the arguments held by value.
-template <bool Loop, class Body, class... Args>
+template <KernelForm Form, class Body, class... Args>
 LaunchClosure launch_closure(Body body, Args... args) {
     auto call = [body, args...] { body(args...); };
     using Call = decltype(call);
-    LaunchClosure c = {new Call(call), nullptr, nullptr, nullptr};
+    LaunchClosure c = {new Call(call), nullptr, nullptr, nullptr, Form == kRegions};
     c.thread = [](const void* data) { (*static_cast<const Call*>(data))(); };
-    if constexpr (Loop)
+    if constexpr (Form == kThreadLoop)
         c.block = [](const void* data, const int* order) {
             // A local copy of the arguments: the kernel's stores cannot alias it, so the loop
             // keeps them in registers (read through the heap copy, a float argument would be
             // reloaded after every float store, which stops vectorization).
             const Call local = *static_cast<const Call*>(data);
             run_threads(local, order);
+        };
+    if constexpr (Form == kRegions)
+        c.block = [](const void* data, const int*) {
+            const Call local = *static_cast<const Call*>(data);
+            local();  // once: the body's regions loop over the threads (run_region)
         };
     c.destroy = [](void* data) { delete static_cast<Call*>(data); };
     return c;
@@ -156,17 +192,17 @@ struct no_launch_bound {
 };
 
 // args: the launch's arguments, copied (kernel parameters are passed by value in CUDA).
-template <bool Loop, class Body, class Bound, class... Args>
+template <KernelForm Form, class Body, class Bound, class... Args>
 void launch_copied(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Body body, Bound bound, Args... args) {
     const unsigned max_threads = bound(args...);
     launch_validated(name, kernel_addr, grid, block, smem, stream, max_threads,
-                     launch_closure<Loop>(body, args...));
+                     launch_closure<Form>(body, args...));
 }
-template <bool Loop, class Body, class Bound, class... Args>
+template <KernelForm Form, class Body, class Bound, class... Args>
 void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Body body, Bound bound, Args&&... args) {
-    launch_copied<Loop>(name, kernel_addr, grid, block, smem, stream, body, bound,
+    launch_copied<Form>(name, kernel_addr, grid, block, smem, stream, body, bound,
                         std::decay_t<Args>(std::forward<Args>(args))...);
 }
 
@@ -178,14 +214,16 @@ void launch_kernel(const char* name, const void* kernel_addr, dim3 grid, dim3 bl
 // whose address the program takes is known too. The binder copies the arguments out of the
 // array (as a launch copies them) and returns the closure that calls the kernel with them.
 using KernelBinder = LaunchClosure (*)(const void* kernel, void** args);
-// thread_loop: cucc found no synchronization in the kernel (see Thread loops above).
+// thread_loop: cucc found no synchronization in the kernel (see Thread loops above). A kernel
+// run as thread loops at barriers is registered without: a launch by address runs its rewritten
+// body on the fiber path.
 void register_kernel_binder(const void* kernel, const char* name, unsigned max_threads,
                             size_t params, KernelBinder bind, bool thread_loop);
 
 template <class... P, size_t... I>
 LaunchClosure bind_arguments(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
-    return launch_closure<false>(kernel,
-                                 std::decay_t<P>(*static_cast<std::decay_t<P>*>(args[I]))...);
+    return launch_closure<kFibers>(kernel,
+                                   std::decay_t<P>(*static_cast<std::decay_t<P>*>(args[I]))...);
 }
 template <class... P>
 LaunchClosure bind_kernel(const void* kernel, void** args) {
@@ -271,9 +309,80 @@ const void* group_exchange(unsigned first, unsigned count, const void* value, si
 // call waits until every other live lane of the warp waits somewhere or has exited (see
 // block.cpp: convergence).
 unsigned active_mask(const char* file, int line);
-// Lane of the calling thread in its warp (threads are numbered x fastest, then y, then z).
-inline int lane_id() {
-    return (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u);
+// Linear index of the calling thread in its block (x fastest, then y, then z).
+inline unsigned thread_index() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+// Lane of the calling thread in its warp.
+inline int lane_id() { return (int)(thread_index() & 31u); }
+
+// ---------------------------------------------------------------------------------------------
+// Thread loops at barriers (see Thread loops above). cucc rewrites the body of a kRegions kernel
+// into
+//     hoisted __shared__ declarations; per-thread arrays (region_arrays) of the variables that
+//     outlive their region; const bool loops = running_as_loops();
+//     run_region(loops, [&](unsigned t) { region 1 }, file, line of the first __syncthreads);
+//     ...
+//     run_region(loops, [&](unsigned t) { last region });
+// t is the thread's linear index, which selects its elements of the arrays.
+constexpr bool all_of(std::initializer_list<bool> values) {
+    for (bool v : values)
+        if (!v) return false;
+    return true;
+}
+
+// Whether the running block runs without a fiber per thread (as a thread loop or regions); false
+// on the fiber path, where every thread calls the body on its own fiber.
+bool running_as_loops();
+// The order of the next region's loop: null for thread order; under CUCC_SCHEDULE=random a new
+// shuffle of the block's threads for every region, as the fiber path picks the threads released
+// by a barrier in a random order (see block.cpp).
+const int* region_order();
+// `bytes` of storage, 64-byte aligned, owned by the OS worker (which runs one block at a time)
+// and kept for its next blocks: it grows, and so moves, only when more is asked for than it
+// holds. On the fiber path every thread of the block asks for the same size as it starts, before
+// any thread stores anything there, so only the first one's call can move it.
+void* region_storage(size_t bytes);
+
+// Points each of arrays at an array of one T per thread of the block, in region_storage.
+template <class... T>
+inline void region_arrays(T*&... arrays) {
+    // A variable that lives in these arrays is never destroyed (a kernel's are plain values).
+    static_assert(all_of({std::is_trivially_destructible<T>::value...}),
+                  "cucc: a kernel variable used across a __syncthreads() in a kernel run as "
+                  "thread loops at barriers must be trivially destructible");
+    static_assert(all_of({alignof(T) <= 64 ...}),
+                  "cucc: a kernel variable aligned to more than 64 bytes used across a "
+                  "__syncthreads()");
+    const size_t n = (size_t)blockDim.x * blockDim.y * blockDim.z;
+    size_t bytes = 0;
+    const size_t offsets[] = {(bytes = (bytes + alignof(T) - 1) / alignof(T) * alignof(T),
+                               bytes += n * sizeof(T), bytes - n * sizeof(T))...};
+    char* base = static_cast<char*>(region_storage(bytes));
+    size_t k = 0;
+    const int assigned[] = {(arrays = reinterpret_cast<T*>(base + offsets[k++]), 0)...};
+    (void)assigned;
+}
+
+// A region followed by the __syncthreads() at file:line: on the fiber path the calling thread's
+// part of it, then the barrier.
+template <class Region>
+inline void run_region(bool loops, const Region& region, const char* file, int line) {
+    if (loops) {
+        for_each_thread(region, region_order());
+        return;
+    }
+    region(thread_index());
+    syncthreads(file, line);
+}
+// The last region (no barrier after it).
+template <class Region>
+inline void run_region(bool loops, const Region& region) {
+    if (loops) {
+        for_each_thread(region, region_order());
+        return;
+    }
+    region(thread_index());
 }
 
 // A fault inside a kernel (__trap(), a failed device assert): prints message to stderr, stops
