@@ -151,6 +151,9 @@ __global__ void fp8_scale_from_amax_kernel(Fp8TensorScale* s, float fp8_max) {
 // Block (bx, by) owns the 32 x 32 tile of x at rows 32 by, columns 32 bx; its 32 x 8 threads
 // quantize the tile row by row (thread (tx, ty) rows ty, ty + 8, ..., column tx), writing q, and
 // stage the bytes in shared memory so that q^T's rows too are written by consecutive threads.
+// Without qt the block still meets at the barrier before it leaves: a GPU pays one barrier, and
+// the kernel's only synchronization is then a barrier at the top level of its body, which cucc
+// runs as thread loops (a return before it would keep a fiber per thread).
 constexpr int FP8_TRANSPOSE_TILE = 32, FP8_TRANSPOSE_ROWS = 8;
 __global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX* x, int rows,
                                            int cols, const Fp8TensorScale* s,
@@ -166,8 +169,8 @@ __global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX
         if (q) q[(size_t)r * cols + c] = v;
         tile[i][tx] = v;
     }
+    __syncthreads();  // the tile is staged
     if (!qt) return;  // the whole block leaves
-    __syncthreads();
     for (int i = ty; i < FP8_TRANSPOSE_TILE; i += FP8_TRANSPOSE_ROWS) {
         const int c = col0 + i, r = row0 + tx;
         if (r < rows && c < cols) qt[(size_t)c * rows + r] = tile[tx][i];
