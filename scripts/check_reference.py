@@ -55,13 +55,18 @@ rescaled here from the rule in float64), SwiGLU as g / (1 + exp(-g)) * u, the un
 when the dump has one; the same records, init rules and update checks as GPT-2's. With FP8 its
 layers are [q | k | v] (the three weights concatenated), attn.proj, [gate | up] and mlp.proj,
 without biases.
-Prints every check with its error and bound; exits 1 if any fails.
+Prints each failed check (with --verbose every check) with its error and bound, and a summary
+line per dump; exits 1 if any fails. Usage: check_reference.py [--verbose] DUMP [DUMP ...]: the
+dumps are checked in turn in this one process (run_each), one start of PyTorch for them all.
 """
 
 import argparse
+import contextlib
 import math
 import struct
 import sys
+import time
+import traceback
 
 import torch
 
@@ -827,17 +832,12 @@ def check_bf16(d, r):
                 f"{values.max().item():.2e})" + (f"; bad: {bad[:5]}" if bad else ""))
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(description="Check a scripts/reference.py dump against an "
-                                             "independent float64 model; exits 1 on any failure.")
-    ap.add_argument("dump", help="dump file written by scripts/reference.py")
-    ap.add_argument("--verbose", action="store_true",
-                    help="print every check, not only the failures")
-    args = ap.parse_args(argv)
-    torch.set_num_threads(2)
-    r = Report(args.verbose)
+def check(path, verbose=False):
+    """Checks the dump at path (the module docstring's list): prints the failures (every check
+    with verbose) and a summary line; returns 1 if any check fails, else 0."""
+    r = Report(verbose)
     try:
-        d = read_dump(args.dump)
+        d = read_dump(path)
         c = check_structure(d, r)
         check_data_and_init(d, c, r)
         check_steps(d, c, r)
@@ -848,9 +848,48 @@ def main(argv):
         print(f"check_reference: {e}")
         return 1
     worst = "; first failure: " + r.failures[0] if r.failures else ""
-    print(f"check_reference: {args.dump}: {r.count - len(r.failures)}/{r.count} checks passed"
+    print(f"check_reference: {path}: {r.count - len(r.failures)}/{r.count} checks passed"
           + worst)
     return 1 if r.failures else 0
+
+
+def run_each(items, run, name):
+    """Calls run(item) for each item in turn, in this process: one start of PyTorch for them all
+    (scripts/run_tests.py checks its configurations so, in batches). Each run's output lies
+    between the lines `NAME: run I of N: ITEM` and `NAME: run I of N exits STATUS (S s)`, its
+    stderr sent to stdout to keep it there; an exception or sys.exit ends that run alone, with
+    status 1 (or sys.exit's number), and the next one starts. Returns 1 if any run's status is
+    not 0, else 0."""
+    failed = False
+    for i, item in enumerate(items, 1):
+        print(f"{name}: run {i} of {len(items)}: {item}", flush=True)
+        t0 = time.time()
+        try:
+            with contextlib.redirect_stderr(sys.stdout):
+                status = run(item)
+        except SystemExit as e:  # argparse's errors, sys.exit(message)
+            if isinstance(e.code, str):
+                print(e.code)
+            status = e.code if isinstance(e.code, int) else int(e.code is not None)
+        except Exception:
+            traceback.print_exc(file=sys.stdout)
+            status = 1
+        print(f"{name}: run {i} of {len(items)} exits {status} ({time.time() - t0:.1f} s)",
+              flush=True)
+        failed |= status != 0
+    return int(failed)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description="Check scripts/reference.py dumps against an "
+                                             "independent float64 model, each in turn in this "
+                                             "process (run_each); exits 1 on any failure.")
+    ap.add_argument("dump", nargs="+", help="dump file written by scripts/reference.py")
+    ap.add_argument("--verbose", action="store_true",
+                    help="print every check, not only the failures")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    return run_each(args.dump, lambda dump: check(dump, args.verbose), "check_reference")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Written independently of the CUDA code and built from PyTorch's own operators an
 (F.layer_norm, F.rms_norm, F.scaled_dot_product_attention, F.gelu, F.cross_entropy,
 torch.logsumexp, clip_grads_with_norm_, torch.optim.AdamW, torch.optim.Muon), so that agreement
 between the two programs means something. This docstring is the one place the model, the
-training step and the dump format are specified.
+training step and the dump format are specified. With --runs FILE one process (one start of
+PyTorch) writes several dumps in turn, each byte for byte as its own process would.
 
 MODEL (float32). V = --vocab, Vp = V rounded up to a multiple of 128, T = --seq, maxT = --context
 (default T; T <= maxT), L = --layers, NH = --heads, C = --embd, HS = C / NH.
@@ -233,6 +234,7 @@ rounded to bfloat16 as the bf16 build rounds them; N = B*T:
 import argparse
 import math
 import os
+import shlex
 import struct
 import sys
 import time
@@ -249,6 +251,9 @@ ARCHS = ["gpt2", "llama"]
 ROPE_SCALINGS = ["none", "llama3"]
 QKV_PARTS = ("q", "k", "v")  # the three (C, C) Muon parameters of an attn.qkv.w
 DTYPE_CODES = {np.dtype("<f4"): 0, np.dtype("<i4"): 1, np.dtype("<f8"): 2, np.dtype("<i8"): 3}
+# The default generator's state in a new process, restored at the start of each run: --runs makes
+# several runs in one process, and each must compute what it would alone.
+FRESH_RNG_STATE = torch.random.get_rng_state()
 
 
 def padded_vocab(V):
@@ -1102,11 +1107,17 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Train a small GPT in PyTorch from a seed and write the dump that test_gpt "
                     "checks against (format in this script's docstring).")
-    ap.add_argument("--out", metavar="FILE", required=True, help="dump file to write")
+    ap.add_argument("--out", metavar="FILE", help="dump file to write (required)")
     ap.add_argument("--check", action="store_true",
                     help="then confirm the dump with scripts/check_reference.py's independent "
                          "float64 model, in this process (one start of PyTorch, not two); exits "
                          "with the check's status")
+    ap.add_argument("--runs", metavar="FILE",
+                    help="instead of one run, one per line of FILE (each line a command line of "
+                         "this script: --out, --check, the flags), in turn in this process: one "
+                         "start of PyTorch for them all, each run computed as a new process would "
+                         "compute it, its output between `reference: run I of N` lines "
+                         "(check_reference.run_each); exits 1 if any fails")
     for flag, metavar, kind, default, text in FLAGS:
         if kind is bool:
             ap.add_argument(flag, action="store_true", help=text)
@@ -1116,6 +1127,12 @@ def parse_args(argv):
         ap.add_argument(flag, metavar=metavar, type=kind, default=default,
                         choices=CHOICES.get(flag), help=text)
     cfg = ap.parse_args(argv)
+    if cfg.runs is not None:
+        if argv not in (["--runs", cfg.runs], ["--runs=" + cfg.runs]):
+            ap.error("--runs FILE takes no other arguments: each line of FILE has its own")
+        return cfg
+    if cfg.out is None:
+        ap.error("the following arguments are required: --out")
     if cfg.context is None:
         cfg.context = cfg.seq
     if cfg.muon_lr is None:
@@ -1178,8 +1195,11 @@ def parse_args(argv):
     return cfg
 
 
-def main(argv):
-    cfg = parse_args(argv)
+def run(cfg):
+    """One run (parse_args's cfg, not --runs): writes the dump, prints its summary and with
+    --check confirms it; returns the exit status (the check's, else 0). Starts from torch's
+    global state as a new process has it, so that one of --runs computes what it would alone."""
+    torch.random.set_rng_state(FRESH_RNG_STATE)
     torch.set_num_threads(2)
     # F.rms_norm under bf16 autocast (bf16 input, fp32 scale) says it takes the unfused path
     warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
@@ -1227,7 +1247,28 @@ def main(argv):
           + f", {time.time() - t0:.1f} s", flush=True)
     if cfg.check:
         import check_reference  # (scripts/, this script's folder, is on the path)
-        sys.exit(check_reference.main([cfg.out]))
+        return check_reference.check(cfg.out)
+    return 0
+
+
+def main(argv):
+    cfg = parse_args(argv)
+    if cfg.runs is None:
+        sys.exit(run(cfg))
+    import check_reference  # (scripts/, this script's folder, is on the path)
+    try:
+        with open(cfg.runs) as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError as e:
+        sys.exit(f"reference: cannot read {cfg.runs}: {e.strerror}")
+
+    def run_line(line):
+        line_cfg = parse_args(shlex.split(line))
+        if line_cfg.runs is not None:
+            sys.exit("reference: a line of a --runs file is one run, not another --runs")
+        return run(line_cfg)
+
+    sys.exit(check_reference.run_each(lines, run_line, "reference"))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -226,17 +227,17 @@ def build(test, outdir, native):
     return exe, proc.returncode, proc.stdout + proc.stderr, time.time() - t0
 
 
-def run_case(command, exe, env=None):
+def run_case(command, exe, env=None, timeout=RUN_TIMEOUT_S):
     command = command.replace("./prog", shlex.quote(exe))
     command = re.sub(r"\bmpirun\b", MPIRUN, command)
     t0 = time.time()
     try:
         proc = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT,
-                              timeout=RUN_TIMEOUT_S, env=env, errors="replace")
+                              timeout=timeout, env=env, errors="replace")
         return proc.returncode, proc.stdout + proc.stderr, time.time() - t0
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return 124, out + f"\n[timed out after {RUN_TIMEOUT_S} s]", time.time() - t0
+        return 124, out + f"\n[timed out after {timeout} s]", time.time() - t0
 
 
 def verdict(rc, output, want, regex):
@@ -374,31 +375,52 @@ def trainer_bin_dir(native):
     return ROOT if native else os.path.join(ROOT, "build", "cpu")
 
 
-def reference_config_jobs(indices, native, tally):
-    """A job per GPT_CONFIGS[i]: the dump (written once and cached by the configuration and
-    reference.py's text), its independent float64 check, then both test binaries against it."""
+def split_runs(name, count, rc, output, seconds):
+    """The results of a process that made `count` runs in turn (check_reference.run_each, whose
+    lines `NAME: run I of N: ...` and `NAME: run I of N exits STATUS (S s)` frame each run's
+    output): [(status, output, seconds)] in order; a run the process did not finish (killed,
+    timed out) fails with the process's output."""
+    results, lines = {}, []
+    for line in output.splitlines():
+        m = re.match(rf"{name}: run (\d+) of \d+(?:: | exits (-?\d+) \(([\d.]+) s\)$)", line)
+        if m and m.group(2) is None:
+            lines = []
+        elif m:
+            results[int(m.group(1))] = (int(m.group(2)), "\n".join(lines), float(m.group(3)))
+        else:
+            lines.append(line)
+    return [results.get(i, (rc or 1, output, seconds)) for i in range(1, count + 1)]
+
+
+def reference_config_jobs(indices, native, tally, workers):
+    """The checks of the GPT_CONFIGS[i] against PyTorch, split into `workers` jobs. Each job makes
+    its configurations' dumps (cached in build/dumps by the configuration and reference.py's
+    text) in one reference.py --runs process, one start of PyTorch rather than one per
+    configuration, each confirmed by check_reference.py's independent float64 model (the cached
+    ones: in one check_reference.py process), then runs both test binaries against each dump.
+    Each configuration's results are recorded apart, with the labels it has alone."""
     dumpdir = os.path.join(ROOT, "build", "dumps")
     os.makedirs(dumpdir, exist_ok=True)
+    reference_text = open(os.path.join(ROOT, "scripts", "reference.py")).read()
 
-    def check_config(i):
+    def dump_of(config):
+        key = hashlib.sha1((config + reference_text).encode()).hexdigest()[:12]
+        return os.path.join(dumpdir, f"ref_{key}.bin")
+
+    def check_config(i, check):
+        """GPT_CONFIGS[i]'s results: its dump's check (status, output, seconds, from its batch),
+        then both test binaries against the dump."""
         config = GPT_CONFIGS[i]
-        key = hashlib.sha1((config + open(os.path.join(ROOT, "scripts", "reference.py")).read())
-                           .encode()).hexdigest()[:12]
-        dump = os.path.join(dumpdir, f"ref_{key}.bin")
+        dump = dump_of(config)
         words = config.split()
         features = [w + (" " + words[i + 1] if w != "--qk-norm" else "") for i, w in enumerate(words)
                     if w in ("--optimizer", "--qk-norm", "--z-loss", "--fp8", "--arch", "--kv-heads",
                              "--tie-embeddings", "--rope-scaling")]
         label = " ".join(words[:14] + ["..."] + features)
-        # An independent float64 model confirms the dump itself before the trainer is held to it
-        # (with a new dump, in reference.py's process: --check).
-        if os.path.exists(dump):
-            rc, output, seconds = run_case(f"{sys.executable} scripts/check_reference.py {dump}", "")
-        else:
-            rc, output, seconds = run_case(f"{sys.executable} scripts/reference.py --check --out {dump} {config}", "")
-            if not os.path.exists(dump):
-                tally.record(f"reference.py {label}", "reference failed", output, seconds)
-                return
+        rc, output, seconds = check
+        if not os.path.exists(dump):
+            tally.record(f"reference.py {label}", "reference failed", output, seconds)
+            return
         checked = re.search(r"^check_reference: .*checks passed.*$", output, re.M)
         tally.record(f"check_reference.py {label}",
                      verdict(rc if checked else 1, output, "pass", None), output, seconds)
@@ -414,7 +436,32 @@ def reference_config_jobs(indices, native, tally):
                          verdict(rc, output, "fail" if refuses else "pass",
                                  "--fp8 needs the bf16 build" if refuses else None), output, seconds)
 
-    return [Job(lambda i=i: check_config(i), False) for i in indices]
+    def check_batch(batch):
+        """The configurations GPT_CONFIGS[i] for i in batch, one after the other."""
+        dumps = [dump_of(GPT_CONFIGS[i]) for i in batch]
+        new = [k for k, dump in enumerate(dumps) if not os.path.exists(dump)]
+        cached = [k for k in range(len(batch)) if k not in new]
+        # An independent float64 model confirms each dump itself before the trainer is held to it
+        # (with a new dump, in reference.py's process: --check).
+        checks = {}
+        if new:
+            with tempfile.NamedTemporaryFile("w", suffix=".txt") as runs:  # a command line a line
+                runs.write("".join(f"--check --out {shlex.quote(dumps[k])} {GPT_CONFIGS[batch[k]]}\n"
+                                   for k in new))
+                runs.flush()
+                ran = run_case(f"{sys.executable} scripts/reference.py --runs {shlex.quote(runs.name)}", "",
+                               timeout=RUN_TIMEOUT_S * len(new))
+            checks.update(zip(new, split_runs("reference", len(new), *ran)))
+        if cached:
+            ran = run_case(f"{sys.executable} scripts/check_reference.py "
+                           + " ".join(shlex.quote(dumps[k]) for k in cached), "",
+                           timeout=RUN_TIMEOUT_S * len(cached))
+            checks.update(zip(cached, split_runs("check_reference", len(cached), *ran)))
+        for k, i in enumerate(batch):
+            check_config(i, checks[k])
+
+    indices, workers = list(indices), max(1, workers)
+    return [Job(lambda b=indices[w::workers]: check_batch(b), False) for w in range(min(workers, len(indices)))]
 
 
 def script_named(name):
@@ -450,6 +497,11 @@ def main():
                         help=f"run just the PyTorch check of trainer configuration N (1 to {len(GPT_CONFIGS)}; "
                              "repeatable), nothing else")
     args = parser.parse_args()
+    # OpenMP threads (PyTorch's, in the reference checks and the *_torch.py scripts) wait for work
+    # asleep, not spinning: with two tests at a time on the cores, spinning threads took the CPU
+    # the other test needed (the 23 reference configurations in one process at load 6 on 2 cores:
+    # 20 s of CPU, not 123, the same dumps byte for byte). Only how threads wait changes.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     for n in args.config:
         if not 1 <= n <= len(GPT_CONFIGS):
             parser.error(f"--config {n}: the configurations are numbered 1 to {len(GPT_CONFIGS)}")
@@ -466,14 +518,14 @@ def main():
             build_trainer(native)
         jobs = (script_jobs([s for s, trainer in only if trainer], tally, f"--bin-dir {trainer_bin_dir(native)}")
                 + script_jobs([s for s, trainer in only if not trainer], tally)
-                + reference_config_jobs([n - 1 for n in args.config], native, tally))
+                + reference_config_jobs([n - 1 for n in args.config], native, tally, args.jobs))
         run_jobs(jobs, args.jobs)
     else:
         # the trainer's scripts, the longest tests, first: the short ones fill in around them
         jobs = []
         if args.gpt:
             jobs += script_jobs(TRAINER_TESTS, tally, f"--bin-dir {trainer_bin_dir(native)}")
-            jobs += reference_config_jobs(range(len(GPT_CONFIGS)), native, tally)
+            jobs += reference_config_jobs(range(len(GPT_CONFIGS)), native, tally, args.jobs)
         cuda_jobs, exclusive_jobs = cuda_test_jobs(args.patterns or DEFAULT_TESTS, native, tally)
         jobs += cuda_jobs + fuzz_jobs(args.patterns or DEFAULT_TESTS, tally)
         if not args.patterns:
