@@ -4102,7 +4102,7 @@ inline void head_forward(GPT* m, float dloss, int N) {
                st);
     if (m->mon.recording) {  // every rank of a tensor-parallel group holds the whole log Z
         log_z_monitor_kernel<<<1, CHUNK_THREADS, 0, st>>>(m->mon.sums, m->mon.keys + at->blocks,
-                                                           acts->log_z, N, tp->rank == 0);
+                                                          acts->log_z, N, tp->rank == 0);
         CUDA_CHECK_LAUNCH();
     }
     CUDA_CHECK(cudaMemcpyAsync(m->host_losses, acts->losses, N * sizeof(float),
