@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <vector>
+#include "column_finish.h"
 #include "test_util.h"
 
 constexpr double kMinRatio = 2.0;
@@ -24,30 +25,6 @@ static double cpu_ms() {
     timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-constexpr int kWarps = 8;
-
-__global__ void column_finish_kernel(float* dweight, float* dbias, const float* partials,
-                                     int n_chunks, int C) {
-    __shared__ float warp_sums[2][kWarps][32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int c = blockIdx.x * 32 + lane;
-    float sum_dx = 0.0f, sum_d = 0.0f;
-    for (int chunk = warp; c < C && chunk < n_chunks; chunk += kWarps) {
-        if (dweight) sum_dx += partials[((size_t)chunk * 2 + 0) * C + c];
-        sum_d += partials[((size_t)chunk * 2 + 1) * C + c];
-    }
-    warp_sums[0][warp][lane] = sum_dx;
-    warp_sums[1][warp][lane] = sum_d;
-    __syncthreads();  // every warp's sums are in shared memory
-    if (warp != 0 || c >= C) return;
-    for (int w = 1; w < kWarps; w++) {
-        sum_dx += warp_sums[0][w][lane];
-        sum_d += warp_sums[1][w][lane];
-    }
-    if (dweight) dweight[c] += sum_dx;
-    if (dbias) dbias[c] += sum_d;
 }
 
 int main() {
