@@ -249,7 +249,7 @@ void consume(Task& t, bool* progressed) {
         }
         if (!matches(t, src, slot)) return;
         std::string path = source_path(t, src);
-        int fd = open_data_file(t.comm.get(), slot, path);
+        int fd = open_data_file(t.comm.get(), slot, path, src);
         if (fd < 0) return;
         bool ok = apply(t, src, slot, fd, path);
         close(fd);

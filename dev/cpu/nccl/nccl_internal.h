@@ -199,9 +199,9 @@ ncclResult_t wait_all_attached(CommState* c);
 // Writes bytes from src into a new data file at path. False (the communicator failed, with a
 // message) if the file system is full or refuses.
 bool write_data_file(CommState* c, const std::string& path, const void* src, size_t bytes);
-// Opens the data file of slot as reader c->rank; the reader that completes the readers set
-// unlinks it. Returns the descriptor, or -1 (the communicator failed).
-int open_data_file(CommState* c, Slot* slot, const std::string& path);
+// Opens the data file that rank `poster` published in slot, as reader c->rank; the reader that
+// completes the readers set unlinks it. Returns the descriptor, or -1 (the communicator failed).
+int open_data_file(CommState* c, Slot* slot, const std::string& path, int poster);
 // Reads [offset, offset+bytes) of an open data file into dst.
 bool read_data_file(CommState* c, int fd, size_t offset, void* dst, size_t bytes,
                     const std::string& path);

@@ -406,7 +406,7 @@ bool write_data_file(CommState* c, const std::string& path, const void* src, siz
     return true;
 }
 
-int open_data_file(CommState* c, Slot* slot, const std::string& path) {
+int open_data_file(CommState* c, Slot* slot, const std::string& path, int poster) {
     int fd = open(path.c_str(), O_RDONLY);
     if (fd < 0) {
         const int err = errno;
@@ -419,6 +419,13 @@ int open_data_file(CommState* c, Slot* slot, const std::string& path) {
                           path.c_str(), r);
                 return -1;
             }
+        }
+        // A poster that died (kill -9) had its unread posts removed by whichever process found
+        // it dead first (fail_waiting_on, a later communicator's clean-up): its death is the
+        // error, as when the reader finds it dead before the post.
+        if (err == ENOENT && !process_alive(c->ranks()[poster].pid.load())) {
+            comm_fail(c, ncclRemoteError, "cannot open %s: rank %d exited", path.c_str(), poster);
+            return -1;
         }
         comm_fail(c, ncclSystemError, "cannot open %s: %s", path.c_str(), strerror(err));
         return -1;
