@@ -272,8 +272,9 @@ class Tally:
 # One unit of the suite's work: run() records its results in the tally. The jobs run `-j` at a
 # time (the cores + 1: most tests keep one busy, and many also wait on processes, files,
 # timeouts or deadlines: with one job a core the cores idled 7% of the suite, measured with
-# vmstat; with one more, a clean clone's suite took 373 s against 390-423 s on 2 cores); an
-# exclusive job (a speed ratio) runs with nothing else running.
+# vmstat. On 2 cores, clean clones' suites took 373, 392 and 452 s with 3 jobs and 390 and
+# 423 s with 2: the shared machine's noise is as large as the gain); an exclusive job (a speed
+# ratio) runs with nothing else running.
 # exclusive: runs alone (a speed ratio); waits: spends its time waiting (for deadlines, timeouts,
 # stopped processes) rather than computing, so it runs beside the others without taking a worker
 Job = collections.namedtuple("Job", "run exclusive waits", defaults=(False,))
