@@ -57,6 +57,7 @@ import hashlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -222,22 +223,45 @@ def build(test, outdir, native):
             cmd[0:1] = ["nvcc", "-ccbin", "mpicxx"]
     else:
         cmd = [CUCC, "-O2", "-std=c++17", test.path, "-o", exe] + test.flags
+    return (exe,) + run_process(cmd)
+
+
+class Took(collections.namedtuple("Took", "wall cpu")):
+    """How long a test took: wall seconds, and the CPU seconds (user + system) of it and every
+    process under it that was waited for (None where unknown)."""
+
+    def __str__(self):
+        return f"{self.wall:.1f} s" + (f", {self.cpu:.1f} s CPU" if self.cpu is not None else "")
+
+
+def run_process(cmd, env=None, timeout=RUN_TIMEOUT_S):
+    """Runs cmd (a list, or a shell command line) in ROOT: (exit status, stdout and stderr as
+    they came, Took). On timeout the process is killed and the status is 124."""
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    return exe, proc.returncode, proc.stdout + proc.stderr, time.time() - t0
+    proc = subprocess.Popen(cmd, shell=isinstance(cmd, str), cwd=ROOT, env=env, text=True,
+                            errors="replace", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()))
+    reader.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    # wait4 rather than Popen.wait: its resource usage counts the process's waited-for children
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    timed_out = not timer.is_alive()
+    timer.cancel()
+    reader.join(5 if timed_out else None)  # a killed process's children may hold the pipe open
+    output = "".join(chunks)
+    took = Took(time.time() - t0, usage.ru_utime + usage.ru_stime)
+    if timed_out:
+        return 124, output + f"\n[timed out after {timeout} s]", took
+    return proc.returncode, output, took
 
 
 def run_case(command, exe, env=None, timeout=RUN_TIMEOUT_S):
     command = command.replace("./prog", shlex.quote(exe))
     command = re.sub(r"\bmpirun\b", MPIRUN, command)
-    t0 = time.time()
-    try:
-        proc = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT,
-                              timeout=timeout, env=env, errors="replace")
-        return proc.returncode, proc.stdout + proc.stderr, time.time() - t0
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return 124, out + f"\n[timed out after {timeout} s]", time.time() - t0
+    return run_process(command, env, timeout)
 
 
 def verdict(rc, output, want, regex):
@@ -255,16 +279,18 @@ class Tally:
 
     def __init__(self):
         self.passed, self.failed, self.skipped = 0, 0, 0
+        self.build_cpu, self.run_cpu = 0.0, 0.0  # CPU seconds of the builds, and of the tests
         self.lock = threading.Lock()
 
-    def record(self, label, problem, output, seconds):
+    def record(self, label, problem, output, took):
         with self.lock:
+            self.run_cpu += took.cpu or 0.0
             if problem is None:
                 self.passed += 1
-                print(f"PASS  {label}  ({seconds:.1f} s)", flush=True)
+                print(f"PASS  {label}  ({took})", flush=True)
             else:
                 self.failed += 1
-                print(f"FAIL  {label}  ({seconds:.1f} s): {problem}", flush=True)
+                print(f"FAIL  {label}  ({took}): {problem}", flush=True)
                 tail = output.strip().splitlines()[-40:]
                 print("\n".join("      | " + line for line in tail), flush=True)
 
@@ -326,12 +352,14 @@ def cuda_test_jobs(patterns, native, tally):
     built = {}
 
     def build_test(test):
-        exe, rc, output, seconds = build(test, outdir, native)
+        exe, rc, output, took = build(test, outdir, native)
+        with tally.lock:
+            tally.build_cpu += took.cpu
         if test.compile_fail is not None:
             want, regex = test.compile_fail
-            tally.record(f"{test.name} [build]", verdict(rc, output, want, regex), output, seconds)
+            tally.record(f"{test.name} [build]", verdict(rc, output, want, regex), output, took)
         elif rc != 0:
-            tally.record(f"{test.name} [build]", "build failed", output, seconds)
+            tally.record(f"{test.name} [build]", "build failed", output, took)
         else:
             built[test.name] = exe
 
@@ -339,8 +367,8 @@ def cuda_test_jobs(patterns, native, tally):
         if test.name not in built:
             return
         for command, want, regex in test.runs:
-            rc, output, seconds = run_case(command, built[test.name])
-            tally.record(f"{test.name}: {command}", verdict(rc, output, want, regex), output, seconds)
+            rc, output, took = run_case(command, built[test.name])
+            tally.record(f"{test.name}: {command}", verdict(rc, output, want, regex), output, took)
 
     jobs, exclusive = [], []
     for test in tests:
@@ -359,8 +387,8 @@ def fuzz_jobs(patterns, tally):
     def fuzz(path):
         name = os.path.splitext(os.path.basename(path))[0]
         cmd = f"{sys.executable} fuzz/run.py --fresh --seconds {FUZZ_SECONDS} {name}"
-        rc, output, seconds = run_case(cmd, "")
-        tally.record(os.path.relpath(path, ROOT), verdict(rc, output, "pass", None), output, seconds)
+        rc, output, took = run_case(cmd, "")
+        tally.record(os.path.relpath(path, ROOT), verdict(rc, output, "pass", None), output, took)
 
     return [Job(lambda p=path: fuzz(p), False) for path in paths]
 
@@ -368,8 +396,8 @@ def fuzz_jobs(patterns, tally):
 def script_jobs(scripts, tally, args=""):
     """A job per test script (PYTHON_TESTS, or TRAINER_TESTS with args "--bin-dir DIR")."""
     def script_job(script):
-        rc, output, seconds = run_case(f"{sys.executable} {script} {args}".rstrip(), "")
-        tally.record(script, verdict(rc, output, "pass", None), output, seconds)
+        rc, output, took = run_case(f"{sys.executable} {script} {args}".rstrip(), "")
+        tally.record(script, verdict(rc, output, "pass", None), output, took)
 
     return [Job(lambda s=script: script_job(s), False, script in WAITING_TESTS) for script in scripts]
 
@@ -378,10 +406,10 @@ def trainer_bin_dir(native):
     return ROOT if native else os.path.join(ROOT, "build", "cpu")
 
 
-def split_runs(name, count, rc, output, seconds):
+def split_runs(name, count, rc, output, took):
     """The results of a process that made `count` runs in turn (check_reference.run_each, whose
     lines `NAME: run I of N: ...` and `NAME: run I of N exits STATUS (S s)` frame each run's
-    output): [(status, output, seconds)] in order; a run the process did not finish (killed,
+    output): [(status, output, took)] in order; a run the process did not finish (killed,
     timed out) fails with the process's output."""
     results, lines = {}, []
     for line in output.splitlines():
@@ -389,10 +417,10 @@ def split_runs(name, count, rc, output, seconds):
         if m and m.group(2) is None:
             lines = []
         elif m:
-            results[int(m.group(1))] = (int(m.group(2)), "\n".join(lines), float(m.group(3)))
+            results[int(m.group(1))] = (int(m.group(2)), "\n".join(lines), Took(float(m.group(3)), None))
         else:
             lines.append(line)
-    return [results.get(i, (rc or 1, output, seconds)) for i in range(1, count + 1)]
+    return [results.get(i, (rc or 1, output, took)) for i in range(1, count + 1)]
 
 
 def reference_config_jobs(indices, native, tally, workers):
@@ -411,7 +439,7 @@ def reference_config_jobs(indices, native, tally, workers):
         return os.path.join(dumpdir, f"ref_{key}.bin")
 
     def check_config(i, check):
-        """GPT_CONFIGS[i]'s results: its dump's check (status, output, seconds, from its batch),
+        """GPT_CONFIGS[i]'s results: its dump's check (status, output, Took, from its batch),
         then both test binaries against the dump."""
         config = GPT_CONFIGS[i]
         dump = dump_of(config)
@@ -420,24 +448,24 @@ def reference_config_jobs(indices, native, tally, workers):
                     if w in ("--optimizer", "--qk-norm", "--z-loss", "--fp8", "--arch", "--kv-heads",
                              "--tie-embeddings", "--rope-scaling")]
         label = " ".join(words[:14] + ["..."] + features)
-        rc, output, seconds = check
+        rc, output, took = check
         if not os.path.exists(dump):
-            tally.record(f"reference.py {label}", "reference failed", output, seconds)
+            tally.record(f"reference.py {label}", "reference failed", output, took)
             return
         checked = re.search(r"^check_reference: .*checks passed.*$", output, re.M)
         tally.record(f"check_reference.py {label}",
-                     verdict(rc if checked else 1, output, "pass", None), output, seconds)
+                     verdict(rc if checked else 1, output, "pass", None), output, took)
         # MXFP8 needs compute capability 10.0, which the CPU runtime simulates when told to
         env = dict(os.environ, CUCC_COMPUTE_CAPABILITY="10.0") if "--fp8 mx" in features else None
         # the fp32 build has no FP8: it must refuse an FP8 dump (test_gpt.cu's header)
         fp8 = any(f.startswith("--fp8 ") for f in features)
         for binary in ("test_gpt_fp32", "test_gpt"):
-            rc, output, seconds = run_case(f"{os.path.join(trainer_bin_dir(native), binary)} {dump}", "",
+            rc, output, took = run_case(f"{os.path.join(trainer_bin_dir(native), binary)} {dump}", "",
                                            env)
             refuses = fp8 and binary == "test_gpt_fp32"
             tally.record(f"{binary} {label}" + (" (refuses FP8)" if refuses else ""),
                          verdict(rc, output, "fail" if refuses else "pass",
-                                 "--fp8 needs the bf16 build" if refuses else None), output, seconds)
+                                 "--fp8 needs the bf16 build" if refuses else None), output, took)
 
     def check_batch(batch):
         """The configurations GPT_CONFIGS[i] for i in batch, one after the other."""
@@ -535,7 +563,8 @@ def main():
             jobs += script_jobs(PYTHON_TESTS, tally)
         run_jobs(jobs + exclusive_jobs, args.jobs)
     skipped = f", {tally.skipped} skipped" if tally.skipped else ""
-    print(f"({time.time() - t0:.0f} s)")
+    print(f"({time.time() - t0:.0f} s; CPU: {tally.build_cpu:.0f} s building test programs, "
+          f"{tally.run_cpu:.0f} s in tests)")
     print(f"{tally.passed} passed, {tally.failed} failed{skipped}")
     sys.exit(1 if tally.failed or tally.passed == 0 else 0)
 
