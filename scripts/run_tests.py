@@ -235,14 +235,16 @@ class Took(collections.namedtuple("Took", "wall cpu")):
 
 
 def run_process(cmd, env=None, timeout=RUN_TIMEOUT_S):
-    """Runs cmd (a list, or a shell command line) in ROOT: (exit status, stdout and stderr as
-    they came, Took). On timeout the process is killed and the status is 124."""
+    """Runs cmd (a list, or a shell command line) in ROOT: (exit status, its stdout followed by
+    its stderr, Took). On timeout the process is killed and the status is 124."""
     t0 = time.time()
     proc = subprocess.Popen(cmd, shell=isinstance(cmd, str), cwd=ROOT, env=env, text=True,
-                            errors="replace", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    chunks = []
-    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()))
-    reader.start()
+                            errors="replace", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    texts = {}
+    readers = [threading.Thread(target=lambda f=f: texts.__setitem__(f, f.read()))
+               for f in (proc.stdout, proc.stderr)]
+    for reader in readers:
+        reader.start()
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     # wait4 rather than Popen.wait: its resource usage counts the process's waited-for children
@@ -250,8 +252,9 @@ def run_process(cmd, env=None, timeout=RUN_TIMEOUT_S):
     proc.returncode = os.waitstatus_to_exitcode(status)
     timed_out = not timer.is_alive()
     timer.cancel()
-    reader.join(5 if timed_out else None)  # a killed process's children may hold the pipe open
-    output = "".join(chunks)
+    for reader in readers:  # a killed process's children may hold the pipes open
+        reader.join(5 if timed_out else None)
+    output = texts.get(proc.stdout, "") + texts.get(proc.stderr, "")
     took = Took(time.time() - t0, usage.ru_utime + usage.ru_stime)
     if timed_out:
         return 124, output + f"\n[timed out after {timeout} s]", took

@@ -9,8 +9,9 @@
 //
 // Warp-collective instructions (mma, ldmatrix) make one warp_exchange of all 32 lanes: each lane
 // deposits what the others need (its A and B registers, or its row address) together with the
-// instruction's Site, and after the exchange computes its own result from the 32 deposits. So a
-// warp costs one round of fiber switches per instruction, like a shuffle.
+// instruction's Site; the last lane to arrive checks the 32 sites once for the warp (and for mma
+// gathers A and B from the fragments), and after the exchange each lane computes its own result.
+// So a warp costs one round of fiber switches per instruction, like a shuffle.
 #include "cucc/ptx.h"
 
 #include <cmath>
@@ -94,14 +95,37 @@ bool shared_offset(const void* p, uint32_t* out) {
 // ---------------------------------------------------------------------------------------------
 // Warp-collective instructions: every lane of the warp must take part, at the same instruction.
 
-template <class Deposit>
+// Marks a warp call's slots as checked by check_aligned: stored in place of lane 31's site,
+// where no instruction's Site can be.
+const ptx::Site kAlignedMark = {"", 0, "checked"};
+
+// A warp-collective instruction's exchange completes with every lane's deposit in the slots; on
+// the last lane to arrive, this checks (once for the warp, not once a lane) that all 32 lanes
+// took part at the same instruction, then lets `prepare` (if any) rearrange the slots for the
+// lanes' reads, and marks them so. Any other outcome leaves the slots as deposited, for each lane
+// to report (exchange_aligned).
+template <class Deposit, void (*prepare)(Deposit* all)>
+void check_aligned(void* slots, unsigned arrived, const void*) {
+    Deposit* all = static_cast<Deposit*>(slots);
+    if (!(arrived >> 31)) all[31].site = nullptr;  // a stale slot may hold an earlier call's mark
+    if (arrived != 0xffffffffu) return;
+    for (int lane = 1; lane < 32; lane++)
+        if (all[lane].site != all[0].site) return;
+    if constexpr (prepare != nullptr) prepare(all);
+    all[31].site = &kAlignedMark;
+}
+
+// The warp's 32 deposits after the exchange (rearranged by `prepare`, where given). A lane that
+// finds them unchecked reports why: lanes that exited, or lanes at another instruction.
+template <class Deposit, void (*prepare)(Deposit* all) = nullptr>
 const Deposit* exchange_aligned(const ptx::Site* site, const Deposit& mine, const char* section) {
     static_assert(sizeof(Deposit) <= 32, "a warp exchange carries at most 32 bytes per lane");
-    char at[256];
     // Exited lanes are not waited for (see warp_exchange): `arrived` says which took part.
     unsigned arrived;
-    const Deposit* all =
-        static_cast<const Deposit*>(warp_exchange(0xffffffffu, &mine, sizeof mine, &arrived));
+    const Deposit* all = static_cast<const Deposit*>(warp_exchange(
+        0xffffffffu, &mine, sizeof mine, &arrived, check_aligned<Deposit, prepare>, nullptr));
+    if (__builtin_expect(all[31].site == &kAlignedMark, 1)) return all;
+    char at[256];
     if (arrived != 0xffffffffu)
         fatal(
             "kernel %s, block (%u,%u,%u), warp %d: %s, but lanes 0x%08x of the warp have exited "
@@ -112,14 +136,12 @@ const Deposit* exchange_aligned(const ptx::Site* site, const Deposit& mine, cons
     unsigned same = 0;
     for (int lane = 0; lane < 32; lane++)
         if (all[lane].site == site) same |= 1u << lane;
-    if (same != 0xffffffffu)
-        fatal(
-            "kernel %s, block (%u,%u,%u), warp %d: lanes 0x%08x execute %s while lanes 0x%08x are "
-            "at another warp-synchronous call: all 32 lanes must execute the same .sync.aligned "
-            "instruction together (PTX ISA, \"%s\")",
-            tls_state.grid->name, blockIdx.x, blockIdx.y, blockIdx.z, linear_thread() / 32, same,
-            where(site, at, sizeof at), ~same, section);
-    return all;
+    fatal(
+        "kernel %s, block (%u,%u,%u), warp %d: lanes 0x%08x execute %s while lanes 0x%08x are "
+        "at another warp-synchronous call: all 32 lanes must execute the same .sync.aligned "
+        "instruction together (PTX ISA, \"%s\")",
+        tls_state.grid->name, blockIdx.x, blockIdx.y, blockIdx.z, linear_thread() / 32, same,
+        where(site, at, sizeof at), ~same, section);
 }
 
 // 16-bit floats to double (exact) and back (rounded to nearest even).
@@ -164,12 +186,17 @@ struct MmaDeposit {
 
 const char* const kMmaSection = "Multiply-and-Accumulate Instruction: mma";
 
-// This lane's four accumulators of D = A*B + C (the ISA leaves the accumulation order and
-// rounding unspecified, at least single precision: here the products, exact in float for 16-bit
-// inputs, are summed in double and rounded once by the caller). Fragments ("Matrix Fragments for
-// mma.m16n8k16 with floating point type" and "... for mma.m16n8k8"), with groupID = lane >> 2
-// and threadID_in_group = lane % 4; element i of a lane is in register i/2, the low half for
-// even i:
+// The warp's A (16xK) and B (Kx8) as 16-bit elements, rows of A and columns of B each in k
+// order: what mma_prepare makes of the 32 deposits, in their place (768 of their 1024 bytes).
+struct MmaOperands {
+    uint16_t a[16][16];  // a[r][k]: A's row r
+    uint16_t b[8][16];   // b[n][k]: B's column n
+};
+static_assert(sizeof(MmaOperands) <= 31 * sizeof(MmaDeposit), "lane 31's site stays free");
+
+// The fragments ("Matrix Fragments for mma.m16n8k16 with floating point type" and "... for
+// mma.m16n8k8"), with groupID = lane >> 2 and threadID_in_group = lane % 4; element i of a lane
+// is in register i/2, the low half for even i:
 //   A (16xK): K = 16: row groupID (+8 for i in 2,3,6,7), column 2*threadID_in_group + (i & 1)
 //     (+8 for i >= 4); K = 8: row groupID (+8 for a2, a3), column 2*threadID_in_group + (i & 1).
 //   B (Kx8): row 2*threadID_in_group + (i & 1) (+8 for i >= 2, K = 16 only), column groupID.
@@ -177,18 +204,36 @@ const char* const kMmaSection = "Multiply-and-Accumulate Instruction: mma";
 //     2*threadID_in_group + (i & 1).
 // So columns k = 2p, 2p+1 of row r of A are register (r >= 8) + 2*(p >= 4) of lane
 // (r % 8)*4 + p % 4, and rows k = 2p, 2p+1 of column n of B register p >= 4 of lane n*4 + p % 4.
+// Gathered once for the warp (K = 8 uses the first 8 of each row and column).
+void mma_prepare(MmaDeposit* all) {
+    MmaOperands m;
+    for (int p = 0; p < 8; p++) {
+        for (int r = 0; r < 16; r++) {
+            const uint32_t reg = all[(r % 8) * 4 + p % 4].a[(r >= 8) + 2 * (p >= 4)];
+            m.a[r][2 * p] = (uint16_t)reg;
+            m.a[r][2 * p + 1] = (uint16_t)(reg >> 16);
+        }
+        for (int n = 0; n < 8; n++) {
+            const uint32_t reg = all[n * 4 + p % 4].b[p >= 4];
+            m.b[n][2 * p] = (uint16_t)reg;
+            m.b[n][2 * p + 1] = (uint16_t)(reg >> 16);
+        }
+    }
+    std::memcpy(static_cast<void*>(all), &m, sizeof m);
+}
+
+// This lane's four accumulators of D = A*B + C (the ISA leaves the accumulation order and
+// rounding unspecified, at least single precision: here the products, exact in float for 16-bit
+// inputs, are summed in double in k order and rounded once by the caller): rows g and g + 8 of
+// A, columns 2t and 2t + 1 of B, with g = lane >> 2, t = lane % 4.
 template <int K, float (*convert)(uint32_t)>
-void mma_lane(const MmaDeposit* all, const double* c, double* d) {
+void mma_lane(const MmaOperands& m, const double* c, double* d) {
     const int lane = lane_id(), g = lane >> 2, t = lane & 3;
-    float arow[2][K], bcol[2][K];  // rows g, g+8 of A; columns 2t, 2t+1 of B
-    for (int p = 0; p < K / 2; p++)
-        for (int h = 0; h < 2; h++) {
-            const uint32_t ra = all[g * 4 + p % 4].a[h + 2 * (p >= 4)];
-            const uint32_t rb = all[(2 * t + h) * 4 + p % 4].b[p >= 4];
-            arow[h][2 * p] = convert(ra & 0xffffu);
-            arow[h][2 * p + 1] = convert(ra >> 16);
-            bcol[h][2 * p] = convert(rb & 0xffffu);
-            bcol[h][2 * p + 1] = convert(rb >> 16);
+    float arow[2][K], bcol[2][K];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < K; k++) {
+            arow[h][k] = convert(m.a[g + 8 * h][k]);
+            bcol[h][k] = convert(m.b[2 * t + h][k]);
         }
     double s0 = c[0], s1 = c[1], s2 = c[2], s3 = c[3];  // four independent chains of additions
     for (int k = 0; k < K; k++) {
@@ -210,10 +255,11 @@ void mma_any(const ptx::Site* site, int K, ptx::Operand type, const uint32_t* a,
     std::memcpy(mine.a, a, K / 4 * sizeof(uint32_t));
     std::memcpy(mine.b, b, K / 8 * sizeof(uint32_t));
     mine.site = site;
-    const MmaDeposit* all = exchange_aligned(site, mine, kMmaSection);
+    const MmaOperands& m = *reinterpret_cast<const MmaOperands*>(
+        exchange_aligned<MmaDeposit, mma_prepare>(site, mine, kMmaSection));
     const bool bf16 = type == ptx::Operand::bf16;
-    if (K == 16) (bf16 ? mma_lane<16, bf16_to_float> : mma_lane<16, f16_to_float>)(all, c, d);
-    else (bf16 ? mma_lane<8, bf16_to_float> : mma_lane<8, f16_to_float>)(all, c, d);
+    if (K == 16) (bf16 ? mma_lane<16, bf16_to_float> : mma_lane<16, f16_to_float>)(m, c, d);
+    else (bf16 ? mma_lane<8, bf16_to_float> : mma_lane<8, f16_to_float>)(m, c, d);
 }
 
 // "cp.async": the copy of one thread is complete once the thread's wait_group covers its group;

@@ -14,6 +14,7 @@
 //            cudaErrorIllegalAddress.
 //! cpu-only
 //! run: ./prog exited => fail /kernel exited_kernel, block \(0,0,0\), warp 0: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+, but lanes 0xffff0000 of the warp have exited or do not exist/
+//! run: CUCC_THREADS=1 ./prog stale => fail /kernel partial_kernel, block \(0,0,0\), warp 1: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+, but lanes 0xffff0000 of the warp have exited or do not exist/
 //! run: ./prog partial => fail /kernel partial_kernel, block \(0,0,0\), warp 1: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+, but lanes 0xffff0000 of the warp have exited or do not exist/
 //! run: ./prog sites => fail /kernel sites_kernel, block \(0,0,0\), warp 0: lanes 0x0000ffff execute mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 at .*ptx_rules.cu:\d+ while lanes 0xffff0000 are at another warp-synchronous call/
 //! run: ./prog barrier => fail /deadlock in kernel barrier_kernel .*threads 0-15 wait in a warp-synchronous call .*; threads 16-31 wait at __syncthreads/
@@ -42,6 +43,16 @@ __global__ void exited_kernel(float* out) {
     uint32_t a[4] = {}, b[2] = {};
     float d[4] = {};
     if (threadIdx.x >= 16) return;
+    mma(d, a, b);
+    out[threadIdx.x] = d[0];
+}
+
+// Two whole-warp calls in each of two warps: both of a warp's records of converged calls (which
+// the runtime keeps from block to block) hold what a checked call leaves there.
+__global__ void whole_kernel(float* out) {
+    uint32_t a[4] = {}, b[2] = {};
+    float d[4] = {};
+    mma(d, a, b);
     mma(d, a, b);
     out[threadIdx.x] = d[0];
 }
@@ -104,7 +115,11 @@ int main(int argc, char** argv) {
     cudaMalloc(&d_out, 64 * sizeof(float));
     cudaMalloc(&d_src, 64 * sizeof(float));
     if (strcmp(which, "exited") == 0) exited_kernel<<<1, 32>>>(d_out);
-    else if (strcmp(which, "partial") == 0) partial_kernel<<<1, 48>>>(d_out);
+    else if (strcmp(which, "stale") == 0) {  // partial's warp 1 after whole's, on one OS thread
+        whole_kernel<<<1, 64>>>(d_out);
+        if (cudaDeviceSynchronize() != cudaSuccess) return 2;
+        partial_kernel<<<1, 48>>>(d_out);
+    } else if (strcmp(which, "partial") == 0) partial_kernel<<<1, 48>>>(d_out);
     else if (strcmp(which, "sites") == 0) sites_kernel<<<1, 32>>>(d_out);
     else if (strcmp(which, "barrier") == 0) barrier_kernel<<<1, 32>>>(d_out);
     else if (strcmp(which, "misaligned") == 0) misaligned_kernel<<<1, 32>>>(d_out);
