@@ -7,6 +7,7 @@
 // Entry points: fatal(), CUDA_CHECK / CUDA_CHECK_LAUNCH, device_compute_capability, floatX,
 // ceil_div / round_up / grid_for,
 // x128 with load128 / store128, warp_sum / warp_sum2 / warp_group_sum / warp_max, block_reduce,
+// ROW_LANES with row_sum / row_sum2 / row_max,
 // CHUNK_THREADS with block_chunk / block_sum / block_max,
 // stochastic_round_store, rng_next / rng_uniform / rng_normal.
 //
@@ -234,8 +235,9 @@ __device__ inline void block_chunk(size_t n, size_t block, size_t blocks, size_t
     *end = n - *begin > chunk ? *begin + chunk : n;
 }
 
-// The sums over the ROW_LANES lanes of a row (every lane ends with them); with one lane a row,
-// the values themselves (no shuffle in the text, for cucc's thread loops: see ROW_LANES).
+// The sums (or the max) over the ROW_LANES lanes of a row (every lane ends with them); with one
+// lane a row, the values themselves (no shuffle in the text, for cucc's thread loops: see
+// ROW_LANES).
 __device__ inline float row_sum(float v) {
 #if ROW_LANES > 1
     v = warp_sum(v);
@@ -246,6 +248,12 @@ __device__ inline void row_sum2(float& a, float& b) {
 #if ROW_LANES > 1
     warp_sum2(a, b);
 #endif
+}
+__device__ inline float row_max(float v) {
+#if ROW_LANES > 1
+    v = warp_max(v);
+#endif
+    return v;
 }
 
 // ---------------------------------------------------------------------------------------------

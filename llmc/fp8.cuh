@@ -319,6 +319,12 @@ struct Fp8ScaleLayout {
 // the caller reduced them over a group of ranks).
 enum Fp8TilePass { FP8_TILES_ONE_PASS, FP8_TILES_AMAX_ONLY, FP8_TILES_GIVEN_AMAX };
 
+// The threads of a block of fp8_quantize_tiles_kernel: 128 on a GPU; under the CPU runtime
+// CHUNK_THREADS (one), so that a tile's amax is block_max's value itself, its only barrier is
+// the one at the top level of the body, and cucc runs it as thread loops at that barrier (a
+// block of 128 fibers switched at four warp calls and barriers took 25-30% of an FP8 run's CPU).
+constexpr int FP8_TILE_THREADS = CHUNK_THREADS < 128 ? CHUNK_THREADS : 128;
+
 // Block (tc, tr) owns the tile_rows x tile_cols tile of x at (tr * tile_rows, tc * tile_cols);
 // thread t owns its elements t, t + blockDim, ... (row-major within the tile). Pass 1: the tile's
 // amax (block max); pass 2: q and/or qt, with the tile's scale into q_scales / qt_scales.
@@ -342,29 +348,31 @@ __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayou
         float m = 0.0f;
         for (int e = threadIdx.x; e < count; e += blockDim.x)
             m = fmaxf(m, fp8_abs_for_amax((float)x[(size_t)(row0 + e / w) * cols + col0 + e % w]));
-        amax = block_reduce<true>(m);
-        if (pass == FP8_TILES_AMAX_ONLY) {
-            if (threadIdx.x == 0) tile_amax[tile] = amax;
-            return;
+        amax = block_max(m);
+    }
+    const bool quantize = pass != FP8_TILES_AMAX_ONLY;
+    if (!quantize) {
+        if (threadIdx.x == 0) tile_amax[tile] = amax;
+    } else {
+        const float scale = fp8_scale_from_amax(amax, fp8_max_finite(format), 0, 1.0f);
+        if (threadIdx.x == 0) {
+            if (q_scales.scale_inv)
+                q_scales.scale_inv[blockIdx.y * q_scales.stride_tile_row +
+                                   blockIdx.x * q_scales.stride_tile_col] = 1.0f / scale;
+            if (qt_scales.scale_inv)
+                qt_scales.scale_inv[blockIdx.y * qt_scales.stride_tile_row +
+                                    blockIdx.x * qt_scales.stride_tile_col] = 1.0f / scale;
+        }
+        for (int e = threadIdx.x; e < count; e += blockDim.x) {
+            const size_t r = row0 + e / w, c = col0 + e % w;
+            const uint8_t v = fp8_encode((float)x[r * cols + c] * scale, format);
+            if (q) q[r * cols + c] = v;
+            if (qt) staged[(e / w) * (tile_cols + 1) + e % w] = v;
         }
     }
-    const float scale = fp8_scale_from_amax(amax, fp8_max_finite(format), 0, 1.0f);
-    if (threadIdx.x == 0) {
-        if (q_scales.scale_inv)
-            q_scales.scale_inv[blockIdx.y * q_scales.stride_tile_row +
-                               blockIdx.x * q_scales.stride_tile_col] = 1.0f / scale;
-        if (qt_scales.scale_inv)
-            qt_scales.scale_inv[blockIdx.y * qt_scales.stride_tile_row +
-                                blockIdx.x * qt_scales.stride_tile_col] = 1.0f / scale;
-    }
-    for (int e = threadIdx.x; e < count; e += blockDim.x) {
-        const size_t r = row0 + e / w, c = col0 + e % w;
-        const uint8_t v = fp8_encode((float)x[r * cols + c] * scale, format);
-        if (q) q[r * cols + c] = v;
-        if (qt) staged[(e / w) * (tile_cols + 1) + e % w] = v;
-    }
-    if (!qt) return;                                         // the whole block
-    __syncthreads();                                         // the tile is staged
+    // The whole block meets here, staged or not (one barrier, at the top level of the body).
+    __syncthreads();  // the tile is staged
+    if (!quantize || !qt) return;
     for (int e = threadIdx.x; e < count; e += blockDim.x) {  // q^T's row col0 + e / h
         const int i = e % h, j = e / h;
         qt[(size_t)(col0 + j) * rows + row0 + i] = staged[i * (tile_cols + 1) + j];
@@ -381,13 +389,13 @@ static void fp8_quantize_tiles(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
     const dim3 grid((unsigned)ceil_div(cols, tile_cols), (unsigned)ceil_div(rows, tile_rows));
     const size_t staged = qt ? (size_t)tile_rows * (tile_cols + 1) : 0;  // 128 x 128 at most
     if (reduce.fn) {
-        fp8_quantize_tiles_kernel<<<grid, 128, 0, stream>>>(q, qt, q_scales, qt_scales, tile_amax,
-                                                            FP8_TILES_AMAX_ONLY, x, rows, cols,
-                                                            tile_rows, tile_cols, format);
+        fp8_quantize_tiles_kernel<<<grid, FP8_TILE_THREADS, 0, stream>>>(
+            q, qt, q_scales, qt_scales, tile_amax, FP8_TILES_AMAX_ONLY, x, rows, cols, tile_rows,
+            tile_cols, format);
         CUDA_CHECK_LAUNCH();
         reduce.fn(reduce.group, tile_amax, (size_t)grid.x * grid.y, stream);
     }
-    fp8_quantize_tiles_kernel<<<grid, 128, staged, stream>>>(
+    fp8_quantize_tiles_kernel<<<grid, FP8_TILE_THREADS, staged, stream>>>(
         q, qt, q_scales, qt_scales, tile_amax,
         reduce.fn ? FP8_TILES_GIVEN_AMAX : FP8_TILES_ONE_PASS, x, rows, cols, tile_rows, tile_cols,
         format);
@@ -547,33 +555,41 @@ __host__ __device__ inline size_t mx_scale_bytes(int rows, int cols) {
 
 // The operand is rows x cols (K = cols), row-major in q; its element (r, k) is x[r * row_stride +
 // k * k_stride] (x itself: cols, 1; x^T as the operand: 1, x's column count).
-// Warp w of the grid owns scale slot w of the padded rows x K blocks (row-major over
+// Each ROW_LANES threads of the grid (a warp on a GPU, one thread under the CPU runtime: see
+// ROW_LANES) own a scale slot, group w slot w of the padded rows x K blocks (row-major over
 // round_up(rows, 128) x round_up(cols / 32, 4)): a padding slot's lane 0 writes 0; a real one's
-// lane l quantizes element l of the 32-element block, lane 0 writes its scale.
+// lane l quantizes elements l, l + ROW_LANES, ... of the 32-element block (on a GPU element l),
+// lane 0 writes its scale.
 __global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
                                        int cols, size_t row_stride, size_t k_stride,
                                        __nv_fp8_interpretation_t format) {
+    constexpr int per_lane = MX_BLOCK / ROW_LANES;
     const int k_blocks = cols / MX_BLOCK, padded_k_blocks = (k_blocks + 3) / 4 * 4;
-    const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
-    const int row = (int)(warp / padded_k_blocks), k_block = (int)(warp % padded_k_blocks);
-    const int lane = threadIdx.x % 32;
-    if (row >= (rows + 127) / 128 * 128) return;  // whole warps leave together
+    const size_t group = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / ROW_LANES;
+    const int row = (int)(group / padded_k_blocks), k_block = (int)(group % padded_k_blocks);
+    const int lane = threadIdx.x % ROW_LANES;
+    if (row >= (rows + 127) / 128 * 128) return;  // whole groups leave together
     const size_t slot = mx_scale_index(row, k_block, cols);
     if (row >= rows || k_block >= k_blocks) {
         if (lane == 0) scale_e8m0[slot] = 0;
         return;
     }
-    const size_t k = (size_t)k_block * MX_BLOCK + lane, i = (size_t)row * cols + k;
-    const float v = (float)x[row * row_stride + k * k_stride];
-    const bool any_nonfinite = warp_max(isfinite(v) ? 0.0f : 1.0f) > 0.0f;
-    const float amax = warp_max(any_nonfinite ? 0.0f : fabsf(v));
-    if (any_nonfinite) {
-        q[i] = fp8_encode(NAN, format);
+    float v[per_lane], nonfinite = 0.0f, amax = 0.0f;
+    for (int j = 0; j < per_lane; j++) {
+        const size_t k = (size_t)k_block * MX_BLOCK + lane + j * ROW_LANES;
+        v[j] = (float)x[row * row_stride + k * k_stride];
+        if (!isfinite(v[j])) nonfinite = 1.0f;
+        amax = fmaxf(amax, fabsf(v[j]));
+    }
+    const size_t first = (size_t)row * cols + (size_t)k_block * MX_BLOCK + lane;  // q's element
+    if (row_max(nonfinite) > 0.0f) {  // the whole group takes this branch
+        for (int j = 0; j < per_lane; j++) q[first + j * ROW_LANES] = fp8_encode(NAN, format);
         if (lane == 0) scale_e8m0[slot] = 0xFF;
         return;
     }
-    const int exponent = mx_scale_exponent(amax, format);
-    q[i] = fp8_encode(ldexpf(v, -exponent), format);
+    const int exponent = mx_scale_exponent(row_max(amax), format);
+    for (int j = 0; j < per_lane; j++)
+        q[first + j * ROW_LANES] = fp8_encode(ldexpf(v[j], -exponent), format);
     if (lane == 0) scale_e8m0[slot] = (uint8_t)(exponent + 127);
 }
 
@@ -585,9 +601,9 @@ static void fp8_quantize_mx_operand(uint8_t* q, uint8_t* scale_e8m0, const float
                                     __nv_fp8_interpretation_t format, cudaStream_t stream) {
     if (cols % MX_BLOCK != 0) fatal("fp8_quantize_mx: K = %d, not a multiple of 32", cols);
     const size_t slots = mx_scale_bytes(rows, cols);
-    fp8_quantize_mx_kernel<<<(unsigned)ceil_div(slots * 32, (size_t)FP8_BLOCK_SIZE), FP8_BLOCK_SIZE,
-                             0, stream>>>(q, scale_e8m0, x, rows, cols, row_stride, k_stride,
-                                          format);
+    fp8_quantize_mx_kernel<<<(unsigned)ceil_div(slots * ROW_LANES, (size_t)FP8_BLOCK_SIZE),
+                             FP8_BLOCK_SIZE, 0, stream>>>(q, scale_e8m0, x, rows, cols, row_stride,
+                                                          k_stride, format);
     CUDA_CHECK_LAUNCH();
 }
 static void fp8_quantize_mx(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows, int cols,

@@ -26,10 +26,11 @@
 //     on a device of compute capability 10.0 or later (the CPU runtime under
 //     CUCC_COMPUTE_CAPABILITY=10.0), refused below it.
 // Usage: ./fp8_quantize [variant] [--bench] [--small] [--torch FILE]
-// Built with -DCHUNK_THREADS=256, the GPU's amax blocks, also on the CPU runtime (whose trainer
-// build gives a reduction block one thread; see CHUNK_THREADS in llmc/common.cuh, and
-// dev/cuda/fp8_matmul.cu, which quantizes with that form), so both forms are checked.
-//! cucc: -lcublasLt -DCHUNK_THREADS=256
+// Built with -DCHUNK_THREADS=256 -DROW_LANES=32, the GPU's amax and tile blocks and MXFP8 warps,
+// also on the CPU runtime (whose trainer build gives a reduction or tile block one thread, and a
+// 32-element MXFP8 block one thread; see CHUNK_THREADS and ROW_LANES in llmc/common.cuh, and
+// dev/cuda/fp8_matmul.cu, which quantizes with those forms), so both forms are checked.
+//! cucc: -lcublasLt -DCHUNK_THREADS=256 -DROW_LANES=32
 //! run: python3 dev/cuda/fp8_quantize_torch.py --out build/fp8_quantize_torch.bin && ./prog --small --torch build/fp8_quantize_torch.bin => pass /PyTorch's casts[\s\S]*all checks passed/
 //! run: ./prog --small --bench => pass /bench fp8_quantize variant 8: [\s\S]*all checks passed/
 //! run: CUCC_COMPUTE_CAPABILITY=10.0 ./prog --small 8 => pass /MXFP8 through cuBLASLt \(compute capability (10\.0, CPU runtime\): \d+ x \d+ x \d+ products within|\d+\.\d, native\))[\s\S]*all checks passed/
