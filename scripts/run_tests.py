@@ -285,6 +285,11 @@ class Tally:
         self.build_cpu, self.run_cpu = 0.0, 0.0  # CPU seconds of the builds, and of the tests
         self.lock = threading.Lock()
 
+    def count_cpu(self, took):
+        """Counts the CPU of a process whose runs are recorded one by one (without it)."""
+        with self.lock:
+            self.run_cpu += took.cpu or 0.0
+
     def record(self, label, problem, output, took):
         with self.lock:
             self.run_cpu += took.cpu or 0.0
@@ -307,6 +312,16 @@ class Tally:
 # exclusive: runs alone (a speed ratio); waits: spends its time waiting (for deadlines, timeouts,
 # stopped processes) rather than computing, so it runs beside the others without taking a worker
 Job = collections.namedtuple("Job", "run exclusive waits", defaults=(False,))
+
+
+def cpu_times():
+    """(idle, total) jiffies of all the machine's cores so far (Linux /proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def run_jobs(jobs, workers):
@@ -485,11 +500,13 @@ def reference_config_jobs(indices, native, tally, workers):
                 runs.flush()
                 ran = run_case(f"{sys.executable} scripts/reference.py --runs {shlex.quote(runs.name)}", "",
                                timeout=RUN_TIMEOUT_S * len(new))
+            tally.count_cpu(ran[2])
             checks.update(zip(new, split_runs("reference", len(new), *ran)))
         if cached:
             ran = run_case(f"{sys.executable} scripts/check_reference.py "
                            + " ".join(shlex.quote(dumps[k]) for k in cached), "",
                            timeout=RUN_TIMEOUT_S * len(cached))
+            tally.count_cpu(ran[2])
             checks.update(zip(cached, split_runs("check_reference", len(cached), *ran)))
         for k, i in enumerate(batch):
             check_config(i, checks[k])
@@ -547,7 +564,7 @@ def main():
     print(f"running tests {'natively on the GPU' if native else 'through the CPU runtime (no GPU found)'}",
           flush=True)
     tally = Tally()
-    t0 = time.time()
+    t0, start_times = time.time(), cpu_times()
     if only or args.config:
         if args.patterns:
             parser.error("--only and --config run those alone: give no test files with them")
@@ -569,8 +586,12 @@ def main():
             jobs += script_jobs(PYTHON_TESTS, tally)
         run_jobs(jobs + exclusive_jobs, args.jobs)
     skipped = f", {tally.skipped} skipped" if tally.skipped else ""
+    idle = ""
+    if start_times and cpu_times():
+        (idle0, total0), (idle1, total1) = start_times, cpu_times()
+        idle = f"; the machine's cores idle {100 * (idle1 - idle0) / max(1, total1 - total0):.0f}%"
     print(f"({time.time() - t0:.0f} s; CPU: {tally.build_cpu:.0f} s building test programs, "
-          f"{tally.run_cpu:.0f} s in tests)")
+          f"{tally.run_cpu:.0f} s in tests{idle})")
     print(f"{tally.passed} passed, {tally.failed} failed{skipped}")
     sys.exit(1 if tally.failed or tally.passed == 0 else 0)
 
