@@ -89,3 +89,19 @@ inline double host_fp8_value(const HostFp8Operand* o, int r, int kk) {
     }
     return fp8_decode(o->q[(size_t)r * o->k + kk], o->format) * scale;
 }
+
+// The operand's rows as the product multiplies them (host_fp8_value of each element), each
+// decoded once, when first asked for: a check that reads a row many times decodes it once.
+struct HostFp8Rows {
+    const HostFp8Operand* o;
+    std::vector<std::vector<double>> rows;
+    explicit HostFp8Rows(const HostFp8Operand* operand) : o(operand), rows(operand->rows) {}
+    const double* row(int r) {
+        std::vector<double>& v = rows[r];
+        if (v.empty()) {
+            v.resize(o->k);
+            for (int kk = 0; kk < o->k; kk++) v[kk] = host_fp8_value(o, r, kk);
+        }
+        return v.data();
+    }
+};

@@ -45,8 +45,8 @@ double operand_error(const HostFp8Operand* o, Source source) {
     double err = 0.0, norm = 0.0;
     for (int r = 0; r < o->rows; r++)
         for (int kk = 0; kk < o->k; kk++) {
-            const double s = source(r, kk);
-            err += (host_fp8_value(o, r, kk) - s) * (host_fp8_value(o, r, kk) - s);
+            const double s = source(r, kk), v = host_fp8_value(o, r, kk);
+            err += (v - s) * (v - s);
             norm += s * s;
         }
     return sqrt(err / norm);
@@ -59,13 +59,15 @@ static bool check_product(const char* what, const std::vector<float>& d, const H
                           bool every, uint64_t* rng) {
     const int m = a->rows, n = b->rows, k = a->k;
     const long count = every ? (long)m * n : 512;
+    HostFp8Rows a_rows(a), b_rows(b);
     double worst = 0.0;
     for (long e = 0; e < count; e++) {
         const int i = every ? (int)(e % m) : (int)(rng_next(rng) % m);
         const int j = every ? (int)(e / m) : (int)(rng_next(rng) % n);
+        const double *ai = a_rows.row(i), *bj = b_rows.row(j);
         double sum = bias_only ? base[i] : base[(size_t)j * m + i], abs_sum = fabs(sum);
         for (int kk = 0; kk < k; kk++) {
-            const double t = host_fp8_value(a, i, kk) * host_fp8_value(b, j, kk);
+            const double t = ai[kk] * bj[kk];
             sum += t;
             abs_sum += fabs(t);
         }

@@ -140,7 +140,9 @@ bool check_peer(Task& t, int r, StillWaiting still_waiting) {
         char what[64];
         snprintf(what, sizeof(what), "%s (call %llu)", kind_name(t.kind),
                  (unsigned long long)t.seq);
-        fail_waiting_on(c, r, why, what);
+        // r posts to this call unless the call is our send to r
+        const std::string unpublished = t.kind == kSend ? std::string() : source_path(t, r);
+        fail_waiting_on(c, r, why, what, t.kind == kSend ? nullptr : unpublished.c_str());
         return false;
     }
     return true;
@@ -163,9 +165,19 @@ bool post(Task& t) {
             return false;
         }
     }
+    // From here until the slot is published ncclCommAbort waits (posting), and an abort that
+    // began before cannot see this post: then it is not made.
+    c->posting.fetch_add(1);
+    if (c->aborted.load()) {
+        c->posting.fetch_sub(1);
+        return false;
+    }
     std::string path = p2p ? p2p_path(*c, c->rank, t.root, t.seq) : coll_path(*c, c->rank, t.seq);
     size_t bytes = post_bytes(t);
-    if (!write_data_file(c, path, t.sendbuff, bytes)) return false;
+    if (!write_data_file(c, path, t.sendbuff, bytes)) {
+        c->posting.fetch_sub(1);
+        return false;
+    }
     slot->readers = p2p                 ? 1ull << t.root
                     : t.kind == kReduce ? 1ull << t.root
                                         : all_ranks(c->nranks);
@@ -182,6 +194,7 @@ bool post(Task& t) {
     slot->bytes = bytes;
     slot->opened.store(0, std::memory_order_relaxed);
     slot->tag.store(t.seq + 1, std::memory_order_release);
+    c->posting.fetch_sub(1);
     return true;
 }
 

@@ -432,6 +432,10 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     CommState* c = comm->state.get();
     c->aborted.store(true);
+    // A post being written (another thread's progress, after a stop and continue) is published
+    // before the clean-up below looks at the slots: it takes microseconds, but wait at most 1 s.
+    for (const double start = now_s(); c->posting.load() > 0 && now_s() - start < 1.0;)
+        idle_wait(now_s() - start);
     // Operations still queued become no-ops; peers waiting on them fail instead of hanging.
     // Without any, an abort leaves like a destroy and peers may still read what was posted.
     bool failed = c->pending.load() > 0 || c->async_error.load() != ncclSuccess;

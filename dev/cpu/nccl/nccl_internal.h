@@ -171,6 +171,9 @@ struct CommState {
     std::atomic<int> async_error{ncclSuccess};
     std::atomic<int> pending{0};  // queued tasks not finished yet
     std::atomic<bool> aborted{false};
+    // post() calls between creating their data file and publishing it: ncclCommAbort waits for
+    // them, so that a post it cannot see in a slot yet is not left behind.
+    std::atomic<int> posting{0};
     bool finalized = false;
 
     ~CommState();
@@ -238,8 +241,11 @@ void unlink_unread_posts(CommState* c);
 // of it), which no reader can complete any more.
 void unlink_at_abort(CommState* c, bool failed);
 // Fails c (ncclRemoteError) because `what` waits on rank r, which is gone (`why`, from
-// peer_gone); unlinks what r posted and nobody read if r's process has died.
-void fail_waiting_on(CommState* c, int r, const char* why, const char* what);
+// peer_gone); if r's process has died, unlinks what r posted and nobody read, and the file at
+// `unpublished` (if given): r's post of the call waited on, which r may have died between
+// creating and publishing.
+void fail_waiting_on(CommState* c, int r, const char* why, const char* what,
+                     const char* unpublished = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Groups (collectives.cpp) and the communicator setup they defer (comm.cpp).

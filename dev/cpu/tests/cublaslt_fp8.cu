@@ -343,6 +343,20 @@ static bool check(const Case& s) {
     const double d_scale = s.set_d_scale ? s.d_scale : 1.0;
     const double lipschitz = has_gelu(s) ? 1.13 : 1.0;
     const double tiny = is_fp8(s.d_type) ? fp8_tiny(s.d_type) : 0.0;
+    // op(A)'s rows and op(B)'s columns as the product multiplies them, decoded and scaled once
+    std::vector<double> a_rows((size_t)s.m * s.k), b_cols((size_t)s.n * s.k);
+    for (int i = 0; i < s.m; i++)
+        for (int kk = 0; kk < s.k; kk++) {
+            double a = decode_fp8(s.a_type, a_bits(s, i, kk));
+            if (!scalar_a) a *= scale_at(s.a_mode, s.a_scales, s.a_e8m0, kk, i, s.k, s.m);
+            a_rows[(size_t)i * s.k + kk] = a;
+        }
+    for (int j = 0; j < s.n; j++)
+        for (int kk = 0; kk < s.k; kk++) {
+            double b = decode_fp8(s.b_type, b_bits(s, kk, j));
+            if (!scalar_b) b *= scale_at(s.b_mode, s.b_scales, s.b_e8m0, kk, j, s.k, s.n);
+            b_cols[(size_t)j * s.k + kk] = b;
+        }
     double amax = 0, worst = 0;
     int bad = 0;
     std::string first;
@@ -350,10 +364,7 @@ static bool check(const Case& s) {
         for (int i = 0; i < s.m; i++) {
             double sum = 0, magnitude = 0;
             for (int kk = 0; kk < s.k; kk++) {
-                double a = decode_fp8(s.a_type, a_bits(s, i, kk));
-                double b = decode_fp8(s.b_type, b_bits(s, kk, j));
-                if (!scalar_a) a *= scale_at(s.a_mode, s.a_scales, s.a_e8m0, kk, i, s.k, s.m);
-                if (!scalar_b) b *= scale_at(s.b_mode, s.b_scales, s.b_e8m0, kk, j, s.k, s.n);
+                const double a = a_rows[(size_t)i * s.k + kk], b = b_cols[(size_t)j * s.k + kk];
                 sum += a * b;
                 magnitude += std::fabs(a * b);
             }
