@@ -37,8 +37,9 @@ Four kinds of tests:
    for each configuration in GPT_CONFIGS, scripts/check_reference.py confirms it with an independent float64 model, and
    both test binaries (fp32 and bf16 builds of test_gpt) check the trainer against it.
 
-Tests run `-j` at a time (default: the cores + 1), the trainer checks first as the longest, each
-test's lines printed as it ends; a test file marked `//! exclusive` runs its cases last, alone.
+Tests run `-j` at a time (default: the cores + 1), the longest first (the trainer checks, the
+Python scripts, the fuzz targets, the dev/cuda harnesses, then dev/cpu/tests), each test's lines
+printed as it ends; a test file marked `//! exclusive` runs its cases last, alone.
 The two trainer tests that mostly wait (WAITING_TESTS: deadlines, stopped ranks) run beside the
 others from the start, without taking a worker.
 
@@ -353,8 +354,10 @@ def run_jobs(jobs, workers):
 def cuda_test_jobs(patterns, native, tally):
     """A job per test file (build, then its cases), and one more at the end for the cases of an
     exclusive file, which is built with the others."""
+    harnesses = os.path.join(ROOT, "dev", "cuda") + os.sep  # the longest builds, first
     paths = sorted({p for pat in patterns for p in glob.glob(os.path.join(ROOT, pat))
-                    if p.endswith(".cu") and os.path.isfile(p)})
+                    if p.endswith(".cu") and os.path.isfile(p)},
+                   key=lambda p: (not p.startswith(harnesses), p))
     tests = [TestFile(p) for p in paths]
     if native:
         skipped = [t for t in tests if t.cpu_only]
@@ -575,16 +578,19 @@ def main():
                 + reference_config_jobs([n - 1 for n in args.config], native, tally, args.jobs))
         run_jobs(jobs, args.jobs)
     else:
-        # the trainer's scripts, the longest tests, first: the short ones fill in around them
+        # The longest tests first, the short ones fill in around them and end the suite: the
+        # trainer's scripts, the reference checks, the Python scripts, the fuzz targets (5 s
+        # each), then the CUDA test programs (the dev/cuda harnesses, which compile the model,
+        # before dev/cpu/tests). A long test last would leave a core idle at the end.
         jobs = []
         if args.gpt:
             jobs += script_jobs(TRAINER_TESTS, tally, f"--bin-dir {trainer_bin_dir(native)}")
             jobs += reference_config_jobs(range(len(GPT_CONFIGS)), native, tally, args.jobs)
-        cuda_jobs, exclusive_jobs = cuda_test_jobs(args.patterns or DEFAULT_TESTS, native, tally)
-        jobs += cuda_jobs + fuzz_jobs(args.patterns or DEFAULT_TESTS, tally)
         if not args.patterns:
             jobs += script_jobs(PYTHON_TESTS, tally)
-        run_jobs(jobs + exclusive_jobs, args.jobs)
+        jobs += fuzz_jobs(args.patterns or DEFAULT_TESTS, tally)
+        cuda_jobs, exclusive_jobs = cuda_test_jobs(args.patterns or DEFAULT_TESTS, native, tally)
+        run_jobs(jobs + cuda_jobs + exclusive_jobs, args.jobs)
     skipped = f", {tally.skipped} skipped" if tally.skipped else ""
     idle = ""
     if start_times and cpu_times():
