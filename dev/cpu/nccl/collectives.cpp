@@ -141,8 +141,7 @@ bool check_peer(Task& t, int r, StillWaiting still_waiting) {
         snprintf(what, sizeof(what), "%s (call %llu)", kind_name(t.kind),
                  (unsigned long long)t.seq);
         // r posts to this call unless the call is our send to r
-        const std::string unpublished = t.kind == kSend ? std::string() : source_path(t, r);
-        fail_waiting_on(c, r, why, what, t.kind == kSend ? nullptr : unpublished.c_str());
+        fail_waiting_on(c, r, why, what, t.kind == kSend ? std::string() : source_path(t, r));
         return false;
     }
     return true;

@@ -242,10 +242,10 @@ void unlink_unread_posts(CommState* c);
 void unlink_at_abort(CommState* c, bool failed);
 // Fails c (ncclRemoteError) because `what` waits on rank r, which is gone (`why`, from
 // peer_gone); if r's process has died, unlinks what r posted and nobody read, and the file at
-// `unpublished` (if given): r's post of the call waited on, which r may have died between
+// `unpublished` (if not empty): r's post of the call waited on, which r may have died between
 // creating and publishing.
 void fail_waiting_on(CommState* c, int r, const char* why, const char* what,
-                     const char* unpublished = nullptr);
+                     const std::string& unpublished = std::string());
 
 // ---------------------------------------------------------------------------------------------
 // Groups (collectives.cpp) and the communicator setup they defer (comm.cpp).

@@ -154,13 +154,13 @@ void unlink_at_abort(CommState* c, bool failed) {
 }
 
 void fail_waiting_on(CommState* c, int r, const char* why, const char* what,
-                     const char* unpublished) {
+                     const std::string& unpublished) {
     comm_fail(c, ncclRemoteError, "%s: rank %d %s", what, r, why);
     // What a dead rank posted and nobody read yet would stay behind: nobody else cleans up.
     SharedRank& peer = c->ranks()[r];
     if (peer.state.load() == kAlive && !process_alive(peer.pid.load())) {
         unlink_unread(c, r, -1);
-        if (unpublished) unlink(unpublished);
+        if (!unpublished.empty()) unlink(unpublished.c_str());
     }
 }
 
