@@ -115,20 +115,20 @@ GemmOperands<T> gemm_operands(int m, int n, int k) {
     return g;
 }
 
-// The exact op(A) op(B), column-major (each loop order reads X along its columns).
+// The exact op(A) op(B), column-major. op(A) is first copied out as a plain m x k matrix, so
+// both cases run the same vectorizable column updates; the entries are small integers, so every
+// sum is exact and the order of the additions does not matter.
 std::vector<double> exact_product(const GemmOperands<double>& g, bool ta) {
     const int m = g.m, k = g.k, ld = g.ldx;
-    std::vector<double> product(static_cast<size_t>(m) * g.n, 0.0);
-    for (int j = 0; j < g.n; j++) {
-        const double* b = &g.b[0][j * g.ldb[0]];
-        double* p = &product[j * m];
-        if (ta)
-            for (int i = 0; i < m; i++)
-                for (int kk = 0; kk < k; kk++) p[i] += g.x[kk + i * ld] * b[kk];
-        else
-            for (int kk = 0; kk < k; kk++)
-                for (int i = 0; i < m; i++) p[i] += g.x[i + kk * ld] * b[kk];
-    }
+    std::vector<double> a(static_cast<size_t>(m) * k), product(static_cast<size_t>(m) * g.n, 0.0);
+    for (int kk = 0; kk < k; kk++)
+        for (int i = 0; i < m; i++) a[i + kk * m] = ta ? g.x[kk + i * ld] : g.x[i + kk * ld];
+    for (int kk = 0; kk < k; kk++)  // (column kk of op(A) is read once, into every column of C)
+        for (int j = 0; j < g.n; j++) {
+            const double bkj = g.b[0][kk + j * g.ldb[0]];
+            double* p = &product[j * m];
+            for (int i = 0; i < m; i++) p[i] += a[i + kk * m] * bkj;
+        }
     return product;
 }
 
