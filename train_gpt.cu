@@ -47,6 +47,11 @@ of CPU threads under the CPU runtime (dev/cpu).
 
 The reference for every number is scripts/reference.py (its docstring specifies the model);
 test_gpt.cu includes this file (with TRAIN_GPT_NO_MAIN defined) and compares against its dumps.
+
+The kernels here and in llmc/ are static: the program is one translation unit, and a static
+kernel that is only launched needs no entry in the CPU runtime's registry, so a dev/cuda harness
+(which includes this file) compiles only the kernels it launches (see launched_only in
+dev/cpu/cucc).
 */
 #include <algorithm>
 #include <cmath>
@@ -797,9 +802,9 @@ inline void layout_activations(Activations* acts, const GPTConfig* c, const Mode
 // added by one rank of the group only (wpe nullptr on the others). The sum over the group then
 // adds zeros to each element, exactly: the same bits as on one rank.
 
-__global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
-                                       const floatX* wpe, const int* positions, int N, int T, int C,
-                                       int v0, int Vl) {
+static __global__ void encoder_forward_kernel(floatX* out, const int* tokens, const floatX* wte,
+                                              const floatX* wpe, const int* positions, int N, int T,
+                                              int C, int v0, int Vl) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)N * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -827,8 +832,8 @@ inline void encoder_forward(floatX* out, const int* tokens, const floatX* wte, c
 
 // Backward, without atomics. dwpe[t,:] += sum over b of dout[b,t,:]: a thread owns one pack of
 // one position and adds the B rows in order.
-__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, const int* positions, int B,
-                                    int T, int C) {
+static __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, const int* positions,
+                                           int B, int T, int C) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)T * packs_per_row;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -849,9 +854,9 @@ __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, const int*
 // by token (TokenBuckets): bucket j is token bucket_token[j] at positions
 // bucket_pos[bucket_start[j] .. bucket_start[j+1]), ascending. A thread owns one pack of one
 // bucket's row, so no two threads touch the same gradient element.
-__global__ void wte_backward_kernel(floatX* dwte, const floatX* dout, const int* bucket_token,
-                                    const int* bucket_start, const int* bucket_pos, int n_buckets,
-                                    int C) {
+static __global__ void wte_backward_kernel(floatX* dwte, const floatX* dout,
+                                           const int* bucket_token, const int* bucket_start,
+                                           const int* bucket_pos, int n_buckets, int C) {
     const int packs_per_row = C / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
          i < (size_t)n_buckets * packs_per_row; i += (size_t)gridDim.x * blockDim.x) {
@@ -964,10 +969,10 @@ __device__ inline const floatX* residual_add_row(floatX* residual_out, const flo
     return r;
 }
 
-__global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
-                                         float* rstd_out, const floatX* a, const floatX* b,
-                                         const floatX* weight, const floatX* bias, int N, int C,
-                                         bool saved_stats) {
+static __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, float* mean_out,
+                                                float* rstd_out, const floatX* a, const floatX* b,
+                                                const floatX* weight, const floatX* bias, int N,
+                                                int C, bool saved_stats) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;  // whole warps leave together
@@ -1005,8 +1010,8 @@ __global__ void layernorm_forward_kernel(floatX* residual_out, floatX* out, floa
 
 // residual_out = a + b alone, as the fused kernel above forms it: a block's last residual add
 // when no LayerNorm follows it on this rank (the last block of a pipeline stage, llmc/pipeline.h).
-__global__ void residual_forward_kernel(floatX* residual_out, const floatX* a, const floatX* b,
-                                        size_t n) {
+static __global__ void residual_forward_kernel(floatX* residual_out, const floatX* a,
+                                               const floatX* b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         residual_out[i] = (floatX)((float)a[i] + (float)b[i]);
@@ -1040,9 +1045,10 @@ inline void layernorm_recompute(floatX* out, const float* mean, const float* rst
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), added to dinp (the residual stream's
 //   gradient, which also flows around the layernorm) or written when accumulate is false.
 // ROW_LANES threads per row, two passes.
-__global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                          const float* mean, const float* rstd,
-                                          const floatX* weight, int N, int C, bool accumulate) {
+static __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout,
+                                                 const floatX* inp, const float* mean,
+                                                 const float* rstd, const floatX* weight, int N,
+                                                 int C, bool accumulate) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
@@ -1085,8 +1091,9 @@ __global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, cons
 // with xhat = (inp - mean) * rstd (RMSNorm: mean nullptr, xhat = inp * rstd). Threads of a warp
 // read consecutive columns (coalesced).
 // The grid is (chunks, column blocks): gridDim.x has room for any N.
-__global__ void column_partials_kernel(float* partials, const floatX* dout, const floatX* inp,
-                                       const float* mean, const float* rstd, int N, int C) {
+static __global__ void column_partials_kernel(float* partials, const floatX* dout,
+                                              const floatX* inp, const float* mean,
+                                              const float* rstd, int N, int C) {
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     const int chunk = blockIdx.x;
     if (c >= C) return;
@@ -1108,8 +1115,8 @@ __global__ void column_partials_kernel(float* partials, const floatX* dout, cons
 // warp 0 adds the warps' sums in warp order. The order depends only on N.
 constexpr int COLUMN_FINISH_WARPS = 8;
 
-__global__ void column_finish_kernel(floatX* dweight, floatX* dbias, const float* partials,
-                                     int n_chunks, int C) {
+static __global__ void column_finish_kernel(floatX* dweight, floatX* dbias, const float* partials,
+                                            int n_chunks, int C) {
     __shared__ float warp_sums[2][COLUMN_FINISH_WARPS][32];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int c = blockIdx.x * 32 + lane;
@@ -1163,9 +1170,10 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
 // ROW_LANES threads per row, one pass for the sum of squares; saved_stats: rstd is read from
 // rstd_out (activation recompute), giving the forward pass's output bit for bit.
 
-__global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float* rstd_out,
-                                       const floatX* a, const floatX* b, const floatX* weight,
-                                       int N, int C, float eps, bool saved_stats) {
+static __global__ void rmsnorm_forward_kernel(floatX* residual_out, floatX* out, float* rstd_out,
+                                              const floatX* a, const floatX* b,
+                                              const floatX* weight, int N, int C, float eps,
+                                              bool saved_stats) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;  // whole warps leave together
@@ -1211,9 +1219,9 @@ inline void rmsnorm_recompute(floatX* out, const float* rstd, const floatX* x, c
 // Backward, input gradient. With xhat = x * rstd and g = dout * w:
 //   dx = rstd * (g - xhat * mean(g * xhat)), added to dinp (the residual stream's gradient)
 // or written when accumulate is false. ROW_LANES threads per row, two passes.
-__global__ void rmsnorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                        const float* rstd, const floatX* weight, int N, int C,
-                                        bool accumulate) {
+static __global__ void rmsnorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
+                                               const float* rstd, const floatX* weight, int N,
+                                               int C, bool accumulate) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
@@ -1456,7 +1464,7 @@ __device__ inline void att_load_tiles(floatX (*tile_a)[HS], floatX (*tile_b)[HS]
 // include the 1/sqrt(HS) scale), which the backward pass uses to recompute probabilities, and,
 // when logit_max is not null, raises it to the largest score (monitor_key).
 template <int HS>
-__global__ void __launch_bounds__(ATT_THREADS)
+static __global__ void __launch_bounds__(ATT_THREADS)
     attention_forward_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
                              const floatX* kv, AttBlock blk, int NH, int KVH) {
     typedef AttRows<HS> R;
@@ -1531,7 +1539,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 // dP = dO . v, D = dO . O and dS = P * (dP - D): dq = scale * sum_s dS_s k_s. It also stores D
 // for pass 2. Keys stream through shared memory.
 template <int HS>
-__global__ void __launch_bounds__(ATT_THREADS)
+static __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(floatX* dqkv, float* delta, const floatX* dout, const floatX* out,
                                  const floatX* qkv, const floatX* kv, const float* lse,
                                  AttBlock blk, int NH, int KVH) {
@@ -1589,7 +1597,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 // t >= s of each of its query heads in turn stream through shared memory: dv = sum_t P_ts dO_t,
 // dk = scale * sum_t dS_ts q_t.
 template <int HS>
-__global__ void __launch_bounds__(ATT_THREADS)
+static __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkv_kernel(floatX* dkv, const float* delta, const floatX* dout,
                                   const floatX* qkv, const floatX* kv, const float* lse,
                                   AttBlock blk, int NH, int KVH) {
@@ -1853,7 +1861,7 @@ __device__ inline void att_store_row(floatX* row, const float (*acc)[4], int r, 
 // scores times log2(e), l the running sum of 2^(x - m) (per lane over its columns; the quad
 // adds them at the end). logit_max as in the CUDA-core kernel (the largest score is m / log2(e)).
 template <int HS>
-__global__ void __launch_bounds__(MMA_ATT_THREADS)
+static __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_forward_mma_kernel(floatX* out, float* lse, unsigned* logit_max, const floatX* qkv,
                                  const floatX* kvx, AttBlock blk, int NH, int KVH) {
     typedef MmaAtt<HS> A;
@@ -1969,7 +1977,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 // tiles of bwd_tile. It first computes D = dO . O of its rows (two lanes per row) and stores it
 // for pass 2. P = 2^(x - lse log2(e)) with x the scores times log2(e).
 template <int HS>
-__global__ void __launch_bounds__(MMA_ATT_THREADS)
+static __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dq_mma_kernel(floatX* dqkv, float* delta, const floatX* dout,
                                      const floatX* out, const floatX* qkv, const floatX* kvx,
                                      const float* lse, AttBlock blk, int NH, int KVH) {
@@ -2069,7 +2077,7 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 // block's diagonal on of each of its query heads in turn stream in tiles of bwd_tile with their
 // output gradients, lse and D (from pass 1).
 template <int HS>
-__global__ void __launch_bounds__(MMA_ATT_THREADS)
+static __global__ void __launch_bounds__(MMA_ATT_THREADS)
     attention_backward_dkv_mma_kernel(floatX* dkv, const float* delta, const floatX* dout,
                                       const floatX* qkv, const floatX* kvx, const float* lse,
                                       AttBlock blk, int NH, int KVH) {
@@ -2341,7 +2349,7 @@ __device__ inline void gelu_packs(floatX* out, const floatX* inp) {
 
 // n is a multiple of x128::size; a tensor's last chunk may hold fewer than GELU_PACKS packs.
 template <bool backward>
-__global__ void gelu_kernel(floatX* out, const floatX* inp, size_t n) {
+static __global__ void gelu_kernel(floatX* out, const floatX* inp, size_t n) {
     for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * GELU_CHUNK; i < n;
          i += (size_t)gridDim.x * blockDim.x * GELU_CHUNK) {
         if (i + GELU_CHUNK <= n) {
@@ -2382,8 +2390,9 @@ inline void gelu_backward(floatX* d, const floatX* inp, size_t n, cudaStream_t s
 constexpr float QK_NORM_EPS = 1e-6f;
 constexpr int QK_NORM_THREADS = 256;
 
-__global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, const floatX* q_w,
-                                       const floatX* k_w, int N, int NH, int KVH, int HS) {
+static __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd,
+                                              const floatX* q_w, const floatX* k_w, int N, int NH,
+                                              int KVH, int HS) {
     const int G = HS / x128::size, per_row = NH + KVH;
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
     const int c = (int)(t % G) * x128::size;
@@ -2407,9 +2416,9 @@ __global__ void qk_norm_forward_kernel(floatX* qkv, floatX* raw, float* rstd, co
 
 // Input gradient, in place: dy (the attention's dq or dk) becomes, with xhat = x * r and
 // g = dy * w,  dx = r * (g - xhat * mean(g * xhat)).
-__global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const float* rstd,
-                                        const floatX* q_w, const floatX* k_w, int N, int NH,
-                                        int KVH, int HS) {
+static __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const float* rstd,
+                                               const floatX* q_w, const floatX* k_w, int N, int NH,
+                                               int KVH, int HS) {
     const int G = HS / x128::size, per_row = NH + KVH;
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, v = t / G;
     const int c = (int)(t % G) * x128::size;
@@ -2440,9 +2449,9 @@ __global__ void qk_norm_backward_kernel(floatX* dqkv, const floatX* raw, const f
 // for q, KVH for k; the k part's chunks past its N * KVH pairs write zeros) and writes
 // partials[(chunk * 2 + part) * HS + i] = sum dy * xhat; column_finish_kernel then adds the
 // chunks in order, its weight slot (0) going to dq_w and its bias slot (1) to dk_w.
-__global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
-                                              const floatX* raw, const float* rstd, int N, int NH,
-                                              int KVH, int HS) {
+static __global__ void qk_norm_scale_partials_kernel(float* partials, const floatX* dqkv,
+                                                     const floatX* raw, const float* rstd, int N,
+                                                     int NH, int KVH, int HS) {
     const int i = threadIdx.x % HS, part = threadIdx.x / HS, per_row = NH + KVH;
     const int heads = part == 0 ? NH : KVH;
     const size_t first = (size_t)blockIdx.x * COLUMN_CHUNK;
@@ -2535,8 +2544,8 @@ inline RopeFreqs rope_freqs(const LlamaConfig* l, int HS) {
 // One thread per (row, head vector j < NH + KVH of [q | k], pair i); sign +1 forward (turns by
 // the angle), -1 backward (turns the gradient back). Position: positions[row % T] (context
 // parallelism: the rows' places in the sequence), or row % T when positions is nullptr.
-__global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, const int* positions, int N, int T,
-                            int NH, int KVH, int HS, float sign) {
+static __global__ void rope_kernel(floatX* qkv, RopeFreqs freqs, const int* positions, int N, int T,
+                                   int NH, int KVH, int HS, float sign) {
     const int pairs = HS / 2, per_row = NH + KVH;
     const size_t id = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (id >= (size_t)N * per_row * pairs) return;
@@ -2572,7 +2581,7 @@ inline void rope_backward(floatX* dqkv, const RopeFreqs* freqs, const int* posit
 //   dgate = dout * up * s (1 + g (1 - s)),  dup = dout * silu(g).
 // Elementwise, one thread per element of out.
 
-__global__ void swiglu_forward_kernel(floatX* out, const floatX* fch, size_t N, int H) {
+static __global__ void swiglu_forward_kernel(floatX* out, const floatX* fch, size_t N, int H) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < N * H;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t row = i / H, j = i % H;
@@ -2581,8 +2590,8 @@ __global__ void swiglu_forward_kernel(floatX* out, const floatX* fch, size_t N, 
     }
 }
 
-__global__ void swiglu_backward_kernel(floatX* dfch, const floatX* dout, const floatX* fch,
-                                       size_t N, int H) {
+static __global__ void swiglu_backward_kernel(floatX* dfch, const floatX* dout, const floatX* fch,
+                                              size_t N, int H) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < N * H;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t row = i / H, j = i % H;
@@ -2704,9 +2713,9 @@ __device__ void row_dlogits(floatX* x, int Vl, int v0, int V, int target, float 
 }
 
 // One rank holds every logit: both passes in one kernel.
-__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
-                                        float* log_zs, const int* targets, int N, int V, int Vp,
-                                        float dloss, float z_coef) {
+static __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_losses,
+                                               float* log_zs, const int* targets, int N, int V,
+                                               int Vp, float dloss, float z_coef) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
@@ -2723,8 +2732,8 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* z_
 }
 
 // Tensor parallelism: pass 1 into stats (N), combined over the group, then pass 2.
-__global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logits,
-                                        const int* targets, int N, int V, int Vl, int v0) {
+static __global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logits,
+                                               const int* targets, int N, int V, int Vl, int v0) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
@@ -2733,9 +2742,9 @@ __global__ void classifier_stats_kernel(SoftmaxStats* stats, const floatX* logit
     if (lane == 0) stats[row] = st;
 }
 
-__global__ void classifier_dlogits_kernel(floatX* logits, const SoftmaxStats* combined,
-                                          const int* targets, int N, int V, int Vl, int v0,
-                                          float dloss, float z_coef) {
+static __global__ void classifier_dlogits_kernel(floatX* logits, const SoftmaxStats* combined,
+                                                 const int* targets, int N, int V, int Vl, int v0,
+                                                 float dloss, float z_coef) {
     const int lane = threadIdx.x % ROW_LANES;
     const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / ROW_LANES;
     if (row >= N) return;
@@ -2833,8 +2842,8 @@ struct Monitors {
 
 // vec (K words: `keys` order keys, then float sums) = the combination of `ranks` vectors
 // gathered (ranks, K): the largest key, the floats' sum in rank order.
-__global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, int ranks, int keys,
-                                       int K) {
+static __global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, int ranks,
+                                              int keys, int K) {
     for (int k = threadIdx.x; k < K; k += blockDim.x) {
         if (k < keys) {
             unsigned top = 0;
@@ -2857,8 +2866,8 @@ __global__ void monitor_combine_kernel(unsigned* vec, const unsigned* gathered, 
 
 // sums[0] += the sum of log_z[0..N) and keys[0] = max(keys[0], key of its max), in one block
 // of CHUNK_THREADS threads in a fixed order; add_sum false: the max only.
-__global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log_z, int N,
-                                     bool add_sum) {
+static __global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log_z, int N,
+                                            bool add_sum) {
     float acc = 0.0f, mx = -INFINITY;
     for (int i = threadIdx.x; i < N; i += CHUNK_THREADS) {
         acc += log_z[i];
@@ -2874,8 +2883,8 @@ __global__ void log_z_monitor_kernel(float* sum, unsigned* key, const float* log
 
 // partials[(item * max_blocks + block) * 2 + {0, 1}] = the sums of (now - before)^2 and now^2 over
 // the chunk of the item that block `block` of its blocks owns (block_chunk, fixed order).
-__global__ void update_items_kernel(float* partials, const UpdateItem* items, const float* now,
-                                    const float* before, int max_blocks) {
+static __global__ void update_items_kernel(float* partials, const UpdateItem* items,
+                                           const float* now, const float* before, int max_blocks) {
     const UpdateItem it = items[blockIdx.y];
     if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
     size_t begin, end;
@@ -2895,8 +2904,8 @@ __global__ void update_items_kernel(float* partials, const UpdateItem* items, co
 }
 
 // sums[1 + 2g] and sums[2 + 2g] += the partials of group g's items, in item and block order.
-__global__ void update_sums_kernel(float* sums, const float* partials, const UpdateItem* items,
-                                   int count, int max_blocks) {
+static __global__ void update_sums_kernel(float* sums, const float* partials,
+                                          const UpdateItem* items, int count, int max_blocks) {
     for (int i = 0; i < count; i++)
         for (int b = 0; b < items[i].blocks; b++) {
             const float* p = partials + ((size_t)i * max_blocks + b) * 2;

@@ -31,8 +31,8 @@ struct AdamWScalars {
 // One thread per element (grid-stride). params/grads/master/m/v point at the same tensor in
 // their buffers; `offset` is the tensor's offset in the buffer, so the rounding noise of an
 // element depends only on its global position.
-__global__ void adamw_kernel(floatX* params, float* master, const floatX* grads, float* m, float* v,
-                             size_t n, size_t offset, AdamWScalars s) {
+static __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads, float* m,
+                                    float* v, size_t n, size_t offset, AdamWScalars s) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float g = (float)grads[i] * s.grad_scale;

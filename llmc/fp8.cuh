@@ -116,7 +116,7 @@ constexpr int FP8_BLOCK_SIZE = 256;
 
 // Pass 1 (CHUNK_THREADS threads a block): block b writes the amax of its chunk of x
 // (block_chunk) to partial[b].
-__global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t n) {
+static __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t n) {
     size_t begin, end;
     block_chunk(n, blockIdx.x, gridDim.x, &begin, &end);
     float m = 0.0f;
@@ -129,8 +129,9 @@ __global__ void fp8_amax_partial_kernel(float* partial, const floatX* x, size_t 
 // Pass 2, one block (its threads stride over the n_partial maxima, thread 0 writes): the amax
 // into s->amax (with accumulate, the max of it and s->amax: a running max over a step); with
 // set_scale, s->scale and s->scale_inv from it (current scaling).
-__global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, const float* partial, int n_partial,
-                                       float fp8_max, bool accumulate, bool set_scale) {
+static __global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, const float* partial,
+                                              int n_partial, float fp8_max, bool accumulate,
+                                              bool set_scale) {
     float m = 0.0f;
     for (int i = threadIdx.x; i < n_partial; i += CHUNK_THREADS) m = fmaxf(m, partial[i]);
     m = block_max(m);
@@ -143,7 +144,7 @@ __global__ void fp8_amax_finish_kernel(Fp8TensorScale* s, const float* partial, 
 }
 
 // One thread: s's scale from s->amax (after the amax was reduced over a group of ranks).
-__global__ void fp8_scale_from_amax_kernel(Fp8TensorScale* s, float fp8_max) {
+static __global__ void fp8_scale_from_amax_kernel(Fp8TensorScale* s, float fp8_max) {
     s->scale = fp8_scale_from_amax(s->amax, fp8_max, 0, 1.0f);
     s->scale_inv = 1.0f / s->scale;
 }
@@ -155,9 +156,9 @@ __global__ void fp8_scale_from_amax_kernel(Fp8TensorScale* s, float fp8_max) {
 // the kernel's only synchronization is then a barrier at the top level of its body, which cucc
 // runs as thread loops (a return before it would keep a fiber per thread).
 constexpr int FP8_TRANSPOSE_TILE = 32, FP8_TRANSPOSE_ROWS = 8;
-__global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX* x, int rows,
-                                           int cols, const Fp8TensorScale* s,
-                                           __nv_fp8_interpretation_t format) {
+static __global__ void fp8_quantize_tensor_kernel(uint8_t* q, uint8_t* qt, const floatX* x,
+                                                  int rows, int cols, const Fp8TensorScale* s,
+                                                  __nv_fp8_interpretation_t format) {
     __shared__ uint8_t tile[FP8_TRANSPOSE_TILE][FP8_TRANSPOSE_TILE + 1];  // +1: no bank conflicts
     const float scale = s->scale;
     const int row0 = blockIdx.y * FP8_TRANSPOSE_TILE, col0 = blockIdx.x * FP8_TRANSPOSE_TILE;
@@ -239,7 +240,7 @@ struct Fp8DelayedScaling {
 };
 
 // Every tensor's running amax to 0; with restart, its scale back to 1 too.
-__global__ void fp8_delayed_reset_kernel(Fp8TensorScale* scales, int count, bool restart) {
+static __global__ void fp8_delayed_reset_kernel(Fp8TensorScale* scales, int count, bool restart) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         scales[i].amax = 0.0f;
         if (restart) scales[i].scale = scales[i].scale_inv = 1.0f;
@@ -267,8 +268,9 @@ static void fp8_quantize_delayed(uint8_t* q, uint8_t* qt, const Fp8DelayedScalin
 }
 
 // Block i - first owns tensor i (its threads stride over the history, thread 0 writes).
-__global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* history, int first,
-                                            int length, int position, float fp8_max, int margin) {
+static __global__ void fp8_delayed_end_step_kernel(Fp8TensorScale* scales, float* history,
+                                                   int first, int length, int position,
+                                                   float fp8_max, int margin) {
     const int i = first + blockIdx.x;
     float* h = history + (size_t)i * length;
     const float step_amax = scales[i].amax;
@@ -331,11 +333,11 @@ constexpr int FP8_TILE_THREADS = CHUNK_THREADS < 128 ? CHUNK_THREADS : 128;
 // tile_amax[tr * gridDim.x + tc] holds the amax between FP8_TILES_AMAX_ONLY and GIVEN_AMAX.
 // With qt the tile's bytes go through dynamic shared memory (tile_rows x (tile_cols + 1) bytes)
 // and out as q^T's rows, consecutive threads writing consecutive bytes.
-__global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
-                                          Fp8ScaleLayout qt_scales, float* tile_amax,
-                                          Fp8TilePass pass, const floatX* x, int rows, int cols,
-                                          int tile_rows, int tile_cols,
-                                          __nv_fp8_interpretation_t format) {
+static __global__ void fp8_quantize_tiles_kernel(uint8_t* q, uint8_t* qt, Fp8ScaleLayout q_scales,
+                                                 Fp8ScaleLayout qt_scales, float* tile_amax,
+                                                 Fp8TilePass pass, const floatX* x, int rows,
+                                                 int cols, int tile_rows, int tile_cols,
+                                                 __nv_fp8_interpretation_t format) {
     extern __shared__ uint8_t staged[];  // [row in tile][column in tile], rows of tile_cols + 1
     const int row0 = blockIdx.y * tile_rows, col0 = blockIdx.x * tile_cols;
     const int h = min(tile_rows, rows - row0), w = min(tile_cols, cols - col0);
@@ -412,9 +414,11 @@ static const Fp8AmaxReduce FP8_WHOLE = {nullptr, nullptr};
 // combined in shared memory. Pass 2: 32 x 32 chunks quantized into a shared tile, then written
 // as q^T's rows, consecutive threads writing consecutive bytes.
 constexpr int FP8_STRIP = 32, FP8_STRIP_ROWS = 8;
-__global__ void fp8_quantize_columns_kernel(uint8_t* qt, float* scale_inv_t, float* tile_amax,
-                                            Fp8TilePass pass, const floatX* x, int rows, int cols,
-                                            int tile_rows, __nv_fp8_interpretation_t format) {
+static __global__ void fp8_quantize_columns_kernel(uint8_t* qt, float* scale_inv_t,
+                                                   float* tile_amax, Fp8TilePass pass,
+                                                   const floatX* x, int rows, int cols,
+                                                   int tile_rows,
+                                                   __nv_fp8_interpretation_t format) {
     __shared__ float partial[FP8_STRIP_ROWS][FP8_STRIP];
     __shared__ uint8_t tile[FP8_STRIP][FP8_STRIP + 1];  // [column][row]; +1: no bank conflicts
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -560,9 +564,9 @@ __host__ __device__ inline size_t mx_scale_bytes(int rows, int cols) {
 // round_up(rows, 128) x round_up(cols / 32, 4)): a padding slot's lane 0 writes 0; a real one's
 // lane l quantizes elements l, l + ROW_LANES, ... of the 32-element block (on a GPU element l),
 // lane 0 writes its scale.
-__global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x, int rows,
-                                       int cols, size_t row_stride, size_t k_stride,
-                                       __nv_fp8_interpretation_t format) {
+static __global__ void fp8_quantize_mx_kernel(uint8_t* q, uint8_t* scale_e8m0, const floatX* x,
+                                              int rows, int cols, size_t row_stride,
+                                              size_t k_stride, __nv_fp8_interpretation_t format) {
     constexpr int per_lane = MX_BLOCK / ROW_LANES;
     const int k_blocks = cols / MX_BLOCK, padded_k_blocks = (k_blocks + 3) / 4 * 4;
     const size_t group = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / ROW_LANES;

@@ -32,8 +32,8 @@ struct LionScalars {
 // One thread per element (grid-stride). params/grads/master/m point at the same tensor in their
 // buffers; `offset` is the tensor's offset in the buffer, so the rounding noise of an element
 // depends only on its global position.
-__global__ void lion_kernel(floatX* params, float* master, const floatX* grads, float* m, size_t n,
-                            size_t offset, LionScalars s) {
+static __global__ void lion_kernel(floatX* params, float* master, const floatX* grads, float* m,
+                                   size_t n, size_t offset, LionScalars s) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float g = (float)grads[i] * s.grad_scale;

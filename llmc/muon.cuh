@@ -148,9 +148,9 @@ __device__ inline size_t muon_part_index(const MuonPart& p, size_t i) {
 // the momentum update and the Newton-Schulz input u, written to x as floatX where `part` places
 // it. one_minus_mu is 1 - mu formed in double, as torch forms its lerp weight from the Python
 // float.
-__global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads, MuonPart part,
-                                     float mu, float one_minus_mu, bool nesterov,
-                                     float grad_scale) {
+static __global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads,
+                                            MuonPart part, float mu, float one_minus_mu,
+                                            bool nesterov, float grad_scale) {
     const size_t n = (size_t)part.rows * part.cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -165,8 +165,8 @@ __global__ void muon_momentum_kernel(floatX* x, float* buf, const floatX* grads,
 // Tensor parallelism: the ranks' parts of a matrix, gathered rank after rank in `parts` (each
 // rows x cols, in its own layout), placed into the iterate x: `shares` distinct parts, share k
 // from rank k * replicas (the ranks between hold copies of it). One thread per element.
-__global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart part, int shares,
-                                     int replicas, bool split_rows) {
+static __global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart part,
+                                            int shares, int replicas, bool split_rows) {
     const size_t n = (size_t)part.rows * part.cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n * shares;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -179,7 +179,7 @@ __global__ void muon_assemble_kernel(floatX* x, const floatX* parts, MuonPart pa
 }
 
 // x /= max(||x||, MUON_EPS), the norm and its clamp held as floatX (torch's bf16 scalars).
-__global__ void muon_normalize_kernel(floatX* x, size_t n, const float* norm) {
+static __global__ void muon_normalize_kernel(floatX* x, size_t n, const float* norm) {
     const float s = (float)(floatX)fmaxf((float)(floatX)*norm, MUON_EPS);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -189,8 +189,9 @@ __global__ void muon_normalize_kernel(floatX* x, size_t n, const float* norm) {
 // One thread per element of a (rows, cols) matrix or part: decoupled weight decay, then
 // the step along the orthogonalized update o (read where `part` places the element).
 // params/master point at the matrix; offset is its global offset (the rounding noise index).
-__global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o, MuonPart part,
-                                  float decay_factor, float step, uint32_t seed, size_t offset) {
+static __global__ void muon_apply_kernel(floatX* params, float* master, const floatX* o,
+                                         MuonPart part, float decay_factor, float step,
+                                         uint32_t seed, size_t offset) {
     const size_t n = (size_t)part.rows * part.cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {

@@ -33,12 +33,12 @@ __device__ inline float block_sum_of_squares(const floatX* x, size_t n, size_t b
     return block_sum(acc);
 }
 
-__global__ void norm_squared_partials_kernel(float* partials, const floatX* x, size_t n) {
+static __global__ void norm_squared_partials_kernel(float* partials, const floatX* x, size_t n) {
     const float total = block_sum_of_squares(x, n, blockIdx.x, gridDim.x);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
-__global__ void norm_finish_kernel(float* norm, const float* partials, int count) {
+static __global__ void norm_finish_kernel(float* norm, const float* partials, int count) {
     float total = 0.0f;
     for (int b = 0; b < count; b++) total += partials[b];
     *norm = sqrtf(total);

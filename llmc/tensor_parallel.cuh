@@ -136,7 +136,7 @@ inline const floatX* tp_leave_backward(const TensorParallel* tp, const floatX* s
 
 // Adds bias (width) to every row of x (rows, width): a row-parallel layer's bias, added to the
 // reduced output. One thread per 16-byte pack (width is a multiple of the pack).
-__global__ void add_bias_kernel(floatX* x, const floatX* bias, size_t rows, int width) {
+static __global__ void add_bias_kernel(floatX* x, const floatX* bias, size_t rows, int width) {
     const size_t packs = rows * width / x128::size;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packs;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -229,9 +229,10 @@ struct SoftmaxStats {
 
 // stats: (t, N) SoftmaxStats after the all-gather, rank-major; combined (N) per row: its max
 // and sum over all ranks. losses, z_losses, log_zs (N; log_zs nullptr: not wanted).
-__global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* losses, float* z_losses,
-                                             float* log_zs, const SoftmaxStats* stats, int N,
-                                             int ranks, float z_coef) {
+static __global__ void softmax_stats_combine_kernel(SoftmaxStats* combined, float* losses,
+                                                    float* z_losses, float* log_zs,
+                                                    const SoftmaxStats* stats, int N, int ranks,
+                                                    float z_coef) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= N) return;
     float m = -INFINITY, target = 0.0f;

@@ -185,7 +185,7 @@ struct DataParallel {
 // Kernels: copying runs (packing a bucket, unpacking it) and adding a reduced part onto the
 // accumulated one. The blocks of a run (blockIdx.y) take its chunks (block_chunk).
 
-__global__ void copy_runs_kernel(floatX* dst, const floatX* src, const CopyRun* runs) {
+static __global__ void copy_runs_kernel(floatX* dst, const floatX* src, const CopyRun* runs) {
     const CopyRun r = runs[blockIdx.y];
     size_t begin, end;
     block_chunk(r.n, blockIdx.x, gridDim.x, &begin, &end);
@@ -209,7 +209,7 @@ inline void copy_runs(floatX* dst, const floatX* src, const CopyRun* runs, int c
     CUDA_CHECK_LAUNCH();
 }
 
-__global__ void add_into_kernel(floatX* dst, const floatX* add, size_t n) {
+static __global__ void add_into_kernel(floatX* dst, const floatX* add, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = (floatX)((float)dst[i] + (float)add[i]);
@@ -224,16 +224,16 @@ inline void add_into(floatX* dst, const floatX* add, size_t n, cudaStream_t stre
 // `item` that block `block` of its `blocks` owns (block_sum_of_squares); then rank_sums[r * width]
 // = the partials of rank r's items, added in item and block order by one thread, and rank_sums[r *
 // width + 1 + e] those of its items in norm entry e (width = 1 + entries).
-__global__ void norm_items_kernel(float* partials, const NormItem* items, int max_blocks) {
+static __global__ void norm_items_kernel(float* partials, const NormItem* items, int max_blocks) {
     const NormItem it = items[blockIdx.y];
     if ((int)blockIdx.x >= it.blocks) return;  // whole blocks leave: no barrier is skipped
     const float total = block_sum_of_squares(it.grads, it.n, blockIdx.x, it.blocks);
     if (threadIdx.x == 0) partials[(size_t)blockIdx.y * max_blocks + blockIdx.x] = total;
 }
 
-__global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
-                                      const NormItem* items, int count, int max_blocks, int ranks,
-                                      int width) {
+static __global__ void norm_rank_sums_kernel(float* rank_sums, const float* partials,
+                                             const NormItem* items, int count, int max_blocks,
+                                             int ranks, int width) {
     for (int k = 0; k < ranks * width; k++) rank_sums[k] = 0.0f;
     for (int i = 0; i < count; i++)
         for (int b = 0; b < items[i].blocks; b++) {

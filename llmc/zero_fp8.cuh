@@ -109,7 +109,7 @@ constexpr size_t ZERO_FP8_ALIGN = 128;  // bytes: a contribution's size is a mul
 // ---------------------------------------------------------------------------------------------
 // Kernels. The blocks of a run (blockIdx.y) take its chunks (block_chunk).
 
-__global__ void zero_fp8_amax_partial_kernel(float* partial, const ZeroFp8QuantRun* runs) {
+static __global__ void zero_fp8_amax_partial_kernel(float* partial, const ZeroFp8QuantRun* runs) {
     const ZeroFp8QuantRun r = runs[blockIdx.y];
     size_t begin, end;
     block_chunk(r.n, blockIdx.x, gridDim.x, &begin, &end);
@@ -122,9 +122,9 @@ __global__ void zero_fp8_amax_partial_kernel(float* partial, const ZeroFp8QuantR
 
 // Block t: amax[t] = the max of the partial maxima of the runs of target first + t (0 when this
 // rank owns none of it).
-__global__ void zero_fp8_amax_finish_kernel(float* amax, const float* partial,
-                                            const ZeroFp8QuantRun* runs, int run_count,
-                                            int target_first) {
+static __global__ void zero_fp8_amax_finish_kernel(float* amax, const float* partial,
+                                                   const ZeroFp8QuantRun* runs, int run_count,
+                                                   int target_first) {
     float m = 0.0f;
     for (int i = threadIdx.x; i < run_count * ZERO_FP8_AMAX_BLOCKS; i += CHUNK_THREADS)
         if (runs[i / ZERO_FP8_AMAX_BLOCKS].target == target_first + (int)blockIdx.x)
@@ -135,8 +135,8 @@ __global__ void zero_fp8_amax_finish_kernel(float* amax, const float* partial,
 
 // Thread t: target first + t's scale from amax[t] (current: the E4M3 scale of the whole weight,
 // as fp8_amax_finish_kernel sets it; delayed: amax[t] into the step's running max).
-__global__ void zero_fp8_scales_kernel(ZeroFp8Target* targets, int first, int count,
-                                       const float* amax, bool current) {
+static __global__ void zero_fp8_scales_kernel(ZeroFp8Target* targets, int first, int count,
+                                              const float* amax, bool current) {
     const int t = threadIdx.x;
     if (t >= count) return;
     Fp8TensorScale* s = targets[first + t].scale;
@@ -149,8 +149,8 @@ __global__ void zero_fp8_scales_kernel(ZeroFp8Target* targets, int first, int co
     }
 }
 
-__global__ void zero_fp8_quantize_kernel(const ZeroFp8QuantRun* runs,
-                                         const ZeroFp8Target* targets) {
+static __global__ void zero_fp8_quantize_kernel(const ZeroFp8QuantRun* runs,
+                                                const ZeroFp8Target* targets) {
     const ZeroFp8QuantRun r = runs[blockIdx.y];
     const float scale = targets[r.target].scale->scale;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < r.n;
@@ -158,7 +158,7 @@ __global__ void zero_fp8_quantize_kernel(const ZeroFp8QuantRun* runs,
         r.dst[i] = fp8_encode((float)r.src[i] * scale, __NV_E4M3);
 }
 
-__global__ void copy_byte_runs_kernel(const ByteRun* runs) {
+static __global__ void copy_byte_runs_kernel(const ByteRun* runs) {
     const ByteRun r = runs[blockIdx.y];
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < r.n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -173,7 +173,8 @@ inline void copy_byte_runs(const ByteRun* runs, int count, cudaStream_t stream) 
 
 // qt (cols x rows) = q (rows x cols) transposed, a 32 x 32 tile per block through shared memory
 // (32 x 8 threads, as fp8_quantize_tensor_kernel's).
-__global__ void zero_fp8_transpose_kernel(uint8_t* qt, const uint8_t* q, int rows, int cols) {
+static __global__ void zero_fp8_transpose_kernel(uint8_t* qt, const uint8_t* q, int rows,
+                                                 int cols) {
     __shared__ uint8_t tile[FP8_TRANSPOSE_TILE][FP8_TRANSPOSE_TILE + 1];
     const int row0 = blockIdx.y * FP8_TRANSPOSE_TILE, col0 = blockIdx.x * FP8_TRANSPOSE_TILE;
     const int tx = threadIdx.x, ty = threadIdx.y;
