@@ -44,8 +44,9 @@ def kernel_name(mangled):
 
 
 def entry_starts(ptx):
-    """The matches of the PTX's .entry lines; group 1 is the mangled name."""
-    return list(re.finditer(r"^\.(?:visible )?\.entry (\w+)\(", ptx, re.M))
+    """The matches of the PTX's .entry lines (`.visible .entry`, or `.entry` for a static kernel);
+    group 1 is the mangled name."""
+    return list(re.finditer(r"^(?:\.visible\s+)?\.entry (\w+)\(", ptx, re.M))
 
 
 def entries(ptx):
