@@ -58,7 +58,6 @@ import hashlib
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
